@@ -1,0 +1,193 @@
+//! Typed, validated configuration. Topic (log) settings keep Kafka's names and meanings
+//! (SPEC T2.4); tidemark's own settings are prefixed `tidemark.`. Units are last in field
+//! names. A bad value is refused with a [`ConfigError`] naming the key, the value and the
+//! rule (SPEC T2.5); nothing is half-applied.
+//!
+//! Who calls it: the binary (broker defaults), the server (topic overrides from clients) and
+//! storage (which only reads the typed struct).
+
+use std::collections::BTreeMap;
+
+/// A refused configuration value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid value {value:?} for {key}: {reason}")]
+pub struct ConfigError {
+    pub key: String,
+    pub value: String,
+    pub reason: String,
+}
+
+fn bad(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError { key: key.to_string(), value: value.to_string(), reason: reason.into() }
+}
+
+/// Per-log settings (a topic's partitions share one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `segment.bytes`: roll the active segment before it would exceed this size.
+    pub segment_bytes: u64,
+    /// `segment.index.bytes`: the largest offset index a segment may have; a full index rolls.
+    pub segment_index_bytes: u64,
+    /// `index.interval.bytes`: bytes of batches between two offset-index entries.
+    pub index_interval_bytes: u64,
+    /// `retention.bytes`: delete oldest segments while the log is larger; `None` = unlimited.
+    pub retention_bytes: Option<u64>,
+    /// `flush.messages`: an append waits for fdatasync once this many records are unflushed.
+    /// 1 (the default) makes every acknowledged append durable.
+    pub flush_messages: u64,
+    /// `flush.ms`: the longest unflushed data may wait when `flush.messages` lets appends
+    /// return before their fdatasync.
+    pub flush_ms: u64,
+    /// `max.message.bytes`: the largest batch a producer may append.
+    pub max_message_bytes: u64,
+    /// `tidemark.preallocate.bytes`: fallocate step for segment data files.
+    pub preallocate_bytes: u64,
+    /// `tidemark.write.chunk.bytes`: size of the aligned write buffers (one DMA write each).
+    pub write_chunk_bytes: u64,
+    /// `tidemark.max.inflight.writes`: DMA writes one flush keeps in flight.
+    pub max_inflight_writes: u32,
+}
+
+pub const KIB: u64 = 1024;
+pub const MIB: u64 = 1024 * 1024;
+pub const GIB: u64 = 1024 * MIB;
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: GIB,
+            segment_index_bytes: 10 * MIB,
+            index_interval_bytes: 4096,
+            retention_bytes: None,
+            flush_messages: 1,
+            flush_ms: 1000,
+            max_message_bytes: 1_048_588,
+            preallocate_bytes: 32 * MIB,
+            write_chunk_bytes: MIB,
+            max_inflight_writes: 8,
+        }
+    }
+}
+
+/// Every key [`LogConfig::set`] understands.
+pub const LOG_CONFIG_KEYS: &[&str] = &[
+    "segment.bytes",
+    "segment.index.bytes",
+    "index.interval.bytes",
+    "retention.bytes",
+    "flush.messages",
+    "flush.ms",
+    "max.message.bytes",
+    "tidemark.preallocate.bytes",
+    "tidemark.write.chunk.bytes",
+    "tidemark.max.inflight.writes",
+];
+
+fn parse_i64(key: &str, value: &str) -> Result<i64, ConfigError> {
+    value.trim().parse::<i64>().map_err(|_| bad(key, value, "not an integer"))
+}
+
+fn in_range(key: &str, value: &str, min: i64, max: i64) -> Result<u64, ConfigError> {
+    let v = parse_i64(key, value)?;
+    if v < min || v > max {
+        return Err(bad(key, value, format!("must be between {min} and {max}")));
+    }
+    Ok(v as u64)
+}
+
+impl LogConfig {
+    /// Apply one `key=value`; on error `self` is unchanged.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        const I32: i64 = i32::MAX as i64;
+        match key {
+            // Positions in the offset index are u32 and Kafka caps segments at i32::MAX.
+            "segment.bytes" => self.segment_bytes = in_range(key, value, 1024, I32)?,
+            "segment.index.bytes" => self.segment_index_bytes = in_range(key, value, 8, I32)?,
+            "index.interval.bytes" => self.index_interval_bytes = in_range(key, value, 0, I32)?,
+            "retention.bytes" => {
+                let v = parse_i64(key, value)?;
+                self.retention_bytes = match v {
+                    -1 => None,
+                    v if v >= 0 => Some(v as u64),
+                    _ => return Err(bad(key, value, "must be -1 (unlimited) or at least 0")),
+                }
+            }
+            "flush.messages" => self.flush_messages = in_range(key, value, 1, i64::MAX)?,
+            "flush.ms" => self.flush_ms = in_range(key, value, 0, i64::MAX)?,
+            "max.message.bytes" => self.max_message_bytes = in_range(key, value, 61, I32)?,
+            "tidemark.preallocate.bytes" => {
+                let v = in_range(key, value, 0, I32)?;
+                if v % crate::io::PAGE != 0 {
+                    return Err(bad(key, value, "must be a multiple of 4096"));
+                }
+                self.preallocate_bytes = v
+            }
+            "tidemark.write.chunk.bytes" => {
+                let v = in_range(key, value, 4096, 64 * MIB as i64)?;
+                if v % crate::io::PAGE != 0 {
+                    return Err(bad(key, value, "must be a multiple of 4096"));
+                }
+                self.write_chunk_bytes = v
+            }
+            "tidemark.max.inflight.writes" => self.max_inflight_writes = in_range(key, value, 1, 1024)? as u32,
+            _ => return Err(bad(key, value, "unknown configuration key")),
+        }
+        Ok(())
+    }
+
+    /// A copy with every pair applied, or the first error (nothing applied).
+    pub fn with_overrides<'a>(&self, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<LogConfig, ConfigError> {
+        let mut c = self.clone();
+        for (k, v) in pairs {
+            c.set(k, v)?;
+        }
+        Ok(c)
+    }
+
+    /// Every setting as Kafka names it, with its current value.
+    pub fn describe(&self) -> BTreeMap<&'static str, String> {
+        let mut m = BTreeMap::new();
+        m.insert("segment.bytes", self.segment_bytes.to_string());
+        m.insert("segment.index.bytes", self.segment_index_bytes.to_string());
+        m.insert("index.interval.bytes", self.index_interval_bytes.to_string());
+        m.insert("retention.bytes", self.retention_bytes.map_or(-1, |v| v as i64).to_string());
+        m.insert("flush.messages", self.flush_messages.to_string());
+        m.insert("flush.ms", self.flush_ms.to_string());
+        m.insert("max.message.bytes", self.max_message_bytes.to_string());
+        m.insert("tidemark.preallocate.bytes", self.preallocate_bytes.to_string());
+        m.insert("tidemark.write.chunk.bytes", self.write_chunk_bytes.to_string());
+        m.insert("tidemark.max.inflight.writes", self.max_inflight_writes.to_string());
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // spec: T2.5 — bad values are refused with the key and the reason; nothing half-applied.
+    #[test]
+    fn bad_values_are_refused_and_nothing_is_applied() {
+        let base = LogConfig::default();
+        let e = base.with_overrides([("segment.bytes", "2048"), ("flush.messages", "0")]).unwrap_err();
+        assert_eq!(e.key, "flush.messages");
+        assert!(e.to_string().contains("between 1"));
+        assert_eq!(base, LogConfig::default());
+        assert!(base.with_overrides([("segment.bytes", "abc")]).is_err());
+        assert!(base.with_overrides([("segment.bytes", "4294967296")]).is_err());
+        assert!(base.with_overrides([("retention.bytes", "-2")]).is_err());
+        assert!(base.with_overrides([("no.such.key", "1")]).is_err());
+        assert!(base.with_overrides([("tidemark.write.chunk.bytes", "5000")]).is_err());
+    }
+
+    #[test]
+    fn every_key_round_trips_through_describe() {
+        let c = LogConfig::default()
+            .with_overrides([("segment.bytes", "65536"), ("retention.bytes", "-1"), ("flush.messages", "100")])
+            .unwrap();
+        let d = c.describe();
+        assert_eq!(d.len(), LOG_CONFIG_KEYS.len());
+        let again = LogConfig::default().with_overrides(d.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
+        assert_eq!(again, c);
+    }
+}

@@ -1,0 +1,225 @@
+//! [`Disk`] on glommio DMA files: O_DIRECT reads and writes through io_uring.
+//!
+//! The IOPOLL probe trap (PLATFORM.md): the first DMA file an executor opens on a device is
+//! used to probe polled I/O; if it is a new empty file glommio wrongly concludes the device is
+//! pollable and every later DMA read fails with EOPNOTSUPP. [`DmaDisk::open`] therefore opens a
+//! non-empty 4 KiB probe file in the data directory first, once per executor, and every data
+//! file is opened read+write (never write-only).
+//!
+//! Directory operations (list, create, stat) use std::fs: they run at startup, at roll and at
+//! retention, never per record.
+
+use super::{Disk, DiskFile, IoBuf, IoError, IoResult, PAGE};
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// The probe file every executor opens before any other DMA file.
+pub const PROBE_FILE: &str = ".tidemark-probe";
+
+/// A data directory on a real filesystem, used from one executor.
+#[derive(Clone, Debug)]
+pub struct DmaDisk {
+    root: Rc<PathBuf>,
+}
+
+fn gerr<T>(op: &'static str, path: &Path, offset: Option<u64>, e: glommio::GlommioError<T>) -> IoError {
+    IoError::new(op, path, offset, std::io::Error::from(e))
+}
+
+fn serr(op: &'static str, path: &Path, e: std::io::Error) -> IoError {
+    IoError::new(op, path, None, e)
+}
+
+impl DmaDisk {
+    /// Prepare `root` for DMA I/O on the calling executor: create it, write the probe file
+    /// once (4 KiB of non-zero bytes, synced) and open it with DMA so glommio's IOPOLL probe
+    /// sees a non-empty, readable file. Must be called inside a glommio executor, once per
+    /// executor, before storage opens anything under `root`.
+    pub async fn open(root: &Path) -> IoResult<DmaDisk> {
+        std::fs::create_dir_all(root).map_err(|e| serr("create data dir", root, e))?;
+        let probe = root.join(PROBE_FILE);
+        let ok = std::fs::metadata(&probe).map(|m| m.len() == PAGE).unwrap_or(false);
+        if !ok {
+            use std::io::Write;
+            let tmp = root.join(format!("{PROBE_FILE}.tmp"));
+            let mut f = std::fs::File::create(&tmp).map_err(|e| serr("create probe", &tmp, e))?;
+            f.write_all(&[0x7e; PAGE as usize]).map_err(|e| serr("write probe", &tmp, e))?;
+            f.sync_all().map_err(|e| serr("sync probe", &tmp, e))?;
+            std::fs::rename(&tmp, &probe).map_err(|e| serr("rename probe", &probe, e))?;
+        }
+        let f = DmaFile::open(&probe).await.map_err(|e| gerr("open probe", &probe, None, e))?;
+        // Reading it proves DMA reads work on this device for this executor.
+        f.read_at_aligned(0, PAGE as usize)
+            .await
+            .map_err(|e| gerr("read probe", &probe, Some(0), e))?;
+        f.close().await.map_err(|e| gerr("close probe", &probe, None, e))?;
+        Ok(DmaDisk { root: Rc::new(root.to_path_buf()) })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// An open DMA file.
+pub struct DmaDiskFile {
+    file: DmaFile,
+    path: PathBuf,
+    /// Bytes reserved by fallocate so far (avoids repeating the syscall).
+    allocated: Cell<u64>,
+}
+
+impl IoBuf for DmaBuffer {
+    fn trim(&mut self, len: usize) {
+        self.trim_to_size(len)
+    }
+}
+
+impl Disk for DmaDisk {
+    type Buf = DmaBuffer;
+    type File = DmaDiskFile;
+
+    fn alloc(&self, len: usize) -> DmaBuffer {
+        debug_assert_eq!(len as u64 % PAGE, 0);
+        glommio::allocate_dma_buffer(len)
+    }
+
+    async fn open_rw(&self, path: &Path) -> IoResult<DmaDiskFile> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .dma_open(path)
+            .await
+            .map_err(|e| gerr("open", path, None, e))?;
+        Ok(DmaDiskFile { file, path: path.to_path_buf(), allocated: Cell::new(0) })
+    }
+
+    async fn create_dir_all(&self, path: &Path) -> IoResult<()> {
+        std::fs::create_dir_all(path).map_err(|e| serr("create dir", path, e))
+    }
+
+    async fn list_dir(&self, path: &Path) -> IoResult<Vec<String>> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(path).map_err(|e| serr("list dir", path, e))? {
+            let e = e.map_err(|e| serr("list dir", path, e))?;
+            out.push(e.file_name().to_string_lossy().into_owned());
+        }
+        Ok(out)
+    }
+
+    async fn exists(&self, path: &Path) -> IoResult<bool> {
+        match std::fs::symlink_metadata(path) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(serr("stat", path, e)),
+        }
+    }
+
+    async fn remove_file(&self, path: &Path) -> IoResult<()> {
+        match std::fs::remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(serr("remove", path, e)),
+        }
+    }
+
+    async fn remove_dir_all(&self, path: &Path) -> IoResult<()> {
+        match std::fs::remove_dir_all(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(serr("remove dir", path, e)),
+        }
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> IoResult<()> {
+        glommio::io::rename(from, to).await.map_err(|e| gerr("rename", from, None, e))
+    }
+
+    async fn sync_dir(&self, path: &Path) -> IoResult<()> {
+        let d = glommio::io::Directory::open(path)
+            .await
+            .map_err(|e| gerr("open dir", path, None, e))?;
+        d.sync().await.map_err(|e| gerr("sync dir", path, None, e))?;
+        d.close().await.map_err(|e| gerr("close dir", path, None, e))
+    }
+
+    async fn file_size(&self, path: &Path) -> IoResult<u64> {
+        Ok(std::fs::metadata(path).map_err(|e| serr("stat", path, e))?.len())
+    }
+
+    async fn mtime_ms(&self, path: &Path) -> IoResult<i64> {
+        let m = std::fs::metadata(path).map_err(|e| serr("stat", path, e))?;
+        let t = m.modified().map_err(|e| serr("stat mtime", path, e))?;
+        Ok(t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0))
+    }
+}
+
+impl DiskFile for DmaDiskFile {
+    type Buf = DmaBuffer;
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn write_at(&self, buf: Rc<DmaBuffer>, pos: u64) -> IoResult<()> {
+        debug_assert_eq!(pos % PAGE, 0, "unaligned DMA write position");
+        let want = buf.len();
+        debug_assert_eq!(want as u64 % PAGE, 0, "unaligned DMA write length");
+        let n = self
+            .file
+            .write_rc_at(buf, pos)
+            .await
+            .map_err(|e| gerr("write", &self.path, Some(pos), e))?;
+        if n != want {
+            return Err(IoError::new(
+                "write",
+                &self.path,
+                Some(pos),
+                std::io::Error::new(std::io::ErrorKind::WriteZero, format!("short write: {n} of {want} bytes")),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn read_at(&self, pos: u64, len: usize) -> IoResult<Vec<u8>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let r = self.file.read_at(pos, len).await.map_err(|e| gerr("read", &self.path, Some(pos), e))?;
+        Ok(r.to_vec())
+    }
+
+    async fn sync(&self) -> IoResult<()> {
+        self.file.fdatasync().await.map_err(|e| gerr("fdatasync", &self.path, None, e))
+    }
+
+    async fn allocate(&self, len: u64) -> IoResult<()> {
+        if len <= self.allocated.get() {
+            return Ok(());
+        }
+        self.file
+            .pre_allocate(len, false)
+            .await
+            .map_err(|e| gerr("fallocate", &self.path, Some(len), e))?;
+        self.allocated.set(len);
+        Ok(())
+    }
+
+    async fn truncate(&self, len: u64) -> IoResult<()> {
+        self.file.truncate(len).await.map_err(|e| gerr("truncate", &self.path, Some(len), e))?;
+        self.allocated.set(self.allocated.get().min(len));
+        Ok(())
+    }
+
+    async fn size(&self) -> IoResult<u64> {
+        self.file.file_size().await.map_err(|e| gerr("stat", &self.path, None, e))
+    }
+
+    async fn close(self) -> IoResult<()> {
+        let path = self.path;
+        self.file.close().await.map_err(|e| gerr("close", &path, None, e))
+    }
+}

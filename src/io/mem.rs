@@ -1,0 +1,411 @@
+//! An in-memory [`Disk`] for tests: it remembers what was synced, so a test can crash it and
+//! see what a power cut would leave, and it can fail operations on demand.
+//!
+//! Model: each file has its current bytes and its synced image. A write changes the current
+//! bytes and is queued as pending; `sync` makes the current bytes the synced image. `crash`
+//! rebuilds every file from its synced image plus some of its pending writes, as
+//! [`CrashMode`] says (none, all, or a random subset with torn pages). Directory operations
+//! (create, remove, rename) are durable at once; a file created but never synced survives a
+//! crash empty. Faults are injected per operation kind and fire a given number of times.
+
+use super::{Disk, DiskFile, IoBuf, IoError, IoResult, PAGE};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// What survives of unsynced writes at a crash.
+#[derive(Clone, Copy, Debug)]
+pub enum CrashMode {
+    /// Only synced data survives.
+    DropUnsynced,
+    /// Every completed write survives (the kernel wrote it back before the power cut).
+    KeepUnsynced,
+    /// Each pending write survives whole, in part (a prefix of whole pages, the rest zero or
+    /// old data) or not at all, chosen by a seeded generator.
+    Torn { seed: u64 },
+}
+
+/// A failure to inject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// EIO on the next operations of a kind.
+    Eio,
+    /// ENOSPC.
+    NoSpace,
+    /// A write that stores only its first page and reports an error.
+    ShortWrite,
+}
+
+/// The operations faults can target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FaultOp {
+    Write,
+    Sync,
+    Read,
+    Allocate,
+    Open,
+}
+
+#[derive(Default, Debug)]
+struct FileState {
+    data: Vec<u8>,
+    synced: Vec<u8>,
+    /// Writes since the last sync: (position, bytes).
+    pending: Vec<(u64, Vec<u8>)>,
+    mtime_ms: i64,
+}
+
+#[derive(Default, Debug)]
+struct State {
+    files: BTreeMap<PathBuf, Rc<RefCell<FileState>>>,
+    dirs: BTreeSet<PathBuf>,
+    faults: HashMap<FaultOp, (Fault, u32)>,
+    now_ms: i64,
+    syncs: u64,
+    writes: u64,
+}
+
+/// The in-memory disk. Clones share the same files.
+#[derive(Clone, Default, Debug)]
+pub struct MemDisk {
+    state: Rc<RefCell<State>>,
+}
+
+fn err(op: &'static str, path: &Path, offset: Option<u64>, errno: i32) -> IoError {
+    IoError::new(op, path, offset, std::io::Error::from_raw_os_error(errno))
+}
+
+impl MemDisk {
+    pub fn new() -> MemDisk {
+        MemDisk::default()
+    }
+
+    /// Fail the next `count` operations of kind `op` with `fault`.
+    pub fn inject(&self, op: FaultOp, fault: Fault, count: u32) {
+        self.state.borrow_mut().faults.insert(op, (fault, count));
+    }
+
+    /// Remove every injected fault.
+    pub fn heal(&self) {
+        self.state.borrow_mut().faults.clear();
+    }
+
+    /// The modification time given to files written from now on.
+    pub fn set_now_ms(&self, now: i64) {
+        self.state.borrow_mut().now_ms = now;
+    }
+
+    /// How many syncs and writes have been issued (for group-commit tests).
+    pub fn counters(&self) -> (u64, u64) {
+        let s = self.state.borrow();
+        (s.syncs, s.writes)
+    }
+
+    /// Simulate a power cut: every file keeps its synced image plus what `mode` lets survive
+    /// of its pending writes. Open handles keep working on the new contents.
+    pub fn crash(&self, mode: CrashMode) {
+        let mut rng = match mode {
+            CrashMode::Torn { seed } => seed | 1,
+            _ => 1,
+        };
+        let mut next = move || {
+            // xorshift64*: deterministic, enough for choosing what survives.
+            rng ^= rng >> 12;
+            rng ^= rng << 25;
+            rng ^= rng >> 27;
+            rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        let st = self.state.borrow();
+        for f in st.files.values() {
+            let mut f = f.borrow_mut();
+            let mut image = f.synced.clone();
+            let pending = std::mem::take(&mut f.pending);
+            for (pos, bytes) in pending {
+                let keep = match mode {
+                    CrashMode::DropUnsynced => 0,
+                    CrashMode::KeepUnsynced => bytes.len(),
+                    CrashMode::Torn { .. } => match next() % 3 {
+                        0 => 0,
+                        1 => bytes.len(),
+                        _ => {
+                            let pages = (bytes.len() as u64 / PAGE).max(1);
+                            ((next() % pages) * PAGE) as usize
+                        }
+                    },
+                };
+                if keep > 0 {
+                    write_into(&mut image, pos, &bytes[..keep]);
+                }
+            }
+            f.data = image.clone();
+            f.synced = image;
+        }
+    }
+
+    /// The current bytes of a file (for tests that cut or corrupt files).
+    pub fn file_bytes(&self, path: &Path) -> Option<Vec<u8>> {
+        self.state.borrow().files.get(path).map(|f| f.borrow().data.clone())
+    }
+
+    /// Replace a file's bytes, durably (for tests that cut or corrupt files).
+    pub fn set_file_bytes(&self, path: &Path, bytes: Vec<u8>) {
+        let mut st = self.state.borrow_mut();
+        let now = st.now_ms;
+        let f = st.files.entry(path.to_path_buf()).or_default().clone();
+        let mut f = f.borrow_mut();
+        f.data = bytes.clone();
+        f.synced = bytes;
+        f.pending.clear();
+        f.mtime_ms = now;
+    }
+
+    /// Every file path, sorted.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.state.borrow().files.keys().cloned().collect()
+    }
+
+    fn take_fault(&self, op: FaultOp) -> Option<Fault> {
+        let mut st = self.state.borrow_mut();
+        let (fault, left) = st.faults.get_mut(&op)?;
+        let fault = *fault;
+        *left -= 1;
+        if *left == 0 {
+            st.faults.remove(&op);
+        }
+        Some(fault)
+    }
+}
+
+fn write_into(image: &mut Vec<u8>, pos: u64, bytes: &[u8]) {
+    let end = pos as usize + bytes.len();
+    if image.len() < end {
+        image.resize(end, 0);
+    }
+    image[pos as usize..end].copy_from_slice(bytes);
+}
+
+fn fault_errno(f: Fault) -> i32 {
+    match f {
+        Fault::NoSpace => libc::ENOSPC,
+        Fault::Eio | Fault::ShortWrite => libc::EIO,
+    }
+}
+
+/// A file on a [`MemDisk`].
+pub struct MemFile {
+    disk: MemDisk,
+    state: Rc<RefCell<FileState>>,
+    path: PathBuf,
+}
+
+/// A plain heap buffer stands in for a DMA buffer.
+pub struct MemBuf(Vec<u8>);
+
+impl AsRef<[u8]> for MemBuf {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+impl AsMut<[u8]> for MemBuf {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+}
+impl IoBuf for MemBuf {
+    fn trim(&mut self, len: usize) {
+        self.0.truncate(len)
+    }
+}
+
+impl Disk for MemDisk {
+    type Buf = MemBuf;
+    type File = MemFile;
+
+    fn alloc(&self, len: usize) -> MemBuf {
+        assert_eq!(len as u64 % PAGE, 0, "unaligned buffer");
+        // Not zeroed on purpose: callers must fill what they write.
+        MemBuf(vec![0xa5; len])
+    }
+
+    async fn open_rw(&self, path: &Path) -> IoResult<MemFile> {
+        if let Some(f) = self.take_fault(FaultOp::Open) {
+            return Err(err("open", path, None, fault_errno(f)));
+        }
+        let mut st = self.state.borrow_mut();
+        if let Some(parent) = path.parent() {
+            if !st.dirs.contains(parent) {
+                return Err(err("open", path, None, libc::ENOENT));
+            }
+        }
+        let now = st.now_ms;
+        let state = st
+            .files
+            .entry(path.to_path_buf())
+            .or_insert_with(|| Rc::new(RefCell::new(FileState { mtime_ms: now, ..Default::default() })))
+            .clone();
+        Ok(MemFile { disk: self.clone(), state, path: path.to_path_buf() })
+    }
+
+    async fn create_dir_all(&self, path: &Path) -> IoResult<()> {
+        let mut st = self.state.borrow_mut();
+        for a in path.ancestors() {
+            if !a.as_os_str().is_empty() {
+                st.dirs.insert(a.to_path_buf());
+            }
+        }
+        Ok(())
+    }
+
+    async fn list_dir(&self, path: &Path) -> IoResult<Vec<String>> {
+        let st = self.state.borrow();
+        if !st.dirs.contains(path) {
+            return Err(err("list dir", path, None, libc::ENOENT));
+        }
+        let names = st
+            .files
+            .keys()
+            .chain(st.dirs.iter())
+            .filter(|p| p.parent() == Some(path))
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        Ok(names)
+    }
+
+    async fn exists(&self, path: &Path) -> IoResult<bool> {
+        let st = self.state.borrow();
+        Ok(st.files.contains_key(path) || st.dirs.contains(path))
+    }
+
+    async fn remove_file(&self, path: &Path) -> IoResult<()> {
+        self.state.borrow_mut().files.remove(path);
+        Ok(())
+    }
+
+    async fn remove_dir_all(&self, path: &Path) -> IoResult<()> {
+        let mut st = self.state.borrow_mut();
+        st.files.retain(|p, _| !p.starts_with(path));
+        st.dirs.retain(|p| !p.starts_with(path));
+        Ok(())
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> IoResult<()> {
+        let mut st = self.state.borrow_mut();
+        match st.files.remove(from) {
+            Some(f) => {
+                st.files.insert(to.to_path_buf(), f);
+                Ok(())
+            }
+            None => Err(err("rename", from, None, libc::ENOENT)),
+        }
+    }
+
+    async fn sync_dir(&self, _path: &Path) -> IoResult<()> {
+        Ok(())
+    }
+
+    async fn file_size(&self, path: &Path) -> IoResult<u64> {
+        let st = self.state.borrow();
+        match st.files.get(path) {
+            Some(f) => Ok(f.borrow().data.len() as u64),
+            None => Err(err("stat", path, None, libc::ENOENT)),
+        }
+    }
+
+    async fn mtime_ms(&self, path: &Path) -> IoResult<i64> {
+        let st = self.state.borrow();
+        match st.files.get(path) {
+            Some(f) => Ok(f.borrow().mtime_ms),
+            None => Err(err("stat", path, None, libc::ENOENT)),
+        }
+    }
+}
+
+impl DiskFile for MemFile {
+    type Buf = MemBuf;
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn write_at(&self, buf: Rc<MemBuf>, pos: u64) -> IoResult<()> {
+        assert_eq!(pos % PAGE, 0, "unaligned write position");
+        assert_eq!(buf.0.len() as u64 % PAGE, 0, "unaligned write length");
+        let fault = self.disk.take_fault(FaultOp::Write);
+        self.disk.state.borrow_mut().writes += 1;
+        let now = self.disk.state.borrow().now_ms;
+        let mut f = self.state.borrow_mut();
+        let bytes: &[u8] = match fault {
+            None => &buf.0,
+            Some(Fault::ShortWrite) => &buf.0[..PAGE as usize],
+            Some(other) => return Err(err("write", &self.path, Some(pos), fault_errno(other))),
+        };
+        write_into(&mut f.data, pos, bytes);
+        f.pending.push((pos, bytes.to_vec()));
+        f.mtime_ms = now;
+        match fault {
+            Some(Fault::ShortWrite) => Err(err("write", &self.path, Some(pos), libc::EIO)),
+            _ => Ok(()),
+        }
+    }
+
+    async fn read_at(&self, pos: u64, len: usize) -> IoResult<Vec<u8>> {
+        if let Some(f) = self.disk.take_fault(FaultOp::Read) {
+            return Err(err("read", &self.path, Some(pos), fault_errno(f)));
+        }
+        let f = self.state.borrow();
+        let start = (pos as usize).min(f.data.len());
+        let end = (pos as usize).saturating_add(len).min(f.data.len());
+        Ok(f.data[start..end].to_vec())
+    }
+
+    async fn sync(&self) -> IoResult<()> {
+        if let Some(f) = self.disk.take_fault(FaultOp::Sync) {
+            return Err(err("fdatasync", &self.path, None, fault_errno(f)));
+        }
+        self.disk.state.borrow_mut().syncs += 1;
+        let mut f = self.state.borrow_mut();
+        f.synced = f.data.clone();
+        f.pending.clear();
+        Ok(())
+    }
+
+    async fn allocate(&self, len: u64) -> IoResult<()> {
+        if let Some(f) = self.disk.take_fault(FaultOp::Allocate) {
+            return Err(err("fallocate", &self.path, Some(len), fault_errno(f)));
+        }
+        let mut f = self.state.borrow_mut();
+        if (f.data.len() as u64) < len {
+            f.data.resize(len as usize, 0);
+            // Allocation is metadata: durable at once in this model (as ext4 journals it).
+            let synced_len = f.synced.len().max(len as usize);
+            f.synced.resize(synced_len, 0);
+        }
+        Ok(())
+    }
+
+    async fn truncate(&self, len: u64) -> IoResult<()> {
+        let mut f = self.state.borrow_mut();
+        f.data.resize(len as usize, 0);
+        // Truncation is durable at once in this model; pending writes past it are gone.
+        f.synced.resize(len as usize, 0);
+        let mut pending = std::mem::take(&mut f.pending);
+        pending.retain_mut(|(pos, bytes)| {
+            if *pos >= len {
+                return false;
+            }
+            bytes.truncate((len - *pos) as usize);
+            true
+        });
+        f.pending = pending;
+        Ok(())
+    }
+
+    async fn size(&self) -> IoResult<u64> {
+        Ok(self.state.borrow().data.len() as u64)
+    }
+
+    async fn close(self) -> IoResult<()> {
+        Ok(())
+    }
+}

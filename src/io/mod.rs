@@ -1,0 +1,173 @@
+//! The disk seam: the only code in tidemark that calls glommio's file APIs.
+//!
+//! Storage is written against [`Disk`] and [`DiskFile`], so the same segment, index and
+//! recovery code runs on two disks:
+//! - [`DmaDisk`]: glommio DMA files (O_DIRECT, io_uring) on a real filesystem;
+//! - [`MemDisk`]: an in-memory disk that remembers what was synced, so tests can crash it
+//!   (drop unsynced writes, tear them) and inject faults (EIO, ENOSPC, short writes).
+//!
+//! Invariants every implementation keeps:
+//! - writes go through buffers from [`Disk::alloc`], at positions and lengths aligned to
+//!   [`PAGE`]; a buffer handed to a write is shared (`Rc`) and never modified while in flight;
+//! - a write is durable only after a later [`DiskFile::sync`] returns Ok;
+//! - reads may start and end anywhere; a read past the end of the file returns fewer bytes.
+//!
+//! Who calls it: `storage` only. Futures are `!Send`: one shard, one thread.
+#![allow(async_fn_in_trait)]
+
+mod dma;
+mod mem;
+
+pub use dma::{DmaDisk, DmaDiskFile};
+pub use mem::{CrashMode, Fault, FaultOp, MemBuf, MemDisk, MemFile};
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// Alignment of every DMA write: the physical sector of the disks we run on (PLATFORM.md:
+/// glommio reports the 512 B logical sector, the device's physical sector is 4096).
+pub const PAGE: u64 = 4096;
+
+/// Round `v` up to a multiple of [`PAGE`].
+pub fn align_up(v: u64) -> u64 {
+    v.div_ceil(PAGE) * PAGE
+}
+
+/// Round `v` down to a multiple of [`PAGE`].
+pub fn align_down(v: u64) -> u64 {
+    v / PAGE * PAGE
+}
+
+/// An I/O error with the operation, the path and (where one applies) the file offset.
+#[derive(Debug, thiserror::Error)]
+#[error("{op} {path} at offset {offset:?}: {source}")]
+pub struct IoError {
+    pub op: &'static str,
+    pub path: PathBuf,
+    pub offset: Option<u64>,
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl IoError {
+    pub fn new(op: &'static str, path: &Path, offset: Option<u64>, source: std::io::Error) -> Self {
+        IoError {
+            op,
+            path: path.to_path_buf(),
+            offset,
+            source,
+        }
+    }
+
+    /// True when the disk is full (ENOSPC): writes may resume once space returns.
+    pub fn is_no_space(&self) -> bool {
+        self.source.raw_os_error() == Some(libc::ENOSPC)
+    }
+}
+
+pub type IoResult<T> = Result<T, IoError>;
+
+/// A buffer that can be handed to a DMA write.
+pub trait IoBuf: AsRef<[u8]> + AsMut<[u8]> + 'static {
+    /// Shrink the buffer to `len` bytes (a multiple of [`PAGE`]) before it is written.
+    fn trim(&mut self, len: usize);
+}
+
+/// A filesystem: directories and metadata files. Cloning is cheap (a handle).
+pub trait Disk: Clone + 'static {
+    type Buf: IoBuf;
+    type File: DiskFile<Buf = Self::Buf>;
+
+    /// An uninitialised buffer of `len` bytes (a multiple of [`PAGE`]) suitable for
+    /// [`DiskFile::write_at`] on any file of this disk. Callers fill every byte they write.
+    fn alloc(&self, len: usize) -> Self::Buf;
+
+    /// Open `path` for reading and writing, creating it if missing.
+    async fn open_rw(&self, path: &Path) -> IoResult<Self::File>;
+    /// Create a directory and its parents.
+    async fn create_dir_all(&self, path: &Path) -> IoResult<()>;
+    /// The names of the entries in a directory (files and directories), unsorted.
+    async fn list_dir(&self, path: &Path) -> IoResult<Vec<String>>;
+    /// True when `path` exists.
+    async fn exists(&self, path: &Path) -> IoResult<bool>;
+    /// Remove a file. Removing a missing file is not an error.
+    async fn remove_file(&self, path: &Path) -> IoResult<()>;
+    /// Remove a directory and everything in it.
+    async fn remove_dir_all(&self, path: &Path) -> IoResult<()>;
+    /// Atomically rename a file.
+    async fn rename(&self, from: &Path, to: &Path) -> IoResult<()>;
+    /// Make the directory's entries (creations, renames, removals) durable.
+    async fn sync_dir(&self, path: &Path) -> IoResult<()>;
+    /// The size of the file at `path`, without opening it.
+    async fn file_size(&self, path: &Path) -> IoResult<u64>;
+    /// The file's modification time in ms since the epoch.
+    async fn mtime_ms(&self, path: &Path) -> IoResult<i64>;
+
+    /// Read a whole small file; `None` when it does not exist.
+    async fn read_file(&self, path: &Path) -> IoResult<Option<Vec<u8>>> {
+        if !self.exists(path).await? {
+            return Ok(None);
+        }
+        let f = self.open_rw(path).await?;
+        let size = f.size().await?;
+        let data = f.read_at(0, size as usize).await?;
+        f.close().await?;
+        Ok(Some(data))
+    }
+
+    /// Replace `path` with exactly `data`, durably: written to `path.tmp`, synced, renamed over
+    /// `path`, directory synced. A crash leaves the old content or the new, never a mix.
+    async fn write_file_atomic(&self, path: &Path, data: &[u8]) -> IoResult<()> {
+        let tmp = path.with_extension(match path.extension() {
+            Some(e) => format!("{}.tmp", e.to_string_lossy()),
+            None => "tmp".to_string(),
+        });
+        let f = self.open_rw(&tmp).await?;
+        write_exact(self, &f, data).await?;
+        f.close().await?;
+        self.rename(&tmp, path).await?;
+        if let Some(dir) = path.parent() {
+            self.sync_dir(dir).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Make `f` hold exactly `data` and sync it: one aligned DMA write, then a truncate to the
+/// exact length (the padding never remains in the file).
+pub async fn write_exact<D: Disk>(disk: &D, f: &D::File, data: &[u8]) -> IoResult<()> {
+    f.truncate(0).await?;
+    if !data.is_empty() {
+        let padded = align_up(data.len() as u64) as usize;
+        let mut buf = disk.alloc(padded);
+        let b = buf.as_mut();
+        b[..data.len()].copy_from_slice(data);
+        b[data.len()..].fill(0);
+        f.write_at(Rc::new(buf), 0).await?;
+    }
+    f.truncate(data.len() as u64).await?;
+    f.sync().await
+}
+
+/// An open file.
+pub trait DiskFile: 'static {
+    type Buf: IoBuf;
+
+    /// The path it was opened with (for errors).
+    fn path(&self) -> &Path;
+    /// Write the whole buffer at `pos` (both aligned to [`PAGE`]). A short write is an error.
+    async fn write_at(&self, buf: Rc<Self::Buf>, pos: u64) -> IoResult<()>;
+    /// Read up to `len` bytes at `pos`; fewer only at the end of the file.
+    async fn read_at(&self, pos: u64, len: usize) -> IoResult<Vec<u8>>;
+    /// Make every completed write durable (fdatasync).
+    async fn sync(&self) -> IoResult<()>;
+    /// Reserve space up to `len` bytes (fallocate); the file's size becomes at least `len` and
+    /// the new space reads as zeros.
+    async fn allocate(&self, len: u64) -> IoResult<()>;
+    /// Set the file's size.
+    async fn truncate(&self, len: u64) -> IoResult<()>;
+    /// The file's size in bytes.
+    async fn size(&self) -> IoResult<u64>;
+    /// Close the file. Dropping without closing is allowed (the descriptor is released).
+    async fn close(self) -> IoResult<()>;
+}

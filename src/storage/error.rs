@@ -1,0 +1,39 @@
+//! Storage errors. The server maps each to a Kafka error code in one exhaustive `match`.
+
+use crate::io::IoError;
+use crate::storage::format::FormatError;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StorageError {
+    /// A producer sent bytes that are not valid batches (CORRUPT_MESSAGE).
+    #[error("invalid record batch: {0}")]
+    InvalidBatch(#[from] FormatError),
+    /// A batch larger than `max.message.bytes` (MESSAGE_TOO_LARGE).
+    #[error("batch of {size} bytes exceeds max.message.bytes {max}")]
+    BatchTooLarge { size: usize, max: u64 },
+    /// An empty records section where at least one batch is required (INVALID_REQUEST).
+    #[error("no record batch in the request")]
+    EmptyAppend,
+    /// A read below the log start or past the log end (OFFSET_OUT_OF_RANGE).
+    #[error("offset {offset} is outside the log [{start}, {end}]")]
+    OffsetOutOfRange { offset: i64, start: i64, end: i64 },
+    /// The disk failed (KAFKA_STORAGE_ERROR). Shared: one flush failure reaches every waiter.
+    #[error("{0}")]
+    Io(Arc<IoError>),
+    /// Stored bytes failed their check on the read path (KAFKA_STORAGE_ERROR); never served.
+    #[error("corrupt data in {path} at position {position}: {error}")]
+    Corrupt { path: PathBuf, position: u64, error: FormatError },
+    /// The partition is closing or closed.
+    #[error("partition is closed")]
+    Closed,
+}
+
+impl From<IoError> for StorageError {
+    fn from(e: IoError) -> Self {
+        StorageError::Io(Arc::new(e))
+    }
+}
+
+pub type StorageResult<T> = Result<T, StorageError>;

@@ -1,0 +1,630 @@
+//! Kafka v2 record batches (magic 2), byte for byte as clients send them.
+//!
+//! ```text
+//! off len field                  off len field
+//!   0   8 baseOffset              35   8 maxTimestamp
+//!   8   4 batchLength (= total-12)43   8 producerId
+//!  12   4 partitionLeaderEpoch    51   2 producerEpoch
+//!  16   1 magic (2)               53   4 baseSequence
+//!  17   4 crc (CRC-32C of 21..)   57   4 recordCount
+//!  21   2 attributes              61   .. records
+//!  23   4 lastOffsetDelta
+//!  27   8 firstTimestamp (baseTimestamp)
+//! ```
+//! All integers are big-endian. baseOffset, batchLength and partitionLeaderEpoch lie outside
+//! the CRC, so the broker assigns offsets by rewriting baseOffset without touching the CRC.
+//! Attributes: bits 0-2 compression, bit 3 timestamp type (1 = LogAppendTime), bit 4
+//! transactional, bit 5 control.
+//!
+//! A record: length varint, attributes i8, timestampDelta varlong, offsetDelta varint,
+//! keyLength varint (-1 = null), key, valueLength varint, value, headerCount varint, headers
+//! (keyLength varint, key, valueLength varint, value).
+
+use super::varint::{read_varint, read_varlong, write_varint, write_varlong};
+
+pub const HEADER_LEN: usize = 61;
+/// baseOffset and batchLength: the bytes before what batchLength counts.
+pub const LOG_OVERHEAD: usize = 12;
+pub const MAGIC_V2: i8 = 2;
+
+pub const OFF_BASE_OFFSET: usize = 0;
+pub const OFF_LENGTH: usize = 8;
+pub const OFF_MAGIC: usize = 16;
+pub const OFF_CRC: usize = 17;
+pub const OFF_ATTRIBUTES: usize = 21;
+pub const OFF_LAST_OFFSET_DELTA: usize = 23;
+pub const OFF_FIRST_TIMESTAMP: usize = 27;
+pub const OFF_MAX_TIMESTAMP: usize = 35;
+pub const OFF_RECORD_COUNT: usize = 57;
+
+const ATTR_COMPRESSION_MASK: i16 = 0x07;
+const ATTR_LOG_APPEND_TIME: i16 = 0x08;
+const ATTR_TRANSACTIONAL: i16 = 0x10;
+const ATTR_CONTROL: i16 = 0x20;
+
+/// Why bytes are not a valid batch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    #[error("batch truncated: need {need} bytes, have {have}")]
+    Truncated { need: usize, have: usize },
+    #[error("invalid batch length {0}")]
+    BadLength(i64),
+    #[error("unsupported magic {0} (expected 2)")]
+    BadMagic(i8),
+    #[error("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    BadCrc { stored: u32, computed: u32 },
+    #[error("record count {count} does not match lastOffsetDelta {last_offset_delta}")]
+    BadRecordCount { count: i32, last_offset_delta: i32 },
+    #[error("corrupt records: {0}")]
+    BadRecords(&'static str),
+    #[error("unknown compression codec {0}")]
+    UnknownCompression(i16),
+    #[error("expected offset {expected}, found batch at {found}")]
+    OffsetGap { expected: i64, found: i64 },
+}
+
+/// The compression codec in a batch's attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl Compression {
+    pub fn from_attributes(attributes: i16) -> Result<Compression, FormatError> {
+        Ok(match attributes & ATTR_COMPRESSION_MASK {
+            0 => Compression::None,
+            1 => Compression::Gzip,
+            2 => Compression::Snappy,
+            3 => Compression::Lz4,
+            4 => Compression::Zstd,
+            other => return Err(FormatError::UnknownCompression(other)),
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Snappy => "snappy",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+/// CreateTime (set by the producer) or LogAppendTime (set by the broker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimestampType {
+    CreateTime,
+    LogAppendTime,
+}
+
+/// The fixed 61-byte header of a v2 batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: i64,
+    pub batch_length: i32,
+    pub partition_leader_epoch: i32,
+    pub magic: i8,
+    pub crc: u32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub first_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub record_count: i32,
+}
+
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes(b[at..at + 2].try_into().expect("2 bytes"))
+}
+
+/// The total size of the batch starting at `buf[0]`, from its first 12 bytes, after checking
+/// that batchLength is plausible (at least a header, at most `max_total`). `Ok(None)` when
+/// fewer than 12 bytes are available.
+pub fn frame_len(buf: &[u8], max_total: usize) -> Result<Option<usize>, FormatError> {
+    if buf.len() < LOG_OVERHEAD {
+        return Ok(None);
+    }
+    let len = be_i32(buf, OFF_LENGTH) as i64;
+    let total = len + LOG_OVERHEAD as i64;
+    if total < HEADER_LEN as i64 || total > max_total as i64 {
+        return Err(FormatError::BadLength(len));
+    }
+    Ok(Some(total as usize))
+}
+
+impl BatchHeader {
+    /// Parse the header of the batch at `buf[0]`. Checks only that 61 bytes are present and
+    /// the magic is 2; see [`check_stored`] and [`check_produced`] for full validation.
+    pub fn parse(buf: &[u8]) -> Result<BatchHeader, FormatError> {
+        if buf.len() < HEADER_LEN {
+            return Err(FormatError::Truncated { need: HEADER_LEN, have: buf.len() });
+        }
+        let magic = buf[OFF_MAGIC] as i8;
+        if magic != MAGIC_V2 {
+            return Err(FormatError::BadMagic(magic));
+        }
+        Ok(BatchHeader {
+            base_offset: be_i64(buf, OFF_BASE_OFFSET),
+            batch_length: be_i32(buf, OFF_LENGTH),
+            partition_leader_epoch: be_i32(buf, 12),
+            magic,
+            crc: u32::from_be_bytes(buf[OFF_CRC..OFF_CRC + 4].try_into().expect("4 bytes")),
+            attributes: be_i16(buf, OFF_ATTRIBUTES),
+            last_offset_delta: be_i32(buf, OFF_LAST_OFFSET_DELTA),
+            first_timestamp: be_i64(buf, OFF_FIRST_TIMESTAMP),
+            max_timestamp: be_i64(buf, OFF_MAX_TIMESTAMP),
+            producer_id: be_i64(buf, 43),
+            producer_epoch: be_i16(buf, 51),
+            base_sequence: be_i32(buf, 53),
+            record_count: be_i32(buf, OFF_RECORD_COUNT),
+        })
+    }
+
+    /// Total bytes of the batch, including baseOffset and batchLength.
+    pub fn total_len(&self) -> usize {
+        self.batch_length as usize + LOG_OVERHEAD
+    }
+
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset + self.last_offset_delta as i64
+    }
+
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset() + 1
+    }
+
+    pub fn compression(&self) -> Result<Compression, FormatError> {
+        Compression::from_attributes(self.attributes)
+    }
+
+    pub fn timestamp_type(&self) -> TimestampType {
+        if self.attributes & ATTR_LOG_APPEND_TIME != 0 {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
+    }
+
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
+    }
+}
+
+/// CRC-32C of a batch as stored in its header (covers bytes 21..end).
+pub fn compute_crc(batch: &[u8]) -> u32 {
+    crc32c::crc32c(&batch[OFF_ATTRIBUTES..])
+}
+
+/// Recompute and store the CRC after a change inside the CRC-covered bytes.
+pub fn rewrite_crc(batch: &mut [u8]) {
+    let crc = compute_crc(batch);
+    batch[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Set baseOffset (outside the CRC: no recomputation needed).
+pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
+    batch[OFF_BASE_OFFSET..OFF_BASE_OFFSET + 8].copy_from_slice(&base_offset.to_be_bytes());
+}
+
+/// The checks on a batch read back from the log: exact length, magic, CRC. Cheap enough to
+/// run on every batch recovery scans and every batch a read returns from disk.
+pub fn check_stored(batch: &[u8]) -> Result<BatchHeader, FormatError> {
+    let h = BatchHeader::parse(batch)?;
+    if h.batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 || h.total_len() != batch.len() {
+        return Err(FormatError::BadLength(h.batch_length as i64));
+    }
+    let computed = compute_crc(batch);
+    if computed != h.crc {
+        return Err(FormatError::BadCrc { stored: h.crc, computed });
+    }
+    if h.last_offset_delta < 0 {
+        return Err(FormatError::BadRecordCount { count: h.record_count, last_offset_delta: h.last_offset_delta });
+    }
+    h.compression()?;
+    Ok(h)
+}
+
+/// The checks on a batch a producer sent: everything [`check_stored`] checks, plus a record
+/// count of at least one that matches lastOffsetDelta, and for uncompressed batches records
+/// that parse exactly to the end of the batch with offset deltas 0, 1, 2, ...
+pub fn check_produced(batch: &[u8]) -> Result<BatchHeader, FormatError> {
+    let h = check_stored(batch)?;
+    if h.record_count < 1 || h.last_offset_delta != h.record_count - 1 {
+        return Err(FormatError::BadRecordCount { count: h.record_count, last_offset_delta: h.last_offset_delta });
+    }
+    if h.compression()? == Compression::None {
+        let mut n = 0i32;
+        for r in Records::new(&batch[HEADER_LEN..], h.record_count) {
+            let r = r?;
+            if r.offset_delta != n {
+                return Err(FormatError::BadRecords("offset deltas are not sequential"));
+            }
+            n += 1;
+        }
+    }
+    Ok(h)
+}
+
+/// One record inside an uncompressed batch (or a decompressed records section).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub attributes: i8,
+    pub timestamp_delta: i64,
+    pub offset_delta: i32,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    pub headers: Vec<(&'a [u8], Option<&'a [u8]>)>,
+}
+
+/// Iterator over `count` records in `buf`; yields an error (and then stops) on corrupt bytes,
+/// and an error if bytes remain after the last record.
+pub struct Records<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    left: i32,
+    failed: bool,
+}
+
+impl<'a> Records<'a> {
+    pub fn new(buf: &'a [u8], count: i32) -> Self {
+        Records { buf, pos: 0, left: count, failed: false }
+    }
+
+    fn bytes(body: &'a [u8], p: &mut usize, allow_null: bool) -> Result<Option<&'a [u8]>, FormatError> {
+        let len = read_varint(body, p).ok_or(FormatError::BadRecords("bad length varint"))?;
+        if len < 0 {
+            if len == -1 && allow_null {
+                return Ok(None);
+            }
+            return Err(FormatError::BadRecords("negative length"));
+        }
+        let end = p.checked_add(len as usize).filter(|e| *e <= body.len());
+        let end = end.ok_or(FormatError::BadRecords("field past the record end"))?;
+        let s = &body[*p..end];
+        *p = end;
+        Ok(Some(s))
+    }
+
+    fn parse_one(&mut self) -> Result<Record<'a>, FormatError> {
+        let len = read_varint(self.buf, &mut self.pos).ok_or(FormatError::BadRecords("bad record length"))?;
+        if len < 0 {
+            return Err(FormatError::BadRecords("negative record length"));
+        }
+        let end = self.pos.checked_add(len as usize).filter(|e| *e <= self.buf.len());
+        let end = end.ok_or(FormatError::BadRecords("record past the batch end"))?;
+        let body = &self.buf[self.pos..end];
+        self.pos = end;
+        let mut p = 0usize;
+        let attributes = *body.first().ok_or(FormatError::BadRecords("empty record"))? as i8;
+        p += 1;
+        let timestamp_delta = read_varlong(body, &mut p).ok_or(FormatError::BadRecords("bad timestamp delta"))?;
+        let offset_delta = read_varint(body, &mut p).ok_or(FormatError::BadRecords("bad offset delta"))?;
+        let key = Self::bytes(body, &mut p, true)?;
+        let value = Self::bytes(body, &mut p, true)?;
+        let n_headers = read_varint(body, &mut p).ok_or(FormatError::BadRecords("bad header count"))?;
+        if n_headers < 0 || n_headers as usize > body.len() {
+            return Err(FormatError::BadRecords("bad header count"));
+        }
+        let mut headers = Vec::with_capacity(n_headers as usize);
+        for _ in 0..n_headers {
+            let k = Self::bytes(body, &mut p, false)?.unwrap_or_default();
+            let v = Self::bytes(body, &mut p, true)?;
+            headers.push((k, v));
+        }
+        if p != body.len() {
+            return Err(FormatError::BadRecords("record length does not match its fields"));
+        }
+        Ok(Record { attributes, timestamp_delta, offset_delta, key, value, headers })
+    }
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<Record<'a>, FormatError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        if self.left <= 0 {
+            if self.pos != self.buf.len() {
+                self.failed = true;
+                return Some(Err(FormatError::BadRecords("bytes after the last record")));
+            }
+            return None;
+        }
+        self.left -= 1;
+        let r = self.parse_one();
+        if r.is_err() {
+            self.failed = true;
+        }
+        Some(r)
+    }
+}
+
+/// Walks concatenated batches in a buffer, header by header, without checking CRCs.
+/// Stops at the first incomplete batch; `rest()` tells where.
+pub struct BatchWalk<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    max_total: usize,
+}
+
+impl<'a> BatchWalk<'a> {
+    pub fn new(buf: &'a [u8], max_total: usize) -> Self {
+        BatchWalk { buf, pos: 0, max_total }
+    }
+
+    /// Bytes consumed by the complete batches returned so far.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+}
+
+impl<'a> Iterator for BatchWalk<'a> {
+    /// (position in the buffer, header, whole batch bytes)
+    type Item = Result<(usize, BatchHeader, &'a [u8]), FormatError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = &self.buf[self.pos..];
+        let total = match frame_len(rest, self.max_total) {
+            Ok(Some(t)) => t,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        if rest.len() < total {
+            return None;
+        }
+        let h = match BatchHeader::parse(rest) {
+            Ok(h) => h,
+            Err(e) => return Some(Err(e)),
+        };
+        let at = self.pos;
+        self.pos += total;
+        Some(Ok((at, h, &rest[..total])))
+    }
+}
+
+/// Builds v2 batches: for tests, benches and the load generator.
+#[derive(Debug, Clone)]
+pub struct BatchBuilder {
+    first_timestamp: Option<i64>,
+    max_timestamp: i64,
+    attributes: i16,
+    count: i32,
+    records: Vec<u8>,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+}
+
+impl Default for BatchBuilder {
+    fn default() -> Self {
+        BatchBuilder {
+            first_timestamp: None,
+            max_timestamp: -1,
+            attributes: 0,
+            count: 0,
+            records: Vec::new(),
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+        }
+    }
+}
+
+impl BatchBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn log_append_time(mut self) -> Self {
+        self.attributes |= ATTR_LOG_APPEND_TIME;
+        self
+    }
+
+    pub fn producer(mut self, id: i64, epoch: i16, base_sequence: i32) -> Self {
+        self.producer_id = id;
+        self.producer_epoch = epoch;
+        self.base_sequence = base_sequence;
+        self
+    }
+
+    pub fn len(&self) -> i32 {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes the batch would take if finished now.
+    pub fn size(&self) -> usize {
+        HEADER_LEN + self.records.len()
+    }
+
+    /// Add a record with timestamp `ts` (ms).
+    pub fn push(&mut self, ts: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(&[u8], Option<&[u8]>)]) {
+        let first = *self.first_timestamp.get_or_insert(ts);
+        self.max_timestamp = self.max_timestamp.max(ts);
+        let mut body = Vec::with_capacity(16 + key.map_or(0, |k| k.len()) + value.map_or(0, |v| v.len()));
+        body.push(0u8);
+        write_varlong(&mut body, ts - first);
+        write_varint(&mut body, self.count);
+        for field in [key, value] {
+            match field {
+                Some(b) => {
+                    write_varint(&mut body, b.len() as i32);
+                    body.extend_from_slice(b);
+                }
+                None => write_varint(&mut body, -1),
+            }
+        }
+        write_varint(&mut body, headers.len() as i32);
+        for (k, v) in headers {
+            write_varint(&mut body, k.len() as i32);
+            body.extend_from_slice(k);
+            match v {
+                Some(v) => {
+                    write_varint(&mut body, v.len() as i32);
+                    body.extend_from_slice(v);
+                }
+                None => write_varint(&mut body, -1),
+            }
+        }
+        write_varint(&mut self.records, body.len() as i32);
+        self.records.extend_from_slice(&body);
+        self.count += 1;
+    }
+
+    /// The finished batch with baseOffset 0 (the broker assigns offsets).
+    pub fn finish(&self) -> Vec<u8> {
+        assert!(self.count > 0, "a batch holds at least one record");
+        let mut b = Vec::with_capacity(self.size());
+        b.extend_from_slice(&0i64.to_be_bytes());
+        b.extend_from_slice(&((self.size() - LOG_OVERHEAD) as i32).to_be_bytes());
+        b.extend_from_slice(&(-1i32).to_be_bytes());
+        b.push(MAGIC_V2 as u8);
+        b.extend_from_slice(&0u32.to_be_bytes());
+        b.extend_from_slice(&self.attributes.to_be_bytes());
+        b.extend_from_slice(&(self.count - 1).to_be_bytes());
+        b.extend_from_slice(&self.first_timestamp.unwrap_or(-1).to_be_bytes());
+        b.extend_from_slice(&self.max_timestamp.to_be_bytes());
+        b.extend_from_slice(&self.producer_id.to_be_bytes());
+        b.extend_from_slice(&self.producer_epoch.to_be_bytes());
+        b.extend_from_slice(&self.base_sequence.to_be_bytes());
+        b.extend_from_slice(&self.count.to_be_bytes());
+        b.extend_from_slice(&self.records);
+        rewrite_crc(&mut b);
+        b
+    }
+}
+
+/// A batch of `n` records with values of `value_len` bytes and timestamps `ts, ts+1, ...`.
+pub fn simple_batch(n: usize, value_len: usize, ts: i64) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    let value = vec![b'x'; value_len];
+    for i in 0..n {
+        b.push(ts + i as i64, None, Some(&value), &[]);
+    }
+    b.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn built_batch_passes_every_check() {
+        let mut b = BatchBuilder::new();
+        b.push(1000, Some(b"k"), Some(b"v"), &[(b"h", Some(b"x"))]);
+        b.push(990, None, None, &[]);
+        let bytes = b.finish();
+        let h = check_produced(&bytes).unwrap();
+        assert_eq!(h.record_count, 2);
+        assert_eq!(h.first_timestamp, 1000);
+        assert_eq!(h.max_timestamp, 1000);
+        assert_eq!(h.total_len(), bytes.len());
+        let recs: Vec<_> = Records::new(&bytes[HEADER_LEN..], 2).collect::<Result<_, _>>().unwrap();
+        assert_eq!(recs[0].key, Some(&b"k"[..]));
+        assert_eq!(recs[1].timestamp_delta, -10);
+        assert_eq!(recs[1].value, None);
+    }
+
+    #[test]
+    fn offset_rewrite_keeps_crc_valid() {
+        let mut bytes = simple_batch(3, 10, 5);
+        set_base_offset(&mut bytes, 12345);
+        let h = check_produced(&bytes).unwrap();
+        assert_eq!(h.base_offset, 12345);
+        assert_eq!(h.last_offset(), 12347);
+    }
+
+    #[test]
+    fn every_single_bit_flip_in_crc_range_is_detected() {
+        let bytes = simple_batch(2, 8, 5);
+        for i in OFF_ATTRIBUTES..bytes.len() {
+            for bit in 0..8 {
+                let mut b = bytes.clone();
+                b[i] ^= 1 << bit;
+                assert!(check_stored(&b).is_err(), "flip at byte {i} bit {bit} undetected");
+            }
+        }
+    }
+
+    #[test]
+    fn count_mismatch_and_trailing_bytes_are_refused() {
+        let mut bytes = simple_batch(2, 8, 5);
+        bytes[OFF_RECORD_COUNT + 3] = 3;
+        rewrite_crc(&mut bytes);
+        assert!(matches!(check_produced(&bytes), Err(FormatError::BadRecordCount { .. })));
+
+        let mut b = BatchBuilder::new();
+        b.push(1, None, Some(b"a"), &[]);
+        let mut bytes = b.finish();
+        bytes.push(0);
+        let len = (bytes.len() - LOG_OVERHEAD) as i32;
+        bytes[OFF_LENGTH..OFF_LENGTH + 4].copy_from_slice(&len.to_be_bytes());
+        rewrite_crc(&mut bytes);
+        assert_eq!(check_produced(&bytes), Err(FormatError::BadRecords("bytes after the last record")));
+    }
+
+    #[test]
+    fn bad_length_and_magic_are_refused() {
+        let mut bytes = simple_batch(1, 1, 1);
+        bytes[OFF_MAGIC] = 1;
+        assert_eq!(check_stored(&bytes), Err(FormatError::BadMagic(1)));
+        assert!(frame_len(&[0u8; 12], 1 << 20).is_err(), "a zero length is not a batch");
+        assert_eq!(frame_len(&[0u8; 11], 1 << 20), Ok(None));
+    }
+
+    proptest! {
+        /// Any bytes fed to the checks give an error or a header, never a panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = check_produced(&bytes);
+            for item in BatchWalk::new(&bytes, 1 << 20) {
+                if item.is_err() { break; }
+            }
+        }
+
+        /// Records round-trip through the builder and the parser.
+        #[test]
+        fn records_round_trip(recs in proptest::collection::vec(
+            (any::<i64>().prop_map(|t| t >> 2), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..20)),
+             proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40))), 1..20)) {
+            let mut b = BatchBuilder::new();
+            for (ts, k, v) in &recs {
+                b.push(*ts, k.as_deref(), v.as_deref(), &[]);
+            }
+            let bytes = b.finish();
+            let h = check_produced(&bytes).unwrap();
+            let first = recs[0].0;
+            let parsed: Vec<_> = Records::new(&bytes[HEADER_LEN..], h.record_count).collect::<Result<_, _>>().unwrap();
+            prop_assert_eq!(parsed.len(), recs.len());
+            for (p, (ts, k, v)) in parsed.iter().zip(&recs) {
+                prop_assert_eq!(first + p.timestamp_delta, *ts);
+                prop_assert_eq!(p.key, k.as_deref());
+                prop_assert_eq!(p.value, v.as_deref());
+            }
+        }
+    }
+}

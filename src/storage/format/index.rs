@@ -1,0 +1,99 @@
+//! Index files: the sparse offset index (`.index`), the time index (`.timeindex`) and the
+//! clean-shutdown marker. Layouts in `docs/format.md`.
+//!
+//! `.index`: 8-byte entries, big-endian: relative offset u32 (batch base offset minus the
+//! segment's base offset), position u32 (byte position of that batch in the `.log`).
+//! Relative offsets and positions strictly increase. The file holds exactly its entries: no
+//! preallocated tail (SPEC T5.6 lesson), so its size is a multiple of 8.
+
+pub const OFFSET_ENTRY_LEN: usize = 8;
+
+/// Why an index file cannot be trusted (it is then rebuilt from the segment, SPEC T8.4).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IndexError {
+    #[error("index size {0} is not a multiple of the entry size")]
+    Torn(usize),
+    #[error("entry {0} does not increase")]
+    NotIncreasing(usize),
+    #[error("entry {0} points past the end of the log ({1} bytes)")]
+    PastEnd(usize, u64),
+}
+
+pub fn encode_offset_entry(out: &mut Vec<u8>, rel_offset: u32, position: u32) {
+    out.extend_from_slice(&rel_offset.to_be_bytes());
+    out.extend_from_slice(&position.to_be_bytes());
+}
+
+/// Decode and validate an offset index against the size of its log.
+pub fn decode_offset_index(bytes: &[u8], log_size: u64) -> Result<Vec<(u32, u32)>, IndexError> {
+    if bytes.len() % OFFSET_ENTRY_LEN != 0 {
+        return Err(IndexError::Torn(bytes.len()));
+    }
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(bytes.len() / OFFSET_ENTRY_LEN);
+    for (i, e) in bytes.chunks_exact(OFFSET_ENTRY_LEN).enumerate() {
+        let rel = u32::from_be_bytes(e[0..4].try_into().expect("4 bytes"));
+        let pos = u32::from_be_bytes(e[4..8].try_into().expect("4 bytes"));
+        if let Some(&(lr, lp)) = out.last() {
+            if rel <= lr || pos <= lp {
+                return Err(IndexError::NotIncreasing(i));
+            }
+        }
+        if pos as u64 >= log_size {
+            return Err(IndexError::PastEnd(i, log_size));
+        }
+        out.push((rel, pos));
+    }
+    Ok(out)
+}
+
+/// The clean-shutdown marker: `TMCLEAN1` then the log end offset (i64 BE) then a CRC-32C of
+/// the 16 bytes before it. Its presence means every segment's indexes were written and synced
+/// and every `.log` was trimmed to its logical size.
+pub fn encode_clean_marker(log_end_offset: i64) -> Vec<u8> {
+    let mut b = b"TMCLEAN1".to_vec();
+    b.extend_from_slice(&log_end_offset.to_be_bytes());
+    let crc = crc32c::crc32c(&b);
+    b.extend_from_slice(&crc.to_be_bytes());
+    b
+}
+
+/// The log end offset a marker records, or `None` if the bytes are not a valid marker.
+pub fn decode_clean_marker(b: &[u8]) -> Option<i64> {
+    if b.len() != 20 || &b[0..8] != b"TMCLEAN1" {
+        return None;
+    }
+    let crc = u32::from_be_bytes(b[16..20].try_into().ok()?);
+    if crc32c::crc32c(&b[..16]) != crc {
+        return None;
+    }
+    Some(i64::from_be_bytes(b[8..16].try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_index_round_trip_and_validation() {
+        let mut b = Vec::new();
+        encode_offset_entry(&mut b, 0, 0);
+        encode_offset_entry(&mut b, 10, 4096);
+        assert_eq!(decode_offset_index(&b, 5000).unwrap(), vec![(0, 0), (10, 4096)]);
+        assert_eq!(decode_offset_index(&b, 4096), Err(IndexError::PastEnd(1, 4096)));
+        assert_eq!(decode_offset_index(&b[..12], 5000), Err(IndexError::Torn(12)));
+        // spec: T5.6 — a zero tail (preallocated space) never reads as entries.
+        let mut z = b.clone();
+        z.extend_from_slice(&[0u8; 8]);
+        assert_eq!(decode_offset_index(&z, 5000), Err(IndexError::NotIncreasing(2)));
+    }
+
+    #[test]
+    fn clean_marker_round_trip_and_corruption() {
+        let m = encode_clean_marker(42);
+        assert_eq!(decode_clean_marker(&m), Some(42));
+        let mut bad = m.clone();
+        bad[10] ^= 1;
+        assert_eq!(decode_clean_marker(&bad), None);
+        assert_eq!(decode_clean_marker(&m[..19]), None);
+    }
+}

@@ -1,0 +1,882 @@
+//! A partition log: an ordered set of segments in one directory.
+//!
+//! Appends are synchronous and in memory ([`Log::append`]): validate every batch first, then
+//! assign offsets and copy each batch once into the active segment's tail. Rolling only
+//! switches the active segment in memory. All write I/O goes through flush jobs
+//! ([`Log::prepare_flush`] → [`FlushWork::run`] → [`Log::complete_flush`]), run one at a time
+//! by the partition's flusher, segment by segment in offset order: create the file, write the
+//! sealed chunks (several in flight), fdatasync, and for a rolled segment trim it and write
+//! its index files. So the log's state is never borrowed across an await.
+//!
+//! Crash safety rests on one invariant: **every segment but the last is sealed** (trimmed,
+//! index synced) before the next segment's file is created. Recovery after an unclean
+//! shutdown therefore scans only the last segment (SPEC T8.2); a clean-shutdown marker lets
+//! it skip even that. Closed segments are opened lazily, on first read.
+
+use crate::config::LogConfig;
+use crate::io::{align_down, align_up, write_exact, Disk, DiskFile, IoError, PAGE};
+use crate::storage::error::{StorageError, StorageResult};
+use crate::storage::format::batch::{check_produced, check_stored, frame_len, BatchHeader, BatchWalk};
+use crate::storage::format::index::{decode_clean_marker, decode_offset_index, encode_clean_marker};
+use crate::storage::format::FormatError;
+use crate::storage::segment::{
+    index_path, log_path, timeindex_path, ChunkWrite, IndexBuilder, OffsetIndex, Segment, SegmentState, Tail,
+};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// File name of the clean-shutdown marker in a partition directory.
+pub const CLEAN_MARKER: &str = "clean-shutdown";
+/// Window of sequential reads during recovery scans.
+const SCAN_WINDOW: usize = 1 << 20;
+/// Largest batch a stored log may hold (positions are u32; Kafka caps sizes at i32::MAX).
+const MAX_STORED_BATCH: usize = i32::MAX as usize;
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub records: u64,
+    pub bytes: u64,
+}
+
+/// What the caller should do about durability after an append (flush policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushDemand {
+    /// `flush.messages` reached: wait until the append is durable.
+    Wait,
+    /// Start a flush but do not wait (a chunk is full, or a segment rolled).
+    Kick,
+    /// Nothing now; `flush.ms` will cover it.
+    None,
+}
+
+/// Which records a read may return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadUpTo {
+    /// Only durable records (the high watermark): what a consumer should see.
+    Durable,
+    /// Everything appended, durable or not.
+    LogEnd,
+}
+
+/// How the log was opened.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OpenReport {
+    pub clean: bool,
+    pub segments: usize,
+    /// Bytes cut from the end of the last segment (torn or corrupt tail).
+    pub truncated_bytes: u64,
+    pub truncate_reason: Option<String>,
+    /// Bytes the recovery scan read.
+    pub scanned_bytes: u64,
+}
+
+pub struct Log<D: Disk> {
+    disk: D,
+    dir: PathBuf,
+    config: LogConfig,
+    segments: BTreeMap<i64, Segment<D>>,
+    /// Every offset below is durable: the high watermark.
+    durable_next_offset: i64,
+    /// Records appended since the last flush started.
+    unflushed_records: u64,
+    flush_in_flight: bool,
+    closing: bool,
+}
+
+/// Result of scanning a segment's batches.
+struct Scan {
+    valid_size: u64,
+    next_offset: i64,
+    index: IndexBuilder,
+    stop: Option<(u64, FormatError)>,
+    scanned: u64,
+}
+
+/// Scan the batches of a segment file from position 0, checking length, magic, CRC and offset
+/// continuity, and rebuilding its offset index with the append rule. Stops at the first bad
+/// or incomplete batch.
+async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, config: &LogConfig) -> Result<Scan, IoError> {
+    let max_entries = (config.segment_index_bytes / 8) as usize;
+    let mut index = IndexBuilder::new(max_entries, config.index_interval_bytes);
+    let mut pos = 0u64;
+    let mut expected = base;
+    let mut want = SCAN_WINDOW;
+    let mut scanned = 0u64;
+    let stop = loop {
+        if pos + 12 > file_size {
+            break (pos < file_size).then(|| (pos, FormatError::Truncated { need: 12, have: (file_size - pos) as usize }));
+        }
+        let len = (want as u64).min(file_size - pos) as usize;
+        let buf = file.read_at(pos, len).await?;
+        scanned += buf.len() as u64;
+        let mut walk = BatchWalk::new(&buf, MAX_STORED_BATCH);
+        let mut failed = None;
+        for item in walk.by_ref() {
+            let checked = item.and_then(|(at, _, bytes)| check_stored(bytes).map(|h| (at, h)));
+            match checked {
+                Ok((at, h)) if h.base_offset == expected => {
+                    index.on_batch((h.base_offset - base) as u32, pos + at as u64, h.total_len() as u64);
+                    expected = h.next_offset();
+                }
+                Ok((at, h)) => {
+                    failed = Some((at, FormatError::OffsetGap { expected, found: h.base_offset }));
+                    break;
+                }
+                Err(e) => {
+                    failed = Some((0, e));
+                    break;
+                }
+            }
+        }
+        let consumed = walk.pos();
+        if let Some((_, e)) = failed {
+            break Some((pos + consumed as u64, e));
+        }
+        if consumed == 0 {
+            // The first batch does not fit in the window: read exactly it, if the file has it.
+            match frame_len(&buf, MAX_STORED_BATCH) {
+                Ok(Some(total)) if pos + total as u64 <= file_size && total > buf.len() => {
+                    want = total;
+                    continue;
+                }
+                Ok(Some(total)) => break Some((pos, FormatError::Truncated { need: total, have: (file_size - pos) as usize })),
+                Ok(None) => break Some((pos, FormatError::Truncated { need: 12, have: buf.len() })),
+                Err(e) => break Some((pos, e)),
+            }
+        }
+        pos += consumed as u64;
+        want = SCAN_WINDOW;
+    };
+    Ok(Scan { valid_size: pos_of(&stop, pos), next_offset: expected, index, stop, scanned })
+}
+
+fn pos_of(stop: &Option<(u64, FormatError)>, pos: u64) -> u64 {
+    stop.as_ref().map_or(pos, |(p, _)| *p)
+}
+
+fn parse_segment_name(name: &str) -> Option<(i64, &str)> {
+    let (stem, ext) = name.split_once('.')?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((stem.parse().ok()?, ext))
+}
+
+impl<D: Disk> Log<D> {
+    /// Open (or create) the log in `dir`, recovering from an unclean shutdown (SPEC T8.2,
+    /// T8.4). The cost is one stat per segment plus a scan of the last segment when the
+    /// shutdown was unclean.
+    pub async fn open(disk: D, dir: &Path, config: LogConfig) -> StorageResult<(Log<D>, OpenReport)> {
+        disk.create_dir_all(dir).await?;
+        if let Some(parent) = dir.parent() {
+            disk.sync_dir(parent).await?;
+        }
+        let mut report = OpenReport::default();
+        let mut bases = Vec::new();
+        let mut others = Vec::new();
+        for name in disk.list_dir(dir).await? {
+            match parse_segment_name(&name) {
+                Some((base, "log")) => bases.push(base),
+                Some((base, ext)) if ext == "index" || ext == "timeindex" => others.push((base, name)),
+                _ if name.ends_with(".tmp") => disk.remove_file(&dir.join(&name)).await?,
+                _ => {}
+            }
+        }
+        bases.sort_unstable();
+        // Index files without their log: left by an interrupted deletion.
+        for (base, name) in others {
+            if bases.binary_search(&base).is_err() {
+                disk.remove_file(&dir.join(name)).await?;
+            }
+        }
+        let marker_path = dir.join(CLEAN_MARKER);
+        let marker = disk.read_file(&marker_path).await?.and_then(|b| decode_clean_marker(&b));
+        let max_entries = (config.segment_index_bytes / 8) as usize;
+        let mut segments = BTreeMap::new();
+        for (i, &base) in bases.iter().enumerate() {
+            let Some(&next) = bases.get(i + 1) else { break };
+            let size = disk.file_size(&log_path(dir, base)).await?;
+            segments.insert(
+                base,
+                Segment {
+                    base_offset: base,
+                    next_offset: next,
+                    size,
+                    durable_size: size,
+                    state: SegmentState::Sealed,
+                    file: None,
+                    allocated: size,
+                    index: None,
+                    tail: None,
+                },
+            );
+        }
+        // The last segment becomes the active one.
+        let base = bases.last().copied().unwrap_or(0);
+        let path = log_path(dir, base);
+        let file = disk.open_rw(&path).await?;
+        let file_size = file.size().await?;
+        let mut active = None;
+        if let Some(marker_end) = marker {
+            // Clean: the log was trimmed and its index written. Resume the index from its
+            // last entry, hopping batch headers to the end.
+            if let Some(seg) = Self::resume_clean(&disk, &file, dir, base, file_size, &config).await? {
+                if seg.0 == marker_end {
+                    active = Some(seg);
+                    report.clean = true;
+                }
+            }
+        }
+        let (next_offset, size, index) = match active {
+            Some(a) => a,
+            None => {
+                let scan = scan_segment(&file, base, file_size, &config).await?;
+                report.scanned_bytes = scan.scanned;
+                if scan.valid_size < file_size {
+                    // Preallocated zeros past the end are expected; anything else is reported.
+                    let tail = file.read_at(scan.valid_size, (file_size - scan.valid_size).min(1 << 20) as usize).await?;
+                    if tail.iter().any(|&b| b != 0) {
+                        report.truncated_bytes = file_size - scan.valid_size;
+                        report.truncate_reason = scan.stop.as_ref().map(|(p, e)| format!("at position {p}: {e}"));
+                        tracing::warn!(dir = %dir.display(), base, position = scan.valid_size, reason = ?report.truncate_reason, "truncating torn or corrupt segment tail");
+                    }
+                    file.truncate(scan.valid_size).await?;
+                    file.sync().await?;
+                }
+                (scan.next_offset, scan.valid_size, scan.index)
+            }
+        };
+        // From here on the directory is not clean any more.
+        if disk.exists(&marker_path).await? {
+            disk.remove_file(&marker_path).await?;
+            disk.sync_dir(dir).await?;
+        }
+        let partial = file.read_at(align_down(size), (size - align_down(size)) as usize).await?;
+        let tail = Tail::new(&disk, size, &partial, config.write_chunk_bytes as usize);
+        let allocated = file.size().await?;
+        segments.insert(
+            base,
+            Segment {
+                base_offset: base,
+                next_offset,
+                size,
+                durable_size: size,
+                state: SegmentState::Active,
+                file: Some(Rc::new(file)),
+                allocated,
+                index: Some(index),
+                tail: Some(tail),
+            },
+        );
+        debug_assert!(segments.values().all(|s| s.index.as_ref().is_none_or(|b| b.index.entries().len() <= max_entries)));
+        report.segments = segments.len();
+        let log = Log {
+            disk,
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            durable_next_offset: next_offset,
+            unflushed_records: 0,
+            flush_in_flight: false,
+            closing: false,
+        };
+        Ok((log, report))
+    }
+
+    /// For a cleanly closed last segment: (next offset, size, index) from its index file and
+    /// the batches after its last entry; `None` when anything does not check out.
+    async fn resume_clean(
+        disk: &D,
+        file: &D::File,
+        dir: &Path,
+        base: i64,
+        size: u64,
+        config: &LogConfig,
+    ) -> StorageResult<Option<(i64, u64, IndexBuilder)>> {
+        let Some(bytes) = disk.read_file(&index_path(dir, base)).await? else { return Ok(None) };
+        let Ok(entries) = decode_offset_index(&bytes, size.max(1)) else { return Ok(None) };
+        let (mut next, mut pos) = match entries.last() {
+            Some(&(rel, p)) => (base + rel as i64, p as u64),
+            None => (base, 0),
+        };
+        let from = pos;
+        while pos < size {
+            let want = (size - pos).min(SCAN_WINDOW as u64) as usize;
+            let buf = file.read_at(pos, want).await?;
+            let mut walk = BatchWalk::new(&buf, MAX_STORED_BATCH);
+            for item in walk.by_ref() {
+                let Ok((_, h, bytes)) = item else { return Ok(None) };
+                if check_stored(bytes).is_err() || h.base_offset != next {
+                    return Ok(None);
+                }
+                next = h.next_offset();
+            }
+            if walk.pos() == 0 {
+                return Ok(None);
+            }
+            pos += walk.pos() as u64;
+        }
+        let max_entries = (config.segment_index_bytes / 8) as usize;
+        let bytes_after = if entries.is_empty() { size } else { size - from };
+        let index = IndexBuilder::resume(OffsetIndex::from_entries(entries, max_entries), bytes_after, config.index_interval_bytes);
+        Ok(Some((next, size, index)))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        *self.segments.keys().next().expect("a log has a segment")
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset
+    }
+
+    /// Every offset below this one is durable (the high watermark).
+    pub fn durable_offset(&self) -> i64 {
+        self.durable_next_offset
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_bases(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+
+    /// Total bytes of whole batches in the log.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size).sum()
+    }
+
+    /// Memory held by write tails and loaded indexes.
+    pub fn mem_bytes(&self) -> usize {
+        self.segments.values().map(|s| s.mem_bytes()).sum()
+    }
+
+    fn active(&self) -> &Segment<D> {
+        self.segments.values().next_back().expect("a log has a segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment<D> {
+        self.segments.values_mut().next_back().expect("a log has a segment")
+    }
+
+    /// Append the batches in `records` (one or more v2 batches, as a producer sent them).
+    /// Every batch is checked before any is appended: on error nothing is appended.
+    pub fn append(&mut self, records: &[u8]) -> StorageResult<(AppendInfo, FlushDemand)> {
+        if self.closing {
+            return Err(StorageError::Closed);
+        }
+        let max = self.config.max_message_bytes;
+        let mut batches: Vec<(BatchHeader, &[u8])> = Vec::new();
+        let mut walk = BatchWalk::new(records, MAX_STORED_BATCH);
+        for item in walk.by_ref() {
+            let (_, _, bytes) = item?;
+            if bytes.len() as u64 > max {
+                return Err(StorageError::BatchTooLarge { size: bytes.len(), max });
+            }
+            batches.push((check_produced(bytes)?, bytes));
+        }
+        if walk.pos() != records.len() {
+            let have = records.len() - walk.pos();
+            let need = frame_len(&records[walk.pos()..], MAX_STORED_BATCH)?.unwrap_or(12);
+            return Err(FormatError::Truncated { need, have }.into());
+        }
+        if batches.is_empty() {
+            return Err(StorageError::EmptyAppend);
+        }
+        let mut info = AppendInfo { base_offset: self.log_end_offset(), last_offset: 0, records: 0, bytes: 0 };
+        let mut demand = FlushDemand::None;
+        for (h, bytes) in batches {
+            let base = self.log_end_offset();
+            let last = base + h.last_offset_delta as i64;
+            if self.active().needs_roll(bytes.len() as u64, last, self.config.segment_bytes) {
+                self.roll();
+                demand = FlushDemand::Kick;
+            }
+            let disk = self.disk.clone();
+            let seg = self.active_mut();
+            seg.append_batch(&disk, bytes, &h, base);
+            if seg.tail.as_ref().is_some_and(|t| t.has_unsubmitted()) {
+                demand = FlushDemand::Kick;
+            }
+            info.last_offset = last;
+            info.records += h.record_count as u64;
+            info.bytes += bytes.len() as u64;
+        }
+        self.unflushed_records += info.records;
+        if self.unflushed_records >= self.config.flush_messages {
+            demand = FlushDemand::Wait;
+        }
+        Ok((info, demand))
+    }
+
+    /// Start a new active segment at the log end. The old one is closed by the flusher.
+    pub fn roll(&mut self) {
+        let base = self.log_end_offset();
+        if self.active().size == 0 {
+            return;
+        }
+        self.active_mut().state = SegmentState::Closing;
+        let max_entries = (self.config.segment_index_bytes / 8) as usize;
+        let tail = Tail::new(&self.disk, 0, &[], self.config.write_chunk_bytes as usize);
+        self.segments.insert(
+            base,
+            Segment {
+                base_offset: base,
+                next_offset: base,
+                size: 0,
+                durable_size: 0,
+                state: SegmentState::Active,
+                file: None,
+                allocated: 0,
+                index: Some(IndexBuilder::new(max_entries, self.config.index_interval_bytes)),
+                tail: Some(tail),
+            },
+        );
+    }
+
+    /// True when data or a seal waits for a flush.
+    pub fn has_unflushed(&self) -> bool {
+        self.segments.values().any(|s| s.state == SegmentState::Closing || s.size > s.durable_size)
+    }
+
+    /// The next flush job, or `None` when nothing waits or a job is already running.
+    pub fn prepare_flush(&mut self) -> Option<FlushWork<D>> {
+        if self.flush_in_flight {
+            return None;
+        }
+        let disk = self.disk.clone();
+        let dir = self.dir.clone();
+        let config = self.config.clone();
+        let seg = self
+            .segments
+            .values_mut()
+            .find(|s| s.state == SegmentState::Closing || s.size > s.durable_size)?;
+        let tail = seg.tail.as_mut().expect("an unsealed segment has a tail");
+        tail.seal_open(&disk, seg.durable_size);
+        let writes = tail.take_writes();
+        let max_end = writes.iter().map(|w| w.pos + w.buf.as_ref().as_ref().len() as u64).max().unwrap_or(0);
+        let allocate_to = if max_end > seg.allocated {
+            let step = config.preallocate_bytes.max(PAGE);
+            let want = align_up(max_end).div_ceil(step) * step;
+            want.min(align_up(config.segment_bytes).max(align_up(max_end)))
+        } else {
+            0
+        };
+        let seal = (seg.state == SegmentState::Closing).then(|| SealWork {
+            size: seg.size,
+            index: seg.index.as_ref().expect("unsealed segment has its index").index.encode(),
+        });
+        self.flush_in_flight = true;
+        self.unflushed_records = 0;
+        Some(FlushWork {
+            disk,
+            dir: dir.clone(),
+            base_offset: seg.base_offset,
+            file: seg.file.clone(),
+            writes,
+            allocate_to,
+            target_size: seg.size,
+            target_next_offset: seg.next_offset,
+            seal,
+            max_inflight: config.max_inflight_writes as usize,
+        })
+    }
+
+    /// Record the outcome of a flush job. Returns the new durable offset.
+    pub fn complete_flush(&mut self, done: FlushDone<D>) -> StorageResult<i64> {
+        assert!(self.flush_in_flight, "complete_flush without a job");
+        self.flush_in_flight = false;
+        let seg = self.segments.get_mut(&done.base_offset).expect("a segment being flushed is never deleted");
+        if let Some(f) = done.file {
+            seg.file.get_or_insert(f);
+        }
+        let tail = seg.tail.as_mut().expect("flushed segment has a tail");
+        match done.result {
+            Ok(()) => {
+                tail.complete(done.chunks);
+                seg.durable_size = done.target_size;
+                seg.allocated = seg.allocated.max(done.allocated);
+                if done.sealed {
+                    seg.state = SegmentState::Sealed;
+                    seg.tail = None;
+                    seg.allocated = seg.size;
+                }
+                self.durable_next_offset = self.durable_next_offset.max(done.target_next_offset);
+                Ok(self.durable_next_offset)
+            }
+            Err(e) => {
+                tail.unsubmit();
+                tracing::error!(dir = %self.dir.display(), error = %e, "flush failed; data stays in memory and is retried");
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Plan a read of whole batches starting with the one that holds `offset`, up to about
+    /// `max_bytes` (the first batch is returned whole even when larger, as KIP-74 asks).
+    pub fn plan_read(&self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<ReadPlan<D>> {
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if offset < start || offset > end {
+            return Err(StorageError::OffsetOutOfRange { offset, start, end });
+        }
+        let limit = match upto {
+            ReadUpTo::Durable => self.durable_next_offset,
+            ReadUpTo::LogEnd => end,
+        };
+        let empty = ReadPlan::Done(Vec::new());
+        if offset >= limit {
+            return Ok(empty);
+        }
+        let (&base, seg) = self.segments.range(..=offset).next_back().expect("offset >= log start");
+        if offset >= seg.next_offset {
+            return Ok(empty);
+        }
+        let Some(builder) = seg.index.as_ref() else {
+            return Ok(ReadPlan::NeedIndex(base));
+        };
+        let start_pos = builder.index.lookup((offset - base) as u32) as u64;
+        let end_pos = match upto {
+            ReadUpTo::Durable => seg.durable_size,
+            ReadUpTo::LogEnd => seg.size,
+        };
+        if let Some(tail) = seg.tail.as_ref().filter(|t| start_pos >= t.mem_start()) {
+            // All in memory: copy what the read can use and walk it now.
+            let budget = (self.config.index_interval_bytes + 2 * self.config.max_message_bytes) as usize + max_bytes;
+            let to = end_pos.min(start_pos + budget as u64);
+            let bytes = tail.copy_out(start_pos, to);
+            let (out, _, _) = pick_batches(&bytes, offset, max_bytes, 0, |_| Ok(())).map_err(|(at, error)| {
+                StorageError::Corrupt { path: log_path(&self.dir, base), position: start_pos + at as u64, error }
+            })?;
+            return Ok(ReadPlan::Done(out));
+        }
+        let file = seg.file.clone();
+        Ok(ReadPlan::Disk(DiskRead {
+            file,
+            path: log_path(&self.dir, base),
+            // Bytes below durable_size are on disk; a read stops there and the consumer
+            // fetches the rest (from memory) next time.
+            start_pos,
+            end_pos: end_pos.min(seg.durable_size),
+            offset,
+            max_bytes,
+        }))
+    }
+
+    /// I/O to load a sealed segment's file handle and offset index for reads.
+    pub fn index_load(&self, base: i64) -> IndexLoad<D> {
+        let seg = &self.segments[&base];
+        IndexLoad {
+            disk: self.disk.clone(),
+            dir: self.dir.clone(),
+            base,
+            size: seg.size,
+            file: seg.file.clone(),
+            config: self.config.clone(),
+        }
+    }
+
+    /// Install what an [`IndexLoad`] produced (ignored if the segment is gone or loaded).
+    pub fn install_index(&mut self, base: i64, file: Rc<D::File>, index: IndexBuilder) {
+        if let Some(seg) = self.segments.get_mut(&base) {
+            seg.file.get_or_insert(file);
+            seg.index.get_or_insert(index);
+        }
+    }
+
+    /// Remove the oldest sealed segments beyond `retention.bytes` from the log; the caller
+    /// deletes their files with [`delete_segment_files`]. The active segment is never removed.
+    pub fn take_expired_by_size(&mut self) -> Vec<i64> {
+        let Some(limit) = self.config.retention_bytes else { return Vec::new() };
+        let mut total = self.size_bytes();
+        let mut removed = Vec::new();
+        while self.segments.len() > 1 {
+            let (&base, seg) = self.segments.iter().next().expect("non-empty");
+            if seg.state != SegmentState::Sealed || total.saturating_sub(limit) < seg.size {
+                break;
+            }
+            total -= seg.size;
+            self.segments.remove(&base);
+            removed.push(base);
+        }
+        removed
+    }
+
+    /// Begin a clean shutdown: no more appends; the active segment is sealed by the flusher.
+    pub fn begin_close(&mut self) {
+        self.closing = true;
+        let seg = self.active_mut();
+        if seg.state == SegmentState::Active {
+            seg.state = SegmentState::Closing;
+        }
+    }
+
+    /// After [`Log::begin_close`] and the last flush: write the clean-shutdown marker.
+    pub async fn write_clean_marker(&self) -> StorageResult<()> {
+        assert!(self.closing && !self.has_unflushed(), "clean marker before every segment is sealed");
+        let marker = encode_clean_marker(self.log_end_offset());
+        self.disk.write_file_atomic(&self.dir.join(CLEAN_MARKER), &marker).await?;
+        Ok(())
+    }
+
+    pub fn disk(&self) -> &D {
+        &self.disk
+    }
+}
+
+/// Delete a removed segment's files (log first: an index left alone is cleaned at open).
+pub async fn delete_segment_files<D: Disk>(disk: &D, dir: &Path, base: i64) -> StorageResult<()> {
+    disk.remove_file(&log_path(dir, base)).await?;
+    disk.remove_file(&index_path(dir, base)).await?;
+    disk.remove_file(&timeindex_path(dir, base)).await?;
+    disk.sync_dir(dir).await?;
+    Ok(())
+}
+
+/// The rolled segment's seal: trim to `size`, write `index`.
+pub struct SealWork {
+    size: u64,
+    index: Vec<u8>,
+}
+
+/// One flush job's I/O, run without borrowing the log.
+pub struct FlushWork<D: Disk> {
+    disk: D,
+    dir: PathBuf,
+    base_offset: i64,
+    file: Option<Rc<D::File>>,
+    writes: Vec<ChunkWrite<D::Buf>>,
+    allocate_to: u64,
+    target_size: u64,
+    target_next_offset: i64,
+    seal: Option<SealWork>,
+    max_inflight: usize,
+}
+
+/// What a flush job did, for [`Log::complete_flush`].
+pub struct FlushDone<D: Disk> {
+    base_offset: i64,
+    file: Option<Rc<D::File>>,
+    chunks: usize,
+    allocated: u64,
+    target_size: u64,
+    target_next_offset: i64,
+    sealed: bool,
+    result: Result<(), IoError>,
+}
+
+impl<D: Disk> FlushWork<D> {
+    /// Create the file if needed, reserve space, write every chunk (at most `max_inflight` at
+    /// once; a chunk that shares a page with the one before waits for all earlier writes),
+    /// fdatasync, then seal a rolled segment.
+    pub async fn run(self) -> FlushDone<D> {
+        let mut file = self.file.clone();
+        let result = self.run_inner(&mut file).await;
+        FlushDone {
+            base_offset: self.base_offset,
+            file,
+            chunks: self.writes.len(),
+            allocated: self.allocate_to,
+            target_size: self.target_size,
+            target_next_offset: self.target_next_offset,
+            sealed: self.seal.is_some(),
+            result,
+        }
+    }
+
+    async fn run_inner(&self, slot: &mut Option<Rc<D::File>>) -> Result<(), IoError> {
+        let file = match slot {
+            Some(f) => f.clone(),
+            None => {
+                let f = Rc::new(self.disk.open_rw(&log_path(&self.dir, self.base_offset)).await?);
+                // The new file's directory entry must be durable before data in it is acked.
+                self.disk.sync_dir(&self.dir).await?;
+                *slot = Some(f.clone());
+                f
+            }
+        };
+        if self.allocate_to > 0 {
+            file.allocate(self.allocate_to).await?;
+        }
+        let mut inflight = FuturesUnordered::new();
+        let mut first_err = None;
+        let mut prev_end = 0u64;
+        for w in &self.writes {
+            let overlaps = w.pos < prev_end;
+            while !inflight.is_empty() && (overlaps || inflight.len() >= self.max_inflight) {
+                if let Some(Err(e)) = inflight.next().await {
+                    first_err.get_or_insert(e);
+                }
+            }
+            prev_end = w.pos + w.buf.as_ref().as_ref().len() as u64;
+            inflight.push(file.write_at(w.buf.clone(), w.pos));
+        }
+        while let Some(r) = inflight.next().await {
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        file.sync().await?;
+        if let Some(seal) = &self.seal {
+            file.truncate(seal.size).await?;
+            file.sync().await?;
+            let idx = self.disk.open_rw(&index_path(&self.dir, self.base_offset)).await?;
+            write_exact(&self.disk, &idx, &seal.index).await?;
+            idx.close().await?;
+            let tidx = self.disk.open_rw(&timeindex_path(&self.dir, self.base_offset)).await?;
+            write_exact(&self.disk, &tidx, &[]).await?;
+            tidx.close().await?;
+            self.disk.sync_dir(&self.dir).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Opening a sealed segment and loading (or rebuilding, SPEC T8.4) its offset index.
+pub struct IndexLoad<D: Disk> {
+    disk: D,
+    dir: PathBuf,
+    base: i64,
+    size: u64,
+    file: Option<Rc<D::File>>,
+    config: LogConfig,
+}
+
+impl<D: Disk> IndexLoad<D> {
+    pub async fn run(self) -> StorageResult<(Rc<D::File>, IndexBuilder)> {
+        let file = match self.file {
+            Some(f) => f,
+            None => Rc::new(self.disk.open_rw(&log_path(&self.dir, self.base)).await?),
+        };
+        let max_entries = (self.config.segment_index_bytes / 8) as usize;
+        let ipath = index_path(&self.dir, self.base);
+        let loaded = self.disk.read_file(&ipath).await?.map(|b| decode_offset_index(&b, self.size.max(1)));
+        let builder = match loaded {
+            Some(Ok(entries)) => {
+                let after = entries.last().map_or(self.size, |&(_, p)| self.size - p as u64);
+                IndexBuilder::resume(OffsetIndex::from_entries(entries, max_entries), after, self.config.index_interval_bytes)
+            }
+            other => {
+                let why = match other {
+                    Some(Err(e)) => e.to_string(),
+                    _ => "missing".to_string(),
+                };
+                tracing::warn!(path = %ipath.display(), reason = %why, "rebuilding offset index");
+                let scan = scan_segment(&*file, self.base, self.size, &self.config).await?;
+                if let Some((pos, e)) = scan.stop {
+                    return Err(StorageError::Corrupt { path: log_path(&self.dir, self.base), position: pos, error: e });
+                }
+                let idx = self.disk.open_rw(&ipath).await?;
+                write_exact(&self.disk, &idx, &scan.index.index.encode()).await?;
+                idx.close().await?;
+                scan.index
+            }
+        };
+        Ok((file, builder))
+    }
+}
+
+/// A planned read.
+pub enum ReadPlan<D: Disk> {
+    /// Answered from memory (or empty).
+    Done(Vec<u8>),
+    /// Needs disk reads, without borrowing the log.
+    Disk(DiskRead<D>),
+    /// The segment's index must be loaded first ([`Log::index_load`]).
+    NeedIndex(i64),
+}
+
+pub struct DiskRead<D: Disk> {
+    file: Option<Rc<D::File>>,
+    path: PathBuf,
+    start_pos: u64,
+    end_pos: u64,
+    offset: i64,
+    max_bytes: usize,
+}
+
+/// From the batches in `bytes` (starting at a batch boundary), take the first one that holds
+/// records at or after `offset` and those after it while the total (with `already` bytes
+/// collected before) fits in `max_bytes`; the very first batch is taken whole even when it is
+/// larger (KIP-74). Returns the batches, the bytes walked and whether the read is complete.
+/// `check` vets each kept batch.
+fn pick_batches(
+    bytes: &[u8],
+    offset: i64,
+    max_bytes: usize,
+    already: usize,
+    mut check: impl FnMut(&[u8]) -> Result<(), FormatError>,
+) -> Result<(Vec<u8>, usize, bool), (usize, FormatError)> {
+    let mut out = Vec::new();
+    let mut walk = BatchWalk::new(bytes, MAX_STORED_BATCH);
+    while let Some(item) = walk.next() {
+        let (at, h, batch) = item.map_err(|e| (walk.pos(), e))?;
+        if h.last_offset() < offset {
+            continue;
+        }
+        let have = already + out.len();
+        if have > 0 && have + batch.len() > max_bytes {
+            return Ok((out, at, true));
+        }
+        check(batch).map_err(|e| (at, e))?;
+        out.extend_from_slice(batch);
+    }
+    let total = already + out.len();
+    Ok((out, walk.pos(), total > 0 && total >= max_bytes))
+}
+
+impl<D: Disk> DiskRead<D> {
+    /// Read from disk, checking each returned batch's CRC (bytes are vetted before they are
+    /// written and after they are read).
+    pub async fn run(self, disk: &D) -> StorageResult<Vec<u8>> {
+        let file = match self.file {
+            Some(f) => f,
+            None => Rc::new(disk.open_rw(&self.path).await?),
+        };
+        let corrupt = |position: u64, error: FormatError| StorageError::Corrupt { path: self.path.clone(), position, error };
+        let mut out = Vec::new();
+        let mut pos = self.start_pos;
+        let mut want = 0usize;
+        while pos < self.end_pos {
+            let window = want.max(self.max_bytes.saturating_sub(out.len()) + 64 * 1024).min(16 << 20);
+            let len = (self.end_pos - pos).min(window as u64) as usize;
+            let buf = file.read_at(pos, len).await?;
+            let (got, walked, done) = pick_batches(&buf, self.offset, self.max_bytes, out.len(), |b| check_stored(b).map(|_| ()))
+                .map_err(|(at, e)| corrupt(pos + at as u64, e))?;
+            out.extend_from_slice(&got);
+            if done {
+                break;
+            }
+            if walked == 0 {
+                // The next batch is longer than the window: read it whole.
+                match frame_len(&buf, MAX_STORED_BATCH) {
+                    Ok(Some(total)) if pos + total as u64 <= self.end_pos && total > buf.len() => want = total,
+                    Ok(_) => return Err(corrupt(pos, FormatError::Truncated { need: 12, have: buf.len() })),
+                    Err(error) => return Err(corrupt(pos, error)),
+                }
+                continue;
+            }
+            pos += walked as u64;
+            want = 0;
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,16 @@
+//! Storage: partition logs made of segments on direct I/O.
+//!
+//! Layers, bottom up: `format` (pure bytes: batches, index entries), `segment` (one data file,
+//! its offset index and its write tail), `log` (segments, append, flush jobs, reads,
+//! recovery, retention), `partition` (group commit and the flusher task). Storage sees the
+//! disk only through [`crate::io::Disk`], and never imports `protocol`.
+
+pub mod error;
+pub mod format;
+pub mod log;
+pub mod partition;
+pub mod segment;
+
+pub use error::{StorageError, StorageResult};
+pub use log::{AppendInfo, Log, OpenReport, ReadUpTo};
+pub use partition::Partition;

@@ -1,0 +1,181 @@
+//! A partition: its [`Log`] plus group commit.
+//!
+//! Appends run synchronously in the log; durability is a separate wait. One flusher task per
+//! partition (spawned on demand on the current glommio executor) runs flush jobs back to back
+//! while work remains; every waiter whose offset a completed job covers is woken, so one
+//! fdatasync acknowledges every append that arrived before its job started (group commit).
+//! A failed flush fails the waiters it would have woken; the data stays in memory and the next
+//! flush retries it (a disk that was full can resume).
+//!
+//! Who calls it: the shard that owns the partition, only from that shard's executor.
+
+use crate::config::LogConfig;
+use crate::io::Disk;
+use crate::storage::error::{StorageError, StorageResult};
+use crate::storage::log::{delete_segment_files, AppendInfo, FlushDemand, Log, OpenReport, ReadPlan, ReadUpTo};
+use futures_channel::oneshot;
+use std::cell::{Cell, Ref, RefCell};
+use std::path::Path;
+use std::rc::Rc;
+
+type Waiter = (i64, oneshot::Sender<StorageResult<()>>);
+
+pub struct Partition<D: Disk> {
+    log: RefCell<Log<D>>,
+    waiters: RefCell<Vec<Waiter>>,
+    flusher_running: Cell<bool>,
+    closed: Cell<bool>,
+}
+
+impl<D: Disk> Partition<D> {
+    pub async fn open(disk: D, dir: &Path, config: LogConfig) -> StorageResult<(Rc<Self>, OpenReport)> {
+        let (log, report) = Log::open(disk, dir, config).await?;
+        let p = Partition {
+            log: RefCell::new(log),
+            waiters: RefCell::new(Vec::new()),
+            flusher_running: Cell::new(false),
+            closed: Cell::new(false),
+        };
+        Ok((Rc::new(p), report))
+    }
+
+    /// Read-only access to the log (offsets, sizes). Never hold it across an await.
+    pub fn log(&self) -> Ref<'_, Log<D>> {
+        self.log.borrow()
+    }
+
+    /// Append `records` (v2 batches) and return once they are as durable as the flush policy
+    /// promises (SPEC T3.5): with the default `flush.messages=1`, after their fdatasync.
+    pub async fn append(self: &Rc<Self>, records: &[u8]) -> StorageResult<AppendInfo> {
+        if self.closed.get() {
+            return Err(StorageError::Closed);
+        }
+        let (info, demand) = self.log.borrow_mut().append(records)?;
+        match demand {
+            FlushDemand::Wait => self.wait_durable(info.last_offset + 1).await?,
+            FlushDemand::Kick => self.kick(),
+            FlushDemand::None => {}
+        }
+        Ok(info)
+    }
+
+    /// Wait until every offset below `offset` is durable.
+    pub async fn wait_durable(self: &Rc<Self>, offset: i64) -> StorageResult<()> {
+        if self.log.borrow().durable_offset() >= offset {
+            return Ok(());
+        }
+        let (tx, rx) = oneshot::channel();
+        self.waiters.borrow_mut().push((offset, tx));
+        self.kick();
+        rx.await.unwrap_or(Err(StorageError::Closed))
+    }
+
+    /// Make everything appended so far durable.
+    pub async fn flush(self: &Rc<Self>) -> StorageResult<()> {
+        let end = self.log.borrow().log_end_offset();
+        self.wait_durable(end).await
+    }
+
+    /// Start the flusher if it is not running and there is work.
+    pub fn kick(self: &Rc<Self>) {
+        if !self.flusher_running.get() && self.log.borrow().has_unflushed() {
+            self.flusher_running.set(true);
+            glommio::spawn_local(self.clone().flush_loop()).detach();
+        }
+    }
+
+    async fn flush_loop(self: Rc<Self>) {
+        loop {
+            let work = self.log.borrow_mut().prepare_flush();
+            let Some(work) = work else { break };
+            let done = work.run().await;
+            let result = self.log.borrow_mut().complete_flush(done);
+            match result {
+                Ok(durable) => self.wake(|offset| offset <= durable, Ok(())),
+                Err(e) => {
+                    self.wake(|_| true, Err(e));
+                    break;
+                }
+            }
+        }
+        self.flusher_running.set(false);
+        // Waiters that registered after the last job was prepared but whose data was covered.
+        let durable = self.log.borrow().durable_offset();
+        self.wake(|offset| offset <= durable, Ok(()));
+        if !self.waiters.borrow().is_empty() && !self.closed.get() {
+            self.kick();
+        }
+    }
+
+    fn wake(&self, pick: impl Fn(i64) -> bool, result: StorageResult<()>) {
+        let mut waiters = self.waiters.borrow_mut();
+        let mut keep = Vec::with_capacity(waiters.len());
+        for (offset, tx) in waiters.drain(..) {
+            if pick(offset) {
+                let _ = tx.send(result.clone());
+            } else {
+                keep.push((offset, tx));
+            }
+        }
+        *waiters = keep;
+    }
+
+    /// Read whole batches from the one holding `offset`, up to about `max_bytes`.
+    pub async fn read(&self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<Vec<u8>> {
+        loop {
+            let plan = self.log.borrow().plan_read(offset, max_bytes, upto)?;
+            match plan {
+                ReadPlan::Done(bytes) => return Ok(bytes),
+                ReadPlan::Disk(read) => {
+                    let disk = self.log.borrow().disk().clone();
+                    return read.run(&disk).await;
+                }
+                ReadPlan::NeedIndex(base) => {
+                    let load = self.log.borrow().index_load(base);
+                    let (file, index) = load.run().await?;
+                    self.log.borrow_mut().install_index(base, file, index);
+                }
+            }
+        }
+    }
+
+    /// Apply size-based retention (`retention.bytes`); returns the deleted segments' bases.
+    pub async fn enforce_retention(&self) -> StorageResult<Vec<i64>> {
+        let (removed, disk, dir) = {
+            let mut log = self.log.borrow_mut();
+            let removed = log.take_expired_by_size();
+            (removed, log.disk().clone(), log.dir().to_path_buf())
+        };
+        for &base in &removed {
+            tracing::info!(dir = %dir.display(), base, "deleting segment (retention.bytes)");
+            delete_segment_files(&disk, &dir, base).await?;
+        }
+        Ok(removed)
+    }
+
+    /// Clean shutdown: refuse new appends, flush and seal the active segment, write the
+    /// clean-shutdown marker. Appends in flight finish first.
+    pub async fn close(self: &Rc<Self>) -> StorageResult<()> {
+        self.closed.set(true);
+        self.log.borrow_mut().begin_close();
+        loop {
+            if self.flusher_running.get() {
+                glommio::timer::sleep(std::time::Duration::from_micros(200)).await;
+                continue;
+            }
+            let work = self.log.borrow_mut().prepare_flush();
+            let Some(work) = work else { break };
+            let done = work.run().await;
+            let durable = self.log.borrow_mut().complete_flush(done)?;
+            self.wake(|offset| offset <= durable, Ok(()));
+        }
+        self.wake(|_| true, Err(StorageError::Closed));
+        let marker = {
+            let log = self.log.borrow();
+            (log.disk().clone(), log.dir().join(crate::storage::log::CLEAN_MARKER), log.log_end_offset())
+        };
+        let (disk, path, end) = marker;
+        disk.write_file_atomic(&path, &crate::storage::format::index::encode_clean_marker(end)).await?;
+        Ok(())
+    }
+}

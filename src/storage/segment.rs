@@ -1,0 +1,371 @@
+//! One segment: a `.log` data file with its sparse offset index and, for the active segment,
+//! the in-memory write tail.
+//!
+//! The tail is a queue of aligned buffers ("chunks") covering file positions
+//! `[mem_start, size)`. Appends copy batch bytes into the open chunk; a full chunk is sealed.
+//! A flush seals the open chunk too: its bytes past the end are zeroed to the next page
+//! boundary, the buffer becomes `Rc` (immutable while a DMA write may read it) and the
+//! partly filled last page is copied (at most 4 KiB) into a new open chunk, which the next
+//! flush rewrites whole. Sealed chunks are dropped only once written *and* synced.
+//!
+//! Invariants:
+//! - bytes `[0, durable_size)` are on disk and synced; `mem_start <= durable_size`, so every
+//!   byte of `[0, size)` is either readable from disk or held in the tail;
+//! - chunks are in file order and only the last page of a chunk may overlap the next chunk;
+//!   overlapping writes are never in flight at the same time (see `log::FlushWork::run`);
+//! - offset-index entries strictly increase in relative offset and position.
+
+use crate::io::{align_down, align_up, Disk, IoBuf, PAGE};
+use crate::storage::format::batch::BatchHeader;
+use crate::storage::format::index::encode_offset_entry;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+pub fn log_path(dir: &Path, base: i64) -> PathBuf {
+    dir.join(format!("{base:020}.log"))
+}
+pub fn index_path(dir: &Path, base: i64) -> PathBuf {
+    dir.join(format!("{base:020}.index"))
+}
+pub fn timeindex_path(dir: &Path, base: i64) -> PathBuf {
+    dir.join(format!("{base:020}.timeindex"))
+}
+
+/// The in-memory sparse offset index of one segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetIndex {
+    entries: Vec<(u32, u32)>,
+    max_entries: usize,
+}
+
+impl OffsetIndex {
+    pub fn new(max_entries: usize) -> Self {
+        OffsetIndex { entries: Vec::new(), max_entries: max_entries.max(1) }
+    }
+
+    pub fn from_entries(entries: Vec<(u32, u32)>, max_entries: usize) -> Self {
+        OffsetIndex { entries, max_entries: max_entries.max(1) }
+    }
+
+    /// Position of the last indexed batch whose relative base offset is `<= rel`, or 0.
+    pub fn lookup(&self, rel: u32) -> u32 {
+        let i = self.entries.partition_point(|&(r, _)| r <= rel);
+        if i == 0 {
+            0
+        } else {
+            self.entries[i - 1].1
+        }
+    }
+
+    pub fn push(&mut self, rel: u32, pos: u32) {
+        if let Some(&(r, p)) = self.entries.last() {
+            assert!(rel > r && pos > p, "offset index must increase: ({r},{p}) then ({rel},{pos})");
+        }
+        self.entries.push((rel, pos));
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.entries.len() >= self.max_entries
+    }
+
+    pub fn entries(&self) -> &[(u32, u32)] {
+        &self.entries
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(self.entries.len() * 8);
+        for &(r, p) in &self.entries {
+            encode_offset_entry(&mut b, r, p);
+        }
+        b
+    }
+}
+
+/// Builds an offset index batch by batch with the `index.interval.bytes` rule; appends and
+/// recovery use the same builder, so a rebuilt index equals the one appends made.
+#[derive(Debug, Clone)]
+pub struct IndexBuilder {
+    pub index: OffsetIndex,
+    bytes_since_entry: u64,
+    interval: u64,
+}
+
+impl IndexBuilder {
+    pub fn new(max_entries: usize, interval: u64) -> Self {
+        IndexBuilder { index: OffsetIndex::new(max_entries), bytes_since_entry: 0, interval }
+    }
+
+    /// Continue an index loaded from disk; the next entry comes after `interval` more bytes
+    /// past the last entry's batch (`bytes_after_last`: bytes from that entry to the end).
+    pub fn resume(index: OffsetIndex, bytes_after_last: u64, interval: u64) -> Self {
+        IndexBuilder { index, bytes_since_entry: bytes_after_last, interval }
+    }
+
+    /// Record a batch of `len` bytes at `pos` with relative base offset `rel`.
+    pub fn on_batch(&mut self, rel: u32, pos: u64, len: u64) {
+        if self.bytes_since_entry >= self.interval {
+            self.index.push(rel, pos as u32);
+            self.bytes_since_entry = 0;
+        }
+        self.bytes_since_entry += len;
+    }
+}
+
+struct Sealed<B> {
+    buf: Rc<B>,
+    /// File position of `buf[0]` (page aligned).
+    pos: u64,
+    /// Data bytes in `buf`; the rest up to its (page-aligned) length is zero padding.
+    len: usize,
+    /// Handed to a flush that has not completed yet.
+    submitted: bool,
+}
+
+/// A write of `buf` at file position `pos` that a flush must make.
+pub struct ChunkWrite<B> {
+    pub buf: Rc<B>,
+    pub pos: u64,
+}
+
+/// The write buffer of the active segment.
+pub struct Tail<B: IoBuf> {
+    sealed: VecDeque<Sealed<B>>,
+    open: B,
+    open_pos: u64,
+    open_len: usize,
+    min_chunk: usize,
+    max_chunk: usize,
+}
+
+impl<B: IoBuf> Tail<B> {
+    /// A tail whose first page starts at `align_down(end)` and holds `partial`, the bytes of
+    /// `[align_down(end), end)` (read back from disk when a segment is reopened).
+    pub fn new<D: Disk<Buf = B>>(disk: &D, end: u64, partial: &[u8], max_chunk: usize) -> Self {
+        let pos = align_down(end);
+        assert_eq!(pos + partial.len() as u64, end, "tail must start with the partial page");
+        let max_chunk = max_chunk.max(PAGE as usize);
+        let min_chunk = (64 * 1024).min(max_chunk);
+        let mut open = disk.alloc(min_chunk);
+        open.as_mut()[..partial.len()].copy_from_slice(partial);
+        Tail { sealed: VecDeque::new(), open, open_pos: pos, open_len: partial.len(), min_chunk, max_chunk }
+    }
+
+    /// First file position held in memory.
+    pub fn mem_start(&self) -> u64 {
+        self.sealed.front().map_or(self.open_pos, |c| c.pos)
+    }
+
+    /// One past the last byte appended.
+    pub fn end(&self) -> u64 {
+        self.open_pos + self.open_len as u64
+    }
+
+    /// Bytes of memory the tail holds.
+    pub fn mem_bytes(&self) -> usize {
+        self.sealed.iter().map(|c| c.buf.as_ref().as_ref().len()).sum::<usize>() + self.open.as_ref().len()
+    }
+
+    /// True when sealed chunks wait for a flush (a full chunk: time for a large write).
+    pub fn has_unsubmitted(&self) -> bool {
+        self.sealed.iter().any(|c| !c.submitted)
+    }
+
+    /// Copy `data` to the end of the tail.
+    pub fn push<D: Disk<Buf = B>>(&mut self, disk: &D, mut data: &[u8]) {
+        while !data.is_empty() {
+            let cap = self.open.as_ref().len();
+            let n = (cap - self.open_len).min(data.len());
+            self.open.as_mut()[self.open_len..self.open_len + n].copy_from_slice(&data[..n]);
+            self.open_len += n;
+            data = &data[n..];
+            if self.open_len == cap {
+                // Full: seal it whole (already page aligned) and grow the next chunk.
+                let next_cap = (cap * 2).min(self.max_chunk).max(self.min_chunk);
+                let full = std::mem::replace(&mut self.open, disk.alloc(next_cap));
+                self.sealed.push_back(Sealed { buf: Rc::new(full), pos: self.open_pos, len: cap, submitted: false });
+                self.open_pos += cap as u64;
+                self.open_len = 0;
+            }
+        }
+    }
+
+    /// Seal the open chunk if it holds bytes past `durable_end`, so a flush can write them.
+    pub fn seal_open<D: Disk<Buf = B>>(&mut self, disk: &D, durable_end: u64) {
+        if self.end() <= durable_end || self.open_len == 0 {
+            return;
+        }
+        let len = self.open_len;
+        let aligned = align_up(len as u64) as usize;
+        let keep_from = align_down(len as u64) as usize;
+        let cap = self.open.as_ref().len();
+        let mut next = disk.alloc(cap);
+        next.as_mut()[..len - keep_from].copy_from_slice(&self.open.as_ref()[keep_from..len]);
+        let mut old = std::mem::replace(&mut self.open, next);
+        old.as_mut()[len..aligned].fill(0);
+        old.trim(aligned);
+        self.sealed.push_back(Sealed { buf: Rc::new(old), pos: self.open_pos, len, submitted: false });
+        self.open_pos += keep_from as u64;
+        self.open_len = len - keep_from;
+    }
+
+    /// The writes of every sealed chunk not yet handed to a flush, now marked as handed.
+    pub fn take_writes(&mut self) -> Vec<ChunkWrite<B>> {
+        let mut out = Vec::new();
+        for c in self.sealed.iter_mut().filter(|c| !c.submitted) {
+            c.submitted = true;
+            out.push(ChunkWrite { buf: c.buf.clone(), pos: c.pos });
+        }
+        out
+    }
+
+    /// The flush that took the first `n` sealed chunks is durable: drop them.
+    pub fn complete(&mut self, n: usize) {
+        for _ in 0..n {
+            let c = self.sealed.pop_front().expect("completed chunk");
+            assert!(c.submitted, "completed a chunk no flush took");
+        }
+    }
+
+    /// The flush failed: its chunks go back to waiting for the next one.
+    pub fn unsubmit(&mut self) {
+        for c in self.sealed.iter_mut() {
+            c.submitted = false;
+        }
+    }
+
+    /// Copy file bytes `[from, to)` out of the tail (`mem_start <= from <= to <= end`).
+    pub fn copy_out(&self, from: u64, to: u64) -> Vec<u8> {
+        assert!(self.mem_start() <= from && from <= to && to <= self.end(), "range outside the tail");
+        let mut out = vec![0u8; (to - from) as usize];
+        let open = (self.open_pos, self.open_len, self.open.as_ref());
+        let chunks = self.sealed.iter().map(|c| (c.pos, c.len, c.buf.as_ref().as_ref())).chain(std::iter::once(open));
+        // Later chunks overwrite the page they share with earlier ones: same bytes or newer.
+        for (pos, len, bytes) in chunks {
+            let a = from.max(pos);
+            let b = to.min(pos + len as u64);
+            if a < b {
+                out[(a - from) as usize..(b - from) as usize]
+                    .copy_from_slice(&bytes[(a - pos) as usize..(b - pos) as usize]);
+            }
+        }
+        out
+    }
+}
+
+/// Where a segment is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentState {
+    /// Receives appends.
+    Active,
+    /// Rolled (or shutting down): its remaining data and its seal wait for the flusher.
+    Closing,
+    /// Trimmed to its logical size with its index files written and synced: immutable.
+    Sealed,
+}
+
+/// One segment of a partition log.
+pub struct Segment<D: Disk> {
+    pub base_offset: i64,
+    /// One past the last offset stored.
+    pub next_offset: i64,
+    /// Bytes of whole batches.
+    pub size: u64,
+    /// Bytes on disk and synced.
+    pub durable_size: u64,
+    pub state: SegmentState,
+    /// Open file handle; `None` for a sealed segment not opened yet (opened on first read) or
+    /// a new segment whose file the flusher has not created yet.
+    pub file: Option<Rc<D::File>>,
+    /// Bytes reserved with fallocate.
+    pub allocated: u64,
+    /// `None` until loaded (sealed segments load theirs on first read).
+    pub index: Option<IndexBuilder>,
+    pub tail: Option<Tail<D::Buf>>,
+}
+
+impl<D: Disk> Segment<D> {
+    /// Would appending a batch of `len` bytes whose last offset is `last_offset` need a roll?
+    pub fn needs_roll(&self, len: u64, last_offset: i64, segment_bytes: u64) -> bool {
+        if self.size == 0 {
+            return false;
+        }
+        let index_full = self.index.as_ref().is_some_and(|b| b.index.is_full());
+        self.size + len > segment_bytes
+            || self.size + len > u32::MAX as u64
+            || index_full
+            || last_offset - self.base_offset > u32::MAX as i64
+    }
+
+    /// Append a validated batch whose header says `h`, giving it `base` as its base offset.
+    /// Copies the batch once, into the tail, rewriting baseOffset on the way.
+    pub fn append_batch(&mut self, disk: &D, batch: &[u8], h: &BatchHeader, base: i64) {
+        assert_eq!(self.state, SegmentState::Active, "append to a segment that is not active");
+        assert_eq!(base, self.next_offset, "offsets must be contiguous");
+        let pos = self.size;
+        let len = batch.len() as u64;
+        self.index.as_mut().expect("active segment has its index").on_batch((base - self.base_offset) as u32, pos, len);
+        let tail = self.tail.as_mut().expect("active segment has a tail");
+        tail.push(disk, &base.to_be_bytes());
+        tail.push(disk, &batch[8..]);
+        self.size += len;
+        self.next_offset = base + h.last_offset_delta as i64 + 1;
+        debug_assert_eq!(tail.end(), self.size);
+    }
+
+    /// Rough memory held by this segment (tail and index).
+    pub fn mem_bytes(&self) -> usize {
+        self.tail.as_ref().map_or(0, |t| t.mem_bytes()) + self.index.as_ref().map_or(0, |b| b.index.entries().len() * 8)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::MemDisk;
+
+    #[test]
+    fn offset_index_lookup_finds_last_entry_at_or_below() {
+        let mut i = OffsetIndex::new(10);
+        assert_eq!(i.lookup(5), 0);
+        i.push(3, 100);
+        i.push(9, 300);
+        assert_eq!(i.lookup(2), 0);
+        assert_eq!(i.lookup(3), 100);
+        assert_eq!(i.lookup(8), 100);
+        assert_eq!(i.lookup(100), 300);
+    }
+
+    /// The tail returns exactly the bytes pushed, across full chunks and flush seals, and
+    /// every write it hands out is page aligned with zero padding past the data.
+    #[test]
+    fn tail_keeps_bytes_across_seals() {
+        let disk = MemDisk::new();
+        let mut t = Tail::new(&disk, 0, &[], 8192);
+        let mut model = Vec::new();
+        let mut durable = 0u64;
+        for i in 0..200u32 {
+            let data: Vec<u8> = (0..(i * 37 % 3000 + 1)).map(|x| (x + i) as u8).collect();
+            t.push(&disk, &data);
+            model.extend_from_slice(&data);
+            if i % 7 == 0 {
+                t.seal_open(&disk, durable);
+                let writes = t.take_writes();
+                let n = writes.len();
+                for w in &writes {
+                    let b: &[u8] = w.buf.as_ref().as_ref();
+                    assert_eq!(w.pos % PAGE, 0);
+                    assert_eq!(b.len() as u64 % PAGE, 0);
+                    let end = (w.pos as usize + b.len()).min(model.len());
+                    assert_eq!(&b[..end - w.pos as usize], &model[w.pos as usize..end]);
+                    assert!(b[end - w.pos as usize..].iter().all(|&x| x == 0), "padding must be zero");
+                }
+                t.complete(n);
+                durable = model.len() as u64;
+            }
+            assert!(t.mem_start() <= durable);
+            let from = t.mem_start();
+            assert_eq!(t.copy_out(from, t.end()), model[from as usize..]);
+        }
+    }
+}
