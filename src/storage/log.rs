@@ -220,6 +220,10 @@ impl<D: Disk> Log<D> {
         let base = bases.last().copied().unwrap_or(0);
         let path = log_path(dir, base);
         let file = disk.open_rw(&path).await?;
+        if bases.is_empty() {
+            // A new log: its first segment's directory entry must be durable.
+            disk.sync_dir(dir).await?;
+        }
         let file_size = file.size().await?;
         let mut active = None;
         if let Some(marker_end) = marker {
@@ -550,7 +554,13 @@ impl<D: Disk> Log<D> {
         let Some(builder) = seg.index.as_ref() else {
             return Ok(ReadPlan::NeedIndex(base));
         };
-        let start_pos = builder.index.lookup((offset - base) as u32) as u64;
+        let mut start_pos = builder.index.lookup((offset - base) as u32) as u64;
+        if seg.tail.is_some() && offset >= self.durable_next_offset {
+            // Not durable yet, so in memory. Flushes complete in segment order, so this
+            // segment's durable_size is the batch boundary where durable_next_offset starts
+            // (or 0 for a segment never flushed): start there, in the tail.
+            start_pos = start_pos.max(seg.durable_size);
+        }
         let end_pos = match upto {
             ReadUpTo::Durable => seg.durable_size,
             ReadUpTo::LogEnd => seg.size,
@@ -606,10 +616,16 @@ impl<D: Disk> Log<D> {
         let mut total = self.size_bytes();
         let mut removed = Vec::new();
         while self.segments.len() > 1 {
-            let (&base, seg) = self.segments.iter().next().expect("non-empty");
-            if seg.state != SegmentState::Sealed || total.saturating_sub(limit) < seg.size {
+            let mut it = self.segments.values();
+            let seg = it.next().expect("non-empty");
+            let next = it.next().expect("two segments");
+            // The next segment must exist on disk: the log start is the first file's base
+            // offset, and a new active segment's file appears only with its first flush.
+            let next_on_disk = next.state == SegmentState::Sealed || next.file.is_some();
+            if seg.state != SegmentState::Sealed || !next_on_disk || total.saturating_sub(limit) < seg.size {
                 break;
             }
+            let base = seg.base_offset;
             total -= seg.size;
             self.segments.remove(&base);
             removed.push(base);
@@ -634,8 +650,55 @@ impl<D: Disk> Log<D> {
         Ok(())
     }
 
+    /// True once [`Log::begin_close`] ran and every segment is sealed.
+    pub fn is_closed_clean(&self) -> bool {
+        self.closing && !self.has_unflushed()
+    }
+
     pub fn disk(&self) -> &D {
         &self.disk
+    }
+
+    /// Change settings at runtime (they apply to the next append, roll and retention check).
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+
+    /// The offset index of a segment, if loaded.
+    pub fn index_entries(&self, base: i64) -> Option<Vec<(u32, u32)>> {
+        self.segments.get(&base)?.index.as_ref().map(|b| b.index.entries().to_vec())
+    }
+
+    /// Read, for an exclusive owner (tests and offline tools); shards go through
+    /// [`crate::storage::Partition::read`], which does the same without holding a borrow
+    /// across I/O.
+    pub async fn read(&mut self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<Vec<u8>> {
+        loop {
+            match self.plan_read(offset, max_bytes, upto)? {
+                ReadPlan::Done(bytes) => return Ok(bytes),
+                ReadPlan::Disk(read) => return read.run(&self.disk).await,
+                ReadPlan::NeedIndex(base) => {
+                    let (file, index) = self.index_load(base).run().await?;
+                    self.install_index(base, file, index);
+                }
+            }
+        }
+    }
+
+    /// Run flush jobs until nothing waits, for an exclusive owner.
+    pub async fn flush_all(&mut self) -> StorageResult<()> {
+        while let Some(work) = self.prepare_flush() {
+            let done = work.run().await;
+            self.complete_flush(done)?;
+        }
+        Ok(())
+    }
+
+    /// Clean shutdown for an exclusive owner: seal everything, write the marker.
+    pub async fn close(mut self) -> StorageResult<()> {
+        self.begin_close();
+        self.flush_all().await?;
+        self.write_clean_marker().await
     }
 }
 

@@ -12,7 +12,8 @@
 use crate::config::LogConfig;
 use crate::io::Disk;
 use crate::storage::error::{StorageError, StorageResult};
-use crate::storage::log::{delete_segment_files, AppendInfo, FlushDemand, Log, OpenReport, ReadPlan, ReadUpTo};
+use crate::storage::format::index::encode_clean_marker;
+use crate::storage::log::{delete_segment_files, CLEAN_MARKER, AppendInfo, FlushDemand, Log, OpenReport, ReadPlan, ReadUpTo};
 use futures_channel::oneshot;
 use std::cell::{Cell, Ref, RefCell};
 use std::path::Path;
@@ -170,12 +171,12 @@ impl<D: Disk> Partition<D> {
             self.wake(|offset| offset <= durable, Ok(()));
         }
         self.wake(|_| true, Err(StorageError::Closed));
-        let marker = {
+        // The marker write does not touch the log's state: no borrow is held across it.
+        let (disk, path, marker) = {
             let log = self.log.borrow();
-            (log.disk().clone(), log.dir().join(crate::storage::log::CLEAN_MARKER), log.log_end_offset())
+            (log.disk().clone(), log.dir().join(CLEAN_MARKER), encode_clean_marker(log.log_end_offset()))
         };
-        let (disk, path, end) = marker;
-        disk.write_file_atomic(&path, &crate::storage::format::index::encode_clean_marker(end)).await?;
+        disk.write_file_atomic(&path, &marker).await?;
         Ok(())
     }
 }
