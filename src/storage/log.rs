@@ -115,27 +115,35 @@ async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, config: 
         let buf = file.read_at(pos, len).await?;
         scanned += buf.len() as u64;
         let mut walk = BatchWalk::new(&buf, MAX_STORED_BATCH);
+        // (position in `buf` of the first bad batch, why)
         let mut failed = None;
         for item in walk.by_ref() {
-            let checked = item.and_then(|(at, _, bytes)| check_stored(bytes).map(|h| (at, h)));
-            match checked {
-                Ok((at, h)) if h.base_offset == expected => {
-                    index.on_batch((h.base_offset - base) as u32, pos + at as u64, h.total_len() as u64);
-                    expected = h.next_offset();
-                }
-                Ok((at, h)) => {
-                    failed = Some((at, FormatError::OffsetGap { expected, found: h.base_offset }));
-                    break;
-                }
+            let (at, h, bytes) = match item {
+                Ok(x) => x,
                 Err(e) => {
-                    failed = Some((0, e));
+                    failed = Some((None, e));
                     break;
                 }
+            };
+            let checked = check_stored(bytes).and_then(|h2| {
+                debug_assert_eq!(h, h2);
+                if h.base_offset == expected {
+                    Ok(())
+                } else {
+                    Err(FormatError::OffsetGap { expected, found: h.base_offset })
+                }
+            });
+            if let Err(e) = checked {
+                failed = Some((Some(at), e));
+                break;
             }
+            index.on_batch((h.base_offset - base) as u32, pos + at as u64, h.total_len() as u64);
+            expected = h.next_offset();
         }
         let consumed = walk.pos();
-        if let Some((_, e)) = failed {
-            break Some((pos + consumed as u64, e));
+        if let Some((at, e)) = failed {
+            // A bad frame stops the walk before it; a bad batch was already walked past.
+            break Some((pos + at.unwrap_or(consumed) as u64, e));
         }
         if consumed == 0 {
             // The first batch does not fit in the window: read exactly it, if the file has it.
