@@ -18,7 +18,11 @@ pub struct ConfigError {
 }
 
 fn bad(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError { key: key.to_string(), value: value.to_string(), reason: reason.into() }
+    ConfigError {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
 }
 
 /// Per-log settings (a topic's partitions share one).
@@ -46,6 +50,10 @@ pub struct LogConfig {
     pub write_chunk_bytes: u64,
     /// `tidemark.max.inflight.writes`: DMA writes one flush keeps in flight.
     pub max_inflight_writes: u32,
+    /// `tidemark.max.unflushed.bytes`: appended bytes a partition may hold in memory before
+    /// its appends wait for the flusher (backpressure; bounds memory when producers outrun
+    /// the disk under a relaxed flush policy).
+    pub max_unflushed_bytes: u64,
 }
 
 pub const KIB: u64 = 1024;
@@ -65,6 +73,7 @@ impl Default for LogConfig {
             preallocate_bytes: 32 * MIB,
             write_chunk_bytes: MIB,
             max_inflight_writes: 8,
+            max_unflushed_bytes: 64 * MIB,
         }
     }
 }
@@ -81,10 +90,14 @@ pub const LOG_CONFIG_KEYS: &[&str] = &[
     "tidemark.preallocate.bytes",
     "tidemark.write.chunk.bytes",
     "tidemark.max.inflight.writes",
+    "tidemark.max.unflushed.bytes",
 ];
 
 fn parse_i64(key: &str, value: &str) -> Result<i64, ConfigError> {
-    value.trim().parse::<i64>().map_err(|_| bad(key, value, "not an integer"))
+    value
+        .trim()
+        .parse::<i64>()
+        .map_err(|_| bad(key, value, "not an integer"))
 }
 
 fn in_range(key: &str, value: &str, min: i64, max: i64) -> Result<u64, ConfigError> {
@@ -129,14 +142,22 @@ impl LogConfig {
                 }
                 self.write_chunk_bytes = v
             }
-            "tidemark.max.inflight.writes" => self.max_inflight_writes = in_range(key, value, 1, 1024)? as u32,
+            "tidemark.max.inflight.writes" => {
+                self.max_inflight_writes = in_range(key, value, 1, 1024)? as u32
+            }
+            "tidemark.max.unflushed.bytes" => {
+                self.max_unflushed_bytes = in_range(key, value, 4096, i64::MAX)?
+            }
             _ => return Err(bad(key, value, "unknown configuration key")),
         }
         Ok(())
     }
 
     /// A copy with every pair applied, or the first error (nothing applied).
-    pub fn with_overrides<'a>(&self, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<LogConfig, ConfigError> {
+    pub fn with_overrides<'a>(
+        &self,
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<LogConfig, ConfigError> {
         let mut c = self.clone();
         for (k, v) in pairs {
             c.set(k, v)?;
@@ -149,14 +170,33 @@ impl LogConfig {
         let mut m = BTreeMap::new();
         m.insert("segment.bytes", self.segment_bytes.to_string());
         m.insert("segment.index.bytes", self.segment_index_bytes.to_string());
-        m.insert("index.interval.bytes", self.index_interval_bytes.to_string());
-        m.insert("retention.bytes", self.retention_bytes.map_or(-1, |v| v as i64).to_string());
+        m.insert(
+            "index.interval.bytes",
+            self.index_interval_bytes.to_string(),
+        );
+        m.insert(
+            "retention.bytes",
+            self.retention_bytes.map_or(-1, |v| v as i64).to_string(),
+        );
         m.insert("flush.messages", self.flush_messages.to_string());
         m.insert("flush.ms", self.flush_ms.to_string());
         m.insert("max.message.bytes", self.max_message_bytes.to_string());
-        m.insert("tidemark.preallocate.bytes", self.preallocate_bytes.to_string());
-        m.insert("tidemark.write.chunk.bytes", self.write_chunk_bytes.to_string());
-        m.insert("tidemark.max.inflight.writes", self.max_inflight_writes.to_string());
+        m.insert(
+            "tidemark.preallocate.bytes",
+            self.preallocate_bytes.to_string(),
+        );
+        m.insert(
+            "tidemark.write.chunk.bytes",
+            self.write_chunk_bytes.to_string(),
+        );
+        m.insert(
+            "tidemark.max.inflight.writes",
+            self.max_inflight_writes.to_string(),
+        );
+        m.insert(
+            "tidemark.max.unflushed.bytes",
+            self.max_unflushed_bytes.to_string(),
+        );
         m
     }
 }
@@ -169,25 +209,37 @@ mod tests {
     #[test]
     fn bad_values_are_refused_and_nothing_is_applied() {
         let base = LogConfig::default();
-        let e = base.with_overrides([("segment.bytes", "2048"), ("flush.messages", "0")]).unwrap_err();
+        let e = base
+            .with_overrides([("segment.bytes", "2048"), ("flush.messages", "0")])
+            .unwrap_err();
         assert_eq!(e.key, "flush.messages");
         assert!(e.to_string().contains("between 1"));
         assert_eq!(base, LogConfig::default());
         assert!(base.with_overrides([("segment.bytes", "abc")]).is_err());
-        assert!(base.with_overrides([("segment.bytes", "4294967296")]).is_err());
+        assert!(base
+            .with_overrides([("segment.bytes", "4294967296")])
+            .is_err());
         assert!(base.with_overrides([("retention.bytes", "-2")]).is_err());
         assert!(base.with_overrides([("no.such.key", "1")]).is_err());
-        assert!(base.with_overrides([("tidemark.write.chunk.bytes", "5000")]).is_err());
+        assert!(base
+            .with_overrides([("tidemark.write.chunk.bytes", "5000")])
+            .is_err());
     }
 
     #[test]
     fn every_key_round_trips_through_describe() {
         let c = LogConfig::default()
-            .with_overrides([("segment.bytes", "65536"), ("retention.bytes", "-1"), ("flush.messages", "100")])
+            .with_overrides([
+                ("segment.bytes", "65536"),
+                ("retention.bytes", "-1"),
+                ("flush.messages", "100"),
+            ])
             .unwrap();
         let d = c.describe();
         assert_eq!(d.len(), LOG_CONFIG_KEYS.len());
-        let again = LogConfig::default().with_overrides(d.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
+        let again = LogConfig::default()
+            .with_overrides(d.iter().map(|(k, v)| (*k, v.as_str())))
+            .unwrap();
         assert_eq!(again, c);
     }
 }

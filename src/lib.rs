@@ -19,3 +19,4 @@ pub mod config;
 pub mod dump;
 pub mod io;
 pub mod storage;
+pub mod storage_load;

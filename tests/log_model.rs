@@ -20,12 +20,25 @@ use tidemark::storage::{Log, ReadUpTo};
 enum Op {
     Append(Vec<(u8, u16)>),
     Flush,
-    Read { pick: u16, max_bytes: u16, durable: bool },
+    Read {
+        pick: u16,
+        max_bytes: u16,
+        durable: bool,
+    },
     Roll,
-    Retain { bytes: u16 },
+    Retain {
+        bytes: u16,
+    },
     CleanReopen,
-    Crash { mode: u8, seed: u64, partial_flush: u8 },
-    FailingFlush { op: u8, fault: u8 },
+    Crash {
+        mode: u8,
+        seed: u64,
+        partial_flush: u8,
+    },
+    FailingFlush {
+        op: u8,
+        fault: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -42,15 +55,17 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn config() -> impl Strategy<Value = LogConfig> {
-    (1024u64..6000, 0u64..800, 1u64..3, 1u64..5, 8u64..200).prop_map(|(seg, interval, chunk_pages, prealloc_pages, index_bytes)| LogConfig {
-        segment_bytes: seg,
-        index_interval_bytes: interval,
-        write_chunk_bytes: chunk_pages * 4096,
-        preallocate_bytes: prealloc_pages * 4096,
-        segment_index_bytes: index_bytes / 8 * 8,
-        flush_messages: u64::MAX,
-        ..LogConfig::default()
-    })
+    (1024u64..6000, 0u64..800, 1u64..3, 1u64..5, 8u64..200).prop_map(
+        |(seg, interval, chunk_pages, prealloc_pages, index_bytes)| LogConfig {
+            segment_bytes: seg,
+            index_interval_bytes: interval,
+            write_chunk_bytes: chunk_pages * 4096,
+            preallocate_bytes: prealloc_pages * 4096,
+            segment_index_bytes: index_bytes / 8 * 8,
+            flush_messages: u64::MAX,
+            ..LogConfig::default()
+        },
+    )
 }
 
 struct Model {
@@ -62,12 +77,17 @@ struct Model {
 impl Model {
     /// Index of the batch holding `offset`.
     fn index_of(&self, offset: i64) -> usize {
-        self.batches.partition_point(|(_, b)| BatchHeader::parse(b).unwrap().last_offset() < offset)
+        self.batches
+            .partition_point(|(_, b)| BatchHeader::parse(b).unwrap().last_offset() < offset)
     }
 
     /// The offset index a segment holding `batches` must have: an entry for a batch once
     /// `interval` bytes have passed since the last entry (computed here independently).
-    fn expected_index(batches: &[&(i64, Vec<u8>)], seg_base: i64, interval: u64) -> Vec<(u32, u32)> {
+    fn expected_index(
+        batches: &[&(i64, Vec<u8>)],
+        seg_base: i64,
+        interval: u64,
+    ) -> Vec<(u32, u32)> {
         let mut out = Vec::new();
         let (mut pos, mut since) = (0u64, 0u64);
         for (base, b) in batches {
@@ -86,7 +106,11 @@ async fn check_everything(log: &mut Log<MemDisk>, m: &Model) {
     assert_eq!(log.log_end_offset(), m.next_offset, "log end offset");
     assert!(log.durable_offset() <= log.log_end_offset());
     let start = log.log_start_offset();
-    assert_eq!(start, m.batches.first().map_or(m.next_offset, |b| b.0), "log start offset");
+    assert_eq!(
+        start,
+        m.batches.first().map_or(m.next_offset, |b| b.0),
+        "log start offset"
+    );
     // Read everything back, batch run by batch run.
     let mut at = start;
     let mut got = Vec::new();
@@ -101,7 +125,9 @@ async fn check_everything(log: &mut Log<MemDisk>, m: &Model) {
 }
 
 fn reopen(disk: &MemDisk, dir: &Path, config: &LogConfig) -> Log<MemDisk> {
-    block_on(Log::open(disk.clone(), dir, config.clone())).expect("reopen").0
+    block_on(Log::open(disk.clone(), dir, config.clone()))
+        .expect("reopen")
+        .0
 }
 
 proptest! {

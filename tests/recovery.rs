@@ -14,7 +14,13 @@ use tidemark::storage::format::BatchHeader;
 use tidemark::storage::{Log, ReadUpTo};
 
 fn config() -> LogConfig {
-    LogConfig { index_interval_bytes: 150, write_chunk_bytes: 8192, preallocate_bytes: 8192, flush_messages: u64::MAX, ..LogConfig::default() }
+    LogConfig {
+        index_interval_bytes: 150,
+        write_chunk_bytes: 8192,
+        preallocate_bytes: 8192,
+        flush_messages: u64::MAX,
+        ..LogConfig::default()
+    }
 }
 
 fn dir() -> PathBuf {
@@ -22,7 +28,9 @@ fn dir() -> PathBuf {
 }
 
 fn open(disk: &MemDisk, config: &LogConfig) -> Log<MemDisk> {
-    block_on(Log::open(disk.clone(), &dir(), config.clone())).expect("open").0
+    block_on(Log::open(disk.clone(), &dir(), config.clone()))
+        .expect("open")
+        .0
 }
 
 /// The batches as stored, with their offsets: `n` batches of varying sizes.
@@ -83,7 +91,10 @@ fn cut_at_every_byte_keeps_whole_batches_and_rebuilds_the_same_index() {
     let full = disk.file_bytes(&seg_path("log")).unwrap();
     let size: usize = data.iter().map(|(_, b)| b.len()).sum();
     assert!(full.len() >= size, "preallocated file holds the data");
-    assert!(full[size..].iter().all(|&b| b == 0), "preallocated space is zero");
+    assert!(
+        full[size..].iter().all(|&b| b == 0),
+        "preallocated space is zero"
+    );
     drop(log);
     for cut in 0..=size {
         for tail in 0..3 {
@@ -106,15 +117,32 @@ fn cut_at_every_byte_keeps_whole_batches_and_rebuilds_the_same_index() {
                     ok
                 })
                 .count();
-            assert!(whole >= data.iter().scan(0, |e, (_, b)| { *e += b.len(); Some(*e) }).take_while(|e| *e <= cut).count());
+            assert!(
+                whole
+                    >= data
+                        .iter()
+                        .scan(0, |e, (_, b)| {
+                            *e += b.len();
+                            Some(*e)
+                        })
+                        .take_while(|e| *e <= cut)
+                        .count()
+            );
             disk.set_file_bytes(&seg_path("log"), bytes);
-            let (mut log, report) = block_on(Log::open(disk.clone(), &dir(), config.clone())).unwrap();
+            let (mut log, report) =
+                block_on(Log::open(disk.clone(), &dir(), config.clone())).unwrap();
             assert!(!report.clean);
             let expect = &data[..whole];
-            let end = expect.last().map_or(0, |(o, b)| o + BatchHeader::parse(b).unwrap().last_offset_delta as i64 + 1);
+            let end = expect.last().map_or(0, |(o, b)| {
+                o + BatchHeader::parse(b).unwrap().last_offset_delta as i64 + 1
+            });
             assert_eq!(log.log_end_offset(), end, "cut at {cut}, tail {tail}");
             assert_eq!(read_all(&mut log), expect, "cut at {cut}, tail {tail}");
-            assert_eq!(log.index_entries(0).unwrap(), fresh_index(&config, expect), "index after cut at {cut}");
+            assert_eq!(
+                log.index_entries(0).unwrap(),
+                fresh_index(&config, expect),
+                "index after cut at {cut}"
+            );
             // The recovered log takes appends at the right offset and survives a clean reopen.
             let (info, _) = log.append(&tagged_batch(999, 2, 10, 5)).unwrap();
             assert_eq!(info.base_offset, end);
@@ -149,7 +177,11 @@ fn bit_flips_truncate_at_the_corrupt_batch() {
             bytes[start + p] ^= 0x10;
             disk.set_file_bytes(&seg_path("log"), bytes);
             let mut log = open(&disk, &config);
-            assert_eq!(log.log_end_offset(), data[k].0, "flip in batch {k} at byte {p}");
+            assert_eq!(
+                log.log_end_offset(),
+                data[k].0,
+                "flip in batch {k} at byte {p}"
+            );
             assert_eq!(read_all(&mut log), &data[..k]);
         }
         start += b.len();
@@ -161,7 +193,12 @@ fn bit_flips_truncate_at_the_corrupt_batch() {
 fn power_cut_keeps_synced_batches() {
     let config = config();
     let data = stored(30);
-    for mode in [CrashMode::DropUnsynced, CrashMode::KeepUnsynced, CrashMode::Torn { seed: 7 }, CrashMode::Torn { seed: 99 }] {
+    for mode in [
+        CrashMode::DropUnsynced,
+        CrashMode::KeepUnsynced,
+        CrashMode::Torn { seed: 7 },
+        CrashMode::Torn { seed: 99 },
+    ] {
         let disk = MemDisk::new();
         let mut log = open(&disk, &config);
         for (_, b) in &data[..12] {
@@ -189,10 +226,13 @@ fn power_cut_keeps_synced_batches() {
 /// identical to the one written at its seal.
 #[test]
 fn damaged_index_of_a_sealed_segment_is_rebuilt_identical() {
-    let config = LogConfig { segment_bytes: 2048, ..config() };
+    let config = LogConfig {
+        segment_bytes: 2048,
+        ..config()
+    };
     let data = stored(40);
     let disk = MemDisk::new();
-    let mut log = write_log(&disk, &config, &data);
+    let log = write_log(&disk, &config, &data);
     assert!(log.segment_count() >= 3);
     let bases = log.segment_bases();
     block_on(log.close()).unwrap();
@@ -221,7 +261,11 @@ fn damaged_index_of_a_sealed_segment_is_rebuilt_identical() {
             tidemark::storage::format::index::encode_offset_entry(&mut encoded, r, p);
         }
         assert_eq!(encoded, original, "damage {damage}");
-        assert_eq!(disk.file_bytes(&ipath).unwrap(), original, "rebuilt index written back (damage {damage})");
+        assert_eq!(
+            disk.file_bytes(&ipath).unwrap(),
+            original,
+            "rebuilt index written back (damage {damage})"
+        );
         block_on(log.close()).unwrap();
     }
 }
@@ -235,14 +279,24 @@ fn clean_shutdown_trims_and_reopens_without_a_scan() {
     let disk = MemDisk::new();
     let log = write_log(&disk, &config, &data);
     let size: usize = data.iter().map(|(_, b)| b.len()).sum();
-    assert!(disk.file_bytes(&seg_path("log")).unwrap().len() > size, "preallocated while active");
+    assert!(
+        disk.file_bytes(&seg_path("log")).unwrap().len() > size,
+        "preallocated while active"
+    );
     block_on(log.close()).unwrap();
-    assert_eq!(disk.file_bytes(&seg_path("log")).unwrap().len(), size, "trimmed at close");
+    assert_eq!(
+        disk.file_bytes(&seg_path("log")).unwrap().len(),
+        size,
+        "trimmed at close"
+    );
     assert!(disk.file_bytes(&dir().join("clean-shutdown")).is_some());
     let (mut log, report) = block_on(Log::open(disk.clone(), &dir(), config.clone())).unwrap();
     assert!(report.clean);
     assert_eq!(report.scanned_bytes, 0);
-    assert!(disk.file_bytes(&dir().join("clean-shutdown")).is_none(), "marker removed once reopened");
+    assert!(
+        disk.file_bytes(&dir().join("clean-shutdown")).is_none(),
+        "marker removed once reopened"
+    );
     assert_eq!(read_all(&mut log), data);
     assert_eq!(log.index_entries(0).unwrap(), fresh_index(&config, &data));
 }
@@ -267,16 +321,27 @@ fn stale_or_corrupt_marker_falls_back_to_a_scan() {
 /// last segment, whatever the count.
 #[test]
 fn unclean_open_scans_only_the_last_segment() {
-    let config = LogConfig { segment_bytes: 1024, ..config() };
+    let config = LogConfig {
+        segment_bytes: 1024,
+        ..config()
+    };
     let data = stored(200);
     let disk = MemDisk::new();
     let log = write_log(&disk, &config, &data);
     assert!(log.segment_count() > 20);
     drop(log);
     disk.crash(CrashMode::DropUnsynced);
-    let (mut log, report) = block_on(Log::open(disk.clone(), Path::new("/data/topic-0"), config.clone())).unwrap();
+    let (mut log, report) = block_on(Log::open(
+        disk.clone(),
+        Path::new("/data/topic-0"),
+        config.clone(),
+    ))
+    .unwrap();
     assert!(!report.clean);
-    assert!(report.scanned_bytes <= 8192 + 1024, "scanned {} bytes", report.scanned_bytes);
+    assert!(
+        report.scanned_bytes <= 8192 + 1024,
+        "scanned {} bytes",
+        report.scanned_bytes
+    );
     assert_eq!(read_all(&mut log), data);
 }
-

@@ -145,7 +145,11 @@ impl MemDisk {
 
     /// The current bytes of a file (for tests that cut or corrupt files).
     pub fn file_bytes(&self, path: &Path) -> Option<Vec<u8>> {
-        self.state.borrow().files.get(path).map(|f| f.borrow().data.clone())
+        self.state
+            .borrow()
+            .files
+            .get(path)
+            .map(|f| f.borrow().data.clone())
     }
 
     /// Replace a file's bytes, durably (for tests that cut or corrupt files).
@@ -242,9 +246,18 @@ impl Disk for MemDisk {
         let state = st
             .files
             .entry(path.to_path_buf())
-            .or_insert_with(|| Rc::new(RefCell::new(FileState { mtime_ms: now, ..Default::default() })))
+            .or_insert_with(|| {
+                Rc::new(RefCell::new(FileState {
+                    mtime_ms: now,
+                    ..Default::default()
+                }))
+            })
             .clone();
-        Ok(MemFile { disk: self.clone(), state, path: path.to_path_buf() })
+        Ok(MemFile {
+            disk: self.clone(),
+            state,
+            path: path.to_path_buf(),
+        })
     }
 
     async fn create_dir_all(&self, path: &Path) -> IoResult<()> {
@@ -331,6 +344,9 @@ impl DiskFile for MemFile {
     async fn write_at(&self, buf: Rc<MemBuf>, pos: u64) -> IoResult<()> {
         assert_eq!(pos % PAGE, 0, "unaligned write position");
         assert_eq!(buf.0.len() as u64 % PAGE, 0, "unaligned write length");
+        // Real I/O takes time: yield once so other tasks run meanwhile (as they would while
+        // io_uring works); group commit depends on it.
+        futures_lite::future::yield_now().await;
         let fault = self.disk.take_fault(FaultOp::Write);
         self.disk.state.borrow_mut().writes += 1;
         let now = self.disk.state.borrow().now_ms;
@@ -360,6 +376,7 @@ impl DiskFile for MemFile {
     }
 
     async fn sync(&self) -> IoResult<()> {
+        futures_lite::future::yield_now().await;
         if let Some(f) = self.disk.take_fault(FaultOp::Sync) {
             return Err(err("fdatasync", &self.path, None, fault_errno(f)));
         }

@@ -24,7 +24,11 @@ pub enum StorageError {
     Io(Arc<IoError>),
     /// Stored bytes failed their check on the read path (KAFKA_STORAGE_ERROR); never served.
     #[error("corrupt data in {path} at position {position}: {error}")]
-    Corrupt { path: PathBuf, position: u64, error: FormatError },
+    Corrupt {
+        path: PathBuf,
+        position: u64,
+        error: FormatError,
+    },
     /// The partition is closing or closed.
     #[error("partition is closed")]
     Closed,

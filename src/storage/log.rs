@@ -16,11 +16,16 @@
 use crate::config::LogConfig;
 use crate::io::{align_down, align_up, write_exact, Disk, DiskFile, IoError, PAGE};
 use crate::storage::error::{StorageError, StorageResult};
-use crate::storage::format::batch::{check_produced, check_stored, frame_len, BatchHeader, BatchWalk};
-use crate::storage::format::index::{decode_clean_marker, decode_offset_index, encode_clean_marker};
+use crate::storage::format::batch::{
+    check_produced, check_stored, frame_len, BatchHeader, BatchWalk,
+};
+use crate::storage::format::index::{
+    decode_clean_marker, decode_offset_index, encode_clean_marker,
+};
 use crate::storage::format::FormatError;
 use crate::storage::segment::{
-    index_path, log_path, timeindex_path, ChunkWrite, IndexBuilder, OffsetIndex, Segment, SegmentState, Tail,
+    index_path, log_path, timeindex_path, ChunkWrite, IndexBuilder, OffsetIndex, Segment,
+    SegmentState, Tail,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::BTreeMap;
@@ -100,7 +105,12 @@ struct Scan {
 /// Scan the batches of a segment file from position 0, checking length, magic, CRC and offset
 /// continuity, and rebuilding its offset index with the append rule. Stops at the first bad
 /// or incomplete batch.
-async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, config: &LogConfig) -> Result<Scan, IoError> {
+async fn scan_segment<F: DiskFile>(
+    file: &F,
+    base: i64,
+    file_size: u64,
+    config: &LogConfig,
+) -> Result<Scan, IoError> {
     let max_entries = (config.segment_index_bytes / 8) as usize;
     let mut index = IndexBuilder::new(max_entries, config.index_interval_bytes);
     let mut pos = 0u64;
@@ -109,7 +119,15 @@ async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, config: 
     let mut scanned = 0u64;
     let stop = loop {
         if pos + 12 > file_size {
-            break (pos < file_size).then(|| (pos, FormatError::Truncated { need: 12, have: (file_size - pos) as usize }));
+            break (pos < file_size).then(|| {
+                (
+                    pos,
+                    FormatError::Truncated {
+                        need: 12,
+                        have: (file_size - pos) as usize,
+                    },
+                )
+            });
         }
         let len = (want as u64).min(file_size - pos) as usize;
         let buf = file.read_at(pos, len).await?;
@@ -130,14 +148,21 @@ async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, config: 
                 if h.base_offset == expected {
                     Ok(())
                 } else {
-                    Err(FormatError::OffsetGap { expected, found: h.base_offset })
+                    Err(FormatError::OffsetGap {
+                        expected,
+                        found: h.base_offset,
+                    })
                 }
             });
             if let Err(e) = checked {
                 failed = Some((Some(at), e));
                 break;
             }
-            index.on_batch((h.base_offset - base) as u32, pos + at as u64, h.total_len() as u64);
+            index.on_batch(
+                (h.base_offset - base) as u32,
+                pos + at as u64,
+                h.total_len() as u64,
+            );
             expected = h.next_offset();
         }
         let consumed = walk.pos();
@@ -152,15 +177,37 @@ async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, config: 
                     want = total;
                     continue;
                 }
-                Ok(Some(total)) => break Some((pos, FormatError::Truncated { need: total, have: (file_size - pos) as usize })),
-                Ok(None) => break Some((pos, FormatError::Truncated { need: 12, have: buf.len() })),
+                Ok(Some(total)) => {
+                    break Some((
+                        pos,
+                        FormatError::Truncated {
+                            need: total,
+                            have: (file_size - pos) as usize,
+                        },
+                    ))
+                }
+                Ok(None) => {
+                    break Some((
+                        pos,
+                        FormatError::Truncated {
+                            need: 12,
+                            have: buf.len(),
+                        },
+                    ))
+                }
                 Err(e) => break Some((pos, e)),
             }
         }
         pos += consumed as u64;
         want = SCAN_WINDOW;
     };
-    Ok(Scan { valid_size: pos_of(&stop, pos), next_offset: expected, index, stop, scanned })
+    Ok(Scan {
+        valid_size: pos_of(&stop, pos),
+        next_offset: expected,
+        index,
+        stop,
+        scanned,
+    })
 }
 
 fn pos_of(stop: &Option<(u64, FormatError)>, pos: u64) -> u64 {
@@ -179,7 +226,11 @@ impl<D: Disk> Log<D> {
     /// Open (or create) the log in `dir`, recovering from an unclean shutdown (SPEC T8.2,
     /// T8.4). The cost is one stat per segment plus a scan of the last segment when the
     /// shutdown was unclean.
-    pub async fn open(disk: D, dir: &Path, config: LogConfig) -> StorageResult<(Log<D>, OpenReport)> {
+    pub async fn open(
+        disk: D,
+        dir: &Path,
+        config: LogConfig,
+    ) -> StorageResult<(Log<D>, OpenReport)> {
         disk.create_dir_all(dir).await?;
         if let Some(parent) = dir.parent() {
             disk.sync_dir(parent).await?;
@@ -190,7 +241,9 @@ impl<D: Disk> Log<D> {
         for name in disk.list_dir(dir).await? {
             match parse_segment_name(&name) {
                 Some((base, "log")) => bases.push(base),
-                Some((base, ext)) if ext == "index" || ext == "timeindex" => others.push((base, name)),
+                Some((base, ext)) if ext == "index" || ext == "timeindex" => {
+                    others.push((base, name))
+                }
                 _ if name.ends_with(".tmp") => disk.remove_file(&dir.join(&name)).await?,
                 _ => {}
             }
@@ -203,7 +256,10 @@ impl<D: Disk> Log<D> {
             }
         }
         let marker_path = dir.join(CLEAN_MARKER);
-        let marker = disk.read_file(&marker_path).await?.and_then(|b| decode_clean_marker(&b));
+        let marker = disk
+            .read_file(&marker_path)
+            .await?
+            .and_then(|b| decode_clean_marker(&b));
         let max_entries = (config.segment_index_bytes / 8) as usize;
         let mut segments = BTreeMap::new();
         for (i, &base) in bases.iter().enumerate() {
@@ -237,7 +293,9 @@ impl<D: Disk> Log<D> {
         if let Some(marker_end) = marker {
             // Clean: the log was trimmed and its index written. Resume the index from its
             // last entry, hopping batch headers to the end.
-            if let Some(seg) = Self::resume_clean(&disk, &file, dir, base, file_size, &config).await? {
+            if let Some(seg) =
+                Self::resume_clean(&disk, &file, dir, base, file_size, &config).await?
+            {
                 if seg.0 == marker_end {
                     active = Some(seg);
                     report.clean = true;
@@ -251,10 +309,18 @@ impl<D: Disk> Log<D> {
                 report.scanned_bytes = scan.scanned;
                 if scan.valid_size < file_size {
                     // Preallocated zeros past the end are expected; anything else is reported.
-                    let tail = file.read_at(scan.valid_size, (file_size - scan.valid_size).min(1 << 20) as usize).await?;
+                    let tail = file
+                        .read_at(
+                            scan.valid_size,
+                            (file_size - scan.valid_size).min(1 << 20) as usize,
+                        )
+                        .await?;
                     if tail.iter().any(|&b| b != 0) {
                         report.truncated_bytes = file_size - scan.valid_size;
-                        report.truncate_reason = scan.stop.as_ref().map(|(p, e)| format!("at position {p}: {e}"));
+                        report.truncate_reason = scan
+                            .stop
+                            .as_ref()
+                            .map(|(p, e)| format!("at position {p}: {e}"));
                         tracing::warn!(dir = %dir.display(), base, position = scan.valid_size, reason = ?report.truncate_reason, "truncating torn or corrupt segment tail");
                     }
                     file.truncate(scan.valid_size).await?;
@@ -268,7 +334,9 @@ impl<D: Disk> Log<D> {
             disk.remove_file(&marker_path).await?;
             disk.sync_dir(dir).await?;
         }
-        let partial = file.read_at(align_down(size), (size - align_down(size)) as usize).await?;
+        let partial = file
+            .read_at(align_down(size), (size - align_down(size)) as usize)
+            .await?;
         let tail = Tail::new(&disk, size, &partial, config.write_chunk_bytes as usize);
         let allocated = file.size().await?;
         segments.insert(
@@ -285,7 +353,11 @@ impl<D: Disk> Log<D> {
                 tail: Some(tail),
             },
         );
-        debug_assert!(segments.values().all(|s| s.index.as_ref().is_none_or(|b| b.index.entries().len() <= max_entries)));
+        debug_assert!(segments.values().all(|s| s.index.as_ref().is_none_or(|b| b
+            .index
+            .entries()
+            .len()
+            <= max_entries)));
         report.segments = segments.len();
         let log = Log {
             disk,
@@ -310,8 +382,12 @@ impl<D: Disk> Log<D> {
         size: u64,
         config: &LogConfig,
     ) -> StorageResult<Option<(i64, u64, IndexBuilder)>> {
-        let Some(bytes) = disk.read_file(&index_path(dir, base)).await? else { return Ok(None) };
-        let Ok(entries) = decode_offset_index(&bytes, size.max(1)) else { return Ok(None) };
+        let Some(bytes) = disk.read_file(&index_path(dir, base)).await? else {
+            return Ok(None);
+        };
+        let Ok(entries) = decode_offset_index(&bytes, size.max(1)) else {
+            return Ok(None);
+        };
         let (mut next, mut pos) = match entries.last() {
             Some(&(rel, p)) => (base + rel as i64, p as u64),
             None => (base, 0),
@@ -322,7 +398,9 @@ impl<D: Disk> Log<D> {
             let buf = file.read_at(pos, want).await?;
             let mut walk = BatchWalk::new(&buf, MAX_STORED_BATCH);
             for item in walk.by_ref() {
-                let Ok((_, h, bytes)) = item else { return Ok(None) };
+                let Ok((_, h, bytes)) = item else {
+                    return Ok(None);
+                };
                 if check_stored(bytes).is_err() || h.base_offset != next {
                     return Ok(None);
                 }
@@ -334,8 +412,16 @@ impl<D: Disk> Log<D> {
             pos += walk.pos() as u64;
         }
         let max_entries = (config.segment_index_bytes / 8) as usize;
-        let bytes_after = if entries.is_empty() { size } else { size - from };
-        let index = IndexBuilder::resume(OffsetIndex::from_entries(entries, max_entries), bytes_after, config.index_interval_bytes);
+        let bytes_after = if entries.is_empty() {
+            size
+        } else {
+            size - from
+        };
+        let index = IndexBuilder::resume(
+            OffsetIndex::from_entries(entries, max_entries),
+            bytes_after,
+            config.index_interval_bytes,
+        );
         Ok(Some((next, size, index)))
     }
 
@@ -380,11 +466,17 @@ impl<D: Disk> Log<D> {
     }
 
     fn active(&self) -> &Segment<D> {
-        self.segments.values().next_back().expect("a log has a segment")
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log has a segment")
     }
 
     fn active_mut(&mut self) -> &mut Segment<D> {
-        self.segments.values_mut().next_back().expect("a log has a segment")
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log has a segment")
     }
 
     /// Append the batches in `records` (one or more v2 batches, as a producer sent them).
@@ -399,7 +491,10 @@ impl<D: Disk> Log<D> {
         for item in walk.by_ref() {
             let (_, _, bytes) = item?;
             if bytes.len() as u64 > max {
-                return Err(StorageError::BatchTooLarge { size: bytes.len(), max });
+                return Err(StorageError::BatchTooLarge {
+                    size: bytes.len(),
+                    max,
+                });
             }
             batches.push((check_produced(bytes)?, bytes));
         }
@@ -411,12 +506,20 @@ impl<D: Disk> Log<D> {
         if batches.is_empty() {
             return Err(StorageError::EmptyAppend);
         }
-        let mut info = AppendInfo { base_offset: self.log_end_offset(), last_offset: 0, records: 0, bytes: 0 };
+        let mut info = AppendInfo {
+            base_offset: self.log_end_offset(),
+            last_offset: 0,
+            records: 0,
+            bytes: 0,
+        };
         let mut demand = FlushDemand::None;
         for (h, bytes) in batches {
             let base = self.log_end_offset();
             let last = base + h.last_offset_delta as i64;
-            if self.active().needs_roll(bytes.len() as u64, last, self.config.segment_bytes) {
+            if self
+                .active()
+                .needs_roll(bytes.len() as u64, last, self.config.segment_bytes)
+            {
                 self.roll();
                 demand = FlushDemand::Kick;
             }
@@ -431,7 +534,9 @@ impl<D: Disk> Log<D> {
             info.bytes += bytes.len() as u64;
         }
         self.unflushed_records += info.records;
-        if self.unflushed_records >= self.config.flush_messages {
+        if self.unflushed_records >= self.config.flush_messages
+            || self.unflushed_bytes() > self.config.max_unflushed_bytes
+        {
             demand = FlushDemand::Wait;
         }
         Ok((info, demand))
@@ -456,15 +561,30 @@ impl<D: Disk> Log<D> {
                 state: SegmentState::Active,
                 file: None,
                 allocated: 0,
-                index: Some(IndexBuilder::new(max_entries, self.config.index_interval_bytes)),
+                index: Some(IndexBuilder::new(
+                    max_entries,
+                    self.config.index_interval_bytes,
+                )),
                 tail: Some(tail),
             },
         );
     }
 
+    /// Appended bytes not yet durable (only the newest segments can hold any).
+    pub fn unflushed_bytes(&self) -> u64 {
+        self.segments
+            .values()
+            .rev()
+            .take_while(|s| s.state != SegmentState::Sealed)
+            .map(|s| s.size - s.durable_size)
+            .sum()
+    }
+
     /// True when data or a seal waits for a flush.
     pub fn has_unflushed(&self) -> bool {
-        self.segments.values().any(|s| s.state == SegmentState::Closing || s.size > s.durable_size)
+        self.segments
+            .values()
+            .any(|s| s.state == SegmentState::Closing || s.size > s.durable_size)
     }
 
     /// The next flush job, or `None` when nothing waits or a job is already running.
@@ -482,7 +602,11 @@ impl<D: Disk> Log<D> {
         let tail = seg.tail.as_mut().expect("an unsealed segment has a tail");
         tail.seal_open(&disk, seg.durable_size);
         let writes = tail.take_writes();
-        let max_end = writes.iter().map(|w| w.pos + w.buf.as_ref().as_ref().len() as u64).max().unwrap_or(0);
+        let max_end = writes
+            .iter()
+            .map(|w| w.pos + w.buf.as_ref().as_ref().len() as u64)
+            .max()
+            .unwrap_or(0);
         let allocate_to = if max_end > seg.allocated {
             let step = config.preallocate_bytes.max(PAGE);
             let want = align_up(max_end).div_ceil(step) * step;
@@ -492,7 +616,12 @@ impl<D: Disk> Log<D> {
         };
         let seal = (seg.state == SegmentState::Closing).then(|| SealWork {
             size: seg.size,
-            index: seg.index.as_ref().expect("unsealed segment has its index").index.encode(),
+            index: seg
+                .index
+                .as_ref()
+                .expect("unsealed segment has its index")
+                .index
+                .encode(),
         });
         self.flush_in_flight = true;
         self.unflushed_records = 0;
@@ -514,7 +643,10 @@ impl<D: Disk> Log<D> {
     pub fn complete_flush(&mut self, done: FlushDone<D>) -> StorageResult<i64> {
         assert!(self.flush_in_flight, "complete_flush without a job");
         self.flush_in_flight = false;
-        let seg = self.segments.get_mut(&done.base_offset).expect("a segment being flushed is never deleted");
+        let seg = self
+            .segments
+            .get_mut(&done.base_offset)
+            .expect("a segment being flushed is never deleted");
         if let Some(f) = done.file {
             seg.file.get_or_insert(f);
         }
@@ -542,7 +674,12 @@ impl<D: Disk> Log<D> {
 
     /// Plan a read of whole batches starting with the one that holds `offset`, up to about
     /// `max_bytes` (the first batch is returned whole even when larger, as KIP-74 asks).
-    pub fn plan_read(&self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<ReadPlan<D>> {
+    pub fn plan_read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        upto: ReadUpTo,
+    ) -> StorageResult<ReadPlan<D>> {
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         if offset < start || offset > end {
             return Err(StorageError::OffsetOutOfRange { offset, start, end });
@@ -555,7 +692,11 @@ impl<D: Disk> Log<D> {
         if offset >= limit {
             return Ok(empty);
         }
-        let (&base, seg) = self.segments.range(..=offset).next_back().expect("offset >= log start");
+        let (&base, seg) = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .expect("offset >= log start");
         if offset >= seg.next_offset {
             return Ok(empty);
         }
@@ -575,12 +716,19 @@ impl<D: Disk> Log<D> {
         };
         if let Some(tail) = seg.tail.as_ref().filter(|t| start_pos >= t.mem_start()) {
             // All in memory: copy what the read can use and walk it now.
-            let budget = (self.config.index_interval_bytes + 2 * self.config.max_message_bytes) as usize + max_bytes;
+            let budget = (self.config.index_interval_bytes + 2 * self.config.max_message_bytes)
+                as usize
+                + max_bytes;
             let to = end_pos.min(start_pos + budget as u64);
             let bytes = tail.copy_out(start_pos, to);
-            let (out, _, _) = pick_batches(&bytes, offset, max_bytes, 0, |_| Ok(())).map_err(|(at, error)| {
-                StorageError::Corrupt { path: log_path(&self.dir, base), position: start_pos + at as u64, error }
-            })?;
+            let (out, _, _) =
+                pick_batches(&bytes, offset, max_bytes, 0, |_| Ok(())).map_err(|(at, error)| {
+                    StorageError::Corrupt {
+                        path: log_path(&self.dir, base),
+                        position: start_pos + at as u64,
+                        error,
+                    }
+                })?;
             return Ok(ReadPlan::Done(out));
         }
         let file = seg.file.clone();
@@ -620,7 +768,9 @@ impl<D: Disk> Log<D> {
     /// Remove the oldest sealed segments beyond `retention.bytes` from the log; the caller
     /// deletes their files with [`delete_segment_files`]. The active segment is never removed.
     pub fn take_expired_by_size(&mut self) -> Vec<i64> {
-        let Some(limit) = self.config.retention_bytes else { return Vec::new() };
+        let Some(limit) = self.config.retention_bytes else {
+            return Vec::new();
+        };
         let mut total = self.size_bytes();
         let mut removed = Vec::new();
         while self.segments.len() > 1 {
@@ -630,7 +780,10 @@ impl<D: Disk> Log<D> {
             // The next segment must exist on disk: the log start is the first file's base
             // offset, and a new active segment's file appears only with its first flush.
             let next_on_disk = next.state == SegmentState::Sealed || next.file.is_some();
-            if seg.state != SegmentState::Sealed || !next_on_disk || total.saturating_sub(limit) < seg.size {
+            if seg.state != SegmentState::Sealed
+                || !next_on_disk
+                || total.saturating_sub(limit) < seg.size
+            {
                 break;
             }
             let base = seg.base_offset;
@@ -652,9 +805,14 @@ impl<D: Disk> Log<D> {
 
     /// After [`Log::begin_close`] and the last flush: write the clean-shutdown marker.
     pub async fn write_clean_marker(&self) -> StorageResult<()> {
-        assert!(self.closing && !self.has_unflushed(), "clean marker before every segment is sealed");
+        assert!(
+            self.closing && !self.has_unflushed(),
+            "clean marker before every segment is sealed"
+        );
         let marker = encode_clean_marker(self.log_end_offset());
-        self.disk.write_file_atomic(&self.dir.join(CLEAN_MARKER), &marker).await?;
+        self.disk
+            .write_file_atomic(&self.dir.join(CLEAN_MARKER), &marker)
+            .await?;
         Ok(())
     }
 
@@ -674,13 +832,22 @@ impl<D: Disk> Log<D> {
 
     /// The offset index of a segment, if loaded.
     pub fn index_entries(&self, base: i64) -> Option<Vec<(u32, u32)>> {
-        self.segments.get(&base)?.index.as_ref().map(|b| b.index.entries().to_vec())
+        self.segments
+            .get(&base)?
+            .index
+            .as_ref()
+            .map(|b| b.index.entries().to_vec())
     }
 
     /// Read, for an exclusive owner (tests and offline tools); shards go through
     /// [`crate::storage::Partition::read`], which does the same without holding a borrow
     /// across I/O.
-    pub async fn read(&mut self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<Vec<u8>> {
+    pub async fn read(
+        &mut self,
+        offset: i64,
+        max_bytes: usize,
+        upto: ReadUpTo,
+    ) -> StorageResult<Vec<u8>> {
         loop {
             match self.plan_read(offset, max_bytes, upto)? {
                 ReadPlan::Done(bytes) => return Ok(bytes),
@@ -774,7 +941,11 @@ impl<D: Disk> FlushWork<D> {
         let file = match slot {
             Some(f) => f.clone(),
             None => {
-                let f = Rc::new(self.disk.open_rw(&log_path(&self.dir, self.base_offset)).await?);
+                let f = Rc::new(
+                    self.disk
+                        .open_rw(&log_path(&self.dir, self.base_offset))
+                        .await?,
+                );
                 // The new file's directory entry must be durable before data in it is acked.
                 self.disk.sync_dir(&self.dir).await?;
                 *slot = Some(f.clone());
@@ -809,10 +980,16 @@ impl<D: Disk> FlushWork<D> {
         if let Some(seal) = &self.seal {
             file.truncate(seal.size).await?;
             file.sync().await?;
-            let idx = self.disk.open_rw(&index_path(&self.dir, self.base_offset)).await?;
+            let idx = self
+                .disk
+                .open_rw(&index_path(&self.dir, self.base_offset))
+                .await?;
             write_exact(&self.disk, &idx, &seal.index).await?;
             idx.close().await?;
-            let tidx = self.disk.open_rw(&timeindex_path(&self.dir, self.base_offset)).await?;
+            let tidx = self
+                .disk
+                .open_rw(&timeindex_path(&self.dir, self.base_offset))
+                .await?;
             write_exact(&self.disk, &tidx, &[]).await?;
             tidx.close().await?;
             self.disk.sync_dir(&self.dir).await?;
@@ -839,11 +1016,21 @@ impl<D: Disk> IndexLoad<D> {
         };
         let max_entries = (self.config.segment_index_bytes / 8) as usize;
         let ipath = index_path(&self.dir, self.base);
-        let loaded = self.disk.read_file(&ipath).await?.map(|b| decode_offset_index(&b, self.size.max(1)));
+        let loaded = self
+            .disk
+            .read_file(&ipath)
+            .await?
+            .map(|b| decode_offset_index(&b, self.size.max(1)));
         let builder = match loaded {
             Some(Ok(entries)) => {
-                let after = entries.last().map_or(self.size, |&(_, p)| self.size - p as u64);
-                IndexBuilder::resume(OffsetIndex::from_entries(entries, max_entries), after, self.config.index_interval_bytes)
+                let after = entries
+                    .last()
+                    .map_or(self.size, |&(_, p)| self.size - p as u64);
+                IndexBuilder::resume(
+                    OffsetIndex::from_entries(entries, max_entries),
+                    after,
+                    self.config.index_interval_bytes,
+                )
             }
             other => {
                 let why = match other {
@@ -853,7 +1040,11 @@ impl<D: Disk> IndexLoad<D> {
                 tracing::warn!(path = %ipath.display(), reason = %why, "rebuilding offset index");
                 let scan = scan_segment(&*file, self.base, self.size, &self.config).await?;
                 if let Some((pos, e)) = scan.stop {
-                    return Err(StorageError::Corrupt { path: log_path(&self.dir, self.base), position: pos, error: e });
+                    return Err(StorageError::Corrupt {
+                        path: log_path(&self.dir, self.base),
+                        position: pos,
+                        error: e,
+                    });
                 }
                 let idx = self.disk.open_rw(&ipath).await?;
                 write_exact(&self.disk, &idx, &scan.index.index.encode()).await?;
@@ -922,15 +1113,24 @@ impl<D: Disk> DiskRead<D> {
             Some(f) => f,
             None => Rc::new(disk.open_rw(&self.path).await?),
         };
-        let corrupt = |position: u64, error: FormatError| StorageError::Corrupt { path: self.path.clone(), position, error };
+        let corrupt = |position: u64, error: FormatError| StorageError::Corrupt {
+            path: self.path.clone(),
+            position,
+            error,
+        };
         let mut out = Vec::new();
         let mut pos = self.start_pos;
         let mut want = 0usize;
         while pos < self.end_pos {
-            let window = want.max(self.max_bytes.saturating_sub(out.len()) + 64 * 1024).min(16 << 20);
+            let window = want
+                .max(self.max_bytes.saturating_sub(out.len()) + 64 * 1024)
+                .min(16 << 20);
             let len = (self.end_pos - pos).min(window as u64) as usize;
             let buf = file.read_at(pos, len).await?;
-            let (got, walked, done) = pick_batches(&buf, self.offset, self.max_bytes, out.len(), |b| check_stored(b).map(|_| ()))
+            let (got, walked, done) =
+                pick_batches(&buf, self.offset, self.max_bytes, out.len(), |b| {
+                    check_stored(b).map(|_| ())
+                })
                 .map_err(|(at, e)| corrupt(pos + at as u64, e))?;
             out.extend_from_slice(&got);
             if done {
@@ -939,8 +1139,18 @@ impl<D: Disk> DiskRead<D> {
             if walked == 0 {
                 // The next batch is longer than the window: read it whole.
                 match frame_len(&buf, MAX_STORED_BATCH) {
-                    Ok(Some(total)) if pos + total as u64 <= self.end_pos && total > buf.len() => want = total,
-                    Ok(_) => return Err(corrupt(pos, FormatError::Truncated { need: 12, have: buf.len() })),
+                    Ok(Some(total)) if pos + total as u64 <= self.end_pos && total > buf.len() => {
+                        want = total
+                    }
+                    Ok(_) => {
+                        return Err(corrupt(
+                            pos,
+                            FormatError::Truncated {
+                                need: 12,
+                                have: buf.len(),
+                            },
+                        ))
+                    }
                     Err(error) => return Err(corrupt(pos, error)),
                 }
                 continue;

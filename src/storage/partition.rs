@@ -13,7 +13,10 @@ use crate::config::LogConfig;
 use crate::io::Disk;
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::encode_clean_marker;
-use crate::storage::log::{delete_segment_files, CLEAN_MARKER, AppendInfo, FlushDemand, Log, OpenReport, ReadPlan, ReadUpTo};
+use crate::storage::log::{
+    delete_segment_files, AppendInfo, FlushDemand, Log, OpenReport, ReadPlan, ReadUpTo,
+    CLEAN_MARKER,
+};
 use futures_channel::oneshot;
 use std::cell::{Cell, Ref, RefCell};
 use std::path::Path;
@@ -29,7 +32,11 @@ pub struct Partition<D: Disk> {
 }
 
 impl<D: Disk> Partition<D> {
-    pub async fn open(disk: D, dir: &Path, config: LogConfig) -> StorageResult<(Rc<Self>, OpenReport)> {
+    pub async fn open(
+        disk: D,
+        dir: &Path,
+        config: LogConfig,
+    ) -> StorageResult<(Rc<Self>, OpenReport)> {
         let (log, report) = Log::open(disk, dir, config).await?;
         let p = Partition {
             log: RefCell::new(log),
@@ -122,7 +129,12 @@ impl<D: Disk> Partition<D> {
     }
 
     /// Read whole batches from the one holding `offset`, up to about `max_bytes`.
-    pub async fn read(&self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<Vec<u8>> {
+    pub async fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        upto: ReadUpTo,
+    ) -> StorageResult<Vec<u8>> {
         loop {
             let plan = self.log.borrow().plan_read(offset, max_bytes, upto)?;
             match plan {
@@ -174,7 +186,11 @@ impl<D: Disk> Partition<D> {
         // The marker write does not touch the log's state: no borrow is held across it.
         let (disk, path, marker) = {
             let log = self.log.borrow();
-            (log.disk().clone(), log.dir().join(CLEAN_MARKER), encode_clean_marker(log.log_end_offset()))
+            (
+                log.disk().clone(),
+                log.dir().join(CLEAN_MARKER),
+                encode_clean_marker(log.log_end_offset()),
+            )
         };
         disk.write_file_atomic(&path, &marker).await?;
         Ok(())

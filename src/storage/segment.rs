@@ -41,11 +41,17 @@ pub struct OffsetIndex {
 
 impl OffsetIndex {
     pub fn new(max_entries: usize) -> Self {
-        OffsetIndex { entries: Vec::new(), max_entries: max_entries.max(1) }
+        OffsetIndex {
+            entries: Vec::new(),
+            max_entries: max_entries.max(1),
+        }
     }
 
     pub fn from_entries(entries: Vec<(u32, u32)>, max_entries: usize) -> Self {
-        OffsetIndex { entries, max_entries: max_entries.max(1) }
+        OffsetIndex {
+            entries,
+            max_entries: max_entries.max(1),
+        }
     }
 
     /// Position of the last indexed batch whose relative base offset is `<= rel`, or 0.
@@ -60,7 +66,10 @@ impl OffsetIndex {
 
     pub fn push(&mut self, rel: u32, pos: u32) {
         if let Some(&(r, p)) = self.entries.last() {
-            assert!(rel > r && pos > p, "offset index must increase: ({r},{p}) then ({rel},{pos})");
+            assert!(
+                rel > r && pos > p,
+                "offset index must increase: ({r},{p}) then ({rel},{pos})"
+            );
         }
         self.entries.push((rel, pos));
     }
@@ -93,13 +102,21 @@ pub struct IndexBuilder {
 
 impl IndexBuilder {
     pub fn new(max_entries: usize, interval: u64) -> Self {
-        IndexBuilder { index: OffsetIndex::new(max_entries), bytes_since_entry: 0, interval }
+        IndexBuilder {
+            index: OffsetIndex::new(max_entries),
+            bytes_since_entry: 0,
+            interval,
+        }
     }
 
     /// Continue an index loaded from disk; the next entry comes after `interval` more bytes
     /// past the last entry's batch (`bytes_after_last`: bytes from that entry to the end).
     pub fn resume(index: OffsetIndex, bytes_after_last: u64, interval: u64) -> Self {
-        IndexBuilder { index, bytes_since_entry: bytes_after_last, interval }
+        IndexBuilder {
+            index,
+            bytes_since_entry: bytes_after_last,
+            interval,
+        }
     }
 
     /// Record a batch of `len` bytes at `pos` with relative base offset `rel`.
@@ -143,12 +160,23 @@ impl<B: IoBuf> Tail<B> {
     /// `[align_down(end), end)` (read back from disk when a segment is reopened).
     pub fn new<D: Disk<Buf = B>>(disk: &D, end: u64, partial: &[u8], max_chunk: usize) -> Self {
         let pos = align_down(end);
-        assert_eq!(pos + partial.len() as u64, end, "tail must start with the partial page");
+        assert_eq!(
+            pos + partial.len() as u64,
+            end,
+            "tail must start with the partial page"
+        );
         let max_chunk = max_chunk.max(PAGE as usize);
         let min_chunk = (64 * 1024).min(max_chunk);
         let mut open = disk.alloc(min_chunk);
         open.as_mut()[..partial.len()].copy_from_slice(partial);
-        Tail { sealed: VecDeque::new(), open, open_pos: pos, open_len: partial.len(), min_chunk, max_chunk }
+        Tail {
+            sealed: VecDeque::new(),
+            open,
+            open_pos: pos,
+            open_len: partial.len(),
+            min_chunk,
+            max_chunk,
+        }
     }
 
     /// First file position held in memory.
@@ -163,7 +191,11 @@ impl<B: IoBuf> Tail<B> {
 
     /// Bytes of memory the tail holds.
     pub fn mem_bytes(&self) -> usize {
-        self.sealed.iter().map(|c| c.buf.as_ref().as_ref().len()).sum::<usize>() + self.open.as_ref().len()
+        self.sealed
+            .iter()
+            .map(|c| c.buf.as_ref().as_ref().len())
+            .sum::<usize>()
+            + self.open.as_ref().len()
     }
 
     /// True when sealed chunks wait for a flush (a full chunk: time for a large write).
@@ -183,7 +215,12 @@ impl<B: IoBuf> Tail<B> {
                 // Full: seal it whole (already page aligned) and grow the next chunk.
                 let next_cap = (cap * 2).min(self.max_chunk).max(self.min_chunk);
                 let full = std::mem::replace(&mut self.open, disk.alloc(next_cap));
-                self.sealed.push_back(Sealed { buf: Rc::new(full), pos: self.open_pos, len: cap, submitted: false });
+                self.sealed.push_back(Sealed {
+                    buf: Rc::new(full),
+                    pos: self.open_pos,
+                    len: cap,
+                    submitted: false,
+                });
                 self.open_pos += cap as u64;
                 self.open_len = 0;
             }
@@ -204,7 +241,12 @@ impl<B: IoBuf> Tail<B> {
         let mut old = std::mem::replace(&mut self.open, next);
         old.as_mut()[len..aligned].fill(0);
         old.trim(aligned);
-        self.sealed.push_back(Sealed { buf: Rc::new(old), pos: self.open_pos, len, submitted: false });
+        self.sealed.push_back(Sealed {
+            buf: Rc::new(old),
+            pos: self.open_pos,
+            len,
+            submitted: false,
+        });
         self.open_pos += keep_from as u64;
         self.open_len = len - keep_from;
     }
@@ -214,7 +256,10 @@ impl<B: IoBuf> Tail<B> {
         let mut out = Vec::new();
         for c in self.sealed.iter_mut().filter(|c| !c.submitted) {
             c.submitted = true;
-            out.push(ChunkWrite { buf: c.buf.clone(), pos: c.pos });
+            out.push(ChunkWrite {
+                buf: c.buf.clone(),
+                pos: c.pos,
+            });
         }
         out
     }
@@ -236,10 +281,17 @@ impl<B: IoBuf> Tail<B> {
 
     /// Copy file bytes `[from, to)` out of the tail (`mem_start <= from <= to <= end`).
     pub fn copy_out(&self, from: u64, to: u64) -> Vec<u8> {
-        assert!(self.mem_start() <= from && from <= to && to <= self.end(), "range outside the tail");
+        assert!(
+            self.mem_start() <= from && from <= to && to <= self.end(),
+            "range outside the tail"
+        );
         let mut out = vec![0u8; (to - from) as usize];
         let open = (self.open_pos, self.open_len, self.open.as_ref());
-        let chunks = self.sealed.iter().map(|c| (c.pos, c.len, c.buf.as_ref().as_ref())).chain(std::iter::once(open));
+        let chunks = self
+            .sealed
+            .iter()
+            .map(|c| (c.pos, c.len, c.buf.as_ref().as_ref()))
+            .chain(std::iter::once(open));
         // Later chunks overwrite the page they share with earlier ones: same bytes or newer.
         for (pos, len, bytes) in chunks {
             let a = from.max(pos);
@@ -300,11 +352,18 @@ impl<D: Disk> Segment<D> {
     /// Append a validated batch whose header says `h`, giving it `base` as its base offset.
     /// Copies the batch once, into the tail, rewriting baseOffset on the way.
     pub fn append_batch(&mut self, disk: &D, batch: &[u8], h: &BatchHeader, base: i64) {
-        assert_eq!(self.state, SegmentState::Active, "append to a segment that is not active");
+        assert_eq!(
+            self.state,
+            SegmentState::Active,
+            "append to a segment that is not active"
+        );
         assert_eq!(base, self.next_offset, "offsets must be contiguous");
         let pos = self.size;
         let len = batch.len() as u64;
-        self.index.as_mut().expect("active segment has its index").on_batch((base - self.base_offset) as u32, pos, len);
+        self.index
+            .as_mut()
+            .expect("active segment has its index")
+            .on_batch((base - self.base_offset) as u32, pos, len);
         let tail = self.tail.as_mut().expect("active segment has a tail");
         tail.push(disk, &base.to_be_bytes());
         tail.push(disk, &batch[8..]);
@@ -315,7 +374,11 @@ impl<D: Disk> Segment<D> {
 
     /// Rough memory held by this segment (tail and index).
     pub fn mem_bytes(&self) -> usize {
-        self.tail.as_ref().map_or(0, |t| t.mem_bytes()) + self.index.as_ref().map_or(0, |b| b.index.entries().len() * 8)
+        self.tail.as_ref().map_or(0, |t| t.mem_bytes())
+            + self
+                .index
+                .as_ref()
+                .map_or(0, |b| b.index.entries().len() * 8)
     }
 }
 
@@ -358,7 +421,10 @@ mod tests {
                     assert_eq!(b.len() as u64 % PAGE, 0);
                     let end = (w.pos as usize + b.len()).min(model.len());
                     assert_eq!(&b[..end - w.pos as usize], &model[w.pos as usize..end]);
-                    assert!(b[end - w.pos as usize..].iter().all(|&x| x == 0), "padding must be zero");
+                    assert!(
+                        b[end - w.pos as usize..].iter().all(|&x| x == 0),
+                        "padding must be zero"
+                    );
                 }
                 t.complete(n);
                 durable = model.len() as u64;

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use tidemark::storage::format::batch::{BatchHeader, BatchWalk, BatchBuilder};
+use tidemark::storage::format::batch::{BatchBuilder, BatchHeader, BatchWalk};
 
 /// A batch of `n` records whose values encode `tag` and the record index, so every batch in a
 /// test is distinct and a wrong or shifted read cannot pass.
@@ -25,16 +25,21 @@ pub fn with_base(batch: &[u8], base: i64) -> Vec<u8> {
 /// Split stored bytes into (header, bytes) per batch; panics on anything but whole batches.
 pub fn batches(bytes: &[u8]) -> Vec<(BatchHeader, Vec<u8>)> {
     let mut walk = BatchWalk::new(bytes, usize::MAX >> 1);
-    let out: Vec<_> = walk.by_ref().map(|r| {
-        let (_, h, b) = r.expect("whole batches");
-        (h, b.to_vec())
-    }).collect();
+    let out: Vec<_> = walk
+        .by_ref()
+        .map(|r| {
+            let (_, h, b) = r.expect("whole batches");
+            (h, b.to_vec())
+        })
+        .collect();
     assert_eq!(walk.pos(), bytes.len(), "a read returned a partial batch");
     out
 }
 
 /// Run a future on a fresh glommio executor (storage's DMA disk and flusher need one).
-pub fn run_glommio<T: Send + 'static>(f: impl FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = T>>> + Send + 'static) -> T {
+pub fn run_glommio<T: Send + 'static>(
+    f: impl FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = T>>> + Send + 'static,
+) -> T {
     glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .spawn(move || async move { f().await })
         .expect("executor")

@@ -151,7 +151,10 @@ impl BatchHeader {
     /// the magic is 2; see [`check_stored`] and [`check_produced`] for full validation.
     pub fn parse(buf: &[u8]) -> Result<BatchHeader, FormatError> {
         if buf.len() < HEADER_LEN {
-            return Err(FormatError::Truncated { need: HEADER_LEN, have: buf.len() });
+            return Err(FormatError::Truncated {
+                need: HEADER_LEN,
+                have: buf.len(),
+            });
         }
         let magic = buf[OFF_MAGIC] as i8;
         if magic != MAGIC_V2 {
@@ -233,10 +236,16 @@ pub fn check_stored(batch: &[u8]) -> Result<BatchHeader, FormatError> {
     }
     let computed = compute_crc(batch);
     if computed != h.crc {
-        return Err(FormatError::BadCrc { stored: h.crc, computed });
+        return Err(FormatError::BadCrc {
+            stored: h.crc,
+            computed,
+        });
     }
     if h.last_offset_delta < 0 {
-        return Err(FormatError::BadRecordCount { count: h.record_count, last_offset_delta: h.last_offset_delta });
+        return Err(FormatError::BadRecordCount {
+            count: h.record_count,
+            last_offset_delta: h.last_offset_delta,
+        });
     }
     h.compression()?;
     Ok(h)
@@ -248,16 +257,16 @@ pub fn check_stored(batch: &[u8]) -> Result<BatchHeader, FormatError> {
 pub fn check_produced(batch: &[u8]) -> Result<BatchHeader, FormatError> {
     let h = check_stored(batch)?;
     if h.record_count < 1 || h.last_offset_delta != h.record_count - 1 {
-        return Err(FormatError::BadRecordCount { count: h.record_count, last_offset_delta: h.last_offset_delta });
+        return Err(FormatError::BadRecordCount {
+            count: h.record_count,
+            last_offset_delta: h.last_offset_delta,
+        });
     }
     if h.compression()? == Compression::None {
-        let mut n = 0i32;
-        for r in Records::new(&batch[HEADER_LEN..], h.record_count) {
-            let r = r?;
-            if r.offset_delta != n {
+        for (n, r) in Records::new(&batch[HEADER_LEN..], h.record_count).enumerate() {
+            if r?.offset_delta as i64 != n as i64 {
                 return Err(FormatError::BadRecords("offset deltas are not sequential"));
             }
-            n += 1;
         }
     }
     Ok(h)
@@ -285,10 +294,19 @@ pub struct Records<'a> {
 
 impl<'a> Records<'a> {
     pub fn new(buf: &'a [u8], count: i32) -> Self {
-        Records { buf, pos: 0, left: count, failed: false }
+        Records {
+            buf,
+            pos: 0,
+            left: count,
+            failed: false,
+        }
     }
 
-    fn bytes(body: &'a [u8], p: &mut usize, allow_null: bool) -> Result<Option<&'a [u8]>, FormatError> {
+    fn bytes(
+        body: &'a [u8],
+        p: &mut usize,
+        allow_null: bool,
+    ) -> Result<Option<&'a [u8]>, FormatError> {
         let len = read_varint(body, p).ok_or(FormatError::BadRecords("bad length varint"))?;
         if len < 0 {
             if len == -1 && allow_null {
@@ -304,22 +322,31 @@ impl<'a> Records<'a> {
     }
 
     fn parse_one(&mut self) -> Result<Record<'a>, FormatError> {
-        let len = read_varint(self.buf, &mut self.pos).ok_or(FormatError::BadRecords("bad record length"))?;
+        let len = read_varint(self.buf, &mut self.pos)
+            .ok_or(FormatError::BadRecords("bad record length"))?;
         if len < 0 {
             return Err(FormatError::BadRecords("negative record length"));
         }
-        let end = self.pos.checked_add(len as usize).filter(|e| *e <= self.buf.len());
+        let end = self
+            .pos
+            .checked_add(len as usize)
+            .filter(|e| *e <= self.buf.len());
         let end = end.ok_or(FormatError::BadRecords("record past the batch end"))?;
         let body = &self.buf[self.pos..end];
         self.pos = end;
         let mut p = 0usize;
-        let attributes = *body.first().ok_or(FormatError::BadRecords("empty record"))? as i8;
+        let attributes = *body
+            .first()
+            .ok_or(FormatError::BadRecords("empty record"))? as i8;
         p += 1;
-        let timestamp_delta = read_varlong(body, &mut p).ok_or(FormatError::BadRecords("bad timestamp delta"))?;
-        let offset_delta = read_varint(body, &mut p).ok_or(FormatError::BadRecords("bad offset delta"))?;
+        let timestamp_delta =
+            read_varlong(body, &mut p).ok_or(FormatError::BadRecords("bad timestamp delta"))?;
+        let offset_delta =
+            read_varint(body, &mut p).ok_or(FormatError::BadRecords("bad offset delta"))?;
         let key = Self::bytes(body, &mut p, true)?;
         let value = Self::bytes(body, &mut p, true)?;
-        let n_headers = read_varint(body, &mut p).ok_or(FormatError::BadRecords("bad header count"))?;
+        let n_headers =
+            read_varint(body, &mut p).ok_or(FormatError::BadRecords("bad header count"))?;
         if n_headers < 0 || n_headers as usize > body.len() {
             return Err(FormatError::BadRecords("bad header count"));
         }
@@ -330,9 +357,18 @@ impl<'a> Records<'a> {
             headers.push((k, v));
         }
         if p != body.len() {
-            return Err(FormatError::BadRecords("record length does not match its fields"));
+            return Err(FormatError::BadRecords(
+                "record length does not match its fields",
+            ));
         }
-        Ok(Record { attributes, timestamp_delta, offset_delta, key, value, headers })
+        Ok(Record {
+            attributes,
+            timestamp_delta,
+            offset_delta,
+            key,
+            value,
+            headers,
+        })
     }
 }
 
@@ -369,7 +405,11 @@ pub struct BatchWalk<'a> {
 
 impl<'a> BatchWalk<'a> {
     pub fn new(buf: &'a [u8], max_total: usize) -> Self {
-        BatchWalk { buf, pos: 0, max_total }
+        BatchWalk {
+            buf,
+            pos: 0,
+            max_total,
+        }
     }
 
     /// Bytes consumed by the complete batches returned so far.
@@ -461,10 +501,17 @@ impl BatchBuilder {
     }
 
     /// Add a record with timestamp `ts` (ms).
-    pub fn push(&mut self, ts: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(&[u8], Option<&[u8]>)]) {
+    pub fn push(
+        &mut self,
+        ts: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&[u8], Option<&[u8]>)],
+    ) {
         let first = *self.first_timestamp.get_or_insert(ts);
         self.max_timestamp = self.max_timestamp.max(ts);
-        let mut body = Vec::with_capacity(16 + key.map_or(0, |k| k.len()) + value.map_or(0, |v| v.len()));
+        let mut body =
+            Vec::with_capacity(16 + key.map_or(0, |k| k.len()) + value.map_or(0, |v| v.len()));
         body.push(0u8);
         write_varlong(&mut body, ts - first);
         write_varint(&mut body, self.count);
@@ -543,7 +590,9 @@ mod tests {
         assert_eq!(h.first_timestamp, 1000);
         assert_eq!(h.max_timestamp, 1000);
         assert_eq!(h.total_len(), bytes.len());
-        let recs: Vec<_> = Records::new(&bytes[HEADER_LEN..], 2).collect::<Result<_, _>>().unwrap();
+        let recs: Vec<_> = Records::new(&bytes[HEADER_LEN..], 2)
+            .collect::<Result<_, _>>()
+            .unwrap();
         assert_eq!(recs[0].key, Some(&b"k"[..]));
         assert_eq!(recs[1].timestamp_delta, -10);
         assert_eq!(recs[1].value, None);
@@ -565,7 +614,10 @@ mod tests {
             for bit in 0..8 {
                 let mut b = bytes.clone();
                 b[i] ^= 1 << bit;
-                assert!(check_stored(&b).is_err(), "flip at byte {i} bit {bit} undetected");
+                assert!(
+                    check_stored(&b).is_err(),
+                    "flip at byte {i} bit {bit} undetected"
+                );
             }
         }
     }
@@ -575,7 +627,10 @@ mod tests {
         let mut bytes = simple_batch(2, 8, 5);
         bytes[OFF_RECORD_COUNT + 3] = 3;
         rewrite_crc(&mut bytes);
-        assert!(matches!(check_produced(&bytes), Err(FormatError::BadRecordCount { .. })));
+        assert!(matches!(
+            check_produced(&bytes),
+            Err(FormatError::BadRecordCount { .. })
+        ));
 
         let mut b = BatchBuilder::new();
         b.push(1, None, Some(b"a"), &[]);
@@ -584,7 +639,10 @@ mod tests {
         let len = (bytes.len() - LOG_OVERHEAD) as i32;
         bytes[OFF_LENGTH..OFF_LENGTH + 4].copy_from_slice(&len.to_be_bytes());
         rewrite_crc(&mut bytes);
-        assert_eq!(check_produced(&bytes), Err(FormatError::BadRecords("bytes after the last record")));
+        assert_eq!(
+            check_produced(&bytes),
+            Err(FormatError::BadRecords("bytes after the last record"))
+        );
     }
 
     #[test]
@@ -592,7 +650,10 @@ mod tests {
         let mut bytes = simple_batch(1, 1, 1);
         bytes[OFF_MAGIC] = 1;
         assert_eq!(check_stored(&bytes), Err(FormatError::BadMagic(1)));
-        assert!(frame_len(&[0u8; 12], 1 << 20).is_err(), "a zero length is not a batch");
+        assert!(
+            frame_len(&[0u8; 12], 1 << 20).is_err(),
+            "a zero length is not a batch"
+        );
         assert_eq!(frame_len(&[0u8; 11], 1 << 20), Ok(None));
     }
 

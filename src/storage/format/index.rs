@@ -78,13 +78,25 @@ mod tests {
         let mut b = Vec::new();
         encode_offset_entry(&mut b, 0, 0);
         encode_offset_entry(&mut b, 10, 4096);
-        assert_eq!(decode_offset_index(&b, 5000).unwrap(), vec![(0, 0), (10, 4096)]);
-        assert_eq!(decode_offset_index(&b, 4096), Err(IndexError::PastEnd(1, 4096)));
-        assert_eq!(decode_offset_index(&b[..12], 5000), Err(IndexError::Torn(12)));
+        assert_eq!(
+            decode_offset_index(&b, 5000).unwrap(),
+            vec![(0, 0), (10, 4096)]
+        );
+        assert_eq!(
+            decode_offset_index(&b, 4096),
+            Err(IndexError::PastEnd(1, 4096))
+        );
+        assert_eq!(
+            decode_offset_index(&b[..12], 5000),
+            Err(IndexError::Torn(12))
+        );
         // spec: T5.6 — a zero tail (preallocated space) never reads as entries.
         let mut z = b.clone();
         z.extend_from_slice(&[0u8; 8]);
-        assert_eq!(decode_offset_index(&z, 5000), Err(IndexError::NotIncreasing(2)));
+        assert_eq!(
+            decode_offset_index(&z, 5000),
+            Err(IndexError::NotIncreasing(2))
+        );
     }
 
     #[test]

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Side by side on one disk, in one run: fio at the write shape tidemark produces, then
+# `tidemark storage-load` doing the same work through the storage engine; prints the ratios.
+#   1. durable appends, one at a time: 16 x 1 KiB batches (~16.6 KB), fdatasync after each
+#      (fio: 16 KiB O_DIRECT writes, fdatasync=1, queue depth 1);
+#   2. throughput: 1 MiB aligned chunks, 8 writes in flight, fsync at the end
+#      (tidemark with flush.messages high so the flusher writes whole chunks).
+# Usage: scripts/bench-disk.sh [DIR] [SECONDS]   (needs fio; DIR on the disk to measure)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-./target/bench-disk}
+secs=${2:-10}
+command -v fio >/dev/null || { echo "bench-disk: fio not found (apt-get install fio)" >&2; exit 1; }
+mkdir -p "$dir"
+cargo build --release --quiet
+bin=./target/release/tidemark
+
+fio_mbps() { # name, extra args...: prints MB/s (10^6 B)
+  local name=$1; shift
+  fio --name="$name" --filename="$dir/fio.$name" --size=1G --direct=1 --ioengine=io_uring \
+      --rw=write --time_based --runtime="$secs" --output-format=json "$@" 2>/dev/null \
+    | python3 -c 'import json,sys; j=json.load(sys.stdin); print("%.1f" % (j["jobs"][0]["write"]["bw_bytes"]/1e6))'
+  rm -f "$dir/fio.$name"
+}
+tm_mbps() { # args...: prints MB/s from tidemark storage-load --json
+  rm -rf "$dir/tm"
+  $bin storage-load --data-dir "$dir/tm" --duration "$secs" --json "$@" 2>/dev/null | tail -n 1 \
+    | python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["mb_per_sec"])'
+  rm -rf "$dir/tm"
+}
+
+f1=$(fio_mbps sync16k --bs=16k --iodepth=1 --fdatasync=1)
+t1=$(tm_mbps --cores 1 --partitions 1 --inflight 1 --batch-records 16 --record-size 1024)
+f2=$(fio_mbps seq1m --bs=1M --iodepth=8 --end_fsync=1)
+t2=$(tm_mbps --cores 1 --partitions 1 --inflight 64 --batch-records 64 --record-size 1024 \
+       --set flush.messages=1000000000 --set segment.bytes=1073741824)
+echo "durable 16 KiB appends, qd1 + fdatasync: fio ${f1} MB/s, tidemark ${t1} MB/s, ratio $(python3 -c "print('%.2f' % ($t1/$f1))")"
+echo "throughput, 1 MiB writes x8 in flight:    fio ${f2} MB/s, tidemark ${t2} MB/s, ratio $(python3 -c "print('%.2f' % ($t2/$f2))")"
