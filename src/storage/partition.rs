@@ -28,6 +28,8 @@ pub struct Partition<D: Disk> {
     log: RefCell<Log<D>>,
     waiters: RefCell<Vec<Waiter>>,
     flusher_running: Cell<bool>,
+    /// A `flush.ms` timer is pending.
+    timer_armed: Cell<bool>,
     closed: Cell<bool>,
 }
 
@@ -42,6 +44,7 @@ impl<D: Disk> Partition<D> {
             log: RefCell::new(log),
             waiters: RefCell::new(Vec::new()),
             flusher_running: Cell::new(false),
+            timer_armed: Cell::new(false),
             closed: Cell::new(false),
         };
         Ok((Rc::new(p), report))
@@ -62,9 +65,24 @@ impl<D: Disk> Partition<D> {
         match demand {
             FlushDemand::Wait => self.wait_durable(info.last_offset + 1).await?,
             FlushDemand::Kick => self.kick(),
-            FlushDemand::None => {}
+            FlushDemand::None => self.arm_flush_timer(),
         }
         Ok(info)
+    }
+
+    /// `flush.ms`: data an append did not wait for is flushed at most this long after it.
+    fn arm_flush_timer(self: &Rc<Self>) {
+        if self.timer_armed.replace(true) {
+            return;
+        }
+        let delay = std::time::Duration::from_millis(self.log.borrow().config().flush_ms);
+        let me = self.clone();
+        glommio::spawn_local(async move {
+            glommio::timer::sleep(delay).await;
+            me.timer_armed.set(false);
+            me.kick();
+        })
+        .detach();
     }
 
     /// Wait until every offset below `offset` is durable.
