@@ -49,7 +49,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Roll),
         1 => (0u16..6000).prop_map(|bytes| Op::Retain { bytes }),
         1 => Just(Op::CleanReopen),
-        1 => (0u8..3, any::<u64>(), 0u8..3).prop_map(|(mode, seed, partial_flush)| Op::Crash { mode, seed, partial_flush }),
+        1 => (0u8..3, any::<u64>(), 0u8..4).prop_map(|(mode, seed, partial_flush)| Op::Crash { mode, seed, partial_flush }),
         1 => (0u8..3, 0u8..3).prop_map(|(op, fault)| Op::FailingFlush { op, fault }),
     ]
 }
@@ -235,12 +235,18 @@ proptest! {
                 }
                 Op::Crash { mode, seed, partial_flush } => {
                     // 1: a flush prepared but whose writes were never issued;
-                    // 2: a flush whose writes and sync ran but that never completed.
+                    // 2: a flush whose writes and sync ran but that never completed;
+                    // 3: a flush whose writes landed but whose fdatasync failed (torn by the
+                    //    crash mode).
                     if partial_flush > 0 {
                         if let Some(w) = log.prepare_flush() {
-                            if partial_flush == 2 {
+                            if partial_flush == 3 {
+                                disk.inject(FaultOp::Sync, Fault::Eio, 1);
+                            }
+                            if partial_flush >= 2 {
                                 let _ = block_on(w.run());
                             }
+                            disk.heal();
                         }
                     }
                     let durable = log.durable_offset();

@@ -9,7 +9,7 @@ use common::{batches, tagged_batch, with_base};
 use futures_lite::future::block_on;
 use std::path::{Path, PathBuf};
 use tidemark::config::LogConfig;
-use tidemark::io::{CrashMode, MemDisk};
+use tidemark::io::{CrashMode, Fault, FaultOp, MemDisk};
 use tidemark::storage::format::BatchHeader;
 use tidemark::storage::{Log, ReadUpTo};
 
@@ -209,7 +209,15 @@ fn power_cut_keeps_synced_batches() {
         for (_, b) in &data[12..] {
             log.append(b).unwrap();
         }
-        // Writes issued and completed but never synced: a flush that died before fdatasync.
+        // Writes issued and completed but never synced: a flush whose fdatasync failed, then
+        // the power cut. What survives of those writes is up to the crash mode.
+        disk.inject(FaultOp::Sync, Fault::Eio, 1);
+        assert!(block_on(log.flush_all()).is_err());
+        assert_eq!(
+            log.durable_offset(),
+            durable,
+            "a failed sync acknowledges nothing"
+        );
         drop(log);
         disk.crash(mode);
         let mut log = open(&disk, &config);
@@ -344,4 +352,86 @@ fn unclean_open_scans_only_the_last_segment() {
         report.scanned_bytes
     );
     assert_eq!(read_all(&mut log), data);
+}
+
+/// Batches larger than the read window (16 MiB) and than the 1 MiB scan window are read back
+/// whole, after a clean restart (resume path) and after an unclean one (scan path).
+#[test]
+fn batches_larger_than_every_window() {
+    let config = LogConfig {
+        max_message_bytes: 40 << 20,
+        ..config()
+    };
+    let big = tagged_batch(1, 2, 17 << 20, 5);
+    let small = tagged_batch(2, 1, 10, 6);
+    for clean in [true, false] {
+        let disk = MemDisk::new();
+        let mut log = open(&disk, &config);
+        log.append(&small).unwrap();
+        log.append(&big).unwrap();
+        log.append(&small).unwrap();
+        block_on(log.flush_all()).unwrap();
+        if clean {
+            block_on(log.close()).unwrap();
+        } else {
+            drop(log);
+        }
+        let (mut log, report) = block_on(Log::open(disk.clone(), &dir(), config.clone())).unwrap();
+        assert_eq!(report.clean, clean);
+        assert_eq!(log.log_end_offset(), 4);
+        let got = block_on(log.read(1, 1024, ReadUpTo::Durable)).unwrap();
+        assert_eq!(
+            batches(&got).len(),
+            1,
+            "the first batch comes whole even past max_bytes"
+        );
+        assert_eq!(&got[8..], &big[8..]);
+        assert_eq!(read_all(&mut log).len(), 3);
+    }
+}
+
+/// spec: T8.4 — an index that is well formed but points at the wrong batch is not trusted:
+/// a wrong last entry is caught at load and the index rebuilt; a wrong middle entry makes the
+/// read fail loudly (never a read that silently skips records).
+#[test]
+fn well_formed_but_wrong_index_is_never_trusted_silently() {
+    let config = LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes: 0,
+        ..config()
+    };
+    let data = stored(60);
+    let disk = MemDisk::new();
+    let log = write_log(&disk, &config, &data);
+    let bases = log.segment_bases();
+    block_on(log.close()).unwrap();
+    let ipath = dir().join(format!("{:020}.index", bases[0]));
+    let original = disk.file_bytes(&ipath).unwrap();
+    let n = original.len() / 8;
+    assert!(n >= 4);
+    // Last entry: keep its relative offset, point it at the previous entry's position + 1.
+    let mut bytes = original.clone();
+    let prev_pos = u32::from_be_bytes(bytes[(n - 2) * 8 + 4..(n - 2) * 8 + 8].try_into().unwrap());
+    bytes[(n - 1) * 8 + 4..].copy_from_slice(&(prev_pos + 1).to_be_bytes());
+    disk.set_file_bytes(&ipath, bytes);
+    let mut log = open(&disk, &config);
+    assert_eq!(read_all(&mut log), data, "rebuilt from the data");
+    block_on(log.close()).unwrap();
+    assert_eq!(disk.file_bytes(&ipath).unwrap(), original);
+    // A middle entry naming the offset of a later batch: a read through it fails.
+    let mut bytes = original.clone();
+    let rel2 = u32::from_be_bytes(bytes[2 * 8..2 * 8 + 4].try_into().unwrap());
+    let rel1 = u32::from_be_bytes(bytes[8..12].try_into().unwrap());
+    let pos2 = u32::from_be_bytes(bytes[2 * 8 + 4..2 * 8 + 8].try_into().unwrap());
+    bytes[8 + 4..8 + 8].copy_from_slice(&pos2.to_be_bytes()); // entry 1 now points at batch 2
+    bytes[2 * 8 + 4..2 * 8 + 8].copy_from_slice(&(pos2 + 1).to_be_bytes());
+    disk.set_file_bytes(&ipath, bytes);
+    let mut log = open(&disk, &config);
+    let r = block_on(log.read(bases[0] + rel1 as i64, 1 << 20, ReadUpTo::Durable));
+    assert!(rel2 > rel1);
+    assert!(
+        r.is_err(),
+        "a read through a wrong entry must fail, got {:?}",
+        r.map(|b| b.len())
+    );
 }

@@ -17,7 +17,7 @@ use crate::config::LogConfig;
 use crate::io::{align_down, align_up, write_exact, Disk, DiskFile, IoError, PAGE};
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::batch::{
-    check_produced, check_stored, frame_len, BatchHeader, BatchWalk,
+    check_produced, check_stored, frame_len, BatchHeader, BatchWalk, HEADER_LEN,
 };
 use crate::storage::format::index::{
     decode_clean_marker, decode_offset_index, encode_clean_marker,
@@ -102,19 +102,40 @@ struct Scan {
     scanned: u64,
 }
 
-/// Scan the batches of a segment file from position 0, checking length, magic, CRC and offset
-/// continuity, and rebuilding its offset index with the append rule. Stops at the first bad
-/// or incomplete batch.
+/// Where a scan starts: a batch boundary, the offset expected there, and the index built
+/// for the batches before it.
+struct ScanFrom {
+    pos: u64,
+    expected: i64,
+    index: IndexBuilder,
+}
+
+impl ScanFrom {
+    fn start(base: i64, config: &LogConfig) -> ScanFrom {
+        let max_entries = (config.segment_index_bytes / 8) as usize;
+        ScanFrom {
+            pos: 0,
+            expected: base,
+            index: IndexBuilder::new(max_entries, config.index_interval_bytes),
+        }
+    }
+}
+
+/// Scan the batches of a segment file from `from`, checking length, magic, CRC and offset
+/// continuity, and continuing its offset index with the append rule. Stops at the first bad
+/// or incomplete batch. Used by recovery (from position 0), by the clean-restart resume (from
+/// the last index entry) and by index rebuilds: one walk for all three.
 async fn scan_segment<F: DiskFile>(
     file: &F,
     base: i64,
     file_size: u64,
-    config: &LogConfig,
+    from: ScanFrom,
 ) -> Result<Scan, IoError> {
-    let max_entries = (config.segment_index_bytes / 8) as usize;
-    let mut index = IndexBuilder::new(max_entries, config.index_interval_bytes);
-    let mut pos = 0u64;
-    let mut expected = base;
+    let ScanFrom {
+        mut pos,
+        mut expected,
+        mut index,
+    } = from;
     let mut want = SCAN_WINDOW;
     let mut scanned = 0u64;
     let stop = loop {
@@ -143,17 +164,15 @@ async fn scan_segment<F: DiskFile>(
                     break;
                 }
             };
-            let checked = check_stored(bytes).and_then(|h2| {
-                debug_assert_eq!(h, h2);
-                if h.base_offset == expected {
-                    Ok(())
-                } else {
-                    Err(FormatError::OffsetGap {
-                        expected,
-                        found: h.base_offset,
-                    })
-                }
-            });
+            let in_order = if h.base_offset == expected {
+                Ok(())
+            } else {
+                Err(FormatError::OffsetGap {
+                    expected,
+                    found: h.base_offset,
+                })
+            };
+            let checked = check_stored(bytes).and(in_order);
             if let Err(e) = checked {
                 failed = Some((Some(at), e));
                 break;
@@ -260,7 +279,6 @@ impl<D: Disk> Log<D> {
             .read_file(&marker_path)
             .await?
             .and_then(|b| decode_clean_marker(&b));
-        let max_entries = (config.segment_index_bytes / 8) as usize;
         let mut segments = BTreeMap::new();
         for (i, &base) in bases.iter().enumerate() {
             let Some(&next) = bases.get(i + 1) else { break };
@@ -305,7 +323,8 @@ impl<D: Disk> Log<D> {
         let (next_offset, size, index) = match active {
             Some(a) => a,
             None => {
-                let scan = scan_segment(&file, base, file_size, &config).await?;
+                let scan =
+                    scan_segment(&file, base, file_size, ScanFrom::start(base, &config)).await?;
                 report.scanned_bytes = scan.scanned;
                 if scan.valid_size < file_size {
                     // Preallocated zeros past the end are expected; anything else is reported.
@@ -353,11 +372,6 @@ impl<D: Disk> Log<D> {
                 tail: Some(tail),
             },
         );
-        debug_assert!(segments.values().all(|s| s.index.as_ref().is_none_or(|b| b
-            .index
-            .entries()
-            .len()
-            <= max_entries)));
         report.segments = segments.len();
         let log = Log {
             disk,
@@ -388,41 +402,33 @@ impl<D: Disk> Log<D> {
         let Ok(entries) = decode_offset_index(&bytes, size.max(1)) else {
             return Ok(None);
         };
-        let (mut next, mut pos) = match entries.last() {
-            Some(&(rel, p)) => (base + rel as i64, p as u64),
-            None => (base, 0),
-        };
-        let from = pos;
-        while pos < size {
-            let want = (size - pos).min(SCAN_WINDOW as u64) as usize;
-            let buf = file.read_at(pos, want).await?;
-            let mut walk = BatchWalk::new(&buf, MAX_STORED_BATCH);
-            for item in walk.by_ref() {
-                let Ok((_, h, bytes)) = item else {
+        let max_entries = (config.segment_index_bytes / 8) as usize;
+        // Continue from just past the last entry's batch, as if appends had built it.
+        let from = match entries.last() {
+            None => ScanFrom::start(base, config),
+            Some(&(rel, p)) => {
+                let head = file.read_at(p as u64, HEADER_LEN).await?;
+                let Ok(h) = BatchHeader::parse(&head) else {
                     return Ok(None);
                 };
-                if check_stored(bytes).is_err() || h.base_offset != next {
+                if h.base_offset != base + rel as i64 {
                     return Ok(None);
                 }
-                next = h.next_offset();
+                let index = OffsetIndex::from_entries(entries, max_entries);
+                let len = h.total_len() as u64;
+                let index = IndexBuilder::resume(index, len, config.index_interval_bytes);
+                ScanFrom {
+                    pos: p as u64 + len,
+                    expected: h.next_offset(),
+                    index,
+                }
             }
-            if walk.pos() == 0 {
-                return Ok(None);
-            }
-            pos += walk.pos() as u64;
-        }
-        let max_entries = (config.segment_index_bytes / 8) as usize;
-        let bytes_after = if entries.is_empty() {
-            size
-        } else {
-            size - from
         };
-        let index = IndexBuilder::resume(
-            OffsetIndex::from_entries(entries, max_entries),
-            bytes_after,
-            config.index_interval_bytes,
-        );
-        Ok(Some((next, size, index)))
+        let scan = scan_segment(file, base, size, from).await?;
+        if scan.stop.is_some() {
+            return Ok(None);
+        }
+        Ok(Some((scan.next_offset, size, scan.index)))
     }
 
     pub fn dir(&self) -> &Path {
@@ -1021,6 +1027,25 @@ impl<D: Disk> IndexLoad<D> {
             .read_file(&ipath)
             .await?
             .map(|b| decode_offset_index(&b, self.size.max(1)));
+        // A well-formed index whose last entry does not point at the batch it names is as
+        // corrupt as a torn one (SPEC T8.4): check it against the data.
+        let loaded = match loaded {
+            Some(Ok(entries)) => match entries.last() {
+                Some(&(rel, pos)) => {
+                    let head = file.read_at(pos as u64, HEADER_LEN).await?;
+                    match BatchHeader::parse(&head) {
+                        Ok(h) if h.base_offset == self.base + rel as i64 => Some(Ok(entries)),
+                        _ => Some(Err(
+                            crate::storage::format::index::IndexError::NotIncreasing(
+                                entries.len() - 1,
+                            ),
+                        )),
+                    }
+                }
+                None => Some(Ok(entries)),
+            },
+            other => other,
+        };
         let builder = match loaded {
             Some(Ok(entries)) => {
                 let after = entries
@@ -1038,7 +1063,13 @@ impl<D: Disk> IndexLoad<D> {
                     _ => "missing".to_string(),
                 };
                 tracing::warn!(path = %ipath.display(), reason = %why, "rebuilding offset index");
-                let scan = scan_segment(&*file, self.base, self.size, &self.config).await?;
+                let scan = scan_segment(
+                    &*file,
+                    self.base,
+                    self.size,
+                    ScanFrom::start(self.base, &self.config),
+                )
+                .await?;
                 if let Some((pos, e)) = scan.stop {
                     return Err(StorageError::Corrupt {
                         path: log_path(&self.dir, self.base),
@@ -1094,6 +1125,17 @@ fn pick_batches(
         if h.last_offset() < offset {
             continue;
         }
+        if already + out.len() == 0 && h.base_offset > offset {
+            // The index (or the data) skipped the batch holding `offset`: never serve a read
+            // that silently misses records.
+            return Err((
+                at,
+                FormatError::OffsetGap {
+                    expected: offset,
+                    found: h.base_offset,
+                },
+            ));
+        }
         let have = already + out.len();
         if have > 0 && have + batch.len() > max_bytes {
             return Ok((out, at, true));
@@ -1122,9 +1164,9 @@ impl<D: Disk> DiskRead<D> {
         let mut pos = self.start_pos;
         let mut want = 0usize;
         while pos < self.end_pos {
-            let window = want
-                .max(self.max_bytes.saturating_sub(out.len()) + 64 * 1024)
-                .min(16 << 20);
+            // A default window bounded at 16 MiB, or exactly one batch when it is larger.
+            let window =
+                want.max((self.max_bytes.saturating_sub(out.len()) + 64 * 1024).min(16 << 20));
             let len = (self.end_pos - pos).min(window as u64) as usize;
             let buf = file.read_at(pos, len).await?;
             let (got, walked, done) =

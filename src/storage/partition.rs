@@ -4,8 +4,9 @@
 //! partition (spawned on demand on the current glommio executor) runs flush jobs back to back
 //! while work remains; every waiter whose offset a completed job covers is woken, so one
 //! fdatasync acknowledges every append that arrived before its job started (group commit).
-//! A failed flush fails the waiters it would have woken; the data stays in memory and the next
-//! flush retries it (a disk that was full can resume).
+//! A failed flush fails every waiter registered at that moment (their data may or may not be
+//! durable; none is acknowledged); the data stays in memory and the next flush retries it (a
+//! disk that was full can resume).
 //!
 //! Who calls it: the shard that owns the partition, only from that shard's executor.
 
@@ -197,8 +198,14 @@ impl<D: Disk> Partition<D> {
             let work = self.log.borrow_mut().prepare_flush();
             let Some(work) = work else { break };
             let done = work.run().await;
-            let durable = self.log.borrow_mut().complete_flush(done)?;
-            self.wake(|offset| offset <= durable, Ok(()));
+            let result = self.log.borrow_mut().complete_flush(done);
+            match result {
+                Ok(durable) => self.wake(|offset| offset <= durable, Ok(())),
+                Err(e) => {
+                    self.wake(|_| true, Err(e.clone()));
+                    return Err(e);
+                }
+            }
         }
         self.wake(|_| true, Err(StorageError::Closed));
         // The marker write does not touch the log's state: no borrow is held across it.
