@@ -6,6 +6,7 @@
 //! Who calls it: the binary (broker defaults), the server (topic overrides from clients) and
 //! storage (which only reads the typed struct).
 
+use crate::storage::format::TimestampType;
 use std::collections::BTreeMap;
 
 /// A refused configuration value.
@@ -50,6 +51,22 @@ pub struct LogConfig {
     pub write_chunk_bytes: u64,
     /// `tidemark.max.inflight.writes`: DMA writes one flush keeps in flight.
     pub max_inflight_writes: u32,
+    /// `message.timestamp.type`: CreateTime (the producer's) or LogAppendTime (the broker's).
+    pub message_timestamp_type: TimestampType,
+    /// `max.message.time.difference.ms` (alias `message.timestamp.difference.max.ms`): how far
+    /// a CreateTime may stray from the broker's clock either way; `None` = unlimited.
+    pub timestamp_difference_max_ms: Option<u64>,
+    /// `message.timestamp.before.max.ms` (KIP-937): how far in the past; `None` = unlimited.
+    pub timestamp_before_max_ms: Option<u64>,
+    /// `message.timestamp.after.max.ms` (KIP-937): how far in the future; `None` = unlimited.
+    pub timestamp_after_max_ms: Option<u64>,
+    /// `time.index.interval.ms`: bucket width of the time index (SPEC T5.2).
+    pub time_index_interval_ms: u64,
+    /// `segment.ms`: roll a non-empty active segment this long after the log's largest
+    /// timestamp (SPEC T7.1).
+    pub segment_ms: u64,
+    /// `retention.ms`: delete segments whose largest timestamp is older; `None` = unlimited.
+    pub retention_ms: Option<u64>,
     /// `tidemark.max.unflushed.bytes`: appended bytes a partition may hold in memory before
     /// its appends wait for the flusher (backpressure; bounds memory when producers outrun
     /// the disk under a relaxed flush policy).
@@ -59,6 +76,7 @@ pub struct LogConfig {
 pub const KIB: u64 = 1024;
 pub const MIB: u64 = 1024 * 1024;
 pub const GIB: u64 = 1024 * MIB;
+pub const DAY_MS: u64 = 24 * 3600 * 1000;
 
 impl Default for LogConfig {
     fn default() -> Self {
@@ -74,6 +92,13 @@ impl Default for LogConfig {
             write_chunk_bytes: MIB,
             max_inflight_writes: 8,
             max_unflushed_bytes: 64 * MIB,
+            message_timestamp_type: TimestampType::CreateTime,
+            timestamp_difference_max_ms: None,
+            timestamp_before_max_ms: None,
+            timestamp_after_max_ms: None,
+            time_index_interval_ms: 1000,
+            segment_ms: 7 * DAY_MS,
+            retention_ms: Some(7 * DAY_MS),
         }
     }
 }
@@ -91,7 +116,28 @@ pub const LOG_CONFIG_KEYS: &[&str] = &[
     "tidemark.write.chunk.bytes",
     "tidemark.max.inflight.writes",
     "tidemark.max.unflushed.bytes",
+    "message.timestamp.type",
+    "max.message.time.difference.ms",
+    "message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms",
+    "time.index.interval.ms",
+    "segment.ms",
+    "retention.ms",
 ];
+
+/// A bound in ms where Kafka's Long.MAX_VALUE (its default) or -1 means unlimited.
+fn bound_ms(key: &str, value: &str) -> Result<Option<u64>, ConfigError> {
+    match parse_i64(key, value)? {
+        -1 | i64::MAX => Ok(None),
+        v if v >= 0 => Ok(Some(v as u64)),
+        _ => Err(bad(key, value, "must be at least 0 (or -1 for unlimited)")),
+    }
+}
+
+fn show_bound(b: Option<u64>) -> String {
+    b.map_or(i64::MAX.to_string(), |v| v.to_string())
+}
 
 fn parse_i64(key: &str, value: &str) -> Result<i64, ConfigError> {
     value
@@ -148,6 +194,25 @@ impl LogConfig {
             "tidemark.max.unflushed.bytes" => {
                 self.max_unflushed_bytes = in_range(key, value, 4096, i64::MAX)?
             }
+            "message.timestamp.type" => {
+                self.message_timestamp_type = match value.trim() {
+                    "CreateTime" => TimestampType::CreateTime,
+                    "LogAppendTime" => TimestampType::LogAppendTime,
+                    _ => return Err(bad(key, value, "must be CreateTime or LogAppendTime")),
+                }
+            }
+            "max.message.time.difference.ms" | "message.timestamp.difference.max.ms" => {
+                self.timestamp_difference_max_ms = bound_ms(key, value)?
+            }
+            "message.timestamp.before.max.ms" => {
+                self.timestamp_before_max_ms = bound_ms(key, value)?
+            }
+            "message.timestamp.after.max.ms" => self.timestamp_after_max_ms = bound_ms(key, value)?,
+            "time.index.interval.ms" => {
+                self.time_index_interval_ms = in_range(key, value, 1, i64::MAX)?
+            }
+            "segment.ms" => self.segment_ms = in_range(key, value, 1, i64::MAX)?,
+            "retention.ms" => self.retention_ms = bound_ms(key, value)?,
             _ => return Err(bad(key, value, "unknown configuration key")),
         }
         Ok(())
@@ -197,7 +262,62 @@ impl LogConfig {
             "tidemark.max.unflushed.bytes",
             self.max_unflushed_bytes.to_string(),
         );
+        let ts_type = match self.message_timestamp_type {
+            TimestampType::CreateTime => "CreateTime",
+            TimestampType::LogAppendTime => "LogAppendTime",
+        };
+        m.insert("message.timestamp.type", ts_type.to_string());
+        m.insert(
+            "max.message.time.difference.ms",
+            show_bound(self.timestamp_difference_max_ms),
+        );
+        m.insert(
+            "message.timestamp.difference.max.ms",
+            show_bound(self.timestamp_difference_max_ms),
+        );
+        m.insert(
+            "message.timestamp.before.max.ms",
+            show_bound(self.timestamp_before_max_ms),
+        );
+        m.insert(
+            "message.timestamp.after.max.ms",
+            show_bound(self.timestamp_after_max_ms),
+        );
+        m.insert(
+            "time.index.interval.ms",
+            self.time_index_interval_ms.to_string(),
+        );
+        m.insert("segment.ms", self.segment_ms.to_string());
+        m.insert(
+            "retention.ms",
+            self.retention_ms.map_or(-1, |v| v as i64).to_string(),
+        );
         m
+    }
+
+    /// The allowed CreateTime window around `now` (SPEC T2.2, T3.1): the symmetric bound and
+    /// the one-sided bounds, the tighter winning on each side. Inclusive.
+    pub fn timestamp_window(&self, now: i64) -> (i64, i64) {
+        let tighter = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, None) => x,
+            (None, y) => y,
+        };
+        let before = tighter(
+            self.timestamp_difference_max_ms,
+            self.timestamp_before_max_ms,
+        );
+        let after = tighter(
+            self.timestamp_difference_max_ms,
+            self.timestamp_after_max_ms,
+        );
+        let lo = before.map_or(i64::MIN, |b| {
+            now.saturating_sub(b.min(i64::MAX as u64) as i64)
+        });
+        let hi = after.map_or(i64::MAX, |a| {
+            now.saturating_add(a.min(i64::MAX as u64) as i64)
+        });
+        (lo, hi)
     }
 }
 
@@ -224,6 +344,50 @@ mod tests {
         assert!(base
             .with_overrides([("tidemark.write.chunk.bytes", "5000")])
             .is_err());
+    }
+
+    // spec: T2.1, T2.2 — the symmetric bound, its alias and KIP-937's one-sided bounds; the
+    // tighter bound wins on each side whatever the order given.
+    #[test]
+    fn timestamp_bounds_take_the_tighter() {
+        let c = LogConfig::default();
+        assert_eq!(
+            c.timestamp_window(1000),
+            (i64::MIN, i64::MAX),
+            "unlimited by default"
+        );
+        assert_eq!(c.message_timestamp_type, TimestampType::CreateTime);
+        let c = LogConfig::default()
+            .with_overrides([
+                ("message.timestamp.before.max.ms", "50"),
+                ("max.message.time.difference.ms", "200"),
+            ])
+            .unwrap();
+        assert_eq!(c.timestamp_window(1000), (950, 1200));
+        let c = LogConfig::default()
+            .with_overrides([
+                ("message.timestamp.difference.max.ms", "100"),
+                ("message.timestamp.after.max.ms", "500"),
+            ])
+            .unwrap();
+        assert_eq!(c.timestamp_window(1000), (900, 1100));
+        let c = LogConfig::default()
+            .with_overrides([("message.timestamp.type", "LogAppendTime")])
+            .unwrap();
+        assert_eq!(c.message_timestamp_type, TimestampType::LogAppendTime);
+        assert!(LogConfig::default()
+            .with_overrides([("message.timestamp.type", "createtime")])
+            .is_err());
+        assert!(LogConfig::default()
+            .with_overrides([("time.index.interval.ms", "0")])
+            .is_err());
+        assert!(LogConfig::default()
+            .with_overrides([("message.timestamp.before.max.ms", "-5")])
+            .is_err());
+        let c = LogConfig::default()
+            .with_overrides([("retention.ms", "-1")])
+            .unwrap();
+        assert_eq!(c.retention_ms, None);
     }
 
     #[test]

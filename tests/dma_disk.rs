@@ -191,12 +191,26 @@ fn flush_ms_flushes_what_appends_did_not_wait_for() {
     run_glommio(|| {
         Box::pin(async {
             let disk = MemDisk::new();
-            let config = LogConfig { flush_messages: 1000, flush_ms: 20, ..small_config() };
-            let (p, _) = Partition::open(disk.clone(), std::path::Path::new("/d/t-0"), config).await.unwrap();
+            let config = LogConfig {
+                flush_messages: 1000,
+                flush_ms: 20,
+                ..small_config()
+            };
+            let (p, _) = Partition::open(disk.clone(), std::path::Path::new("/d/t-0"), config)
+                .await
+                .unwrap();
             let info = p.append(&tagged_batch(1, 3, 10, 1)).await.unwrap();
-            assert_eq!(p.log().durable_offset(), 0, "flush.messages=1000: the append did not wait");
+            assert_eq!(
+                p.log().durable_offset(),
+                0,
+                "flush.messages=1000: the append did not wait"
+            );
             glommio::timer::sleep(std::time::Duration::from_millis(60)).await;
-            assert_eq!(p.log().durable_offset(), info.last_offset + 1, "flush.ms flushed it");
+            assert_eq!(
+                p.log().durable_offset(),
+                info.last_offset + 1,
+                "flush.ms flushed it"
+            );
             // The counter restarts at each flush: 1000 more records make an append wait.
             let big = tagged_batch(2, 1000, 1, 1);
             let info = p.append(&big).await.unwrap();
@@ -210,12 +224,18 @@ fn flush_ms_flushes_what_appends_did_not_wait_for() {
 fn relative_data_dir_works() {
     std::fs::create_dir_all("target/tmp").unwrap();
     let tmp = tempfile::tempdir_in("target/tmp").unwrap();
-    let rel = tmp.path().strip_prefix(std::env::current_dir().unwrap()).unwrap().to_path_buf();
+    let rel = tmp
+        .path()
+        .strip_prefix(std::env::current_dir().unwrap())
+        .unwrap()
+        .to_path_buf();
     assert!(rel.is_relative());
     run_glommio(move || {
         Box::pin(async move {
             let disk = DmaDisk::open(&rel).await.unwrap();
-            let (p, _) = Partition::open(disk, &rel.join("t-0"), small_config()).await.unwrap();
+            let (p, _) = Partition::open(disk, &rel.join("t-0"), small_config())
+                .await
+                .unwrap();
             p.append(&tagged_batch(1, 1, 1, 1)).await.unwrap();
             p.close().await.unwrap();
         })

@@ -59,6 +59,8 @@ pub enum FormatError {
     BadRecords(&'static str),
     #[error("unknown compression codec {0}")]
     UnknownCompression(i16),
+    #[error("corrupt {0} data: {1}")]
+    BadCompressed(&'static str, String),
     #[error("expected offset {expected}, found batch at {found}")]
     OffsetGap { expected: i64, found: i64 },
 }

@@ -4,6 +4,7 @@
 //! `docs/format.md`.
 
 pub mod batch;
+pub mod compression;
 pub mod index;
 pub mod varint;
 
