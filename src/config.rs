@@ -19,11 +19,7 @@ pub struct ConfigError {
 }
 
 fn bad(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError {
-        key: key.to_string(),
-        value: value.to_string(),
-        reason: reason.into(),
-    }
+    ConfigError { key: key.to_string(), value: value.to_string(), reason: reason.into() }
 }
 
 /// Per-log settings (a topic's partitions share one).
@@ -140,10 +136,7 @@ fn show_bound(b: Option<u64>) -> String {
 }
 
 fn parse_i64(key: &str, value: &str) -> Result<i64, ConfigError> {
-    value
-        .trim()
-        .parse::<i64>()
-        .map_err(|_| bad(key, value, "not an integer"))
+    value.trim().parse::<i64>().map_err(|_| bad(key, value, "not an integer"))
 }
 
 fn in_range(key: &str, value: &str, min: i64, max: i64) -> Result<u64, ConfigError> {
@@ -188,12 +181,8 @@ impl LogConfig {
                 }
                 self.write_chunk_bytes = v
             }
-            "tidemark.max.inflight.writes" => {
-                self.max_inflight_writes = in_range(key, value, 1, 1024)? as u32
-            }
-            "tidemark.max.unflushed.bytes" => {
-                self.max_unflushed_bytes = in_range(key, value, 4096, i64::MAX)?
-            }
+            "tidemark.max.inflight.writes" => self.max_inflight_writes = in_range(key, value, 1, 1024)? as u32,
+            "tidemark.max.unflushed.bytes" => self.max_unflushed_bytes = in_range(key, value, 4096, i64::MAX)?,
             "message.timestamp.type" => {
                 self.message_timestamp_type = match value.trim() {
                     "CreateTime" => TimestampType::CreateTime,
@@ -204,13 +193,9 @@ impl LogConfig {
             "max.message.time.difference.ms" | "message.timestamp.difference.max.ms" => {
                 self.timestamp_difference_max_ms = bound_ms(key, value)?
             }
-            "message.timestamp.before.max.ms" => {
-                self.timestamp_before_max_ms = bound_ms(key, value)?
-            }
+            "message.timestamp.before.max.ms" => self.timestamp_before_max_ms = bound_ms(key, value)?,
             "message.timestamp.after.max.ms" => self.timestamp_after_max_ms = bound_ms(key, value)?,
-            "time.index.interval.ms" => {
-                self.time_index_interval_ms = in_range(key, value, 1, i64::MAX)?
-            }
+            "time.index.interval.ms" => self.time_index_interval_ms = in_range(key, value, 1, i64::MAX)?,
             "segment.ms" => self.segment_ms = in_range(key, value, 1, i64::MAX)?,
             "retention.ms" => self.retention_ms = bound_ms(key, value)?,
             _ => return Err(bad(key, value, "unknown configuration key")),
@@ -235,63 +220,27 @@ impl LogConfig {
         let mut m = BTreeMap::new();
         m.insert("segment.bytes", self.segment_bytes.to_string());
         m.insert("segment.index.bytes", self.segment_index_bytes.to_string());
-        m.insert(
-            "index.interval.bytes",
-            self.index_interval_bytes.to_string(),
-        );
-        m.insert(
-            "retention.bytes",
-            self.retention_bytes.map_or(-1, |v| v as i64).to_string(),
-        );
+        m.insert("index.interval.bytes", self.index_interval_bytes.to_string());
+        m.insert("retention.bytes", self.retention_bytes.map_or(-1, |v| v as i64).to_string());
         m.insert("flush.messages", self.flush_messages.to_string());
         m.insert("flush.ms", self.flush_ms.to_string());
         m.insert("max.message.bytes", self.max_message_bytes.to_string());
-        m.insert(
-            "tidemark.preallocate.bytes",
-            self.preallocate_bytes.to_string(),
-        );
-        m.insert(
-            "tidemark.write.chunk.bytes",
-            self.write_chunk_bytes.to_string(),
-        );
-        m.insert(
-            "tidemark.max.inflight.writes",
-            self.max_inflight_writes.to_string(),
-        );
-        m.insert(
-            "tidemark.max.unflushed.bytes",
-            self.max_unflushed_bytes.to_string(),
-        );
+        m.insert("tidemark.preallocate.bytes", self.preallocate_bytes.to_string());
+        m.insert("tidemark.write.chunk.bytes", self.write_chunk_bytes.to_string());
+        m.insert("tidemark.max.inflight.writes", self.max_inflight_writes.to_string());
+        m.insert("tidemark.max.unflushed.bytes", self.max_unflushed_bytes.to_string());
         let ts_type = match self.message_timestamp_type {
             TimestampType::CreateTime => "CreateTime",
             TimestampType::LogAppendTime => "LogAppendTime",
         };
         m.insert("message.timestamp.type", ts_type.to_string());
-        m.insert(
-            "max.message.time.difference.ms",
-            show_bound(self.timestamp_difference_max_ms),
-        );
-        m.insert(
-            "message.timestamp.difference.max.ms",
-            show_bound(self.timestamp_difference_max_ms),
-        );
-        m.insert(
-            "message.timestamp.before.max.ms",
-            show_bound(self.timestamp_before_max_ms),
-        );
-        m.insert(
-            "message.timestamp.after.max.ms",
-            show_bound(self.timestamp_after_max_ms),
-        );
-        m.insert(
-            "time.index.interval.ms",
-            self.time_index_interval_ms.to_string(),
-        );
+        m.insert("max.message.time.difference.ms", show_bound(self.timestamp_difference_max_ms));
+        m.insert("message.timestamp.difference.max.ms", show_bound(self.timestamp_difference_max_ms));
+        m.insert("message.timestamp.before.max.ms", show_bound(self.timestamp_before_max_ms));
+        m.insert("message.timestamp.after.max.ms", show_bound(self.timestamp_after_max_ms));
+        m.insert("time.index.interval.ms", self.time_index_interval_ms.to_string());
         m.insert("segment.ms", self.segment_ms.to_string());
-        m.insert(
-            "retention.ms",
-            self.retention_ms.map_or(-1, |v| v as i64).to_string(),
-        );
+        m.insert("retention.ms", self.retention_ms.map_or(-1, |v| v as i64).to_string());
         m
     }
 
@@ -303,20 +252,10 @@ impl LogConfig {
             (x, None) => x,
             (None, y) => y,
         };
-        let before = tighter(
-            self.timestamp_difference_max_ms,
-            self.timestamp_before_max_ms,
-        );
-        let after = tighter(
-            self.timestamp_difference_max_ms,
-            self.timestamp_after_max_ms,
-        );
-        let lo = before.map_or(i64::MIN, |b| {
-            now.saturating_sub(b.min(i64::MAX as u64) as i64)
-        });
-        let hi = after.map_or(i64::MAX, |a| {
-            now.saturating_add(a.min(i64::MAX as u64) as i64)
-        });
+        let before = tighter(self.timestamp_difference_max_ms, self.timestamp_before_max_ms);
+        let after = tighter(self.timestamp_difference_max_ms, self.timestamp_after_max_ms);
+        let lo = before.map_or(i64::MIN, |b| now.saturating_sub(b.min(i64::MAX as u64) as i64));
+        let hi = after.map_or(i64::MAX, |a| now.saturating_add(a.min(i64::MAX as u64) as i64));
         (lo, hi)
     }
 }
@@ -329,21 +268,15 @@ mod tests {
     #[test]
     fn bad_values_are_refused_and_nothing_is_applied() {
         let base = LogConfig::default();
-        let e = base
-            .with_overrides([("segment.bytes", "2048"), ("flush.messages", "0")])
-            .unwrap_err();
+        let e = base.with_overrides([("segment.bytes", "2048"), ("flush.messages", "0")]).unwrap_err();
         assert_eq!(e.key, "flush.messages");
         assert!(e.to_string().contains("between 1"));
         assert_eq!(base, LogConfig::default());
         assert!(base.with_overrides([("segment.bytes", "abc")]).is_err());
-        assert!(base
-            .with_overrides([("segment.bytes", "4294967296")])
-            .is_err());
+        assert!(base.with_overrides([("segment.bytes", "4294967296")]).is_err());
         assert!(base.with_overrides([("retention.bytes", "-2")]).is_err());
         assert!(base.with_overrides([("no.such.key", "1")]).is_err());
-        assert!(base
-            .with_overrides([("tidemark.write.chunk.bytes", "5000")])
-            .is_err());
+        assert!(base.with_overrides([("tidemark.write.chunk.bytes", "5000")]).is_err());
     }
 
     // spec: T2.1, T2.2 — the symmetric bound, its alias and KIP-937's one-sided bounds; the
@@ -351,59 +284,33 @@ mod tests {
     #[test]
     fn timestamp_bounds_take_the_tighter() {
         let c = LogConfig::default();
-        assert_eq!(
-            c.timestamp_window(1000),
-            (i64::MIN, i64::MAX),
-            "unlimited by default"
-        );
+        assert_eq!(c.timestamp_window(1000), (i64::MIN, i64::MAX), "unlimited by default");
         assert_eq!(c.message_timestamp_type, TimestampType::CreateTime);
         let c = LogConfig::default()
-            .with_overrides([
-                ("message.timestamp.before.max.ms", "50"),
-                ("max.message.time.difference.ms", "200"),
-            ])
+            .with_overrides([("message.timestamp.before.max.ms", "50"), ("max.message.time.difference.ms", "200")])
             .unwrap();
         assert_eq!(c.timestamp_window(1000), (950, 1200));
         let c = LogConfig::default()
-            .with_overrides([
-                ("message.timestamp.difference.max.ms", "100"),
-                ("message.timestamp.after.max.ms", "500"),
-            ])
+            .with_overrides([("message.timestamp.difference.max.ms", "100"), ("message.timestamp.after.max.ms", "500")])
             .unwrap();
         assert_eq!(c.timestamp_window(1000), (900, 1100));
-        let c = LogConfig::default()
-            .with_overrides([("message.timestamp.type", "LogAppendTime")])
-            .unwrap();
+        let c = LogConfig::default().with_overrides([("message.timestamp.type", "LogAppendTime")]).unwrap();
         assert_eq!(c.message_timestamp_type, TimestampType::LogAppendTime);
-        assert!(LogConfig::default()
-            .with_overrides([("message.timestamp.type", "createtime")])
-            .is_err());
-        assert!(LogConfig::default()
-            .with_overrides([("time.index.interval.ms", "0")])
-            .is_err());
-        assert!(LogConfig::default()
-            .with_overrides([("message.timestamp.before.max.ms", "-5")])
-            .is_err());
-        let c = LogConfig::default()
-            .with_overrides([("retention.ms", "-1")])
-            .unwrap();
+        assert!(LogConfig::default().with_overrides([("message.timestamp.type", "createtime")]).is_err());
+        assert!(LogConfig::default().with_overrides([("time.index.interval.ms", "0")]).is_err());
+        assert!(LogConfig::default().with_overrides([("message.timestamp.before.max.ms", "-5")]).is_err());
+        let c = LogConfig::default().with_overrides([("retention.ms", "-1")]).unwrap();
         assert_eq!(c.retention_ms, None);
     }
 
     #[test]
     fn every_key_round_trips_through_describe() {
         let c = LogConfig::default()
-            .with_overrides([
-                ("segment.bytes", "65536"),
-                ("retention.bytes", "-1"),
-                ("flush.messages", "100"),
-            ])
+            .with_overrides([("segment.bytes", "65536"), ("retention.bytes", "-1"), ("flush.messages", "100")])
             .unwrap();
         let d = c.describe();
         assert_eq!(d.len(), LOG_CONFIG_KEYS.len());
-        let again = LogConfig::default()
-            .with_overrides(d.iter().map(|(k, v)| (*k, v.as_str())))
-            .unwrap();
+        let again = LogConfig::default().with_overrides(d.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
         assert_eq!(again, c);
     }
 }

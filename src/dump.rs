@@ -9,23 +9,14 @@ use std::path::Path;
 /// Render the file at `path` as text, one line per batch or entry.
 pub fn dump(path: &Path) -> std::io::Result<String> {
     let bytes = std::fs::read(path)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let base: i64 = name
-        .split('.')
-        .next()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let base: i64 = name.split('.').next().and_then(|s| s.parse().ok()).unwrap_or(0);
     let mut out = String::new();
     let _ = writeln!(out, "Dumping {}", path.display());
     if name.ends_with(".log") {
         dump_log(&bytes, &mut out);
     } else if name.ends_with(".index") {
-        let log_size = std::fs::metadata(path.with_extension("log"))
-            .map(|m| m.len())
-            .unwrap_or(u64::MAX);
+        let log_size = std::fs::metadata(path.with_extension("log")).map(|m| m.len()).unwrap_or(u64::MAX);
         match decode_offset_index(&bytes, log_size) {
             Ok(entries) => {
                 for (rel, pos) in entries {
@@ -47,10 +38,7 @@ pub fn dump(path: &Path) -> std::io::Result<String> {
             let _ = writeln!(out, "timestamp: {ts} offset: {}", base + rel as i64);
         }
     } else {
-        let _ = writeln!(
-            out,
-            "unknown file type (expected .log, .index or .timeindex)"
-        );
+        let _ = writeln!(out, "unknown file type (expected .log, .index or .timeindex)");
     }
     Ok(out)
 }
@@ -63,27 +51,16 @@ fn dump_log(bytes: &[u8], out: &mut String) {
         let total = match frame_len(rest, i32::MAX as usize) {
             Ok(Some(t)) if t <= rest.len() => t,
             Ok(Some(t)) => {
-                let _ = writeln!(
-                    out,
-                    "position: {pos} TRUNCATED batch: needs {t} bytes, {} remain",
-                    rest.len()
-                );
+                let _ = writeln!(out, "position: {pos} TRUNCATED batch: needs {t} bytes, {} remain", rest.len());
                 break;
             }
             Ok(None) => {
-                let _ = writeln!(
-                    out,
-                    "position: {pos} TRUNCATED: {} trailing bytes",
-                    rest.len()
-                );
+                let _ = writeln!(out, "position: {pos} TRUNCATED: {} trailing bytes", rest.len());
                 break;
             }
             Err(e) if rest.iter().all(|&b| b == 0) => {
-                let _ = writeln!(
-                    out,
-                    "position: {pos} end of data ({} zero bytes follow: preallocated): {e}",
-                    rest.len()
-                );
+                let _ =
+                    writeln!(out, "position: {pos} end of data ({} zero bytes follow: preallocated): {e}", rest.len());
                 break;
             }
             Err(e) => {

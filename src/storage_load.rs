@@ -125,10 +125,7 @@ pub fn run(opts: &LoadOptions) -> anyhow::Result<Summary> {
             while !done.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(100));
                 if tick.elapsed() >= Duration::from_secs(1) {
-                    let now = (
-                        progress.0.load(Ordering::Relaxed),
-                        progress.1.load(Ordering::Relaxed),
-                    );
+                    let now = (progress.0.load(Ordering::Relaxed), progress.1.load(Ordering::Relaxed));
                     let dt = tick.elapsed().as_secs_f64();
                     eprintln!(
                         "[{:>4.0}s] {:>10.0} records/s {:>8.1} MB/s",
@@ -144,10 +141,7 @@ pub fn run(opts: &LoadOptions) -> anyhow::Result<Summary> {
     };
     let mut results = Vec::new();
     for h in handles {
-        results.push(
-            h.join()
-                .map_err(|e| anyhow::anyhow!("shard failed: {e:?}"))??,
-        );
+        results.push(h.join().map_err(|e| anyhow::anyhow!("shard failed: {e:?}"))??);
     }
     done.store(true, Ordering::Relaxed);
     let _ = reporter.join();
@@ -182,40 +176,32 @@ async fn run_shard(
     let mut parts = Vec::new();
     for n in 0..opts.partitions_per_shard {
         let dir = opts.data_dir.join(format!("load-{shard}-{n}"));
-        let (p, _) = Partition::open(disk.clone(), &dir, opts.config.clone()).await?;
+        let (p, _) = Partition::open(disk.clone(), &dir, opts.config.clone(), crate::storage::system_clock()).await?;
         let from = p.log().log_end_offset();
         parts.push((from, p));
     }
     let mut builder = BatchBuilder::new();
     let value = vec![b'v'; opts.record_size];
-    for i in 0..opts.batch_records {
-        builder.push(i as i64, None, Some(&value), &[]);
+    // Realistic CreateTime stamps: now (ms), so time-based rolling sees a live partition.
+    let now = (crate::storage::system_clock())();
+    for _ in 0..opts.batch_records {
+        builder.push(now, None, Some(&value), &[]);
     }
     let batch = Rc::new(builder.finish());
     // 1 us .. 1 hour, 3 significant digits.
-    let hist = Rc::new(RefCell::new(Histogram::<u64>::new_with_bounds(
-        1,
-        3_600_000_000,
-        3,
-    )?));
+    let hist = Rc::new(RefCell::new(Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)?));
     let totals = Rc::new((Cell::new(0u64), Cell::new(0u64)));
     let deadline = Instant::now() + opts.duration;
     let mut tasks = Vec::new();
     for (_, p) in &parts {
         for _ in 0..opts.inflight {
-            let (p, batch, hist, totals, progress) = (
-                p.clone(),
-                batch.clone(),
-                hist.clone(),
-                totals.clone(),
-                progress.clone(),
-            );
+            let (p, batch, hist, totals, progress) =
+                (p.clone(), batch.clone(), hist.clone(), totals.clone(), progress.clone());
             tasks.push(glommio::spawn_local(async move {
                 while Instant::now() < deadline {
                     let t = Instant::now();
                     let info = p.append(&batch).await?;
-                    hist.borrow_mut()
-                        .saturating_record(t.elapsed().as_micros() as u64);
+                    hist.borrow_mut().saturating_record(t.elapsed().as_micros() as u64);
                     totals.0.set(totals.0.get() + info.records);
                     totals.1.set(totals.1.get() + info.bytes);
                     progress.0.fetch_add(info.records, Ordering::Relaxed);
@@ -239,7 +225,7 @@ async fn run_shard(
         p.close().await?;
         let dir = p.log().dir().to_path_buf();
         drop(p);
-        let (p, _) = Partition::open(disk.clone(), &dir, opts.config.clone()).await?;
+        let (p, _) = Partition::open(disk.clone(), &dir, opts.config.clone(), crate::storage::system_clock()).await?;
         let end = p.log().log_end_offset();
         let mut at = from;
         while at < end {
@@ -261,9 +247,7 @@ async fn run_shard(
         }
         p.close().await?;
     }
-    let hist = Rc::try_unwrap(hist)
-        .map_err(|_| anyhow::anyhow!("appenders still running"))?
-        .into_inner();
+    let hist = Rc::try_unwrap(hist).map_err(|_| anyhow::anyhow!("appenders still running"))?.into_inner();
     Ok(ShardResult {
         records: totals.0.get(),
         bytes: totals.1.get(),

@@ -29,61 +29,33 @@ fn storage_load_then_dump() {
         .arg(&data)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let summary = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        summary.contains("\"records\":") && summary.contains("\"p99\":"),
-        "{summary}"
-    );
+    assert!(summary.contains("\"records\":") && summary.contains("\"p99\":"), "{summary}");
     let dir = data.join("load-0-0");
     let log = dir.join(format!("{:020}.log", 0));
-    let out = tidemark()
-        .arg("dump")
-        .arg(&log)
-        .arg(log.with_extension("index"))
-        .output()
-        .unwrap();
+    let out = tidemark().arg("dump").arg(&log).arg(log.with_extension("index")).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("baseOffset: 0 lastOffset: 15 count: 16 position: 0"),
-        "{text}"
-    );
+    assert!(text.contains("baseOffset: 0 lastOffset: 15 count: 16 position: 0"), "{text}");
     assert!(!text.contains("INVALID"), "{text}");
     assert!(text.contains("offset: ") && text.contains("position: "));
     // Flip a byte inside the first batch's records: dump reports it.
     let mut bytes = std::fs::read(&log).unwrap();
     bytes[100] ^= 0xff;
     std::fs::write(&log, bytes).unwrap();
-    let text = String::from_utf8_lossy(&tidemark().arg("dump").arg(&log).output().unwrap().stdout)
-        .into_owned();
-    assert!(
-        text.lines().nth(1).unwrap().contains("isValid: INVALID"),
-        "{text}"
-    );
+    let text = String::from_utf8_lossy(&tidemark().arg("dump").arg(&log).output().unwrap().stdout).into_owned();
+    assert!(text.lines().nth(1).unwrap().contains("isValid: INVALID"), "{text}");
 }
 
 /// A bad setting is refused with the key and the reason, before anything starts.
 #[test]
 fn bad_setting_is_refused() {
     let out = tidemark()
-        .args([
-            "storage-load",
-            "--set",
-            "segment.bytes=12",
-            "--data-dir",
-            "/nonexistent/x",
-        ])
+        .args(["storage-load", "--set", "segment.bytes=12", "--data-dir", "/nonexistent/x"])
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("segment.bytes") && err.contains("between"),
-        "{err}"
-    );
+    assert!(err.contains("segment.bytes") && err.contains("between"), "{err}");
 }

@@ -9,11 +9,7 @@ use tidemark::io::{DmaDisk, MemDisk};
 use tidemark::storage::{Partition, ReadUpTo};
 
 fn small_config() -> LogConfig {
-    LogConfig {
-        preallocate_bytes: 1 << 20,
-        segment_bytes: 4 << 20,
-        ..LogConfig::default()
-    }
+    LogConfig { preallocate_bytes: 1 << 20, segment_bytes: 4 << 20, ..LogConfig::default() }
 }
 
 /// PLATFORM.md's IOPOLL probe trap: on a fresh data directory the first write and the first
@@ -25,9 +21,7 @@ fn fresh_data_dir_first_write_then_read() {
     run_glommio(move || {
         Box::pin(async move {
             let disk = DmaDisk::open(&root).await.expect("probe");
-            let (p, _) = Partition::open(disk, &root.join("t-0"), small_config())
-                .await
-                .unwrap();
+            let (p, _) = Partition::open(disk, &root.join("t-0"), small_config(), common::test_clock()).await.unwrap();
             let b = tagged_batch(1, 3, 100, 1000);
             let info = p.append(&b).await.unwrap();
             assert_eq!((info.base_offset, info.last_offset), (0, 2));
@@ -37,14 +31,10 @@ fn fresh_data_dir_first_write_then_read() {
             p.close().await.unwrap();
             drop(p);
             let disk = DmaDisk::open(&root).await.unwrap();
-            let (p, report) = Partition::open(disk, &root.join("t-0"), small_config())
-                .await
-                .unwrap();
+            let (p, report) =
+                Partition::open(disk, &root.join("t-0"), small_config(), common::test_clock()).await.unwrap();
             assert!(report.clean);
-            let got = p
-                .read(0, 1 << 20, ReadUpTo::Durable)
-                .await
-                .expect("DMA read after reopen");
+            let got = p.read(0, 1 << 20, ReadUpTo::Durable).await.expect("DMA read after reopen");
             assert_eq!(&got[8..], &b[8..]);
         })
     });
@@ -58,7 +48,7 @@ fn concurrent_appends_share_syncs() {
         Box::pin(async {
             let disk = MemDisk::new();
             let (p, _) =
-                Partition::open(disk.clone(), std::path::Path::new("/d/t-0"), small_config())
+                Partition::open(disk.clone(), std::path::Path::new("/d/t-0"), small_config(), common::test_clock())
                     .await
                     .unwrap();
             let (syncs0, _) = disk.counters();
@@ -67,10 +57,7 @@ fn concurrent_appends_share_syncs() {
                 let p = Rc::clone(&p);
                 tasks.push(glommio::spawn_local(async move {
                     let info = p.append(&tagged_batch(i, 2, 50, 1)).await.unwrap();
-                    assert!(
-                        p.log().durable_offset() > info.last_offset,
-                        "acknowledged before durable"
-                    );
+                    assert!(p.log().durable_offset() > info.last_offset, "acknowledged before durable");
                     info
                 }));
             }
@@ -81,11 +68,7 @@ fn concurrent_appends_share_syncs() {
             offsets.sort();
             assert_eq!(offsets, (0..64).map(|i| i * 2).collect::<Vec<_>>());
             let (syncs, _) = disk.counters();
-            assert!(
-                syncs - syncs0 <= 4,
-                "64 concurrent appends took {} syncs",
-                syncs - syncs0
-            );
+            assert!(syncs - syncs0 <= 4, "64 concurrent appends took {} syncs", syncs - syncs0);
         })
     });
 }
@@ -100,12 +83,8 @@ fn segments_are_preallocated_then_trimmed() {
         Box::pin(async move {
             let disk = DmaDisk::open(&root).await.unwrap();
             let dir = root.join("t-0");
-            let config = LogConfig {
-                segment_bytes: 256 * 1024,
-                preallocate_bytes: 128 * 1024,
-                ..LogConfig::default()
-            };
-            let (p, _) = Partition::open(disk, &dir, config).await.unwrap();
+            let config = LogConfig { segment_bytes: 256 * 1024, preallocate_bytes: 128 * 1024, ..LogConfig::default() };
+            let (p, _) = Partition::open(disk, &dir, config, common::test_clock()).await.unwrap();
             let mut total = 0u64;
             for i in 0..100u64 {
                 total += p.append(&tagged_batch(i, 10, 500, 1)).await.unwrap().bytes;
@@ -119,20 +98,12 @@ fn segments_are_preallocated_then_trimmed() {
                 "active segment preallocated in steps"
             );
             for b in &bases[..bases.len() - 1] {
-                let idx = std::fs::metadata(dir.join(format!("{b:020}.index")))
-                    .unwrap()
-                    .len();
+                let idx = std::fs::metadata(dir.join(format!("{b:020}.index"))).unwrap().len();
                 assert_eq!(idx % 8, 0);
             }
             p.close().await.unwrap();
-            let on_disk: u64 = bases
-                .iter()
-                .map(|b| {
-                    std::fs::metadata(dir.join(format!("{b:020}.log")))
-                        .unwrap()
-                        .len()
-                })
-                .sum();
+            let on_disk: u64 =
+                bases.iter().map(|b| std::fs::metadata(dir.join(format!("{b:020}.log"))).unwrap().len()).sum();
             assert_eq!(on_disk, total, "files hold exactly the batches after close");
         })
     });
@@ -148,9 +119,7 @@ fn acknowledged_appends_survive_an_unclean_stop() {
     let written = run_glommio(move || {
         Box::pin(async move {
             let disk = DmaDisk::open(&root).await.unwrap();
-            let (p, _) = Partition::open(disk, &root.join("t-0"), small_config())
-                .await
-                .unwrap();
+            let (p, _) = Partition::open(disk, &root.join("t-0"), small_config(), common::test_clock()).await.unwrap();
             let mut written = Vec::new();
             for i in 0..200u64 {
                 let b = tagged_batch(i, 1 + (i % 3) as usize, (i as usize * 31) % 2000, i as i64);
@@ -164,9 +133,8 @@ fn acknowledged_appends_survive_an_unclean_stop() {
     run_glommio(move || {
         Box::pin(async move {
             let disk = DmaDisk::open(&root2).await.unwrap();
-            let (p, report) = Partition::open(disk, &root2.join("t-0"), small_config())
-                .await
-                .unwrap();
+            let (p, report) =
+                Partition::open(disk, &root2.join("t-0"), small_config(), common::test_clock()).await.unwrap();
             assert!(!report.clean);
             let mut at = 0;
             let mut got = Vec::new();
@@ -191,26 +159,14 @@ fn flush_ms_flushes_what_appends_did_not_wait_for() {
     run_glommio(|| {
         Box::pin(async {
             let disk = MemDisk::new();
-            let config = LogConfig {
-                flush_messages: 1000,
-                flush_ms: 20,
-                ..small_config()
-            };
-            let (p, _) = Partition::open(disk.clone(), std::path::Path::new("/d/t-0"), config)
+            let config = LogConfig { flush_messages: 1000, flush_ms: 20, ..small_config() };
+            let (p, _) = Partition::open(disk.clone(), std::path::Path::new("/d/t-0"), config, common::test_clock())
                 .await
                 .unwrap();
             let info = p.append(&tagged_batch(1, 3, 10, 1)).await.unwrap();
-            assert_eq!(
-                p.log().durable_offset(),
-                0,
-                "flush.messages=1000: the append did not wait"
-            );
+            assert_eq!(p.log().durable_offset(), 0, "flush.messages=1000: the append did not wait");
             glommio::timer::sleep(std::time::Duration::from_millis(60)).await;
-            assert_eq!(
-                p.log().durable_offset(),
-                info.last_offset + 1,
-                "flush.ms flushed it"
-            );
+            assert_eq!(p.log().durable_offset(), info.last_offset + 1, "flush.ms flushed it");
             // The counter restarts at each flush: 1000 more records make an append wait.
             let big = tagged_batch(2, 1000, 1, 1);
             let info = p.append(&big).await.unwrap();
@@ -224,18 +180,12 @@ fn flush_ms_flushes_what_appends_did_not_wait_for() {
 fn relative_data_dir_works() {
     std::fs::create_dir_all("target/tmp").unwrap();
     let tmp = tempfile::tempdir_in("target/tmp").unwrap();
-    let rel = tmp
-        .path()
-        .strip_prefix(std::env::current_dir().unwrap())
-        .unwrap()
-        .to_path_buf();
+    let rel = tmp.path().strip_prefix(std::env::current_dir().unwrap()).unwrap().to_path_buf();
     assert!(rel.is_relative());
     run_glommio(move || {
         Box::pin(async move {
             let disk = DmaDisk::open(&rel).await.unwrap();
-            let (p, _) = Partition::open(disk, &rel.join("t-0"), small_config())
-                .await
-                .unwrap();
+            let (p, _) = Partition::open(disk, &rel.join("t-0"), small_config(), common::test_clock()).await.unwrap();
             p.append(&tagged_batch(1, 1, 1, 1)).await.unwrap();
             p.close().await.unwrap();
         })

@@ -7,6 +7,9 @@
 
 mod common;
 
+/// Broker time for appends in tests that do not exercise time.
+const NOW: i64 = 10_000;
+
 use common::{batches, tagged_batch, with_base};
 use futures_lite::future::block_on;
 use proptest::prelude::*;
@@ -20,25 +23,12 @@ use tidemark::storage::{Log, ReadUpTo};
 enum Op {
     Append(Vec<(u8, u16)>),
     Flush,
-    Read {
-        pick: u16,
-        max_bytes: u16,
-        durable: bool,
-    },
+    Read { pick: u16, max_bytes: u16, durable: bool },
     Roll,
-    Retain {
-        bytes: u16,
-    },
+    Retain { bytes: u16 },
     CleanReopen,
-    Crash {
-        mode: u8,
-        seed: u64,
-        partial_flush: u8,
-    },
-    FailingFlush {
-        op: u8,
-        fault: u8,
-    },
+    Crash { mode: u8, seed: u64, partial_flush: u8 },
+    FailingFlush { op: u8, fault: u8 },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -77,17 +67,12 @@ struct Model {
 impl Model {
     /// Index of the batch holding `offset`.
     fn index_of(&self, offset: i64) -> usize {
-        self.batches
-            .partition_point(|(_, b)| BatchHeader::parse(b).unwrap().last_offset() < offset)
+        self.batches.partition_point(|(_, b)| BatchHeader::parse(b).unwrap().last_offset() < offset)
     }
 
     /// The offset index a segment holding `batches` must have: an entry for a batch once
     /// `interval` bytes have passed since the last entry (computed here independently).
-    fn expected_index(
-        batches: &[&(i64, Vec<u8>)],
-        seg_base: i64,
-        interval: u64,
-    ) -> Vec<(u32, u32)> {
+    fn expected_index(batches: &[&(i64, Vec<u8>)], seg_base: i64, interval: u64) -> Vec<(u32, u32)> {
         let mut out = Vec::new();
         let (mut pos, mut since) = (0u64, 0u64);
         for (base, b) in batches {
@@ -106,11 +91,7 @@ async fn check_everything(log: &mut Log<MemDisk>, m: &Model) {
     assert_eq!(log.log_end_offset(), m.next_offset, "log end offset");
     assert!(log.durable_offset() <= log.log_end_offset());
     let start = log.log_start_offset();
-    assert_eq!(
-        start,
-        m.batches.first().map_or(m.next_offset, |b| b.0),
-        "log start offset"
-    );
+    assert_eq!(start, m.batches.first().map_or(m.next_offset, |b| b.0), "log start offset");
     // Read everything back, batch run by batch run.
     let mut at = start;
     let mut got = Vec::new();
@@ -125,9 +106,7 @@ async fn check_everything(log: &mut Log<MemDisk>, m: &Model) {
 }
 
 fn reopen(disk: &MemDisk, dir: &Path, config: &LogConfig) -> Log<MemDisk> {
-    block_on(Log::open(disk.clone(), dir, config.clone()))
-        .expect("reopen")
-        .0
+    block_on(Log::open(disk.clone(), dir, config.clone())).expect("reopen").0
 }
 
 proptest! {
@@ -151,7 +130,7 @@ proptest! {
                         req.extend_from_slice(&b);
                         raw.push((b, n as i64));
                     }
-                    let (info, _) = log.append(&req).expect("append");
+                    let (info, _) = log.append(&req, NOW).expect("append");
                     prop_assert_eq!(info.base_offset, m.next_offset);
                     for (b, n) in raw {
                         m.batches.push((m.next_offset, with_base(&b, m.next_offset)));
@@ -186,7 +165,7 @@ proptest! {
                         }
                     }
                 }
-                Op::Roll => log.roll(),
+                Op::Roll => log.roll(NOW),
                 Op::Retain { bytes } => {
                     let mut c = log.config().clone();
                     c.retention_bytes = Some(bytes as u64);
@@ -230,7 +209,7 @@ proptest! {
                     prop_assert_eq!(log.durable_offset(), m.next_offset);
                 }
                 Op::CleanReopen => {
-                    block_on(log.close()).expect("close");
+                    block_on(log.close(NOW)).expect("close");
                     log = reopen(&disk, dir, &config);
                 }
                 Op::Crash { mode, seed, partial_flush } => {
@@ -271,7 +250,7 @@ proptest! {
         }
         // spec: T8.4 — every segment's offset index (loaded, resumed or rebuilt) equals the
         // one the append rule gives for its batches.
-        block_on(log.close()).expect("close");
+        block_on(log.close(NOW)).expect("close");
         let mut log = reopen(&disk, dir, &config);
         let bases = log.segment_bases();
         for (i, &base) in bases.iter().enumerate() {

@@ -5,6 +5,9 @@
 
 mod common;
 
+/// Broker time for appends in tests that do not exercise time.
+const NOW: i64 = 10_000;
+
 use common::{batches, tagged_batch, with_base};
 use futures_lite::future::block_on;
 use std::path::{Path, PathBuf};
@@ -28,9 +31,7 @@ fn dir() -> PathBuf {
 }
 
 fn open(disk: &MemDisk, config: &LogConfig) -> Log<MemDisk> {
-    block_on(Log::open(disk.clone(), &dir(), config.clone()))
-        .expect("open")
-        .0
+    block_on(Log::open(disk.clone(), &dir(), config.clone())).expect("open").0
 }
 
 /// The batches as stored, with their offsets: `n` batches of varying sizes.
@@ -50,7 +51,7 @@ fn stored(n: u64) -> Vec<(i64, Vec<u8>)> {
 fn write_log(disk: &MemDisk, config: &LogConfig, data: &[(i64, Vec<u8>)]) -> Log<MemDisk> {
     let mut log = open(disk, config);
     for (_, b) in data {
-        log.append(b).expect("append");
+        log.append(b, NOW).expect("append");
     }
     block_on(log.flush_all()).expect("flush");
     log
@@ -91,10 +92,7 @@ fn cut_at_every_byte_keeps_whole_batches_and_rebuilds_the_same_index() {
     let full = disk.file_bytes(&seg_path("log")).unwrap();
     let size: usize = data.iter().map(|(_, b)| b.len()).sum();
     assert!(full.len() >= size, "preallocated file holds the data");
-    assert!(
-        full[size..].iter().all(|&b| b == 0),
-        "preallocated space is zero"
-    );
+    assert!(full[size..].iter().all(|&b| b == 0), "preallocated space is zero");
     drop(log);
     for cut in 0..=size {
         for tail in 0..3 {
@@ -129,24 +127,17 @@ fn cut_at_every_byte_keeps_whole_batches_and_rebuilds_the_same_index() {
                         .count()
             );
             disk.set_file_bytes(&seg_path("log"), bytes);
-            let (mut log, report) =
-                block_on(Log::open(disk.clone(), &dir(), config.clone())).unwrap();
+            let (mut log, report) = block_on(Log::open(disk.clone(), &dir(), config.clone())).unwrap();
             assert!(!report.clean);
             let expect = &data[..whole];
-            let end = expect.last().map_or(0, |(o, b)| {
-                o + BatchHeader::parse(b).unwrap().last_offset_delta as i64 + 1
-            });
+            let end = expect.last().map_or(0, |(o, b)| o + BatchHeader::parse(b).unwrap().last_offset_delta as i64 + 1);
             assert_eq!(log.log_end_offset(), end, "cut at {cut}, tail {tail}");
             assert_eq!(read_all(&mut log), expect, "cut at {cut}, tail {tail}");
-            assert_eq!(
-                log.index_entries(0).unwrap(),
-                fresh_index(&config, expect),
-                "index after cut at {cut}"
-            );
+            assert_eq!(log.index_entries(0).unwrap(), fresh_index(&config, expect), "index after cut at {cut}");
             // The recovered log takes appends at the right offset and survives a clean reopen.
-            let (info, _) = log.append(&tagged_batch(999, 2, 10, 5)).unwrap();
+            let (info, _) = log.append(&tagged_batch(999, 2, 10, 5), NOW).unwrap();
             assert_eq!(info.base_offset, end);
-            block_on(log.close()).unwrap();
+            block_on(log.close(NOW)).unwrap();
             let mut log = open(&disk, &config);
             assert_eq!(log.log_end_offset(), end + 2);
             assert_eq!(read_all(&mut log).len(), whole + 1);
@@ -177,11 +168,7 @@ fn bit_flips_truncate_at_the_corrupt_batch() {
             bytes[start + p] ^= 0x10;
             disk.set_file_bytes(&seg_path("log"), bytes);
             let mut log = open(&disk, &config);
-            assert_eq!(
-                log.log_end_offset(),
-                data[k].0,
-                "flip in batch {k} at byte {p}"
-            );
+            assert_eq!(log.log_end_offset(), data[k].0, "flip in batch {k} at byte {p}");
             assert_eq!(read_all(&mut log), &data[..k]);
         }
         start += b.len();
@@ -193,31 +180,24 @@ fn bit_flips_truncate_at_the_corrupt_batch() {
 fn power_cut_keeps_synced_batches() {
     let config = config();
     let data = stored(30);
-    for mode in [
-        CrashMode::DropUnsynced,
-        CrashMode::KeepUnsynced,
-        CrashMode::Torn { seed: 7 },
-        CrashMode::Torn { seed: 99 },
-    ] {
+    for mode in
+        [CrashMode::DropUnsynced, CrashMode::KeepUnsynced, CrashMode::Torn { seed: 7 }, CrashMode::Torn { seed: 99 }]
+    {
         let disk = MemDisk::new();
         let mut log = open(&disk, &config);
         for (_, b) in &data[..12] {
-            log.append(b).unwrap();
+            log.append(b, NOW).unwrap();
         }
         block_on(log.flush_all()).unwrap();
         let durable = log.durable_offset();
         for (_, b) in &data[12..] {
-            log.append(b).unwrap();
+            log.append(b, NOW).unwrap();
         }
         // Writes issued and completed but never synced: a flush whose fdatasync failed, then
         // the power cut. What survives of those writes is up to the crash mode.
         disk.inject(FaultOp::Sync, Fault::Eio, 1);
         assert!(block_on(log.flush_all()).is_err());
-        assert_eq!(
-            log.durable_offset(),
-            durable,
-            "a failed sync acknowledges nothing"
-        );
+        assert_eq!(log.durable_offset(), durable, "a failed sync acknowledges nothing");
         drop(log);
         disk.crash(mode);
         let mut log = open(&disk, &config);
@@ -234,16 +214,13 @@ fn power_cut_keeps_synced_batches() {
 /// identical to the one written at its seal.
 #[test]
 fn damaged_index_of_a_sealed_segment_is_rebuilt_identical() {
-    let config = LogConfig {
-        segment_bytes: 2048,
-        ..config()
-    };
+    let config = LogConfig { segment_bytes: 2048, ..config() };
     let data = stored(40);
     let disk = MemDisk::new();
     let log = write_log(&disk, &config, &data);
     assert!(log.segment_count() >= 3);
     let bases = log.segment_bases();
-    block_on(log.close()).unwrap();
+    block_on(log.close(NOW)).unwrap();
     let victim = bases[1];
     let ipath = dir().join(format!("{victim:020}.index"));
     let original = disk.file_bytes(&ipath).unwrap();
@@ -269,12 +246,8 @@ fn damaged_index_of_a_sealed_segment_is_rebuilt_identical() {
             tidemark::storage::format::index::encode_offset_entry(&mut encoded, r, p);
         }
         assert_eq!(encoded, original, "damage {damage}");
-        assert_eq!(
-            disk.file_bytes(&ipath).unwrap(),
-            original,
-            "rebuilt index written back (damage {damage})"
-        );
-        block_on(log.close()).unwrap();
+        assert_eq!(disk.file_bytes(&ipath).unwrap(), original, "rebuilt index written back (damage {damage})");
+        block_on(log.close(NOW)).unwrap();
     }
 }
 
@@ -287,24 +260,14 @@ fn clean_shutdown_trims_and_reopens_without_a_scan() {
     let disk = MemDisk::new();
     let log = write_log(&disk, &config, &data);
     let size: usize = data.iter().map(|(_, b)| b.len()).sum();
-    assert!(
-        disk.file_bytes(&seg_path("log")).unwrap().len() > size,
-        "preallocated while active"
-    );
-    block_on(log.close()).unwrap();
-    assert_eq!(
-        disk.file_bytes(&seg_path("log")).unwrap().len(),
-        size,
-        "trimmed at close"
-    );
+    assert!(disk.file_bytes(&seg_path("log")).unwrap().len() > size, "preallocated while active");
+    block_on(log.close(NOW)).unwrap();
+    assert_eq!(disk.file_bytes(&seg_path("log")).unwrap().len(), size, "trimmed at close");
     assert!(disk.file_bytes(&dir().join("clean-shutdown")).is_some());
     let (mut log, report) = block_on(Log::open(disk.clone(), &dir(), config.clone())).unwrap();
     assert!(report.clean);
     assert_eq!(report.scanned_bytes, 0);
-    assert!(
-        disk.file_bytes(&dir().join("clean-shutdown")).is_none(),
-        "marker removed once reopened"
-    );
+    assert!(disk.file_bytes(&dir().join("clean-shutdown")).is_none(), "marker removed once reopened");
     assert_eq!(read_all(&mut log), data);
     assert_eq!(log.index_entries(0).unwrap(), fresh_index(&config, &data));
 }
@@ -315,7 +278,7 @@ fn stale_or_corrupt_marker_falls_back_to_a_scan() {
     let config = config();
     let data = stored(5);
     let disk = MemDisk::new();
-    block_on(write_log(&disk, &config, &data).close()).unwrap();
+    block_on(write_log(&disk, &config, &data).close(NOW)).unwrap();
     let mpath = dir().join("clean-shutdown");
     let mut m = disk.file_bytes(&mpath).unwrap();
     m[9] ^= 1;
@@ -329,28 +292,16 @@ fn stale_or_corrupt_marker_falls_back_to_a_scan() {
 /// last segment, whatever the count.
 #[test]
 fn unclean_open_scans_only_the_last_segment() {
-    let config = LogConfig {
-        segment_bytes: 1024,
-        ..config()
-    };
+    let config = LogConfig { segment_bytes: 1024, ..config() };
     let data = stored(200);
     let disk = MemDisk::new();
     let log = write_log(&disk, &config, &data);
     assert!(log.segment_count() > 20);
     drop(log);
     disk.crash(CrashMode::DropUnsynced);
-    let (mut log, report) = block_on(Log::open(
-        disk.clone(),
-        Path::new("/data/topic-0"),
-        config.clone(),
-    ))
-    .unwrap();
+    let (mut log, report) = block_on(Log::open(disk.clone(), Path::new("/data/topic-0"), config.clone())).unwrap();
     assert!(!report.clean);
-    assert!(
-        report.scanned_bytes <= 8192 + 1024,
-        "scanned {} bytes",
-        report.scanned_bytes
-    );
+    assert!(report.scanned_bytes <= 8192 + 1024, "scanned {} bytes", report.scanned_bytes);
     assert_eq!(read_all(&mut log), data);
 }
 
@@ -358,21 +309,18 @@ fn unclean_open_scans_only_the_last_segment() {
 /// whole, after a clean restart (resume path) and after an unclean one (scan path).
 #[test]
 fn batches_larger_than_every_window() {
-    let config = LogConfig {
-        max_message_bytes: 40 << 20,
-        ..config()
-    };
+    let config = LogConfig { max_message_bytes: 40 << 20, ..config() };
     let big = tagged_batch(1, 2, 17 << 20, 5);
     let small = tagged_batch(2, 1, 10, 6);
     for clean in [true, false] {
         let disk = MemDisk::new();
         let mut log = open(&disk, &config);
-        log.append(&small).unwrap();
-        log.append(&big).unwrap();
-        log.append(&small).unwrap();
+        log.append(&small, NOW).unwrap();
+        log.append(&big, NOW).unwrap();
+        log.append(&small, NOW).unwrap();
         block_on(log.flush_all()).unwrap();
         if clean {
-            block_on(log.close()).unwrap();
+            block_on(log.close(NOW)).unwrap();
         } else {
             drop(log);
         }
@@ -380,11 +328,7 @@ fn batches_larger_than_every_window() {
         assert_eq!(report.clean, clean);
         assert_eq!(log.log_end_offset(), 4);
         let got = block_on(log.read(1, 1024, ReadUpTo::Durable)).unwrap();
-        assert_eq!(
-            batches(&got).len(),
-            1,
-            "the first batch comes whole even past max_bytes"
-        );
+        assert_eq!(batches(&got).len(), 1, "the first batch comes whole even past max_bytes");
         assert_eq!(&got[8..], &big[8..]);
         assert_eq!(read_all(&mut log).len(), 3);
     }
@@ -395,16 +339,12 @@ fn batches_larger_than_every_window() {
 /// read fail loudly (never a read that silently skips records).
 #[test]
 fn well_formed_but_wrong_index_is_never_trusted_silently() {
-    let config = LogConfig {
-        segment_bytes: 4096,
-        index_interval_bytes: 0,
-        ..config()
-    };
+    let config = LogConfig { segment_bytes: 4096, index_interval_bytes: 0, ..config() };
     let data = stored(60);
     let disk = MemDisk::new();
     let log = write_log(&disk, &config, &data);
     let bases = log.segment_bases();
-    block_on(log.close()).unwrap();
+    block_on(log.close(NOW)).unwrap();
     let ipath = dir().join(format!("{:020}.index", bases[0]));
     let original = disk.file_bytes(&ipath).unwrap();
     let n = original.len() / 8;
@@ -416,7 +356,7 @@ fn well_formed_but_wrong_index_is_never_trusted_silently() {
     disk.set_file_bytes(&ipath, bytes);
     let mut log = open(&disk, &config);
     assert_eq!(read_all(&mut log), data, "rebuilt from the data");
-    block_on(log.close()).unwrap();
+    block_on(log.close(NOW)).unwrap();
     assert_eq!(disk.file_bytes(&ipath).unwrap(), original);
     // A middle entry naming the offset of a later batch: a read through it fails.
     let mut bytes = original.clone();
@@ -429,9 +369,5 @@ fn well_formed_but_wrong_index_is_never_trusted_silently() {
     let mut log = open(&disk, &config);
     let r = block_on(log.read(bases[0] + rel1 as i64, 1 << 20, ReadUpTo::Durable));
     assert!(rel2 > rel1);
-    assert!(
-        r.is_err(),
-        "a read through a wrong entry must fail, got {:?}",
-        r.map(|b| b.len())
-    );
+    assert!(r.is_err(), "a read through a wrong entry must fail, got {:?}", r.map(|b| b.len()));
 }

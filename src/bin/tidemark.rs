@@ -7,11 +7,7 @@ use tidemark::config::LogConfig;
 use tidemark::storage_load::{self, LoadOptions};
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "tidemark",
-    version,
-    about = "A Kafka-compatible log storage broker node"
-)]
+#[command(name = "tidemark", version, about = "A Kafka-compatible log storage broker node")]
 struct Cli {
     /// Log format: text or json.
     #[arg(long, global = true, default_value = "text")]
@@ -62,11 +58,8 @@ enum Command {
 }
 
 fn init_logging(format: &str) {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if format == "json" {
         b.json().init();
     } else {
@@ -80,8 +73,7 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Dump { paths } => {
             for p in paths {
-                let out =
-                    tidemark::dump::dump(&p).with_context(|| format!("reading {}", p.display()))?;
+                let out = tidemark::dump::dump(&p).with_context(|| format!("reading {}", p.display()))?;
                 print!("{out}");
             }
         }
@@ -98,14 +90,10 @@ fn main() -> Result<()> {
         } => {
             let mut config = LogConfig::default();
             for s in &settings {
-                let (k, v) = s
-                    .split_once('=')
-                    .with_context(|| format!("--set {s}: expected KEY=VALUE"))?;
+                let (k, v) = s.split_once('=').with_context(|| format!("--set {s}: expected KEY=VALUE"))?;
                 config.set(k, v)?;
             }
-            let online = std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1);
+            let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
             let opts = LoadOptions {
                 data_dir,
                 shards: cores.unwrap_or(online).clamp(1, online),

@@ -24,12 +24,7 @@ pub struct DmaDisk {
     root: Rc<PathBuf>,
 }
 
-fn gerr<T>(
-    op: &'static str,
-    path: &Path,
-    offset: Option<u64>,
-    e: glommio::GlommioError<T>,
-) -> IoError {
+fn gerr<T>(op: &'static str, path: &Path, offset: Option<u64>, e: glommio::GlommioError<T>) -> IoError {
     IoError::new(op, path, offset, std::io::Error::from(e))
 }
 
@@ -52,31 +47,20 @@ impl DmaDisk {
         let root = &abs(root);
         std::fs::create_dir_all(root).map_err(|e| serr("create data dir", root, e))?;
         let probe = root.join(PROBE_FILE);
-        let ok = std::fs::metadata(&probe)
-            .map(|m| m.len() == PAGE)
-            .unwrap_or(false);
+        let ok = std::fs::metadata(&probe).map(|m| m.len() == PAGE).unwrap_or(false);
         if !ok {
             use std::io::Write;
             let tmp = root.join(format!("{PROBE_FILE}.tmp"));
             let mut f = std::fs::File::create(&tmp).map_err(|e| serr("create probe", &tmp, e))?;
-            f.write_all(&[0x7e; PAGE as usize])
-                .map_err(|e| serr("write probe", &tmp, e))?;
+            f.write_all(&[0x7e; PAGE as usize]).map_err(|e| serr("write probe", &tmp, e))?;
             f.sync_all().map_err(|e| serr("sync probe", &tmp, e))?;
             std::fs::rename(&tmp, &probe).map_err(|e| serr("rename probe", &probe, e))?;
         }
-        let f = DmaFile::open(&probe)
-            .await
-            .map_err(|e| gerr("open probe", &probe, None, e))?;
+        let f = DmaFile::open(&probe).await.map_err(|e| gerr("open probe", &probe, None, e))?;
         // Reading it proves DMA reads work on this device for this executor.
-        f.read_at_aligned(0, PAGE as usize)
-            .await
-            .map_err(|e| gerr("read probe", &probe, Some(0), e))?;
-        f.close()
-            .await
-            .map_err(|e| gerr("close probe", &probe, None, e))?;
-        Ok(DmaDisk {
-            root: Rc::new(root.to_path_buf()),
-        })
+        f.read_at_aligned(0, PAGE as usize).await.map_err(|e| gerr("read probe", &probe, Some(0), e))?;
+        f.close().await.map_err(|e| gerr("close probe", &probe, None, e))?;
+        Ok(DmaDisk { root: Rc::new(root.to_path_buf()) })
     }
 
     pub fn root(&self) -> &Path {
@@ -116,11 +100,7 @@ impl Disk for DmaDisk {
             .dma_open(path)
             .await
             .map_err(|e| gerr("open", path, None, e))?;
-        Ok(DmaDiskFile {
-            file,
-            path: path.to_path_buf(),
-            allocated: Cell::new(0),
-        })
+        Ok(DmaDiskFile { file, path: path.to_path_buf(), allocated: Cell::new(0) })
     }
 
     async fn create_dir_all(&self, path: &Path) -> IoResult<()> {
@@ -161,36 +141,24 @@ impl Disk for DmaDisk {
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> IoResult<()> {
-        glommio::io::rename(abs(from), abs(to))
-            .await
-            .map_err(|e| gerr("rename", from, None, e))
+        glommio::io::rename(abs(from), abs(to)).await.map_err(|e| gerr("rename", from, None, e))
     }
 
     async fn sync_dir(&self, path: &Path) -> IoResult<()> {
         let path = &abs(path);
-        let d = glommio::io::Directory::open(path)
-            .await
-            .map_err(|e| gerr("open dir", path, None, e))?;
-        d.sync()
-            .await
-            .map_err(|e| gerr("sync dir", path, None, e))?;
-        d.close()
-            .await
-            .map_err(|e| gerr("close dir", path, None, e))
+        let d = glommio::io::Directory::open(path).await.map_err(|e| gerr("open dir", path, None, e))?;
+        d.sync().await.map_err(|e| gerr("sync dir", path, None, e))?;
+        d.close().await.map_err(|e| gerr("close dir", path, None, e))
     }
 
     async fn file_size(&self, path: &Path) -> IoResult<u64> {
-        Ok(std::fs::metadata(path)
-            .map_err(|e| serr("stat", path, e))?
-            .len())
+        Ok(std::fs::metadata(path).map_err(|e| serr("stat", path, e))?.len())
     }
 
     async fn mtime_ms(&self, path: &Path) -> IoResult<i64> {
         let m = std::fs::metadata(path).map_err(|e| serr("stat", path, e))?;
         let t = m.modified().map_err(|e| serr("stat mtime", path, e))?;
-        Ok(t.duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0))
+        Ok(t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0))
     }
 }
 
@@ -205,20 +173,13 @@ impl DiskFile for DmaDiskFile {
         debug_assert_eq!(pos % PAGE, 0, "unaligned DMA write position");
         let want = buf.len();
         debug_assert_eq!(want as u64 % PAGE, 0, "unaligned DMA write length");
-        let n = self
-            .file
-            .write_rc_at(buf, pos)
-            .await
-            .map_err(|e| gerr("write", &self.path, Some(pos), e))?;
+        let n = self.file.write_rc_at(buf, pos).await.map_err(|e| gerr("write", &self.path, Some(pos), e))?;
         if n != want {
             return Err(IoError::new(
                 "write",
                 &self.path,
                 Some(pos),
-                std::io::Error::new(
-                    std::io::ErrorKind::WriteZero,
-                    format!("short write: {n} of {want} bytes"),
-                ),
+                std::io::Error::new(std::io::ErrorKind::WriteZero, format!("short write: {n} of {want} bytes")),
             ));
         }
         Ok(())
@@ -228,54 +189,35 @@ impl DiskFile for DmaDiskFile {
         if len == 0 {
             return Ok(Vec::new());
         }
-        let r = self
-            .file
-            .read_at(pos, len)
-            .await
-            .map_err(|e| gerr("read", &self.path, Some(pos), e))?;
+        let r = self.file.read_at(pos, len).await.map_err(|e| gerr("read", &self.path, Some(pos), e))?;
         Ok(r.to_vec())
     }
 
     async fn sync(&self) -> IoResult<()> {
-        self.file
-            .fdatasync()
-            .await
-            .map_err(|e| gerr("fdatasync", &self.path, None, e))
+        self.file.fdatasync().await.map_err(|e| gerr("fdatasync", &self.path, None, e))
     }
 
     async fn allocate(&self, len: u64) -> IoResult<()> {
         if len <= self.allocated.get() {
             return Ok(());
         }
-        self.file
-            .pre_allocate(len, false)
-            .await
-            .map_err(|e| gerr("fallocate", &self.path, Some(len), e))?;
+        self.file.pre_allocate(len, false).await.map_err(|e| gerr("fallocate", &self.path, Some(len), e))?;
         self.allocated.set(len);
         Ok(())
     }
 
     async fn truncate(&self, len: u64) -> IoResult<()> {
-        self.file
-            .truncate(len)
-            .await
-            .map_err(|e| gerr("truncate", &self.path, Some(len), e))?;
+        self.file.truncate(len).await.map_err(|e| gerr("truncate", &self.path, Some(len), e))?;
         self.allocated.set(self.allocated.get().min(len));
         Ok(())
     }
 
     async fn size(&self) -> IoResult<u64> {
-        self.file
-            .file_size()
-            .await
-            .map_err(|e| gerr("stat", &self.path, None, e))
+        self.file.file_size().await.map_err(|e| gerr("stat", &self.path, None, e))
     }
 
     async fn close(self) -> IoResult<()> {
         let path = self.path;
-        self.file
-            .close()
-            .await
-            .map_err(|e| gerr("close", &path, None, e))
+        self.file.close().await.map_err(|e| gerr("close", &path, None, e))
     }
 }

@@ -145,11 +145,7 @@ impl MemDisk {
 
     /// The current bytes of a file (for tests that cut or corrupt files).
     pub fn file_bytes(&self, path: &Path) -> Option<Vec<u8>> {
-        self.state
-            .borrow()
-            .files
-            .get(path)
-            .map(|f| f.borrow().data.clone())
+        self.state.borrow().files.get(path).map(|f| f.borrow().data.clone())
     }
 
     /// Replace a file's bytes, durably (for tests that cut or corrupt files).
@@ -246,18 +242,9 @@ impl Disk for MemDisk {
         let state = st
             .files
             .entry(path.to_path_buf())
-            .or_insert_with(|| {
-                Rc::new(RefCell::new(FileState {
-                    mtime_ms: now,
-                    ..Default::default()
-                }))
-            })
+            .or_insert_with(|| Rc::new(RefCell::new(FileState { mtime_ms: now, ..Default::default() })))
             .clone();
-        Ok(MemFile {
-            disk: self.clone(),
-            state,
-            path: path.to_path_buf(),
-        })
+        Ok(MemFile { disk: self.clone(), state, path: path.to_path_buf() })
     }
 
     async fn create_dir_all(&self, path: &Path) -> IoResult<()> {

@@ -51,12 +51,7 @@ pub struct IoError {
 
 impl IoError {
     pub fn new(op: &'static str, path: &Path, offset: Option<u64>, source: std::io::Error) -> Self {
-        IoError {
-            op,
-            path: path.to_path_buf(),
-            offset,
-            source,
-        }
+        IoError { op, path: path.to_path_buf(), offset, source }
     }
 
     /// True when the disk is full (ENOSPC): writes may resume once space returns.

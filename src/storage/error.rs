@@ -13,6 +13,9 @@ pub enum StorageError {
     /// A batch larger than `max.message.bytes` (MESSAGE_TOO_LARGE).
     #[error("batch of {size} bytes exceeds max.message.bytes {max}")]
     BatchTooLarge { size: usize, max: u64 },
+    /// A CreateTime record outside the allowed window (INVALID_TIMESTAMP, SPEC T3.1).
+    #[error("timestamp {ts} is outside the allowed range [{lo}, {hi}]")]
+    InvalidTimestamp { ts: i64, lo: i64, hi: i64 },
     /// An empty records section where at least one batch is required (INVALID_REQUEST).
     #[error("no record batch in the request")]
     EmptyAppend,
@@ -24,11 +27,7 @@ pub enum StorageError {
     Io(Arc<IoError>),
     /// Stored bytes failed their check on the read path (KAFKA_STORAGE_ERROR); never served.
     #[error("corrupt data in {path} at position {position}: {error}")]
-    Corrupt {
-        path: PathBuf,
-        position: u64,
-        error: FormatError,
-    },
+    Corrupt { path: PathBuf, position: u64, error: FormatError },
     /// The partition is closing or closed.
     #[error("partition is closed")]
     Closed,

@@ -17,17 +17,17 @@ use crate::config::LogConfig;
 use crate::io::{align_down, align_up, write_exact, Disk, DiskFile, IoError, PAGE};
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::batch::{
-    check_produced, check_stored, frame_len, BatchHeader, BatchWalk, HEADER_LEN,
+    check_produced, check_stored, frame_len, with_timestamp_type, BatchHeader, BatchWalk, TimestampType, HEADER_LEN,
 };
-use crate::storage::format::index::{
-    decode_clean_marker, decode_offset_index, encode_clean_marker,
-};
+use crate::storage::format::index::decode_time_index;
+use crate::storage::format::index::{decode_clean_marker, decode_offset_index, encode_clean_marker};
 use crate::storage::format::FormatError;
 use crate::storage::segment::{
-    index_path, log_path, timeindex_path, ChunkWrite, IndexBuilder, OffsetIndex, Segment,
-    SegmentState, Tail,
+    index_path, log_path, timeindex_path, ChunkWrite, IndexBuilder, OffsetIndex, Segment, SegmentState, Tail,
+    TimeBuilder,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -36,6 +36,11 @@ use std::rc::Rc;
 pub const CLEAN_MARKER: &str = "clean-shutdown";
 /// Window of sequential reads during recovery scans.
 const SCAN_WINDOW: usize = 1 << 20;
+/// Bound on a batch's decompressed records (decompression bombs): 64 MiB or 16 times
+/// `max.message.bytes`, whichever is larger.
+fn decompress_limit(config: &LogConfig) -> usize {
+    (64 << 20).max(config.max_message_bytes as usize * 16)
+}
 /// Largest batch a stored log may hold (positions are u32; Kafka caps sizes at i32::MAX).
 const MAX_STORED_BATCH: usize = i32::MAX as usize;
 
@@ -46,6 +51,8 @@ pub struct AppendInfo {
     pub last_offset: i64,
     pub records: u64,
     pub bytes: u64,
+    /// The broker's timestamp for LogAppendTime topics, -1 otherwise (SPEC T3.4).
+    pub log_append_time: i64,
 }
 
 /// What the caller should do about durability after an append (flush policy).
@@ -78,6 +85,8 @@ pub struct OpenReport {
     pub truncate_reason: Option<String>,
     /// Bytes the recovery scan read.
     pub scanned_bytes: u64,
+    /// Sealed segments whose missing time index was rebuilt (SPEC T8.3).
+    pub rebuilt_time_indexes: usize,
 }
 
 pub struct Log<D: Disk> {
@@ -91,6 +100,14 @@ pub struct Log<D: Disk> {
     unflushed_records: u64,
     flush_in_flight: bool,
     closing: bool,
+    /// When the last time-based roll happened (SPEC T7.1: at most one per `segment.ms`).
+    last_time_roll_ms: i64,
+    /// The largest timestamp to roll by when no record has one: the active segment's creation
+    /// time, or its file's mtime after a restart (SPEC T8.3).
+    roll_reference_ms: i64,
+    /// Last time-index timestamp of segments already deleted (SPEC T7.2 for a first segment
+    /// whose own index is empty).
+    deleted_last_ts: Option<i64>,
 }
 
 /// Result of scanning a segment's batches.
@@ -98,6 +115,7 @@ struct Scan {
     valid_size: u64,
     next_offset: i64,
     index: IndexBuilder,
+    time: Option<TimeBuilder>,
     stop: Option<(u64, FormatError)>,
     scanned: u64,
 }
@@ -108,47 +126,45 @@ struct ScanFrom {
     pos: u64,
     expected: i64,
     index: IndexBuilder,
+    /// Time index to continue (None: not needed).
+    time: Option<TimeBuilder>,
+    time_interval_ms: u64,
 }
 
 impl ScanFrom {
-    fn start(base: i64, config: &LogConfig) -> ScanFrom {
-        let max_entries = (config.segment_index_bytes / 8) as usize;
+    /// From position 0, continuing the time index after `last_ts` (the log's last time-index
+    /// timestamp before this segment).
+    fn start(base: i64, config: &LogConfig, last_ts: Option<i64>) -> ScanFrom {
         ScanFrom {
             pos: 0,
             expected: base,
-            index: IndexBuilder::new(max_entries, config.index_interval_bytes),
+            index: IndexBuilder::new(offset_entries(config), config.index_interval_bytes),
+            time: Some(TimeBuilder::new(time_entries(config), last_ts)),
+            time_interval_ms: config.time_index_interval_ms,
         }
     }
+}
+
+fn offset_entries(config: &LogConfig) -> usize {
+    (config.segment_index_bytes / 8) as usize
+}
+
+fn time_entries(config: &LogConfig) -> usize {
+    (config.segment_index_bytes / 12) as usize
 }
 
 /// Scan the batches of a segment file from `from`, checking length, magic, CRC and offset
 /// continuity, and continuing its offset index with the append rule. Stops at the first bad
 /// or incomplete batch. Used by recovery (from position 0), by the clean-restart resume (from
 /// the last index entry) and by index rebuilds: one walk for all three.
-async fn scan_segment<F: DiskFile>(
-    file: &F,
-    base: i64,
-    file_size: u64,
-    from: ScanFrom,
-) -> Result<Scan, IoError> {
-    let ScanFrom {
-        mut pos,
-        mut expected,
-        mut index,
-    } = from;
+async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, from: ScanFrom) -> Result<Scan, IoError> {
+    let ScanFrom { mut pos, mut expected, mut index, mut time, time_interval_ms } = from;
     let mut want = SCAN_WINDOW;
     let mut scanned = 0u64;
     let stop = loop {
         if pos + 12 > file_size {
-            break (pos < file_size).then(|| {
-                (
-                    pos,
-                    FormatError::Truncated {
-                        need: 12,
-                        have: (file_size - pos) as usize,
-                    },
-                )
-            });
+            break (pos < file_size)
+                .then(|| (pos, FormatError::Truncated { need: 12, have: (file_size - pos) as usize }));
         }
         let len = (want as u64).min(file_size - pos) as usize;
         let buf = file.read_at(pos, len).await?;
@@ -167,21 +183,17 @@ async fn scan_segment<F: DiskFile>(
             let in_order = if h.base_offset == expected {
                 Ok(())
             } else {
-                Err(FormatError::OffsetGap {
-                    expected,
-                    found: h.base_offset,
-                })
+                Err(FormatError::OffsetGap { expected, found: h.base_offset })
             };
             let checked = check_stored(bytes).and(in_order);
             if let Err(e) = checked {
                 failed = Some((Some(at), e));
                 break;
             }
-            index.on_batch(
-                (h.base_offset - base) as u32,
-                pos + at as u64,
-                h.total_len() as u64,
-            );
+            index.on_batch((h.base_offset - base) as u32, pos + at as u64, h.total_len() as u64);
+            if let Some(t) = time.as_mut() {
+                t.on_batch(base, h.base_offset, h.max_timestamp, time_interval_ms);
+            }
             expected = h.next_offset();
         }
         let consumed = walk.pos();
@@ -197,36 +209,16 @@ async fn scan_segment<F: DiskFile>(
                     continue;
                 }
                 Ok(Some(total)) => {
-                    break Some((
-                        pos,
-                        FormatError::Truncated {
-                            need: total,
-                            have: (file_size - pos) as usize,
-                        },
-                    ))
+                    break Some((pos, FormatError::Truncated { need: total, have: (file_size - pos) as usize }))
                 }
-                Ok(None) => {
-                    break Some((
-                        pos,
-                        FormatError::Truncated {
-                            need: 12,
-                            have: buf.len(),
-                        },
-                    ))
-                }
+                Ok(None) => break Some((pos, FormatError::Truncated { need: 12, have: buf.len() })),
                 Err(e) => break Some((pos, e)),
             }
         }
         pos += consumed as u64;
         want = SCAN_WINDOW;
     };
-    Ok(Scan {
-        valid_size: pos_of(&stop, pos),
-        next_offset: expected,
-        index,
-        stop,
-        scanned,
-    })
+    Ok(Scan { valid_size: pos_of(&stop, pos), next_offset: expected, index, time, stop, scanned })
 }
 
 fn pos_of(stop: &Option<(u64, FormatError)>, pos: u64) -> u64 {
@@ -241,15 +233,58 @@ fn parse_segment_name(name: &str) -> Option<(i64, &str)> {
     Some((stem.parse().ok()?, ext))
 }
 
+/// Load a sealed segment's time index, keeping its valid prefix (SPEC T5.6).
+async fn load_time_index<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    base: i64,
+    next_offset: i64,
+    config: &LogConfig,
+    prev_last_ts: Option<i64>,
+) -> StorageResult<TimeBuilder> {
+    let path = timeindex_path(dir, base);
+    let bytes = disk.read_file(&path).await?.unwrap_or_default();
+    let (entries, truncated) = decode_time_index(&bytes, (next_offset - base).max(0) as u64);
+    if truncated {
+        tracing::warn!(path = %path.display(), kept = entries.len(), "time index has a torn or invalid tail; truncated");
+    }
+    Ok(TimeBuilder::loaded(entries, time_entries(config), prev_last_ts, base))
+}
+
+/// Rebuild a sealed segment's time index from its batches (SPEC T8.3): the bucket rule from
+/// `prev_last_ts` on, then the close rules (the exact maximum, or the file's mtime when no
+/// record has a timestamp). Writes the file.
+async fn rebuild_time_index<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    base: i64,
+    size: u64,
+    config: &LogConfig,
+    prev_last_ts: Option<i64>,
+) -> StorageResult<TimeBuilder> {
+    let path = log_path(dir, base);
+    let file = disk.open_rw(&path).await?;
+    let scan = scan_segment(&file, base, size, ScanFrom::start(base, config, prev_last_ts)).await?;
+    file.close().await?;
+    if let Some((position, error)) = scan.stop {
+        return Err(StorageError::Corrupt { path, position, error });
+    }
+    let mut time = scan.time.expect("scan built a time index");
+    time.on_close(base, scan.next_offset - 1, disk.mtime_ms(&path).await?);
+    let tpath = timeindex_path(dir, base);
+    let f = disk.open_rw(&tpath).await?;
+    write_exact(disk, &f, &time.encode()).await?;
+    f.close().await?;
+    tracing::info!(path = %tpath.display(), entries = time.entries.len(), "rebuilt time index");
+    Ok(time)
+}
+
 impl<D: Disk> Log<D> {
-    /// Open (or create) the log in `dir`, recovering from an unclean shutdown (SPEC T8.2,
-    /// T8.4). The cost is one stat per segment plus a scan of the last segment when the
-    /// shutdown was unclean.
-    pub async fn open(
-        disk: D,
-        dir: &Path,
-        config: LogConfig,
-    ) -> StorageResult<(Log<D>, OpenReport)> {
+    /// Open (or create) the log in `dir`, recovering from an unclean shutdown (SPEC T8).
+    /// The cost is one stat per segment, the time index of the newest segments that have
+    /// one (the backwards scan of T8.1), and a scan of the last segment when the shutdown was
+    /// unclean. `now` stamps nothing; it starts the rolling clock.
+    pub async fn open(disk: D, dir: &Path, config: LogConfig) -> StorageResult<(Log<D>, OpenReport)> {
         disk.create_dir_all(dir).await?;
         if let Some(parent) = dir.parent() {
             disk.sync_dir(parent).await?;
@@ -260,25 +295,23 @@ impl<D: Disk> Log<D> {
         for name in disk.list_dir(dir).await? {
             match parse_segment_name(&name) {
                 Some((base, "log")) => bases.push(base),
-                Some((base, ext)) if ext == "index" || ext == "timeindex" => {
-                    others.push((base, name))
-                }
+                Some((base, ext)) if ext == "index" || ext == "timeindex" => others.push((base, name)),
                 _ if name.ends_with(".tmp") => disk.remove_file(&dir.join(&name)).await?,
                 _ => {}
             }
         }
         bases.sort_unstable();
         // Index files without their log: left by an interrupted deletion.
+        let mut has_timeindex = std::collections::BTreeSet::new();
         for (base, name) in others {
             if bases.binary_search(&base).is_err() {
                 disk.remove_file(&dir.join(name)).await?;
+            } else if name.ends_with(".timeindex") {
+                has_timeindex.insert(base);
             }
         }
         let marker_path = dir.join(CLEAN_MARKER);
-        let marker = disk
-            .read_file(&marker_path)
-            .await?
-            .and_then(|b| decode_clean_marker(&b));
+        let marker = disk.read_file(&marker_path).await?.and_then(|b| decode_clean_marker(&b));
         let mut segments = BTreeMap::new();
         for (i, &base) in bases.iter().enumerate() {
             let Some(&next) = bases.get(i + 1) else { break };
@@ -294,9 +327,41 @@ impl<D: Disk> Log<D> {
                     file: None,
                     allocated: size,
                     index: None,
+                    time: None,
                     tail: None,
                 },
             );
+        }
+        // SPEC T8.3: sealed segments written without a time index (older data) get one
+        // rebuilt, in order, each continuing from the entries before it.
+        let sealed: Vec<i64> = segments.keys().copied().collect();
+        if sealed.iter().any(|b| !has_timeindex.contains(b)) {
+            let mut last_ts = None;
+            for &b in &sealed {
+                let next = segments[&b].next_offset;
+                let time = if has_timeindex.contains(&b) {
+                    load_time_index(&disk, dir, b, next, &config, last_ts).await?
+                } else {
+                    let t = rebuild_time_index(&disk, dir, b, segments[&b].size, &config, last_ts).await?;
+                    report.rebuilt_time_indexes += 1;
+                    t
+                };
+                last_ts = time.last_ts;
+                segments.get_mut(&b).expect("sealed segment").time = Some(time);
+            }
+        }
+        // SPEC T8.1: the log's last time-index timestamp, scanning back from the newest sealed
+        // segment until one has an entry.
+        let mut context_ts = None;
+        for &b in sealed.iter().rev() {
+            let seg = segments.get_mut(&b).expect("sealed segment");
+            if seg.time.is_none() {
+                seg.time = Some(load_time_index(&disk, dir, b, seg.next_offset, &config, None).await?);
+            }
+            if let Some(&(t, _)) = seg.time.as_ref().and_then(|t| t.entries.last()) {
+                context_ts = Some(t);
+                break;
+            }
         }
         // The last segment becomes the active one.
         let base = bases.last().copied().unwrap_or(0);
@@ -309,43 +374,34 @@ impl<D: Disk> Log<D> {
         let file_size = file.size().await?;
         let mut active = None;
         if let Some(marker_end) = marker {
-            // Clean: the log was trimmed and its index written. Resume the index from its
-            // last entry, hopping batch headers to the end.
-            if let Some(seg) =
-                Self::resume_clean(&disk, &file, dir, base, file_size, &config).await?
-            {
-                if seg.0 == marker_end {
-                    active = Some(seg);
+            // Clean: the log was trimmed and its indexes written. Resume the offset index from
+            // its last entry, hopping batch headers to the end; load the time index.
+            if let Some((next, size, index)) = Self::resume_clean(&disk, &file, dir, base, file_size, &config).await? {
+                if next == marker_end {
+                    let time = load_time_index(&disk, dir, base, next, &config, context_ts).await?;
+                    active = Some((next, size, index, time));
                     report.clean = true;
                 }
             }
         }
-        let (next_offset, size, index) = match active {
+        let (next_offset, size, index, time) = match active {
             Some(a) => a,
             None => {
-                let scan =
-                    scan_segment(&file, base, file_size, ScanFrom::start(base, &config)).await?;
+                let scan = scan_segment(&file, base, file_size, ScanFrom::start(base, &config, context_ts)).await?;
                 report.scanned_bytes = scan.scanned;
                 if scan.valid_size < file_size {
                     // Preallocated zeros past the end are expected; anything else is reported.
-                    let tail = file
-                        .read_at(
-                            scan.valid_size,
-                            (file_size - scan.valid_size).min(1 << 20) as usize,
-                        )
-                        .await?;
+                    let len = (file_size - scan.valid_size).min(1 << 20) as usize;
+                    let tail = file.read_at(scan.valid_size, len).await?;
                     if tail.iter().any(|&b| b != 0) {
                         report.truncated_bytes = file_size - scan.valid_size;
-                        report.truncate_reason = scan
-                            .stop
-                            .as_ref()
-                            .map(|(p, e)| format!("at position {p}: {e}"));
+                        report.truncate_reason = scan.stop.as_ref().map(|(p, e)| format!("at position {p}: {e}"));
                         tracing::warn!(dir = %dir.display(), base, position = scan.valid_size, reason = ?report.truncate_reason, "truncating torn or corrupt segment tail");
                     }
                     file.truncate(scan.valid_size).await?;
                     file.sync().await?;
                 }
-                (scan.next_offset, scan.valid_size, scan.index)
+                (scan.next_offset, scan.valid_size, scan.index, scan.time.expect("scan built a time index"))
             }
         };
         // From here on the directory is not clean any more.
@@ -353,11 +409,10 @@ impl<D: Disk> Log<D> {
             disk.remove_file(&marker_path).await?;
             disk.sync_dir(dir).await?;
         }
-        let partial = file
-            .read_at(align_down(size), (size - align_down(size)) as usize)
-            .await?;
+        let partial = file.read_at(align_down(size), (size - align_down(size)) as usize).await?;
         let tail = Tail::new(&disk, size, &partial, config.write_chunk_bytes as usize);
         let allocated = file.size().await?;
+        let roll_reference_ms = disk.mtime_ms(&path).await?;
         segments.insert(
             base,
             Segment {
@@ -369,6 +424,7 @@ impl<D: Disk> Log<D> {
                 file: Some(Rc::new(file)),
                 allocated,
                 index: Some(index),
+                time: Some(time),
                 tail: Some(tail),
             },
         );
@@ -382,6 +438,9 @@ impl<D: Disk> Log<D> {
             unflushed_records: 0,
             flush_in_flight: false,
             closing: false,
+            last_time_roll_ms: i64::MIN,
+            roll_reference_ms,
+            deleted_last_ts: None,
         };
         Ok((log, report))
     }
@@ -402,28 +461,23 @@ impl<D: Disk> Log<D> {
         let Ok(entries) = decode_offset_index(&bytes, size.max(1)) else {
             return Ok(None);
         };
-        let max_entries = (config.segment_index_bytes / 8) as usize;
         // Continue from just past the last entry's batch, as if appends had built it.
-        let from = match entries.last() {
-            None => ScanFrom::start(base, config),
-            Some(&(rel, p)) => {
-                let head = file.read_at(p as u64, HEADER_LEN).await?;
-                let Ok(h) = BatchHeader::parse(&head) else {
-                    return Ok(None);
-                };
-                if h.base_offset != base + rel as i64 {
-                    return Ok(None);
-                }
-                let index = OffsetIndex::from_entries(entries, max_entries);
-                let len = h.total_len() as u64;
-                let index = IndexBuilder::resume(index, len, config.index_interval_bytes);
-                ScanFrom {
-                    pos: p as u64 + len,
-                    expected: h.next_offset(),
-                    index,
-                }
+        let mut from = ScanFrom::start(base, config, None);
+        from.time = None;
+        if let Some(&(rel, p)) = entries.last() {
+            let head = file.read_at(p as u64, HEADER_LEN).await?;
+            let Ok(h) = BatchHeader::parse(&head) else {
+                return Ok(None);
+            };
+            if h.base_offset != base + rel as i64 {
+                return Ok(None);
             }
-        };
+            let index = OffsetIndex::from_entries(entries, offset_entries(config));
+            let len = h.total_len() as u64;
+            from.index = IndexBuilder::resume(index, len, config.index_interval_bytes);
+            from.pos = p as u64 + len;
+            from.expected = h.next_offset();
+        }
         let scan = scan_segment(file, base, size, from).await?;
         if scan.stop.is_some() {
             return Ok(None);
@@ -472,37 +526,46 @@ impl<D: Disk> Log<D> {
     }
 
     fn active(&self) -> &Segment<D> {
-        self.segments
-            .values()
-            .next_back()
-            .expect("a log has a segment")
+        self.segments.values().next_back().expect("a log has a segment")
     }
 
     fn active_mut(&mut self) -> &mut Segment<D> {
-        self.segments
-            .values_mut()
-            .next_back()
-            .expect("a log has a segment")
+        self.segments.values_mut().next_back().expect("a log has a segment")
     }
 
-    /// Append the batches in `records` (one or more v2 batches, as a producer sent them).
-    /// Every batch is checked before any is appended: on error nothing is appended.
-    pub fn append(&mut self, records: &[u8]) -> StorageResult<(AppendInfo, FlushDemand)> {
+    /// Append the batches in `records` (one or more v2 batches, as a producer sent them) at
+    /// broker time `now` (ms). Every batch is checked before any is appended (format, size,
+    /// and for CreateTime topics every record's timestamp against the allowed window, SPEC
+    /// T3.1): on error nothing is appended. LogAppendTime topics get `now` stamped (T3.2).
+    pub fn append(&mut self, records: &[u8], now: i64) -> StorageResult<(AppendInfo, FlushDemand)> {
         if self.closing {
             return Err(StorageError::Closed);
         }
         let max = self.config.max_message_bytes;
-        let mut batches: Vec<(BatchHeader, &[u8])> = Vec::new();
+        let limit = decompress_limit(&self.config);
+        let ts_type = self.config.message_timestamp_type;
+        let (lo, hi) = self.config.timestamp_window(now);
+        // (header, bytes, attributes to store, maxTimestamp to store)
+        let mut batches: Vec<(BatchHeader, &[u8], i16, i64)> = Vec::new();
         let mut walk = BatchWalk::new(records, MAX_STORED_BATCH);
         for item in walk.by_ref() {
             let (_, _, bytes) = item?;
             if bytes.len() as u64 > max {
-                return Err(StorageError::BatchTooLarge {
-                    size: bytes.len(),
-                    max,
-                });
+                return Err(StorageError::BatchTooLarge { size: bytes.len(), max });
             }
-            batches.push((check_produced(bytes)?, bytes));
+            let (h, stats) = check_produced(bytes, limit)?;
+            let max_ts = match ts_type {
+                TimestampType::CreateTime => {
+                    let has_ts = stats.max_ts >= 0 || stats.min_ts != i64::MAX;
+                    if has_ts && (stats.min_ts < 0 || stats.min_ts < lo || stats.max_ts > hi) {
+                        let ts = if stats.min_ts < lo || stats.min_ts < 0 { stats.min_ts } else { stats.max_ts };
+                        return Err(StorageError::InvalidTimestamp { ts, lo, hi });
+                    }
+                    stats.max_ts
+                }
+                TimestampType::LogAppendTime => now,
+            };
+            batches.push((h, bytes, with_timestamp_type(h.attributes, ts_type), max_ts));
         }
         if walk.pos() != records.len() {
             let have = records.len() - walk.pos();
@@ -512,26 +575,29 @@ impl<D: Disk> Log<D> {
         if batches.is_empty() {
             return Err(StorageError::EmptyAppend);
         }
-        let mut info = AppendInfo {
-            base_offset: self.log_end_offset(),
-            last_offset: 0,
-            records: 0,
-            bytes: 0,
-        };
+        let log_append_time = if ts_type == TimestampType::LogAppendTime { now } else { -1 };
+        let mut info =
+            AppendInfo { base_offset: self.log_end_offset(), last_offset: 0, records: 0, bytes: 0, log_append_time };
         let mut demand = FlushDemand::None;
-        for (h, bytes) in batches {
+        let interval = self.config.time_index_interval_ms;
+        for (h, bytes, attributes, max_ts) in batches {
             let base = self.log_end_offset();
             let last = base + h.last_offset_delta as i64;
-            if self
-                .active()
-                .needs_roll(bytes.len() as u64, last, self.config.segment_bytes)
+            if self.maybe_roll_for_time(now)
+                || self.active().needs_roll(bytes.len() as u64, last, self.config.segment_bytes)
             {
-                self.roll();
+                self.roll(now);
                 demand = FlushDemand::Kick;
             }
             let disk = self.disk.clone();
             let seg = self.active_mut();
-            seg.append_batch(&disk, bytes, &h, base);
+            let patch = (attributes != h.attributes || max_ts != h.max_timestamp).then_some((attributes, max_ts));
+            let stored_max = seg.append_batch(&disk, bytes, &h, base, patch);
+            let seg_base = seg.base_offset;
+            seg.time
+                .as_mut()
+                .expect("active segment has its time index")
+                .on_batch(seg_base, base, stored_max, interval);
             if seg.tail.as_ref().is_some_and(|t| t.has_unsubmitted()) {
                 demand = FlushDemand::Kick;
             }
@@ -548,14 +614,39 @@ impl<D: Disk> Log<D> {
         Ok((info, demand))
     }
 
-    /// Start a new active segment at the log end. The old one is closed by the flusher.
-    pub fn roll(&mut self) {
+    /// The largest timestamp ever appended (-1 if none). After every close the log's last
+    /// time-index entry is its largest timestamp (SPEC T5.3), so only the active segment's
+    /// batches can hold a larger one.
+    pub fn largest_timestamp(&self) -> i64 {
+        let t = self.active().time.as_ref().expect("active segment has its time index");
+        t.last_ts.unwrap_or(-1).max(t.max_ts)
+    }
+
+    /// SPEC T7.1, time part: roll a non-empty active segment once `segment.ms` has passed
+    /// since the largest timestamp (or, if no record has one, since the segment began), at
+    /// most once per `segment.ms`. Returns whether a roll is due (the caller rolls).
+    pub fn maybe_roll_for_time(&mut self, now: i64) -> bool {
+        if self.active().size == 0 {
+            return false;
+        }
+        let largest = self.largest_timestamp();
+        let reference = if largest >= 0 { largest } else { self.roll_reference_ms };
+        let period = self.config.segment_ms.min(i64::MAX as u64) as i64;
+        let due = now.saturating_sub(reference) >= period && now.saturating_sub(self.last_time_roll_ms) >= period;
+        if due {
+            self.last_time_roll_ms = now;
+        }
+        due
+    }
+
+    /// Start a new active segment at the log end. The old one gets its closing time-index
+    /// entry now (SPEC T5.3, T5.5) and is sealed by the flusher.
+    pub fn roll(&mut self, now: i64) {
         let base = self.log_end_offset();
         if self.active().size == 0 {
             return;
         }
-        self.active_mut().state = SegmentState::Closing;
-        let max_entries = (self.config.segment_index_bytes / 8) as usize;
+        let last_ts = self.close_active(now);
         let tail = Tail::new(&self.disk, 0, &[], self.config.write_chunk_bytes as usize);
         self.segments.insert(
             base,
@@ -567,13 +658,23 @@ impl<D: Disk> Log<D> {
                 state: SegmentState::Active,
                 file: None,
                 allocated: 0,
-                index: Some(IndexBuilder::new(
-                    max_entries,
-                    self.config.index_interval_bytes,
-                )),
+                index: Some(IndexBuilder::new(offset_entries(&self.config), self.config.index_interval_bytes)),
+                time: Some(TimeBuilder::new(time_entries(&self.config), last_ts)),
                 tail: Some(tail),
             },
         );
+        self.roll_reference_ms = now;
+    }
+
+    /// Mark the active segment Closing with its close entry; returns the log's last
+    /// time-index timestamp after it.
+    fn close_active(&mut self, now: i64) -> Option<i64> {
+        let seg = self.active_mut();
+        seg.state = SegmentState::Closing;
+        let (base, last) = (seg.base_offset, seg.next_offset - 1);
+        let time = seg.time.as_mut().expect("active segment has its time index");
+        time.on_close(base, last, now);
+        time.last_ts
     }
 
     /// Appended bytes not yet durable (only the newest segments can hold any).
@@ -588,9 +689,7 @@ impl<D: Disk> Log<D> {
 
     /// True when data or a seal waits for a flush.
     pub fn has_unflushed(&self) -> bool {
-        self.segments
-            .values()
-            .any(|s| s.state == SegmentState::Closing || s.size > s.durable_size)
+        self.segments.values().any(|s| s.state == SegmentState::Closing || s.size > s.durable_size)
     }
 
     /// The next flush job, or `None` when nothing waits or a job is already running.
@@ -601,18 +700,11 @@ impl<D: Disk> Log<D> {
         let disk = self.disk.clone();
         let dir = self.dir.clone();
         let config = self.config.clone();
-        let seg = self
-            .segments
-            .values_mut()
-            .find(|s| s.state == SegmentState::Closing || s.size > s.durable_size)?;
+        let seg = self.segments.values_mut().find(|s| s.state == SegmentState::Closing || s.size > s.durable_size)?;
         let tail = seg.tail.as_mut().expect("an unsealed segment has a tail");
         tail.seal_open(&disk, seg.durable_size);
         let writes = tail.take_writes();
-        let max_end = writes
-            .iter()
-            .map(|w| w.pos + w.buf.as_ref().as_ref().len() as u64)
-            .max()
-            .unwrap_or(0);
+        let max_end = writes.iter().map(|w| w.pos + w.buf.as_ref().as_ref().len() as u64).max().unwrap_or(0);
         let allocate_to = if max_end > seg.allocated {
             let step = config.preallocate_bytes.max(PAGE);
             let want = align_up(max_end).div_ceil(step) * step;
@@ -622,12 +714,8 @@ impl<D: Disk> Log<D> {
         };
         let seal = (seg.state == SegmentState::Closing).then(|| SealWork {
             size: seg.size,
-            index: seg
-                .index
-                .as_ref()
-                .expect("unsealed segment has its index")
-                .index
-                .encode(),
+            index: seg.index.as_ref().expect("unsealed segment has its index").index.encode(),
+            time_index: seg.time.as_ref().expect("unsealed segment has its time index").encode(),
         });
         self.flush_in_flight = true;
         self.unflushed_records = 0;
@@ -649,10 +737,7 @@ impl<D: Disk> Log<D> {
     pub fn complete_flush(&mut self, done: FlushDone<D>) -> StorageResult<i64> {
         assert!(self.flush_in_flight, "complete_flush without a job");
         self.flush_in_flight = false;
-        let seg = self
-            .segments
-            .get_mut(&done.base_offset)
-            .expect("a segment being flushed is never deleted");
+        let seg = self.segments.get_mut(&done.base_offset).expect("a segment being flushed is never deleted");
         if let Some(f) = done.file {
             seg.file.get_or_insert(f);
         }
@@ -680,12 +765,7 @@ impl<D: Disk> Log<D> {
 
     /// Plan a read of whole batches starting with the one that holds `offset`, up to about
     /// `max_bytes` (the first batch is returned whole even when larger, as KIP-74 asks).
-    pub fn plan_read(
-        &self,
-        offset: i64,
-        max_bytes: usize,
-        upto: ReadUpTo,
-    ) -> StorageResult<ReadPlan<D>> {
+    pub fn plan_read(&self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<ReadPlan<D>> {
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         if offset < start || offset > end {
             return Err(StorageError::OffsetOutOfRange { offset, start, end });
@@ -698,11 +778,7 @@ impl<D: Disk> Log<D> {
         if offset >= limit {
             return Ok(empty);
         }
-        let (&base, seg) = self
-            .segments
-            .range(..=offset)
-            .next_back()
-            .expect("offset >= log start");
+        let (&base, seg) = self.segments.range(..=offset).next_back().expect("offset >= log start");
         if offset >= seg.next_offset {
             return Ok(empty);
         }
@@ -722,19 +798,12 @@ impl<D: Disk> Log<D> {
         };
         if let Some(tail) = seg.tail.as_ref().filter(|t| start_pos >= t.mem_start()) {
             // All in memory: copy what the read can use and walk it now.
-            let budget = (self.config.index_interval_bytes + 2 * self.config.max_message_bytes)
-                as usize
-                + max_bytes;
+            let budget = (self.config.index_interval_bytes + 2 * self.config.max_message_bytes) as usize + max_bytes;
             let to = end_pos.min(start_pos + budget as u64);
             let bytes = tail.copy_out(start_pos, to);
-            let (out, _, _) =
-                pick_batches(&bytes, offset, max_bytes, 0, |_| Ok(())).map_err(|(at, error)| {
-                    StorageError::Corrupt {
-                        path: log_path(&self.dir, base),
-                        position: start_pos + at as u64,
-                        error,
-                    }
-                })?;
+            let (out, _, _) = pick_batches(&bytes, offset, max_bytes, 0, |_| Ok(())).map_err(|(at, error)| {
+                StorageError::Corrupt { path: log_path(&self.dir, base), position: start_pos + at as u64, error }
+            })?;
             return Ok(ReadPlan::Done(out));
         }
         let file = seg.file.clone();
@@ -757,17 +826,139 @@ impl<D: Disk> Log<D> {
             disk: self.disk.clone(),
             dir: self.dir.clone(),
             base,
+            next_offset: seg.next_offset,
             size: seg.size,
             file: seg.file.clone(),
             config: self.config.clone(),
         }
     }
 
-    /// Install what an [`IndexLoad`] produced (ignored if the segment is gone or loaded).
-    pub fn install_index(&mut self, base: i64, file: Rc<D::File>, index: IndexBuilder) {
+    /// Install what an [`IndexLoad`] produced (what is already loaded, or a segment that is
+    /// gone, is left alone).
+    pub fn install_index(&mut self, base: i64, loaded: SegmentIndexes<D>) {
         if let Some(seg) = self.segments.get_mut(&base) {
-            seg.file.get_or_insert(file);
-            seg.index.get_or_insert(index);
+            seg.file.get_or_insert(loaded.file);
+            seg.index.get_or_insert(loaded.index);
+            seg.time.get_or_insert(loaded.time);
+        }
+    }
+
+    /// Plan a lookup by time (SPEC T6) among records below the read limit. `-1`: the end,
+    /// `-2`: the log start, `-3`: the record with the largest timestamp, otherwise the first
+    /// record with a timestamp `>= t`. Binary search over segments and their time indexes
+    /// for the last entry below `t` (sound by the T5.1 invariant), then a forward scan.
+    pub fn plan_time_lookup(&self, t: i64, upto: ReadUpTo) -> TimePlan {
+        let limit = match upto {
+            ReadUpTo::Durable => self.durable_next_offset,
+            ReadUpTo::LogEnd => self.log_end_offset(),
+        };
+        let t = match t {
+            -1 => return TimePlan::Found(Some((limit, -1))),
+            -2 => return TimePlan::Found(Some((self.log_start_offset(), -1))),
+            -3 => match self.largest_timestamp() {
+                ts if ts >= 0 => ts,
+                _ => return TimePlan::Found(None),
+            },
+            t if t < 0 => return TimePlan::Found(None),
+            t => t,
+        };
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        // Binary search for the last segment holding an entry below t. Segments with an empty
+        // time index (SPEC T5.4) are skipped towards the left.
+        let (mut lo, mut hi) = (0usize, bases.len());
+        let mut best: Option<i64> = None;
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let mut m = mid;
+            let found = loop {
+                let Some(time) = self.segments[&bases[m]].time.as_ref() else {
+                    return TimePlan::NeedIndex(bases[m]);
+                };
+                if let Some(&(first, _)) = time.entries.first() {
+                    break Some((m, first, time));
+                }
+                if m == lo {
+                    break None;
+                }
+                m -= 1;
+            };
+            match found {
+                None => lo = mid + 1,
+                Some((m, first, time)) if first < t => {
+                    let (_, rel) = time.last_below(t).expect("first entry is below t");
+                    best = Some(bases[m] + rel as i64);
+                    lo = mid + 1;
+                }
+                Some((m, _, _)) => hi = m,
+            }
+        }
+        TimePlan::Scan { from: best.unwrap_or(self.log_start_offset()).max(self.log_start_offset()), t, limit }
+    }
+
+    /// SPEC T7.2: the largest timestamp of segment `base`: its last time-index entry, or an
+    /// earlier segment's when its own index is empty. `Err(base)` when an index must be loaded.
+    fn largest_timestamp_of(&self, base: i64) -> Result<Option<i64>, i64> {
+        for (&b, seg) in self.segments.range(..=base).rev() {
+            let Some(time) = seg.time.as_ref() else { return Err(b) };
+            if let Some(&(t, _)) = time.entries.last() {
+                return Ok(Some(t));
+            }
+        }
+        Ok(self.deleted_last_ts)
+    }
+
+    /// SPEC T7.2, T7.3: remove from the log the oldest segments whose largest timestamp is
+    /// more than `retention.ms` before `now` (a prefix only; an expired active segment is
+    /// rolled first and goes at a later check, once sealed). A segment whose largest
+    /// timestamp is in the future is kept and logged. `Err(base)`: load that segment's
+    /// indexes and call again. The caller deletes the returned segments' files.
+    pub fn take_expired_by_time(&mut self, now: i64) -> Result<Vec<i64>, i64> {
+        let Some(retention) = self.config.retention_ms else { return Ok(Vec::new()) };
+        let retention = retention.min(i64::MAX as u64) as i64;
+        let mut removed = Vec::new();
+        loop {
+            let base = self.log_start_offset();
+            let seg = &self.segments[&base];
+            let largest = match self.largest_timestamp_of(base) {
+                Ok(Some(t)) => t,
+                Ok(None) => break,
+                Err(need) if removed.is_empty() => return Err(need),
+                Err(_) => break, // report what was removed; the next call loads the rest
+            };
+            if largest > now {
+                tracing::warn!(dir = %self.dir.display(), base, largest, now, "segment's largest timestamp is in the future; kept");
+                break;
+            }
+            if now.saturating_sub(largest) <= retention {
+                break;
+            }
+            if seg.state == SegmentState::Active {
+                if seg.size > 0 {
+                    self.roll(now);
+                }
+                break;
+            }
+            if !self.removable_first() {
+                break;
+            }
+            self.deleted_last_ts =
+                seg.time.as_ref().and_then(|t| t.entries.last().map(|e| e.0)).or(self.deleted_last_ts);
+            self.segments.remove(&base);
+            removed.push(base);
+        }
+        Ok(removed)
+    }
+
+    /// The first segment may be deleted: it is sealed and the next one exists on disk (the log
+    /// start is the first file's base offset, and a new active segment's file appears only
+    /// with its first flush).
+    fn removable_first(&self) -> bool {
+        let mut it = self.segments.values();
+        match (it.next(), it.next()) {
+            (Some(first), Some(next)) => {
+                first.state == SegmentState::Sealed && (next.state == SegmentState::Sealed || next.file.is_some())
+            }
+            _ => false,
         }
     }
 
@@ -779,46 +970,38 @@ impl<D: Disk> Log<D> {
         };
         let mut total = self.size_bytes();
         let mut removed = Vec::new();
-        while self.segments.len() > 1 {
-            let mut it = self.segments.values();
-            let seg = it.next().expect("non-empty");
-            let next = it.next().expect("two segments");
-            // The next segment must exist on disk: the log start is the first file's base
-            // offset, and a new active segment's file appears only with its first flush.
-            let next_on_disk = next.state == SegmentState::Sealed || next.file.is_some();
-            if seg.state != SegmentState::Sealed
-                || !next_on_disk
-                || total.saturating_sub(limit) < seg.size
-            {
+        while self.removable_first() {
+            let (&base, seg) = self.segments.iter().next().expect("non-empty");
+            if total.saturating_sub(limit) < seg.size {
                 break;
             }
-            let base = seg.base_offset;
             total -= seg.size;
+            if let Some(&(t, _)) = seg.time.as_ref().and_then(|t| t.entries.last()) {
+                self.deleted_last_ts = Some(t);
+            }
             self.segments.remove(&base);
             removed.push(base);
         }
         removed
     }
 
-    /// Begin a clean shutdown: no more appends; the active segment is sealed by the flusher.
-    pub fn begin_close(&mut self) {
+    /// Begin a clean shutdown at `now`: no more appends; the active segment gets its close
+    /// entry and is sealed by the flusher.
+    pub fn begin_close(&mut self, now: i64) {
+        if self.closing {
+            return;
+        }
         self.closing = true;
-        let seg = self.active_mut();
-        if seg.state == SegmentState::Active {
-            seg.state = SegmentState::Closing;
+        if self.active().state == SegmentState::Active {
+            self.close_active(now);
         }
     }
 
     /// After [`Log::begin_close`] and the last flush: write the clean-shutdown marker.
     pub async fn write_clean_marker(&self) -> StorageResult<()> {
-        assert!(
-            self.closing && !self.has_unflushed(),
-            "clean marker before every segment is sealed"
-        );
+        assert!(self.closing && !self.has_unflushed(), "clean marker before every segment is sealed");
         let marker = encode_clean_marker(self.log_end_offset());
-        self.disk
-            .write_file_atomic(&self.dir.join(CLEAN_MARKER), &marker)
-            .await?;
+        self.disk.write_file_atomic(&self.dir.join(CLEAN_MARKER), &marker).await?;
         Ok(())
     }
 
@@ -838,32 +1021,27 @@ impl<D: Disk> Log<D> {
 
     /// The offset index of a segment, if loaded.
     pub fn index_entries(&self, base: i64) -> Option<Vec<(u32, u32)>> {
-        self.segments
-            .get(&base)?
-            .index
-            .as_ref()
-            .map(|b| b.index.entries().to_vec())
+        self.segments.get(&base)?.index.as_ref().map(|b| b.index.entries().to_vec())
     }
 
-    /// Read, for an exclusive owner (tests and offline tools); shards go through
-    /// [`crate::storage::Partition::read`], which does the same without holding a borrow
-    /// across I/O.
-    pub async fn read(
-        &mut self,
-        offset: i64,
-        max_bytes: usize,
-        upto: ReadUpTo,
-    ) -> StorageResult<Vec<u8>> {
-        loop {
-            match self.plan_read(offset, max_bytes, upto)? {
-                ReadPlan::Done(bytes) => return Ok(bytes),
-                ReadPlan::Disk(read) => return read.run(&self.disk).await,
-                ReadPlan::NeedIndex(base) => {
-                    let (file, index) = self.index_load(base).run().await?;
-                    self.install_index(base, file, index);
-                }
-            }
-        }
+    /// Read, for an exclusive owner (tests and offline tools); see [`crate::storage::access`].
+    pub async fn read(&mut self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<Vec<u8>> {
+        crate::storage::access::read(&RefCell::new(self), offset, max_bytes, upto).await
+    }
+
+    /// Lookup by time (SPEC T6), for an exclusive owner.
+    pub async fn offset_for_time(&mut self, t: i64, upto: ReadUpTo) -> StorageResult<Option<(i64, i64)>> {
+        crate::storage::access::offset_for_time(&RefCell::new(self), t, upto).await
+    }
+
+    /// Time-based roll and retention (SPEC T7), for an exclusive owner.
+    pub async fn maintain(&mut self, now: i64) -> StorageResult<Vec<i64>> {
+        crate::storage::access::maintain(&RefCell::new(self), now).await
+    }
+
+    /// The time index entries of a segment, if loaded.
+    pub fn time_entries(&self, base: i64) -> Option<Vec<(i64, u32)>> {
+        self.segments.get(&base)?.time.as_ref().map(|t| t.entries.clone())
     }
 
     /// Run flush jobs until nothing waits, for an exclusive owner.
@@ -876,8 +1054,8 @@ impl<D: Disk> Log<D> {
     }
 
     /// Clean shutdown for an exclusive owner: seal everything, write the marker.
-    pub async fn close(mut self) -> StorageResult<()> {
-        self.begin_close();
+    pub async fn close(mut self, now: i64) -> StorageResult<()> {
+        self.begin_close(now);
         self.flush_all().await?;
         self.write_clean_marker().await
     }
@@ -896,6 +1074,7 @@ pub async fn delete_segment_files<D: Disk>(disk: &D, dir: &Path, base: i64) -> S
 pub struct SealWork {
     size: u64,
     index: Vec<u8>,
+    time_index: Vec<u8>,
 }
 
 /// One flush job's I/O, run without borrowing the log.
@@ -947,11 +1126,7 @@ impl<D: Disk> FlushWork<D> {
         let file = match slot {
             Some(f) => f.clone(),
             None => {
-                let f = Rc::new(
-                    self.disk
-                        .open_rw(&log_path(&self.dir, self.base_offset))
-                        .await?,
-                );
+                let f = Rc::new(self.disk.open_rw(&log_path(&self.dir, self.base_offset)).await?);
                 // The new file's directory entry must be durable before data in it is acked.
                 self.disk.sync_dir(&self.dir).await?;
                 *slot = Some(f.clone());
@@ -986,17 +1161,11 @@ impl<D: Disk> FlushWork<D> {
         if let Some(seal) = &self.seal {
             file.truncate(seal.size).await?;
             file.sync().await?;
-            let idx = self
-                .disk
-                .open_rw(&index_path(&self.dir, self.base_offset))
-                .await?;
+            let idx = self.disk.open_rw(&index_path(&self.dir, self.base_offset)).await?;
             write_exact(&self.disk, &idx, &seal.index).await?;
             idx.close().await?;
-            let tidx = self
-                .disk
-                .open_rw(&timeindex_path(&self.dir, self.base_offset))
-                .await?;
-            write_exact(&self.disk, &tidx, &[]).await?;
+            let tidx = self.disk.open_rw(&timeindex_path(&self.dir, self.base_offset)).await?;
+            write_exact(&self.disk, &tidx, &seal.time_index).await?;
             tidx.close().await?;
             self.disk.sync_dir(&self.dir).await?;
         }
@@ -1009,24 +1178,21 @@ pub struct IndexLoad<D: Disk> {
     disk: D,
     dir: PathBuf,
     base: i64,
+    next_offset: i64,
     size: u64,
     file: Option<Rc<D::File>>,
     config: LogConfig,
 }
 
 impl<D: Disk> IndexLoad<D> {
-    pub async fn run(self) -> StorageResult<(Rc<D::File>, IndexBuilder)> {
+    pub async fn run(self) -> StorageResult<SegmentIndexes<D>> {
         let file = match self.file {
             Some(f) => f,
             None => Rc::new(self.disk.open_rw(&log_path(&self.dir, self.base)).await?),
         };
         let max_entries = (self.config.segment_index_bytes / 8) as usize;
         let ipath = index_path(&self.dir, self.base);
-        let loaded = self
-            .disk
-            .read_file(&ipath)
-            .await?
-            .map(|b| decode_offset_index(&b, self.size.max(1)));
+        let loaded = self.disk.read_file(&ipath).await?.map(|b| decode_offset_index(&b, self.size.max(1)));
         // A well-formed index whose last entry does not point at the batch it names is as
         // corrupt as a torn one (SPEC T8.4): check it against the data.
         let loaded = match loaded {
@@ -1035,11 +1201,7 @@ impl<D: Disk> IndexLoad<D> {
                     let head = file.read_at(pos as u64, HEADER_LEN).await?;
                     match BatchHeader::parse(&head) {
                         Ok(h) if h.base_offset == self.base + rel as i64 => Some(Ok(entries)),
-                        _ => Some(Err(
-                            crate::storage::format::index::IndexError::NotIncreasing(
-                                entries.len() - 1,
-                            ),
-                        )),
+                        _ => Some(Err(crate::storage::format::index::IndexError::NotIncreasing(entries.len() - 1))),
                     }
                 }
                 None => Some(Ok(entries)),
@@ -1048,9 +1210,7 @@ impl<D: Disk> IndexLoad<D> {
         };
         let builder = match loaded {
             Some(Ok(entries)) => {
-                let after = entries
-                    .last()
-                    .map_or(self.size, |&(_, p)| self.size - p as u64);
+                let after = entries.last().map_or(self.size, |&(_, p)| self.size - p as u64);
                 IndexBuilder::resume(
                     OffsetIndex::from_entries(entries, max_entries),
                     after,
@@ -1063,13 +1223,8 @@ impl<D: Disk> IndexLoad<D> {
                     _ => "missing".to_string(),
                 };
                 tracing::warn!(path = %ipath.display(), reason = %why, "rebuilding offset index");
-                let scan = scan_segment(
-                    &*file,
-                    self.base,
-                    self.size,
-                    ScanFrom::start(self.base, &self.config),
-                )
-                .await?;
+                let scan =
+                    scan_segment(&*file, self.base, self.size, ScanFrom::start(self.base, &self.config, None)).await?;
                 if let Some((pos, e)) = scan.stop {
                     return Err(StorageError::Corrupt {
                         path: log_path(&self.dir, self.base),
@@ -1083,8 +1238,28 @@ impl<D: Disk> IndexLoad<D> {
                 scan.index
             }
         };
-        Ok((file, builder))
+        let time = load_time_index(&self.disk, &self.dir, self.base, self.next_offset, &self.config, None).await?;
+        Ok(SegmentIndexes { file, index: builder, time })
     }
+}
+
+/// What [`IndexLoad`] brings: a sealed segment's open file and both its indexes.
+pub struct SegmentIndexes<D: Disk> {
+    pub file: Rc<D::File>,
+    pub index: IndexBuilder,
+    pub time: TimeBuilder,
+}
+
+/// A planned lookup by time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimePlan {
+    /// The answer: (offset, timestamp), or `None` (Kafka's -1, -1).
+    Found(Option<(i64, i64)>),
+    /// Load this sealed segment's indexes first.
+    NeedIndex(i64),
+    /// Scan batches from offset `from` (a batch's first offset) for the first record with a
+    /// timestamp `>= t` below offset `limit`.
+    Scan { from: i64, t: i64, limit: i64 },
 }
 
 /// A planned read.
@@ -1128,13 +1303,7 @@ fn pick_batches(
         if already + out.len() == 0 && h.base_offset > offset {
             // The index (or the data) skipped the batch holding `offset`: never serve a read
             // that silently misses records.
-            return Err((
-                at,
-                FormatError::OffsetGap {
-                    expected: offset,
-                    found: h.base_offset,
-                },
-            ));
+            return Err((at, FormatError::OffsetGap { expected: offset, found: h.base_offset }));
         }
         let have = already + out.len();
         if have > 0 && have + batch.len() > max_bytes {
@@ -1155,25 +1324,19 @@ impl<D: Disk> DiskRead<D> {
             Some(f) => f,
             None => Rc::new(disk.open_rw(&self.path).await?),
         };
-        let corrupt = |position: u64, error: FormatError| StorageError::Corrupt {
-            path: self.path.clone(),
-            position,
-            error,
-        };
+        let corrupt =
+            |position: u64, error: FormatError| StorageError::Corrupt { path: self.path.clone(), position, error };
         let mut out = Vec::new();
         let mut pos = self.start_pos;
         let mut want = 0usize;
         while pos < self.end_pos {
             // A default window bounded at 16 MiB, or exactly one batch when it is larger.
-            let window =
-                want.max((self.max_bytes.saturating_sub(out.len()) + 64 * 1024).min(16 << 20));
+            let window = want.max((self.max_bytes.saturating_sub(out.len()) + 64 * 1024).min(16 << 20));
             let len = (self.end_pos - pos).min(window as u64) as usize;
             let buf = file.read_at(pos, len).await?;
             let (got, walked, done) =
-                pick_batches(&buf, self.offset, self.max_bytes, out.len(), |b| {
-                    check_stored(b).map(|_| ())
-                })
-                .map_err(|(at, e)| corrupt(pos + at as u64, e))?;
+                pick_batches(&buf, self.offset, self.max_bytes, out.len(), |b| check_stored(b).map(|_| ()))
+                    .map_err(|(at, e)| corrupt(pos + at as u64, e))?;
             out.extend_from_slice(&got);
             if done {
                 break;
@@ -1181,18 +1344,8 @@ impl<D: Disk> DiskRead<D> {
             if walked == 0 {
                 // The next batch is longer than the window: read it whole.
                 match frame_len(&buf, MAX_STORED_BATCH) {
-                    Ok(Some(total)) if pos + total as u64 <= self.end_pos && total > buf.len() => {
-                        want = total
-                    }
-                    Ok(_) => {
-                        return Err(corrupt(
-                            pos,
-                            FormatError::Truncated {
-                                need: 12,
-                                have: buf.len(),
-                            },
-                        ))
-                    }
+                    Ok(Some(total)) if pos + total as u64 <= self.end_pos && total > buf.len() => want = total,
+                    Ok(_) => return Err(corrupt(pos, FormatError::Truncated { need: 12, have: buf.len() })),
                     Err(error) => return Err(corrupt(pos, error)),
                 }
                 continue;

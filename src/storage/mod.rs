@@ -5,6 +5,7 @@
 //! recovery, retention), `partition` (group commit and the flusher task). Storage sees the
 //! disk only through [`crate::io::Disk`], and never imports `protocol`.
 
+pub mod access;
 pub mod error;
 pub mod format;
 pub mod log;
@@ -12,5 +13,5 @@ pub mod partition;
 pub mod segment;
 
 pub use error::{StorageError, StorageResult};
-pub use log::{AppendInfo, Log, OpenReport, ReadUpTo};
-pub use partition::Partition;
+pub use log::{AppendInfo, Log, OpenReport, ReadUpTo, TimePlan};
+pub use partition::{system_clock, Clock, Partition};

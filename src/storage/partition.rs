@@ -12,12 +12,10 @@
 
 use crate::config::LogConfig;
 use crate::io::Disk;
+use crate::storage::access;
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::encode_clean_marker;
-use crate::storage::log::{
-    delete_segment_files, AppendInfo, FlushDemand, Log, OpenReport, ReadPlan, ReadUpTo,
-    CLEAN_MARKER,
-};
+use crate::storage::log::{AppendInfo, FlushDemand, Log, OpenReport, ReadUpTo, CLEAN_MARKER};
 use futures_channel::oneshot;
 use std::cell::{Cell, Ref, RefCell};
 use std::path::Path;
@@ -25,8 +23,17 @@ use std::rc::Rc;
 
 type Waiter = (i64, oneshot::Sender<StorageResult<()>>);
 
+/// Wall-clock time in ms; storage takes it as a parameter so tests control time.
+pub type Clock = Rc<dyn Fn() -> i64>;
+
+/// The system clock.
+pub fn system_clock() -> Clock {
+    Rc::new(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64))
+}
+
 pub struct Partition<D: Disk> {
     log: RefCell<Log<D>>,
+    clock: Clock,
     waiters: RefCell<Vec<Waiter>>,
     flusher_running: Cell<bool>,
     /// A `flush.ms` timer is pending.
@@ -35,14 +42,11 @@ pub struct Partition<D: Disk> {
 }
 
 impl<D: Disk> Partition<D> {
-    pub async fn open(
-        disk: D,
-        dir: &Path,
-        config: LogConfig,
-    ) -> StorageResult<(Rc<Self>, OpenReport)> {
+    pub async fn open(disk: D, dir: &Path, config: LogConfig, clock: Clock) -> StorageResult<(Rc<Self>, OpenReport)> {
         let (log, report) = Log::open(disk, dir, config).await?;
         let p = Partition {
             log: RefCell::new(log),
+            clock,
             waiters: RefCell::new(Vec::new()),
             flusher_running: Cell::new(false),
             timer_armed: Cell::new(false),
@@ -62,7 +66,8 @@ impl<D: Disk> Partition<D> {
         if self.closed.get() {
             return Err(StorageError::Closed);
         }
-        let (info, demand) = self.log.borrow_mut().append(records)?;
+        let now = (self.clock)();
+        let (info, demand) = self.log.borrow_mut().append(records, now)?;
         match demand {
             FlushDemand::Wait => self.wait_durable(info.last_offset + 1).await?,
             FlushDemand::Kick => self.kick(),
@@ -148,40 +153,20 @@ impl<D: Disk> Partition<D> {
     }
 
     /// Read whole batches from the one holding `offset`, up to about `max_bytes`.
-    pub async fn read(
-        &self,
-        offset: i64,
-        max_bytes: usize,
-        upto: ReadUpTo,
-    ) -> StorageResult<Vec<u8>> {
-        loop {
-            let plan = self.log.borrow().plan_read(offset, max_bytes, upto)?;
-            match plan {
-                ReadPlan::Done(bytes) => return Ok(bytes),
-                ReadPlan::Disk(read) => {
-                    let disk = self.log.borrow().disk().clone();
-                    return read.run(&disk).await;
-                }
-                ReadPlan::NeedIndex(base) => {
-                    let load = self.log.borrow().index_load(base);
-                    let (file, index) = load.run().await?;
-                    self.log.borrow_mut().install_index(base, file, index);
-                }
-            }
-        }
+    pub async fn read(&self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<Vec<u8>> {
+        access::read(&self.log, offset, max_bytes, upto).await
     }
 
-    /// Apply size-based retention (`retention.bytes`); returns the deleted segments' bases.
-    pub async fn enforce_retention(&self) -> StorageResult<Vec<i64>> {
-        let (removed, disk, dir) = {
-            let mut log = self.log.borrow_mut();
-            let removed = log.take_expired_by_size();
-            (removed, log.disk().clone(), log.dir().to_path_buf())
-        };
-        for &base in &removed {
-            tracing::info!(dir = %dir.display(), base, "deleting segment (retention.bytes)");
-            delete_segment_files(&disk, &dir, base).await?;
-        }
+    /// ListOffsets by time (SPEC T6): (offset, timestamp), or `None` for Kafka's (-1, -1).
+    pub async fn offset_for_time(&self, t: i64, upto: ReadUpTo) -> StorageResult<Option<(i64, i64)>> {
+        access::offset_for_time(&self.log, t, upto).await
+    }
+
+    /// Periodic upkeep: time-based roll and retention by time and size (SPEC T7); returns
+    /// the deleted segments' base offsets. A rolled segment is sealed by the flusher.
+    pub async fn maintain(self: &Rc<Self>) -> StorageResult<Vec<i64>> {
+        let removed = access::maintain(&self.log, (self.clock)()).await?;
+        self.kick();
         Ok(removed)
     }
 
@@ -189,7 +174,8 @@ impl<D: Disk> Partition<D> {
     /// clean-shutdown marker. Appends in flight finish first.
     pub async fn close(self: &Rc<Self>) -> StorageResult<()> {
         self.closed.set(true);
-        self.log.borrow_mut().begin_close();
+        let now = (self.clock)();
+        self.log.borrow_mut().begin_close(now);
         loop {
             if self.flusher_running.get() {
                 glommio::timer::sleep(std::time::Duration::from_micros(200)).await;
@@ -211,11 +197,7 @@ impl<D: Disk> Partition<D> {
         // The marker write does not touch the log's state: no borrow is held across it.
         let (disk, path, marker) = {
             let log = self.log.borrow();
-            (
-                log.disk().clone(),
-                log.dir().join(CLEAN_MARKER),
-                encode_clean_marker(log.log_end_offset()),
-            )
+            (log.disk().clone(), log.dir().join(CLEAN_MARKER), encode_clean_marker(log.log_end_offset()))
         };
         disk.write_file_atomic(&path, &marker).await?;
         Ok(())

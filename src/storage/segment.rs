@@ -16,7 +16,7 @@
 //! - offset-index entries strictly increase in relative offset and position.
 
 use crate::io::{align_down, align_up, Disk, IoBuf, PAGE};
-use crate::storage::format::batch::BatchHeader;
+use crate::storage::format::batch::{patched_header, BatchHeader, HEADER_LEN};
 use crate::storage::format::index::encode_offset_entry;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -41,17 +41,11 @@ pub struct OffsetIndex {
 
 impl OffsetIndex {
     pub fn new(max_entries: usize) -> Self {
-        OffsetIndex {
-            entries: Vec::new(),
-            max_entries: max_entries.max(1),
-        }
+        OffsetIndex { entries: Vec::new(), max_entries: max_entries.max(1) }
     }
 
     pub fn from_entries(entries: Vec<(u32, u32)>, max_entries: usize) -> Self {
-        OffsetIndex {
-            entries,
-            max_entries: max_entries.max(1),
-        }
+        OffsetIndex { entries, max_entries: max_entries.max(1) }
     }
 
     /// Position of the last indexed batch whose relative base offset is `<= rel`, or 0.
@@ -66,10 +60,7 @@ impl OffsetIndex {
 
     pub fn push(&mut self, rel: u32, pos: u32) {
         if let Some(&(r, p)) = self.entries.last() {
-            assert!(
-                rel > r && pos > p,
-                "offset index must increase: ({r},{p}) then ({rel},{pos})"
-            );
+            assert!(rel > r && pos > p, "offset index must increase: ({r},{p}) then ({rel},{pos})");
         }
         self.entries.push((rel, pos));
     }
@@ -102,21 +93,13 @@ pub struct IndexBuilder {
 
 impl IndexBuilder {
     pub fn new(max_entries: usize, interval: u64) -> Self {
-        IndexBuilder {
-            index: OffsetIndex::new(max_entries),
-            bytes_since_entry: 0,
-            interval,
-        }
+        IndexBuilder { index: OffsetIndex::new(max_entries), bytes_since_entry: 0, interval }
     }
 
     /// Continue an index loaded from disk; the next entry comes after `interval` more bytes
     /// past the last entry's batch (`bytes_after_last`: bytes from that entry to the end).
     pub fn resume(index: OffsetIndex, bytes_after_last: u64, interval: u64) -> Self {
-        IndexBuilder {
-            index,
-            bytes_since_entry: bytes_after_last,
-            interval,
-        }
+        IndexBuilder { index, bytes_since_entry: bytes_after_last, interval }
     }
 
     /// Record a batch of `len` bytes at `pos` with relative base offset `rel`.
@@ -145,6 +128,115 @@ pub struct ChunkWrite<B> {
     pub pos: u64,
 }
 
+/// `floor(ts / interval)`: the time-index bucket of a timestamp (SPEC terms).
+pub fn bucket(ts: i64, interval_ms: u64) -> i64 {
+    ts.div_euclid(interval_ms.max(1) as i64)
+}
+
+/// One segment's time index and the timestamps the rules need, built batch by batch.
+/// Appends, recovery scans and rebuilds all go through it, so a rebuilt index equals the one
+/// appends built (SPEC T5.2, T5.3, T5.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeBuilder {
+    /// This segment's entries: (timestamp, relative offset).
+    pub entries: Vec<(i64, u32)>,
+    max_entries: usize,
+    /// Timestamp of the last entry in the whole log (this segment's or an earlier one's).
+    pub last_ts: Option<i64>,
+    /// Largest batch max timestamp in this segment, -1 if none, and the first offset of the
+    /// batch that holds it (the first such batch).
+    pub max_ts: i64,
+    pub max_ts_offset: i64,
+    /// `max_ts` covers every batch (false for a segment reopened after a clean shutdown, whose
+    /// batches were not read).
+    pub complete: bool,
+}
+
+impl TimeBuilder {
+    pub fn new(max_entries: usize, last_ts: Option<i64>) -> Self {
+        TimeBuilder {
+            entries: Vec::new(),
+            max_entries: max_entries.max(1),
+            last_ts,
+            max_ts: -1,
+            max_ts_offset: -1,
+            complete: true,
+        }
+    }
+
+    /// A sealed segment's loaded entries, after earlier entries ending at `prev_last_ts`.
+    pub fn loaded(entries: Vec<(i64, u32)>, max_entries: usize, prev_last_ts: Option<i64>, seg_base: i64) -> Self {
+        let last = entries.last().copied();
+        TimeBuilder {
+            last_ts: last.map(|(t, _)| t).or(prev_last_ts),
+            // After a close, a segment with entries ends with its exact maximum (T5.3).
+            max_ts: last.map_or(-1, |(t, _)| t),
+            max_ts_offset: last.map_or(-1, |(_, r)| seg_base + r as i64),
+            complete: false,
+            entries,
+            max_entries: max_entries.max(1),
+        }
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.entries.len() >= self.max_entries
+    }
+
+    fn push(&mut self, ts: i64, rel: u32) {
+        if let Some(&(t, r)) = self.entries.last() {
+            assert!(ts > t && rel >= r, "time index must increase: ({t},{r}) then ({ts},{rel})");
+        }
+        assert!(self.last_ts.is_none_or(|t| ts > t), "time index must increase across the log");
+        self.entries.push((ts, rel));
+        self.last_ts = Some(ts);
+    }
+
+    /// SPEC T5.2: a batch whose first offset is `base` and whose largest timestamp is
+    /// `batch_max_ts` (-1: none) was appended.
+    pub fn on_batch(&mut self, seg_base: i64, base: i64, batch_max_ts: i64, interval_ms: u64) {
+        if batch_max_ts < 0 {
+            return; // no timestamp: takes no part in the bucket rule
+        }
+        if batch_max_ts > self.max_ts {
+            self.max_ts = batch_max_ts;
+            self.max_ts_offset = base;
+        }
+        let b = bucket(batch_max_ts, interval_ms);
+        if self.last_ts.is_none_or(|t| b > bucket(t, interval_ms)) {
+            self.push(b * interval_ms.max(1) as i64, (base - seg_base) as u32);
+        }
+    }
+
+    /// SPEC T5.3 and T5.5: the segment (holding offsets up to `last_offset`) is closed.
+    pub fn on_close(&mut self, seg_base: i64, last_offset: i64, mtime_ms: i64) {
+        if last_offset < seg_base {
+            return; // empty segment
+        }
+        if self.max_ts >= 0 {
+            if self.last_ts.is_none_or(|t| self.max_ts > t) {
+                self.push(self.max_ts, (self.max_ts_offset - seg_base) as u32);
+            }
+        } else if self.complete && self.last_ts.is_none_or(|t| mtime_ms > t) {
+            // No record of this segment has a timestamp: its file's mtime stands in.
+            self.push(mtime_ms, (last_offset - seg_base) as u32);
+        }
+    }
+
+    /// The last entry whose timestamp is below `t`.
+    pub fn last_below(&self, t: i64) -> Option<(i64, u32)> {
+        let i = self.entries.partition_point(|&(ts, _)| ts < t);
+        i.checked_sub(1).map(|i| self.entries[i])
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(self.entries.len() * 12);
+        for &(t, r) in &self.entries {
+            crate::storage::format::index::encode_time_entry(&mut b, t, r);
+        }
+        b
+    }
+}
+
 /// The write buffer of the active segment.
 pub struct Tail<B: IoBuf> {
     sealed: VecDeque<Sealed<B>>,
@@ -160,23 +252,12 @@ impl<B: IoBuf> Tail<B> {
     /// `[align_down(end), end)` (read back from disk when a segment is reopened).
     pub fn new<D: Disk<Buf = B>>(disk: &D, end: u64, partial: &[u8], max_chunk: usize) -> Self {
         let pos = align_down(end);
-        assert_eq!(
-            pos + partial.len() as u64,
-            end,
-            "tail must start with the partial page"
-        );
+        assert_eq!(pos + partial.len() as u64, end, "tail must start with the partial page");
         let max_chunk = max_chunk.max(PAGE as usize);
         let min_chunk = (64 * 1024).min(max_chunk);
         let mut open = disk.alloc(min_chunk);
         open.as_mut()[..partial.len()].copy_from_slice(partial);
-        Tail {
-            sealed: VecDeque::new(),
-            open,
-            open_pos: pos,
-            open_len: partial.len(),
-            min_chunk,
-            max_chunk,
-        }
+        Tail { sealed: VecDeque::new(), open, open_pos: pos, open_len: partial.len(), min_chunk, max_chunk }
     }
 
     /// First file position held in memory.
@@ -191,11 +272,7 @@ impl<B: IoBuf> Tail<B> {
 
     /// Bytes of memory the tail holds.
     pub fn mem_bytes(&self) -> usize {
-        self.sealed
-            .iter()
-            .map(|c| c.buf.as_ref().as_ref().len())
-            .sum::<usize>()
-            + self.open.as_ref().len()
+        self.sealed.iter().map(|c| c.buf.as_ref().as_ref().len()).sum::<usize>() + self.open.as_ref().len()
     }
 
     /// True when sealed chunks wait for a flush (a full chunk: time for a large write).
@@ -215,12 +292,7 @@ impl<B: IoBuf> Tail<B> {
                 // Full: seal it whole (already page aligned) and grow the next chunk.
                 let next_cap = (cap * 2).min(self.max_chunk).max(self.min_chunk);
                 let full = std::mem::replace(&mut self.open, disk.alloc(next_cap));
-                self.sealed.push_back(Sealed {
-                    buf: Rc::new(full),
-                    pos: self.open_pos,
-                    len: cap,
-                    submitted: false,
-                });
+                self.sealed.push_back(Sealed { buf: Rc::new(full), pos: self.open_pos, len: cap, submitted: false });
                 self.open_pos += cap as u64;
                 self.open_len = 0;
             }
@@ -241,12 +313,7 @@ impl<B: IoBuf> Tail<B> {
         let mut old = std::mem::replace(&mut self.open, next);
         old.as_mut()[len..aligned].fill(0);
         old.trim(aligned);
-        self.sealed.push_back(Sealed {
-            buf: Rc::new(old),
-            pos: self.open_pos,
-            len,
-            submitted: false,
-        });
+        self.sealed.push_back(Sealed { buf: Rc::new(old), pos: self.open_pos, len, submitted: false });
         self.open_pos += keep_from as u64;
         self.open_len = len - keep_from;
     }
@@ -256,10 +323,7 @@ impl<B: IoBuf> Tail<B> {
         let mut out = Vec::new();
         for c in self.sealed.iter_mut().filter(|c| !c.submitted) {
             c.submitted = true;
-            out.push(ChunkWrite {
-                buf: c.buf.clone(),
-                pos: c.pos,
-            });
+            out.push(ChunkWrite { buf: c.buf.clone(), pos: c.pos });
         }
         out
     }
@@ -281,17 +345,10 @@ impl<B: IoBuf> Tail<B> {
 
     /// Copy file bytes `[from, to)` out of the tail (`mem_start <= from <= to <= end`).
     pub fn copy_out(&self, from: u64, to: u64) -> Vec<u8> {
-        assert!(
-            self.mem_start() <= from && from <= to && to <= self.end(),
-            "range outside the tail"
-        );
+        assert!(self.mem_start() <= from && from <= to && to <= self.end(), "range outside the tail");
         let mut out = vec![0u8; (to - from) as usize];
         let open = (self.open_pos, self.open_len, self.open.as_ref());
-        let chunks = self
-            .sealed
-            .iter()
-            .map(|c| (c.pos, c.len, c.buf.as_ref().as_ref()))
-            .chain(std::iter::once(open));
+        let chunks = self.sealed.iter().map(|c| (c.pos, c.len, c.buf.as_ref().as_ref())).chain(std::iter::once(open));
         // Later chunks overwrite the page they share with earlier ones: same bytes or newer.
         for (pos, len, bytes) in chunks {
             let a = from.max(pos);
@@ -333,6 +390,8 @@ pub struct Segment<D: Disk> {
     pub allocated: u64,
     /// `None` until loaded (sealed segments load theirs on first read).
     pub index: Option<IndexBuilder>,
+    /// The time index; `None` until loaded, like `index`.
+    pub time: Option<TimeBuilder>,
     pub tail: Option<Tail<D::Buf>>,
 }
 
@@ -342,43 +401,52 @@ impl<D: Disk> Segment<D> {
         if self.size == 0 {
             return false;
         }
-        let index_full = self.index.as_ref().is_some_and(|b| b.index.is_full());
+        let index_full =
+            self.index.as_ref().is_some_and(|b| b.index.is_full()) || self.time.as_ref().is_some_and(|t| t.is_full());
         self.size + len > segment_bytes
             || self.size + len > u32::MAX as u64
             || index_full
             || last_offset - self.base_offset > u32::MAX as i64
     }
 
-    /// Append a validated batch whose header says `h`, giving it `base` as its base offset.
-    /// Copies the batch once, into the tail, rewriting baseOffset on the way.
-    pub fn append_batch(&mut self, disk: &D, batch: &[u8], h: &BatchHeader, base: i64) {
-        assert_eq!(
-            self.state,
-            SegmentState::Active,
-            "append to a segment that is not active"
-        );
+    /// Append a validated batch whose header says `h`, giving it `base` as its base offset,
+    /// and, when `patch` is given, new attributes and maxTimestamp (CRC recomputed; SPEC
+    /// T3.2). Copies the batch once, into the tail. Returns the batch's stored maxTimestamp.
+    pub fn append_batch(
+        &mut self,
+        disk: &D,
+        batch: &[u8],
+        h: &BatchHeader,
+        base: i64,
+        patch: Option<(i16, i64)>,
+    ) -> i64 {
+        assert_eq!(self.state, SegmentState::Active, "append to a segment that is not active");
         assert_eq!(base, self.next_offset, "offsets must be contiguous");
         let pos = self.size;
         let len = batch.len() as u64;
-        self.index
-            .as_mut()
-            .expect("active segment has its index")
-            .on_batch((base - self.base_offset) as u32, pos, len);
+        self.index.as_mut().expect("active segment has its index").on_batch((base - self.base_offset) as u32, pos, len);
         let tail = self.tail.as_mut().expect("active segment has a tail");
-        tail.push(disk, &base.to_be_bytes());
-        tail.push(disk, &batch[8..]);
+        let max_ts = match patch {
+            None => {
+                tail.push(disk, &base.to_be_bytes());
+                tail.push(disk, &batch[8..]);
+                h.max_timestamp
+            }
+            Some((attributes, max_ts)) => {
+                tail.push(disk, &patched_header(batch, base, attributes, max_ts));
+                tail.push(disk, &batch[HEADER_LEN..]);
+                max_ts
+            }
+        };
         self.size += len;
         self.next_offset = base + h.last_offset_delta as i64 + 1;
         debug_assert_eq!(tail.end(), self.size);
+        max_ts
     }
 
     /// Rough memory held by this segment (tail and index).
     pub fn mem_bytes(&self) -> usize {
-        self.tail.as_ref().map_or(0, |t| t.mem_bytes())
-            + self
-                .index
-                .as_ref()
-                .map_or(0, |b| b.index.entries().len() * 8)
+        self.tail.as_ref().map_or(0, |t| t.mem_bytes()) + self.index.as_ref().map_or(0, |b| b.index.entries().len() * 8)
     }
 }
 
@@ -421,10 +489,7 @@ mod tests {
                     assert_eq!(b.len() as u64 % PAGE, 0);
                     let end = (w.pos as usize + b.len()).min(model.len());
                     assert_eq!(&b[..end - w.pos as usize], &model[w.pos as usize..end]);
-                    assert!(
-                        b[end - w.pos as usize..].iter().all(|&x| x == 0),
-                        "padding must be zero"
-                    );
+                    assert!(b[end - w.pos as usize..].iter().all(|&x| x == 0), "padding must be zero");
                 }
                 t.complete(n);
                 durable = model.len() as u64;

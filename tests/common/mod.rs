@@ -46,3 +46,8 @@ pub fn run_glommio<T: Send + 'static>(
         .join()
         .expect("join")
 }
+
+/// A fixed clock near the timestamps test batches carry (so nothing rolls by time).
+pub fn test_clock() -> tidemark::storage::Clock {
+    std::rc::Rc::new(|| 10_000)
+}

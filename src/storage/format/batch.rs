@@ -21,6 +21,7 @@
 //! (keyLength varint, key, valueLength varint, value).
 
 use super::varint::{read_varint, read_varlong, write_varint, write_varlong};
+use std::borrow::Cow;
 
 pub const HEADER_LEN: usize = 61;
 /// baseOffset and batchLength: the bytes before what batchLength counts.
@@ -68,11 +69,11 @@ pub enum FormatError {
 /// The compression codec in a batch's attributes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
-    None,
-    Gzip,
-    Snappy,
-    Lz4,
-    Zstd,
+    None = 0,
+    Gzip = 1,
+    Snappy = 2,
+    Lz4 = 3,
+    Zstd = 4,
 }
 
 impl Compression {
@@ -153,10 +154,7 @@ impl BatchHeader {
     /// the magic is 2; see [`check_stored`] and [`check_produced`] for full validation.
     pub fn parse(buf: &[u8]) -> Result<BatchHeader, FormatError> {
         if buf.len() < HEADER_LEN {
-            return Err(FormatError::Truncated {
-                need: HEADER_LEN,
-                have: buf.len(),
-            });
+            return Err(FormatError::Truncated { need: HEADER_LEN, have: buf.len() });
         }
         let magic = buf[OFF_MAGIC] as i8;
         if magic != MAGIC_V2 {
@@ -238,40 +236,103 @@ pub fn check_stored(batch: &[u8]) -> Result<BatchHeader, FormatError> {
     }
     let computed = compute_crc(batch);
     if computed != h.crc {
-        return Err(FormatError::BadCrc {
-            stored: h.crc,
-            computed,
-        });
+        return Err(FormatError::BadCrc { stored: h.crc, computed });
     }
     if h.last_offset_delta < 0 {
-        return Err(FormatError::BadRecordCount {
-            count: h.record_count,
-            last_offset_delta: h.last_offset_delta,
-        });
+        return Err(FormatError::BadRecordCount { count: h.record_count, last_offset_delta: h.last_offset_delta });
     }
     h.compression()?;
     Ok(h)
 }
 
+/// What the records of a produced batch say about time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordStats {
+    /// Smallest record timestamp other than -1, or `i64::MAX` if none.
+    pub min_ts: i64,
+    /// Largest record timestamp, or -1 if no record has one.
+    pub max_ts: i64,
+}
+
+/// The records section of a batch, decompressed if needed (at most `limit` bytes).
+pub fn records_section<'a>(h: &BatchHeader, batch: &'a [u8], limit: usize) -> Result<Cow<'a, [u8]>, FormatError> {
+    let body = &batch[HEADER_LEN..];
+    match h.compression()? {
+        Compression::None => Ok(Cow::Borrowed(body)),
+        codec => Ok(Cow::Owned(super::compression::decompress(codec, body, limit)?)),
+    }
+}
+
 /// The checks on a batch a producer sent: everything [`check_stored`] checks, plus a record
-/// count of at least one that matches lastOffsetDelta, and for uncompressed batches records
-/// that parse exactly to the end of the batch with offset deltas 0, 1, 2, ...
-pub fn check_produced(batch: &[u8]) -> Result<BatchHeader, FormatError> {
+/// count of at least one that matches lastOffsetDelta, and records (decompressed, at most
+/// `decompress_limit` bytes) that parse exactly to their end with offset deltas 0, 1, 2, ...
+/// Returns the header and the records' timestamp range.
+pub fn check_produced(batch: &[u8], decompress_limit: usize) -> Result<(BatchHeader, RecordStats), FormatError> {
     let h = check_stored(batch)?;
     if h.record_count < 1 || h.last_offset_delta != h.record_count - 1 {
-        return Err(FormatError::BadRecordCount {
-            count: h.record_count,
-            last_offset_delta: h.last_offset_delta,
-        });
+        return Err(FormatError::BadRecordCount { count: h.record_count, last_offset_delta: h.last_offset_delta });
     }
-    if h.compression()? == Compression::None {
-        for (n, r) in Records::new(&batch[HEADER_LEN..], h.record_count).enumerate() {
-            if r?.offset_delta as i64 != n as i64 {
-                return Err(FormatError::BadRecords("offset deltas are not sequential"));
-            }
+    let records = records_section(&h, batch, decompress_limit)?;
+    let mut stats = RecordStats { min_ts: i64::MAX, max_ts: -1 };
+    for (n, r) in Records::new(&records, h.record_count).enumerate() {
+        let r = r?;
+        if r.offset_delta as i64 != n as i64 {
+            return Err(FormatError::BadRecords("offset deltas are not sequential"));
+        }
+        let ts =
+            h.first_timestamp.checked_add(r.timestamp_delta).ok_or(FormatError::BadRecords("timestamp overflow"))?;
+        if ts != -1 {
+            stats.min_ts = stats.min_ts.min(ts);
+            stats.max_ts = stats.max_ts.max(ts);
         }
     }
-    Ok(h)
+    Ok((h, stats))
+}
+
+/// The first record whose timestamp is `>= t`, as (offset, timestamp): LogAppendTime records
+/// all carry the batch's maxTimestamp; CreateTime records their own (decompressed if needed).
+pub fn first_record_at_or_after(
+    h: &BatchHeader,
+    batch: &[u8],
+    t: i64,
+    limit: usize,
+) -> Result<Option<(i64, i64)>, FormatError> {
+    if h.max_timestamp < t || h.max_timestamp < 0 {
+        return Ok(None);
+    }
+    if h.timestamp_type() == TimestampType::LogAppendTime {
+        return Ok(Some((h.base_offset, h.max_timestamp)));
+    }
+    let records = records_section(h, batch, limit)?;
+    for r in Records::new(&records, h.record_count) {
+        let r = r?;
+        let ts = h.first_timestamp.saturating_add(r.timestamp_delta);
+        if ts != -1 && ts >= t {
+            return Ok(Some((h.base_offset + r.offset_delta as i64, ts)));
+        }
+    }
+    Ok(None)
+}
+
+/// The 61-byte header of `batch` with a new base offset and, if given, new attributes and
+/// maxTimestamp, with the CRC recomputed over the changed header and the unchanged records.
+pub fn patched_header(batch: &[u8], base_offset: i64, attributes: i16, max_timestamp: i64) -> [u8; HEADER_LEN] {
+    let mut hdr = [0u8; HEADER_LEN];
+    hdr.copy_from_slice(&batch[..HEADER_LEN]);
+    hdr[OFF_BASE_OFFSET..OFF_BASE_OFFSET + 8].copy_from_slice(&base_offset.to_be_bytes());
+    hdr[OFF_ATTRIBUTES..OFF_ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
+    hdr[OFF_MAX_TIMESTAMP..OFF_MAX_TIMESTAMP + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&hdr[OFF_ATTRIBUTES..]), &batch[HEADER_LEN..]);
+    hdr[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    hdr
+}
+
+/// Attributes with the timestamp-type bit set as `t` says.
+pub fn with_timestamp_type(attributes: i16, t: TimestampType) -> i16 {
+    match t {
+        TimestampType::CreateTime => attributes & !ATTR_LOG_APPEND_TIME,
+        TimestampType::LogAppendTime => attributes | ATTR_LOG_APPEND_TIME,
+    }
 }
 
 /// One record inside an uncompressed batch (or a decompressed records section).
@@ -296,19 +357,10 @@ pub struct Records<'a> {
 
 impl<'a> Records<'a> {
     pub fn new(buf: &'a [u8], count: i32) -> Self {
-        Records {
-            buf,
-            pos: 0,
-            left: count,
-            failed: false,
-        }
+        Records { buf, pos: 0, left: count, failed: false }
     }
 
-    fn bytes(
-        body: &'a [u8],
-        p: &mut usize,
-        allow_null: bool,
-    ) -> Result<Option<&'a [u8]>, FormatError> {
+    fn bytes(body: &'a [u8], p: &mut usize, allow_null: bool) -> Result<Option<&'a [u8]>, FormatError> {
         let len = read_varint(body, p).ok_or(FormatError::BadRecords("bad length varint"))?;
         if len < 0 {
             if len == -1 && allow_null {
@@ -324,31 +376,22 @@ impl<'a> Records<'a> {
     }
 
     fn parse_one(&mut self) -> Result<Record<'a>, FormatError> {
-        let len = read_varint(self.buf, &mut self.pos)
-            .ok_or(FormatError::BadRecords("bad record length"))?;
+        let len = read_varint(self.buf, &mut self.pos).ok_or(FormatError::BadRecords("bad record length"))?;
         if len < 0 {
             return Err(FormatError::BadRecords("negative record length"));
         }
-        let end = self
-            .pos
-            .checked_add(len as usize)
-            .filter(|e| *e <= self.buf.len());
+        let end = self.pos.checked_add(len as usize).filter(|e| *e <= self.buf.len());
         let end = end.ok_or(FormatError::BadRecords("record past the batch end"))?;
         let body = &self.buf[self.pos..end];
         self.pos = end;
         let mut p = 0usize;
-        let attributes = *body
-            .first()
-            .ok_or(FormatError::BadRecords("empty record"))? as i8;
+        let attributes = *body.first().ok_or(FormatError::BadRecords("empty record"))? as i8;
         p += 1;
-        let timestamp_delta =
-            read_varlong(body, &mut p).ok_or(FormatError::BadRecords("bad timestamp delta"))?;
-        let offset_delta =
-            read_varint(body, &mut p).ok_or(FormatError::BadRecords("bad offset delta"))?;
+        let timestamp_delta = read_varlong(body, &mut p).ok_or(FormatError::BadRecords("bad timestamp delta"))?;
+        let offset_delta = read_varint(body, &mut p).ok_or(FormatError::BadRecords("bad offset delta"))?;
         let key = Self::bytes(body, &mut p, true)?;
         let value = Self::bytes(body, &mut p, true)?;
-        let n_headers =
-            read_varint(body, &mut p).ok_or(FormatError::BadRecords("bad header count"))?;
+        let n_headers = read_varint(body, &mut p).ok_or(FormatError::BadRecords("bad header count"))?;
         if n_headers < 0 || n_headers as usize > body.len() {
             return Err(FormatError::BadRecords("bad header count"));
         }
@@ -359,18 +402,9 @@ impl<'a> Records<'a> {
             headers.push((k, v));
         }
         if p != body.len() {
-            return Err(FormatError::BadRecords(
-                "record length does not match its fields",
-            ));
+            return Err(FormatError::BadRecords("record length does not match its fields"));
         }
-        Ok(Record {
-            attributes,
-            timestamp_delta,
-            offset_delta,
-            key,
-            value,
-            headers,
-        })
+        Ok(Record { attributes, timestamp_delta, offset_delta, key, value, headers })
     }
 }
 
@@ -407,11 +441,7 @@ pub struct BatchWalk<'a> {
 
 impl<'a> BatchWalk<'a> {
     pub fn new(buf: &'a [u8], max_total: usize) -> Self {
-        BatchWalk {
-            buf,
-            pos: 0,
-            max_total,
-        }
+        BatchWalk { buf, pos: 0, max_total }
     }
 
     /// Bytes consumed by the complete batches returned so far.
@@ -503,17 +533,10 @@ impl BatchBuilder {
     }
 
     /// Add a record with timestamp `ts` (ms).
-    pub fn push(
-        &mut self,
-        ts: i64,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        headers: &[(&[u8], Option<&[u8]>)],
-    ) {
+    pub fn push(&mut self, ts: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(&[u8], Option<&[u8]>)]) {
         let first = *self.first_timestamp.get_or_insert(ts);
         self.max_timestamp = self.max_timestamp.max(ts);
-        let mut body =
-            Vec::with_capacity(16 + key.map_or(0, |k| k.len()) + value.map_or(0, |v| v.len()));
+        let mut body = Vec::with_capacity(16 + key.map_or(0, |k| k.len()) + value.map_or(0, |v| v.len()));
         body.push(0u8);
         write_varlong(&mut body, ts - first);
         write_varint(&mut body, self.count);
@@ -545,14 +568,22 @@ impl BatchBuilder {
 
     /// The finished batch with baseOffset 0 (the broker assigns offsets).
     pub fn finish(&self) -> Vec<u8> {
+        self.finish_compressed(Compression::None)
+    }
+
+    /// The finished batch with its records compressed by `codec`.
+    pub fn finish_compressed(&self, codec: Compression) -> Vec<u8> {
         assert!(self.count > 0, "a batch holds at least one record");
-        let mut b = Vec::with_capacity(self.size());
+        let records = super::compression::compress(codec, &self.records);
+        let attributes = (self.attributes & !ATTR_COMPRESSION_MASK) | codec as i16;
+        let size = HEADER_LEN + records.len();
+        let mut b = Vec::with_capacity(size);
         b.extend_from_slice(&0i64.to_be_bytes());
-        b.extend_from_slice(&((self.size() - LOG_OVERHEAD) as i32).to_be_bytes());
+        b.extend_from_slice(&((size - LOG_OVERHEAD) as i32).to_be_bytes());
         b.extend_from_slice(&(-1i32).to_be_bytes());
         b.push(MAGIC_V2 as u8);
         b.extend_from_slice(&0u32.to_be_bytes());
-        b.extend_from_slice(&self.attributes.to_be_bytes());
+        b.extend_from_slice(&attributes.to_be_bytes());
         b.extend_from_slice(&(self.count - 1).to_be_bytes());
         b.extend_from_slice(&self.first_timestamp.unwrap_or(-1).to_be_bytes());
         b.extend_from_slice(&self.max_timestamp.to_be_bytes());
@@ -560,7 +591,7 @@ impl BatchBuilder {
         b.extend_from_slice(&self.producer_epoch.to_be_bytes());
         b.extend_from_slice(&self.base_sequence.to_be_bytes());
         b.extend_from_slice(&self.count.to_be_bytes());
-        b.extend_from_slice(&self.records);
+        b.extend_from_slice(&records);
         rewrite_crc(&mut b);
         b
     }
@@ -587,14 +618,12 @@ mod tests {
         b.push(1000, Some(b"k"), Some(b"v"), &[(b"h", Some(b"x"))]);
         b.push(990, None, None, &[]);
         let bytes = b.finish();
-        let h = check_produced(&bytes).unwrap();
+        let (h, _) = check_produced(&bytes, 1 << 20).unwrap();
         assert_eq!(h.record_count, 2);
         assert_eq!(h.first_timestamp, 1000);
         assert_eq!(h.max_timestamp, 1000);
         assert_eq!(h.total_len(), bytes.len());
-        let recs: Vec<_> = Records::new(&bytes[HEADER_LEN..], 2)
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let recs: Vec<_> = Records::new(&bytes[HEADER_LEN..], 2).collect::<Result<_, _>>().unwrap();
         assert_eq!(recs[0].key, Some(&b"k"[..]));
         assert_eq!(recs[1].timestamp_delta, -10);
         assert_eq!(recs[1].value, None);
@@ -604,7 +633,7 @@ mod tests {
     fn offset_rewrite_keeps_crc_valid() {
         let mut bytes = simple_batch(3, 10, 5);
         set_base_offset(&mut bytes, 12345);
-        let h = check_produced(&bytes).unwrap();
+        let (h, _) = check_produced(&bytes, 1 << 20).unwrap();
         assert_eq!(h.base_offset, 12345);
         assert_eq!(h.last_offset(), 12347);
     }
@@ -616,10 +645,7 @@ mod tests {
             for bit in 0..8 {
                 let mut b = bytes.clone();
                 b[i] ^= 1 << bit;
-                assert!(
-                    check_stored(&b).is_err(),
-                    "flip at byte {i} bit {bit} undetected"
-                );
+                assert!(check_stored(&b).is_err(), "flip at byte {i} bit {bit} undetected");
             }
         }
     }
@@ -629,10 +655,7 @@ mod tests {
         let mut bytes = simple_batch(2, 8, 5);
         bytes[OFF_RECORD_COUNT + 3] = 3;
         rewrite_crc(&mut bytes);
-        assert!(matches!(
-            check_produced(&bytes),
-            Err(FormatError::BadRecordCount { .. })
-        ));
+        assert!(matches!(check_produced(&bytes, 1 << 20), Err(FormatError::BadRecordCount { .. })));
 
         let mut b = BatchBuilder::new();
         b.push(1, None, Some(b"a"), &[]);
@@ -641,10 +664,7 @@ mod tests {
         let len = (bytes.len() - LOG_OVERHEAD) as i32;
         bytes[OFF_LENGTH..OFF_LENGTH + 4].copy_from_slice(&len.to_be_bytes());
         rewrite_crc(&mut bytes);
-        assert_eq!(
-            check_produced(&bytes),
-            Err(FormatError::BadRecords("bytes after the last record"))
-        );
+        assert_eq!(check_produced(&bytes, 1 << 20), Err(FormatError::BadRecords("bytes after the last record")));
     }
 
     #[test]
@@ -652,10 +672,7 @@ mod tests {
         let mut bytes = simple_batch(1, 1, 1);
         bytes[OFF_MAGIC] = 1;
         assert_eq!(check_stored(&bytes), Err(FormatError::BadMagic(1)));
-        assert!(
-            frame_len(&[0u8; 12], 1 << 20).is_err(),
-            "a zero length is not a batch"
-        );
+        assert!(frame_len(&[0u8; 12], 1 << 20).is_err(), "a zero length is not a batch");
         assert_eq!(frame_len(&[0u8; 11], 1 << 20), Ok(None));
     }
 
@@ -663,7 +680,7 @@ mod tests {
         /// Any bytes fed to the checks give an error or a header, never a panic.
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-            let _ = check_produced(&bytes);
+            let _ = check_produced(&bytes, 1 << 20);
             for item in BatchWalk::new(&bytes, 1 << 20) {
                 if item.is_err() { break; }
             }
@@ -679,7 +696,7 @@ mod tests {
                 b.push(*ts, k.as_deref(), v.as_deref(), &[]);
             }
             let bytes = b.finish();
-            let h = check_produced(&bytes).unwrap();
+            let (h, _) = check_produced(&bytes, 1 << 20).unwrap();
             let first = recs[0].0;
             let parsed: Vec<_> = Records::new(&bytes[HEADER_LEN..], h.record_count).collect::<Result<_, _>>().unwrap();
             prop_assert_eq!(parsed.len(), recs.len());

@@ -16,14 +16,9 @@ fn bad(codec: Compression, why: impl std::fmt::Display) -> FormatError {
 
 fn read_bounded(codec: Compression, r: impl Read, limit: usize) -> Result<Vec<u8>, FormatError> {
     let mut out = Vec::new();
-    r.take(limit as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| bad(codec, e))?;
+    r.take(limit as u64 + 1).read_to_end(&mut out).map_err(|e| bad(codec, e))?;
     if out.len() > limit {
-        return Err(bad(
-            codec,
-            format!("decompresses to more than {limit} bytes"),
-        ));
+        return Err(bad(codec, format!("decompresses to more than {limit} bytes")));
     }
     Ok(out)
 }
@@ -43,40 +38,24 @@ pub fn decompress(codec: Compression, data: &[u8], limit: usize) -> Result<Vec<u
                 let mut out = Vec::new();
                 let mut pos = 16; // magic, version i32, compatible i32
                 while pos < data.len() {
-                    let len = data
-                        .get(pos..pos + 4)
-                        .ok_or_else(|| bad(codec, "truncated xerial block length"))?;
+                    let len = data.get(pos..pos + 4).ok_or_else(|| bad(codec, "truncated xerial block length"))?;
                     let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
                     pos += 4;
-                    let block = data
-                        .get(pos..pos + len)
-                        .ok_or_else(|| bad(codec, "truncated xerial block"))?;
+                    let block = data.get(pos..pos + len).ok_or_else(|| bad(codec, "truncated xerial block"))?;
                     pos += len;
                     let n = snap::raw::decompress_len(block).map_err(|e| bad(codec, e))?;
                     if out.len() + n > limit {
-                        return Err(bad(
-                            codec,
-                            format!("decompresses to more than {limit} bytes"),
-                        ));
+                        return Err(bad(codec, format!("decompresses to more than {limit} bytes")));
                     }
-                    out.extend_from_slice(
-                        &snap::raw::Decoder::new()
-                            .decompress_vec(block)
-                            .map_err(|e| bad(codec, e))?,
-                    );
+                    out.extend_from_slice(&snap::raw::Decoder::new().decompress_vec(block).map_err(|e| bad(codec, e))?);
                 }
                 Ok(out)
             } else {
                 let n = snap::raw::decompress_len(data).map_err(|e| bad(codec, e))?;
                 if n > limit {
-                    return Err(bad(
-                        codec,
-                        format!("decompresses to more than {limit} bytes"),
-                    ));
+                    return Err(bad(codec, format!("decompresses to more than {limit} bytes")));
                 }
-                snap::raw::Decoder::new()
-                    .decompress_vec(data)
-                    .map_err(|e| bad(codec, e))
+                snap::raw::Decoder::new().decompress_vec(data).map_err(|e| bad(codec, e))
             }
         }
     }
@@ -104,9 +83,7 @@ pub fn compress(codec: Compression, data: &[u8]) -> Vec<u8> {
             out.extend_from_slice(&1i32.to_be_bytes());
             out.extend_from_slice(&1i32.to_be_bytes());
             for chunk in data.chunks(32 * 1024) {
-                let block = snap::raw::Encoder::new()
-                    .compress_vec(chunk)
-                    .expect("in-memory write");
+                let block = snap::raw::Encoder::new().compress_vec(chunk).expect("in-memory write");
                 out.extend_from_slice(&(block.len() as u32).to_be_bytes());
                 out.extend_from_slice(&block);
             }
@@ -119,40 +96,22 @@ pub fn compress(codec: Compression, data: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    const ALL: [Compression; 5] = [
-        Compression::None,
-        Compression::Gzip,
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd,
-    ];
+    const ALL: [Compression; 5] =
+        [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
 
     #[test]
     fn every_codec_round_trips_and_is_bounded() {
         let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
         for codec in ALL {
             let c = compress(codec, &data);
-            assert_eq!(
-                decompress(codec, &c, data.len()).unwrap(),
-                data,
-                "{codec:?}"
-            );
+            assert_eq!(decompress(codec, &c, data.len()).unwrap(), data, "{codec:?}");
             if codec != Compression::None {
-                assert!(
-                    decompress(codec, &c, data.len() - 1).is_err(),
-                    "{codec:?} bound"
-                );
-                assert!(
-                    decompress(codec, &c[..c.len() / 2], 1 << 20).is_err(),
-                    "{codec:?} truncated"
-                );
+                assert!(decompress(codec, &c, data.len() - 1).is_err(), "{codec:?} bound");
+                assert!(decompress(codec, &c[..c.len() / 2], 1 << 20).is_err(), "{codec:?} truncated");
             }
         }
         // Raw (unframed) snappy, as some clients send it.
         let raw = snap::raw::Encoder::new().compress_vec(&data).unwrap();
-        assert_eq!(
-            decompress(Compression::Snappy, &raw, 1 << 20).unwrap(),
-            data
-        );
+        assert_eq!(decompress(Compression::Snappy, &raw, 1 << 20).unwrap(), data);
     }
 }

@@ -78,25 +78,13 @@ mod tests {
         let mut b = Vec::new();
         encode_offset_entry(&mut b, 0, 0);
         encode_offset_entry(&mut b, 10, 4096);
-        assert_eq!(
-            decode_offset_index(&b, 5000).unwrap(),
-            vec![(0, 0), (10, 4096)]
-        );
-        assert_eq!(
-            decode_offset_index(&b, 4096),
-            Err(IndexError::PastEnd(1, 4096))
-        );
-        assert_eq!(
-            decode_offset_index(&b[..12], 5000),
-            Err(IndexError::Torn(12))
-        );
+        assert_eq!(decode_offset_index(&b, 5000).unwrap(), vec![(0, 0), (10, 4096)]);
+        assert_eq!(decode_offset_index(&b, 4096), Err(IndexError::PastEnd(1, 4096)));
+        assert_eq!(decode_offset_index(&b[..12], 5000), Err(IndexError::Torn(12)));
         // spec: T5.6 — a zero tail (preallocated space) never reads as entries.
         let mut z = b.clone();
         z.extend_from_slice(&[0u8; 8]);
-        assert_eq!(
-            decode_offset_index(&z, 5000),
-            Err(IndexError::NotIncreasing(2))
-        );
+        assert_eq!(decode_offset_index(&z, 5000), Err(IndexError::NotIncreasing(2)));
     }
 
     #[test]
@@ -107,5 +95,57 @@ mod tests {
         bad[10] ^= 1;
         assert_eq!(decode_clean_marker(&bad), None);
         assert_eq!(decode_clean_marker(&m[..19]), None);
+    }
+}
+
+/// `.timeindex` entries: timestamp i64 then relative offset u32, big-endian (12 bytes).
+pub const TIME_ENTRY_LEN: usize = 12;
+
+pub fn encode_time_entry(out: &mut Vec<u8>, ts: i64, rel_offset: u32) {
+    out.extend_from_slice(&ts.to_be_bytes());
+    out.extend_from_slice(&rel_offset.to_be_bytes());
+}
+
+/// Decode a time index, keeping the longest valid prefix (SPEC T5.6): timestamps strictly
+/// increase, relative offsets never decrease and stay below `rel_end` (the segment's offset
+/// span). A torn entry, a zero tail or anything after a bad entry is dropped; the second value
+/// tells whether anything was.
+pub fn decode_time_index(bytes: &[u8], rel_end: u64) -> (Vec<(i64, u32)>, bool) {
+    let mut out: Vec<(i64, u32)> = Vec::with_capacity(bytes.len() / TIME_ENTRY_LEN);
+    for e in bytes.chunks(TIME_ENTRY_LEN) {
+        if e.len() < TIME_ENTRY_LEN {
+            return (out, true);
+        }
+        let ts = i64::from_be_bytes(e[0..8].try_into().expect("8 bytes"));
+        let rel = u32::from_be_bytes(e[8..12].try_into().expect("4 bytes"));
+        let ok = ts >= 0
+            && rel as u64 <= rel_end.saturating_sub(1)
+            && out.last().is_none_or(|&(lt, lr)| ts > lt && rel >= lr);
+        if !ok {
+            return (out, true);
+        }
+        out.push((ts, rel));
+    }
+    (out, false)
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::*;
+
+    // spec: T5.6 — torn entries, a zero tail and entries that break the order are truncated.
+    #[test]
+    fn time_index_keeps_the_valid_prefix() {
+        let mut b = Vec::new();
+        encode_time_entry(&mut b, 1000, 0);
+        encode_time_entry(&mut b, 2000, 5);
+        encode_time_entry(&mut b, 2500, 5);
+        assert_eq!(decode_time_index(&b, 10), (vec![(1000, 0), (2000, 5), (2500, 5)], false));
+        let mut z = b.clone();
+        z.extend_from_slice(&[0u8; 24]);
+        assert_eq!(decode_time_index(&z, 10).0.len(), 3);
+        assert!(decode_time_index(&z, 10).1);
+        assert_eq!(decode_time_index(&b[..30], 10), (vec![(1000, 0), (2000, 5)], true));
+        assert_eq!(decode_time_index(&b, 5), (vec![(1000, 0)], true), "offset past the segment");
     }
 }

@@ -71,10 +71,7 @@ mod tests {
         let mut pos = 0;
         assert_eq!(read_varint(&[0x80, 0x80], &mut pos), None);
         let mut pos = 0;
-        assert_eq!(
-            read_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01], &mut pos),
-            None
-        );
+        assert_eq!(read_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01], &mut pos), None);
         let mut pos = 0;
         assert_eq!(read_varint(&[0x01], &mut pos), Some(-1));
     }

@@ -1,0 +1,129 @@
+//! Operations that alternate between the log's state and I/O: reads, lookups by time,
+//! retention. Each plans with a short borrow of the log, does its I/O with no borrow held,
+//! and comes back. Written once over [`LogCell`], so a partition (a `RefCell<Log>` shared by
+//! tasks) and an exclusive owner (tests, tools) run the same code.
+
+use crate::io::Disk;
+use crate::storage::error::{StorageError, StorageResult};
+use crate::storage::format::batch::{first_record_at_or_after, BatchWalk};
+use crate::storage::log::{delete_segment_files, Log, ReadPlan, ReadUpTo, TimePlan};
+use std::cell::{RefCell, RefMut};
+
+/// Bytes read per step of a time lookup's forward scan.
+const TIME_SCAN_READ_BYTES: usize = 1 << 20;
+
+/// Something that lends the log for a moment.
+pub trait LogCell<D: Disk> {
+    fn log(&self) -> RefMut<'_, Log<D>>;
+}
+
+impl<D: Disk> LogCell<D> for RefCell<Log<D>> {
+    fn log(&self) -> RefMut<'_, Log<D>> {
+        self.borrow_mut()
+    }
+}
+
+impl<D: Disk> LogCell<D> for RefCell<&mut Log<D>> {
+    fn log(&self) -> RefMut<'_, Log<D>> {
+        RefMut::map(self.borrow_mut(), |l| &mut **l)
+    }
+}
+
+/// Open a sealed segment and load its indexes.
+async fn load_indexes<D: Disk, C: LogCell<D>>(cell: &C, base: i64) -> StorageResult<()> {
+    let load = cell.log().index_load(base);
+    let loaded = load.run().await?;
+    cell.log().install_index(base, loaded);
+    Ok(())
+}
+
+/// Whole batches from the one holding `offset`, up to about `max_bytes`.
+pub async fn read<D: Disk, C: LogCell<D>>(
+    cell: &C,
+    offset: i64,
+    max_bytes: usize,
+    upto: ReadUpTo,
+) -> StorageResult<Vec<u8>> {
+    loop {
+        let plan = cell.log().plan_read(offset, max_bytes, upto)?;
+        match plan {
+            ReadPlan::Done(bytes) => return Ok(bytes),
+            ReadPlan::Disk(read) => {
+                let disk = cell.log().disk().clone();
+                return read.run(&disk).await;
+            }
+            ReadPlan::NeedIndex(base) => load_indexes(cell, base).await?,
+        }
+    }
+}
+
+/// SPEC T6: ListOffsets by time. `Ok(None)` is Kafka's (-1, -1).
+pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
+    cell: &C,
+    t: i64,
+    upto: ReadUpTo,
+) -> StorageResult<Option<(i64, i64)>> {
+    loop {
+        let plan = cell.log().plan_time_lookup(t, upto);
+        let (mut at, t, limit) = match plan {
+            TimePlan::Found(answer) => return Ok(answer),
+            TimePlan::NeedIndex(base) => {
+                load_indexes(cell, base).await?;
+                continue;
+            }
+            TimePlan::Scan { from, t, limit } => (from, t, limit),
+        };
+        let dlimit = (64usize << 20).max(cell.log().config().max_message_bytes as usize * 16);
+        // Forward scan: skip batches whose max timestamp is below t; in the first that
+        // reaches t, find the first record that does.
+        while at < limit {
+            let bytes = read(cell, at, TIME_SCAN_READ_BYTES, upto).await?;
+            if bytes.is_empty() {
+                break;
+            }
+            for item in BatchWalk::new(&bytes, usize::MAX >> 1) {
+                let (_, h, batch) = item.map_err(StorageError::InvalidBatch)?;
+                if h.base_offset >= limit {
+                    return Ok(None);
+                }
+                at = h.next_offset();
+                if let Some((offset, ts)) = first_record_at_or_after(&h, batch, t, dlimit).map_err(|error| {
+                    StorageError::Corrupt { path: cell.log().dir().to_path_buf(), position: 0, error }
+                })? {
+                    return Ok((offset < limit).then_some((offset, ts)));
+                }
+            }
+        }
+        return Ok(None);
+    }
+}
+
+/// Periodic upkeep at `now`: the time-based roll (SPEC T7.1) and retention by time and by
+/// size (T7.2, T7.3), deleting the expired segments' files. Returns their base offsets.
+pub async fn maintain<D: Disk, C: LogCell<D>>(cell: &C, now: i64) -> StorageResult<Vec<i64>> {
+    {
+        let mut log = cell.log();
+        if log.maybe_roll_for_time(now) {
+            log.roll(now);
+        }
+    }
+    let mut removed = Vec::new();
+    loop {
+        let step = cell.log().take_expired_by_time(now);
+        match step {
+            Ok(v) if v.is_empty() => break,
+            Ok(v) => removed.extend(v),
+            Err(base) => load_indexes(cell, base).await?,
+        }
+    }
+    removed.extend(cell.log().take_expired_by_size());
+    let (disk, dir) = {
+        let log = cell.log();
+        (log.disk().clone(), log.dir().to_path_buf())
+    };
+    for &base in &removed {
+        tracing::info!(dir = %dir.display(), base, "deleting segment (retention)");
+        delete_segment_files(&disk, &dir, base).await?;
+    }
+    Ok(removed)
+}
