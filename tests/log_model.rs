@@ -209,7 +209,7 @@ proptest! {
                     prop_assert_eq!(log.durable_offset(), m.next_offset);
                 }
                 Op::CleanReopen => {
-                    block_on(log.close(NOW)).expect("close");
+                    block_on(log.close()).expect("close");
                     log = reopen(&disk, dir, &config);
                 }
                 Op::Crash { mode, seed, partial_flush } => {
@@ -250,7 +250,7 @@ proptest! {
         }
         // spec: T8.4 — every segment's offset index (loaded, resumed or rebuilt) equals the
         // one the append rule gives for its batches.
-        block_on(log.close(NOW)).expect("close");
+        block_on(log.close()).expect("close");
         let mut log = reopen(&disk, dir, &config);
         let bases = log.segment_bases();
         for (i, &base) in bases.iter().enumerate() {

@@ -137,7 +137,7 @@ fn cut_at_every_byte_keeps_whole_batches_and_rebuilds_the_same_index() {
             // The recovered log takes appends at the right offset and survives a clean reopen.
             let (info, _) = log.append(&tagged_batch(999, 2, 10, 5), NOW).unwrap();
             assert_eq!(info.base_offset, end);
-            block_on(log.close(NOW)).unwrap();
+            block_on(log.close()).unwrap();
             let mut log = open(&disk, &config);
             assert_eq!(log.log_end_offset(), end + 2);
             assert_eq!(read_all(&mut log).len(), whole + 1);
@@ -220,7 +220,7 @@ fn damaged_index_of_a_sealed_segment_is_rebuilt_identical() {
     let log = write_log(&disk, &config, &data);
     assert!(log.segment_count() >= 3);
     let bases = log.segment_bases();
-    block_on(log.close(NOW)).unwrap();
+    block_on(log.close()).unwrap();
     let victim = bases[1];
     let ipath = dir().join(format!("{victim:020}.index"));
     let original = disk.file_bytes(&ipath).unwrap();
@@ -247,7 +247,7 @@ fn damaged_index_of_a_sealed_segment_is_rebuilt_identical() {
         }
         assert_eq!(encoded, original, "damage {damage}");
         assert_eq!(disk.file_bytes(&ipath).unwrap(), original, "rebuilt index written back (damage {damage})");
-        block_on(log.close(NOW)).unwrap();
+        block_on(log.close()).unwrap();
     }
 }
 
@@ -261,7 +261,7 @@ fn clean_shutdown_trims_and_reopens_without_a_scan() {
     let log = write_log(&disk, &config, &data);
     let size: usize = data.iter().map(|(_, b)| b.len()).sum();
     assert!(disk.file_bytes(&seg_path("log")).unwrap().len() > size, "preallocated while active");
-    block_on(log.close(NOW)).unwrap();
+    block_on(log.close()).unwrap();
     assert_eq!(disk.file_bytes(&seg_path("log")).unwrap().len(), size, "trimmed at close");
     assert!(disk.file_bytes(&dir().join("clean-shutdown")).is_some());
     let (mut log, report) = block_on(Log::open(disk.clone(), &dir(), config.clone())).unwrap();
@@ -278,7 +278,7 @@ fn stale_or_corrupt_marker_falls_back_to_a_scan() {
     let config = config();
     let data = stored(5);
     let disk = MemDisk::new();
-    block_on(write_log(&disk, &config, &data).close(NOW)).unwrap();
+    block_on(write_log(&disk, &config, &data).close()).unwrap();
     let mpath = dir().join("clean-shutdown");
     let mut m = disk.file_bytes(&mpath).unwrap();
     m[9] ^= 1;
@@ -320,7 +320,7 @@ fn batches_larger_than_every_window() {
         log.append(&small, NOW).unwrap();
         block_on(log.flush_all()).unwrap();
         if clean {
-            block_on(log.close(NOW)).unwrap();
+            block_on(log.close()).unwrap();
         } else {
             drop(log);
         }
@@ -344,7 +344,7 @@ fn well_formed_but_wrong_index_is_never_trusted_silently() {
     let disk = MemDisk::new();
     let log = write_log(&disk, &config, &data);
     let bases = log.segment_bases();
-    block_on(log.close(NOW)).unwrap();
+    block_on(log.close()).unwrap();
     let ipath = dir().join(format!("{:020}.index", bases[0]));
     let original = disk.file_bytes(&ipath).unwrap();
     let n = original.len() / 8;
@@ -356,7 +356,7 @@ fn well_formed_but_wrong_index_is_never_trusted_silently() {
     disk.set_file_bytes(&ipath, bytes);
     let mut log = open(&disk, &config);
     assert_eq!(read_all(&mut log), data, "rebuilt from the data");
-    block_on(log.close(NOW)).unwrap();
+    block_on(log.close()).unwrap();
     assert_eq!(disk.file_bytes(&ipath).unwrap(), original);
     // A middle entry naming the offset of a later batch: a read through it fails.
     let mut bytes = original.clone();

@@ -270,7 +270,7 @@ async fn rebuild_time_index<D: Disk>(
         return Err(StorageError::Corrupt { path, position, error });
     }
     let mut time = scan.time.expect("scan built a time index");
-    time.on_close(base, scan.next_offset - 1, disk.mtime_ms(&path).await?);
+    time.on_close(base, scan.next_offset - 1, Some(disk.mtime_ms(&path).await?));
     let tpath = timeindex_path(dir, base);
     let f = disk.open_rw(&tpath).await?;
     write_exact(disk, &f, &time.encode()).await?;
@@ -409,25 +409,64 @@ impl<D: Disk> Log<D> {
             disk.remove_file(&marker_path).await?;
             disk.sync_dir(dir).await?;
         }
-        let partial = file.read_at(align_down(size), (size - align_down(size)) as usize).await?;
-        let tail = Tail::new(&disk, size, &partial, config.write_chunk_bytes as usize);
-        let allocated = file.size().await?;
         let roll_reference_ms = disk.mtime_ms(&path).await?;
-        segments.insert(
-            base,
-            Segment {
-                base_offset: base,
+        if report.clean && size > 0 {
+            // A segment is active once in its life (as Redpanda does): the cleanly closed last
+            // segment stays sealed, with its close entry, and a new active segment begins at
+            // the log end; its file appears with its first flush. A rescan after a later crash
+            // then rebuilds exactly what this segment's single active life built.
+            let last_ts = time.last_ts;
+            segments.insert(
+                base,
+                Segment {
+                    base_offset: base,
+                    next_offset,
+                    size,
+                    durable_size: size,
+                    state: SegmentState::Sealed,
+                    file: Some(Rc::new(file)),
+                    allocated: size,
+                    index: Some(index),
+                    time: Some(time),
+                    tail: None,
+                },
+            );
+            segments.insert(
                 next_offset,
-                size,
-                durable_size: size,
-                state: SegmentState::Active,
-                file: Some(Rc::new(file)),
-                allocated,
-                index: Some(index),
-                time: Some(time),
-                tail: Some(tail),
-            },
-        );
+                Segment {
+                    base_offset: next_offset,
+                    next_offset,
+                    size: 0,
+                    durable_size: 0,
+                    state: SegmentState::Active,
+                    file: None,
+                    allocated: 0,
+                    index: Some(IndexBuilder::new(offset_entries(&config), config.index_interval_bytes)),
+                    time: Some(TimeBuilder::new(time_entries(&config), last_ts)),
+                    tail: Some(Tail::new(&disk, 0, &[], config.write_chunk_bytes as usize)),
+                },
+            );
+        } else {
+            // Unclean (the segment continues its active life) or empty: resume it.
+            let partial = file.read_at(align_down(size), (size - align_down(size)) as usize).await?;
+            let tail = Tail::new(&disk, size, &partial, config.write_chunk_bytes as usize);
+            let allocated = file.size().await?;
+            segments.insert(
+                base,
+                Segment {
+                    base_offset: base,
+                    next_offset,
+                    size,
+                    durable_size: size,
+                    state: SegmentState::Active,
+                    file: Some(Rc::new(file)),
+                    allocated,
+                    index: Some(index),
+                    time: Some(time),
+                    tail: Some(tail),
+                },
+            );
+        }
         report.segments = segments.len();
         let log = Log {
             disk,
@@ -646,7 +685,7 @@ impl<D: Disk> Log<D> {
         if self.active().size == 0 {
             return;
         }
-        let last_ts = self.close_active(now);
+        let last_ts = self.close_active();
         let tail = Tail::new(&self.disk, 0, &[], self.config.write_chunk_bytes as usize);
         self.segments.insert(
             base,
@@ -668,12 +707,12 @@ impl<D: Disk> Log<D> {
 
     /// Mark the active segment Closing with its close entry; returns the log's last
     /// time-index timestamp after it.
-    fn close_active(&mut self, now: i64) -> Option<i64> {
+    fn close_active(&mut self) -> Option<i64> {
         let seg = self.active_mut();
         seg.state = SegmentState::Closing;
         let (base, last) = (seg.base_offset, seg.next_offset - 1);
         let time = seg.time.as_mut().expect("active segment has its time index");
-        time.on_close(base, last, now);
+        time.on_close(base, last, None);
         time.last_ts
     }
 
@@ -985,15 +1024,20 @@ impl<D: Disk> Log<D> {
         removed
     }
 
-    /// Begin a clean shutdown at `now`: no more appends; the active segment gets its close
+    /// Begin a clean shutdown: no more appends; the active segment gets its close
     /// entry and is sealed by the flusher.
-    pub fn begin_close(&mut self, now: i64) {
+    pub fn begin_close(&mut self) {
         if self.closing {
             return;
         }
         self.closing = true;
-        if self.active().state == SegmentState::Active {
-            self.close_active(now);
+        let active = self.active();
+        if active.size == 0 && active.file.is_none() && self.segments.len() > 1 {
+            // Never written: it exists only in memory. The next open starts a new one.
+            let base = active.base_offset;
+            self.segments.remove(&base);
+        } else if active.state == SegmentState::Active {
+            self.close_active();
         }
     }
 
@@ -1054,8 +1098,8 @@ impl<D: Disk> Log<D> {
     }
 
     /// Clean shutdown for an exclusive owner: seal everything, write the marker.
-    pub async fn close(mut self, now: i64) -> StorageResult<()> {
-        self.begin_close(now);
+    pub async fn close(mut self) -> StorageResult<()> {
+        self.begin_close();
         self.flush_all().await?;
         self.write_clean_marker().await
     }

@@ -174,8 +174,7 @@ impl<D: Disk> Partition<D> {
     /// clean-shutdown marker. Appends in flight finish first.
     pub async fn close(self: &Rc<Self>) -> StorageResult<()> {
         self.closed.set(true);
-        let now = (self.clock)();
-        self.log.borrow_mut().begin_close(now);
+        self.log.borrow_mut().begin_close();
         loop {
             if self.flusher_running.get() {
                 glommio::timer::sleep(std::time::Duration::from_micros(200)).await;

@@ -207,8 +207,12 @@ impl TimeBuilder {
         }
     }
 
-    /// SPEC T5.3 and T5.5: the segment (holding offsets up to `last_offset`) is closed.
-    pub fn on_close(&mut self, seg_base: i64, last_offset: i64, mtime_ms: i64) {
+    /// SPEC T5.3: the segment (holding offsets up to `last_offset`) is closed; its largest
+    /// timestamp becomes an exact entry if it is the log's largest. With `mtime_ms` (rebuilding
+    /// older data, T8.3), a segment none of whose records has a timestamp gets T5.5's entry
+    /// (its file's mtime, its last offset). Live v2 segments never get an mtime entry, so the
+    /// last entry of a closed log stays its largest *record* timestamp (what `-3` answers).
+    pub fn on_close(&mut self, seg_base: i64, last_offset: i64, mtime_ms: Option<i64>) {
         if last_offset < seg_base {
             return; // empty segment
         }
@@ -216,9 +220,8 @@ impl TimeBuilder {
             if self.last_ts.is_none_or(|t| self.max_ts > t) {
                 self.push(self.max_ts, (self.max_ts_offset - seg_base) as u32);
             }
-        } else if self.complete && self.last_ts.is_none_or(|t| mtime_ms > t) {
-            // No record of this segment has a timestamp: its file's mtime stands in.
-            self.push(mtime_ms, (last_offset - seg_base) as u32);
+        } else if let Some(mtime) = mtime_ms.filter(|&m| self.complete && self.last_ts.is_none_or(|t| m > t)) {
+            self.push(mtime, (last_offset - seg_base) as u32);
         }
     }
 

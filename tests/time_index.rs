@@ -1,0 +1,231 @@
+//! The time index and lookups by time, as a property test against a brute-force model:
+//! random timestamps (in order, out of order, duplicates, far past, none), random
+//! `time.index.interval.ms`, rolls, clean restarts and crashes.
+//!
+//! spec: T5.1 — entries strictly increase across the whole log, and no record before an
+//!   entry's offset has a timestamp above the entry's.
+//! spec: T5.2, T5.3, T5.4 — checked through T5.1 and the exactness of closed segments.
+//! spec: T6.1, T6.2, T6.3 — every probe's answer equals "first offset with ts >= T".
+//! spec: T8.1, T8.2 — after a restart, clean or not, the same entries and the same answers.
+
+mod common;
+
+use futures_lite::future::block_on;
+use proptest::prelude::*;
+use std::path::Path;
+use tidemark::config::LogConfig;
+use tidemark::io::{CrashMode, MemDisk};
+use tidemark::storage::format::batch::{BatchBuilder, Compression};
+use tidemark::storage::{Log, ReadUpTo};
+
+const NOW: i64 = 1_000_000;
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Records with these timestamps (-1: none), compressed or not.
+    Append(Vec<i64>, bool),
+    Roll,
+    Flush,
+    CleanReopen,
+    Crash,
+}
+
+fn ts() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        6 => 0i64..5000,
+        1 => Just(-1i64),
+        1 => 0i64..10,
+        1 => 100_000i64..100_100,
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (proptest::collection::vec(ts(), 1..5), any::<bool>()).prop_map(|(t, c)| Op::Append(t, c)),
+        2 => Just(Op::Roll),
+        1 => Just(Op::Flush),
+        1 => Just(Op::CleanReopen),
+        1 => Just(Op::Crash),
+    ]
+}
+
+fn batch(ts: &[i64], compressed: bool) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    for &t in ts {
+        b.push(t, None, Some(b"v"), &[]);
+    }
+    if ts.iter().all(|&t| t == -1) || ts[0] == -1 {
+        // A batch whose first timestamp is -1 and whose deltas are 0: records without one.
+        let mut b = BatchBuilder::new();
+        for _ in ts {
+            b.push(-1, None, Some(b"v"), &[]);
+        }
+        return b.finish();
+    }
+    if compressed {
+        b.finish_compressed(Compression::Lz4)
+    } else {
+        b.finish()
+    }
+}
+
+/// The timestamps a batch gives its records (as the builder encodes them).
+fn stored_ts(ts: &[i64]) -> Vec<i64> {
+    if ts[0] == -1 {
+        vec![-1; ts.len()]
+    } else {
+        ts.to_vec()
+    }
+}
+
+fn reopen(disk: &MemDisk, config: &LogConfig) -> Log<MemDisk> {
+    block_on(Log::open(disk.clone(), Path::new("/d/t-0"), config.clone())).expect("open").0
+}
+
+/// The entries SPEC T5.2 and T5.3 give, computed here from the batches alone: a bucket entry
+/// when a batch's max timestamp crosses into a new bucket, an exact entry when a segment that
+/// holds the log's largest timestamp closes (every segment but the active one is closed).
+fn expected_entries(batches: &[(i64, i64)], bases: &[i64], interval: u64) -> Vec<Vec<(i64, u32)>> {
+    let bucket = |t: i64| t.div_euclid(interval as i64);
+    let mut last: Option<i64> = None;
+    let mut out = Vec::new();
+    for (i, &base) in bases.iter().enumerate() {
+        let end = bases.get(i + 1).copied().unwrap_or(i64::MAX);
+        let mut entries = Vec::new();
+        let (mut seg_max, mut seg_max_at) = (-1i64, 0i64);
+        for &(b, max) in batches.iter().filter(|(b, _)| *b >= base && *b < end) {
+            if max < 0 {
+                continue;
+            }
+            if max > seg_max {
+                seg_max = max;
+                seg_max_at = b;
+            }
+            if last.is_none_or(|l| bucket(max) > bucket(l)) {
+                let t = bucket(max) * interval as i64;
+                entries.push((t, (b - base) as u32));
+                last = Some(t);
+            }
+        }
+        let closed = i + 1 < bases.len();
+        if closed && seg_max >= 0 && last.is_none_or(|l| seg_max > l) {
+            entries.push((seg_max, (seg_max_at - base) as u32));
+            last = Some(seg_max);
+        }
+        out.push(entries);
+    }
+    out
+}
+
+/// Check T5.1 over every segment's entries and every probe's lookup against brute force.
+fn check(log: &mut Log<MemDisk>, records: &[i64]) -> Result<Vec<(i64, Vec<(i64, u32)>)>, TestCaseError> {
+    let bases = log.segment_bases();
+    let mut all = Vec::new();
+    for &b in &bases {
+        if b < log.log_end_offset() {
+            block_on(log.read(b, 1, ReadUpTo::LogEnd)).expect("load");
+        }
+        let entries = log.time_entries(b).expect("time index loaded");
+        all.push((b, entries));
+    }
+    let mut prev: Option<i64> = None;
+    for (b, entries) in &all {
+        for &(t, rel) in entries {
+            prop_assert!(prev.is_none_or(|p| t > p), "entries must strictly increase: {:?} then {}", prev, t);
+            prev = Some(t);
+            let o = (b + rel as i64) as usize;
+            prop_assert!(o < records.len());
+            if let Some(max_before) = records[..o].iter().copied().max() {
+                prop_assert!(max_before <= t, "record before offset {} has ts {} > entry {}", o, max_before, t);
+            }
+        }
+    }
+    let mut probes: Vec<i64> = records.iter().flat_map(|&t| [t, t + 1, t - 1]).filter(|&t| t >= 0).collect();
+    probes.extend([0, 1, 999, 1000, 5000, 100_050, 200_000]);
+    for t in probes {
+        let want = records.iter().enumerate().find(|(_, &r)| r >= t).map(|(o, &r)| (o as i64, r));
+        let got = block_on(log.offset_for_time(t, ReadUpTo::LogEnd)).expect("lookup");
+        prop_assert_eq!(got, want, "lookup of {}", t);
+    }
+    let max = records.iter().copied().max().filter(|&m| m >= 0);
+    let want_max = max.map(|m| (records.iter().position(|&r| r == m).unwrap() as i64, m));
+    prop_assert_eq!(block_on(log.offset_for_time(-3, ReadUpTo::LogEnd)).unwrap(), want_max, "-3");
+    prop_assert_eq!(block_on(log.offset_for_time(-1, ReadUpTo::LogEnd)).unwrap(), Some((records.len() as i64, -1)));
+    prop_assert_eq!(block_on(log.offset_for_time(-2, ReadUpTo::LogEnd)).unwrap(), Some((0, -1)));
+    Ok(all)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn lookups_match_brute_force(interval in prop_oneof![Just(1u64), 2u64..50, 50u64..2000],
+                                 seg_bytes in 1024u64..4096,
+                                 ops in proptest::collection::vec(op(), 1..40)) {
+        let mut batches: Vec<(i64, i64)> = Vec::new();
+        let config = LogConfig {
+            time_index_interval_ms: interval,
+            segment_bytes: seg_bytes,
+            flush_messages: u64::MAX,
+            write_chunk_bytes: 8192,
+            preallocate_bytes: 8192,
+            ..LogConfig::default()
+        };
+        let disk = MemDisk::new();
+        let mut log = reopen(&disk, &config);
+        let mut records: Vec<i64> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Append(ts, compressed) => {
+                    log.append(&batch(&ts, compressed), NOW).expect("append");
+                    let stored = stored_ts(&ts);
+                    batches.push((records.len() as i64, stored.iter().copied().max().unwrap()));
+                    records.extend(stored);
+                }
+                Op::Roll => log.roll(NOW),
+                Op::Flush => block_on(log.flush_all()).unwrap(),
+                Op::CleanReopen => {
+                    let before = check(&mut log, &records)?;
+                    block_on(log.close()).unwrap();
+                    log = reopen(&disk, &config);
+                    let after = check(&mut log, &records)?;
+                    // Closing appends exact entries (T5.3): each segment's entries before the
+                    // close are a prefix of its entries after.
+                    for ((b1, e1), (b2, e2)) in before.iter().zip(&after) {
+                        prop_assert_eq!(b1, b2);
+                        prop_assert!(e2.starts_with(e1), "clean restart changed entries of {}", b1);
+                    }
+                }
+                Op::Crash => {
+                    // Everything durable first, then a power cut: recovery rebuilds the active
+                    // segment's time index from its batches, identical to the one in memory.
+                    block_on(log.flush_all()).unwrap();
+                    let before = check(&mut log, &records)?;
+                    drop(log);
+                    disk.crash(CrashMode::DropUnsynced);
+                    log = reopen(&disk, &config);
+                    let after = check(&mut log, &records)?;
+                    // An empty segment existed only in memory (its file comes with its first
+                    // flush), so the last segment on disk becomes the active one again and is
+                    // rescanned: the same entries, except that it is no longer closed, so its
+                    // close entry (T5.3) is not there until it closes again.
+                    let n = records.len() as i64;
+                    let before: Vec<_> = before.into_iter().filter(|(b, _)| *b < n).collect();
+                    let after: Vec<_> = after.into_iter().filter(|(b, _)| *b < n).collect();
+                    prop_assert_eq!(before.len(), after.len());
+                    for (i, ((b1, e1), (b2, e2))) in before.iter().zip(&after).enumerate() {
+                        prop_assert_eq!(b1, b2);
+                        let last = i + 1 == after.len();
+                        prop_assert!(e1 == e2 || (last && e1.len() == e2.len() + 1 && e1.starts_with(e2)),
+                            "recovery rebuilt different time entries for {}: {:?} vs {:?}", b1, e1, e2);
+                    }
+                }
+            }
+        }
+        let all = check(&mut log, &records)?;
+        // spec: T5.2, T5.3, T5.4 — exactly the entries the rules give, no more, no fewer.
+        let bases: Vec<i64> = all.iter().map(|(b, _)| *b).collect();
+        let got: Vec<_> = all.into_iter().map(|(_, e)| e).collect();
+        prop_assert_eq!(got, expected_entries(&batches, &bases, interval));
+    }
+}
