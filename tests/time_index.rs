@@ -118,7 +118,10 @@ fn expected_entries(batches: &[(i64, i64)], bases: &[i64], interval: u64) -> Vec
 }
 
 /// Check T5.1 over every segment's entries and every probe's lookup against brute force.
-fn check(log: &mut Log<MemDisk>, records: &[i64]) -> Result<Vec<(i64, Vec<(i64, u32)>)>, TestCaseError> {
+/// Each segment's base offset and time-index entries.
+type SegmentEntries = Vec<(i64, Vec<(i64, u32)>)>;
+
+fn check(log: &mut Log<MemDisk>, records: &[i64]) -> Result<SegmentEntries, TestCaseError> {
     let bases = log.segment_bases();
     let mut all = Vec::new();
     for &b in &bases {

@@ -378,7 +378,12 @@ impl<D: Disk> Log<D> {
             // its last entry, hopping batch headers to the end; load the time index.
             if let Some((next, size, index)) = Self::resume_clean(&disk, &file, dir, base, file_size, &config).await? {
                 if next == marker_end {
-                    let time = load_time_index(&disk, dir, base, next, &config, context_ts).await?;
+                    let time = if has_timeindex.contains(&base) {
+                        load_time_index(&disk, dir, base, next, &config, context_ts).await?
+                    } else {
+                        report.rebuilt_time_indexes += 1;
+                        rebuild_time_index(&disk, dir, base, size, &config, context_ts).await?
+                    };
                     active = Some((next, size, index, time));
                     report.clean = true;
                 }

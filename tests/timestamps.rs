@@ -1,0 +1,261 @@
+//! Timestamps on the append path (SPEC T3), what reads return (T4), rolling and retention by
+//! time with a simulated clock (T7), and time-index recovery (T5.6, T8.1, T8.3).
+
+mod common;
+
+use common::batches;
+use futures_lite::future::block_on;
+use std::path::{Path, PathBuf};
+use tidemark::config::LogConfig;
+use tidemark::io::MemDisk;
+use tidemark::storage::format::batch::{check_stored, BatchBuilder, Compression, Records, TimestampType, HEADER_LEN};
+use tidemark::storage::{Log, ReadUpTo, StorageError};
+
+const MIN: i64 = 60_000;
+const HOUR: i64 = 60 * MIN;
+const NOW: i64 = 1_700_000_000_000;
+
+fn dir() -> PathBuf {
+    PathBuf::from("/d/t-0")
+}
+
+fn open(disk: &MemDisk, config: &LogConfig) -> Log<MemDisk> {
+    block_on(Log::open(disk.clone(), &dir(), config.clone())).expect("open").0
+}
+
+fn batch_at(ts: &[i64]) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    for &t in ts {
+        b.push(t, Some(b"k"), Some(b"value"), &[]);
+    }
+    b.finish()
+}
+
+fn cfg(pairs: &[(&str, &str)]) -> LogConfig {
+    LogConfig::default().with_overrides(pairs.iter().copied()).unwrap()
+}
+
+/// spec: T3.1 — a CreateTime record outside the allowed difference rejects the whole batch
+/// with INVALID_TIMESTAMP and nothing of it is appended; the bound applies to every record
+/// (not just the first or the max), in compressed batches too, and -1 takes no part.
+#[test]
+fn create_time_bounds_reject_whole_batches() {
+    let config = cfg(&[("message.timestamp.before.max.ms", "3600000"), ("message.timestamp.after.max.ms", "60000")]);
+    let disk = MemDisk::new();
+    let mut log = open(&disk, &config);
+    log.append(&batch_at(&[NOW - HOUR, NOW, NOW + MIN]), NOW).expect("bounds are inclusive");
+    let end = log.log_end_offset();
+    for bad in [vec![NOW, NOW - HOUR - 1], vec![NOW + MIN + 1, NOW], vec![NOW, -5]] {
+        for codec in [Compression::None, Compression::Zstd, Compression::Lz4] {
+            let mut b = BatchBuilder::new();
+            for &t in &bad {
+                b.push(t, None, Some(b"v"), &[]);
+            }
+            let e = log.append(&b.finish_compressed(codec), NOW).unwrap_err();
+            assert!(matches!(e, StorageError::InvalidTimestamp { .. }), "{bad:?} {codec:?}: {e}");
+            assert_eq!(log.log_end_offset(), end, "nothing appended");
+        }
+    }
+    // A request with a good batch then a bad one appends neither.
+    let mut req = batch_at(&[NOW]);
+    req.extend(batch_at(&[NOW - 2 * HOUR]));
+    assert!(log.append(&req, NOW).is_err());
+    assert_eq!(log.log_end_offset(), end);
+    // Records without a timestamp take no part in the bound.
+    let mut b = BatchBuilder::new();
+    b.push(-1, None, Some(b"v"), &[]);
+    log.append(&b.finish(), NOW).expect("-1 is not checked");
+    // The symmetric bound (and its alias) with a one-sided one: the tighter wins.
+    let mut log2 = open(
+        &MemDisk::new(),
+        &cfg(&[("message.timestamp.difference.max.ms", "1000"), ("message.timestamp.after.max.ms", "10")]),
+    );
+    assert!(log2.append(&batch_at(&[NOW - 1000]), NOW).is_ok());
+    assert!(log2.append(&batch_at(&[NOW - 1001]), NOW).is_err());
+    assert!(log2.append(&batch_at(&[NOW + 11]), NOW).is_err());
+    assert!(log2.append(&batch_at(&[NOW + 10]), NOW).is_ok());
+}
+
+/// spec: T3.2, T3.4, T4.1 — LogAppendTime stamps the batch (attribute bit, maxTimestamp =
+/// now, CRC-32C recomputed) without rewriting records, and the append reports the time; a
+/// CreateTime topic reports -1 and stores the true maximum timestamp of the records.
+#[test]
+fn log_append_time_stamps_the_batch() {
+    let disk = MemDisk::new();
+    let mut log = open(&disk, &cfg(&[("message.timestamp.type", "LogAppendTime")]));
+    let sent = batch_at(&[5, 7, 6]);
+    let (info, _) = log.append(&sent, NOW).unwrap();
+    assert_eq!(info.log_append_time, NOW);
+    let got = block_on(log.read(0, 1 << 20, ReadUpTo::LogEnd)).unwrap();
+    let (h, stored) = &batches(&got)[0];
+    check_stored(stored).expect("CRC recomputed");
+    assert_eq!(h.timestamp_type(), TimestampType::LogAppendTime);
+    assert_eq!(h.max_timestamp, NOW);
+    assert_eq!(&stored[HEADER_LEN..], &sent[HEADER_LEN..], "records are not rewritten");
+    assert_eq!(block_on(log.offset_for_time(NOW, ReadUpTo::LogEnd)).unwrap(), Some((0, NOW)));
+    assert_eq!(block_on(log.offset_for_time(NOW + 1, ReadUpTo::LogEnd)).unwrap(), None);
+
+    let mut log = open(&MemDisk::new(), &LogConfig::default());
+    // A producer's wrong maxTimestamp is corrected to the records' true maximum.
+    let mut wrong = batch_at(&[NOW - 5, NOW - 1, NOW - 3]);
+    wrong[35..43].copy_from_slice(&(NOW - 100).to_be_bytes());
+    tidemark::storage::format::batch::rewrite_crc(&mut wrong);
+    let (info, _) = log.append(&wrong, NOW).unwrap();
+    assert_eq!(info.log_append_time, -1);
+    let got = block_on(log.read(0, 1 << 20, ReadUpTo::LogEnd)).unwrap();
+    let (h, stored) = &batches(&got)[0];
+    check_stored(stored).unwrap();
+    assert_eq!(h.timestamp_type(), TimestampType::CreateTime);
+    assert_eq!(h.max_timestamp, NOW - 1);
+    let ts: Vec<i64> =
+        Records::new(&stored[HEADER_LEN..], 3).map(|r| h.first_timestamp + r.unwrap().timestamp_delta).collect();
+    assert_eq!(ts, vec![NOW - 5, NOW - 1, NOW - 3], "T4.1: each record keeps its timestamp");
+}
+
+/// spec: T7.1 — a non-empty active segment rolls once `segment.ms` has passed since the
+/// log's largest timestamp, not before; an idle partition rolls; old timestamps cause at most
+/// one time roll per `segment.ms` (no roll storm).
+#[test]
+fn time_based_rolling_without_storms() {
+    let config = cfg(&[("segment.ms", "3600000"), ("retention.ms", "-1")]);
+    let mut log = open(&MemDisk::new(), &config);
+    log.append(&batch_at(&[NOW]), NOW).unwrap();
+    assert!(block_on(log.maintain(NOW + HOUR - 1)).unwrap().is_empty());
+    assert_eq!(log.segment_count(), 1, "no roll before segment.ms");
+    block_on(log.maintain(NOW + HOUR)).unwrap();
+    assert_eq!(log.segment_count(), 2, "an idle partition rolls at segment.ms");
+    block_on(log.maintain(NOW + 2 * HOUR)).unwrap();
+    assert_eq!(log.segment_count(), 2, "an empty active segment does not roll");
+    // Records an hour old arriving every minute: at most one time roll per hour.
+    let mut t = NOW + 3 * HOUR;
+    for _ in 0..120 {
+        log.append(&batch_at(&[NOW - HOUR]), t).unwrap();
+        block_on(log.maintain(t)).unwrap();
+        t += MIN;
+    }
+    assert!(log.segment_count() <= 2 + 2, "roll storm: {} segments", log.segment_count());
+    // The largest timestamp is what counts: old data rolls at the next append, and after a
+    // fresh record nothing rolls until segment.ms after it.
+    let mut log = open(&MemDisk::new(), &config);
+    log.append(&batch_at(&[NOW - 10 * HOUR]), NOW).unwrap();
+    log.append(&batch_at(&[NOW]), NOW).unwrap();
+    assert_eq!(log.segment_count(), 2, "10 h old data rolled before the fresh batch");
+    block_on(log.maintain(NOW + HOUR / 2)).unwrap();
+    assert_eq!(log.segment_count(), 2);
+    block_on(log.maintain(NOW + HOUR)).unwrap();
+    assert_eq!(log.segment_count(), 3);
+}
+
+/// spec: T7.2 — retention by time deletes a prefix of segments whose largest timestamp is
+/// more than retention.ms old, never early; an expired active segment is rolled first.
+/// spec: T7.3 — a segment whose largest timestamp is in the future is kept.
+#[test]
+fn retention_by_time_never_deletes_early() {
+    let config = cfg(&[("retention.ms", "86400000"), ("segment.ms", "604800000")]);
+    let disk = MemDisk::new();
+    let mut log = open(&disk, &config);
+    // Three segments with largest timestamps NOW-3d, NOW-2d (in the future later), NOW.
+    let day = 24 * HOUR;
+    for (i, t) in [NOW - 3 * day, NOW - 2 * day, NOW].iter().enumerate() {
+        log.append(&batch_at(&[t - 10, *t]), NOW).unwrap();
+        if i < 2 {
+            log.roll(NOW);
+        }
+    }
+    block_on(log.flush_all()).unwrap();
+    let bases = log.segment_bases();
+    assert_eq!(bases.len(), 3);
+    // At NOW + 0: the first two are older than a day: deleted; the last is kept.
+    let removed = block_on(log.maintain(NOW)).unwrap();
+    assert_eq!(removed, bases[..2].to_vec());
+    assert_eq!(log.log_start_offset(), bases[2]);
+    // Exactly retention.ms after the largest timestamp: kept (strictly greater deletes).
+    assert!(block_on(log.maintain(NOW + day)).unwrap().is_empty());
+    // One ms later the active segment is expired: rolled first, deleted once sealed.
+    block_on(log.maintain(NOW + day + 1)).unwrap();
+    assert_eq!(log.segment_count(), 2, "expired active segment rolled");
+    block_on(log.flush_all()).unwrap();
+    // (The new active segment is empty and has no file yet, so the expired one stays until
+    // the next one exists on disk: the log start must always be a file on disk.)
+    log.append(&batch_at(&[NOW + day]), NOW + day).unwrap();
+    block_on(log.flush_all()).unwrap();
+    let removed = block_on(log.maintain(NOW + day + 2)).unwrap();
+    assert_eq!(removed, vec![bases[2]]);
+
+    // Future timestamps: kept however far the clock is.
+    let disk = MemDisk::new();
+    let mut log = open(&disk, &config);
+    log.append(&batch_at(&[NOW + 10 * day]), NOW).unwrap();
+    log.roll(NOW);
+    log.append(&batch_at(&[NOW]), NOW).unwrap();
+    block_on(log.flush_all()).unwrap();
+    assert!(block_on(log.maintain(NOW + 2 * day)).unwrap().is_empty(), "future segment kept");
+}
+
+/// spec: T7.2 — a segment with an empty time index (T5.4) takes its largest timestamp from
+/// the earlier segment's last entry; retention survives restarts (indexes loaded lazily).
+#[test]
+fn retention_uses_earlier_entries_for_empty_indexes() {
+    let config = cfg(&[("retention.ms", "3600000"), ("segment.ms", "604800000")]);
+    let disk = MemDisk::new();
+    let mut log = open(&disk, &config);
+    log.append(&batch_at(&[NOW]), NOW).unwrap();
+    log.roll(NOW);
+    // All below the previous segment's entries: this segment's time index stays empty.
+    log.append(&batch_at(&[NOW - 10]), NOW).unwrap();
+    log.roll(NOW);
+    log.append(&batch_at(&[NOW + 5]), NOW).unwrap();
+    block_on(log.flush_all()).unwrap();
+    let bases = log.segment_bases();
+    assert_eq!(log.time_entries(bases[1]).unwrap(), vec![], "T5.4: empty index");
+    block_on(log.close()).unwrap();
+    let mut log = open(&disk, &config);
+    let removed = block_on(log.maintain(NOW + HOUR + 1)).unwrap();
+    assert_eq!(removed, bases[..2].to_vec(), "both expire with the first segment's entry");
+}
+
+/// spec: T8.3 — sealed segments without a time index (older data) get one rebuilt at open,
+/// identical to the one written at their close. spec: T5.6 — a torn time index keeps its
+/// valid prefix and lookups stay right.
+#[test]
+fn missing_or_torn_time_indexes() {
+    let config = cfg(&[("segment.bytes", "1024"), ("time.index.interval.ms", "10"), ("retention.ms", "-1")]);
+    let disk = MemDisk::new();
+    let mut log = open(&disk, &config);
+    let mut ts = Vec::new();
+    for i in 0..60i64 {
+        let t = NOW + (i * 7919) % 500;
+        log.append(&batch_at(&[t, t + 3]), NOW).unwrap();
+        ts.extend([t, t + 3]);
+    }
+    block_on(log.close()).unwrap();
+    let tpaths: Vec<PathBuf> =
+        disk.paths().into_iter().filter(|p| p.extension().is_some_and(|e| e == "timeindex")).collect();
+    assert!(tpaths.len() > 3);
+    let originals: Vec<Vec<u8>> = tpaths.iter().map(|p| disk.file_bytes(p).unwrap()).collect();
+    for p in &tpaths {
+        block_on(tidemark::io::Disk::remove_file(&disk, p)).unwrap();
+    }
+    let (mut log, report) = block_on(Log::open(disk.clone(), &dir(), config.clone())).unwrap();
+    assert_eq!(report.rebuilt_time_indexes, tpaths.len());
+    for (p, o) in tpaths.iter().zip(&originals) {
+        assert_eq!(&disk.file_bytes(p).unwrap(), o, "rebuilt {}", p.display());
+    }
+    let probe = |log: &mut Log<MemDisk>, t: i64| block_on(log.offset_for_time(t, ReadUpTo::LogEnd)).unwrap();
+    for t in [NOW, NOW + 100, NOW + 250, NOW + 499] {
+        let want = ts.iter().position(|&x| x >= t).map(|o| (o as i64, ts[o]));
+        assert_eq!(probe(&mut log, t), want);
+    }
+    block_on(log.close()).unwrap();
+    // Torn: cut the middle segment's time index mid-entry.
+    let victim = &tpaths[tpaths.len() / 2];
+    let mut b = disk.file_bytes(victim).unwrap();
+    b.truncate(b.len().saturating_sub(5));
+    disk.set_file_bytes(victim, b);
+    let mut log = open(&disk, &config);
+    for t in [NOW, NOW + 100, NOW + 250, NOW + 499, NOW + 1000] {
+        let want = ts.iter().position(|&x| x >= t).map(|o| (o as i64, ts[o]));
+        assert_eq!(probe(&mut log, t), want);
+    }
+    let _ = Path::new("");
+}
