@@ -9,8 +9,10 @@ pub mod access;
 pub mod error;
 pub mod format;
 pub mod log;
+pub mod manager;
 pub mod partition;
 pub mod segment;
+pub mod topics;
 
 pub use error::{StorageError, StorageResult};
 pub use log::{AppendInfo, Log, OpenReport, ReadUpTo, TimePlan};

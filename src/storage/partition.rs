@@ -55,6 +55,12 @@ impl<D: Disk> Partition<D> {
         Ok((Rc::new(p), report))
     }
 
+    /// Change the partition's settings at runtime (they apply from the next append, roll and
+    /// upkeep pass).
+    pub fn set_config(&self, config: LogConfig) {
+        self.log.borrow_mut().set_config(config);
+    }
+
     /// Read-only access to the log (offsets, sizes). Never hold it across an await.
     pub fn log(&self) -> Ref<'_, Log<D>> {
         self.log.borrow()
