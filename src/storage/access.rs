@@ -9,8 +9,9 @@ use crate::storage::format::batch::{first_record_at_or_after, BatchWalk};
 use crate::storage::log::{delete_segment_files, Log, ReadPlan, ReadUpTo, TimePlan};
 use std::cell::{RefCell, RefMut};
 
-/// Bytes read per step of a time lookup's forward scan.
-const TIME_SCAN_READ_BYTES: usize = 1 << 20;
+/// Bytes read per step of a time lookup's forward scan: the scan usually ends within one
+/// time-index bucket of data, so small steps beat one large read.
+const TIME_SCAN_READ_BYTES: usize = 64 << 10;
 
 /// Something that lends the log for a moment.
 pub trait LogCell<D: Disk> {
