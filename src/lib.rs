@@ -18,5 +18,6 @@
 pub mod config;
 pub mod dump;
 pub mod io;
+pub mod protocol;
 pub mod storage;
 pub mod storage_load;

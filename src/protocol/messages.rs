@@ -1,0 +1,731 @@
+//! The request and response bodies tidemark implements, one `codec` function each, covering
+//! every supported version (field versions from Kafka's message JSON definitions). A field
+//! absent in a version keeps its default when decoding and is skipped when encoding.
+
+use super::codec::{array, nullable_array, Codec, ProtoResult, TaggedFields};
+use bytes::Bytes;
+
+/// A message body of some API.
+pub trait Message: Default + std::fmt::Debug + Clone + PartialEq {
+    /// Read or write the body at `version` (the codec's `flexible` flag is already set).
+    fn codec<C: Codec>(&mut self, c: &mut C, version: i16) -> ProtoResult<()>;
+}
+
+// ---------------------------------------------------------------- ApiVersions (18)
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ApiVersionsRequest {
+    pub client_software_name: String,
+    pub client_software_version: String,
+    pub tags: TaggedFields,
+}
+
+impl Message for ApiVersionsRequest {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        if v >= 3 {
+            c.string(&mut self.client_software_name)?;
+            c.string(&mut self.client_software_version)?;
+        }
+        c.tagged(&mut self.tags)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ApiVersion {
+    pub api_key: i16,
+    pub min_version: i16,
+    pub max_version: i16,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ApiVersionsResponse {
+    pub error_code: i16,
+    pub api_keys: Vec<ApiVersion>,
+    pub throttle_time_ms: i32,
+    /// Sent empty: librdkafka 2.0 (Debian's kcat) misreads tagged fields here.
+    pub tags: TaggedFields,
+}
+
+impl Message for ApiVersionsResponse {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        c.i16(&mut self.error_code)?;
+        array(c, &mut self.api_keys, |c, a| {
+            c.i16(&mut a.api_key)?;
+            c.i16(&mut a.min_version)?;
+            c.i16(&mut a.max_version)?;
+            c.tagged(&mut a.tags)
+        })?;
+        if v >= 1 {
+            c.i32(&mut self.throttle_time_ms)?;
+        }
+        c.tagged(&mut self.tags)
+    }
+}
+
+// ---------------------------------------------------------------- Metadata (3)
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetadataRequestTopic {
+    pub topic_id: [u8; 16],
+    pub name: Option<String>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetadataRequest {
+    /// `None`: all topics (v1+; at v0 an empty array means all).
+    pub topics: Option<Vec<MetadataRequestTopic>>,
+    pub allow_auto_topic_creation: bool,
+    pub include_cluster_authorized_operations: bool,
+    pub include_topic_authorized_operations: bool,
+    pub tags: TaggedFields,
+}
+
+impl Default for MetadataRequest {
+    fn default() -> Self {
+        MetadataRequest {
+            topics: Some(Vec::new()),
+            allow_auto_topic_creation: true,
+            include_cluster_authorized_operations: false,
+            include_topic_authorized_operations: false,
+            tags: TaggedFields::default(),
+        }
+    }
+}
+
+impl Message for MetadataRequest {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        nullable_array(c, &mut self.topics, |c, t| {
+            if v >= 10 {
+                c.uuid(&mut t.topic_id)?;
+            }
+            c.nullable_string(&mut t.name)?;
+            c.tagged(&mut t.tags)
+        })?;
+        if v == 0 && c.reading() && self.topics.as_ref().is_some_and(|t| t.is_empty()) {
+            self.topics = None; // v0: empty means all
+        }
+        if v >= 4 {
+            c.bool(&mut self.allow_auto_topic_creation)?;
+        }
+        if (8..=10).contains(&v) {
+            c.bool(&mut self.include_cluster_authorized_operations)?;
+        }
+        if v >= 8 {
+            c.bool(&mut self.include_topic_authorized_operations)?;
+        }
+        c.tagged(&mut self.tags)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetadataBroker {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetadataPartition {
+    pub error_code: i16,
+    pub partition_index: i32,
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    pub replica_nodes: Vec<i32>,
+    pub isr_nodes: Vec<i32>,
+    pub offline_replicas: Vec<i32>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetadataTopic {
+    pub error_code: i16,
+    pub name: Option<String>,
+    pub topic_id: [u8; 16],
+    pub is_internal: bool,
+    pub partitions: Vec<MetadataPartition>,
+    pub topic_authorized_operations: i32,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetadataResponse {
+    pub throttle_time_ms: i32,
+    pub brokers: Vec<MetadataBroker>,
+    pub cluster_id: Option<String>,
+    pub controller_id: i32,
+    pub topics: Vec<MetadataTopic>,
+    pub cluster_authorized_operations: i32,
+    pub tags: TaggedFields,
+}
+
+fn int32_array<C: Codec>(c: &mut C, v: &mut Vec<i32>) -> ProtoResult<()> {
+    array(c, v, |c, x| c.i32(x))
+}
+
+impl Message for MetadataResponse {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        if v >= 3 {
+            c.i32(&mut self.throttle_time_ms)?;
+        }
+        array(c, &mut self.brokers, |c, b| {
+            c.i32(&mut b.node_id)?;
+            c.string(&mut b.host)?;
+            c.i32(&mut b.port)?;
+            if v >= 1 {
+                c.nullable_string(&mut b.rack)?;
+            }
+            c.tagged(&mut b.tags)
+        })?;
+        if v >= 2 {
+            c.nullable_string(&mut self.cluster_id)?;
+        }
+        if v >= 1 {
+            c.i32(&mut self.controller_id)?;
+        }
+        array(c, &mut self.topics, |c, t| {
+            c.i16(&mut t.error_code)?;
+            if v >= 12 {
+                c.nullable_string(&mut t.name)?;
+            } else {
+                let mut name = t.name.clone().unwrap_or_default();
+                c.string(&mut name)?;
+                t.name = Some(name);
+            }
+            if v >= 10 {
+                c.uuid(&mut t.topic_id)?;
+            }
+            if v >= 1 {
+                c.bool(&mut t.is_internal)?;
+            }
+            array(c, &mut t.partitions, |c, p| {
+                c.i16(&mut p.error_code)?;
+                c.i32(&mut p.partition_index)?;
+                c.i32(&mut p.leader_id)?;
+                if v >= 7 {
+                    c.i32(&mut p.leader_epoch)?;
+                }
+                int32_array(c, &mut p.replica_nodes)?;
+                int32_array(c, &mut p.isr_nodes)?;
+                if v >= 5 {
+                    int32_array(c, &mut p.offline_replicas)?;
+                }
+                c.tagged(&mut p.tags)
+            })?;
+            if v >= 8 {
+                c.i32(&mut t.topic_authorized_operations)?;
+            }
+            c.tagged(&mut t.tags)
+        })?;
+        if (8..=10).contains(&v) {
+            c.i32(&mut self.cluster_authorized_operations)?;
+        }
+        c.tagged(&mut self.tags)
+    }
+}
+
+// ---------------------------------------------------------------- Produce (0)
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProducePartition {
+    pub index: i32,
+    pub records: Option<Bytes>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProduceTopic {
+    pub name: String,
+    pub partitions: Vec<ProducePartition>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProduceRequest {
+    pub transactional_id: Option<String>,
+    pub acks: i16,
+    pub timeout_ms: i32,
+    pub topics: Vec<ProduceTopic>,
+    pub tags: TaggedFields,
+}
+
+impl Message for ProduceRequest {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        if v >= 3 {
+            c.nullable_string(&mut self.transactional_id)?;
+        }
+        c.i16(&mut self.acks)?;
+        c.i32(&mut self.timeout_ms)?;
+        array(c, &mut self.topics, |c, t| {
+            c.string(&mut t.name)?;
+            array(c, &mut t.partitions, |c, p| {
+                c.i32(&mut p.index)?;
+                c.nullable_bytes(&mut p.records)?;
+                c.tagged(&mut p.tags)
+            })?;
+            c.tagged(&mut t.tags)
+        })?;
+        c.tagged(&mut self.tags)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub message: Option<String>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProducePartitionResponse {
+    pub index: i32,
+    pub error_code: i16,
+    pub base_offset: i64,
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+    pub record_errors: Vec<RecordError>,
+    pub error_message: Option<String>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProduceTopicResponse {
+    pub name: String,
+    pub partitions: Vec<ProducePartitionResponse>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProduceResponse {
+    pub topics: Vec<ProduceTopicResponse>,
+    pub throttle_time_ms: i32,
+    pub tags: TaggedFields,
+}
+
+impl Message for ProduceResponse {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        array(c, &mut self.topics, |c, t| {
+            c.string(&mut t.name)?;
+            array(c, &mut t.partitions, |c, p| {
+                c.i32(&mut p.index)?;
+                c.i16(&mut p.error_code)?;
+                c.i64(&mut p.base_offset)?;
+                if v >= 2 {
+                    c.i64(&mut p.log_append_time_ms)?;
+                }
+                if v >= 5 {
+                    c.i64(&mut p.log_start_offset)?;
+                }
+                if v >= 8 {
+                    array(c, &mut p.record_errors, |c, e| {
+                        c.i32(&mut e.batch_index)?;
+                        c.nullable_string(&mut e.message)?;
+                        c.tagged(&mut e.tags)
+                    })?;
+                    c.nullable_string(&mut p.error_message)?;
+                }
+                c.tagged(&mut p.tags)
+            })?;
+            c.tagged(&mut t.tags)
+        })?;
+        if v >= 1 {
+            c.i32(&mut self.throttle_time_ms)?;
+        }
+        c.tagged(&mut self.tags)
+    }
+}
+
+// ---------------------------------------------------------------- Fetch (1)
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FetchPartition {
+    pub partition: i32,
+    pub current_leader_epoch: i32,
+    pub fetch_offset: i64,
+    pub last_fetched_epoch: i32,
+    pub log_start_offset: i64,
+    pub partition_max_bytes: i32,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FetchTopic {
+    pub topic: String,
+    pub partitions: Vec<FetchPartition>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ForgottenTopic {
+    pub topic: String,
+    pub partitions: Vec<i32>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FetchRequest {
+    pub replica_id: i32,
+    pub max_wait_ms: i32,
+    pub min_bytes: i32,
+    pub max_bytes: i32,
+    pub isolation_level: i8,
+    pub session_id: i32,
+    pub session_epoch: i32,
+    pub topics: Vec<FetchTopic>,
+    pub forgotten_topics: Vec<ForgottenTopic>,
+    pub rack_id: String,
+    pub tags: TaggedFields,
+}
+
+impl Message for FetchRequest {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        c.i32(&mut self.replica_id)?;
+        c.i32(&mut self.max_wait_ms)?;
+        c.i32(&mut self.min_bytes)?;
+        if v >= 3 {
+            c.i32(&mut self.max_bytes)?;
+        } else if c.reading() {
+            self.max_bytes = i32::MAX;
+        }
+        if v >= 4 {
+            c.i8(&mut self.isolation_level)?;
+        }
+        if v >= 7 {
+            c.i32(&mut self.session_id)?;
+            c.i32(&mut self.session_epoch)?;
+        }
+        array(c, &mut self.topics, |c, t| {
+            c.string(&mut t.topic)?;
+            array(c, &mut t.partitions, |c, p| {
+                c.i32(&mut p.partition)?;
+                if v >= 9 {
+                    c.i32(&mut p.current_leader_epoch)?;
+                }
+                c.i64(&mut p.fetch_offset)?;
+                if v >= 12 {
+                    c.i32(&mut p.last_fetched_epoch)?;
+                }
+                if v >= 5 {
+                    c.i64(&mut p.log_start_offset)?;
+                }
+                c.i32(&mut p.partition_max_bytes)?;
+                c.tagged(&mut p.tags)
+            })?;
+            c.tagged(&mut t.tags)
+        })?;
+        if v >= 7 {
+            array(c, &mut self.forgotten_topics, |c, t| {
+                c.string(&mut t.topic)?;
+                int32_array(c, &mut t.partitions)?;
+                c.tagged(&mut t.tags)
+            })?;
+        }
+        if v >= 11 {
+            c.string(&mut self.rack_id)?;
+        }
+        c.tagged(&mut self.tags)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AbortedTransaction {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FetchPartitionResponse {
+    pub partition_index: i32,
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+    pub aborted_transactions: Option<Vec<AbortedTransaction>>,
+    pub preferred_read_replica: i32,
+    pub records: Option<Bytes>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FetchTopicResponse {
+    pub topic: String,
+    pub partitions: Vec<FetchPartitionResponse>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FetchResponse {
+    pub throttle_time_ms: i32,
+    pub error_code: i16,
+    pub session_id: i32,
+    pub topics: Vec<FetchTopicResponse>,
+    pub tags: TaggedFields,
+}
+
+impl Message for FetchResponse {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        if v >= 1 {
+            c.i32(&mut self.throttle_time_ms)?;
+        }
+        if v >= 7 {
+            c.i16(&mut self.error_code)?;
+            c.i32(&mut self.session_id)?;
+        }
+        array(c, &mut self.topics, |c, t| {
+            c.string(&mut t.topic)?;
+            array(c, &mut t.partitions, |c, p| {
+                c.i32(&mut p.partition_index)?;
+                c.i16(&mut p.error_code)?;
+                c.i64(&mut p.high_watermark)?;
+                if v >= 4 {
+                    c.i64(&mut p.last_stable_offset)?;
+                }
+                if v >= 5 {
+                    c.i64(&mut p.log_start_offset)?;
+                }
+                if v >= 4 {
+                    nullable_array(c, &mut p.aborted_transactions, |c, a| {
+                        c.i64(&mut a.producer_id)?;
+                        c.i64(&mut a.first_offset)?;
+                        c.tagged(&mut a.tags)
+                    })?;
+                }
+                if v >= 11 {
+                    c.i32(&mut p.preferred_read_replica)?;
+                }
+                c.nullable_bytes(&mut p.records)?;
+                c.tagged(&mut p.tags)
+            })?;
+            c.tagged(&mut t.tags)
+        })?;
+        c.tagged(&mut self.tags)
+    }
+}
+
+// ---------------------------------------------------------------- ListOffsets (2)
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListOffsetsPartition {
+    pub partition_index: i32,
+    pub current_leader_epoch: i32,
+    pub timestamp: i64,
+    pub max_num_offsets: i32,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListOffsetsTopic {
+    pub name: String,
+    pub partitions: Vec<ListOffsetsPartition>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListOffsetsRequest {
+    pub replica_id: i32,
+    pub isolation_level: i8,
+    pub topics: Vec<ListOffsetsTopic>,
+    pub tags: TaggedFields,
+}
+
+impl Message for ListOffsetsRequest {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        c.i32(&mut self.replica_id)?;
+        if v >= 2 {
+            c.i8(&mut self.isolation_level)?;
+        }
+        array(c, &mut self.topics, |c, t| {
+            c.string(&mut t.name)?;
+            array(c, &mut t.partitions, |c, p| {
+                c.i32(&mut p.partition_index)?;
+                if v >= 4 {
+                    c.i32(&mut p.current_leader_epoch)?;
+                }
+                c.i64(&mut p.timestamp)?;
+                if v == 0 {
+                    c.i32(&mut p.max_num_offsets)?;
+                }
+                c.tagged(&mut p.tags)
+            })?;
+            c.tagged(&mut t.tags)
+        })?;
+        c.tagged(&mut self.tags)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListOffsetsPartitionResponse {
+    pub partition_index: i32,
+    pub error_code: i16,
+    pub old_style_offsets: Vec<i64>,
+    pub timestamp: i64,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListOffsetsTopicResponse {
+    pub name: String,
+    pub partitions: Vec<ListOffsetsPartitionResponse>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListOffsetsResponse {
+    pub throttle_time_ms: i32,
+    pub topics: Vec<ListOffsetsTopicResponse>,
+    pub tags: TaggedFields,
+}
+
+impl Message for ListOffsetsResponse {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        if v >= 2 {
+            c.i32(&mut self.throttle_time_ms)?;
+        }
+        array(c, &mut self.topics, |c, t| {
+            c.string(&mut t.name)?;
+            array(c, &mut t.partitions, |c, p| {
+                c.i32(&mut p.partition_index)?;
+                c.i16(&mut p.error_code)?;
+                if v == 0 {
+                    array(c, &mut p.old_style_offsets, |c, x| c.i64(x))?;
+                } else {
+                    c.i64(&mut p.timestamp)?;
+                    c.i64(&mut p.offset)?;
+                }
+                if v >= 4 {
+                    c.i32(&mut p.leader_epoch)?;
+                }
+                c.tagged(&mut p.tags)
+            })?;
+            c.tagged(&mut t.tags)
+        })?;
+        c.tagged(&mut self.tags)
+    }
+}
+
+// ---------------------------------------------------------------- CreateTopics (19)
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreatableAssignment {
+    pub partition_index: i32,
+    pub broker_ids: Vec<i32>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreatableConfig {
+    pub name: String,
+    pub value: Option<String>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreatableTopic {
+    pub name: String,
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+    pub assignments: Vec<CreatableAssignment>,
+    pub configs: Vec<CreatableConfig>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreateTopicsRequest {
+    pub topics: Vec<CreatableTopic>,
+    pub timeout_ms: i32,
+    pub validate_only: bool,
+    pub tags: TaggedFields,
+}
+
+impl Message for CreateTopicsRequest {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        array(c, &mut self.topics, |c, t| {
+            c.string(&mut t.name)?;
+            c.i32(&mut t.num_partitions)?;
+            c.i16(&mut t.replication_factor)?;
+            array(c, &mut t.assignments, |c, a| {
+                c.i32(&mut a.partition_index)?;
+                int32_array(c, &mut a.broker_ids)?;
+                c.tagged(&mut a.tags)
+            })?;
+            array(c, &mut t.configs, |c, k| {
+                c.string(&mut k.name)?;
+                c.nullable_string(&mut k.value)?;
+                c.tagged(&mut k.tags)
+            })?;
+            c.tagged(&mut t.tags)
+        })?;
+        c.i32(&mut self.timeout_ms)?;
+        if v >= 1 {
+            c.bool(&mut self.validate_only)?;
+        }
+        c.tagged(&mut self.tags)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreatableTopicConfigs {
+    pub name: String,
+    pub value: Option<String>,
+    pub read_only: bool,
+    pub config_source: i8,
+    pub is_sensitive: bool,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreatableTopicResult {
+    pub name: String,
+    pub topic_id: [u8; 16],
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+    pub configs: Option<Vec<CreatableTopicConfigs>>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreateTopicsResponse {
+    pub throttle_time_ms: i32,
+    pub topics: Vec<CreatableTopicResult>,
+    pub tags: TaggedFields,
+}
+
+impl Message for CreateTopicsResponse {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        if v >= 2 {
+            c.i32(&mut self.throttle_time_ms)?;
+        }
+        array(c, &mut self.topics, |c, t| {
+            c.string(&mut t.name)?;
+            if v >= 7 {
+                c.uuid(&mut t.topic_id)?;
+            }
+            c.i16(&mut t.error_code)?;
+            if v >= 1 {
+                c.nullable_string(&mut t.error_message)?;
+            }
+            if v >= 5 {
+                c.i32(&mut t.num_partitions)?;
+                c.i16(&mut t.replication_factor)?;
+                nullable_array(c, &mut t.configs, |c, k| {
+                    c.string(&mut k.name)?;
+                    c.nullable_string(&mut k.value)?;
+                    c.bool(&mut k.read_only)?;
+                    c.i8(&mut k.config_source)?;
+                    c.bool(&mut k.is_sensitive)?;
+                    c.tagged(&mut k.tags)
+                })?;
+            }
+            c.tagged(&mut t.tags)
+        })?;
+        c.tagged(&mut self.tags)
+    }
+}

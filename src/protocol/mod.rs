@@ -1,0 +1,194 @@
+//! The Kafka wire protocol: request and response headers and the request and response bodies
+//! of every API tidemark implements ([`messages`]). Pure encoding and decoding: no storage and
+//! no glommio here, so it is tested and fuzzed without a runtime.
+//!
+//! A frame is an int32 size then the bytes. Request header v1 (`api_key`, `api_version`,
+//! `correlation_id`, `client_id` with an int16 length) or v2 for flexible versions (the same
+//! plus tagged fields); response header v0 (`correlation_id`) or v1 for flexible versions,
+//! except ApiVersions responses, whose header is always v0 (KIP-511).
+
+pub mod codec;
+pub mod errors;
+pub mod messages;
+
+pub use codec::{ProtoError, ProtoResult};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use codec::{Codec, Reader, TaggedFields, Writer};
+use messages::*;
+
+pub const PRODUCE: i16 = 0;
+pub const FETCH: i16 = 1;
+pub const LIST_OFFSETS: i16 = 2;
+pub const METADATA: i16 = 3;
+pub const API_VERSIONS: i16 = 18;
+pub const CREATE_TOPICS: i16 = 19;
+
+/// What tidemark implements: (API key, min version, max version, first flexible version).
+/// ApiVersions advertises exactly this table.
+pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
+    (PRODUCE, 3, 9, 9),
+    (FETCH, 4, 12, 12),
+    (LIST_OFFSETS, 0, 7, 6),
+    (METADATA, 0, 12, 9),
+    (API_VERSIONS, 0, 3, 3),
+    (CREATE_TOPICS, 0, 7, 5),
+];
+
+/// Whether `version` of `api` is flexible. Unknown APIs are treated as not flexible (their
+/// header is read only as far as the correlation id, which sits at the same place in every
+/// header version).
+pub fn is_flexible(api: i16, version: i16) -> bool {
+    match SUPPORTED.iter().find(|s| s.0 == api) {
+        Some(&(_, _, _, flex)) => version >= flex,
+        None => false,
+    }
+}
+
+pub fn supported(api: i16, version: i16) -> bool {
+    SUPPORTED.iter().any(|&(k, lo, hi, _)| k == api && (lo..=hi).contains(&version))
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestHeader {
+    pub api_key: i16,
+    pub api_version: i16,
+    pub correlation_id: i32,
+    pub client_id: Option<String>,
+    pub tags: TaggedFields,
+}
+
+impl RequestHeader {
+    fn codec<C: Codec>(&mut self, c: &mut C) -> ProtoResult<()> {
+        c.i16(&mut self.api_key)?;
+        c.i16(&mut self.api_version)?;
+        c.i32(&mut self.correlation_id)?;
+        // ClientId keeps its int16 length even in header v2.
+        let flexible = c.flexible();
+        c.set_flexible(false);
+        let r = c.nullable_string(&mut self.client_id);
+        c.set_flexible(flexible);
+        r?;
+        c.tagged(&mut self.tags)
+    }
+}
+
+/// A decoded request body.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    Produce(ProduceRequest),
+    Fetch(FetchRequest),
+    ListOffsets(ListOffsetsRequest),
+    Metadata(MetadataRequest),
+    ApiVersions(ApiVersionsRequest),
+    CreateTopics(CreateTopicsRequest),
+}
+
+/// Why a request frame could not be decoded: with the header when it could be read, so the
+/// broker can still answer (UNSUPPORTED_VERSION, INVALID_REQUEST) instead of dropping the
+/// connection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodeFailure {
+    pub header: Option<RequestHeader>,
+    pub error: ProtoError,
+}
+
+fn body<M: Message>(r: &mut Reader, version: i16) -> ProtoResult<M> {
+    let mut m = M::default();
+    m.codec(r, version)?;
+    Ok(m)
+}
+
+/// Decode one request frame (without its size prefix).
+pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFailure> {
+    if frame.len() < 8 {
+        return Err(DecodeFailure { header: None, error: ProtoError::Truncated });
+    }
+    let api = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    // ApiVersions is flexible from v3 on, even past what we support (clients ask high first).
+    let flexible = if api == API_VERSIONS { version >= 3 } else { is_flexible(api, version) };
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let mut r = Reader::new(frame, flexible);
+    let mut h = RequestHeader::default();
+    if let Err(error) = h.codec(&mut r) {
+        let header = RequestHeader { api_key: api, api_version: version, correlation_id, ..Default::default() };
+        return Err(DecodeFailure { header: Some(header), error });
+    }
+    let fail = |h: &RequestHeader, error| DecodeFailure { header: Some(h.clone()), error };
+    if !SUPPORTED.iter().any(|s| s.0 == api) {
+        return Err(fail(&h, ProtoError::UnknownApi(api)));
+    }
+    if !supported(api, version) {
+        return Err(fail(&h, ProtoError::UnsupportedVersion { api, version }));
+    }
+    let req = match api {
+        PRODUCE => body(&mut r, version).map(Request::Produce),
+        FETCH => body(&mut r, version).map(Request::Fetch),
+        LIST_OFFSETS => body(&mut r, version).map(Request::ListOffsets),
+        METADATA => body(&mut r, version).map(Request::Metadata),
+        API_VERSIONS => body(&mut r, version).map(Request::ApiVersions),
+        CREATE_TOPICS => body(&mut r, version).map(Request::CreateTopics),
+        _ => unreachable!("checked against SUPPORTED"),
+    }
+    .map_err(|e| fail(&h, e))?;
+    Ok((h, req))
+}
+
+/// Encode a request (for the load generator and tests): size prefix, header, body.
+pub fn encode_request<M: Message>(header: &RequestHeader, body: &mut M) -> ProtoResult<Bytes> {
+    let flexible = is_flexible(header.api_key, header.api_version);
+    let mut w = Writer::with_buf(BytesMut::with_capacity(256), flexible);
+    w.buf.put_i32(0);
+    header.clone().codec(&mut w)?;
+    body.codec(&mut w, header.api_version)?;
+    let len = (w.buf.len() - 4) as i32;
+    w.buf[0..4].copy_from_slice(&len.to_be_bytes());
+    Ok(w.buf.freeze())
+}
+
+/// Encode a response frame to the request `header`: size prefix, response header, body.
+pub fn encode_response<M: Message>(header: &RequestHeader, body: &mut M) -> ProtoResult<Bytes> {
+    let flexible = is_flexible(header.api_key, header.api_version);
+    let mut w = Writer::with_buf(BytesMut::with_capacity(256), flexible);
+    w.buf.put_i32(0);
+    w.buf.put_i32(header.correlation_id);
+    if flexible && header.api_key != API_VERSIONS {
+        w.buf.put_u8(0); // response header v1: no tagged fields
+    }
+    body.codec(&mut w, header.api_version)?;
+    let len = (w.buf.len() - 4) as i32;
+    w.buf[0..4].copy_from_slice(&len.to_be_bytes());
+    Ok(w.buf.freeze())
+}
+
+/// Decode a response body (for the load generator and tests), given the request header.
+pub fn decode_response<M: Message>(header: &RequestHeader, frame: Bytes) -> ProtoResult<(i32, M)> {
+    let flexible = is_flexible(header.api_key, header.api_version);
+    let mut r = Reader::new(frame, flexible);
+    let mut correlation_id = 0;
+    r.i32(&mut correlation_id)?;
+    if flexible && header.api_key != API_VERSIONS {
+        r.tagged(&mut TaggedFields::default())?;
+    }
+    let mut m = M::default();
+    m.codec(&mut r, header.api_version)?;
+    Ok((correlation_id, m))
+}
+
+/// The ApiVersions response advertising [`SUPPORTED`].
+pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
+    ApiVersionsResponse {
+        error_code,
+        api_keys: SUPPORTED
+            .iter()
+            .map(|&(api_key, min_version, max_version, _)| ApiVersion {
+                api_key,
+                min_version,
+                max_version,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
