@@ -5,6 +5,7 @@
 //!
 //! Flexible versions (KIP-482) use compact strings, bytes and arrays (unsigned varint length
 //! + 1) and end every struct with tagged fields; [`Codec::flexible`] says which.
+//!
 //! Byte fields and record sets are zero-copy slices of the request frame ([`Bytes`]).
 
 use bytes::{BufMut, Bytes, BytesMut};

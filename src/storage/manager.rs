@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 
+/// A topic name and a partition index.
+pub type TopicPartition = (String, i32);
+
 /// Kafka's default `log.retention.check.interval.ms` (5 minutes).
 pub const DEFAULT_RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(300);
 
@@ -22,7 +25,7 @@ pub struct PartitionManager<D: Disk> {
     disk: D,
     data_dir: PathBuf,
     clock: Clock,
-    partitions: RefCell<BTreeMap<(String, i32), Rc<Partition<D>>>>,
+    partitions: RefCell<BTreeMap<TopicPartition, Rc<Partition<D>>>>,
     stopping: Cell<bool>,
 }
 
@@ -72,7 +75,7 @@ impl<D: Disk> PartitionManager<D> {
         self.partitions.borrow().get(&(topic.to_string(), partition)).cloned()
     }
 
-    pub fn partitions(&self) -> Vec<((String, i32), Rc<Partition<D>>)> {
+    pub fn partitions(&self) -> Vec<(TopicPartition, Rc<Partition<D>>)> {
         self.partitions.borrow().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
