@@ -293,3 +293,28 @@ fn upkeep_task_applies_retention_and_runtime_config() {
         })
     });
 }
+
+/// spec: T7.2 — an idle partition still loses its expired segments: after a time roll the new
+/// (empty) active segment gets its file at once, so the expired one before it can go.
+/// Upkeep racing a clean shutdown is a no-op, never a panic.
+#[test]
+fn idle_partition_expires_and_upkeep_after_close_is_harmless() {
+    let config = cfg(&[("retention.ms", "3600000"), ("segment.ms", "600000")]);
+    let mut log = open(&MemDisk::new(), &config);
+    log.append(&batch_at(&[NOW]), NOW).unwrap();
+    block_on(log.flush_all()).unwrap();
+    // 10 minutes idle: time roll; the flusher seals it and creates the next file.
+    block_on(log.maintain(NOW + 10 * MIN)).unwrap();
+    assert_eq!(log.segment_count(), 2);
+    block_on(log.flush_all()).unwrap();
+    // An hour after the last record, nothing else having arrived: deleted.
+    let removed = block_on(log.maintain(NOW + HOUR + 1)).unwrap();
+    assert_eq!(removed, vec![0]);
+    assert_eq!(log.log_start_offset(), 1);
+    // A clean shutdown in progress: upkeep does nothing.
+    log.append(&batch_at(&[NOW + 2 * HOUR]), NOW + 2 * HOUR).unwrap();
+    log.begin_close();
+    assert!(block_on(log.maintain(NOW + 100 * HOUR)).unwrap().is_empty());
+    block_on(log.flush_all()).unwrap();
+    assert!(log.is_closed_clean());
+}

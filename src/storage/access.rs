@@ -104,6 +104,9 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
 pub async fn maintain<D: Disk, C: LogCell<D>>(cell: &C, now: i64) -> StorageResult<Vec<i64>> {
     {
         let mut log = cell.log();
+        if log.is_closing() {
+            return Ok(Vec::new());
+        }
         if log.maybe_roll_for_time(now) {
             log.roll(now);
         }

@@ -128,7 +128,6 @@ struct ScanFrom {
     index: IndexBuilder,
     /// Time index to continue (None: not needed).
     time: Option<TimeBuilder>,
-    time_interval_ms: u64,
 }
 
 impl ScanFrom {
@@ -139,8 +138,7 @@ impl ScanFrom {
             pos: 0,
             expected: base,
             index: IndexBuilder::new(offset_entries(config), config.index_interval_bytes),
-            time: Some(TimeBuilder::new(time_entries(config), last_ts)),
-            time_interval_ms: config.time_index_interval_ms,
+            time: Some(TimeBuilder::new(time_entries(config), last_ts, config.time_index_interval_ms)),
         }
     }
 }
@@ -158,7 +156,7 @@ fn time_entries(config: &LogConfig) -> usize {
 /// or incomplete batch. Used by recovery (from position 0), by the clean-restart resume (from
 /// the last index entry) and by index rebuilds: one walk for all three.
 async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, from: ScanFrom) -> Result<Scan, IoError> {
-    let ScanFrom { mut pos, mut expected, mut index, mut time, time_interval_ms } = from;
+    let ScanFrom { mut pos, mut expected, mut index, mut time } = from;
     let mut want = SCAN_WINDOW;
     let mut scanned = 0u64;
     let stop = loop {
@@ -192,7 +190,7 @@ async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, from: Sc
             }
             index.on_batch((h.base_offset - base) as u32, pos + at as u64, h.total_len() as u64);
             if let Some(t) = time.as_mut() {
-                t.on_batch(base, h.base_offset, h.max_timestamp, time_interval_ms);
+                t.on_batch(base, h.base_offset, h.max_timestamp);
             }
             expected = h.next_offset();
         }
@@ -248,7 +246,7 @@ async fn load_time_index<D: Disk>(
     if truncated {
         tracing::warn!(path = %path.display(), kept = entries.len(), "time index has a torn or invalid tail; truncated");
     }
-    Ok(TimeBuilder::loaded(entries, time_entries(config), prev_last_ts, base))
+    Ok(TimeBuilder::loaded(entries, time_entries(config), prev_last_ts, base, config.time_index_interval_ms))
 }
 
 /// Rebuild a sealed segment's time index from its batches (SPEC T8.3): the bucket rule from
@@ -447,7 +445,7 @@ impl<D: Disk> Log<D> {
                     file: None,
                     allocated: 0,
                     index: Some(IndexBuilder::new(offset_entries(&config), config.index_interval_bytes)),
-                    time: Some(TimeBuilder::new(time_entries(&config), last_ts)),
+                    time: Some(TimeBuilder::new(time_entries(&config), last_ts, config.time_index_interval_ms)),
                     tail: Some(Tail::new(&disk, 0, &[], config.write_chunk_bytes as usize)),
                 },
             );
@@ -623,7 +621,6 @@ impl<D: Disk> Log<D> {
         let mut info =
             AppendInfo { base_offset: self.log_end_offset(), last_offset: 0, records: 0, bytes: 0, log_append_time };
         let mut demand = FlushDemand::None;
-        let interval = self.config.time_index_interval_ms;
         for (h, bytes, attributes, max_ts) in batches {
             let base = self.log_end_offset();
             let last = base + h.last_offset_delta as i64;
@@ -638,10 +635,7 @@ impl<D: Disk> Log<D> {
             let patch = (attributes != h.attributes || max_ts != h.max_timestamp).then_some((attributes, max_ts));
             let stored_max = seg.append_batch(&disk, bytes, &h, base, patch);
             let seg_base = seg.base_offset;
-            seg.time
-                .as_mut()
-                .expect("active segment has its time index")
-                .on_batch(seg_base, base, stored_max, interval);
+            seg.time.as_mut().expect("active segment has its time index").on_batch(seg_base, base, stored_max);
             if seg.tail.as_ref().is_some_and(|t| t.has_unsubmitted()) {
                 demand = FlushDemand::Kick;
             }
@@ -670,7 +664,7 @@ impl<D: Disk> Log<D> {
     /// since the largest timestamp (or, if no record has one, since the segment began), at
     /// most once per `segment.ms`. Returns whether a roll is due (the caller rolls).
     pub fn maybe_roll_for_time(&mut self, now: i64) -> bool {
-        if self.active().size == 0 {
+        if self.closing || self.active().size == 0 {
             return false;
         }
         let largest = self.largest_timestamp();
@@ -687,7 +681,7 @@ impl<D: Disk> Log<D> {
     /// entry now (SPEC T5.3, T5.5) and is sealed by the flusher.
     pub fn roll(&mut self, now: i64) {
         let base = self.log_end_offset();
-        if self.active().size == 0 {
+        if self.closing || self.active().state != SegmentState::Active || self.active().size == 0 {
             return;
         }
         let last_ts = self.close_active();
@@ -703,7 +697,7 @@ impl<D: Disk> Log<D> {
                 file: None,
                 allocated: 0,
                 index: Some(IndexBuilder::new(offset_entries(&self.config), self.config.index_interval_bytes)),
-                time: Some(TimeBuilder::new(time_entries(&self.config), last_ts)),
+                time: Some(TimeBuilder::new(time_entries(&self.config), last_ts, self.config.time_index_interval_ms)),
                 tail: Some(tail),
             },
         );
@@ -733,7 +727,7 @@ impl<D: Disk> Log<D> {
 
     /// True when data or a seal waits for a flush.
     pub fn has_unflushed(&self) -> bool {
-        self.segments.values().any(|s| s.state == SegmentState::Closing || s.size > s.durable_size)
+        self.segments.values().any(needs_flush)
     }
 
     /// The next flush job, or `None` when nothing waits or a job is already running.
@@ -744,7 +738,7 @@ impl<D: Disk> Log<D> {
         let disk = self.disk.clone();
         let dir = self.dir.clone();
         let config = self.config.clone();
-        let seg = self.segments.values_mut().find(|s| s.state == SegmentState::Closing || s.size > s.durable_size)?;
+        let seg = self.segments.values_mut().find(|s| needs_flush(s))?;
         let tail = seg.tail.as_mut().expect("an unsealed segment has a tail");
         tail.seal_open(&disk, seg.durable_size);
         let writes = tail.take_writes();
@@ -957,7 +951,7 @@ impl<D: Disk> Log<D> {
     /// timestamp is in the future is kept and logged. `Err(base)`: load that segment's
     /// indexes and call again. The caller deletes the returned segments' files.
     pub fn take_expired_by_time(&mut self, now: i64) -> Result<Vec<i64>, i64> {
-        let Some(retention) = self.config.retention_ms else { return Ok(Vec::new()) };
+        let Some(retention) = self.config.retention_ms.filter(|_| !self.closing) else { return Ok(Vec::new()) };
         let retention = retention.min(i64::MAX as u64) as i64;
         let mut removed = Vec::new();
         loop {
@@ -1009,7 +1003,7 @@ impl<D: Disk> Log<D> {
     /// Remove the oldest sealed segments beyond `retention.bytes` from the log; the caller
     /// deletes their files with [`delete_segment_files`]. The active segment is never removed.
     pub fn take_expired_by_size(&mut self) -> Vec<i64> {
-        let Some(limit) = self.config.retention_bytes else {
+        let Some(limit) = self.config.retention_bytes.filter(|_| !self.closing) else {
             return Vec::new();
         };
         let mut total = self.size_bytes();
@@ -1052,6 +1046,11 @@ impl<D: Disk> Log<D> {
         let marker = encode_clean_marker(self.log_end_offset());
         self.disk.write_file_atomic(&self.dir.join(CLEAN_MARKER), &marker).await?;
         Ok(())
+    }
+
+    /// True once [`Log::begin_close`] ran.
+    pub fn is_closing(&self) -> bool {
+        self.closing
     }
 
     /// True once [`Log::begin_close`] ran and every segment is sealed.
@@ -1108,6 +1107,13 @@ impl<D: Disk> Log<D> {
         self.flush_all().await?;
         self.write_clean_marker().await
     }
+}
+
+/// A segment the flusher must visit: data to write, a seal to do, or (an active segment
+/// after a roll) a file to create, so that the segment before it can be deleted by retention
+/// even if no record ever arrives.
+fn needs_flush<D: Disk>(s: &Segment<D>) -> bool {
+    s.state == SegmentState::Closing || s.size > s.durable_size || (s.state == SegmentState::Active && s.file.is_none())
 }
 
 /// Delete a removed segment's files (log first: an index left alone is cleaned at open).

@@ -150,10 +150,15 @@ pub struct TimeBuilder {
     /// `max_ts` covers every batch (false for a segment reopened after a clean shutdown, whose
     /// batches were not read).
     pub complete: bool,
+    /// `time.index.interval.ms` when the segment began: fixed for its life. (Changing it
+    /// mid-segment would break T5.1: a new, narrower bucket could start below a timestamp
+    /// already appended. At a segment boundary the close entry (T5.3) makes the log's last
+    /// entry its largest timestamp, so any interval is safe from there.)
+    pub interval_ms: u64,
 }
 
 impl TimeBuilder {
-    pub fn new(max_entries: usize, last_ts: Option<i64>) -> Self {
+    pub fn new(max_entries: usize, last_ts: Option<i64>, interval_ms: u64) -> Self {
         TimeBuilder {
             entries: Vec::new(),
             max_entries: max_entries.max(1),
@@ -161,11 +166,18 @@ impl TimeBuilder {
             max_ts: -1,
             max_ts_offset: -1,
             complete: true,
+            interval_ms: interval_ms.max(1),
         }
     }
 
     /// A sealed segment's loaded entries, after earlier entries ending at `prev_last_ts`.
-    pub fn loaded(entries: Vec<(i64, u32)>, max_entries: usize, prev_last_ts: Option<i64>, seg_base: i64) -> Self {
+    pub fn loaded(
+        entries: Vec<(i64, u32)>,
+        max_entries: usize,
+        prev_last_ts: Option<i64>,
+        seg_base: i64,
+        interval_ms: u64,
+    ) -> Self {
         let last = entries.last().copied();
         TimeBuilder {
             last_ts: last.map(|(t, _)| t).or(prev_last_ts),
@@ -175,6 +187,7 @@ impl TimeBuilder {
             complete: false,
             entries,
             max_entries: max_entries.max(1),
+            interval_ms: interval_ms.max(1),
         }
     }
 
@@ -193,7 +206,8 @@ impl TimeBuilder {
 
     /// SPEC T5.2: a batch whose first offset is `base` and whose largest timestamp is
     /// `batch_max_ts` (-1: none) was appended.
-    pub fn on_batch(&mut self, seg_base: i64, base: i64, batch_max_ts: i64, interval_ms: u64) {
+    pub fn on_batch(&mut self, seg_base: i64, base: i64, batch_max_ts: i64) {
+        let interval_ms = self.interval_ms;
         if batch_max_ts < 0 {
             return; // no timestamp: takes no part in the bucket rule
         }
