@@ -156,6 +156,11 @@ fn check(log: &mut Log<MemDisk>, records: &[i64]) -> Result<SegmentEntries, Test
     let max = records.iter().copied().max().filter(|&m| m >= 0);
     let want_max = max.map(|m| (records.iter().position(|&r| r == m).unwrap() as i64, m));
     prop_assert_eq!(block_on(log.offset_for_time(-3, ReadUpTo::LogEnd)).unwrap(), want_max, "-3");
+    // -3 for a reader limited to durable records: the largest timestamp among those only.
+    let durable = &records[..log.durable_offset() as usize];
+    let dmax = durable.iter().copied().max().filter(|&m| m >= 0);
+    let want_dmax = dmax.map(|m| (durable.iter().position(|&r| r == m).unwrap() as i64, m));
+    prop_assert_eq!(block_on(log.offset_for_time(-3, ReadUpTo::Durable)).unwrap(), want_dmax, "-3 durable");
     prop_assert_eq!(block_on(log.offset_for_time(-1, ReadUpTo::LogEnd)).unwrap(), Some((records.len() as i64, -1)));
     prop_assert_eq!(block_on(log.offset_for_time(-2, ReadUpTo::LogEnd)).unwrap(), Some((0, -1)));
     Ok(all)

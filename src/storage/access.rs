@@ -5,7 +5,8 @@
 
 use crate::io::Disk;
 use crate::storage::error::{StorageError, StorageResult};
-use crate::storage::format::batch::{first_record_at_or_after, BatchWalk};
+use crate::storage::format::batch::{first_record_at_or_after, BatchHeader, BatchWalk};
+use crate::storage::format::FormatError;
 use crate::storage::log::{delete_segment_files, Log, ReadPlan, ReadUpTo, TimePlan};
 use std::cell::{RefCell, RefMut};
 
@@ -66,37 +67,69 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
 ) -> StorageResult<Option<(i64, i64)>> {
     loop {
         let plan = cell.log().plan_time_lookup(t, upto);
-        let (mut at, t, limit) = match plan {
-            TimePlan::Found(answer) => return Ok(answer),
+        return match plan {
+            TimePlan::Found(answer) => Ok(answer),
             TimePlan::NeedIndex(base) => {
                 load_indexes(cell, base).await?;
                 continue;
             }
-            TimePlan::Scan { from, t, limit } => (from, t, limit),
-        };
-        let dlimit = (64usize << 20).max(cell.log().config().max_message_bytes as usize * 16);
-        // Forward scan: skip batches whose max timestamp is below t; in the first that
-        // reaches t, find the first record that does.
-        while at < limit {
-            let bytes = read(cell, at, TIME_SCAN_READ_BYTES, upto).await?;
-            if bytes.is_empty() {
-                break;
+            // Skip batches whose max timestamp is below t; in the first that reaches t, the
+            // first record that does.
+            TimePlan::Scan { from, t, limit } => {
+                scan_batches(cell, from, limit, upto, |h, batch, dlimit| first_record_at_or_after(h, batch, t, dlimit))
+                    .await
             }
-            for item in BatchWalk::new(&bytes, usize::MAX >> 1) {
-                let (_, h, batch) = item.map_err(StorageError::InvalidBatch)?;
-                if h.base_offset >= limit {
-                    return Ok(None);
-                }
-                at = h.next_offset();
-                if let Some((offset, ts)) = first_record_at_or_after(&h, batch, t, dlimit).map_err(|error| {
-                    StorageError::Corrupt { path: cell.log().dir().to_path_buf(), position: 0, error }
-                })? {
-                    return Ok((offset < limit).then_some((offset, ts)));
-                }
+            // The largest timestamp below the limit: each batch whose max beats the best so
+            // far gives its first record with that timestamp.
+            TimePlan::ScanMax { from, limit } => {
+                let mut best: Option<(i64, i64)> = None;
+                scan_batches(cell, from, limit, upto, |h, batch, dlimit| {
+                    if h.max_timestamp >= 0 && best.is_none_or(|(_, ts)| h.max_timestamp > ts) {
+                        best = first_record_at_or_after(h, batch, h.max_timestamp, dlimit)?;
+                    }
+                    Ok(None)
+                })
+                .await?;
+                Ok(best)
+            }
+        };
+    }
+}
+
+/// Walk the batches from offset `from` up to `limit` (reading in small steps through the
+/// ordinary read path) until `visit` returns an answer.
+async fn scan_batches<D: Disk, C: LogCell<D>>(
+    cell: &C,
+    from: i64,
+    limit: i64,
+    upto: ReadUpTo,
+    mut visit: impl FnMut(&BatchHeader, &[u8], usize) -> Result<Option<(i64, i64)>, FormatError>,
+) -> StorageResult<Option<(i64, i64)>> {
+    let (dlimit, dir) = {
+        let log = cell.log();
+        ((64usize << 20).max(log.config().max_message_bytes as usize * 16), log.dir().to_path_buf())
+    };
+    let corrupt =
+        |position: i64, error| StorageError::Corrupt { path: dir.clone(), position: position.max(0) as u64, error };
+    let mut at = from;
+    while at < limit {
+        let bytes = read(cell, at, TIME_SCAN_READ_BYTES, upto).await?;
+        if bytes.is_empty() {
+            break;
+        }
+        for item in BatchWalk::new(&bytes, usize::MAX >> 1) {
+            // Stored batches were checked (CRC) by the read; a bad frame here is corruption.
+            let (_, h, batch) = item.map_err(|e| corrupt(at, e))?;
+            if h.base_offset >= limit {
+                return Ok(None);
+            }
+            at = h.next_offset();
+            if let Some((offset, ts)) = visit(&h, batch, dlimit).map_err(|e| corrupt(h.base_offset, e))? {
+                return Ok((offset < limit).then_some((offset, ts)));
             }
         }
-        return Ok(None);
     }
+    Ok(None)
 }
 
 /// Periodic upkeep at `now`: the time-based roll (SPEC T7.1) and retention by time and by

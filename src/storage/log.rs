@@ -893,10 +893,19 @@ impl<D: Disk> Log<D> {
         let t = match t {
             -1 => return TimePlan::Found(Some((limit, -1))),
             -2 => return TimePlan::Found(Some((self.log_start_offset(), -1))),
-            -3 => match self.largest_timestamp() {
-                ts if ts >= 0 => ts,
-                _ => return TimePlan::Found(None),
-            },
+            -3 => {
+                // The largest timestamp among the records a reader can see: every record
+                // before the last entry below `limit` has a smaller timestamp than that entry's
+                // batch (T5.1), so a scan from that entry to `limit` finds it. (Not the
+                // log-wide maximum, which may be beyond the limit or already deleted.)
+                for (&b, seg) in self.segments.iter().rev() {
+                    let Some(time) = seg.time.as_ref() else { return TimePlan::NeedIndex(b) };
+                    if let Some(&(_, rel)) = time.entries.iter().rev().find(|&&(_, r)| b + (r as i64) < limit) {
+                        return TimePlan::ScanMax { from: (b + rel as i64).max(self.log_start_offset()), limit };
+                    }
+                }
+                return TimePlan::ScanMax { from: self.log_start_offset(), limit };
+            }
             t if t < 0 => return TimePlan::Found(None),
             t => t,
         };
@@ -1315,6 +1324,8 @@ pub enum TimePlan {
     /// Scan batches from offset `from` (a batch's first offset) for the first record with a
     /// timestamp `>= t` below offset `limit`.
     Scan { from: i64, t: i64, limit: i64 },
+    /// Scan batches from `from` to `limit` for the largest timestamp and its first record.
+    ScanMax { from: i64, limit: i64 },
 }
 
 /// A planned read.
