@@ -52,6 +52,9 @@ pub struct LogConfig {
     /// `max.message.time.difference.ms` (alias `message.timestamp.difference.max.ms`): how far
     /// a CreateTime may stray from the broker's clock either way; `None` = unlimited.
     pub timestamp_difference_max_ms: Option<u64>,
+    /// `message.timestamp.difference.max.ms`: Kafka's older name for the same bound. Kept
+    /// apart so that, where both are given, the tighter wins (SPEC T2.2).
+    pub timestamp_difference_alias_ms: Option<u64>,
     /// `message.timestamp.before.max.ms` (KIP-937): how far in the past; `None` = unlimited.
     pub timestamp_before_max_ms: Option<u64>,
     /// `message.timestamp.after.max.ms` (KIP-937): how far in the future; `None` = unlimited.
@@ -90,6 +93,7 @@ impl Default for LogConfig {
             max_unflushed_bytes: 64 * MIB,
             message_timestamp_type: TimestampType::CreateTime,
             timestamp_difference_max_ms: None,
+            timestamp_difference_alias_ms: None,
             timestamp_before_max_ms: None,
             timestamp_after_max_ms: None,
             time_index_interval_ms: 1000,
@@ -190,9 +194,8 @@ impl LogConfig {
                     _ => return Err(bad(key, value, "must be CreateTime or LogAppendTime")),
                 }
             }
-            "max.message.time.difference.ms" | "message.timestamp.difference.max.ms" => {
-                self.timestamp_difference_max_ms = bound_ms(key, value)?
-            }
+            "max.message.time.difference.ms" => self.timestamp_difference_max_ms = bound_ms(key, value)?,
+            "message.timestamp.difference.max.ms" => self.timestamp_difference_alias_ms = bound_ms(key, value)?,
             "message.timestamp.before.max.ms" => self.timestamp_before_max_ms = bound_ms(key, value)?,
             "message.timestamp.after.max.ms" => self.timestamp_after_max_ms = bound_ms(key, value)?,
             "time.index.interval.ms" => self.time_index_interval_ms = in_range(key, value, 1, i64::MAX)?,
@@ -235,7 +238,7 @@ impl LogConfig {
         };
         m.insert("message.timestamp.type", ts_type.to_string());
         m.insert("max.message.time.difference.ms", show_bound(self.timestamp_difference_max_ms));
-        m.insert("message.timestamp.difference.max.ms", show_bound(self.timestamp_difference_max_ms));
+        m.insert("message.timestamp.difference.max.ms", show_bound(self.timestamp_difference_alias_ms));
         m.insert("message.timestamp.before.max.ms", show_bound(self.timestamp_before_max_ms));
         m.insert("message.timestamp.after.max.ms", show_bound(self.timestamp_after_max_ms));
         m.insert("time.index.interval.ms", self.time_index_interval_ms.to_string());
@@ -252,8 +255,9 @@ impl LogConfig {
             (x, None) => x,
             (None, y) => y,
         };
-        let before = tighter(self.timestamp_difference_max_ms, self.timestamp_before_max_ms);
-        let after = tighter(self.timestamp_difference_max_ms, self.timestamp_after_max_ms);
+        let both = tighter(self.timestamp_difference_max_ms, self.timestamp_difference_alias_ms);
+        let before = tighter(both, self.timestamp_before_max_ms);
+        let after = tighter(both, self.timestamp_after_max_ms);
         let lo = before.map_or(i64::MIN, |b| now.saturating_sub(b.min(i64::MAX as u64) as i64));
         let hi = after.map_or(i64::MAX, |a| now.saturating_add(a.min(i64::MAX as u64) as i64));
         (lo, hi)
@@ -294,6 +298,13 @@ mod tests {
             .with_overrides([("message.timestamp.difference.max.ms", "100"), ("message.timestamp.after.max.ms", "500")])
             .unwrap();
         assert_eq!(c.timestamp_window(1000), (900, 1100));
+        // The name and its alias: the tighter wins, in either order.
+        for pairs in [
+            [("max.message.time.difference.ms", "300"), ("message.timestamp.difference.max.ms", "100")],
+            [("message.timestamp.difference.max.ms", "100"), ("max.message.time.difference.ms", "300")],
+        ] {
+            assert_eq!(LogConfig::default().with_overrides(pairs).unwrap().timestamp_window(1000), (900, 1100));
+        }
         let c = LogConfig::default().with_overrides([("message.timestamp.type", "LogAppendTime")]).unwrap();
         assert_eq!(c.message_timestamp_type, TimestampType::LogAppendTime);
         assert!(LogConfig::default().with_overrides([("message.timestamp.type", "createtime")]).is_err());

@@ -14,7 +14,7 @@
 //! it skip even that. Closed segments are opened lazily, on first read.
 
 use crate::config::LogConfig;
-use crate::io::{align_down, align_up, write_exact, Disk, DiskFile, IoError, PAGE};
+use crate::io::{align_down, align_up, Disk, DiskFile, IoError, PAGE};
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::batch::{
     check_produced, check_stored, frame_len, with_timestamp_type, BatchHeader, BatchWalk, TimestampType, HEADER_LEN,
@@ -231,27 +231,82 @@ fn parse_segment_name(name: &str) -> Option<(i64, &str)> {
     Some((stem.parse().ok()?, ext))
 }
 
-/// Load a sealed segment's time index, keeping its valid prefix (SPEC T5.6).
-async fn load_time_index<D: Disk>(
+/// A sealed segment as the time-index loaders see it: (base offset, next offset, size).
+pub type SegmentSpan = (i64, i64, u64);
+
+/// Read a sealed segment's `.timeindex`: its valid entries, or `None` when the file is
+/// missing, torn, zeroed or otherwise invalid (SPEC T5.6), which calls for a rebuild.
+async fn read_time_index<D: Disk>(
     disk: &D,
     dir: &Path,
-    base: i64,
-    next_offset: i64,
-    config: &LogConfig,
-    prev_last_ts: Option<i64>,
-) -> StorageResult<TimeBuilder> {
+    (base, next, _): SegmentSpan,
+) -> StorageResult<Option<Vec<(i64, u32)>>> {
     let path = timeindex_path(dir, base);
-    let bytes = disk.read_file(&path).await?.unwrap_or_default();
-    let (entries, truncated) = decode_time_index(&bytes, (next_offset - base).max(0) as u64);
-    if truncated {
-        tracing::warn!(path = %path.display(), kept = entries.len(), "time index has a torn or invalid tail; truncated");
+    let Some(bytes) = disk.read_file(&path).await? else { return Ok(None) };
+    let (entries, damaged) = decode_time_index(&bytes, (next - base).max(0) as u64);
+    if damaged {
+        tracing::warn!(path = %path.display(), kept = entries.len(), "time index is torn or invalid; rebuilding it");
+        return Ok(None);
     }
-    Ok(TimeBuilder::loaded(entries, time_entries(config), prev_last_ts, base, config.time_index_interval_ms))
+    Ok(Some(entries))
+}
+
+/// The log's last time-index timestamp before segment `spans[i]`: walking back, the last entry
+/// of the nearest earlier segment whose index holds one (exact: a closed segment ends with
+/// the log's largest timestamp, T5.3), raised by the largest timestamp of any damaged or
+/// missing index met on the way (read from its batches).
+async fn context_before<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    spans: &[SegmentSpan],
+    config: &LogConfig,
+) -> StorageResult<Option<i64>> {
+    let mut best: Option<i64> = None;
+    for &span in spans.iter().rev() {
+        match read_time_index(disk, dir, span).await? {
+            Some(entries) => {
+                if let Some(&(t, _)) = entries.last() {
+                    return Ok(best.max(Some(t)));
+                }
+            }
+            None => {
+                let (base, _, size) = span;
+                let file = disk.open_rw(&log_path(dir, base)).await?;
+                let scan = scan_segment(&file, base, size, ScanFrom::start(base, config, None)).await?;
+                file.close().await?;
+                let max = scan.time.map_or(-1, |t| t.max_ts);
+                if max >= 0 {
+                    best = best.max(Some(max));
+                }
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// A sealed segment's time index: loaded, or rebuilt from its batches when missing (older
+/// data, SPEC T8.3) or damaged (T5.6), continuing from the entries before it so the rebuilt
+/// index equals the one written at its close. Returns it and whether it was rebuilt.
+async fn time_index_of<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    spans: &[SegmentSpan],
+    i: usize,
+    config: &LogConfig,
+) -> StorageResult<(TimeBuilder, bool)> {
+    let (base, _, size) = spans[i];
+    if let Some(entries) = read_time_index(disk, dir, spans[i]).await? {
+        let t = TimeBuilder::loaded(entries, time_entries(config), None, base, config.time_index_interval_ms);
+        return Ok((t, false));
+    }
+    let context = context_before(disk, dir, &spans[..i], config).await?;
+    Ok((rebuild_time_index(disk, dir, base, size, config, context).await?, true))
 }
 
 /// Rebuild a sealed segment's time index from its batches (SPEC T8.3): the bucket rule from
 /// `prev_last_ts` on, then the close rules (the exact maximum, or the file's mtime when no
-/// record has a timestamp). Writes the file.
+/// record has a timestamp). A corrupt stretch ends the rebuild there (logged; reads of it
+/// fail on their own). Writes the file atomically.
 async fn rebuild_time_index<D: Disk>(
     disk: &D,
     dir: &Path,
@@ -264,15 +319,13 @@ async fn rebuild_time_index<D: Disk>(
     let file = disk.open_rw(&path).await?;
     let scan = scan_segment(&file, base, size, ScanFrom::start(base, config, prev_last_ts)).await?;
     file.close().await?;
-    if let Some((position, error)) = scan.stop {
-        return Err(StorageError::Corrupt { path, position, error });
+    if let Some((position, error)) = &scan.stop {
+        tracing::error!(path = %path.display(), position, %error, "corrupt data in a sealed segment; its time index covers the valid part");
     }
     let mut time = scan.time.expect("scan built a time index");
     time.on_close(base, scan.next_offset - 1, Some(disk.mtime_ms(&path).await?));
     let tpath = timeindex_path(dir, base);
-    let f = disk.open_rw(&tpath).await?;
-    write_exact(disk, &f, &time.encode()).await?;
-    f.close().await?;
+    disk.write_file_atomic(&tpath, &time.encode()).await?;
     tracing::info!(path = %tpath.display(), entries = time.entries.len(), "rebuilt time index");
     Ok(time)
 }
@@ -300,15 +353,13 @@ impl<D: Disk> Log<D> {
         }
         bases.sort_unstable();
         // Index files without their log: left by an interrupted deletion.
-        let mut has_timeindex = std::collections::BTreeSet::new();
         for (base, name) in others {
             if bases.binary_search(&base).is_err() {
                 disk.remove_file(&dir.join(name)).await?;
-            } else if name.ends_with(".timeindex") {
-                has_timeindex.insert(base);
             }
         }
         let marker_path = dir.join(CLEAN_MARKER);
+        // (log end offset, last time-index timestamp) of a clean shutdown.
         let marker = disk.read_file(&marker_path).await?.and_then(|b| decode_clean_marker(&b));
         let mut segments = BTreeMap::new();
         for (i, &base) in bases.iter().enumerate() {
@@ -330,35 +381,21 @@ impl<D: Disk> Log<D> {
                 },
             );
         }
-        // SPEC T8.3: sealed segments written without a time index (older data) get one
-        // rebuilt, in order, each continuing from the entries before it.
-        let sealed: Vec<i64> = segments.keys().copied().collect();
-        if sealed.iter().any(|b| !has_timeindex.contains(b)) {
-            let mut last_ts = None;
-            for &b in &sealed {
-                let next = segments[&b].next_offset;
-                let time = if has_timeindex.contains(&b) {
-                    load_time_index(&disk, dir, b, next, &config, last_ts).await?
-                } else {
-                    let t = rebuild_time_index(&disk, dir, b, segments[&b].size, &config, last_ts).await?;
-                    report.rebuilt_time_indexes += 1;
-                    t
-                };
-                last_ts = time.last_ts;
-                segments.get_mut(&b).expect("sealed segment").time = Some(time);
-            }
-        }
-        // SPEC T8.1: the log's last time-index timestamp, scanning back from the newest sealed
-        // segment until one has an entry.
-        let mut context_ts = None;
-        for &b in sealed.iter().rev() {
-            let seg = segments.get_mut(&b).expect("sealed segment");
-            if seg.time.is_none() {
-                seg.time = Some(load_time_index(&disk, dir, b, seg.next_offset, &config, None).await?);
-            }
-            if let Some(&(t, _)) = seg.time.as_ref().and_then(|t| t.entries.last()) {
-                context_ts = Some(t);
-                break;
+        // SPEC T8.1: the log's last time-index timestamp. A clean shutdown recorded it in the
+        // marker; otherwise scan back from the newest sealed segment until an index holds an
+        // entry (rebuilding a missing or damaged one on the way, T8.3, T5.6).
+        let spans: Vec<SegmentSpan> = segments.values().map(|s| (s.base_offset, s.next_offset, s.size)).collect();
+        let mut context_ts = marker.map(|m| m.1).unwrap_or(None);
+        if marker.is_none() {
+            for i in (0..spans.len()).rev() {
+                let (time, rebuilt) = time_index_of(&disk, dir, &spans, i, &config).await?;
+                report.rebuilt_time_indexes += rebuilt as usize;
+                let last = time.entries.last().map(|e| e.0);
+                segments.get_mut(&spans[i].0).expect("sealed segment").time = Some(time);
+                if last.is_some() {
+                    context_ts = last;
+                    break;
+                }
             }
         }
         // The last segment becomes the active one.
@@ -371,17 +408,16 @@ impl<D: Disk> Log<D> {
         }
         let file_size = file.size().await?;
         let mut active = None;
-        if let Some(marker_end) = marker {
+        if let Some((marker_end, _)) = marker {
             // Clean: the log was trimmed and its indexes written. Resume the offset index from
             // its last entry, hopping batch headers to the end; load the time index.
             if let Some((next, size, index)) = Self::resume_clean(&disk, &file, dir, base, file_size, &config).await? {
                 if next == marker_end {
-                    let time = if has_timeindex.contains(&base) {
-                        load_time_index(&disk, dir, base, next, &config, context_ts).await?
-                    } else {
-                        report.rebuilt_time_indexes += 1;
-                        rebuild_time_index(&disk, dir, base, size, &config, context_ts).await?
-                    };
+                    let mut all = spans.clone();
+                    all.push((base, next, size));
+                    let (mut time, rebuilt) = time_index_of(&disk, dir, &all, all.len() - 1, &config).await?;
+                    report.rebuilt_time_indexes += rebuilt as usize;
+                    time.last_ts = time.entries.last().map(|e| e.0).or(context_ts);
                     active = Some((next, size, index, time));
                     report.clean = true;
                 }
@@ -860,11 +896,12 @@ impl<D: Disk> Log<D> {
     /// I/O to load a sealed segment's file handle and offset index for reads.
     pub fn index_load(&self, base: i64) -> IndexLoad<D> {
         let seg = &self.segments[&base];
+        let spans = self.segments.range(..=base).map(|(_, s)| (s.base_offset, s.next_offset, s.size)).collect();
         IndexLoad {
             disk: self.disk.clone(),
             dir: self.dir.clone(),
             base,
-            next_offset: seg.next_offset,
+            spans,
             size: seg.size,
             file: seg.file.clone(),
             config: self.config.clone(),
@@ -1052,9 +1089,14 @@ impl<D: Disk> Log<D> {
     /// After [`Log::begin_close`] and the last flush: write the clean-shutdown marker.
     pub async fn write_clean_marker(&self) -> StorageResult<()> {
         assert!(self.closing && !self.has_unflushed(), "clean marker before every segment is sealed");
-        let marker = encode_clean_marker(self.log_end_offset());
+        let marker = encode_clean_marker(self.log_end_offset(), self.last_time_entry());
         self.disk.write_file_atomic(&self.dir.join(CLEAN_MARKER), &marker).await?;
         Ok(())
+    }
+
+    /// Timestamp of the log's last time-index entry (what the next bucket entry must exceed).
+    pub fn last_time_entry(&self) -> Option<i64> {
+        self.segments.values().rev().find_map(|s| s.time.as_ref().map(|t| t.last_ts)).flatten()
     }
 
     /// True once [`Log::begin_close`] ran.
@@ -1225,12 +1267,9 @@ impl<D: Disk> FlushWork<D> {
         if let Some(seal) = &self.seal {
             file.truncate(seal.size).await?;
             file.sync().await?;
-            let idx = self.disk.open_rw(&index_path(&self.dir, self.base_offset)).await?;
-            write_exact(&self.disk, &idx, &seal.index).await?;
-            idx.close().await?;
-            let tidx = self.disk.open_rw(&timeindex_path(&self.dir, self.base_offset)).await?;
-            write_exact(&self.disk, &tidx, &seal.time_index).await?;
-            tidx.close().await?;
+            // Written whole or not at all (tmp file, rename): a crash never leaves a torn index.
+            self.disk.write_file_atomic(&index_path(&self.dir, self.base_offset), &seal.index).await?;
+            self.disk.write_file_atomic(&timeindex_path(&self.dir, self.base_offset), &seal.time_index).await?;
             self.disk.sync_dir(&self.dir).await?;
         }
         Ok(())
@@ -1242,7 +1281,8 @@ pub struct IndexLoad<D: Disk> {
     disk: D,
     dir: PathBuf,
     base: i64,
-    next_offset: i64,
+    /// This segment and the ones before it, for a time-index rebuild's context.
+    spans: Vec<SegmentSpan>,
     size: u64,
     file: Option<Rc<D::File>>,
     config: LogConfig,
@@ -1296,13 +1336,11 @@ impl<D: Disk> IndexLoad<D> {
                         error: e,
                     });
                 }
-                let idx = self.disk.open_rw(&ipath).await?;
-                write_exact(&self.disk, &idx, &scan.index.index.encode()).await?;
-                idx.close().await?;
+                self.disk.write_file_atomic(&ipath, &scan.index.index.encode()).await?;
                 scan.index
             }
         };
-        let time = load_time_index(&self.disk, &self.dir, self.base, self.next_offset, &self.config, None).await?;
+        let (time, _) = time_index_of(&self.disk, &self.dir, &self.spans, self.spans.len() - 1, &self.config).await?;
         Ok(SegmentIndexes { file, index: builder, time })
     }
 }

@@ -202,7 +202,11 @@ impl<D: Disk> Partition<D> {
         // The marker write does not touch the log's state: no borrow is held across it.
         let (disk, path, marker) = {
             let log = self.log.borrow();
-            (log.disk().clone(), log.dir().join(CLEAN_MARKER), encode_clean_marker(log.log_end_offset()))
+            (
+                log.disk().clone(),
+                log.dir().join(CLEAN_MARKER),
+                encode_clean_marker(log.log_end_offset(), log.last_time_entry()),
+            )
         };
         disk.write_file_atomic(&path, &marker).await?;
         Ok(())

@@ -46,27 +46,32 @@ pub fn decode_offset_index(bytes: &[u8], log_size: u64) -> Result<Vec<(u32, u32)
     Ok(out)
 }
 
-/// The clean-shutdown marker: `TMCLEAN1` then the log end offset (i64 BE) then a CRC-32C of
-/// the 16 bytes before it. Its presence means every segment's indexes were written and synced
-/// and every `.log` was trimmed to its logical size.
-pub fn encode_clean_marker(log_end_offset: i64) -> Vec<u8> {
-    let mut b = b"TMCLEAN1".to_vec();
+/// The clean-shutdown marker (version 2): `TMCLEAN2`, the log end offset (i64 BE), the log's
+/// last time-index timestamp (i64 BE, `i64::MIN` for none), then a CRC-32C (u32 BE) of the
+/// 24 bytes before it. Its presence means every segment's indexes were written and synced,
+/// every `.log` was trimmed to its logical size, and startup needs no backwards scan (T8.1).
+pub fn encode_clean_marker(log_end_offset: i64, last_time_entry: Option<i64>) -> Vec<u8> {
+    let mut b = b"TMCLEAN2".to_vec();
     b.extend_from_slice(&log_end_offset.to_be_bytes());
+    b.extend_from_slice(&last_time_entry.unwrap_or(i64::MIN).to_be_bytes());
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_be_bytes());
     b
 }
 
-/// The log end offset a marker records, or `None` if the bytes are not a valid marker.
-pub fn decode_clean_marker(b: &[u8]) -> Option<i64> {
-    if b.len() != 20 || &b[0..8] != b"TMCLEAN1" {
+/// (log end offset, last time-index timestamp) from a marker, or `None` if the bytes are not
+/// a valid marker (then the shutdown counts as unclean).
+pub fn decode_clean_marker(b: &[u8]) -> Option<(i64, Option<i64>)> {
+    if b.len() != 28 || &b[0..8] != b"TMCLEAN2" {
         return None;
     }
-    let crc = u32::from_be_bytes(b[16..20].try_into().ok()?);
-    if crc32c::crc32c(&b[..16]) != crc {
+    let crc = u32::from_be_bytes(b[24..28].try_into().ok()?);
+    if crc32c::crc32c(&b[..24]) != crc {
         return None;
     }
-    Some(i64::from_be_bytes(b[8..16].try_into().ok()?))
+    let end = i64::from_be_bytes(b[8..16].try_into().ok()?);
+    let last = i64::from_be_bytes(b[16..24].try_into().ok()?);
+    Some((end, (last != i64::MIN).then_some(last)))
 }
 
 #[cfg(test)]
@@ -89,12 +94,13 @@ mod tests {
 
     #[test]
     fn clean_marker_round_trip_and_corruption() {
-        let m = encode_clean_marker(42);
-        assert_eq!(decode_clean_marker(&m), Some(42));
+        let m = encode_clean_marker(42, Some(7));
+        assert_eq!(decode_clean_marker(&m), Some((42, Some(7))));
+        assert_eq!(decode_clean_marker(&encode_clean_marker(0, None)), Some((0, None)));
         let mut bad = m.clone();
         bad[10] ^= 1;
         assert_eq!(decode_clean_marker(&bad), None);
-        assert_eq!(decode_clean_marker(&m[..19]), None);
+        assert_eq!(decode_clean_marker(&m[..27]), None);
     }
 }
 
@@ -111,6 +117,9 @@ pub fn encode_time_entry(out: &mut Vec<u8>, ts: i64, rel_offset: u32) {
 /// span). A torn entry, a zero tail or anything after a bad entry is dropped; the second value
 /// tells whether anything was.
 pub fn decode_time_index(bytes: &[u8], rel_end: u64) -> (Vec<(i64, u32)>, bool) {
+    if !bytes.is_empty() && bytes.iter().all(|&b| b == 0) {
+        return (Vec::new(), true); // zeroed space is never entries
+    }
     let mut out: Vec<(i64, u32)> = Vec::with_capacity(bytes.len() / TIME_ENTRY_LEN);
     for e in bytes.chunks(TIME_ENTRY_LEN) {
         if e.len() < TIME_ENTRY_LEN {
