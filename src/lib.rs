@@ -19,5 +19,6 @@ pub mod config;
 pub mod dump;
 pub mod io;
 pub mod protocol;
+pub mod server;
 pub mod storage;
 pub mod storage_load;

@@ -18,6 +18,23 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the broker (Kafka protocol) on one shard per core. With no flags: data in ./data,
+    /// listening on 127.0.0.1:9092, every online CPU.
+    Serve {
+        #[arg(long, default_value = "./data")]
+        data_dir: PathBuf,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        listen: String,
+        /// Shards (one per core); default: every online CPU.
+        #[arg(long)]
+        cores: Option<usize>,
+        /// A properties file of broker and topic-default settings (flags override it).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Broker or topic-default settings, as key=value.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        settings: Vec<String>,
+    },
     /// Print the batches of a segment (.log) or the entries of an index (.index, .timeindex).
     Dump {
         /// Files to dump.
@@ -71,6 +88,24 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     init_logging(&cli.log_format);
     match cli.command {
+        Command::Serve { data_dir, listen, cores, config, settings } => {
+            let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+            let shards = cores.unwrap_or(online);
+            anyhow::ensure!((1..=online).contains(&shards), "--cores {shards}: this machine has {online} online CPUs");
+            let mut broker = tidemark::server::BrokerConfig::new(data_dir, &listen, shards)?;
+            if let Some(path) = config {
+                broker.load_file(&path)?;
+            }
+            for s in &settings {
+                let (k, v) = s.split_once('=').with_context(|| format!("--set {s}: expected KEY=VALUE"))?;
+                broker.set(k, v)?;
+            }
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+                signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+            }
+            tidemark::server::run(broker, stop)?;
+        }
         Command::Dump { paths } => {
             for p in paths {
                 let out = tidemark::dump::dump(&p).with_context(|| format!("reading {}", p.display()))?;

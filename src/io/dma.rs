@@ -50,7 +50,8 @@ impl DmaDisk {
         let ok = std::fs::metadata(&probe).map(|m| m.len() == PAGE).unwrap_or(false);
         if !ok {
             use std::io::Write;
-            let tmp = root.join(format!("{PROBE_FILE}.tmp"));
+            // Several executors may start at once: each writes its own temporary file.
+            let tmp = root.join(format!("{PROBE_FILE}.{}.{}.tmp", std::process::id(), glommio::executor().id()));
             let mut f = std::fs::File::create(&tmp).map_err(|e| serr("create probe", &tmp, e))?;
             f.write_all(&[0x7e; PAGE as usize]).map_err(|e| serr("write probe", &tmp, e))?;
             f.sync_all().map_err(|e| serr("sync probe", &tmp, e))?;

@@ -85,7 +85,9 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
                 let mut best: Option<(i64, i64)> = None;
                 scan_batches(cell, from, limit, upto, |h, batch, dlimit| {
                     if h.max_timestamp >= 0 && best.is_none_or(|(_, ts)| h.max_timestamp > ts) {
-                        best = first_record_at_or_after(h, batch, h.max_timestamp, dlimit)?;
+                        if let Some(found) = first_record_at_or_after(h, batch, h.max_timestamp, dlimit)? {
+                            best = Some(found);
+                        }
                     }
                     Ok(None)
                 })

@@ -303,6 +303,29 @@ async fn time_index_of<D: Disk>(
     Ok((rebuild_time_index(disk, dir, base, size, config, context).await?, true))
 }
 
+/// SPEC T8.1: the log's last time-index timestamp among the sealed segments, scanning back
+/// from the newest until an index holds an entry (rebuilding missing or damaged ones met on
+/// the way, T8.3, T5.6); the indexes read stay loaded.
+async fn backward_scan<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    spans: &[SegmentSpan],
+    segments: &mut BTreeMap<i64, Segment<D>>,
+    config: &LogConfig,
+    report: &mut OpenReport,
+) -> StorageResult<Option<i64>> {
+    for i in (0..spans.len()).rev() {
+        let (time, rebuilt) = time_index_of(disk, dir, spans, i, config).await?;
+        report.rebuilt_time_indexes += rebuilt as usize;
+        let last = time.entries.last().map(|e| e.0);
+        segments.get_mut(&spans[i].0).expect("sealed segment").time = Some(time);
+        if last.is_some() {
+            return Ok(last);
+        }
+    }
+    Ok(None)
+}
+
 /// Rebuild a sealed segment's time index from its batches (SPEC T8.3): the bucket rule from
 /// `prev_last_ts` on, then the close rules (the exact maximum, or the file's mtime when no
 /// record has a timestamp). A corrupt stretch ends the rebuild there (logged; reads of it
@@ -385,19 +408,10 @@ impl<D: Disk> Log<D> {
         // marker; otherwise scan back from the newest sealed segment until an index holds an
         // entry (rebuilding a missing or damaged one on the way, T8.3, T5.6).
         let spans: Vec<SegmentSpan> = segments.values().map(|s| (s.base_offset, s.next_offset, s.size)).collect();
-        let mut context_ts = marker.map(|m| m.1).unwrap_or(None);
-        if marker.is_none() {
-            for i in (0..spans.len()).rev() {
-                let (time, rebuilt) = time_index_of(&disk, dir, &spans, i, &config).await?;
-                report.rebuilt_time_indexes += rebuilt as usize;
-                let last = time.entries.last().map(|e| e.0);
-                segments.get_mut(&spans[i].0).expect("sealed segment").time = Some(time);
-                if last.is_some() {
-                    context_ts = last;
-                    break;
-                }
-            }
-        }
+        let mut context_ts = match marker {
+            Some((_, last_ts)) => last_ts,
+            None => backward_scan(&disk, dir, &spans, &mut segments, &config, &mut report).await?,
+        };
         // The last segment becomes the active one.
         let base = bases.last().copied().unwrap_or(0);
         let path = log_path(dir, base);
@@ -426,6 +440,11 @@ impl<D: Disk> Log<D> {
         let (next_offset, size, index, time) = match active {
             Some(a) => a,
             None => {
+                if marker.is_some() {
+                    // The marker's timestamp includes this segment's own entries, which the
+                    // rescan rebuilds: continue from the entries before it instead.
+                    context_ts = backward_scan(&disk, dir, &spans, &mut segments, &config, &mut report).await?;
+                }
                 let scan = scan_segment(&file, base, file_size, ScanFrom::start(base, &config, context_ts)).await?;
                 report.scanned_bytes = scan.scanned;
                 if scan.valid_size < file_size {

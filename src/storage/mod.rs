@@ -1,9 +1,29 @@
-//! Storage: partition logs made of segments on direct I/O.
+//! Storage: partition logs made of segments on direct I/O, and the topics and partitions a
+//! shard owns.
 //!
-//! Layers, bottom up: `format` (pure bytes: batches, index entries), `segment` (one data file,
-//! its offset index and its write tail), `log` (segments, append, flush jobs, reads,
-//! recovery, retention), `partition` (group commit and the flusher task). Storage sees the
-//! disk only through [`crate::io::Disk`], and never imports `protocol`.
+//! Layers, bottom up:
+//! - `format`: pure bytes, no I/O: v2 record batches and records, CRC-32C, varints, the
+//!   compression codecs, offset- and time-index entries, the clean-shutdown marker.
+//! - `segment`: one segment: its `.log` data file, the in-memory write tail of aligned chunks,
+//!   the offset index (`IndexBuilder`) and the time index (`TimeBuilder`, with its
+//!   `time.index.interval.ms` fixed for the segment's life).
+//! - `log`: a partition's segments: append (timestamp checks and stamping), roll, flush jobs,
+//!   read and time-lookup plans, recovery at open, loading and rebuilding sealed segments'
+//!   indexes, the clean-shutdown marker, retention decisions. Synchronous state; the I/O is
+//!   returned as jobs so no borrow is held across an await.
+//! - `access`: the operations that alternate between the log's state and I/O, written once
+//!   over [`access::LogCell`]: reads, lookups by time (ListOffsets, including `-3`), and upkeep
+//!   (time roll, retention by time and size, deletion of expired segments' files).
+//! - `partition`: one partition on its shard's executor: group commit with one flusher task,
+//!   durability waiters, the `flush.ms` timer, the injected clock, clean shutdown.
+//! - `manager`: a shard's open partitions (`<data-dir>/<topic>-<partition>`), runtime config
+//!   changes, the periodic upkeep task (`log.retention.check.interval.ms`), closing them all.
+//! - `topics` (beside the others; it uses `config`, `error` and the disk): the topic store:
+//!   names, partition counts and validated config overrides, persisted atomically in
+//!   `<data-dir>/topics/<topic>.topic` with a CRC line.
+//!
+//! `error` holds [`StorageError`]. Storage sees the disk only through [`crate::io::Disk`], and
+//! never imports `protocol`.
 
 pub mod access;
 pub mod error;

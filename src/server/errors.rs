@@ -1,0 +1,28 @@
+//! The one place internal errors become Kafka error codes (an exhaustive `match`).
+
+use crate::protocol::errors as code;
+use crate::storage::topics::TopicError;
+use crate::storage::StorageError;
+
+pub fn storage_code(e: &StorageError) -> i16 {
+    match e {
+        StorageError::InvalidBatch(_) => code::CORRUPT_MESSAGE,
+        StorageError::BatchTooLarge { .. } => code::MESSAGE_TOO_LARGE,
+        StorageError::EmptyAppend => code::INVALID_REQUEST,
+        StorageError::InvalidTimestamp { .. } => code::INVALID_TIMESTAMP,
+        StorageError::OffsetOutOfRange { .. } => code::OFFSET_OUT_OF_RANGE,
+        StorageError::Io(_) | StorageError::Corrupt { .. } => code::KAFKA_STORAGE_ERROR,
+        StorageError::Closed => code::KAFKA_STORAGE_ERROR,
+    }
+}
+
+pub fn topic_code(e: &TopicError) -> i16 {
+    match e {
+        TopicError::AlreadyExists(_) => code::TOPIC_ALREADY_EXISTS,
+        TopicError::Unknown(_) => code::UNKNOWN_TOPIC_OR_PARTITION,
+        TopicError::InvalidName(..) => code::INVALID_TOPIC_EXCEPTION,
+        TopicError::InvalidPartitions(_) => code::INVALID_PARTITIONS,
+        TopicError::InvalidConfig(_) => code::INVALID_CONFIG,
+        TopicError::Corrupt(..) | TopicError::Storage(_) => code::KAFKA_STORAGE_ERROR,
+    }
+}

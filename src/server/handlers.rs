@@ -1,0 +1,269 @@
+//! The one place the protocol meets storage: each API's request becomes shard operations on
+//! the owners of its partitions, and their results become the response.
+
+use crate::protocol::errors as code;
+use crate::protocol::messages::*;
+use crate::protocol::{api_versions_response, encode_response, ProtoError, ProtoResult, Request, RequestHeader};
+use crate::server::shard::{owner, FetchOut, Shard, ShardOp, ShardReply};
+use bytes::Bytes;
+use futures_util::future::join_all;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// Answer one request; `None` when no response is due (produce with acks=0).
+pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, req: Request) -> ProtoResult<Option<Bytes>> {
+    match req {
+        Request::ApiVersions(_) => encode_response(header, &mut api_versions_response(code::NONE)).map(Some),
+        Request::Metadata(m) => encode_response(header, &mut metadata(shard, m).await).map(Some),
+        Request::Produce(p) => {
+            let acks = p.acks;
+            let mut resp = produce(shard, p).await;
+            if acks == 0 {
+                return Ok(None);
+            }
+            encode_response(header, &mut resp).map(Some)
+        }
+        Request::Fetch(f) => encode_response(header, &mut fetch(shard, f).await).map(Some),
+        Request::ListOffsets(l) => {
+            encode_response(header, &mut list_offsets(shard, header.api_version, l).await).map(Some)
+        }
+        Request::CreateTopics(c) => encode_response(header, &mut create_topics(shard, c).await).map(Some),
+    }
+}
+
+/// The answer to a request that could not be decoded, when one can be given: ApiVersions of
+/// an unsupported version gets a v0 response with UNSUPPORTED_VERSION and the versions we
+/// support (KIP-511). Other failures have no encodable answer: the caller closes.
+pub fn error_response(header: &RequestHeader, error: &ProtoError) -> Option<Bytes> {
+    if header.api_key == crate::protocol::API_VERSIONS {
+        let v0 = RequestHeader { api_version: 0, ..header.clone() };
+        let c = match error {
+            ProtoError::UnsupportedVersion { .. } => code::UNSUPPORTED_VERSION,
+            _ => code::INVALID_REQUEST,
+        };
+        return encode_response(&v0, &mut api_versions_response(c)).ok();
+    }
+    None
+}
+
+async fn metadata(shard: &Rc<Shard>, m: MetadataRequest) -> MetadataResponse {
+    let names: Vec<String> = match &m.topics {
+        None => shard.topics.borrow().keys().cloned().collect(),
+        Some(ts) => ts.iter().filter_map(|t| t.name.clone()).collect(),
+    };
+    let mut topics = Vec::new();
+    for name in names {
+        if crate::storage::topics::validate_topic_name(&name).is_err() {
+            topics.push(MetadataTopic {
+                error_code: code::INVALID_TOPIC_EXCEPTION,
+                name: Some(name),
+                ..Default::default()
+            });
+            continue;
+        }
+        let exists = shard.topics.borrow().contains_key(&name)
+            || (m.allow_auto_topic_creation && m.topics.is_some() && shard.ensure_topic(&name).await);
+        let partitions = shard.topics.borrow().get(&name).map(|t| t.partitions);
+        match partitions.filter(|_| exists) {
+            None => topics.push(MetadataTopic {
+                error_code: code::UNKNOWN_TOPIC_OR_PARTITION,
+                name: Some(name),
+                ..Default::default()
+            }),
+            Some(n) => topics.push(MetadataTopic {
+                error_code: code::NONE,
+                name: Some(name),
+                topic_authorized_operations: i32::MIN,
+                partitions: (0..n as i32)
+                    .map(|p| MetadataPartition {
+                        partition_index: p,
+                        leader_id: shard.config.node_id,
+                        leader_epoch: 0,
+                        replica_nodes: vec![shard.config.node_id],
+                        isr_nodes: vec![shard.config.node_id],
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+        }
+    }
+    MetadataResponse {
+        brokers: vec![MetadataBroker {
+            node_id: shard.config.node_id,
+            host: shard.config.advertised_host.clone(),
+            port: shard.config.advertised_port,
+            ..Default::default()
+        }],
+        cluster_id: Some("tidemark".to_string()),
+        controller_id: shard.config.node_id,
+        topics,
+        cluster_authorized_operations: i32::MIN,
+        ..Default::default()
+    }
+}
+
+async fn produce(shard: &Rc<Shard>, p: ProduceRequest) -> ProduceResponse {
+    let acks_ok = matches!(p.acks, -1..=1);
+    let mut topics = Vec::with_capacity(p.topics.len());
+    for t in p.topics {
+        let known = acks_ok && shard.ensure_topic(&t.name).await;
+        let calls = t.partitions.into_iter().map(|part| {
+            let (topic, shard) = (t.name.clone(), shard.clone());
+            async move {
+                let error = |c| ProducePartitionResponse {
+                    index: part.index,
+                    error_code: c,
+                    base_offset: -1,
+                    log_append_time_ms: -1,
+                    log_start_offset: -1,
+                    ..Default::default()
+                };
+                if !acks_ok {
+                    return error(code::INVALID_REQUIRED_ACKS);
+                }
+                if !known {
+                    return error(code::UNKNOWN_TOPIC_OR_PARTITION);
+                }
+                let Some(records) = part.records else { return error(code::CORRUPT_MESSAGE) };
+                let target = owner(&topic, part.index, shard.shards);
+                match shard.call(target, ShardOp::Produce { topic, partition: part.index, records }).await {
+                    ShardReply::Produce(Ok((base, log_append_time, start))) => ProducePartitionResponse {
+                        index: part.index,
+                        error_code: code::NONE,
+                        base_offset: base,
+                        log_append_time_ms: log_append_time,
+                        log_start_offset: start,
+                        ..Default::default()
+                    },
+                    ShardReply::Produce(Err(c)) => error(c),
+                    _ => error(code::UNKNOWN_SERVER_ERROR),
+                }
+            }
+        });
+        let partitions = join_all(calls).await;
+        topics.push(ProduceTopicResponse { name: t.name, partitions, ..Default::default() });
+    }
+    ProduceResponse { topics, ..Default::default() }
+}
+
+/// One pass over every requested partition, within the request's byte budgets.
+async fn fetch_once(shard: &Rc<Shard>, f: &FetchRequest) -> (FetchResponse, usize) {
+    let mut budget = f.max_bytes.max(0) as usize;
+    let mut total = 0usize;
+    let mut topics = Vec::new();
+    for t in &f.topics {
+        let mut partitions = Vec::new();
+        for p in &t.partitions {
+            let max = (p.partition_max_bytes.max(0) as usize).min(budget);
+            let target = owner(&t.topic, p.partition, shard.shards);
+            let op = ShardOp::Fetch {
+                topic: t.topic.clone(),
+                partition: p.partition,
+                offset: p.fetch_offset,
+                max_bytes: max.max(1),
+            };
+            let (error_code, hw, start, records) = match shard.call(target, op).await {
+                ShardReply::Fetch(Ok(FetchOut { high_watermark, log_start_offset, records })) => {
+                    (code::NONE, high_watermark, log_start_offset, records)
+                }
+                ShardReply::Fetch(Err((c, hw, start))) => (c, hw, start, Bytes::new()),
+                _ => (code::UNKNOWN_SERVER_ERROR, -1, -1, Bytes::new()),
+            };
+            budget = budget.saturating_sub(records.len());
+            total += records.len();
+            partitions.push(FetchPartitionResponse {
+                partition_index: p.partition,
+                error_code,
+                high_watermark: hw,
+                last_stable_offset: hw,
+                log_start_offset: start,
+                aborted_transactions: None,
+                preferred_read_replica: -1,
+                records: Some(records),
+                ..Default::default()
+            });
+        }
+        topics.push(FetchTopicResponse { topic: t.topic.clone(), partitions, ..Default::default() });
+    }
+    (FetchResponse { topics, ..Default::default() }, total)
+}
+
+/// Fetch with long polling: until `min_bytes` are there or `max_wait_ms` passes.
+async fn fetch(shard: &Rc<Shard>, f: FetchRequest) -> FetchResponse {
+    let deadline = Instant::now() + Duration::from_millis(f.max_wait_ms.clamp(0, 60_000) as u64);
+    loop {
+        let (resp, bytes) = fetch_once(shard, &f).await;
+        let has_error = resp.topics.iter().flat_map(|t| &t.partitions).any(|p| p.error_code != code::NONE);
+        if bytes >= f.min_bytes.max(0) as usize || has_error || Instant::now() >= deadline {
+            return resp;
+        }
+        glommio::timer::sleep(Duration::from_millis(5).min(deadline - Instant::now())).await;
+    }
+}
+
+async fn list_offsets(shard: &Rc<Shard>, version: i16, l: ListOffsetsRequest) -> ListOffsetsResponse {
+    let mut topics = Vec::new();
+    for t in l.topics {
+        let mut partitions = Vec::new();
+        for p in t.partitions {
+            let target = owner(&t.name, p.partition_index, shard.shards);
+            let op =
+                ShardOp::ListOffsets { topic: t.name.clone(), partition: p.partition_index, timestamp: p.timestamp };
+            let (error_code, found) = match shard.call(target, op).await {
+                ShardReply::ListOffsets(Ok(found)) => (code::NONE, found),
+                ShardReply::ListOffsets(Err(c)) => (c, None),
+                _ => (code::UNKNOWN_SERVER_ERROR, None),
+            };
+            let (offset, timestamp) = found.unwrap_or((-1, -1));
+            partitions.push(ListOffsetsPartitionResponse {
+                partition_index: p.partition_index,
+                error_code,
+                old_style_offsets: if version == 0 && found.is_some() { vec![offset] } else { Vec::new() },
+                timestamp,
+                offset,
+                leader_epoch: 0,
+                ..Default::default()
+            });
+        }
+        topics.push(ListOffsetsTopicResponse { name: t.name, partitions, ..Default::default() });
+    }
+    ListOffsetsResponse { topics, ..Default::default() }
+}
+
+async fn create_topics(shard: &Rc<Shard>, c: CreateTopicsRequest) -> CreateTopicsResponse {
+    let mut topics = Vec::new();
+    for t in c.topics {
+        let partitions = match (t.num_partitions, t.assignments.len()) {
+            (-1, 0) => shard.config.num_partitions as i64,
+            (-1, n) => n as i64,
+            (n, _) => n as i64,
+        };
+        let result = if !matches!(t.replication_factor, -1 | 1) {
+            Err((code::INVALID_REPLICATION_FACTOR, "a single broker: the replication factor must be 1".to_string()))
+        } else if let Some(k) = t.configs.iter().find(|k| k.value.is_none()) {
+            Err((code::INVALID_CONFIG, format!("null value for {}", k.name)))
+        } else {
+            let configs = t.configs.iter().map(|k| (k.name.clone(), k.value.clone().unwrap_or_default())).collect();
+            let op = ShardOp::CreateTopic { name: t.name.clone(), partitions, configs, validate_only: c.validate_only };
+            match shard.call(0, op).await {
+                ShardReply::CreateTopic(r) => r,
+                _ => Err((code::UNKNOWN_SERVER_ERROR, "no reply".to_string())),
+            }
+        };
+        let (error_code, error_message) = match result {
+            Ok(()) => (code::NONE, None),
+            Err((c, m)) => (c, Some(m)),
+        };
+        topics.push(CreatableTopicResult {
+            name: t.name,
+            error_code,
+            error_message,
+            num_partitions: if error_code == code::NONE { partitions as i32 } else { -1 },
+            replication_factor: if error_code == code::NONE { 1 } else { -1 },
+            configs: None,
+            ..Default::default()
+        });
+    }
+    CreateTopicsResponse { topics, ..Default::default() }
+}

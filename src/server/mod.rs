@@ -1,0 +1,224 @@
+//! The broker: one shard (glommio executor) per core, each accepting connections on the same
+//! port (SO_REUSEPORT) and owning the partitions that hash to it; work for a partition owned
+//! elsewhere goes over the channel mesh. SIGTERM/SIGINT stop accepting, let requests finish,
+//! close every partition cleanly (close entries, clean markers) and exit.
+
+pub mod connection;
+pub mod errors;
+pub mod handlers;
+pub mod shard;
+
+use crate::config::LogConfig;
+use anyhow::{bail, Context};
+use glommio::channels::channel_mesh::MeshBuilder;
+use glommio::{LocalExecutorBuilder, Placement};
+use shard::{Shard, ShardMsg};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Broker settings (Kafka's names where Kafka has one).
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    pub shards: usize,
+    /// `node.id`
+    pub node_id: i32,
+    /// `auto.create.topics.enable`
+    pub auto_create_topics: bool,
+    /// `num.partitions`
+    pub num_partitions: u32,
+    /// `log.retention.check.interval.ms`
+    pub retention_check_interval: Duration,
+    /// `socket.request.max.bytes`
+    pub max_request_bytes: usize,
+    /// Topic defaults (`log.*` broker settings and topic names).
+    pub log_defaults: LogConfig,
+}
+
+/// Broker-level names that map onto topic settings, as in Kafka's server.properties.
+const BROKER_TO_TOPIC: &[(&str, &str)] = &[
+    ("log.segment.bytes", "segment.bytes"),
+    ("log.roll.ms", "segment.ms"),
+    ("log.retention.ms", "retention.ms"),
+    ("log.retention.bytes", "retention.bytes"),
+    ("log.index.interval.bytes", "index.interval.bytes"),
+    ("log.index.size.max.bytes", "segment.index.bytes"),
+    ("log.flush.interval.messages", "flush.messages"),
+    ("log.flush.interval.ms", "flush.ms"),
+    ("log.message.timestamp.type", "message.timestamp.type"),
+    ("log.message.timestamp.difference.max.ms", "message.timestamp.difference.max.ms"),
+    ("log.message.timestamp.before.max.ms", "message.timestamp.before.max.ms"),
+    ("log.message.timestamp.after.max.ms", "message.timestamp.after.max.ms"),
+    ("message.max.bytes", "max.message.bytes"),
+];
+
+impl BrokerConfig {
+    pub fn new(data_dir: PathBuf, listen: &str, shards: usize) -> anyhow::Result<Self> {
+        let addr = listen
+            .to_socket_addrs()
+            .with_context(|| format!("--listen {listen}: not a host:port"))?
+            .next()
+            .with_context(|| format!("--listen {listen}: resolves to no address"))?;
+        Ok(BrokerConfig {
+            data_dir,
+            listen: addr,
+            advertised_host: addr.ip().to_string(),
+            advertised_port: addr.port() as i32,
+            shards,
+            node_id: 0,
+            auto_create_topics: true,
+            num_partitions: 1,
+            retention_check_interval: crate::storage::manager::DEFAULT_RETENTION_CHECK_INTERVAL,
+            max_request_bytes: 100 * 1024 * 1024,
+            log_defaults: LogConfig::default(),
+        })
+    }
+
+    /// Apply one `key=value` from a properties file: broker settings, Kafka's `log.*` names,
+    /// or topic settings (as topic defaults).
+    pub fn set(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
+        let int = |v: &str| v.trim().parse::<i64>().with_context(|| format!("{key}={v}: not an integer"));
+        match key {
+            "node.id" | "broker.id" => self.node_id = int(value)? as i32,
+            "auto.create.topics.enable" => {
+                self.auto_create_topics = match value.trim() {
+                    "true" => true,
+                    "false" => false,
+                    _ => bail!("{key}={value}: expected true or false"),
+                }
+            }
+            "num.partitions" => {
+                let n = int(value)?;
+                if !(1..=100_000).contains(&n) {
+                    bail!("{key}={value}: must be between 1 and 100000");
+                }
+                self.num_partitions = n as u32;
+            }
+            "log.retention.check.interval.ms" => {
+                let n = int(value)?;
+                if n < 1 {
+                    bail!("{key}={value}: must be at least 1");
+                }
+                self.retention_check_interval = Duration::from_millis(n as u64);
+            }
+            "socket.request.max.bytes" => {
+                let n = int(value)?;
+                if !(1024..=i32::MAX as i64).contains(&n) {
+                    bail!("{key}={value}: must be between 1024 and {}", i32::MAX);
+                }
+                self.max_request_bytes = n as usize;
+            }
+            "advertised.host" => self.advertised_host = value.trim().to_string(),
+            _ => {
+                let topic_key = BROKER_TO_TOPIC.iter().find(|(b, _)| *b == key).map_or(key, |(_, t)| t);
+                self.log_defaults.set(topic_key, value)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Read a properties file (`key=value` lines, `#` comments).
+    pub fn load_file(&mut self, path: &std::path::Path) -> anyhow::Result<()> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (k, v) =
+                line.split_once('=').with_context(|| format!("{}:{}: expected key=value", path.display(), i + 1))?;
+            self.set(k.trim(), v.trim()).with_context(|| format!("{}:{}", path.display(), i + 1))?;
+        }
+        Ok(())
+    }
+}
+
+/// Run the broker until `stop` is set (by SIGTERM/SIGINT in the binary).
+pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
+    // Fail fast, with a clear message, when another process serves the port. (Not a test
+    // bind: after a kill -9, connections of the old process linger and a plain bind fails,
+    // while the shards' SO_REUSEPORT listeners bind fine.)
+    let probe = match config.listen {
+        SocketAddr::V4(a) if a.ip().is_unspecified() => SocketAddr::from(([127, 0, 0, 1], a.port())),
+        SocketAddr::V6(a) if a.ip().is_unspecified() => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, a.port())),
+        a => a,
+    };
+    // A process killed with -9 can leave its listener accepting for a moment (its io_uring
+    // ring, holding a pending accept, is torn down asynchronously): a server that is really
+    // there stays, a dying one goes. Wait up to 3 s before calling the port taken.
+    let mut taken = true;
+    for _ in 0..30 {
+        match std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(200)) {
+            // With nothing listening, a connect to a free port in the ephemeral range can be
+            // given that very port as its source (TCP simultaneous open): not a server.
+            Ok(s) if s.local_addr().ok() != s.peer_addr().ok() => std::thread::sleep(Duration::from_millis(100)),
+            _ => {
+                taken = false;
+                break;
+            }
+        }
+    }
+    if taken {
+        bail!("cannot listen on {}: another process accepts connections there", config.listen);
+    }
+    let config = Arc::new(config);
+    let mesh = MeshBuilder::<ShardMsg, _>::full(config.shards, 1024);
+    let mut handles = Vec::new();
+    for id in 0..config.shards {
+        let (config, mesh, stop) = (config.clone(), mesh.clone(), stop.clone());
+        let h = LocalExecutorBuilder::new(Placement::Fixed(id))
+            .name(&format!("shard-{id}"))
+            .spawn(move || async move { run_shard(id, config, mesh, stop).await })
+            .map_err(|e| anyhow::anyhow!("starting shard {id}: {e}"))?;
+        handles.push(h);
+    }
+    tracing::info!(listen = %config.listen, shards = config.shards, data_dir = %config.data_dir.display(), "tidemark serving");
+    for (id, h) in handles.into_iter().enumerate() {
+        h.join().map_err(|e| anyhow::anyhow!("shard {id} failed: {e:?}"))?.with_context(|| format!("shard {id}"))?;
+    }
+    tracing::info!("tidemark stopped cleanly");
+    Ok(())
+}
+
+async fn run_shard(
+    id: usize,
+    config: Arc<BrokerConfig>,
+    mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    let shard = Shard::open(id, config.shards, config.clone()).await?;
+    // Joining the mesh is the startup barrier: every shard has opened its partitions.
+    let (senders, receivers) = mesh.join().await.map_err(|_| anyhow::anyhow!("joining the shard mesh"))?;
+    shard.attach(senders, receivers);
+    let listener = glommio::net::TcpListener::bind(config.listen)
+        .map_err(std::io::Error::from)
+        .with_context(|| format!("listening on {}", config.listen))?;
+    let stopped = || async {
+        while !stop.load(Ordering::Relaxed) {
+            glommio::timer::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    };
+    loop {
+        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, stopped()).await;
+        match accepted {
+            None => break,
+            Some(Ok(stream)) => {
+                glommio::spawn_local(connection::serve(shard.clone(), stream)).detach();
+            }
+            Some(Err(e)) => tracing::warn!(error = %e, "accept failed"),
+        }
+    }
+    // Let in-flight requests finish, then close every partition cleanly.
+    glommio::timer::sleep(Duration::from_millis(200)).await;
+    shard.manager.close_all().await?;
+    Ok(())
+}

@@ -1,0 +1,312 @@
+//! A shard: one executor pinned to one core, owning a set of partitions. Work for a partition
+//! owned by another shard travels over the glommio channel mesh as a [`ShardOp`] with a
+//! request id; the reply comes back by id. Topic changes are serialized on shard 0, which
+//! persists them and broadcasts them to every shard. Nothing here is shared across threads
+//! except the messages.
+
+use crate::config::LogConfig;
+use crate::io::DmaDisk;
+use crate::protocol::errors as code;
+use crate::server::errors::{storage_code, topic_code};
+use crate::server::BrokerConfig;
+use crate::storage::manager::PartitionManager;
+use crate::storage::topics::TopicStore;
+use crate::storage::{system_clock, ReadUpTo};
+use bytes::Bytes;
+use futures_channel::oneshot;
+use glommio::channels::channel_mesh::Senders;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// The shard that owns a partition: a stable hash (the same on every restart and shard).
+pub fn owner(topic: &str, partition: i32, shards: usize) -> usize {
+    ((crc32c::crc32c(topic.as_bytes()) as u64 + partition as u64) % shards as u64) as usize
+}
+
+/// Work for one shard.
+#[derive(Debug)]
+pub enum ShardOp {
+    Produce {
+        topic: String,
+        partition: i32,
+        records: Bytes,
+    },
+    Fetch {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        max_bytes: usize,
+    },
+    ListOffsets {
+        topic: String,
+        partition: i32,
+        timestamp: i64,
+    },
+    /// To shard 0: create a topic (validated and persisted there, then broadcast).
+    CreateTopic {
+        name: String,
+        partitions: i64,
+        configs: Vec<(String, String)>,
+        validate_only: bool,
+    },
+    /// From shard 0 to every shard: a topic exists; open the partitions you own.
+    TopicCreated {
+        name: String,
+        partitions: u32,
+        config: LogConfig,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchOut {
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub records: Bytes,
+}
+
+#[derive(Debug)]
+pub enum ShardReply {
+    /// (base offset, log-append time, log start offset) or an error code.
+    Produce(Result<(i64, i64, i64), i16>),
+    Fetch(Result<FetchOut, (i16, i64, i64)>),
+    ListOffsets(Result<Option<(i64, i64)>, i16>),
+    CreateTopic(Result<(), (i16, String)>),
+    Done,
+}
+
+#[derive(Debug)]
+pub enum ShardMsg {
+    Request { id: u64, from: usize, op: ShardOp },
+    Reply { id: u64, reply: ShardReply },
+}
+
+/// What every shard knows about a topic.
+#[derive(Debug, Clone)]
+pub struct TopicInfo {
+    pub partitions: u32,
+    pub config: LogConfig,
+}
+
+pub struct Shard {
+    pub id: usize,
+    pub shards: usize,
+    pub config: Arc<BrokerConfig>,
+    pub manager: Rc<PartitionManager<DmaDisk>>,
+    pub topics: RefCell<BTreeMap<String, TopicInfo>>,
+    /// Shard 0 only: the persistent topic store, taken out while an operation on it awaits,
+    /// with `store_lock` serializing those operations.
+    store: RefCell<Option<TopicStore<DmaDisk>>>,
+    store_lock: glommio::sync::Semaphore,
+    senders: RefCell<Option<Rc<Senders<ShardMsg>>>>,
+    pending: RefCell<HashMap<u64, oneshot::Sender<ShardReply>>>,
+    next_id: Cell<u64>,
+}
+
+impl Shard {
+    /// Open this shard's view of the topics and the partitions it owns.
+    pub async fn open(id: usize, shards: usize, config: Arc<BrokerConfig>) -> anyhow::Result<Rc<Shard>> {
+        let disk = DmaDisk::open(&config.data_dir).await?;
+        let store = TopicStore::open(disk.clone(), &config.data_dir, config.log_defaults.clone()).await?;
+        let manager = PartitionManager::new(disk, &config.data_dir, system_clock());
+        let mut topics = BTreeMap::new();
+        for name in store.names().map(str::to_string).collect::<Vec<_>>() {
+            let info =
+                TopicInfo { partitions: store.get(&name).expect("listed").partitions, config: store.config(&name)? };
+            for p in 0..info.partitions as i32 {
+                if owner(&name, p, shards) == id {
+                    manager.open_partition(&name, p, info.config.clone()).await?;
+                }
+            }
+            topics.insert(name, info);
+        }
+        manager.spawn_upkeep(config.retention_check_interval);
+        Ok(Rc::new(Shard {
+            id,
+            shards,
+            config,
+            manager,
+            topics: RefCell::new(topics),
+            store: RefCell::new((id == 0).then_some(store)),
+            store_lock: glommio::sync::Semaphore::new(1),
+            senders: RefCell::new(None),
+            pending: RefCell::new(HashMap::new()),
+            next_id: Cell::new(1),
+        }))
+    }
+
+    /// Connect to the mesh and serve messages from every peer.
+    pub fn attach(
+        self: &Rc<Self>,
+        senders: Senders<ShardMsg>,
+        mut receivers: glommio::channels::channel_mesh::Receivers<ShardMsg>,
+    ) {
+        *self.senders.borrow_mut() = Some(Rc::new(senders));
+        for (_, rx) in receivers.streams() {
+            let me = self.clone();
+            glommio::spawn_local(async move {
+                while let Some(msg) = rx.recv().await {
+                    match msg {
+                        ShardMsg::Reply { id, reply } => {
+                            if let Some(tx) = me.pending.borrow_mut().remove(&id) {
+                                let _ = tx.send(reply);
+                            }
+                        }
+                        ShardMsg::Request { id, from, op } => {
+                            let me = me.clone();
+                            glommio::spawn_local(async move {
+                                let reply = me.execute(op).await;
+                                let senders = me.senders.borrow().clone();
+                                if let Some(s) = senders {
+                                    let _ = s.send_to(from, ShardMsg::Reply { id, reply }).await;
+                                }
+                            })
+                            .detach();
+                        }
+                    }
+                }
+            })
+            .detach();
+        }
+    }
+
+    /// Run `op` on shard `target` (locally when it is this one).
+    pub async fn call(self: &Rc<Self>, target: usize, op: ShardOp) -> ShardReply {
+        if target == self.id {
+            return self.execute(op).await;
+        }
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        let (tx, rx) = oneshot::channel();
+        self.pending.borrow_mut().insert(id, tx);
+        let senders = self.senders.borrow().clone().expect("attached to the mesh");
+        if senders.send_to(target, ShardMsg::Request { id, from: self.id, op }).await.is_err() {
+            self.pending.borrow_mut().remove(&id);
+            return ShardReply::Done;
+        }
+        rx.await.unwrap_or(ShardReply::Done)
+    }
+
+    async fn execute(self: &Rc<Self>, op: ShardOp) -> ShardReply {
+        match op {
+            ShardOp::Produce { topic, partition, records } => {
+                let Some(p) = self.manager.get(&topic, partition) else {
+                    return ShardReply::Produce(Err(code::UNKNOWN_TOPIC_OR_PARTITION));
+                };
+                ShardReply::Produce(match p.append(&records).await {
+                    Ok(info) => Ok((info.base_offset, info.log_append_time, p.log().log_start_offset())),
+                    Err(e) => {
+                        tracing::debug!(topic, partition, error = %e, "produce refused");
+                        Err(storage_code(&e))
+                    }
+                })
+            }
+            ShardOp::Fetch { topic, partition, offset, max_bytes } => {
+                let Some(p) = self.manager.get(&topic, partition) else {
+                    return ShardReply::Fetch(Err((code::UNKNOWN_TOPIC_OR_PARTITION, -1, -1)));
+                };
+                let (hw, start) = {
+                    let log = p.log();
+                    (log.durable_offset(), log.log_start_offset())
+                };
+                ShardReply::Fetch(match p.read(offset, max_bytes, ReadUpTo::Durable).await {
+                    Ok(bytes) => {
+                        Ok(FetchOut { high_watermark: hw, log_start_offset: start, records: Bytes::from(bytes) })
+                    }
+                    Err(e) => Err((storage_code(&e), hw, start)),
+                })
+            }
+            ShardOp::ListOffsets { topic, partition, timestamp } => {
+                let Some(p) = self.manager.get(&topic, partition) else {
+                    return ShardReply::ListOffsets(Err(code::UNKNOWN_TOPIC_OR_PARTITION));
+                };
+                ShardReply::ListOffsets(
+                    p.offset_for_time(timestamp, ReadUpTo::Durable).await.map_err(|e| storage_code(&e)),
+                )
+            }
+            ShardOp::CreateTopic { name, partitions, configs, validate_only } => {
+                ShardReply::CreateTopic(self.create_topic(name, partitions, configs, validate_only).await)
+            }
+            ShardOp::TopicCreated { name, partitions, config } => {
+                for p in 0..partitions as i32 {
+                    if owner(&name, p, self.shards) == self.id {
+                        if let Err(e) = self.manager.open_partition(&name, p, config.clone()).await {
+                            tracing::error!(topic = name, partition = p, error = %e, "cannot open new partition");
+                        }
+                    }
+                }
+                self.topics.borrow_mut().insert(name, TopicInfo { partitions, config });
+                ShardReply::Done
+            }
+        }
+    }
+
+    /// On shard 0: validate, persist, then tell every shard (which opens its partitions).
+    async fn create_topic(
+        self: &Rc<Self>,
+        name: String,
+        partitions: i64,
+        configs: Vec<(String, String)>,
+        validate_only: bool,
+    ) -> Result<(), (i16, String)> {
+        let _permit =
+            self.store_lock.acquire_permit(1).await.map_err(|e| (code::UNKNOWN_SERVER_ERROR, e.to_string()))?;
+        let Some(mut store) = self.store.borrow_mut().take() else {
+            return Err((code::UNKNOWN_SERVER_ERROR, "topic changes run on shard 0".into()));
+        };
+        let pairs: Vec<(&str, &str)> = configs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let result = if validate_only {
+            crate::storage::topics::validate_topic_name(&name)
+                .map_err(|e| (topic_code(&e), e.to_string()))
+                .and_then(|_| match store.get(&name) {
+                    Some(_) => Err((code::TOPIC_ALREADY_EXISTS, format!("topic {name} already exists"))),
+                    None => Ok(()),
+                })
+                .and_then(|_| {
+                    if !(1..=100_000).contains(&partitions) {
+                        return Err((code::INVALID_PARTITIONS, format!("invalid partition count {partitions}")));
+                    }
+                    store
+                        .defaults()
+                        .with_overrides(pairs.iter().copied())
+                        .map(|_| ())
+                        .map_err(|e| (code::INVALID_CONFIG, e.to_string()))
+                })
+                .map(|_| None)
+        } else {
+            store.create(&name, partitions, &pairs).await.map(Some).map_err(|e| (topic_code(&e), e.to_string()))
+        };
+        *self.store.borrow_mut() = Some(store);
+        let Some(config) = result? else { return Ok(()) };
+        for shard in 0..self.shards {
+            let op =
+                ShardOp::TopicCreated { name: name.clone(), partitions: partitions as u32, config: config.clone() };
+            // Boxed: call -> execute -> create_topic -> call is recursive.
+            Box::pin(self.call(shard, op)).await;
+        }
+        tracing::info!(topic = name, partitions, "topic created");
+        Ok(())
+    }
+
+    /// Create a topic with the broker defaults if auto-creation is on and it is missing.
+    pub async fn ensure_topic(self: &Rc<Self>, name: &str) -> bool {
+        if self.topics.borrow().contains_key(name) {
+            return true;
+        }
+        if !self.config.auto_create_topics {
+            return false;
+        }
+        let op = ShardOp::CreateTopic {
+            name: name.to_string(),
+            partitions: self.config.num_partitions as i64,
+            configs: Vec::new(),
+            validate_only: false,
+        };
+        match self.call(0, op).await {
+            ShardReply::CreateTopic(Ok(())) => true,
+            ShardReply::CreateTopic(Err((c, _))) if c == code::TOPIC_ALREADY_EXISTS => true,
+            _ => false,
+        }
+    }
+}
