@@ -489,21 +489,7 @@ impl<D: Disk> Log<D> {
                     tail: None,
                 },
             );
-            segments.insert(
-                next_offset,
-                Segment {
-                    base_offset: next_offset,
-                    next_offset,
-                    size: 0,
-                    durable_size: 0,
-                    state: SegmentState::Active,
-                    file: None,
-                    allocated: 0,
-                    index: Some(IndexBuilder::new(offset_entries(&config), config.index_interval_bytes)),
-                    time: Some(TimeBuilder::new(time_entries(&config), last_ts, config.time_index_interval_ms)),
-                    tail: Some(Tail::new(&disk, 0, &[], config.write_chunk_bytes as usize)),
-                },
-            );
+            segments.insert(next_offset, new_active_segment(&disk, &config, next_offset, last_ts));
         } else {
             // Unclean (the segment continues its active life) or empty: resume it.
             let partial = file.read_at(align_down(size), (size - align_down(size)) as usize).await?;
@@ -740,22 +726,8 @@ impl<D: Disk> Log<D> {
             return;
         }
         let last_ts = self.close_active();
-        let tail = Tail::new(&self.disk, 0, &[], self.config.write_chunk_bytes as usize);
-        self.segments.insert(
-            base,
-            Segment {
-                base_offset: base,
-                next_offset: base,
-                size: 0,
-                durable_size: 0,
-                state: SegmentState::Active,
-                file: None,
-                allocated: 0,
-                index: Some(IndexBuilder::new(offset_entries(&self.config), self.config.index_interval_bytes)),
-                time: Some(TimeBuilder::new(time_entries(&self.config), last_ts, self.config.time_index_interval_ms)),
-                tail: Some(tail),
-            },
-        );
+        let seg = new_active_segment(&self.disk, &self.config, base, last_ts);
+        self.segments.insert(base, seg);
         self.roll_reference_ms = now;
     }
 
@@ -1176,6 +1148,23 @@ impl<D: Disk> Log<D> {
         self.begin_close();
         self.flush_all().await?;
         self.write_clean_marker().await
+    }
+}
+
+/// A new, empty active segment at `base` whose time index continues after `last_ts`. Its
+/// file is created by the flusher.
+fn new_active_segment<D: Disk>(disk: &D, config: &LogConfig, base: i64, last_ts: Option<i64>) -> Segment<D> {
+    Segment {
+        base_offset: base,
+        next_offset: base,
+        size: 0,
+        durable_size: 0,
+        state: SegmentState::Active,
+        file: None,
+        allocated: 0,
+        index: Some(IndexBuilder::new(offset_entries(config), config.index_interval_bytes)),
+        time: Some(TimeBuilder::new(time_entries(config), last_ts, config.time_index_interval_ms)),
+        tail: Some(Tail::new(disk, 0, &[], config.write_chunk_bytes as usize)),
     }
 }
 
