@@ -140,3 +140,24 @@ def test_kafka_python_round_trip(broker):
     # No record at or after T: the broker's raw answer is -1 (kafka-python shows None).
     assert c.offsets_for_times({tp: t + 3_600_000})[tp] is None
     c.close()
+
+
+def test_kcat_produce_consume_metadata(broker):
+    """Debian's kcat (librdkafka 2.0.2, which misreads unexpected tagged fields in ApiVersions
+    v3) produces, consumes with timestamps, and lists metadata."""
+    import os
+    import shutil
+    import subprocess
+    import pytest
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        if os.environ.get("TIDEMARK_REQUIRE_KCAT") == "1":
+            raise AssertionError("kcat is required here (scripts/test installs it)")
+        pytest.skip("kcat not installed")
+    b = broker.bootstrap
+    subprocess.run([kcat, "-P", "-b", b, "-t", "kc", "-p", "0"], input=b"a\nb\nc\n", check=True, timeout=TIMEOUT)
+    out = subprocess.run([kcat, "-C", "-b", b, "-t", "kc", "-p", "0", "-o", "beginning", "-e", "-f", "%o %s\n"],
+                         capture_output=True, check=True, timeout=TIMEOUT).stdout.decode()
+    assert out.splitlines() == ["0 a", "1 b", "2 c"], out
+    meta = subprocess.run([kcat, "-L", "-b", b], capture_output=True, check=True, timeout=TIMEOUT).stdout.decode()
+    assert 'topic "kc" with 1 partitions' in meta, meta
