@@ -729,3 +729,272 @@ impl Message for CreateTopicsResponse {
         c.tagged(&mut self.tags)
     }
 }
+
+// ---------------------------------------------------------------- DeleteTopics (20)
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeleteTopicState {
+    pub name: Option<String>,
+    pub topic_id: [u8; 16],
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeleteTopicsRequest {
+    /// v6+
+    pub topics: Vec<DeleteTopicState>,
+    /// v0-5
+    pub topic_names: Vec<String>,
+    pub timeout_ms: i32,
+    pub tags: TaggedFields,
+}
+
+impl Message for DeleteTopicsRequest {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        if v >= 6 {
+            array(c, &mut self.topics, |c, t| {
+                c.nullable_string(&mut t.name)?;
+                c.uuid(&mut t.topic_id)?;
+                c.tagged(&mut t.tags)
+            })?;
+        } else {
+            array(c, &mut self.topic_names, |c, n| c.string(n))?;
+        }
+        c.i32(&mut self.timeout_ms)?;
+        c.tagged(&mut self.tags)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeletableTopicResult {
+    pub name: Option<String>,
+    pub topic_id: [u8; 16],
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeleteTopicsResponse {
+    pub throttle_time_ms: i32,
+    pub responses: Vec<DeletableTopicResult>,
+    pub tags: TaggedFields,
+}
+
+impl Message for DeleteTopicsResponse {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        if v >= 1 {
+            c.i32(&mut self.throttle_time_ms)?;
+        }
+        array(c, &mut self.responses, |c, r| {
+            if v >= 6 {
+                c.nullable_string(&mut r.name)?;
+                c.uuid(&mut r.topic_id)?;
+            } else {
+                let mut name = r.name.clone().unwrap_or_default();
+                c.string(&mut name)?;
+                r.name = Some(name);
+            }
+            c.i16(&mut r.error_code)?;
+            if v >= 5 {
+                c.nullable_string(&mut r.error_message)?;
+            }
+            c.tagged(&mut r.tags)
+        })?;
+        c.tagged(&mut self.tags)
+    }
+}
+
+// ---------------------------------------------------------------- DescribeConfigs (32)
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DescribeConfigsResource {
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub configuration_keys: Option<Vec<String>>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DescribeConfigsRequest {
+    pub resources: Vec<DescribeConfigsResource>,
+    pub include_synonyms: bool,
+    pub include_documentation: bool,
+    pub tags: TaggedFields,
+}
+
+impl Message for DescribeConfigsRequest {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        array(c, &mut self.resources, |c, r| {
+            c.i8(&mut r.resource_type)?;
+            c.string(&mut r.resource_name)?;
+            nullable_array(c, &mut r.configuration_keys, |c, k| c.string(k))?;
+            c.tagged(&mut r.tags)
+        })?;
+        if v >= 1 {
+            c.bool(&mut self.include_synonyms)?;
+        }
+        if v >= 3 {
+            c.bool(&mut self.include_documentation)?;
+        }
+        c.tagged(&mut self.tags)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DescribeConfigsSynonym {
+    pub name: String,
+    pub value: Option<String>,
+    pub source: i8,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DescribeConfigsEntry {
+    pub name: String,
+    pub value: Option<String>,
+    pub read_only: bool,
+    pub is_default: bool,
+    pub config_source: i8,
+    pub is_sensitive: bool,
+    pub synonyms: Vec<DescribeConfigsSynonym>,
+    pub config_type: i8,
+    pub documentation: Option<String>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DescribeConfigsResult {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub configs: Vec<DescribeConfigsEntry>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DescribeConfigsResponse {
+    pub throttle_time_ms: i32,
+    pub results: Vec<DescribeConfigsResult>,
+    pub tags: TaggedFields,
+}
+
+impl Message for DescribeConfigsResponse {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        c.i32(&mut self.throttle_time_ms)?;
+        array(c, &mut self.results, |c, r| {
+            c.i16(&mut r.error_code)?;
+            c.nullable_string(&mut r.error_message)?;
+            c.i8(&mut r.resource_type)?;
+            c.string(&mut r.resource_name)?;
+            array(c, &mut r.configs, |c, e| {
+                c.string(&mut e.name)?;
+                c.nullable_string(&mut e.value)?;
+                c.bool(&mut e.read_only)?;
+                if v == 0 {
+                    c.bool(&mut e.is_default)?;
+                } else {
+                    c.i8(&mut e.config_source)?;
+                }
+                c.bool(&mut e.is_sensitive)?;
+                if v >= 1 {
+                    array(c, &mut e.synonyms, |c, s| {
+                        c.string(&mut s.name)?;
+                        c.nullable_string(&mut s.value)?;
+                        c.i8(&mut s.source)?;
+                        c.tagged(&mut s.tags)
+                    })?;
+                }
+                if v >= 3 {
+                    c.i8(&mut e.config_type)?;
+                    c.nullable_string(&mut e.documentation)?;
+                }
+                c.tagged(&mut e.tags)
+            })?;
+            c.tagged(&mut r.tags)
+        })?;
+        c.tagged(&mut self.tags)
+    }
+}
+
+// ---------------------------------------------------------------- AlterConfigs (33) and
+// IncrementalAlterConfigs (44): one request shape (the incremental one adds an operation per
+// config) and one response shape.
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlterableConfig {
+    pub name: String,
+    /// IncrementalAlterConfigs only: SET 0, DELETE 1, APPEND 2, SUBTRACT 3.
+    pub operation: i8,
+    pub value: Option<String>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlterConfigsResource {
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub configs: Vec<AlterableConfig>,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlterConfigsRequest {
+    /// True for IncrementalAlterConfigs (set by the decoder from the API key).
+    pub incremental: bool,
+    pub resources: Vec<AlterConfigsResource>,
+    pub validate_only: bool,
+    pub tags: TaggedFields,
+}
+
+impl Message for AlterConfigsRequest {
+    fn codec<C: Codec>(&mut self, c: &mut C, _v: i16) -> ProtoResult<()> {
+        let incremental = self.incremental;
+        array(c, &mut self.resources, |c, r| {
+            c.i8(&mut r.resource_type)?;
+            c.string(&mut r.resource_name)?;
+            array(c, &mut r.configs, |c, k| {
+                c.string(&mut k.name)?;
+                if incremental {
+                    c.i8(&mut k.operation)?;
+                }
+                c.nullable_string(&mut k.value)?;
+                c.tagged(&mut k.tags)
+            })?;
+            c.tagged(&mut r.tags)
+        })?;
+        c.bool(&mut self.validate_only)?;
+        c.tagged(&mut self.tags)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlterConfigsResourceResponse {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlterConfigsResponse {
+    pub throttle_time_ms: i32,
+    pub responses: Vec<AlterConfigsResourceResponse>,
+    pub tags: TaggedFields,
+}
+
+impl Message for AlterConfigsResponse {
+    fn codec<C: Codec>(&mut self, c: &mut C, _v: i16) -> ProtoResult<()> {
+        c.i32(&mut self.throttle_time_ms)?;
+        array(c, &mut self.responses, |c, r| {
+            c.i16(&mut r.error_code)?;
+            c.nullable_string(&mut r.error_message)?;
+            c.i8(&mut r.resource_type)?;
+            c.string(&mut r.resource_name)?;
+            c.tagged(&mut r.tags)
+        })?;
+        c.tagged(&mut self.tags)
+    }
+}

@@ -23,6 +23,10 @@ pub const LIST_OFFSETS: i16 = 2;
 pub const METADATA: i16 = 3;
 pub const API_VERSIONS: i16 = 18;
 pub const CREATE_TOPICS: i16 = 19;
+pub const DELETE_TOPICS: i16 = 20;
+pub const DESCRIBE_CONFIGS: i16 = 32;
+pub const ALTER_CONFIGS: i16 = 33;
+pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 
 /// What tidemark implements: (API key, min version, max version, first flexible version).
 /// ApiVersions advertises exactly this table.
@@ -33,6 +37,10 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (METADATA, 0, 12, 9),
     (API_VERSIONS, 0, 3, 3),
     (CREATE_TOPICS, 0, 7, 5),
+    (DELETE_TOPICS, 0, 6, 4),
+    (DESCRIBE_CONFIGS, 0, 4, 4),
+    (ALTER_CONFIGS, 0, 2, 2),
+    (INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
 ];
 
 /// Whether `version` of `api` is flexible. Unknown APIs are treated as not flexible (their
@@ -82,6 +90,10 @@ pub enum Request {
     Metadata(MetadataRequest),
     ApiVersions(ApiVersionsRequest),
     CreateTopics(CreateTopicsRequest),
+    DeleteTopics(DeleteTopicsRequest),
+    DescribeConfigs(DescribeConfigsRequest),
+    /// AlterConfigs or IncrementalAlterConfigs (`incremental` tells which).
+    AlterConfigs(AlterConfigsRequest),
 }
 
 /// Why a request frame could not be decoded: with the header when it could be read, so the
@@ -129,6 +141,12 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         METADATA => body(&mut r, version).map(Request::Metadata),
         API_VERSIONS => body(&mut r, version).map(Request::ApiVersions),
         CREATE_TOPICS => body(&mut r, version).map(Request::CreateTopics),
+        DELETE_TOPICS => body(&mut r, version).map(Request::DeleteTopics),
+        DESCRIBE_CONFIGS => body(&mut r, version).map(Request::DescribeConfigs),
+        ALTER_CONFIGS | INCREMENTAL_ALTER_CONFIGS => {
+            let mut m = AlterConfigsRequest { incremental: api == INCREMENTAL_ALTER_CONFIGS, ..Default::default() };
+            m.codec(&mut r, version).map(|_| Request::AlterConfigs(m))
+        }
         _ => unreachable!("checked against SUPPORTED"),
     }
     .map_err(|e| fail(&h, e))?;

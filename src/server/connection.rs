@@ -1,54 +1,80 @@
-//! One client connection: read size-prefixed frames, decode, handle, write responses in
-//! request order. Bad input is a Kafka error where one can be encoded, otherwise the
-//! connection closes with one log line; the broker keeps serving everyone else.
+//! One client connection. A reader task reads size-prefixed frames and starts a handler task
+//! per request (at most [`MAX_IN_FLIGHT`] at once: requests are pipelined); a writer sends the
+//! responses in request order. Bad input is a Kafka error where one can be encoded, otherwise
+//! the connection closes with one log line; the broker keeps serving everyone else.
 
 use crate::protocol::decode_request;
 use crate::server::handlers::{error_response, handle};
 use crate::server::shard::Shard;
 use bytes::Bytes;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
+use glommio::channels::local_channel;
 use glommio::net::TcpStream;
 use std::rc::Rc;
 
-pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream) {
+/// Requests of one connection handled at once (their responses still leave in order).
+pub const MAX_IN_FLIGHT: usize = 16;
+
+/// What a handler task yields: bytes to write, nothing (acks=0), or "close the connection".
+type Outcome = Result<Option<Bytes>, ()>;
+
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let _ = stream.set_nodelay(true);
+    let (mut reader, mut writer) = futures_lite::io::split(stream);
+    let (tx, rx) = local_channel::new_bounded::<glommio::Task<Outcome>>(MAX_IN_FLIGHT);
     let max = shard.config.max_request_bytes;
-    loop {
-        let mut len = [0u8; 4];
-        if stream.read_exact(&mut len).await.is_err() {
-            return; // closed by the client
-        }
-        let n = i32::from_be_bytes(len);
-        if n < 8 || n as usize > max {
-            tracing::warn!(peer, size = n, max, "request size out of bounds; closing the connection");
-            return;
-        }
-        let mut buf = vec![0u8; n as usize];
-        if stream.read_exact(&mut buf).await.is_err() {
-            return;
-        }
-        let response = match decode_request(Bytes::from(buf)) {
-            Ok((header, request)) => match handle(&shard, &header, request).await {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(peer, api = header.api_key, version = header.api_version, error = %e, "cannot encode response; closing");
-                    return;
-                }
-            },
-            Err(failure) => {
-                let answer = failure.header.as_ref().and_then(|h| error_response(h, &failure.error));
-                if answer.is_none() {
-                    tracing::warn!(peer, error = %failure.error, api = failure.header.as_ref().map(|h| h.api_key), "undecodable request; closing");
-                    return;
-                }
-                answer
+    let read_peer = peer.clone();
+    let reading = glommio::spawn_local(async move {
+        loop {
+            let mut len = [0u8; 4];
+            if reader.read_exact(&mut len).await.is_err() {
+                return; // closed by the client
             }
-        };
-        if let Some(bytes) = response {
-            if stream.write_all(&bytes).await.is_err() {
+            let n = i32::from_be_bytes(len);
+            if n < 8 || n as usize > max {
+                tracing::warn!(peer = read_peer, size = n, max, "request size out of bounds; closing the connection");
+                let _ = tx.send(glommio::spawn_local(async { Err(()) })).await;
                 return;
             }
+            let mut buf = vec![0u8; n as usize];
+            if reader.read_exact(&mut buf).await.is_err() {
+                return;
+            }
+            let (shard, peer) = (shard.clone(), read_peer.clone());
+            let task = glommio::spawn_local(async move { answer(&shard, &peer, Bytes::from(buf)).await });
+            if tx.send(task).await.is_err() {
+                return; // the writer closed the connection
+            }
         }
+    });
+    while let Some(task) = rx.recv().await {
+        match task.await {
+            Ok(Some(bytes)) => {
+                if writer.write_all(&bytes).await.is_err() {
+                    break;
+                }
+            }
+            Ok(None) => {}
+            Err(()) => break,
+        }
+    }
+    drop(rx);
+    reading.cancel().await;
+    let _ = writer.close().await;
+}
+
+async fn answer(shard: &Rc<Shard>, peer: &str, frame: Bytes) -> Outcome {
+    match decode_request(frame) {
+        Ok((header, request)) => handle(shard, &header, request).await.map_err(|e| {
+            tracing::warn!(peer, api = header.api_key, version = header.api_version, error = %e, "cannot encode response; closing");
+        }),
+        Err(failure) => match failure.header.as_ref().and_then(|h| error_response(h, &failure.error)) {
+            Some(answer) => Ok(Some(answer)),
+            None => {
+                tracing::warn!(peer, error = %failure.error, api = failure.header.as_ref().map(|h| h.api_key), "undecodable request; closing");
+                Err(())
+            }
+        },
     }
 }

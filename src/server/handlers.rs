@@ -28,7 +28,193 @@ pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, req: Request) -> 
             encode_response(header, &mut list_offsets(shard, header.api_version, l).await).map(Some)
         }
         Request::CreateTopics(c) => encode_response(header, &mut create_topics(shard, c).await).map(Some),
+        Request::DeleteTopics(d) => encode_response(header, &mut delete_topics(shard, d).await).map(Some),
+        Request::DescribeConfigs(d) => encode_response(header, &mut describe_configs(shard, d)).map(Some),
+        Request::AlterConfigs(a) => encode_response(header, &mut alter_configs(shard, a).await).map(Some),
     }
+}
+
+/// Kafka's ConfigResource types.
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+/// Kafka's ConfigSource values.
+const SOURCE_DYNAMIC_TOPIC: i8 = 1;
+const SOURCE_STATIC_BROKER: i8 = 4;
+const SOURCE_DEFAULT: i8 = 5;
+/// Kafka's ConfigType values.
+const TYPE_BOOLEAN: i8 = 1;
+const TYPE_STRING: i8 = 2;
+const TYPE_INT: i8 = 3;
+const TYPE_LONG: i8 = 5;
+
+fn config_type(key: &str) -> i8 {
+    match key {
+        "message.timestamp.type" => TYPE_STRING,
+        "segment.bytes"
+        | "segment.index.bytes"
+        | "index.interval.bytes"
+        | "max.message.bytes"
+        | "num.partitions"
+        | "tidemark.max.inflight.writes"
+        | "node.id"
+        | "socket.request.max.bytes" => TYPE_INT,
+        "auto.create.topics.enable" => TYPE_BOOLEAN,
+        _ => TYPE_LONG,
+    }
+}
+
+async fn delete_topics(shard: &Rc<Shard>, d: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let names: Vec<Option<String>> = if d.topics.is_empty() {
+        d.topic_names.into_iter().map(Some).collect()
+    } else {
+        d.topics.into_iter().map(|t| t.name).collect()
+    };
+    let mut responses = Vec::new();
+    for name in names {
+        let (error_code, error_message) = match &name {
+            // Deletion by topic id: tidemark's topic ids are all zero.
+            None => (code::UNKNOWN_TOPIC_OR_PARTITION, Some("topic ids are not supported".to_string())),
+            Some(n) => match shard.call(0, ShardOp::DeleteTopic { name: n.clone() }).await {
+                ShardReply::Admin(Ok(())) => (code::NONE, None),
+                ShardReply::Admin(Err((c, m))) => (c, Some(m)),
+                _ => (code::UNKNOWN_SERVER_ERROR, None),
+            },
+        };
+        responses.push(DeletableTopicResult { name, error_code, error_message, ..Default::default() });
+    }
+    DeleteTopicsResponse { responses, ..Default::default() }
+}
+
+fn describe_configs(shard: &Rc<Shard>, d: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let mut results = Vec::new();
+    for r in d.resources {
+        let wanted = |k: &str| r.configuration_keys.as_ref().is_none_or(|ks| ks.iter().any(|w| w == k));
+        let entry = |name: &str, value: String, source: i8, read_only: bool| DescribeConfigsEntry {
+            name: name.to_string(),
+            value: Some(value.clone()),
+            read_only,
+            is_default: source == SOURCE_DEFAULT,
+            config_source: source,
+            synonyms: if d.include_synonyms {
+                vec![DescribeConfigsSynonym {
+                    name: name.to_string(),
+                    value: Some(value),
+                    source,
+                    ..Default::default()
+                }]
+            } else {
+                Vec::new()
+            },
+            config_type: config_type(name),
+            ..Default::default()
+        };
+        let result = match r.resource_type {
+            RESOURCE_TOPIC => match shard.topics.borrow().get(&r.resource_name) {
+                None => DescribeConfigsResult {
+                    error_code: code::UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message: Some(format!("topic {} does not exist", r.resource_name)),
+                    ..Default::default()
+                },
+                Some(t) => DescribeConfigsResult {
+                    configs: t
+                        .config
+                        .describe()
+                        .into_iter()
+                        .filter(|(k, _)| wanted(k))
+                        .map(|(k, v)| {
+                            let source =
+                                if t.overrides.contains_key(k) { SOURCE_DYNAMIC_TOPIC } else { SOURCE_DEFAULT };
+                            entry(k, v, source, false)
+                        })
+                        .collect(),
+                    ..Default::default()
+                },
+            },
+            RESOURCE_BROKER => {
+                let c = &shard.config;
+                let all = [
+                    ("node.id", c.node_id.to_string()),
+                    ("num.partitions", c.num_partitions.to_string()),
+                    ("auto.create.topics.enable", c.auto_create_topics.to_string()),
+                    ("log.retention.check.interval.ms", c.retention_check_interval.as_millis().to_string()),
+                    ("socket.request.max.bytes", c.max_request_bytes.to_string()),
+                ];
+                DescribeConfigsResult {
+                    configs: all
+                        .into_iter()
+                        .filter(|(k, _)| wanted(k))
+                        .map(|(k, v)| entry(k, v, SOURCE_STATIC_BROKER, true))
+                        .collect(),
+                    ..Default::default()
+                }
+            }
+            other => DescribeConfigsResult {
+                error_code: code::INVALID_REQUEST,
+                error_message: Some(format!("unsupported resource type {other}")),
+                ..Default::default()
+            },
+        };
+        results.push(DescribeConfigsResult {
+            resource_type: r.resource_type,
+            resource_name: r.resource_name,
+            ..result
+        });
+    }
+    DescribeConfigsResponse { results, ..Default::default() }
+}
+
+/// AlterConfigs (the given set replaces the topic's overrides) and IncrementalAlterConfigs
+/// (SET and DELETE per key), for topics. Every value is validated (INVALID_CONFIG) before
+/// anything changes; the change reaches every partition at once.
+async fn alter_configs(shard: &Rc<Shard>, a: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut responses = Vec::new();
+    for r in a.resources {
+        let outcome = if r.resource_type != RESOURCE_TOPIC {
+            Err((code::INVALID_REQUEST, "only topic configurations can be changed".to_string()))
+        } else {
+            let mut set = Vec::new();
+            let mut remove = Vec::new();
+            let mut bad = None;
+            for k in r.configs {
+                match (a.incremental, k.operation, k.value) {
+                    (false, _, Some(v)) | (true, 0, Some(v)) => set.push((k.name, v)),
+                    (true, 1, _) => remove.push(k.name),
+                    (_, op, None) if !a.incremental || op == 0 => bad = Some(format!("null value for {}", k.name)),
+                    (_, op, _) => {
+                        bad = Some(format!("operation {op} on {} is not supported (no list settings)", k.name))
+                    }
+                }
+            }
+            match bad {
+                Some(m) => Err((code::INVALID_CONFIG, m)),
+                None => {
+                    let op = ShardOp::AlterTopic {
+                        name: r.resource_name.clone(),
+                        set,
+                        remove,
+                        replace: !a.incremental,
+                        validate_only: a.validate_only,
+                    };
+                    match shard.call(0, op).await {
+                        ShardReply::Admin(r) => r,
+                        _ => Err((code::UNKNOWN_SERVER_ERROR, "no reply".to_string())),
+                    }
+                }
+            }
+        };
+        let (error_code, error_message) = match outcome {
+            Ok(()) => (code::NONE, None),
+            Err((c, m)) => (c, Some(m)),
+        };
+        responses.push(AlterConfigsResourceResponse {
+            error_code,
+            error_message,
+            resource_type: r.resource_type,
+            resource_name: r.resource_name,
+            ..Default::default()
+        });
+    }
+    AlterConfigsResponse { responses, ..Default::default() }
 }
 
 /// The answer to a request that could not be decoded, when one can be given: ApiVersions of
@@ -247,7 +433,7 @@ async fn create_topics(shard: &Rc<Shard>, c: CreateTopicsRequest) -> CreateTopic
             let configs = t.configs.iter().map(|k| (k.name.clone(), k.value.clone().unwrap_or_default())).collect();
             let op = ShardOp::CreateTopic { name: t.name.clone(), partitions, configs, validate_only: c.validate_only };
             match shard.call(0, op).await {
-                ShardReply::CreateTopic(r) => r,
+                ShardReply::Admin(r) => r,
                 _ => Err((code::UNKNOWN_SERVER_ERROR, "no reply".to_string())),
             }
         };

@@ -56,6 +56,30 @@ pub enum ShardOp {
         name: String,
         partitions: u32,
         config: LogConfig,
+        overrides: BTreeMap<String, String>,
+    },
+    /// To shard 0: delete a topic (then broadcast).
+    DeleteTopic {
+        name: String,
+    },
+    /// From shard 0 to every shard: close and remove the partitions of a deleted topic.
+    TopicDeleted {
+        name: String,
+    },
+    /// To shard 0: change a topic's overrides: set these, remove those (or, with `replace`,
+    /// make `set` the whole set of overrides).
+    AlterTopic {
+        name: String,
+        set: Vec<(String, String)>,
+        remove: Vec<String>,
+        replace: bool,
+        validate_only: bool,
+    },
+    /// From shard 0 to every shard: a topic's settings changed.
+    TopicAltered {
+        name: String,
+        config: LogConfig,
+        overrides: BTreeMap<String, String>,
     },
 }
 
@@ -72,7 +96,8 @@ pub enum ShardReply {
     Produce(Result<(i64, i64, i64), i16>),
     Fetch(Result<FetchOut, (i16, i64, i64)>),
     ListOffsets(Result<Option<(i64, i64)>, i16>),
-    CreateTopic(Result<(), (i16, String)>),
+    /// The outcome of a topic change (create, delete, alter): an error code and message.
+    Admin(Result<(), (i16, String)>),
     Done,
 }
 
@@ -87,6 +112,8 @@ pub enum ShardMsg {
 pub struct TopicInfo {
     pub partitions: u32,
     pub config: LogConfig,
+    /// The topic's own settings (the rest come from the broker defaults).
+    pub overrides: BTreeMap<String, String>,
 }
 
 pub struct Shard {
@@ -112,8 +139,12 @@ impl Shard {
         let manager = PartitionManager::new(disk, &config.data_dir, system_clock());
         let mut topics = BTreeMap::new();
         for name in store.names().map(str::to_string).collect::<Vec<_>>() {
-            let info =
-                TopicInfo { partitions: store.get(&name).expect("listed").partitions, config: store.config(&name)? };
+            let meta = store.get(&name).expect("listed");
+            let info = TopicInfo {
+                partitions: meta.partitions,
+                config: store.config(&name)?,
+                overrides: meta.overrides.clone(),
+            };
             for p in 0..info.partitions as i32 {
                 if owner(&name, p, shards) == id {
                     manager.open_partition(&name, p, info.config.clone()).await?;
@@ -226,9 +257,32 @@ impl Shard {
                 )
             }
             ShardOp::CreateTopic { name, partitions, configs, validate_only } => {
-                ShardReply::CreateTopic(self.create_topic(name, partitions, configs, validate_only).await)
+                ShardReply::Admin(self.create_topic(name, partitions, configs, validate_only).await)
             }
-            ShardOp::TopicCreated { name, partitions, config } => {
+            ShardOp::DeleteTopic { name } => ShardReply::Admin(self.delete_topic(name).await),
+            ShardOp::AlterTopic { name, set, remove, replace, validate_only } => {
+                ShardReply::Admin(self.alter_topic(name, set, remove, replace, validate_only).await)
+            }
+            ShardOp::TopicDeleted { name } => {
+                let partitions = self.topics.borrow_mut().remove(&name).map_or(0, |t| t.partitions);
+                for p in 0..partitions as i32 {
+                    if owner(&name, p, self.shards) == self.id {
+                        if let Err(e) = self.manager.delete_partition(&name, p).await {
+                            tracing::error!(topic = name, partition = p, error = %e, "cannot remove partition");
+                        }
+                    }
+                }
+                ShardReply::Done
+            }
+            ShardOp::TopicAltered { name, config, overrides } => {
+                self.manager.set_topic_config(&name, &config);
+                if let Some(t) = self.topics.borrow_mut().get_mut(&name) {
+                    t.config = config;
+                    t.overrides = overrides;
+                }
+                ShardReply::Done
+            }
+            ShardOp::TopicCreated { name, partitions, config, overrides } => {
                 for p in 0..partitions as i32 {
                     if owner(&name, p, self.shards) == self.id {
                         if let Err(e) = self.manager.open_partition(&name, p, config.clone()).await {
@@ -236,7 +290,7 @@ impl Shard {
                         }
                     }
                 }
-                self.topics.borrow_mut().insert(name, TopicInfo { partitions, config });
+                self.topics.borrow_mut().insert(name, TopicInfo { partitions, config, overrides });
                 ShardReply::Done
             }
         }
@@ -277,15 +331,89 @@ impl Shard {
         } else {
             store.create(&name, partitions, &pairs).await.map(Some).map_err(|e| (topic_code(&e), e.to_string()))
         };
+        let overrides: BTreeMap<String, String> = configs.iter().cloned().collect();
         *self.store.borrow_mut() = Some(store);
         let Some(config) = result? else { return Ok(()) };
         for shard in 0..self.shards {
-            let op =
-                ShardOp::TopicCreated { name: name.clone(), partitions: partitions as u32, config: config.clone() };
+            let op = ShardOp::TopicCreated {
+                name: name.clone(),
+                partitions: partitions as u32,
+                config: config.clone(),
+                overrides: overrides.clone(),
+            };
             // Boxed: call -> execute -> create_topic -> call is recursive.
             Box::pin(self.call(shard, op)).await;
         }
         tracing::info!(topic = name, partitions, "topic created");
+        Ok(())
+    }
+
+    /// On shard 0: forget the topic, then have every shard remove its partitions.
+    async fn delete_topic(self: &Rc<Self>, name: String) -> Result<(), (i16, String)> {
+        let _permit =
+            self.store_lock.acquire_permit(1).await.map_err(|e| (code::UNKNOWN_SERVER_ERROR, e.to_string()))?;
+        let Some(mut store) = self.store.borrow_mut().take() else {
+            return Err((code::UNKNOWN_SERVER_ERROR, "topic changes run on shard 0".into()));
+        };
+        let result = store.delete(&name).await.map_err(|e| (topic_code(&e), e.to_string()));
+        *self.store.borrow_mut() = Some(store);
+        result?;
+        for shard in 0..self.shards {
+            Box::pin(self.call(shard, ShardOp::TopicDeleted { name: name.clone() })).await;
+        }
+        tracing::info!(topic = name, "topic deleted");
+        Ok(())
+    }
+
+    /// On shard 0: validate and persist new overrides, then tell every shard.
+    async fn alter_topic(
+        self: &Rc<Self>,
+        name: String,
+        set: Vec<(String, String)>,
+        remove: Vec<String>,
+        replace: bool,
+        validate_only: bool,
+    ) -> Result<(), (i16, String)> {
+        let _permit =
+            self.store_lock.acquire_permit(1).await.map_err(|e| (code::UNKNOWN_SERVER_ERROR, e.to_string()))?;
+        let Some(mut store) = self.store.borrow_mut().take() else {
+            return Err((code::UNKNOWN_SERVER_ERROR, "topic changes run on shard 0".into()));
+        };
+        let result = async {
+            let current = store
+                .get(&name)
+                .ok_or((code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist")))?
+                .overrides
+                .clone();
+            let mut remove = remove;
+            if replace {
+                remove.extend(current.keys().filter(|k| !set.iter().any(|(s, _)| s == *k)).cloned());
+            }
+            let mut next = current;
+            for k in &remove {
+                next.remove(k);
+            }
+            next.extend(set.iter().cloned());
+            let config = store
+                .defaults()
+                .with_overrides(next.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .map_err(|e| (code::INVALID_CONFIG, e.to_string()))?;
+            if validate_only {
+                return Ok(None);
+            }
+            let pairs: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let removes: Vec<&str> = remove.iter().map(|k| k.as_str()).collect();
+            store.alter(&name, &pairs, &removes).await.map_err(|e| (topic_code(&e), e.to_string()))?;
+            Ok(Some((config, next)))
+        }
+        .await;
+        *self.store.borrow_mut() = Some(store);
+        let Some((config, overrides)) = result? else { return Ok(()) };
+        for shard in 0..self.shards {
+            let op = ShardOp::TopicAltered { name: name.clone(), config: config.clone(), overrides: overrides.clone() };
+            Box::pin(self.call(shard, op)).await;
+        }
+        tracing::info!(topic = name, "topic settings changed");
         Ok(())
     }
 
@@ -304,8 +432,8 @@ impl Shard {
             validate_only: false,
         };
         match self.call(0, op).await {
-            ShardReply::CreateTopic(Ok(())) => true,
-            ShardReply::CreateTopic(Err((c, _))) if c == code::TOPIC_ALREADY_EXISTS => true,
+            ShardReply::Admin(Ok(())) => true,
+            ShardReply::Admin(Err((c, _))) if c == code::TOPIC_ALREADY_EXISTS => true,
             _ => false,
         }
     }

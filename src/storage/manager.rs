@@ -79,6 +79,17 @@ impl<D: Disk> PartitionManager<D> {
         self.partitions.borrow().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
+    /// Close a partition and remove its directory (DeleteTopics).
+    pub async fn delete_partition(&self, topic: &str, partition: i32) -> StorageResult<()> {
+        let p = self.partitions.borrow_mut().remove(&(topic.to_string(), partition));
+        if let Some(p) = p {
+            let _ = p.close().await;
+        }
+        self.disk.remove_dir_all(&partition_dir(&self.data_dir, topic, partition)).await?;
+        self.disk.sync_dir(&self.data_dir).await?;
+        Ok(())
+    }
+
     /// Apply a topic's new settings to its open partitions (AlterConfigs at runtime).
     pub fn set_topic_config(&self, topic: &str, config: &LogConfig) {
         for ((t, _), p) in self.partitions.borrow().iter() {

@@ -161,3 +161,41 @@ def test_kcat_produce_consume_metadata(broker):
     assert out.splitlines() == ["0 a", "1 b", "2 c"], out
     meta = subprocess.run([kcat, "-L", "-b", b], capture_output=True, check=True, timeout=TIMEOUT).stdout.decode()
     assert 'topic "kc" with 1 partitions' in meta, meta
+
+
+def test_admin_configs_and_delete(broker):
+    """Topic configs read back (DescribeConfigs) with their source; changed at runtime
+    (IncrementalAlterConfigs, AlterConfigs) and applied to new records at once; bad values
+    refused with INVALID_CONFIG; DeleteTopics removes the topic. spec: T2.1, T2.5"""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+    from confluent_kafka import KafkaException
+    b = broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": b})
+    create(b, "cfg", config={"retention.ms": "3600000"})
+    res = ConfigResource(ConfigResource.Type.TOPIC, "cfg")
+    configs = admin.describe_configs([res])[res].result(TIMEOUT)
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["message.timestamp.type"].value == "CreateTime"
+    assert configs["message.timestamp.type"].source == ConfigSource.DEFAULT_CONFIG.value
+    # Runtime change: records appended after it get LogAppendTime.
+    res.add_incremental_config(ConfigEntry("message.timestamp.type", "LogAppendTime",
+                                           incremental_operation=AlterConfigOpType.SET))
+    admin.incremental_alter_configs([res])[res].result(TIMEOUT)
+    configs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "cfg")])
+    assert list(configs.values())[0].result(TIMEOUT)["message.timestamp.type"].value == "LogAppendTime"
+    produce(b, "cfg", [(None, b"x", 1000)])
+    assert consume(b, "cfg", 1)[0].timestamp()[0] == 2, "LogAppendTime after the change"
+    # A bad value is refused and changes nothing.
+    bad = ConfigResource(ConfigResource.Type.TOPIC, "cfg", set_config={"segment.ms": "0"})
+    try:
+        admin.alter_configs([bad])[bad].result(TIMEOUT)
+        raise AssertionError("segment.ms=0 accepted")
+    except KafkaException as e:
+        assert e.args[0].code() == KafkaError.INVALID_CONFIG, e
+    # DeleteTopics: gone from metadata; re-created empty.
+    admin.delete_topics(["cfg"], request_timeout=TIMEOUT)["cfg"].result(TIMEOUT)
+    assert "cfg" not in admin.list_topics(timeout=TIMEOUT).topics
+    create(b, "cfg")
+    produce(b, "cfg", [(None, b"fresh", None)])
+    assert [m.value() for m in consume(b, "cfg", 1)] == [b"fresh"]
