@@ -121,19 +121,22 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
     // ApiVersions is flexible from v3 on, even past what we support (clients ask high first).
     let flexible = if api == API_VERSIONS { version >= 3 } else { is_flexible(api, version) };
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    // The key, version and correlation id sit at fixed places in every header version: an
+    // unknown API or unsupported version is reported before the rest is parsed (its header
+    // layout may be one this broker does not know).
+    let basic = || RequestHeader { api_key: api, api_version: version, correlation_id, ..Default::default() };
+    if !SUPPORTED.iter().any(|s| s.0 == api) {
+        return Err(DecodeFailure { header: Some(basic()), error: ProtoError::UnknownApi(api) });
+    }
+    if !supported(api, version) {
+        return Err(DecodeFailure { header: Some(basic()), error: ProtoError::UnsupportedVersion { api, version } });
+    }
     let mut r = Reader::new(frame, flexible);
     let mut h = RequestHeader::default();
     if let Err(error) = h.codec(&mut r) {
-        let header = RequestHeader { api_key: api, api_version: version, correlation_id, ..Default::default() };
-        return Err(DecodeFailure { header: Some(header), error });
+        return Err(DecodeFailure { header: Some(basic()), error });
     }
     let fail = |h: &RequestHeader, error| DecodeFailure { header: Some(h.clone()), error };
-    if !SUPPORTED.iter().any(|s| s.0 == api) {
-        return Err(fail(&h, ProtoError::UnknownApi(api)));
-    }
-    if !supported(api, version) {
-        return Err(fail(&h, ProtoError::UnsupportedVersion { api, version }));
-    }
     let req = match api {
         PRODUCE => body(&mut r, version).map(Request::Produce),
         FETCH => body(&mut r, version).map(Request::Fetch),

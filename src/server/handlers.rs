@@ -217,19 +217,19 @@ async fn alter_configs(shard: &Rc<Shard>, a: AlterConfigsRequest) -> AlterConfig
     AlterConfigsResponse { responses, ..Default::default() }
 }
 
-/// The answer to a request that could not be decoded, when one can be given: ApiVersions of
-/// an unsupported version gets a v0 response with UNSUPPORTED_VERSION and the versions we
-/// support (KIP-511). Other failures have no encodable answer: the caller closes.
+/// The answer to a request that could not be decoded, when one can be given. An unknown API
+/// or an unsupported version (no response schema exists for it) gets what KIP-511 gives an
+/// unsupported ApiVersions request: a v0 ApiVersions body with UNSUPPORTED_VERSION and the
+/// versions supported, under the request's correlation id; the connection stays open. A
+/// malformed body of a supported request has no answer: the caller closes the connection.
 pub fn error_response(header: &RequestHeader, error: &ProtoError) -> Option<Bytes> {
-    if header.api_key == crate::protocol::API_VERSIONS {
-        let v0 = RequestHeader { api_version: 0, ..header.clone() };
-        let c = match error {
-            ProtoError::UnsupportedVersion { .. } => code::UNSUPPORTED_VERSION,
-            _ => code::INVALID_REQUEST,
-        };
-        return encode_response(&v0, &mut api_versions_response(c)).ok();
-    }
-    None
+    let c = match error {
+        ProtoError::UnsupportedVersion { .. } | ProtoError::UnknownApi(_) => code::UNSUPPORTED_VERSION,
+        _ if header.api_key == crate::protocol::API_VERSIONS => code::INVALID_REQUEST,
+        _ => return None,
+    };
+    let v0 = RequestHeader { api_key: crate::protocol::API_VERSIONS, api_version: 0, ..header.clone() };
+    encode_response(&v0, &mut api_versions_response(c)).ok()
 }
 
 async fn metadata(shard: &Rc<Shard>, m: MetadataRequest) -> MetadataResponse {

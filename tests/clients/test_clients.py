@@ -199,3 +199,24 @@ def test_admin_configs_and_delete(broker):
     create(b, "cfg")
     produce(b, "cfg", [(None, b"fresh", None)])
     assert [m.value() for m in consume(b, "cfg", 1)] == [b"fresh"]
+
+
+def test_unknown_api_and_version_are_answered(broker):
+    """An unknown API key and an unsupported version get an error answer (UNSUPPORTED_VERSION,
+    with the supported versions) under their correlation id; the connection stays usable."""
+    import socket
+    import struct
+    host, port = broker.bootstrap.split(":")
+    s = socket.create_connection((host, int(port)), timeout=TIMEOUT)
+
+    def call(api, version, corr):
+        body = struct.pack(">hhih", api, version, corr, -1)
+        s.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        frame = s.recv(size, socket.MSG_WAITALL)
+        return struct.unpack(">ih", frame[:6])
+
+    assert call(999, 0, 77) == (77, 35), "unknown API"
+    assert call(0, 99, 78) == (78, 35), "unsupported Produce version"
+    assert call(18, 0, 79) == (79, 0), "ApiVersions still answered on the same connection"
+    s.close()
