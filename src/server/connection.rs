@@ -4,9 +4,10 @@
 //! the connection closes with one log line; the broker keeps serving everyone else.
 
 use crate::protocol::decode_request;
-use crate::server::handlers::{error_response, handle};
+use crate::server::handlers::{error_response, handle, Dispatched};
 use crate::server::shard::Shard;
 use bytes::Bytes;
+use futures_channel::oneshot;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel;
 use glommio::net::TcpStream;
@@ -26,6 +27,8 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let max = shard.config.max_request_bytes;
     let read_peer = peer.clone();
     let reading = glommio::spawn_local(async move {
+        // Each request waits for the one before it to have issued its side effects.
+        let mut turn: Option<oneshot::Receiver<()>> = None;
         loop {
             let mut len = [0u8; 4];
             if reader.read_exact(&mut len).await.is_err() {
@@ -42,7 +45,14 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                 return;
             }
             let (shard, peer) = (shard.clone(), read_peer.clone());
-            let task = glommio::spawn_local(async move { answer(&shard, &peer, Bytes::from(buf)).await });
+            let (done_tx, done_rx) = oneshot::channel();
+            let wait = turn.replace(done_rx);
+            let task = glommio::spawn_local(async move {
+                if let Some(w) = wait {
+                    let _ = w.await; // a dropped sender (error, closed) also ends the wait
+                }
+                answer(&shard, &peer, Bytes::from(buf), Dispatched::new(done_tx)).await
+            });
             if tx.send(task).await.is_err() {
                 return; // the writer closed the connection
             }
@@ -64,9 +74,9 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let _ = writer.close().await;
 }
 
-async fn answer(shard: &Rc<Shard>, peer: &str, frame: Bytes) -> Outcome {
+async fn answer(shard: &Rc<Shard>, peer: &str, frame: Bytes, dispatched: Dispatched) -> Outcome {
     match decode_request(frame) {
-        Ok((header, request)) => handle(shard, &header, request).await.map_err(|e| {
+        Ok((header, request)) => handle(shard, &header, request, dispatched).await.map_err(|e| {
             tracing::warn!(peer, api = header.api_key, version = header.api_version, error = %e, "cannot encode response; closing");
         }),
         Err(failure) => match failure.header.as_ref().and_then(|h| error_response(h, &failure.error)) {

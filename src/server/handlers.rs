@@ -6,33 +6,71 @@ use crate::protocol::messages::*;
 use crate::protocol::{api_versions_response, encode_response, ProtoError, ProtoResult, Request, RequestHeader};
 use crate::server::shard::{owner, FetchOut, Shard, ShardOp, ShardReply};
 use bytes::Bytes;
-use futures_util::future::join_all;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+/// Signals that a request has issued its side effects, so the next request of the same
+/// connection may start issuing its own: requests are pipelined, yet their effects (appends,
+/// topic changes) happen in request order, as Kafka clients expect.
+#[derive(Debug, Default)]
+pub struct Dispatched(Option<futures_channel::oneshot::Sender<()>>);
+
+impl Dispatched {
+    pub fn new(tx: futures_channel::oneshot::Sender<()>) -> Self {
+        Dispatched(Some(tx))
+    }
+
+    pub fn done(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
 /// Answer one request; `None` when no response is due (produce with acks=0).
-pub async fn handle(shard: &Rc<Shard>, header: &RequestHeader, req: Request) -> ProtoResult<Option<Bytes>> {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    header: &RequestHeader,
+    req: Request,
+    mut dispatched: Dispatched,
+) -> ProtoResult<Option<Bytes>> {
     match req {
-        Request::ApiVersions(_) => encode_response(header, &mut api_versions_response(code::NONE)).map(Some),
-        Request::Metadata(m) => encode_response(header, &mut metadata(shard, m).await).map(Some),
+        // No side effects: the next request may start at once.
+        Request::ApiVersions(_) => {
+            dispatched.done();
+            encode_response(header, &mut api_versions_response(code::NONE)).map(Some)
+        }
+        Request::Fetch(f) => {
+            dispatched.done();
+            encode_response(header, &mut fetch(shard, f).await).map(Some)
+        }
+        Request::ListOffsets(l) => {
+            dispatched.done();
+            encode_response(header, &mut list_offsets(shard, header.api_version, l).await).map(Some)
+        }
+        Request::DescribeConfigs(d) => {
+            dispatched.done();
+            encode_response(header, &mut describe_configs(shard, d)).map(Some)
+        }
+        // Produce signals once its appends are issued (it then waits for durability).
         Request::Produce(p) => {
             let acks = p.acks;
-            let mut resp = produce(shard, p).await;
+            let mut resp = produce(shard, p, &mut dispatched).await;
             if acks == 0 {
                 return Ok(None);
             }
             encode_response(header, &mut resp).map(Some)
         }
-        Request::Fetch(f) => encode_response(header, &mut fetch(shard, f).await).map(Some),
-        Request::ListOffsets(l) => {
-            encode_response(header, &mut list_offsets(shard, header.api_version, l).await).map(Some)
-        }
+        // Topic changes (and Metadata's auto-creation) complete before the next request.
+        Request::Metadata(m) => encode_response(header, &mut metadata(shard, m).await).map(Some),
         Request::CreateTopics(c) => encode_response(header, &mut create_topics(shard, c).await).map(Some),
         Request::DeleteTopics(d) => encode_response(header, &mut delete_topics(shard, d).await).map(Some),
-        Request::DescribeConfigs(d) => encode_response(header, &mut describe_configs(shard, d)).map(Some),
         Request::AlterConfigs(a) => encode_response(header, &mut alter_configs(shard, a).await).map(Some),
     }
 }
+
+/// The most a Fetch response carries (Kafka's `fetch.max.bytes` default).
+const MAX_FETCH_BYTES: usize = 55 * 1024 * 1024;
 
 /// Kafka's ConfigResource types.
 const RESOURCE_TOPIC: i8 = 2;
@@ -289,65 +327,89 @@ async fn metadata(shard: &Rc<Shard>, m: MetadataRequest) -> MetadataResponse {
     }
 }
 
-async fn produce(shard: &Rc<Shard>, p: ProduceRequest) -> ProduceResponse {
+async fn produce(shard: &Rc<Shard>, p: ProduceRequest, dispatched: &mut Dispatched) -> ProduceResponse {
     let acks_ok = matches!(p.acks, -1..=1);
-    let mut topics = Vec::with_capacity(p.topics.len());
-    for t in p.topics {
-        let known = acks_ok && shard.ensure_topic(&t.name).await;
-        let calls = t.partitions.into_iter().map(|part| {
-            let (topic, shard) = (t.name.clone(), shard.clone());
-            async move {
-                let error = |c| ProducePartitionResponse {
-                    index: part.index,
-                    error_code: c,
-                    base_offset: -1,
-                    log_append_time_ms: -1,
-                    log_start_offset: -1,
-                    ..Default::default()
-                };
-                if !acks_ok {
-                    return error(code::INVALID_REQUIRED_ACKS);
-                }
-                if !known {
-                    return error(code::UNKNOWN_TOPIC_OR_PARTITION);
-                }
-                let Some(records) = part.records else { return error(code::CORRUPT_MESSAGE) };
+    // Topics first (auto-creation), in request order, while this request holds the turn.
+    let mut known = Vec::with_capacity(p.topics.len());
+    for t in &p.topics {
+        known.push(acks_ok && shard.ensure_topic(&t.name).await);
+    }
+    let error = |index, c| ProducePartitionResponse {
+        index,
+        error_code: c,
+        base_offset: -1,
+        log_append_time_ms: -1,
+        log_start_offset: -1,
+        ..Default::default()
+    };
+    // Issue every append in request order: glommio runs spawned tasks first in, first out, so
+    // the appends happen in this order, before the next request's (which waits for the
+    // signal below). Detached: a closed connection does not cancel an append half done.
+    let mut pending = Vec::new();
+    for (t, known) in p.topics.into_iter().zip(known) {
+        let mut parts = Vec::new();
+        for part in t.partitions {
+            let outcome = if !acks_ok {
+                Err(code::INVALID_REQUIRED_ACKS)
+            } else if !known || part.index < 0 {
+                Err(code::UNKNOWN_TOPIC_OR_PARTITION)
+            } else if let Some(records) = part.records {
+                let (shard, topic) = (shard.clone(), t.name.clone());
                 let target = owner(&topic, part.index, shard.shards);
-                match shard.call(target, ShardOp::Produce { topic, partition: part.index, records }).await {
-                    ShardReply::Produce(Ok((base, log_append_time, start))) => ProducePartitionResponse {
-                        index: part.index,
+                let op = ShardOp::Produce { topic, partition: part.index, records };
+                Ok(glommio::spawn_local(async move { shard.call(target, op).await }).detach())
+            } else {
+                Err(code::CORRUPT_MESSAGE)
+            };
+            parts.push((part.index, outcome));
+        }
+        pending.push((t.name, parts));
+    }
+    dispatched.done();
+    let mut topics = Vec::with_capacity(pending.len());
+    for (name, parts) in pending {
+        let mut partitions = Vec::with_capacity(parts.len());
+        for (index, outcome) in parts {
+            partitions.push(match outcome {
+                Err(c) => error(index, c),
+                Ok(task) => match task.await {
+                    Some(ShardReply::Produce(Ok((base, log_append_time, start)))) => ProducePartitionResponse {
+                        index,
                         error_code: code::NONE,
                         base_offset: base,
                         log_append_time_ms: log_append_time,
                         log_start_offset: start,
                         ..Default::default()
                     },
-                    ShardReply::Produce(Err(c)) => error(c),
-                    _ => error(code::UNKNOWN_SERVER_ERROR),
-                }
-            }
-        });
-        let partitions = join_all(calls).await;
-        topics.push(ProduceTopicResponse { name: t.name, partitions, ..Default::default() });
+                    Some(ShardReply::Produce(Err(c))) => error(index, c),
+                    _ => error(index, code::UNKNOWN_SERVER_ERROR),
+                },
+            });
+        }
+        topics.push(ProduceTopicResponse { name, partitions, ..Default::default() });
     }
     ProduceResponse { topics, ..Default::default() }
 }
 
 /// One pass over every requested partition, within the request's byte budgets.
 async fn fetch_once(shard: &Rc<Shard>, f: &FetchRequest) -> (FetchResponse, usize) {
-    let mut budget = f.max_bytes.max(0) as usize;
+    // The request's total, capped by the broker (Kafka's fetch.max.bytes default, 55 MiB).
+    let mut budget = (f.max_bytes.max(0) as usize).min(MAX_FETCH_BYTES);
     let mut total = 0usize;
     let mut topics = Vec::new();
     for t in &f.topics {
         let mut partitions = Vec::new();
         for p in &t.partitions {
-            let max = (p.partition_max_bytes.max(0) as usize).min(budget);
+            // KIP-74: only the first partition with data may exceed the budget (by one batch);
+            // once it is spent, the rest report offsets only.
+            let max =
+                if total > 0 && budget == 0 { 0 } else { (p.partition_max_bytes.max(0) as usize).min(budget).max(1) };
             let target = owner(&t.topic, p.partition, shard.shards);
             let op = ShardOp::Fetch {
                 topic: t.topic.clone(),
                 partition: p.partition,
                 offset: p.fetch_offset,
-                max_bytes: max.max(1),
+                max_bytes: max,
             };
             let (error_code, hw, start, records) = match shard.call(target, op).await {
                 ShardReply::Fetch(Ok(FetchOut { high_watermark, log_start_offset, records })) => {
@@ -447,7 +509,9 @@ async fn create_topics(shard: &Rc<Shard>, c: CreateTopicsRequest) -> CreateTopic
             error_message,
             num_partitions: if error_code == code::NONE { partitions as i32 } else { -1 },
             replication_factor: if error_code == code::NONE { 1 } else { -1 },
-            configs: None,
+            // An empty list, not null: the Java AdminClient reads the list whenever
+            // num_partitions is set (v5+).
+            configs: Some(Vec::new()),
             ..Default::default()
         });
     }

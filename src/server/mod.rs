@@ -183,8 +183,20 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
         handles.push(h);
     }
     tracing::info!(listen = %config.listen, shards = config.shards, data_dir = %config.data_dir.display(), "tidemark serving");
+    // Join every shard (a failing one sets `stop` for the others), then report the first error.
+    let mut first_err = None;
     for (id, h) in handles.into_iter().enumerate() {
-        h.join().map_err(|e| anyhow::anyhow!("shard {id} failed: {e:?}"))?.with_context(|| format!("shard {id}"))?;
+        let r = h
+            .join()
+            .map_err(|e| anyhow::anyhow!("shard {id} failed: {e:?}"))
+            .and_then(|r| r.with_context(|| format!("shard {id}")));
+        if let Err(e) = r {
+            stop.store(true, Ordering::Relaxed);
+            first_err.get_or_insert(e);
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
     }
     tracing::info!("tidemark stopped cleanly");
     Ok(())
@@ -196,9 +208,28 @@ async fn run_shard(
     mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
-    let shard = Shard::open(id, config.shards, config.clone()).await?;
-    // Joining the mesh is the startup barrier: every shard has opened its partitions.
-    let (senders, receivers) = mesh.join().await.map_err(|_| anyhow::anyhow!("joining the shard mesh"))?;
+    let shard = match Shard::open(id, config.shards, config.clone()).await {
+        Ok(s) => s,
+        Err(e) => {
+            // The other shards wait for this one at the mesh: release them.
+            stop.store(true, Ordering::Relaxed);
+            return Err(e);
+        }
+    };
+    // Joining the mesh is the startup barrier: every shard has opened its partitions (unless
+    // one failed and set `stop`).
+    let joined = futures_lite::future::or(async { Some(mesh.join().await) }, async {
+        while !stop.load(Ordering::Relaxed) {
+            glommio::timer::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    })
+    .await;
+    let Some(joined) = joined else {
+        shard.manager.close_all().await?;
+        bail!("shard {id}: startup stopped (another shard failed or a signal arrived)");
+    };
+    let (senders, receivers) = joined.map_err(|_| anyhow::anyhow!("joining the shard mesh"))?;
     shard.attach(senders, receivers);
     let listener = glommio::net::TcpListener::bind(config.listen)
         .map_err(std::io::Error::from)
@@ -216,7 +247,11 @@ async fn run_shard(
             Some(Ok(stream)) => {
                 glommio::spawn_local(connection::serve(shard.clone(), stream)).detach();
             }
-            Some(Err(e)) => tracing::warn!(error = %e, "accept failed"),
+            Some(Err(e)) => {
+                // Out of descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+            }
         }
     }
     // Let in-flight requests finish, then close every partition cleanly.

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 /// The shard that owns a partition: a stable hash (the same on every restart and shard).
 pub fn owner(topic: &str, partition: i32, shards: usize) -> usize {
-    ((crc32c::crc32c(topic.as_bytes()) as u64 + partition as u64) % shards as u64) as usize
+    ((crc32c::crc32c(topic.as_bytes()) as u64).wrapping_add(partition as u32 as u64) % shards as u64) as usize
 }
 
 /// Work for one shard.
@@ -205,7 +205,13 @@ impl Shard {
     /// Run `op` on shard `target` (locally when it is this one).
     pub async fn call(self: &Rc<Self>, target: usize, op: ShardOp) -> ShardReply {
         if target == self.id {
-            return self.execute(op).await;
+            // Detached: a caller that goes away (a closed connection) must not cancel work
+            // half done (an append, a topic change holding the topic store).
+            let me = self.clone();
+            return glommio::spawn_local(async move { me.execute(op).await })
+                .detach()
+                .await
+                .unwrap_or(ShardReply::Done);
         }
         let id = self.next_id.get();
         self.next_id.set(id + 1);
@@ -237,11 +243,15 @@ impl Shard {
                 let Some(p) = self.manager.get(&topic, partition) else {
                     return ShardReply::Fetch(Err((code::UNKNOWN_TOPIC_OR_PARTITION, -1, -1)));
                 };
+                // max_bytes 0: the request's byte budget is spent; offsets only.
+                let read =
+                    if max_bytes == 0 { Ok(Vec::new()) } else { p.read(offset, max_bytes, ReadUpTo::Durable).await };
+                // The high watermark read after the data, so it never lags what is returned.
                 let (hw, start) = {
                     let log = p.log();
                     (log.durable_offset(), log.log_start_offset())
                 };
-                ShardReply::Fetch(match p.read(offset, max_bytes, ReadUpTo::Durable).await {
+                ShardReply::Fetch(match read {
                     Ok(bytes) => {
                         Ok(FetchOut { high_watermark: hw, log_start_offset: start, records: Bytes::from(bytes) })
                     }
@@ -285,6 +295,11 @@ impl Shard {
             ShardOp::TopicCreated { name, partitions, config, overrides } => {
                 for p in 0..partitions as i32 {
                     if owner(&name, p, self.shards) == self.id {
+                        // A new topic starts empty: data left by an interrupted deletion of a
+                        // topic with the same name must not come back.
+                        if let Err(e) = self.manager.delete_partition(&name, p).await {
+                            tracing::error!(topic = name, partition = p, error = %e, "cannot clear old partition data");
+                        }
                         if let Err(e) = self.manager.open_partition(&name, p, config.clone()).await {
                             tracing::error!(topic = name, partition = p, error = %e, "cannot open new partition");
                         }

@@ -109,7 +109,7 @@ async fn scan_batches<D: Disk, C: LogCell<D>>(
 ) -> StorageResult<Option<(i64, i64)>> {
     let (dlimit, dir) = {
         let log = cell.log();
-        ((64usize << 20).max(log.config().max_message_bytes as usize * 16), log.dir().to_path_buf())
+        ((64usize << 20).max(log.config().max_message_bytes as usize * 16).min(256 << 20), log.dir().to_path_buf())
     };
     let corrupt =
         |position: i64, error| StorageError::Corrupt { path: dir.clone(), position: position.max(0) as u64, error };

@@ -37,9 +37,9 @@ pub const CLEAN_MARKER: &str = "clean-shutdown";
 /// Window of sequential reads during recovery scans.
 const SCAN_WINDOW: usize = 1 << 20;
 /// Bound on a batch's decompressed records (decompression bombs): 64 MiB or 16 times
-/// `max.message.bytes`, whichever is larger.
+/// `max.message.bytes`, whichever is larger, and never more than 256 MiB.
 fn decompress_limit(config: &LogConfig) -> usize {
-    (64 << 20).max(config.max_message_bytes as usize * 16)
+    (64usize << 20).max(config.max_message_bytes as usize * 16).min(256 << 20)
 }
 /// Largest batch a stored log may hold (positions are u32; Kafka caps sizes at i32::MAX).
 const MAX_STORED_BATCH: usize = i32::MAX as usize;

@@ -395,7 +395,9 @@ impl<'a> Records<'a> {
         if n_headers < 0 || n_headers as usize > body.len() {
             return Err(FormatError::BadRecords("bad header count"));
         }
-        let mut headers = Vec::with_capacity(n_headers as usize);
+        // Each header takes at least two bytes: never reserve more than the record can hold
+        // (a tiny compressed batch may claim millions).
+        let mut headers = Vec::with_capacity((n_headers as usize).min((body.len() - p) / 2));
         for _ in 0..n_headers {
             let k = Self::bytes(body, &mut p, false)?.unwrap_or_default();
             let v = Self::bytes(body, &mut p, true)?;
