@@ -68,7 +68,9 @@ impl BrokerConfig {
         Ok(BrokerConfig {
             data_dir,
             listen: addr,
-            advertised_host: addr.ip().to_string(),
+            // A wildcard address is no use to clients: advertise the host name instead
+            // (override with advertised.host).
+            advertised_host: if addr.ip().is_unspecified() { host_name() } else { addr.ip().to_string() },
             advertised_port: addr.port() as i32,
             shards,
             node_id: 0,
@@ -139,6 +141,15 @@ impl BrokerConfig {
         }
         Ok(())
     }
+}
+
+/// This machine's host name (for Metadata when listening on a wildcard address).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
 }
 
 /// Run the broker until `stop` is set (by SIGTERM/SIGINT in the binary).

@@ -216,12 +216,13 @@ impl Shard {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let (tx, rx) = oneshot::channel();
-        self.pending.borrow_mut().insert(id, tx);
         let senders = self.senders.borrow().clone().expect("attached to the mesh");
         if senders.send_to(target, ShardMsg::Request { id, from: self.id, op }).await.is_err() {
-            self.pending.borrow_mut().remove(&id);
             return ShardReply::Done;
         }
+        // Registered after the send (one thread: no reply is processed before this task
+        // yields), so a caller cancelled while the channel was full leaves nothing behind.
+        self.pending.borrow_mut().insert(id, tx);
         rx.await.unwrap_or(ShardReply::Done)
     }
 
