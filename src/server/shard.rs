@@ -312,6 +312,20 @@ impl Shard {
         }
     }
 
+    /// On shard 0: wait for the topic store (topic changes run one at a time) and take it out
+    /// of its cell, so no borrow is held across the change's awaits. Put it back with
+    /// `self.store.borrow_mut().replace(store)` before the permit is dropped.
+    async fn take_store(&self) -> Result<(glommio::sync::Permit<'_>, TopicStore<DmaDisk>), (i16, String)> {
+        let permit =
+            self.store_lock.acquire_permit(1).await.map_err(|e| (code::UNKNOWN_SERVER_ERROR, e.to_string()))?;
+        let store = self
+            .store
+            .borrow_mut()
+            .take()
+            .ok_or((code::UNKNOWN_SERVER_ERROR, "topic changes run on shard 0".to_string()))?;
+        Ok((permit, store))
+    }
+
     /// On shard 0: validate, persist, then tell every shard (which opens its partitions).
     async fn create_topic(
         self: &Rc<Self>,
@@ -320,11 +334,7 @@ impl Shard {
         configs: Vec<(String, String)>,
         validate_only: bool,
     ) -> Result<(), (i16, String)> {
-        let _permit =
-            self.store_lock.acquire_permit(1).await.map_err(|e| (code::UNKNOWN_SERVER_ERROR, e.to_string()))?;
-        let Some(mut store) = self.store.borrow_mut().take() else {
-            return Err((code::UNKNOWN_SERVER_ERROR, "topic changes run on shard 0".into()));
-        };
+        let (_permit, mut store) = self.take_store().await?;
         let pairs: Vec<(&str, &str)> = configs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let result = if validate_only {
             crate::storage::topics::validate_topic_name(&name)
@@ -366,11 +376,7 @@ impl Shard {
 
     /// On shard 0: forget the topic, then have every shard remove its partitions.
     async fn delete_topic(self: &Rc<Self>, name: String) -> Result<(), (i16, String)> {
-        let _permit =
-            self.store_lock.acquire_permit(1).await.map_err(|e| (code::UNKNOWN_SERVER_ERROR, e.to_string()))?;
-        let Some(mut store) = self.store.borrow_mut().take() else {
-            return Err((code::UNKNOWN_SERVER_ERROR, "topic changes run on shard 0".into()));
-        };
+        let (_permit, mut store) = self.take_store().await?;
         let result = store.delete(&name).await.map_err(|e| (topic_code(&e), e.to_string()));
         *self.store.borrow_mut() = Some(store);
         result?;
@@ -390,11 +396,7 @@ impl Shard {
         replace: bool,
         validate_only: bool,
     ) -> Result<(), (i16, String)> {
-        let _permit =
-            self.store_lock.acquire_permit(1).await.map_err(|e| (code::UNKNOWN_SERVER_ERROR, e.to_string()))?;
-        let Some(mut store) = self.store.borrow_mut().take() else {
-            return Err((code::UNKNOWN_SERVER_ERROR, "topic changes run on shard 0".into()));
-        };
+        let (_permit, mut store) = self.take_store().await?;
         let result = async {
             let current = store
                 .get(&name)
