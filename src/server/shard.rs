@@ -246,16 +246,14 @@ impl Shard {
                 };
                 // max_bytes 0: the request's byte budget is spent; offsets only.
                 let read =
-                    if max_bytes == 0 { Ok(Vec::new()) } else { p.read(offset, max_bytes, ReadUpTo::Durable).await };
+                    if max_bytes == 0 { Ok(Bytes::new()) } else { p.read(offset, max_bytes, ReadUpTo::Durable).await };
                 // The high watermark read after the data, so it never lags what is returned.
                 let (hw, start) = {
                     let log = p.log();
                     (log.durable_offset(), log.log_start_offset())
                 };
                 ShardReply::Fetch(match read {
-                    Ok(bytes) => {
-                        Ok(FetchOut { high_watermark: hw, log_start_offset: start, records: Bytes::from(bytes) })
-                    }
+                    Ok(bytes) => Ok(FetchOut { high_watermark: hw, log_start_offset: start, records: bytes }),
                     Err(e) => Err((storage_code(&e), hw, start)),
                 })
             }

@@ -8,6 +8,7 @@ use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::batch::{first_record_at_or_after, BatchHeader, BatchWalk};
 use crate::storage::format::FormatError;
 use crate::storage::log::{delete_segment_files, Log, ReadPlan, ReadUpTo, TimePlan};
+use bytes::Bytes;
 use std::cell::{RefCell, RefMut};
 
 /// Bytes read per step of a time lookup's forward scan: the scan usually ends within one
@@ -45,7 +46,7 @@ pub async fn read<D: Disk, C: LogCell<D>>(
     offset: i64,
     max_bytes: usize,
     upto: ReadUpTo,
-) -> StorageResult<Vec<u8>> {
+) -> StorageResult<Bytes> {
     loop {
         let plan = cell.log().plan_read(offset, max_bytes, upto)?;
         match plan {

@@ -26,6 +26,7 @@ use crate::storage::segment::{
     index_path, log_path, timeindex_path, ChunkWrite, IndexBuilder, OffsetIndex, Segment, SegmentState, Tail,
     TimeBuilder,
 };
+use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -839,7 +840,7 @@ impl<D: Disk> Log<D> {
             ReadUpTo::Durable => self.durable_next_offset,
             ReadUpTo::LogEnd => end,
         };
-        let empty = ReadPlan::Done(Vec::new());
+        let empty = ReadPlan::Done(Bytes::new());
         if offset >= limit {
             return Ok(empty);
         }
@@ -865,11 +866,11 @@ impl<D: Disk> Log<D> {
             // All in memory: copy what the read can use and walk it now.
             let budget = (self.config.index_interval_bytes + 2 * self.config.max_message_bytes) as usize + max_bytes;
             let to = end_pos.min(start_pos + budget as u64);
-            let bytes = tail.copy_out(start_pos, to);
-            let (out, _, _) = pick_batches(&bytes, offset, max_bytes, 0, |_| Ok(())).map_err(|(at, error)| {
+            let bytes = Bytes::from(tail.copy_out(start_pos, to));
+            let (kept, _, _) = pick_batches(&bytes, offset, max_bytes, 0, |_| Ok(())).map_err(|(at, error)| {
                 StorageError::Corrupt { path: log_path(&self.dir, base), position: start_pos + at as u64, error }
             })?;
-            return Ok(ReadPlan::Done(out));
+            return Ok(ReadPlan::Done(bytes.slice(kept)));
         }
         let file = seg.file.clone();
         Ok(ReadPlan::Disk(DiskRead {
@@ -1115,7 +1116,7 @@ impl<D: Disk> Log<D> {
     }
 
     /// Read, for an exclusive owner (tests and offline tools); see [`crate::storage::access`].
-    pub async fn read(&mut self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<Vec<u8>> {
+    pub async fn read(&mut self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<Bytes> {
         crate::storage::access::read(&RefCell::new(self), offset, max_bytes, upto).await
     }
 
@@ -1377,7 +1378,7 @@ pub enum TimePlan {
 /// A planned read.
 pub enum ReadPlan<D: Disk> {
     /// Answered from memory (or empty).
-    Done(Vec<u8>),
+    Done(Bytes),
     /// Needs disk reads, without borrowing the log.
     Disk(DiskRead<D>),
     /// The segment's index must be loaded first ([`Log::index_load`]).
@@ -1393,63 +1394,71 @@ pub struct DiskRead<D: Disk> {
     max_bytes: usize,
 }
 
-/// From the batches in `bytes` (starting at a batch boundary), take the first one that holds
+/// From the batches in `bytes` (starting at a batch boundary), keep the first one that holds
 /// records at or after `offset` and those after it while the total (with `already` bytes
-/// collected before) fits in `max_bytes`; the very first batch is taken whole even when it is
-/// larger (KIP-74). Returns the batches, the bytes walked and whether the read is complete.
-/// `check` vets each kept batch.
+/// collected before) fits in `max_bytes`; the very first batch is kept whole even when it is
+/// larger (KIP-74). The batches kept are contiguous: returns their byte range (empty when
+/// none), the bytes walked and whether the read is complete. `check` vets each kept batch.
+/// No bytes are copied: callers slice.
 fn pick_batches(
     bytes: &[u8],
     offset: i64,
     max_bytes: usize,
     already: usize,
     mut check: impl FnMut(&[u8]) -> Result<(), FormatError>,
-) -> Result<(Vec<u8>, usize, bool), (usize, FormatError)> {
-    let mut out = Vec::new();
+) -> Result<(std::ops::Range<usize>, usize, bool), (usize, FormatError)> {
+    let mut kept: Option<std::ops::Range<usize>> = None;
     let mut walk = BatchWalk::new(bytes, MAX_STORED_BATCH);
     while let Some(item) = walk.next() {
         let (at, h, batch) = item.map_err(|e| (walk.pos(), e))?;
         if h.last_offset() < offset {
             continue;
         }
-        if already + out.len() == 0 && h.base_offset > offset {
+        let have = already + kept.as_ref().map_or(0, |r| r.len());
+        if have == 0 && h.base_offset > offset {
             // The index (or the data) skipped the batch holding `offset`: never serve a read
             // that silently misses records.
             return Err((at, FormatError::OffsetGap { expected: offset, found: h.base_offset }));
         }
-        let have = already + out.len();
         if have > 0 && have + batch.len() > max_bytes {
-            return Ok((out, at, true));
+            return Ok((kept.unwrap_or(at..at), at, true));
         }
         check(batch).map_err(|e| (at, e))?;
-        out.extend_from_slice(batch);
+        let end = at + batch.len();
+        kept = Some(kept.map_or(at..end, |r| r.start..end));
     }
-    let total = already + out.len();
-    Ok((out, walk.pos(), total > 0 && total >= max_bytes))
+    let kept = kept.unwrap_or(0..0);
+    let total = already + kept.len();
+    Ok((kept, walk.pos(), total > 0 && total >= max_bytes))
 }
 
 impl<D: Disk> DiskRead<D> {
     /// Read from disk, checking each returned batch's CRC (bytes are vetted before they are
     /// written and after they are read).
-    pub async fn run(self, disk: &D) -> StorageResult<Vec<u8>> {
+    pub async fn run(self, disk: &D) -> StorageResult<Bytes> {
         let file = match self.file {
             Some(f) => f,
             None => Rc::new(disk.open_rw(&self.path).await?),
         };
         let corrupt =
             |position: u64, error: FormatError| StorageError::Corrupt { path: self.path.clone(), position, error };
-        let mut out = Vec::new();
+        // The kept batches of each window, as slices of the window (no copy).
+        let mut parts: Vec<Bytes> = Vec::new();
+        let mut collected = 0usize;
         let mut pos = self.start_pos;
         let mut want = 0usize;
         while pos < self.end_pos {
             // A default window bounded at 16 MiB, or exactly one batch when it is larger.
-            let window = want.max((self.max_bytes.saturating_sub(out.len()) + 64 * 1024).min(16 << 20));
+            let window = want.max((self.max_bytes.saturating_sub(collected) + 64 * 1024).min(16 << 20));
             let len = (self.end_pos - pos).min(window as u64) as usize;
-            let buf = file.read_at(pos, len).await?;
-            let (got, walked, done) =
-                pick_batches(&buf, self.offset, self.max_bytes, out.len(), |b| check_stored(b).map(|_| ()))
+            let buf = Bytes::from(file.read_at(pos, len).await?);
+            let (kept, walked, done) =
+                pick_batches(&buf, self.offset, self.max_bytes, collected, |b| check_stored(b).map(|_| ()))
                     .map_err(|(at, e)| corrupt(pos + at as u64, e))?;
-            out.extend_from_slice(&got);
+            if !kept.is_empty() {
+                collected += kept.len();
+                parts.push(buf.slice(kept));
+            }
             if done {
                 break;
             }
@@ -1465,6 +1474,11 @@ impl<D: Disk> DiskRead<D> {
             pos += walked as u64;
             want = 0;
         }
-        Ok(out)
+        // One window (the usual case) is returned as it is; several are joined.
+        Ok(match parts.len() {
+            0 => Bytes::new(),
+            1 => parts.pop().expect("one part"),
+            _ => Bytes::from(parts.concat()),
+        })
     }
 }

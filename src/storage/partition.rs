@@ -159,7 +159,7 @@ impl<D: Disk> Partition<D> {
     }
 
     /// Read whole batches from the one holding `offset`, up to about `max_bytes`.
-    pub async fn read(&self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<Vec<u8>> {
+    pub async fn read(&self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<bytes::Bytes> {
         access::read(&self.log, offset, max_bytes, upto).await
     }
 
