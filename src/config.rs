@@ -269,9 +269,12 @@ mod tests {
     use super::*;
 
     // spec: T2.5 — bad values are refused with the key and the reason; nothing half-applied.
+    // spec: T2.3, T2.4 — time.index.interval.ms defaults to 1000; Kafka's names and meanings.
     #[test]
     fn bad_values_are_refused_and_nothing_is_applied() {
         let base = LogConfig::default();
+        assert_eq!(base.time_index_interval_ms, 1000);
+        assert_eq!((base.segment_bytes, base.retention_ms, base.index_interval_bytes), (GIB, Some(7 * DAY_MS), 4096));
         let e = base.with_overrides([("segment.bytes", "2048"), ("flush.messages", "0")]).unwrap_err();
         assert_eq!(e.key, "flush.messages");
         assert!(e.to_string().contains("between 1"));

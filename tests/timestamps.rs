@@ -369,3 +369,35 @@ fn marker_fallback_rebuilds_the_last_segments_entries() {
     // Rescanned as the active segment: the same bucket entries, without the close entry.
     assert_eq!(rebuilt[..], original[..original.len() - 1]);
 }
+
+/// spec: T5.5 — a segment none of whose records has a timestamp gets one entry when its time
+/// index is rebuilt (older data, T8.3): (its file's mtime, the offset of its last record).
+/// spec: T8.3 — retention then uses that mtime entry.
+#[test]
+fn segment_without_timestamps_gets_its_mtime_entry() {
+    let config = cfg(&[("retention.ms", "1000"), ("segment.ms", "604800000")]);
+    let disk = MemDisk::new();
+    disk.set_now_ms(5_000); // the files' modification time
+    let mut log = open(&disk, &config);
+    let mut b = BatchBuilder::new();
+    for _ in 0..3 {
+        b.push(-1, None, Some(b"no timestamp"), &[]);
+    }
+    // `now` just after the files' mtime: with no timestamp in the log, rolling by time counts
+    // from the segment's mtime (T7.1, T8.3), so nothing rolls on its own here.
+    let now = 5_500;
+    log.append(&b.finish(), now).unwrap();
+    log.append(&b.finish(), now).unwrap(); // offsets 0..=5, all without a timestamp
+    log.roll(now);
+    log.append(&batch_at(&[10_000]), now).unwrap();
+    block_on(log.close()).unwrap();
+    let tpath = dir().join(format!("{:020}.timeindex", 0));
+    assert_eq!(disk.file_bytes(&tpath).unwrap(), Vec::<u8>::new(), "a live segment gets no mtime entry");
+    block_on(tidemark::io::Disk::remove_file(&disk, &tpath)).unwrap();
+    let mut log = open(&disk, &config);
+    block_on(log.read(0, 1, ReadUpTo::LogEnd)).unwrap(); // loads (rebuilds) segment 0's indexes
+    assert_eq!(log.time_entries(0).unwrap(), vec![(5_000, 5)], "(mtime, offset of the last record)");
+    // Retention by time: the mtime entry is segment 0's largest timestamp.
+    assert!(block_on(log.maintain(5_000 + 1_000)).unwrap().is_empty(), "not yet expired");
+    assert_eq!(block_on(log.maintain(5_000 + 1_001)).unwrap(), vec![0]);
+}
