@@ -53,40 +53,40 @@ impl Summary {
         self.latency_us.value_at_quantile(q) as f64 / 1000.0
     }
 
+    /// Latency in ms at p50, p90, p99, p99.9, p99.99 and the maximum.
+    pub fn latency_ms(&self) -> [f64; 6] {
+        let max = self.latency_us.max() as f64 / 1000.0;
+        [self.ms(0.5), self.ms(0.9), self.ms(0.99), self.ms(0.999), self.ms(0.9999), max]
+    }
+
+    pub fn read_mb_per_sec(&self) -> f64 {
+        self.read_bytes as f64 / 1e6 / self.read_seconds.max(1e-9)
+    }
+
     pub fn to_text(&self) -> String {
+        let [p50, p90, p99, p999, p9999, max] = self.latency_ms();
         format!(
             "appended {} records, {:.0} records/s, {:.1} MB/s (batches on disk, 10^6 B)\n\
-             append latency ms (durable): p50 {:.3} p90 {:.3} p99 {:.3} p99.9 {:.3} p99.99 {:.3} max {:.3}\n\
+             append latency ms (durable): p50 {p50:.3} p90 {p90:.3} p99 {p99:.3} p99.9 {p999:.3} p99.99 {p9999:.3} max {max:.3}\n\
              read back {} batches ({:.1} MB) in {:.2} s: {:.1} MB/s, every batch checked",
             self.records,
             self.records_per_sec(),
             self.mb_per_sec(),
-            self.ms(0.5),
-            self.ms(0.9),
-            self.ms(0.99),
-            self.ms(0.999),
-            self.ms(0.9999),
-            self.latency_us.max() as f64 / 1000.0,
             self.verified_batches,
             self.read_bytes as f64 / 1e6,
             self.read_seconds,
-            self.read_bytes as f64 / 1e6 / self.read_seconds.max(1e-9),
+            self.read_mb_per_sec(),
         )
     }
 
     pub fn to_json(&self) -> String {
+        let [p50, p90, p99, p999, p9999, max] = self.latency_ms();
         format!(
-            "{{\"records\":{},\"records_per_sec\":{:.1},\"mb_per_sec\":{:.2},\"latency_ms\":{{\"p50\":{:.3},\"p90\":{:.3},\"p99\":{:.3},\"p999\":{:.3},\"p9999\":{:.3},\"max\":{:.3}}},\"read_mb_per_sec\":{:.2}}}",
+            "{{\"records\":{},\"records_per_sec\":{:.1},\"mb_per_sec\":{:.2},\"latency_ms\":{{\"p50\":{p50:.3},\"p90\":{p90:.3},\"p99\":{p99:.3},\"p999\":{p999:.3},\"p9999\":{p9999:.3},\"max\":{max:.3}}},\"read_mb_per_sec\":{:.2}}}",
             self.records,
             self.records_per_sec(),
             self.mb_per_sec(),
-            self.ms(0.5),
-            self.ms(0.9),
-            self.ms(0.99),
-            self.ms(0.999),
-            self.ms(0.9999),
-            self.latency_us.max() as f64 / 1000.0,
-            self.read_bytes as f64 / 1e6 / self.read_seconds.max(1e-9),
+            self.read_mb_per_sec(),
         )
     }
 }
