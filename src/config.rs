@@ -247,6 +247,13 @@ impl LogConfig {
         m
     }
 
+    /// Bound on a batch's decompressed records (decompression bombs): 64 MiB or 16 times
+    /// `max.message.bytes`, whichever is larger, and never more than 256 MiB. Checks on
+    /// append, lookups by time and down-conversion all decompress within it.
+    pub fn decompress_limit(&self) -> usize {
+        (64usize << 20).max(self.max_message_bytes as usize * 16).min(256 << 20)
+    }
+
     /// The allowed CreateTime window around `now` (SPEC T2.2, T3.1): the symmetric bound and
     /// the one-sided bounds, the tighter winning on each side. Inclusive.
     pub fn timestamp_window(&self, now: i64) -> (i64, i64) {

@@ -1,8 +1,10 @@
 //! `tidemark dump`: print a segment (`.log`), offset index (`.index`) or time index file, like
 //! kafka-dump-log. Reads with std::fs: it is an offline tool.
 
-use crate::storage::format::batch::{check_stored, frame_len, BatchHeader};
+use crate::storage::format::batch::{check_stored, BatchHeader, MAGIC_V2};
 use crate::storage::format::index::decode_offset_index;
+use crate::storage::format::legacy;
+use crate::storage::format::stored::{frame_len, OFF_MAGIC};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -69,6 +71,14 @@ fn dump_log(bytes: &[u8], out: &mut String) {
             }
         };
         let batch = &rest[..total];
+        if batch[OFF_MAGIC] as i8 != MAGIC_V2 {
+            if !dump_legacy(batch, pos, out) {
+                break;
+            }
+            batches += 1;
+            pos += total;
+            continue;
+        }
         match BatchHeader::parse(batch) {
             Ok(h) => {
                 let crc = match check_stored(batch) {
@@ -104,4 +114,45 @@ fn dump_log(bytes: &[u8], out: &mut String) {
         pos += total;
     }
     let _ = writeln!(out, "{batches} batches, {pos} bytes");
+}
+
+/// One legacy message (magic 0 or 1), as kafka-dump-log prints it: a wrapper with its inner
+/// messages' offset range when it can be decompressed. False when it cannot be parsed.
+fn dump_legacy(entry: &[u8], pos: usize, out: &mut String) -> bool {
+    let m = match legacy::parse(entry) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = writeln!(out, "position: {pos} INVALID legacy message: {e}");
+            return false;
+        }
+    };
+    let h = m.header;
+    let crc = match legacy::check(entry) {
+        Ok(_) => "valid".to_string(),
+        Err(e) => format!("INVALID ({e})"),
+    };
+    let codec = h.compression().map(|c| c.name()).unwrap_or("unknown");
+    let mut scratch = Vec::new();
+    let inner = match legacy::records(entry, &mut scratch, 256 << 20) {
+        Ok(r) => format!("{} records, offsets {}..={}", r.len(), r[0].offset, r[r.len() - 1].offset),
+        Err(e) => format!("records unreadable ({e})"),
+    };
+    let _ = writeln!(
+        out,
+        "offset: {} position: {} size: {} magic: {} compression: {} timestampType: {:?} timestamp: {} \
+         keySize: {} valueSize: {} crc: {:#010x} isValid: {} ({})",
+        h.offset,
+        pos,
+        entry.len(),
+        h.magic,
+        codec,
+        h.timestamp_type(),
+        h.timestamp,
+        m.key.map_or(-1, |k| k.len() as i64),
+        m.value.map_or(-1, |v| v.len() as i64),
+        h.crc,
+        crc,
+        inner
+    );
+    true
 }

@@ -1,7 +1,10 @@
-//! Model-based property test of the partition log: random appends, reads, flushes, rolls,
+//! Model-based property test of the partition log: random appends (v2 batches and legacy
+//! messages of magic 0 and 1, plain and compressed, mixed in one log), reads, flushes, rolls,
 //! size retention, clean reopens and crashes (power cuts that drop or tear unsynced writes),
 //! checked against a plain `Vec` of batches after every step.
 //!
+//! spec: T1.1 — every magic is stored with its wire bytes (only the offset rewritten; a magic-0
+//!   wrapper's inner offsets made absolute) and read back as stored, mixed in one log.
 //! spec: T8.2 — every synced batch survives a crash; no partial batch is ever exposed.
 //! spec: T8.4 — indexes rebuilt after a crash equal those appends built.
 
@@ -10,30 +13,47 @@ mod common;
 /// Broker time for appends in tests that do not exercise time.
 const NOW: i64 = 10_000;
 
-use common::{batches, tagged_batch, with_base};
+use common::{stored_batches, tagged_batch, with_base};
 use futures_lite::future::block_on;
 use proptest::prelude::*;
 use std::path::Path;
 use tidemark::config::LogConfig;
 use tidemark::io::{CrashMode, Fault, FaultOp, MemDisk};
-use tidemark::storage::format::BatchHeader;
+use tidemark::storage::format::batch::{Compression, TimestampType};
+use tidemark::storage::format::legacy::{self, LegacyBuilder};
+use tidemark::storage::format::BatchInfo;
 use tidemark::storage::{Log, ReadUpTo};
 
 #[derive(Debug, Clone)]
 enum Op {
-    Append(Vec<(u8, u16)>),
+    /// (kind, records, value bytes) per batch; kinds 0-3: v2, 4: magic-0 messages, 5: magic-1
+    /// messages, 6: a magic-1 wrapper, 7: a magic-0 wrapper.
+    Append(Vec<(u8, u8, u16)>),
     Flush,
-    Read { pick: u16, max_bytes: u16, durable: bool },
+    Read {
+        pick: u16,
+        max_bytes: u16,
+        durable: bool,
+    },
     Roll,
-    Retain { bytes: u16 },
+    Retain {
+        bytes: u16,
+    },
     CleanReopen,
-    Crash { mode: u8, seed: u64, partial_flush: u8 },
-    FailingFlush { op: u8, fault: u8 },
+    Crash {
+        mode: u8,
+        seed: u64,
+        partial_flush: u8,
+    },
+    FailingFlush {
+        op: u8,
+        fault: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => proptest::collection::vec((1u8..6, 0u16..700), 1..3).prop_map(Op::Append),
+        6 => proptest::collection::vec((0u8..8, 1u8..6, 0u16..700), 1..3).prop_map(Op::Append),
         2 => Just(Op::Flush),
         4 => (any::<u16>(), 1u16..3000, any::<bool>()).prop_map(|(pick, max_bytes, durable)| Op::Read { pick, max_bytes, durable }),
         1 => Just(Op::Roll),
@@ -64,10 +84,53 @@ struct Model {
     next_offset: i64,
 }
 
+fn info(b: &[u8]) -> BatchInfo {
+    BatchInfo::parse(b).unwrap()
+}
+
+/// A produced message set of a legacy kind (see `Op::Append`), and the batches the log must
+/// store for it at `base`: (base offset, bytes) each.
+fn legacy_set(kind: u8, tag: u64, n: usize, len: usize, base: i64) -> (Vec<u8>, Vec<(i64, Vec<u8>)>) {
+    let (magic, codec) = match kind {
+        4 => (0, Compression::None),
+        5 => (1, Compression::None),
+        6 => (1, [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd][tag as usize % 4]),
+        _ => (0, [Compression::Gzip, Compression::Snappy, Compression::Lz4][tag as usize % 3]),
+    };
+    let mut b = LegacyBuilder::new(magic, codec);
+    for i in 0..n {
+        let mut v = format!("{tag}:{i}:").into_bytes();
+        v.resize(len.max(v.len()), b'a' + (tag % 26) as u8);
+        b.push(tag as i64 * 10 + i as i64, Some(&tag.to_be_bytes()), Some(&v));
+    }
+    let set = b.finish();
+    if codec == Compression::None {
+        // Plain messages: one batch each, only the offset rewritten.
+        let entries = common::legacy_entries(&set);
+        let stored =
+            entries.iter().enumerate().map(|(i, e)| (base + i as i64, with_base(e, base + i as i64))).collect();
+        return (set, stored);
+    }
+    // A wrapper: its offset becomes its last; a magic-0 wrapper's inner offsets absolute
+    // (rebuilt unless they already were).
+    let p = legacy::check_produced(&set, 1 << 24).unwrap();
+    let stored = match legacy::stored_form(&set, &p, base, TimestampType::CreateTime, NOW).0 {
+        legacy::Stored::Prefix { prefix, len } => [&prefix[..len], &set[len..]].concat(),
+        legacy::Stored::Rebuilt(v) => {
+            assert_eq!(magic, 0, "only magic-0 wrappers are rebuilt on a CreateTime topic");
+            v
+        }
+    };
+    if magic == 1 {
+        assert_eq!(stored[8..], set[8..], "a magic-1 wrapper keeps its bytes");
+    }
+    (set, vec![(base, stored)])
+}
+
 impl Model {
     /// Index of the batch holding `offset`.
     fn index_of(&self, offset: i64) -> usize {
-        self.batches.partition_point(|(_, b)| BatchHeader::parse(b).unwrap().last_offset() < offset)
+        self.batches.partition_point(|(_, b)| info(b).last_offset < offset)
     }
 
     /// The offset index a segment holding `batches` must have: an entry for a batch once
@@ -75,9 +138,9 @@ impl Model {
     fn expected_index(batches: &[&(i64, Vec<u8>)], seg_base: i64, interval: u64) -> Vec<(u32, u32)> {
         let mut out = Vec::new();
         let (mut pos, mut since) = (0u64, 0u64);
-        for (base, b) in batches {
+        for (_, b) in batches {
             if since >= interval {
-                out.push(((base - seg_base) as u32, pos as u32));
+                out.push(((info(b).index_offset() - seg_base) as u32, pos as u32));
                 since = 0;
             }
             since += b.len() as u64;
@@ -97,10 +160,13 @@ async fn check_everything(log: &mut Log<MemDisk>, m: &Model) {
     let mut got = Vec::new();
     while at < m.next_offset {
         let bytes = log.read(at, 1 << 20, ReadUpTo::LogEnd).await.expect("read");
-        let bs = batches(&bytes);
+        let bs = stored_batches(&bytes);
         assert!(!bs.is_empty(), "no progress reading at {at}");
-        at = bs.last().unwrap().0.next_offset();
-        got.extend(bs.into_iter().map(|(h, b)| (h.base_offset, b)));
+        // Reads start at batch boundaries here, and offsets are contiguous.
+        for (h, b) in bs {
+            got.push((at, b));
+            at = h.next_offset();
+        }
     }
     assert_eq!(got, m.batches, "log contents differ from the model");
 }
@@ -123,19 +189,25 @@ proptest! {
             match op {
                 Op::Append(specs) => {
                     let mut req = Vec::new();
-                    let mut raw = Vec::new();
-                    for (n, len) in specs {
+                    let mut next = m.next_offset;
+                    let mut stored = Vec::new();
+                    for (kind, n, len) in specs {
                         tag += 1;
-                        let b = tagged_batch(tag, n as usize, len as usize, tag as i64 * 10);
-                        req.extend_from_slice(&b);
-                        raw.push((b, n as i64));
+                        if kind < 4 {
+                            let b = tagged_batch(tag, n as usize, len as usize, tag as i64 * 10);
+                            req.extend_from_slice(&b);
+                            stored.push((next, with_base(&b, next)));
+                        } else {
+                            let (set, s) = legacy_set(kind, tag, n as usize, len as usize, next);
+                            req.extend_from_slice(&set);
+                            stored.extend(s);
+                        }
+                        next += n as i64;
                     }
                     let (info, _) = log.append(&req, NOW).expect("append");
                     prop_assert_eq!(info.base_offset, m.next_offset);
-                    for (b, n) in raw {
-                        m.batches.push((m.next_offset, with_base(&b, m.next_offset)));
-                        m.next_offset += n;
-                    }
+                    m.batches.extend(stored);
+                    m.next_offset = next;
                     prop_assert_eq!(info.last_offset, m.next_offset - 1);
                 }
                 Op::Flush => {
@@ -149,16 +221,17 @@ proptest! {
                     let upto = if durable { ReadUpTo::Durable } else { ReadUpTo::LogEnd };
                     let limit = if durable { log.durable_offset() } else { m.next_offset };
                     let bytes = block_on(log.read(offset, max_bytes as usize, upto)).expect("read");
-                    let got = batches(&bytes);
+                    let got = stored_batches(&bytes);
                     if offset >= limit {
                         prop_assert!(got.is_empty());
                     } else {
                         prop_assert!(!got.is_empty(), "empty read at {} below {}", offset, limit);
+                        // The first batch returned holds `offset`: the model's batch at it.
                         let i = m.index_of(offset);
-                        prop_assert!(got[0].0.base_offset <= offset && got[0].0.last_offset() >= offset);
+                        prop_assert!(m.batches[i].0 <= offset && got[0].0.last_offset >= offset);
                         for (k, (h, b)) in got.iter().enumerate() {
                             prop_assert_eq!(b, &m.batches[i + k].1);
-                            prop_assert!(h.last_offset() < limit, "read past the limit");
+                            prop_assert!(h.last_offset < limit, "read past the limit");
                         }
                         if got.len() > 1 {
                             prop_assert!(bytes.len() <= max_bytes as usize, "read over max_bytes");
@@ -240,9 +313,8 @@ proptest! {
                     let keep = m.batches.iter().take_while(|(b, _)| *b < new_end).count();
                     m.batches.truncate(keep);
                     m.next_offset = new_end;
-                    if let Some((b, bytes)) = m.batches.last() {
-                        let h = tidemark::storage::format::BatchHeader::parse(bytes).unwrap();
-                        prop_assert_eq!(b + h.last_offset_delta as i64 + 1, new_end, "recovery cut inside a batch");
+                    if let Some((_, bytes)) = m.batches.last() {
+                        prop_assert_eq!(info(bytes).next_offset(), new_end, "recovery cut inside a batch");
                     }
                 }
             }

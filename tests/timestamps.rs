@@ -370,8 +370,9 @@ fn marker_fallback_rebuilds_the_last_segments_entries() {
     assert_eq!(rebuilt[..], original[..original.len() - 1]);
 }
 
-/// spec: T5.5 — a segment none of whose records has a timestamp gets one entry when its time
-/// index is rebuilt (older data, T8.3): (its file's mtime, the offset of its last record).
+/// spec: T5.5 — a segment none of whose records has a timestamp gets one entry: when it is
+/// closed live, (its last append time, the offset of its last record); when its time index is
+/// rebuilt (older data, T8.3), (its file's mtime, the offset of its last record).
 /// spec: T8.3 — retention then uses that mtime entry.
 #[test]
 fn segment_without_timestamps_gets_its_mtime_entry() {
@@ -392,7 +393,10 @@ fn segment_without_timestamps_gets_its_mtime_entry() {
     log.append(&batch_at(&[10_000]), now).unwrap();
     block_on(log.close()).unwrap();
     let tpath = dir().join(format!("{:020}.timeindex", 0));
-    assert_eq!(disk.file_bytes(&tpath).unwrap(), Vec::<u8>::new(), "a live segment gets no mtime entry");
+    // Closed live: (the time of its last append, the offset of its last record).
+    let mut live = Vec::new();
+    tidemark::storage::format::index::encode_time_entry(&mut live, now, 5);
+    assert_eq!(disk.file_bytes(&tpath).unwrap(), live, "a live segment gets its entry at its last append");
     block_on(tidemark::io::Disk::remove_file(&disk, &tpath)).unwrap();
     let mut log = open(&disk, &config);
     block_on(log.read(0, 1, ReadUpTo::LogEnd)).unwrap(); // loads (rebuilds) segment 0's indexes

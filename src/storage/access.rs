@@ -5,7 +5,7 @@
 
 use crate::io::Disk;
 use crate::storage::error::{StorageError, StorageResult};
-use crate::storage::format::batch::{first_record_at_or_after, BatchHeader, BatchWalk};
+use crate::storage::format::stored::{first_record_at_or_after, BatchInfo, BatchWalk};
 use crate::storage::format::FormatError;
 use crate::storage::log::{delete_segment_files, Log, ReadPlan, ReadUpTo, TimePlan};
 use bytes::Bytes;
@@ -80,37 +80,61 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
                 scan_batches(cell, from, limit, upto, |h, batch, dlimit| first_record_at_or_after(h, batch, t, dlimit))
                     .await
             }
-            // The largest timestamp below the limit: each batch whose max beats the best so
-            // far gives its first record with that timestamp.
-            TimePlan::ScanMax { from, limit } => {
+            // The largest timestamp below the limit, scanning back from it region by region
+            // (an entry's offset to the start of the region after it) until the best found
+            // is at least the entry's timestamp: nothing before the entry can beat it (T5.1).
+            // In a region, each batch whose max beats the region's best gives its first record
+            // with that timestamp; an earlier region's answer wins ties (it comes first).
+            TimePlan::ScanMax { limit } => {
                 let mut best: Option<(i64, i64)> = None;
-                scan_batches(cell, from, limit, upto, |h, batch, dlimit| {
-                    if h.max_timestamp >= 0 && best.is_none_or(|(_, ts)| h.max_timestamp > ts) {
-                        if let Some(found) = first_record_at_or_after(h, batch, h.max_timestamp, dlimit)? {
-                            best = Some(found);
+                let mut end = limit;
+                loop {
+                    let step = cell.log().max_scan_start(end);
+                    let start = match step {
+                        Ok(start) => start,
+                        Err(base) => {
+                            load_indexes(cell, base).await?;
+                            continue;
                         }
+                    };
+                    let from = start.map_or_else(|| cell.log().log_start_offset(), |(o, _)| o);
+                    let mut region: Option<(i64, i64)> = None;
+                    scan_batches(cell, from, end, upto, |h, batch, dlimit| {
+                        if h.max_timestamp >= 0 && region.is_none_or(|(_, ts)| h.max_timestamp > ts) {
+                            if let Some(found) = first_record_at_or_after(h, batch, h.max_timestamp, dlimit)? {
+                                region = Some(found);
+                            }
+                        }
+                        Ok(None)
+                    })
+                    .await?;
+                    if let Some(r) = region.filter(|r| best.is_none_or(|b| r.1 >= b.1)) {
+                        best = Some(r);
                     }
-                    Ok(None)
-                })
-                .await?;
-                Ok(best)
+                    match start {
+                        Some((o, t)) if best.is_none_or(|(_, b)| b < t) && o > cell.log().log_start_offset() => end = o,
+                        _ => return Ok(best),
+                    }
+                }
             }
         };
     }
 }
 
 /// Walk the batches from offset `from` up to `limit` (reading in small steps through the
-/// ordinary read path) until `visit` returns an answer.
+/// ordinary read path) until `visit` returns an answer. A batch whose records lie at or past
+/// `limit` ends the walk; a legacy wrapper's first offset, which its header does not say, is
+/// where the batch before it ended (contiguous offsets), or at most `from` for the first one.
 async fn scan_batches<D: Disk, C: LogCell<D>>(
     cell: &C,
     from: i64,
     limit: i64,
     upto: ReadUpTo,
-    mut visit: impl FnMut(&BatchHeader, &[u8], usize) -> Result<Option<(i64, i64)>, FormatError>,
+    mut visit: impl FnMut(&BatchInfo, &[u8], usize) -> Result<Option<(i64, i64)>, FormatError>,
 ) -> StorageResult<Option<(i64, i64)>> {
     let (dlimit, dir) = {
         let log = cell.log();
-        ((64usize << 20).max(log.config().max_message_bytes as usize * 16).min(256 << 20), log.dir().to_path_buf())
+        (log.config().decompress_limit(), log.dir().to_path_buf())
     };
     let corrupt =
         |position: i64, error| StorageError::Corrupt { path: dir.clone(), position: position.max(0) as u64, error };
@@ -120,14 +144,17 @@ async fn scan_batches<D: Disk, C: LogCell<D>>(
         if bytes.is_empty() {
             break;
         }
+        let mut first_of_read = true;
         for item in BatchWalk::new(&bytes, usize::MAX >> 1) {
             // Stored batches were checked (CRC) by the read; a bad frame here is corruption.
             let (_, h, batch) = item.map_err(|e| corrupt(at, e))?;
-            if h.base_offset >= limit {
+            let first = h.first_offset.unwrap_or(if first_of_read { at.min(h.last_offset) } else { at });
+            first_of_read = false;
+            if first >= limit {
                 return Ok(None);
             }
             at = h.next_offset();
-            if let Some((offset, ts)) = visit(&h, batch, dlimit).map_err(|e| corrupt(h.base_offset, e))? {
+            if let Some((offset, ts)) = visit(&h, batch, dlimit).map_err(|e| corrupt(first, e))? {
                 return Ok((offset < limit).then_some((offset, ts)));
             }
         }

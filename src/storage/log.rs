@@ -17,10 +17,12 @@ use crate::config::LogConfig;
 use crate::io::{align_down, align_up, Disk, DiskFile, IoError, PAGE};
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::batch::{
-    check_produced, check_stored, frame_len, with_timestamp_type, BatchHeader, BatchWalk, TimestampType, HEADER_LEN,
+    check_produced, patched_header, with_timestamp_type, BatchHeader, RecordStats, TimestampType, HEADER_LEN, MAGIC_V2,
 };
 use crate::storage::format::index::decode_time_index;
 use crate::storage::format::index::{decode_clean_marker, decode_offset_index, encode_clean_marker};
+use crate::storage::format::legacy;
+use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWalk, MAX_HEADER_LEN};
 use crate::storage::format::FormatError;
 use crate::storage::segment::{
     index_path, log_path, timeindex_path, ChunkWrite, IndexBuilder, OffsetIndex, Segment, SegmentState, Tail,
@@ -37,13 +39,16 @@ use std::rc::Rc;
 pub const CLEAN_MARKER: &str = "clean-shutdown";
 /// Window of sequential reads during recovery scans.
 const SCAN_WINDOW: usize = 1 << 20;
-/// Bound on a batch's decompressed records (decompression bombs): 64 MiB or 16 times
-/// `max.message.bytes`, whichever is larger, and never more than 256 MiB.
-fn decompress_limit(config: &LogConfig) -> usize {
-    (64usize << 20).max(config.max_message_bytes as usize * 16).min(256 << 20)
-}
 /// Largest batch a stored log may hold (positions are u32; Kafka caps sizes at i32::MAX).
 const MAX_STORED_BATCH: usize = i32::MAX as usize;
+
+/// A produced batch, checked, waiting for its offsets.
+enum Produced<'a> {
+    /// A v2 batch and the attributes and maxTimestamp it is stored with.
+    V2 { h: BatchHeader, bytes: &'a [u8], attributes: i16, max_ts: i64 },
+    /// A legacy message (plain or wrapper).
+    Legacy { bytes: &'a [u8], p: legacy::Produced },
+}
 
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +114,9 @@ pub struct Log<D: Disk> {
     /// Last time-index timestamp of segments already deleted (SPEC T7.2 for a first segment
     /// whose own index is empty).
     deleted_last_ts: Option<i64>,
+    /// When the active segment last took an append (its file's mtime after a restart): the
+    /// T5.5 entry of a segment without timestamps when it closes.
+    last_append_ms: i64,
 }
 
 /// Result of scanning a segment's batches.
@@ -179,19 +187,21 @@ async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, from: Sc
                     break;
                 }
             };
-            let in_order = if h.base_offset == expected {
+            // Offsets are contiguous: a batch starts where the one before ended (a legacy
+            // wrapper, whose header names only its last offset, is taken to start there too).
+            let in_order = if h.first_offset.unwrap_or(expected) == expected && h.last_offset >= expected {
                 Ok(())
             } else {
-                Err(FormatError::OffsetGap { expected, found: h.base_offset })
+                Err(FormatError::OffsetGap { expected, found: h.first_offset.unwrap_or(h.last_offset) })
             };
             let checked = check_stored(bytes).and(in_order);
             if let Err(e) = checked {
                 failed = Some((Some(at), e));
                 break;
             }
-            index.on_batch((h.base_offset - base) as u32, pos + at as u64, h.total_len() as u64);
+            index.on_batch((h.index_offset() - base) as u32, pos + at as u64, h.total_len as u64);
             if let Some(t) = time.as_mut() {
-                t.on_batch(base, h.base_offset, h.max_timestamp);
+                t.on_batch(base, expected, h.max_timestamp);
             }
             expected = h.next_offset();
         }
@@ -433,6 +443,8 @@ impl<D: Disk> Log<D> {
                     let (mut time, rebuilt) = time_index_of(&disk, dir, &all, all.len() - 1, &config).await?;
                     report.rebuilt_time_indexes += rebuilt as usize;
                     time.last_ts = time.entries.last().map(|e| e.0).or(context_ts);
+                    // An empty segment (resumed as the active one) has no batch left unread.
+                    time.complete |= size == 0;
                     active = Some((next, size, index, time));
                     report.clean = true;
                 }
@@ -525,6 +537,7 @@ impl<D: Disk> Log<D> {
             last_time_roll_ms: i64::MIN,
             roll_reference_ms,
             deleted_last_ts: None,
+            last_append_ms: roll_reference_ms,
         };
         Ok((log, report))
     }
@@ -549,15 +562,15 @@ impl<D: Disk> Log<D> {
         let mut from = ScanFrom::start(base, config, None);
         from.time = None;
         if let Some(&(rel, p)) = entries.last() {
-            let head = file.read_at(p as u64, HEADER_LEN).await?;
-            let Ok(h) = BatchHeader::parse(&head) else {
+            let head = file.read_at(p as u64, MAX_HEADER_LEN).await?;
+            let Ok(h) = BatchInfo::parse(&head) else {
                 return Ok(None);
             };
-            if h.base_offset != base + rel as i64 {
+            if h.index_offset() != base + rel as i64 {
                 return Ok(None);
             }
             let index = OffsetIndex::from_entries(entries, offset_entries(config));
-            let len = h.total_len() as u64;
+            let len = h.total_len as u64;
             from.index = IndexBuilder::resume(index, len, config.index_interval_bytes);
             from.pos = p as u64 + len;
             from.expected = h.next_offset();
@@ -617,39 +630,50 @@ impl<D: Disk> Log<D> {
         self.segments.values_mut().next_back().expect("a log has a segment")
     }
 
-    /// Append the batches in `records` (one or more v2 batches, as a producer sent them) at
-    /// broker time `now` (ms). Every batch is checked before any is appended (format, size,
-    /// and for CreateTime topics every record's timestamp against the allowed window, SPEC
-    /// T3.1): on error nothing is appended. LogAppendTime topics get `now` stamped (T3.2).
+    /// Append the batches in `records` (v2 batches or legacy messages of magic 0 and 1, as a
+    /// producer sent them, SPEC T1.1) at broker time `now` (ms). Every batch is checked before
+    /// any is appended (format, size, and for CreateTime topics every record's timestamp
+    /// against the allowed window, SPEC T3.1, inner messages of legacy wrappers included): on
+    /// error nothing is appended. LogAppendTime topics get `now` stamped (T3.2); CreateTime
+    /// wrappers their largest inner timestamp (T3.3).
     pub fn append(&mut self, records: &[u8], now: i64) -> StorageResult<(AppendInfo, FlushDemand)> {
         if self.closing {
             return Err(StorageError::Closed);
         }
         let max = self.config.max_message_bytes;
-        let limit = decompress_limit(&self.config);
+        let limit = self.config.decompress_limit();
         let ts_type = self.config.message_timestamp_type;
         let (lo, hi) = self.config.timestamp_window(now);
-        // (header, bytes, attributes to store, maxTimestamp to store)
-        let mut batches: Vec<(BatchHeader, &[u8], i16, i64)> = Vec::new();
+        let check_window = |stats: RecordStats| {
+            let has_ts = stats.max_ts >= 0 || stats.min_ts != i64::MAX;
+            if ts_type == TimestampType::CreateTime
+                && has_ts
+                && (stats.min_ts < 0 || stats.min_ts < lo || stats.max_ts > hi)
+            {
+                let ts = if stats.min_ts < lo || stats.min_ts < 0 { stats.min_ts } else { stats.max_ts };
+                return Err(StorageError::InvalidTimestamp { ts, lo, hi });
+            }
+            Ok(())
+        };
+        let mut batches: Vec<Produced> = Vec::new();
         let mut walk = BatchWalk::new(records, MAX_STORED_BATCH);
         for item in walk.by_ref() {
-            let (_, _, bytes) = item?;
+            let (_, info, bytes) = item?;
             if bytes.len() as u64 > max {
                 return Err(StorageError::BatchTooLarge { size: bytes.len(), max });
             }
-            let (h, stats) = check_produced(bytes, limit)?;
-            let max_ts = match ts_type {
-                TimestampType::CreateTime => {
-                    let has_ts = stats.max_ts >= 0 || stats.min_ts != i64::MAX;
-                    if has_ts && (stats.min_ts < 0 || stats.min_ts < lo || stats.max_ts > hi) {
-                        let ts = if stats.min_ts < lo || stats.min_ts < 0 { stats.min_ts } else { stats.max_ts };
-                        return Err(StorageError::InvalidTimestamp { ts, lo, hi });
-                    }
-                    stats.max_ts
-                }
-                TimestampType::LogAppendTime => now,
-            };
-            batches.push((h, bytes, with_timestamp_type(h.attributes, ts_type), max_ts));
+            if info.magic == MAGIC_V2 {
+                let (h, stats) = check_produced(bytes, limit)?;
+                check_window(stats)?;
+                // What to store: CreateTime: the type bit cleared and the records' true largest
+                // timestamp; LogAppendTime: the bit set and `now`.
+                let max_ts = if ts_type == TimestampType::LogAppendTime { now } else { stats.max_ts };
+                batches.push(Produced::V2 { h, bytes, attributes: with_timestamp_type(h.attributes, ts_type), max_ts });
+            } else {
+                let p = legacy::check_produced(bytes, limit)?;
+                check_window(p.stats)?;
+                batches.push(Produced::Legacy { bytes, p });
+            }
         }
         if walk.pos() != records.len() {
             let have = records.len() - walk.pos();
@@ -663,28 +687,56 @@ impl<D: Disk> Log<D> {
         let mut info =
             AppendInfo { base_offset: self.log_end_offset(), last_offset: 0, records: 0, bytes: 0, log_append_time };
         let mut demand = FlushDemand::None;
-        for (h, bytes, attributes, max_ts) in batches {
+        let mut patched = [0u8; HEADER_LEN];
+        for batch in batches {
             let base = self.log_end_offset();
-            let last = base + h.last_offset_delta as i64;
-            if self.maybe_roll_for_time(now)
-                || self.active().needs_roll(bytes.len() as u64, last, self.config.segment_bytes)
-            {
+            // The stored bytes, `head` then `rest`, their largest timestamp and indexed offset.
+            let rebuilt;
+            let (count, head, rest, stored_max, index_offset): (i64, &[u8], &[u8], i64, i64) = match &batch {
+                Produced::V2 { h, bytes, attributes, max_ts } => {
+                    let count = h.last_offset_delta as i64 + 1;
+                    if *attributes != h.attributes || *max_ts != h.max_timestamp {
+                        patched = patched_header(bytes, base, *attributes, *max_ts);
+                        (count, &patched[..], &bytes[HEADER_LEN..], *max_ts, base)
+                    } else {
+                        patched[..8].copy_from_slice(&base.to_be_bytes());
+                        (count, &patched[..8], &bytes[8..], h.max_timestamp, base)
+                    }
+                }
+                Produced::Legacy { bytes, p } => {
+                    let count = p.count as i64;
+                    let indexed = if p.header.is_wrapper() { base + count - 1 } else { base };
+                    match legacy::stored_form(bytes, p, base, ts_type, now) {
+                        (legacy::Stored::Prefix { prefix, len }, ts) => {
+                            patched[..len].copy_from_slice(&prefix[..len]);
+                            (count, &patched[..len], &bytes[len..], ts, indexed)
+                        }
+                        (legacy::Stored::Rebuilt(v), ts) => {
+                            rebuilt = v;
+                            (count, &rebuilt[..], &[][..], ts, indexed)
+                        }
+                    }
+                }
+            };
+            let len = (head.len() + rest.len()) as u64;
+            let last = base + count - 1;
+            if self.maybe_roll_for_time(now) || self.active().needs_roll(len, last, self.config.segment_bytes) {
                 self.roll(now);
                 demand = FlushDemand::Kick;
             }
             let disk = self.disk.clone();
             let seg = self.active_mut();
-            let patch = (attributes != h.attributes || max_ts != h.max_timestamp).then_some((attributes, max_ts));
-            let stored_max = seg.append_batch(&disk, bytes, &h, base, patch);
+            seg.append_batch(&disk, head, rest, base, index_offset, last + 1);
             let seg_base = seg.base_offset;
             seg.time.as_mut().expect("active segment has its time index").on_batch(seg_base, base, stored_max);
             if seg.tail.as_ref().is_some_and(|t| t.has_unsubmitted()) {
                 demand = FlushDemand::Kick;
             }
             info.last_offset = last;
-            info.records += h.record_count as u64;
-            info.bytes += bytes.len() as u64;
+            info.records += count as u64;
+            info.bytes += len;
         }
+        self.last_append_ms = now;
         self.unflushed_records += info.records;
         if self.unflushed_records >= self.config.flush_messages
             || self.unflushed_bytes() > self.config.max_unflushed_bytes
@@ -735,11 +787,12 @@ impl<D: Disk> Log<D> {
     /// Mark the active segment Closing with its close entry; returns the log's last
     /// time-index timestamp after it.
     fn close_active(&mut self) -> Option<i64> {
+        let last_append_ms = self.last_append_ms;
         let seg = self.active_mut();
         seg.state = SegmentState::Closing;
         let (base, last) = (seg.base_offset, seg.next_offset - 1);
         let time = seg.time.as_mut().expect("active segment has its time index");
-        time.on_close(base, last, None);
+        time.on_close(base, last, Some(last_append_ms));
         time.last_ts
     }
 
@@ -922,19 +975,10 @@ impl<D: Disk> Log<D> {
         let t = match t {
             -1 => return TimePlan::Found(Some((limit, -1))),
             -2 => return TimePlan::Found(Some((self.log_start_offset(), -1))),
-            -3 => {
-                // The largest timestamp among the records a reader can see: every record
-                // before the last entry below `limit` has a smaller timestamp than that entry's
-                // batch (T5.1), so a scan from that entry to `limit` finds it. (Not the
-                // log-wide maximum, which may be beyond the limit or already deleted.)
-                for (&b, seg) in self.segments.iter().rev() {
-                    let Some(time) = seg.time.as_ref() else { return TimePlan::NeedIndex(b) };
-                    if let Some(&(_, rel)) = time.entries.iter().rev().find(|&&(_, r)| b + (r as i64) < limit) {
-                        return TimePlan::ScanMax { from: (b + rel as i64).max(self.log_start_offset()), limit };
-                    }
-                }
-                return TimePlan::ScanMax { from: self.log_start_offset(), limit };
-            }
+            // The largest timestamp among the records a reader can see (not the log-wide
+            // maximum, which may be beyond the limit or already deleted): scanned back from
+            // the limit, entry by entry ([`Log::max_scan_start`]).
+            -3 => return TimePlan::ScanMax { limit },
             t if t < 0 => return TimePlan::Found(None),
             t => t,
         };
@@ -969,6 +1013,25 @@ impl<D: Disk> Log<D> {
             }
         }
         TimePlan::Scan { from: best.unwrap_or(self.log_start_offset()).max(self.log_start_offset()), t, limit }
+    }
+
+    /// Where a `-3` scan ending before offset `before` starts: the last time-index entry at an
+    /// offset below `before`, as (offset, timestamp), or `None` for the log start. Every record
+    /// before an entry's offset has a smaller timestamp than the entry (T5.1), and the batch at
+    /// the offset of a bucket or close entry holds a timestamp at least the entry's. So once a
+    /// scan from an entry to the limit has found a timestamp at least the entry's, nothing
+    /// earlier can beat it; if it has not, the entry was a T5.5 entry (a segment without
+    /// timestamps; it names no record) and the scan steps back to the entry before.
+    /// `Err(base)`: load that segment's indexes first.
+    pub fn max_scan_start(&self, before: i64) -> Result<Option<(i64, i64)>, i64> {
+        let start = self.log_start_offset();
+        for (&b, seg) in self.segments.range(..before).rev() {
+            let Some(time) = seg.time.as_ref() else { return Err(b) };
+            if let Some(&(t, rel)) = time.entries.iter().rev().find(|&&(_, r)| b + (r as i64) < before) {
+                return Ok(Some(((b + rel as i64).max(start), t)));
+            }
+        }
+        Ok(None)
     }
 
     /// SPEC T7.2: the largest timestamp of segment `base`: its last time-index entry, or an
@@ -1311,9 +1374,9 @@ impl<D: Disk> IndexLoad<D> {
         let loaded = match loaded {
             Some(Ok(entries)) => match entries.last() {
                 Some(&(rel, pos)) => {
-                    let head = file.read_at(pos as u64, HEADER_LEN).await?;
-                    match BatchHeader::parse(&head) {
-                        Ok(h) if h.base_offset == self.base + rel as i64 => Some(Ok(entries)),
+                    let head = file.read_at(pos as u64, MAX_HEADER_LEN).await?;
+                    match BatchInfo::parse(&head) {
+                        Ok(h) if h.index_offset() == self.base + rel as i64 => Some(Ok(entries)),
                         _ => Some(Err(crate::storage::format::index::IndexError::NotIncreasing(entries.len() - 1))),
                     }
                 }
@@ -1371,8 +1434,9 @@ pub enum TimePlan {
     /// Scan batches from offset `from` (a batch's first offset) for the first record with a
     /// timestamp `>= t` below offset `limit`.
     Scan { from: i64, t: i64, limit: i64 },
-    /// Scan batches from `from` to `limit` for the largest timestamp and its first record.
-    ScanMax { from: i64, limit: i64 },
+    /// Find the largest timestamp below offset `limit` and its first record, scanning back
+    /// from the limit ([`Log::max_scan_start`]).
+    ScanMax { limit: i64 },
 }
 
 /// A planned read.
@@ -1411,14 +1475,14 @@ fn pick_batches(
     let mut walk = BatchWalk::new(bytes, MAX_STORED_BATCH);
     while let Some(item) = walk.next() {
         let (at, h, batch) = item.map_err(|e| (walk.pos(), e))?;
-        if h.last_offset() < offset {
+        if h.last_offset < offset {
             continue;
         }
         let have = already + kept.as_ref().map_or(0, |r| r.len());
-        if have == 0 && h.base_offset > offset {
+        if let Some(first) = h.first_offset.filter(|&f| have == 0 && f > offset) {
             // The index (or the data) skipped the batch holding `offset`: never serve a read
             // that silently misses records.
-            return Err((at, FormatError::OffsetGap { expected: offset, found: h.base_offset }));
+            return Err((at, FormatError::OffsetGap { expected: offset, found: first }));
         }
         if have > 0 && have + batch.len() > max_bytes {
             return Ok((kept.unwrap_or(at..at), at, true));

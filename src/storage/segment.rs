@@ -16,7 +16,6 @@
 //! - offset-index entries strictly increase in relative offset and position.
 
 use crate::io::{align_down, align_up, Disk, IoBuf, PAGE};
-use crate::storage::format::batch::{patched_header, BatchHeader, HEADER_LEN};
 use crate::storage::format::index::encode_offset_entry;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -48,7 +47,8 @@ impl OffsetIndex {
         OffsetIndex { entries, max_entries: max_entries.max(1) }
     }
 
-    /// Position of the last indexed batch whose relative base offset is `<= rel`, or 0.
+    /// Position of the last indexed batch whose relative indexed offset is `<= rel`, or 0:
+    /// that batch is at or before the one holding `rel`.
     pub fn lookup(&self, rel: u32) -> u32 {
         let i = self.entries.partition_point(|&(r, _)| r <= rel);
         if i == 0 {
@@ -102,7 +102,8 @@ impl IndexBuilder {
         IndexBuilder { index, bytes_since_entry: bytes_after_last, interval }
     }
 
-    /// Record a batch of `len` bytes at `pos` with relative base offset `rel`.
+    /// Record a batch of `len` bytes at `pos` whose indexed offset (`BatchInfo::index_offset`)
+    /// is `rel` past the segment's base.
     pub fn on_batch(&mut self, rel: u32, pos: u64, len: u64) {
         if self.bytes_since_entry >= self.interval {
             self.index.push(rel, pos as u32);
@@ -222,10 +223,13 @@ impl TimeBuilder {
     }
 
     /// SPEC T5.3: the segment (holding offsets up to `last_offset`) is closed; its largest
-    /// timestamp becomes an exact entry if it is the log's largest. With `mtime_ms` (rebuilding
-    /// older data, T8.3), a segment none of whose records has a timestamp gets T5.5's entry
-    /// (its file's mtime, its last offset). Live v2 segments never get an mtime entry, so the
-    /// last entry of a closed log stays its largest *record* timestamp (what `-3` answers).
+    /// timestamp becomes an exact entry if it is the log's largest. SPEC T5.5: a segment none of
+    /// whose records has a timestamp (magic 0, or v2 records with -1) gets one entry instead,
+    /// (`mtime_ms`, its last offset), if that is above the log's last entry: when it is closed
+    /// live, the time of its last append (what its file's mtime is, within `flush.ms`); when
+    /// its index is rebuilt (T8.3), its file's mtime. So retention by time (T7.2) reaches
+    /// segments without timestamps too. Such an entry names no record: `-3` steps back past
+    /// it (see `Log::max_scan_start`).
     pub fn on_close(&mut self, seg_base: i64, last_offset: i64, mtime_ms: Option<i64>) {
         if last_offset < seg_base {
             return; // empty segment
@@ -426,39 +430,26 @@ impl<D: Disk> Segment<D> {
             || last_offset - self.base_offset > u32::MAX as i64
     }
 
-    /// Append a validated batch whose header says `h`, giving it `base` as its base offset,
-    /// and, when `patch` is given, new attributes and maxTimestamp (CRC recomputed; SPEC
-    /// T3.2). Copies the batch once, into the tail. Returns the batch's stored maxTimestamp.
-    pub fn append_batch(
-        &mut self,
-        disk: &D,
-        batch: &[u8],
-        h: &BatchHeader,
-        base: i64,
-        patch: Option<(i16, i64)>,
-    ) -> i64 {
+    /// Append a validated batch of any magic holding offsets `base..next_offset`. Its stored
+    /// bytes are `head` then `rest`: the wire bytes with the prefix the broker rewrote (the
+    /// offset, and where SPEC T3.2 and T3.3 say so a timestamp, attributes and the CRC) as
+    /// `head`, or a whole rebuilt batch as `head` and nothing as `rest`. Copies them once,
+    /// into the tail. `index_offset` is what the offset index records for the batch
+    /// (`BatchInfo::index_offset`).
+    pub fn append_batch(&mut self, disk: &D, head: &[u8], rest: &[u8], base: i64, index_offset: i64, next_offset: i64) {
         assert_eq!(self.state, SegmentState::Active, "append to a segment that is not active");
         assert_eq!(base, self.next_offset, "offsets must be contiguous");
+        assert!(base <= index_offset && index_offset < next_offset, "the indexed offset lies in the batch");
         let pos = self.size;
-        let len = batch.len() as u64;
-        self.index.as_mut().expect("active segment has its index").on_batch((base - self.base_offset) as u32, pos, len);
+        let len = (head.len() + rest.len()) as u64;
+        let rel = (index_offset - self.base_offset) as u32;
+        self.index.as_mut().expect("active segment has its index").on_batch(rel, pos, len);
         let tail = self.tail.as_mut().expect("active segment has a tail");
-        let max_ts = match patch {
-            None => {
-                tail.push(disk, &base.to_be_bytes());
-                tail.push(disk, &batch[8..]);
-                h.max_timestamp
-            }
-            Some((attributes, max_ts)) => {
-                tail.push(disk, &patched_header(batch, base, attributes, max_ts));
-                tail.push(disk, &batch[HEADER_LEN..]);
-                max_ts
-            }
-        };
+        tail.push(disk, head);
+        tail.push(disk, rest);
         self.size += len;
-        self.next_offset = base + h.last_offset_delta as i64 + 1;
+        self.next_offset = next_offset;
         debug_assert_eq!(tail.end(), self.size);
-        max_ts
     }
 
     /// Rough memory held by this segment (tail and index).

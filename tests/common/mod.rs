@@ -1,7 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use tidemark::storage::format::batch::{BatchBuilder, BatchHeader, BatchWalk};
+use tidemark::storage::format::batch::{BatchBuilder, BatchHeader};
+use tidemark::storage::format::{BatchInfo, BatchWalk};
 
 /// A batch of `n` records whose values encode `tag` and the record index, so every batch in a
 /// test is distinct and a wrong or shifted read cannot pass.
@@ -22,18 +23,33 @@ pub fn with_base(batch: &[u8], base: i64) -> Vec<u8> {
     b
 }
 
-/// Split stored bytes into (header, bytes) per batch; panics on anything but whole batches.
+/// Split stored bytes into (header, bytes) per v2 batch; panics on anything but whole v2
+/// batches.
 pub fn batches(bytes: &[u8]) -> Vec<(BatchHeader, Vec<u8>)> {
     let mut walk = BatchWalk::new(bytes, usize::MAX >> 1);
     let out: Vec<_> = walk
         .by_ref()
         .map(|r| {
-            let (_, h, b) = r.expect("whole batches");
-            (h, b.to_vec())
+            let (_, _, b) = r.expect("whole batches");
+            (BatchHeader::parse(b).expect("a v2 batch"), b.to_vec())
         })
         .collect();
     assert_eq!(walk.pos(), bytes.len(), "a read returned a partial batch");
     out
+}
+
+/// Split stored bytes into (header, bytes) per batch of any magic; panics on anything but
+/// whole batches.
+pub fn stored_batches(bytes: &[u8]) -> Vec<(BatchInfo, Vec<u8>)> {
+    let mut walk = BatchWalk::new(bytes, usize::MAX >> 1);
+    let out: Vec<_> = walk.by_ref().map(|r| r.map(|(_, h, b)| (h, b.to_vec())).expect("whole batches")).collect();
+    assert_eq!(walk.pos(), bytes.len(), "a read returned a partial batch");
+    out
+}
+
+/// The entries of a legacy message set, each as its own bytes.
+pub fn legacy_entries(set: &[u8]) -> Vec<Vec<u8>> {
+    stored_batches(set).into_iter().map(|(_, b)| b).collect()
 }
 
 /// Run a future on a fresh glommio executor (storage's DMA disk and flusher need one).

@@ -1,4 +1,5 @@
-//! Kafka v2 record batches (magic 2), byte for byte as clients send them.
+//! Kafka v2 record batches (magic 2), byte for byte as clients send them. (Legacy messages
+//! are in `legacy`; what every magic shares, framing and walking, in `stored`.)
 //!
 //! ```text
 //! off len field                  off len field
@@ -50,7 +51,7 @@ pub enum FormatError {
     Truncated { need: usize, have: usize },
     #[error("invalid batch length {0}")]
     BadLength(i64),
-    #[error("unsupported magic {0} (expected 2)")]
+    #[error("unsupported magic {0}")]
     BadMagic(i8),
     #[error("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
     BadCrc { stored: u32, computed: u32 },
@@ -132,21 +133,6 @@ fn be_i32(b: &[u8], at: usize) -> i32 {
 }
 fn be_i16(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes(b[at..at + 2].try_into().expect("2 bytes"))
-}
-
-/// The total size of the batch starting at `buf[0]`, from its first 12 bytes, after checking
-/// that batchLength is plausible (at least a header, at most `max_total`). `Ok(None)` when
-/// fewer than 12 bytes are available.
-pub fn frame_len(buf: &[u8], max_total: usize) -> Result<Option<usize>, FormatError> {
-    if buf.len() < LOG_OVERHEAD {
-        return Ok(None);
-    }
-    let len = be_i32(buf, OFF_LENGTH) as i64;
-    let total = len + LOG_OVERHEAD as i64;
-    if total < HEADER_LEN as i64 || total > max_total as i64 {
-        return Err(FormatError::BadLength(len));
-    }
-    Ok(Some(total as usize))
 }
 
 impl BatchHeader {
@@ -433,49 +419,6 @@ impl<'a> Iterator for Records<'a> {
     }
 }
 
-/// Walks concatenated batches in a buffer, header by header, without checking CRCs.
-/// Stops at the first incomplete batch; `rest()` tells where.
-pub struct BatchWalk<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    max_total: usize,
-}
-
-impl<'a> BatchWalk<'a> {
-    pub fn new(buf: &'a [u8], max_total: usize) -> Self {
-        BatchWalk { buf, pos: 0, max_total }
-    }
-
-    /// Bytes consumed by the complete batches returned so far.
-    pub fn pos(&self) -> usize {
-        self.pos
-    }
-}
-
-impl<'a> Iterator for BatchWalk<'a> {
-    /// (position in the buffer, header, whole batch bytes)
-    type Item = Result<(usize, BatchHeader, &'a [u8]), FormatError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let rest = &self.buf[self.pos..];
-        let total = match frame_len(rest, self.max_total) {
-            Ok(Some(t)) => t,
-            Ok(None) => return None,
-            Err(e) => return Some(Err(e)),
-        };
-        if rest.len() < total {
-            return None;
-        }
-        let h = match BatchHeader::parse(rest) {
-            Ok(h) => h,
-            Err(e) => return Some(Err(e)),
-        };
-        let at = self.pos;
-        self.pos += total;
-        Some(Ok((at, h, &rest[..total])))
-    }
-}
-
 /// Builds v2 batches: for tests, benches and the load generator.
 #[derive(Debug, Clone)]
 pub struct BatchBuilder {
@@ -674,6 +617,7 @@ mod tests {
         let mut bytes = simple_batch(1, 1, 1);
         bytes[OFF_MAGIC] = 1;
         assert_eq!(check_stored(&bytes), Err(FormatError::BadMagic(1)));
+        use crate::storage::format::stored::frame_len;
         assert!(frame_len(&[0u8; 12], 1 << 20).is_err(), "a zero length is not a batch");
         assert_eq!(frame_len(&[0u8; 11], 1 << 20), Ok(None));
     }
@@ -683,7 +627,7 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             let _ = check_produced(&bytes, 1 << 20);
-            for item in BatchWalk::new(&bytes, 1 << 20) {
+            for item in crate::storage::format::stored::BatchWalk::new(&bytes, 1 << 20) {
                 if item.is_err() { break; }
             }
         }

@@ -1,6 +1,13 @@
-//! Compression codecs of record batches: gzip, snappy (raw or Java's xerial framing), lz4
-//! (frame format) and zstd. The broker decompresses to check every record (SPEC T3.1) and to
-//! find the exact record of a time lookup (T6.2); it never recompresses v2 batches.
+//! Compression codecs of record batches and legacy wrapper messages (SPEC T1.3): gzip, snappy
+//! (raw or Java's xerial framing), lz4 (frame format) and zstd. The broker decompresses to
+//! check every record (SPEC T3.1) and to find the exact record of a time lookup (T6.2); it
+//! never recompresses v2 batches. It compresses only legacy wrappers it must rebuild (T3.2)
+//! and batches it down-converts for old fetch versions (T1.1).
+//!
+//! Kafka's magic-0 lz4 quirk (KAFKA-3160): magic-0 clients computed the lz4 frame's header
+//! checksum over the 4 magic bytes too. Magic-0 wrappers are decoded with the checksum
+//! corrected first (whichever way the sender computed it) and written with the broken one,
+//! which is what magic-0 readers expect.
 //!
 //! Decompression is bounded: output past `limit` bytes is an error, never an allocation.
 
@@ -61,6 +68,44 @@ pub fn decompress(codec: Compression, data: &[u8], limit: usize) -> Result<Vec<u
     }
 }
 
+/// Decompress the value of a legacy wrapper message of `magic` (0 or 1).
+pub fn decompress_legacy(codec: Compression, magic: i8, data: &[u8], limit: usize) -> Result<Vec<u8>, FormatError> {
+    if codec == Compression::Lz4 && magic == 0 {
+        let mut fixed = data.to_vec();
+        let hc = lz4_header_checksum_at(&fixed).ok_or_else(|| bad(codec, "truncated lz4 frame header"))?;
+        fixed[hc] = lz4_header_checksum(&fixed[4..hc]);
+        return decompress(codec, &fixed, limit);
+    }
+    decompress(codec, data, limit)
+}
+
+/// Compress the inner messages of a legacy wrapper of `magic` (0 or 1).
+pub fn compress_legacy(codec: Compression, magic: i8, data: &[u8]) -> Vec<u8> {
+    let mut out = compress(codec, data);
+    if codec == Compression::Lz4 && magic == 0 {
+        let hc = lz4_header_checksum_at(&out).expect("a frame we wrote has a header");
+        out[hc] = lz4_header_checksum(&out[..hc]);
+    }
+    out
+}
+
+/// Position of the header checksum byte of the lz4 frame in `frame`: after the magic, FLG,
+/// BD and the optional content size (FLG bit 3) and dictionary id (FLG bit 0).
+fn lz4_header_checksum_at(frame: &[u8]) -> Option<usize> {
+    const LZ4_MAGIC: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
+    if frame.len() < 7 || frame[..4] != LZ4_MAGIC {
+        return None;
+    }
+    let flg = frame[4];
+    let at = 6 + if flg & 0x08 != 0 { 8 } else { 0 } + if flg & 0x01 != 0 { 4 } else { 0 };
+    (at < frame.len()).then_some(at)
+}
+
+/// The lz4 frame header checksum of `descriptor`: the second byte of its xxHash32.
+fn lz4_header_checksum(descriptor: &[u8]) -> u8 {
+    (twox_hash::XxHash32::oneshot(0, descriptor) >> 8) as u8
+}
+
 /// Compress a records section (for tests, benches and the load generator). Snappy uses the
 /// xerial framing, as the Java client does.
 pub fn compress(codec: Compression, data: &[u8]) -> Vec<u8> {
@@ -110,6 +155,19 @@ mod tests {
                 assert!(decompress(codec, &c[..c.len() / 2], 1 << 20).is_err(), "{codec:?} truncated");
             }
         }
+        // Legacy wrappers: every codec round trips at both magics; magic 0 lz4 carries the
+        // broken header checksum (KAFKA-3160) and is read back whether broken or correct.
+        for codec in ALL {
+            for magic in [0, 1] {
+                let c = compress_legacy(codec, magic, &data);
+                assert_eq!(decompress_legacy(codec, magic, &c, data.len()).unwrap(), data, "{codec:?} magic {magic}");
+            }
+        }
+        let broken = compress_legacy(Compression::Lz4, 0, &data);
+        assert!(decompress(Compression::Lz4, &broken, 1 << 20).is_err(), "the standard decoder refuses it");
+        let proper = compress(Compression::Lz4, &data);
+        assert_eq!(decompress_legacy(Compression::Lz4, 0, &proper, 1 << 20).unwrap(), data);
+        assert!(decompress_legacy(Compression::Lz4, 0, &proper[..5], 1 << 20).is_err());
         // Raw (unframed) snappy, as some clients send it.
         let raw = snap::raw::Encoder::new().compress_vec(&data).unwrap();
         assert_eq!(decompress(Compression::Snappy, &raw, 1 << 20).unwrap(), data);

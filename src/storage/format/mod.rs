@@ -5,7 +5,11 @@
 
 pub mod batch;
 pub mod compression;
+pub mod convert;
 pub mod index;
+pub mod legacy;
+pub mod stored;
 pub mod varint;
 
 pub use batch::{BatchHeader, Compression, FormatError, TimestampType};
+pub use stored::{BatchInfo, BatchWalk};

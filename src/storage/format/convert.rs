@@ -1,0 +1,237 @@
+//! Down-conversion for readers of older formats (SPEC T1.1): a Fetch of version 0 or 1 reads
+//! magic 0, of version 2 or 3 magic 1. Stored batches of a newer magic are rewritten as
+//! legacy messages of the reader's magic; the rest pass as they are. This is the only
+//! re-encoding on the read path, and only for such readers.
+//!
+//! - v2 batch to magic 1: each record becomes a message with the record's timestamp (under
+//!   LogAppendTime, the batch's, with the type bit); to magic 0, without timestamps. A
+//!   compressed batch becomes one wrapper of its codec holding them (inner offsets relative
+//!   for magic 1, absolute for magic 0; the wrapper's offset its last; a magic-1 wrapper's
+//!   timestamp the largest, inner ones -1 under LogAppendTime, SPEC T3.2, T3.3), an
+//!   uncompressed one a run of plain messages. Headers have no legacy form and are dropped;
+//!   control batches (transaction markers) are left out.
+//! - magic 1 to magic 0: the same messages without timestamps (a wrapper decompressed and
+//!   rebuilt).
+//! - zstd came with v2 batches and no client of these versions decodes it: zstd batches and
+//!   wrappers reach such readers recompressed with gzip.
+//!
+//! Work is bounded: batches are converted in order until the output reaches `max_bytes` (the
+//! first is converted whole), each decompressed within `limit` bytes.
+
+use super::batch::{BatchHeader, Compression, FormatError, Records, TimestampType, MAGIC_V2};
+use super::legacy::{self, LegacyHeader, MAGIC_V0, MAGIC_V1};
+use super::stored::{BatchInfo, BatchWalk};
+use bytes::Bytes;
+
+/// The codec a reader of magic 0 or 1 gets for `codec`: zstd came with v2 batches, and no
+/// client of these versions decodes it, so such batches are recompressed with gzip.
+fn legacy_codec(codec: Compression) -> Compression {
+    match codec {
+        Compression::Zstd => Compression::Gzip,
+        other => other,
+    }
+}
+
+/// `bytes` (whole stored batches) as a reader of magic `to` (0 or 1) can read them, at most
+/// about `max_bytes` of them.
+pub fn down_convert(bytes: Bytes, to: i8, max_bytes: usize, limit: usize) -> Result<Bytes, FormatError> {
+    assert!(to == MAGIC_V0 || to == MAGIC_V1, "down-conversion is to a legacy magic");
+    let convert = |info: &BatchInfo| info.magic > to || legacy_codec(info.compression) != info.compression;
+    if !BatchWalk::new(&bytes, usize::MAX >> 1).any(|b| b.is_ok_and(|(_, info, _)| convert(&info))) {
+        return Ok(bytes);
+    }
+    let mut out = Vec::with_capacity(bytes.len().min(max_bytes.saturating_add(1 << 16)));
+    for item in BatchWalk::new(&bytes, usize::MAX >> 1) {
+        let (_, info, batch) = item?;
+        if !out.is_empty() && out.len() >= max_bytes {
+            break;
+        }
+        if !convert(&info) {
+            out.extend_from_slice(batch);
+        } else if info.magic == MAGIC_V2 {
+            v2_to_legacy(batch, to, limit, &mut out)?;
+        } else {
+            legacy_to(batch, to, limit, &mut out)?;
+        }
+    }
+    Ok(Bytes::from(out))
+}
+
+fn v2_to_legacy(batch: &[u8], to: i8, limit: usize, out: &mut Vec<u8>) -> Result<(), FormatError> {
+    let h = BatchHeader::parse(batch)?;
+    if h.is_control() {
+        return Ok(());
+    }
+    let codec = legacy_codec(h.compression()?);
+    let section = super::batch::records_section(&h, batch, limit)?;
+    let lat = h.timestamp_type() == TimestampType::LogAppendTime;
+    let t = if lat { TimestampType::LogAppendTime } else { TimestampType::CreateTime };
+    let mut messages = Vec::with_capacity(section.len() + 34 * h.record_count.max(0) as usize);
+    let (mut last, mut max_ts) = (None, -1i64);
+    for r in Records::new(&section, h.record_count) {
+        let r = r?;
+        let offset = h.base_offset + r.offset_delta as i64;
+        let ts = if lat { h.max_timestamp } else { h.first_timestamp.saturating_add(r.timestamp_delta) };
+        max_ts = max_ts.max(ts);
+        let (inner_offset, inner_ts, attributes) = match codec {
+            Compression::None => (offset, ts, legacy::attributes(to, Compression::None, t)),
+            _ if to == MAGIC_V0 => (offset, -1, 0),
+            _ => (r.offset_delta as i64, if lat { -1 } else { ts }, 0),
+        };
+        legacy::write(&mut messages, inner_offset, to, attributes, inner_ts, r.key, r.value);
+        last = Some(offset);
+    }
+    let Some(last) = last else { return Ok(()) };
+    if codec == Compression::None {
+        out.extend_from_slice(&messages);
+    } else {
+        legacy::write_wrapper(out, to, codec, last, max_ts, t, &messages);
+    }
+    Ok(())
+}
+
+/// A legacy message rewritten as magic `to` (a magic-1 message as magic 0, or a zstd wrapper
+/// as gzip), with the offsets and timestamps its reader saw.
+fn legacy_to(entry: &[u8], to: i8, limit: usize, out: &mut Vec<u8>) -> Result<(), FormatError> {
+    let h = LegacyHeader::parse(entry)?;
+    let t = h.timestamp_type();
+    let lat = t == TimestampType::LogAppendTime;
+    let mut scratch = Vec::new();
+    let records = legacy::records(entry, &mut scratch, limit)?;
+    if !h.is_wrapper() {
+        let r = &records[0];
+        legacy::write(out, r.offset, to, legacy::attributes(to, Compression::None, t), r.timestamp, r.key, r.value);
+        return Ok(());
+    }
+    let first = records[0].offset;
+    let mut inner = Vec::new();
+    for r in &records {
+        let (offset, ts) =
+            if to == MAGIC_V0 { (r.offset, -1) } else { (r.offset - first, if lat { -1 } else { r.timestamp }) };
+        legacy::write(&mut inner, offset, to, 0, ts, r.key, r.value);
+    }
+    let ts = if to == MAGIC_V0 { -1 } else { h.timestamp };
+    legacy::write_wrapper(out, to, legacy_codec(h.compression()?), h.offset, ts, t, &inner);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::format::batch::BatchBuilder;
+    use crate::storage::format::legacy::LegacyBuilder;
+    use crate::storage::format::stored::check_stored;
+    use proptest::prelude::*;
+
+    const CODECS: [Compression; 5] =
+        [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
+
+    /// Every record of converted bytes: (offset, timestamp, type, key, value).
+    type Rec = (i64, i64, TimestampType, Option<Vec<u8>>, Option<Vec<u8>>);
+    /// A record to build: (timestamp, key, value).
+    type Spec = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
+    fn legacy_records(bytes: &[u8], magic: i8) -> Vec<Rec> {
+        let mut out = Vec::new();
+        for item in BatchWalk::new(bytes, usize::MAX >> 1) {
+            let (_, info, entry) = item.unwrap();
+            assert_eq!(info.magic, magic);
+            check_stored(entry).unwrap();
+            let mut scratch = Vec::new();
+            for r in legacy::records(entry, &mut scratch, 1 << 24).unwrap() {
+                out.push((
+                    r.offset,
+                    r.timestamp,
+                    r.timestamp_type,
+                    r.key.map(<[u8]>::to_vec),
+                    r.value.map(<[u8]>::to_vec),
+                ));
+            }
+        }
+        out
+    }
+
+    fn stored_v2(records: &[Spec], codec: Compression, base: i64, lat: Option<i64>) -> Vec<u8> {
+        let mut b = BatchBuilder::new();
+        for (ts, k, v) in records {
+            b.push(*ts, k.as_deref(), v.as_deref(), &[(b"h", Some(b"dropped"))]);
+        }
+        let mut bytes = b.finish_compressed(codec);
+        if let Some(now) = lat {
+            let h = BatchHeader::parse(&bytes).unwrap();
+            let attrs = crate::storage::format::batch::with_timestamp_type(h.attributes, TimestampType::LogAppendTime);
+            let head = crate::storage::format::batch::patched_header(&bytes, base, attrs, now);
+            bytes[..head.len()].copy_from_slice(&head);
+        } else {
+            crate::storage::format::batch::set_base_offset(&mut bytes, base);
+        }
+        bytes
+    }
+
+    proptest! {
+        /// spec: T1.1 — down-converted v2 batches hold the same records at the same offsets;
+        /// spec: T4.1, T4.2 — magic 1 keeps each record's timestamp (the batch's under
+        /// LogAppendTime, with its type), magic 0 none; every codec (T1.3).
+        #[test]
+        fn v2_converts_with_offsets_and_timestamps(
+            recs in proptest::collection::vec((0i64..1 << 40, proptest::option::of(proptest::collection::vec(any::<u8>(), 0..8)),
+                proptest::option::of(proptest::collection::vec(any::<u8>(), 0..30))), 1..12),
+            codec in 0usize..5, to in 0i8..2, base in 0i64..1_000_000, lat in proptest::option::of(0i64..1 << 40)) {
+            let codec = CODECS[codec];
+            let stored = stored_v2(&recs, codec, base, lat);
+            let out = down_convert(Bytes::from(stored), to, 1 << 20, 1 << 24).unwrap();
+            let got = legacy_records(&out, to);
+            for (_, info, _) in BatchWalk::new(&out, usize::MAX >> 1).map(Result::unwrap) {
+                prop_assert_ne!(info.compression, Compression::Zstd, "no zstd for legacy readers");
+            }
+            prop_assert_eq!(got.len(), recs.len());
+            for (i, (g, (ts, k, v))) in got.iter().zip(&recs).enumerate() {
+                prop_assert_eq!(g.0, base + i as i64);
+                let want_ts = match (to, lat) { (0, _) => -1, (_, Some(now)) => now, _ => *ts };
+                prop_assert_eq!(g.1, want_ts);
+                let want_type = if to == 1 && lat.is_some() { TimestampType::LogAppendTime } else { TimestampType::CreateTime };
+                prop_assert_eq!(g.2, want_type);
+                prop_assert_eq!(&g.3, k);
+                prop_assert_eq!(&g.4, v);
+            }
+        }
+    }
+
+    /// magic 1 to magic 0 keeps offsets and payloads (plain and wrapped); bytes already of the
+    /// reader's magic pass untouched (the same buffer); the output stops near `max_bytes`.
+    #[test]
+    fn v1_converts_to_v0_and_older_bytes_pass() {
+        let mut plain = LegacyBuilder::new(MAGIC_V1, Compression::None);
+        plain.push(5, Some(b"k"), Some(b"a"));
+        let mut wrapped = LegacyBuilder::new(MAGIC_V1, Compression::Lz4);
+        wrapped.push(6, None, Some(b"b"));
+        wrapped.push(7, None, Some(b"c"));
+        let mut w = wrapped.finish();
+        w[..8].copy_from_slice(&2i64.to_be_bytes()); // stored at offsets 1..=2
+        let v1 = [plain.finish(), w].concat();
+        let out = down_convert(Bytes::from(v1.clone()), MAGIC_V0, 1 << 20, 1 << 20).unwrap();
+        let got = legacy_records(&out, MAGIC_V0);
+        assert_eq!(
+            got.iter().map(|r| (r.0, r.1, r.4.clone().unwrap())).collect::<Vec<_>>(),
+            vec![(0, -1, b"a".to_vec()), (1, -1, b"b".to_vec()), (2, -1, b"c".to_vec())]
+        );
+        // A zstd v1 wrapper reaches a magic-1 reader as gzip, records unchanged.
+        let mut z = LegacyBuilder::new(MAGIC_V1, Compression::Zstd);
+        z.push(8, None, Some(b"z1"));
+        z.push(9, None, Some(b"z2"));
+        let out = down_convert(Bytes::from(z.finish()), MAGIC_V1, 1 << 20, 1 << 20).unwrap();
+        assert_eq!(LegacyHeader::parse(&out).unwrap().compression().unwrap(), Compression::Gzip);
+        assert_eq!(legacy_records(&out, MAGIC_V1).iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(), vec![(0, 8), (1, 9)]);
+        let same = Bytes::from(v1);
+        let passed = down_convert(same.clone(), MAGIC_V1, 1 << 20, 1 << 20).unwrap();
+        assert_eq!(passed.as_ptr(), same.as_ptr(), "no copy when nothing is newer");
+        // Bounded: a second batch is not converted once the first reached max_bytes.
+        let two = [
+            stored_v2(&[(1, None, Some(vec![1; 100]))], Compression::None, 0, None),
+            stored_v2(&[(2, None, Some(vec![2; 100]))], Compression::None, 1, None),
+        ]
+        .concat();
+        let out = down_convert(Bytes::from(two), MAGIC_V1, 10, 1 << 20).unwrap();
+        assert_eq!(legacy_records(&out, MAGIC_V1).len(), 1);
+    }
+}

@@ -1,0 +1,721 @@
+//! Legacy message sets: magic 0 (no timestamp) and magic 1 (with a timestamp, KIP-32), byte
+//! for byte as old clients send them (SPEC T1.1).
+//!
+//! A message set is a sequence of log entries:
+//!
+//! ```text
+//! off len field
+//!   0   8 offset       (a wrapper's: the offset of its last inner message)
+//!   8   4 size         (bytes after this field)
+//!  12   4 crc          (CRC-32, IEEE, of bytes 16..end)
+//!  16   1 magic        (0 or 1)
+//!  17   1 attributes   (bits 0-2 codec, bit 3 timestamp type: 1 = LogAppendTime, magic 1)
+//!  18   8 timestamp    (magic 1 only)
+//!   .   4 key length   (-1 = null), key
+//!   .   4 value length (-1 = null), value
+//! ```
+//!
+//! Integers are big-endian; the first 12 bytes and the magic sit where a v2 batch has its
+//! baseOffset, batchLength and magic, so one walk frames both. A compressed message (a
+//! *wrapper*) holds a compressed message set of *inner* messages of the same magic, never
+//! compressed again. Inner offsets: magic 0 absolute, magic 1 relative (0, 1, ... n-1; the
+//! wrapper's offset is the absolute offset of the last). The broker keeps the wire bytes and
+//! rewrites only what it must: the offset field (outside the CRC), a timestamp or the
+//! timestamp-type bit (CRC recomputed), and rebuilds a wrapper only when its inner messages
+//! must change (SPEC T3.2; magic-0 inner offsets made absolute).
+
+use super::batch::{Compression, FormatError, RecordStats, TimestampType};
+use super::compression::{compress_legacy, decompress_legacy};
+
+pub const MAGIC_V0: i8 = 0;
+pub const MAGIC_V1: i8 = 1;
+pub const OFF_OFFSET: usize = 0;
+pub const OFF_SIZE: usize = 8;
+pub const OFF_CRC: usize = 12;
+pub const OFF_MAGIC: usize = 16;
+pub const OFF_ATTRIBUTES: usize = 17;
+pub const OFF_TIMESTAMP: usize = 18;
+/// The longest fixed prefix (magic 1, through the timestamp): what the broker may rewrite.
+pub const MAX_PREFIX_LEN: usize = 26;
+
+const ATTR_COMPRESSION_MASK: i8 = 0x07;
+const ATTR_LOG_APPEND_TIME: i8 = 0x08;
+
+/// Bytes before the key: offset, size, crc, magic, attributes and (magic 1) the timestamp.
+pub fn prefix_len(magic: i8) -> usize {
+    if magic == MAGIC_V0 {
+        18
+    } else {
+        MAX_PREFIX_LEN
+    }
+}
+
+/// The smallest entry of `magic`: a prefix, a null key and a null value.
+pub fn min_len(magic: i8) -> usize {
+    prefix_len(magic) + 8
+}
+
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// CRC-32 of a legacy entry as its header stores it (bytes 16..end).
+pub fn compute_crc(entry: &[u8]) -> u32 {
+    crc32fast::hash(&entry[OFF_MAGIC..])
+}
+
+/// The fixed part of a legacy entry, from its first [`prefix_len`] bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LegacyHeader {
+    pub offset: i64,
+    pub size: i32,
+    pub crc: u32,
+    pub magic: i8,
+    pub attributes: i8,
+    /// -1 for magic 0.
+    pub timestamp: i64,
+}
+
+impl LegacyHeader {
+    pub fn parse(buf: &[u8]) -> Result<LegacyHeader, FormatError> {
+        let magic = *buf.get(OFF_MAGIC).ok_or(FormatError::Truncated { need: OFF_MAGIC + 1, have: buf.len() })? as i8;
+        if magic != MAGIC_V0 && magic != MAGIC_V1 {
+            return Err(FormatError::BadMagic(magic));
+        }
+        let need = prefix_len(magic);
+        if buf.len() < need {
+            return Err(FormatError::Truncated { need, have: buf.len() });
+        }
+        Ok(LegacyHeader {
+            offset: be_i64(buf, OFF_OFFSET),
+            size: be_i32(buf, OFF_SIZE),
+            crc: u32::from_be_bytes(buf[OFF_CRC..OFF_CRC + 4].try_into().expect("4 bytes")),
+            magic,
+            attributes: buf[OFF_ATTRIBUTES] as i8,
+            timestamp: if magic == MAGIC_V1 { be_i64(buf, OFF_TIMESTAMP) } else { -1 },
+        })
+    }
+
+    pub fn total_len(&self) -> usize {
+        self.size as usize + 12
+    }
+
+    pub fn compression(&self) -> Result<Compression, FormatError> {
+        Compression::from_attributes((self.attributes & ATTR_COMPRESSION_MASK) as i16)
+    }
+
+    pub fn is_wrapper(&self) -> bool {
+        self.attributes & ATTR_COMPRESSION_MASK != 0
+    }
+
+    pub fn timestamp_type(&self) -> TimestampType {
+        if self.magic == MAGIC_V1 && self.attributes & ATTR_LOG_APPEND_TIME != 0 {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
+    }
+}
+
+/// One legacy entry, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message<'a> {
+    pub header: LegacyHeader,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+}
+
+fn bytes_field<'a>(buf: &'a [u8], pos: &mut usize) -> Result<Option<&'a [u8]>, FormatError> {
+    let len = buf.get(*pos..*pos + 4).ok_or(FormatError::BadRecords("legacy message truncated"))?;
+    let len = i32::from_be_bytes(len.try_into().expect("4 bytes"));
+    *pos += 4;
+    if len == -1 {
+        return Ok(None);
+    }
+    if len < 0 {
+        return Err(FormatError::BadRecords("negative length in a legacy message"));
+    }
+    let end = pos.checked_add(len as usize).filter(|&e| e <= buf.len());
+    let end = end.ok_or(FormatError::BadRecords("legacy message field past its end"))?;
+    let s = &buf[*pos..end];
+    *pos = end;
+    Ok(Some(s))
+}
+
+/// Parse the legacy entry that occupies exactly `entry`: its size matches, its key and value
+/// fill it exactly, its codec is known. The CRC is not checked (see [`check`]).
+pub fn parse(entry: &[u8]) -> Result<Message<'_>, FormatError> {
+    let header = LegacyHeader::parse(entry)?;
+    if header.size < 0 || header.total_len() != entry.len() || entry.len() < min_len(header.magic) {
+        return Err(FormatError::BadLength(header.size as i64));
+    }
+    header.compression()?;
+    let mut pos = prefix_len(header.magic);
+    let key = bytes_field(entry, &mut pos)?;
+    let value = bytes_field(entry, &mut pos)?;
+    if pos != entry.len() {
+        return Err(FormatError::BadRecords("legacy message size does not match its fields"));
+    }
+    Ok(Message { header, key, value })
+}
+
+/// Parse and check the CRC of the legacy entry that occupies exactly `entry`.
+pub fn check(entry: &[u8]) -> Result<Message<'_>, FormatError> {
+    let m = parse(entry)?;
+    let computed = compute_crc(entry);
+    if computed != m.header.crc {
+        return Err(FormatError::BadCrc { stored: m.header.crc, computed });
+    }
+    Ok(m)
+}
+
+/// Append a legacy entry to `out`, with its size and CRC computed.
+pub fn write(
+    out: &mut Vec<u8>,
+    offset: i64,
+    magic: i8,
+    attributes: i8,
+    timestamp: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+) {
+    let start = out.len();
+    out.extend_from_slice(&offset.to_be_bytes());
+    out.extend_from_slice(&0i32.to_be_bytes());
+    out.extend_from_slice(&0u32.to_be_bytes());
+    out.push(magic as u8);
+    out.push(attributes as u8);
+    if magic == MAGIC_V1 {
+        out.extend_from_slice(&timestamp.to_be_bytes());
+    }
+    for field in [key, value] {
+        match field {
+            Some(b) => {
+                out.extend_from_slice(&(b.len() as i32).to_be_bytes());
+                out.extend_from_slice(b);
+            }
+            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+    }
+    let entry = &mut out[start..];
+    let size = (entry.len() - 12) as i32;
+    entry[OFF_SIZE..OFF_SIZE + 4].copy_from_slice(&size.to_be_bytes());
+    let crc = compute_crc(entry);
+    entry[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Attributes of `magic` with codec `codec` and timestamp type `t` (magic 1 only).
+pub fn attributes(magic: i8, codec: Compression, t: TimestampType) -> i8 {
+    let lat = magic == MAGIC_V1 && t == TimestampType::LogAppendTime;
+    codec as i8 | if lat { ATTR_LOG_APPEND_TIME } else { 0 }
+}
+
+/// Append a wrapper holding `inner` (encoded legacy entries of the same magic), compressed
+/// with `codec`, to `out`.
+pub fn write_wrapper(
+    out: &mut Vec<u8>,
+    magic: i8,
+    codec: Compression,
+    offset: i64,
+    timestamp: i64,
+    t: TimestampType,
+    inner: &[u8],
+) {
+    assert_ne!(codec, Compression::None, "a wrapper is compressed");
+    let value = compress_legacy(codec, magic, inner);
+    write(out, offset, magic, attributes(magic, codec, t), timestamp, None, Some(&value));
+}
+
+/// The inner messages of a decompressed wrapper value: each parsed and CRC-checked, of the
+/// wrapper's magic and not compressed again. Stops after the first error.
+pub struct Inner<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    magic: i8,
+    failed: bool,
+}
+
+impl<'a> Inner<'a> {
+    pub fn new(buf: &'a [u8], magic: i8) -> Self {
+        Inner { buf, pos: 0, magic, failed: false }
+    }
+
+    fn next_inner(&mut self) -> Result<Message<'a>, FormatError> {
+        let rest = &self.buf[self.pos..];
+        if rest.len() < 12 {
+            return Err(FormatError::BadRecords("truncated inner message"));
+        }
+        let size = be_i32(rest, OFF_SIZE);
+        let total = (size as i64 + 12).clamp(0, i64::MAX) as usize;
+        if size < 0 || total > rest.len() {
+            return Err(FormatError::BadRecords("inner message past the wrapper's end"));
+        }
+        let m = check(&rest[..total])?;
+        if m.header.magic != self.magic {
+            return Err(FormatError::BadRecords("inner message magic differs from its wrapper's"));
+        }
+        if m.header.is_wrapper() {
+            return Err(FormatError::BadRecords("nested compression"));
+        }
+        self.pos += total;
+        Ok(m)
+    }
+}
+
+impl<'a> Iterator for Inner<'a> {
+    type Item = Result<Message<'a>, FormatError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.pos >= self.buf.len() {
+            return None;
+        }
+        let r = self.next_inner();
+        self.failed = r.is_err();
+        Some(r)
+    }
+}
+
+/// Decompress a wrapper's value (at most `limit` bytes).
+pub fn inner_bytes(m: &Message<'_>, limit: usize) -> Result<Vec<u8>, FormatError> {
+    let value = m.value.ok_or(FormatError::BadRecords("wrapper without a value"))?;
+    decompress_legacy(m.header.compression()?, m.header.magic, value, limit)
+}
+
+/// A legacy message as the broker will see a record: its absolute offset and timestamp.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegacyRecord<'a> {
+    pub offset: i64,
+    /// -1: none (magic 0).
+    pub timestamp: i64,
+    pub timestamp_type: TimestampType,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+}
+
+/// The records of a stored legacy entry (a plain message: itself; a wrapper: its inner
+/// messages, decompressed into `scratch`), with absolute offsets and the timestamps a reader
+/// sees (SPEC T4.2: in a wrapper, an inner -1, or any inner timestamp under LogAppendTime,
+/// means the wrapper's timestamp).
+pub fn records<'a>(
+    entry: &'a [u8],
+    scratch: &'a mut Vec<u8>,
+    limit: usize,
+) -> Result<Vec<LegacyRecord<'a>>, FormatError> {
+    let m = check(entry)?;
+    let h = m.header;
+    if !h.is_wrapper() {
+        return Ok(vec![LegacyRecord {
+            offset: h.offset,
+            timestamp: h.timestamp,
+            timestamp_type: h.timestamp_type(),
+            key: m.key,
+            value: m.value,
+        }]);
+    }
+    *scratch = inner_bytes(&m, limit)?;
+    let inner: Vec<Message<'a>> = Inner::new(scratch, h.magic).collect::<Result<_, _>>()?;
+    let last_rel = inner.last().ok_or(FormatError::BadRecords("empty wrapper"))?.header.offset;
+    let lat = h.timestamp_type() == TimestampType::LogAppendTime;
+    Ok(inner
+        .into_iter()
+        .map(|i| LegacyRecord {
+            offset: if h.magic == MAGIC_V0 { i.header.offset } else { h.offset - (last_rel - i.header.offset) },
+            timestamp: if h.magic == MAGIC_V0 {
+                -1
+            } else if lat || i.header.timestamp == -1 {
+                h.timestamp
+            } else {
+                i.header.timestamp
+            },
+            timestamp_type: h.timestamp_type(),
+            key: i.key,
+            value: i.value,
+        })
+        .collect())
+}
+
+/// What the checks found in a legacy entry a producer sent (see [`check_produced`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Produced {
+    pub header: LegacyHeader,
+    /// Messages it holds: 1 for a plain message, the inner count for a wrapper.
+    pub count: i32,
+    /// The timestamps of its messages (inner ones for a wrapper), -1s left out.
+    pub stats: RecordStats,
+    /// A wrapper's inner messages, decompressed.
+    inner: Option<Vec<u8>>,
+    /// Inner offsets: the first, and whether they go up by one.
+    inner_first: i64,
+    inner_sequential: bool,
+    /// Every inner timestamp is -1.
+    inner_untimed: bool,
+}
+
+/// The checks on a legacy entry a producer sent: structure, CRC, magic 0 or 1, and for a
+/// wrapper its inner messages (decompressed within `limit` bytes), each with a valid CRC,
+/// the wrapper's magic and no compression of its own, at least one of them.
+pub fn check_produced(entry: &[u8], limit: usize) -> Result<Produced, FormatError> {
+    let m = check(entry)?;
+    let h = m.header;
+    let mut stats = RecordStats { min_ts: i64::MAX, max_ts: -1 };
+    let mut note = |ts: i64| {
+        if ts != -1 {
+            stats.min_ts = stats.min_ts.min(ts);
+            stats.max_ts = stats.max_ts.max(ts);
+        }
+    };
+    if !h.is_wrapper() {
+        note(h.timestamp);
+        return Ok(Produced {
+            header: h,
+            count: 1,
+            stats,
+            inner: None,
+            inner_first: h.offset,
+            inner_sequential: true,
+            inner_untimed: h.timestamp == -1,
+        });
+    }
+    let inner = inner_bytes(&m, limit)?;
+    let (mut count, mut first, mut prev, mut sequential, mut untimed) = (0i32, 0i64, 0i64, true, true);
+    for i in Inner::new(&inner, h.magic) {
+        let i = i?;
+        if count == 0 {
+            first = i.header.offset;
+        } else if i.header.offset != prev.wrapping_add(1) {
+            sequential = false;
+        }
+        prev = i.header.offset;
+        note(i.header.timestamp);
+        untimed &= i.header.timestamp == -1;
+        count = count.checked_add(1).ok_or(FormatError::BadRecords("too many inner messages"))?;
+    }
+    if count == 0 {
+        return Err(FormatError::BadRecords("empty wrapper"));
+    }
+    Ok(Produced {
+        header: h,
+        count,
+        stats,
+        inner: Some(inner),
+        inner_first: first,
+        inner_sequential: sequential,
+        inner_untimed: untimed,
+    })
+}
+
+/// How a produced legacy entry is stored: a rewritten prefix followed by the rest of the wire
+/// bytes, or (a wrapper whose inner messages had to change) a rebuilt entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    /// The first `len` bytes of `prefix` replace the entry's first `len` bytes.
+    Prefix {
+        prefix: [u8; MAX_PREFIX_LEN],
+        len: usize,
+    },
+    Rebuilt(Vec<u8>),
+}
+
+/// The stored form of a produced legacy entry given offsets `base..base + count` on a topic
+/// of timestamp type `t` at broker time `now`, and the largest timestamp it then carries
+/// (-1 for magic 0). SPEC T3.2: LogAppendTime stamps a plain magic-1 message or a wrapper
+/// with `now` and the type bit, and a wrapper's inner timestamps become -1 (rebuilt if any
+/// was not). SPEC T3.3: a CreateTime wrapper carries its largest inner timestamp. Inner
+/// offsets become 0..n-1 (magic 1) or absolute (magic 0); a wrapper is rebuilt only if they
+/// were not already.
+pub fn stored_form(entry: &[u8], p: &Produced, base: i64, t: TimestampType, now: i64) -> (Stored, i64) {
+    let h = p.header;
+    let last = base + p.count as i64 - 1;
+    let lat = t == TimestampType::LogAppendTime;
+    let (timestamp, attrs) = match (h.magic, lat, h.is_wrapper()) {
+        (MAGIC_V0, _, _) => (-1, h.attributes),
+        (_, true, _) => (now, h.attributes | ATTR_LOG_APPEND_TIME),
+        (_, false, true) => (p.stats.max_ts, h.attributes & !ATTR_LOG_APPEND_TIME),
+        (_, false, false) => (h.timestamp, h.attributes & !ATTR_LOG_APPEND_TIME),
+    };
+    let offsets_ok = match h.magic {
+        MAGIC_V0 => p.inner_first == base,
+        _ => p.inner_first == 0,
+    } && p.inner_sequential;
+    if let Some(inner) = p.inner.as_ref().filter(|_| !offsets_ok || (lat && h.magic == MAGIC_V1 && !p.inner_untimed)) {
+        let mut rebuilt = Vec::with_capacity(inner.len());
+        for (n, i) in Inner::new(inner, h.magic).enumerate() {
+            let i = i.expect("checked when produced");
+            let offset = if h.magic == MAGIC_V0 { base + n as i64 } else { n as i64 };
+            let ts = if lat { -1 } else { i.header.timestamp };
+            write(&mut rebuilt, offset, h.magic, i.header.attributes, ts, i.key, i.value);
+        }
+        let codec = h.compression().expect("checked when produced");
+        let mut out = Vec::with_capacity(rebuilt.len() / 2 + 64);
+        let tt = if lat { TimestampType::LogAppendTime } else { TimestampType::CreateTime };
+        write_wrapper(&mut out, h.magic, codec, last, timestamp, tt, &rebuilt);
+        return (Stored::Rebuilt(out), timestamp);
+    }
+    let mut prefix = [0u8; MAX_PREFIX_LEN];
+    let changed = attrs != h.attributes || timestamp != h.timestamp;
+    let len = if changed { prefix_len(h.magic) } else { 8 };
+    prefix[..len].copy_from_slice(&entry[..len]);
+    prefix[OFF_OFFSET..OFF_OFFSET + 8].copy_from_slice(&last.to_be_bytes());
+    if changed {
+        prefix[OFF_ATTRIBUTES] = attrs as u8;
+        prefix[OFF_TIMESTAMP..OFF_TIMESTAMP + 8].copy_from_slice(&timestamp.to_be_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&prefix[OFF_MAGIC..len]);
+        crc.update(&entry[len..]);
+        prefix[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.finalize().to_be_bytes());
+    }
+    (Stored::Prefix { prefix, len }, timestamp)
+}
+
+/// Builds legacy message sets, as old producers do: for tests, fixtures and down-conversion.
+#[derive(Debug, Clone)]
+pub struct LegacyBuilder {
+    magic: i8,
+    codec: Compression,
+    messages: Vec<u8>,
+    count: i64,
+    max_ts: i64,
+}
+
+impl LegacyBuilder {
+    pub fn new(magic: i8, codec: Compression) -> Self {
+        assert!(magic == MAGIC_V0 || magic == MAGIC_V1, "legacy magic is 0 or 1");
+        LegacyBuilder { magic, codec, messages: Vec::new(), count: 0, max_ts: -1 }
+    }
+
+    pub fn len(&self) -> i64 {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Add a message (offsets 0, 1, ... as producers number them; `ts` ignored for magic 0).
+    pub fn push(&mut self, ts: i64, key: Option<&[u8]>, value: Option<&[u8]>) {
+        let ts = if self.magic == MAGIC_V0 { -1 } else { ts };
+        self.max_ts = self.max_ts.max(ts);
+        write(&mut self.messages, self.count, self.magic, 0, ts, key, value);
+        self.count += 1;
+    }
+
+    /// The message set: the messages themselves, or one wrapper holding them (its offset the
+    /// last inner one, its timestamp the largest inner one, as a producer writes it).
+    pub fn finish(&self) -> Vec<u8> {
+        assert!(self.count > 0, "a message set holds at least one message");
+        if self.codec == Compression::None {
+            return self.messages.clone();
+        }
+        let mut out = Vec::new();
+        write_wrapper(
+            &mut out,
+            self.magic,
+            self.codec,
+            self.count - 1,
+            self.max_ts,
+            TimestampType::CreateTime,
+            &self.messages,
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const CODECS: [Compression; 5] =
+        [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
+
+    fn entries(set: &[u8]) -> Vec<&[u8]> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < set.len() {
+            let total = be_i32(set, pos + OFF_SIZE) as usize + 12;
+            out.push(&set[pos..pos + total]);
+            pos += total;
+        }
+        out
+    }
+
+    #[test]
+    fn a_message_is_checked_byte_by_byte() {
+        let mut b = LegacyBuilder::new(MAGIC_V1, Compression::None);
+        b.push(1234, Some(b"k"), Some(b"value"));
+        let set = b.finish();
+        let m = check(&set).unwrap();
+        assert_eq!(
+            (m.header.offset, m.header.timestamp, m.key, m.value),
+            (0, 1234, Some(&b"k"[..]), Some(&b"value"[..]))
+        );
+        for i in OFF_MAGIC..set.len() {
+            let mut bad = set.clone();
+            bad[i] ^= 0x10;
+            assert!(check(&bad).is_err(), "flip at {i} undetected");
+        }
+        let mut short = set.clone();
+        short.pop();
+        assert!(check(&short).is_err());
+        let mut bad_magic = set.clone();
+        bad_magic[OFF_MAGIC] = 3;
+        assert_eq!(LegacyHeader::parse(&bad_magic), Err(FormatError::BadMagic(3)));
+    }
+
+    /// spec: T1.3 — every codec in wrappers of both magics; T4.2 — records carry absolute
+    /// offsets and timestamps as a reader sees them.
+    #[test]
+    fn wrappers_of_every_codec_give_back_their_records() {
+        for magic in [MAGIC_V0, MAGIC_V1] {
+            for codec in CODECS.into_iter().skip(1) {
+                let mut b = LegacyBuilder::new(magic, codec);
+                for i in 0..5 {
+                    b.push(100 + i, Some(format!("k{i}").as_bytes()), Some(b"v"));
+                }
+                let set = b.finish();
+                let p = check_produced(&set, 1 << 20).unwrap();
+                assert_eq!(p.count, 5);
+                let (stored, max_ts) = stored_form(&set, &p, 40, TimestampType::CreateTime, 9999);
+                let bytes = match stored {
+                    Stored::Rebuilt(v) => v,
+                    Stored::Prefix { prefix, len } => [&prefix[..len], &set[len..]].concat(),
+                };
+                let mut scratch = Vec::new();
+                let recs = records(&bytes, &mut scratch, 1 << 20).unwrap();
+                assert_eq!(recs.iter().map(|r| r.offset).collect::<Vec<_>>(), (40..45).collect::<Vec<_>>());
+                let want_ts: Vec<i64> = if magic == MAGIC_V0 { vec![-1; 5] } else { (100..105).collect() };
+                assert_eq!(recs.iter().map(|r| r.timestamp).collect::<Vec<_>>(), want_ts, "{codec:?} {magic}");
+                assert_eq!(max_ts, if magic == MAGIC_V0 { -1 } else { 104 }, "T3.3");
+                assert_eq!(LegacyHeader::parse(&bytes).unwrap().offset, 44, "a wrapper's offset is its last");
+            }
+        }
+    }
+
+    /// spec: T3.2 — LogAppendTime: a plain v1 message gets `now` and the type bit (CRC
+    /// recomputed, nothing else changed); a wrapper gets them too and its inner timestamps
+    /// become -1, rebuilt because they were not.
+    #[test]
+    fn log_append_time_stamps_messages_and_clears_inner_timestamps() {
+        let mut b = LegacyBuilder::new(MAGIC_V1, Compression::None);
+        b.push(5, None, Some(b"x"));
+        let set = b.finish();
+        let p = check_produced(&set, 1 << 20).unwrap();
+        let (stored, ts) = stored_form(&set, &p, 7, TimestampType::LogAppendTime, 777);
+        let Stored::Prefix { prefix, len } = stored else { panic!("a plain message keeps its bytes") };
+        assert_eq!(len, MAX_PREFIX_LEN);
+        let bytes = [&prefix[..len], &set[len..]].concat();
+        let m = check(&bytes).unwrap();
+        assert_eq!(
+            (m.header.offset, m.header.timestamp, m.header.timestamp_type(), ts),
+            (7, 777, TimestampType::LogAppendTime, 777)
+        );
+        assert_eq!(&bytes[MAX_PREFIX_LEN..], &set[MAX_PREFIX_LEN..], "key and value untouched");
+
+        let mut b = LegacyBuilder::new(MAGIC_V1, Compression::Gzip);
+        b.push(5, None, Some(b"x"));
+        b.push(6, None, Some(b"y"));
+        let set = b.finish();
+        let p = check_produced(&set, 1 << 20).unwrap();
+        let (stored, _) = stored_form(&set, &p, 0, TimestampType::LogAppendTime, 777);
+        let Stored::Rebuilt(bytes) = stored else { panic!("inner timestamps must become -1") };
+        let m = check(&bytes).unwrap();
+        assert_eq!((m.header.timestamp, m.header.timestamp_type()), (777, TimestampType::LogAppendTime));
+        let inner = inner_bytes(&m, 1 << 20).unwrap();
+        let ts: Vec<i64> = Inner::new(&inner, MAGIC_V1).map(|i| i.unwrap().header.timestamp).collect();
+        assert_eq!(ts, vec![-1, -1]);
+        // Already -1 inside: stamped in place, the compressed bytes kept.
+        let p2 = check_produced(&bytes, 1 << 20).unwrap();
+        let (again, _) = stored_form(&bytes, &p2, 10, TimestampType::LogAppendTime, 888);
+        assert!(matches!(again, Stored::Prefix { .. }));
+    }
+
+    /// Magic-0 wrappers store absolute inner offsets: rebuilt unless they already are.
+    #[test]
+    fn magic0_wrappers_get_absolute_inner_offsets() {
+        let mut b = LegacyBuilder::new(MAGIC_V0, Compression::Snappy);
+        b.push(-1, None, Some(b"a"));
+        b.push(-1, None, Some(b"b"));
+        let set = b.finish();
+        let p = check_produced(&set, 1 << 20).unwrap();
+        assert!(matches!(stored_form(&set, &p, 0, TimestampType::CreateTime, 1).0, Stored::Prefix { .. }));
+        let (stored, ts) = stored_form(&set, &p, 100, TimestampType::LogAppendTime, 1);
+        assert_eq!(ts, -1, "magic 0 has no timestamp to stamp");
+        let Stored::Rebuilt(bytes) = stored else { panic!("offsets must become absolute") };
+        let m = check(&bytes).unwrap();
+        let inner = inner_bytes(&m, 1 << 20).unwrap();
+        let offs: Vec<i64> = Inner::new(&inner, MAGIC_V0).map(|i| i.unwrap().header.offset).collect();
+        assert_eq!((offs, m.header.offset), (vec![100, 101], 101));
+    }
+
+    #[test]
+    fn bad_wrappers_are_refused() {
+        // Nested compression, magic mismatch, empty wrapper, bad inner CRC.
+        let mut inner_wrapper = LegacyBuilder::new(MAGIC_V1, Compression::Gzip);
+        inner_wrapper.push(1, None, Some(b"x"));
+        let mut nested = Vec::new();
+        write_wrapper(
+            &mut nested,
+            MAGIC_V1,
+            Compression::Gzip,
+            0,
+            1,
+            TimestampType::CreateTime,
+            &inner_wrapper.finish(),
+        );
+        assert_eq!(check_produced(&nested, 1 << 20).unwrap_err(), FormatError::BadRecords("nested compression"));
+        let mut v0 = LegacyBuilder::new(MAGIC_V0, Compression::None);
+        v0.push(-1, None, Some(b"x"));
+        let mut mixed = Vec::new();
+        write_wrapper(&mut mixed, MAGIC_V1, Compression::Gzip, 0, 1, TimestampType::CreateTime, &v0.finish());
+        assert!(check_produced(&mixed, 1 << 20).is_err());
+        let mut empty = Vec::new();
+        write_wrapper(&mut empty, MAGIC_V1, Compression::Gzip, 0, 1, TimestampType::CreateTime, &[]);
+        assert_eq!(check_produced(&empty, 1 << 20).unwrap_err(), FormatError::BadRecords("empty wrapper"));
+        let mut corrupt = v0.finish();
+        let n = corrupt.len();
+        corrupt[n - 1] ^= 1;
+        let mut w = Vec::new();
+        write_wrapper(&mut w, MAGIC_V0, Compression::Gzip, 0, -1, TimestampType::CreateTime, &corrupt);
+        assert!(matches!(check_produced(&w, 1 << 20), Err(FormatError::BadCrc { .. })));
+        // A decompression bomb stops at the limit.
+        let mut big = LegacyBuilder::new(MAGIC_V1, Compression::Zstd);
+        big.push(1, None, Some(&vec![0u8; 1 << 20]));
+        assert!(check_produced(&big.finish(), 1 << 16).is_err());
+    }
+
+    proptest! {
+        /// Any bytes give an error or a message, never a panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), magic in 0u8..2) {
+            let mut b = bytes.clone();
+            if b.len() > OFF_MAGIC { b[OFF_MAGIC] = magic; }
+            let _ = check_produced(&b, 1 << 16);
+            let mut scratch = Vec::new();
+            let _ = records(&b, &mut scratch, 1 << 16);
+            for i in Inner::new(&b, magic as i8) { if i.is_err() { break; } }
+        }
+
+        /// Plain messages round-trip through the builder and the parser at both magics.
+        #[test]
+        fn plain_messages_round_trip(msgs in proptest::collection::vec(
+            (0i64..1 << 40, proptest::option::of(proptest::collection::vec(any::<u8>(), 0..20)),
+             proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40))), 1..10), magic in 0i8..2) {
+            let mut b = LegacyBuilder::new(magic, Compression::None);
+            for (ts, k, v) in &msgs {
+                b.push(*ts, k.as_deref(), v.as_deref());
+            }
+            let set = b.finish();
+            let es = entries(&set);
+            prop_assert_eq!(es.len(), msgs.len());
+            for (e, (ts, k, v)) in es.iter().zip(&msgs) {
+                let m = check(e).unwrap();
+                prop_assert_eq!(m.header.timestamp, if magic == 0 { -1 } else { *ts });
+                prop_assert_eq!(m.key, k.as_deref());
+                prop_assert_eq!(m.value, v.as_deref());
+            }
+        }
+    }
+}
