@@ -18,4 +18,5 @@ pub const INVALID_REQUEST: i16 = 42;
 pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
 pub const INVALID_CONFIG: i16 = 40;
 pub const KAFKA_STORAGE_ERROR: i16 = 56;
+pub const INVALID_RECORD: i16 = 87;
 pub const UNKNOWN_SERVER_ERROR: i16 = -1;

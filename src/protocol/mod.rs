@@ -31,8 +31,8 @@ pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 /// What tidemark implements: (API key, min version, max version, first flexible version).
 /// ApiVersions advertises exactly this table.
 pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
-    (PRODUCE, 3, 9, 9),
-    (FETCH, 4, 12, 12),
+    (PRODUCE, 0, 9, 9),
+    (FETCH, 0, 12, 12),
     (LIST_OFFSETS, 0, 7, 6),
     (METADATA, 0, 12, 9),
     (API_VERSIONS, 0, 3, 3),

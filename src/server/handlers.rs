@@ -5,6 +5,7 @@ use crate::protocol::errors as code;
 use crate::protocol::messages::*;
 use crate::protocol::{api_versions_response, encode_response, ProtoError, ProtoResult, Request, RequestHeader};
 use crate::server::shard::{owner, FetchOut, Shard, ShardOp, ShardReply};
+use crate::storage::format::convert::down_convert;
 use bytes::Bytes;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -42,7 +43,7 @@ pub async fn handle(
         }
         Request::Fetch(f) => {
             dispatched.done();
-            encode_response(header, &mut fetch(shard, f).await).map(Some)
+            encode_response(header, &mut fetch(shard, header.api_version, f).await).map(Some)
         }
         Request::ListOffsets(l) => {
             dispatched.done();
@@ -55,7 +56,7 @@ pub async fn handle(
         // Produce signals once its appends are issued (it then waits for durability).
         Request::Produce(p) => {
             let acks = p.acks;
-            let mut resp = produce(shard, p, &mut dispatched).await;
+            let mut resp = produce(shard, header.api_version, p, &mut dispatched).await;
             if acks == 0 {
                 return Ok(None);
             }
@@ -327,7 +328,13 @@ async fn metadata(shard: &Rc<Shard>, m: MetadataRequest) -> MetadataResponse {
     }
 }
 
-async fn produce(shard: &Rc<Shard>, p: ProduceRequest, dispatched: &mut Dispatched) -> ProduceResponse {
+/// Produce v3 and later carry v2 batches only (Kafka's rule: INVALID_RECORD otherwise); v0-v2
+/// carry legacy message sets of magic 0 or 1, or v2 batches from clients that send them.
+fn records_fit_version(version: i16, records: &[u8]) -> bool {
+    version < 3 || crate::storage::format::stored::magics(records).all(|m| m.is_ok_and(|m| m == 2))
+}
+
+async fn produce(shard: &Rc<Shard>, version: i16, p: ProduceRequest, dispatched: &mut Dispatched) -> ProduceResponse {
     let acks_ok = matches!(p.acks, -1..=1);
     // Topics first (auto-creation), in request order, while this request holds the turn.
     let mut known = Vec::with_capacity(p.topics.len());
@@ -353,6 +360,8 @@ async fn produce(shard: &Rc<Shard>, p: ProduceRequest, dispatched: &mut Dispatch
                 Err(code::INVALID_REQUIRED_ACKS)
             } else if !known || part.index < 0 {
                 Err(code::UNKNOWN_TOPIC_OR_PARTITION)
+            } else if part.records.as_ref().is_some_and(|r| !records_fit_version(version, r)) {
+                Err(code::INVALID_RECORD)
             } else if let Some(records) = part.records {
                 let (shard, topic) = (shard.clone(), t.name.clone());
                 let target = owner(&topic, part.index, shard.shards);
@@ -391,8 +400,20 @@ async fn produce(shard: &Rc<Shard>, p: ProduceRequest, dispatched: &mut Dispatch
     ProduceResponse { topics, ..Default::default() }
 }
 
-/// One pass over every requested partition, within the request's byte budgets.
-async fn fetch_once(shard: &Rc<Shard>, f: &FetchRequest) -> (FetchResponse, usize) {
+/// The newest message format a Fetch version reads: magic 0 for v0-v1, 1 for v2-v3, 2 after.
+fn fetch_magic(version: i16) -> i8 {
+    match version {
+        0 | 1 => 0,
+        2 | 3 => 1,
+        _ => 2,
+    }
+}
+
+/// One pass over every requested partition, within the request's byte budgets. Readers of an
+/// older format get newer batches down-converted (SPEC T1.1), here on the connection's shard,
+/// within the same byte budget.
+async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest) -> (FetchResponse, usize) {
+    let magic = fetch_magic(version);
     // The request's total, capped by the broker (Kafka's fetch.max.bytes default, 55 MiB).
     let mut budget = (f.max_bytes.max(0) as usize).min(MAX_FETCH_BYTES);
     let mut total = 0usize;
@@ -411,13 +432,23 @@ async fn fetch_once(shard: &Rc<Shard>, f: &FetchRequest) -> (FetchResponse, usiz
                 offset: p.fetch_offset,
                 max_bytes: max,
             };
-            let (error_code, hw, start, records) = match shard.call(target, op).await {
+            let (mut error_code, hw, start, mut records) = match shard.call(target, op).await {
                 ShardReply::Fetch(Ok(FetchOut { high_watermark, log_start_offset, records })) => {
                     (code::NONE, high_watermark, log_start_offset, records)
                 }
                 ShardReply::Fetch(Err((c, hw, start))) => (c, hw, start, Bytes::new()),
                 _ => (code::UNKNOWN_SERVER_ERROR, -1, -1, Bytes::new()),
             };
+            if magic < 2 && !records.is_empty() {
+                let limit = shard.topics.borrow().get(&t.topic).map_or(64 << 20, |i| i.config.decompress_limit());
+                match down_convert(records, magic, max, limit) {
+                    Ok(converted) => records = converted,
+                    Err(e) => {
+                        tracing::error!(topic = t.topic, partition = p.partition, error = %e, "cannot down-convert stored batches");
+                        (error_code, records) = (code::KAFKA_STORAGE_ERROR, Bytes::new());
+                    }
+                }
+            }
             budget = budget.saturating_sub(records.len());
             total += records.len();
             partitions.push(FetchPartitionResponse {
@@ -438,10 +469,10 @@ async fn fetch_once(shard: &Rc<Shard>, f: &FetchRequest) -> (FetchResponse, usiz
 }
 
 /// Fetch with long polling: until `min_bytes` are there or `max_wait_ms` passes.
-async fn fetch(shard: &Rc<Shard>, f: FetchRequest) -> FetchResponse {
+async fn fetch(shard: &Rc<Shard>, version: i16, f: FetchRequest) -> FetchResponse {
     let deadline = Instant::now() + Duration::from_millis(f.max_wait_ms.clamp(0, 60_000) as u64);
     loop {
-        let (resp, bytes) = fetch_once(shard, &f).await;
+        let (resp, bytes) = fetch_once(shard, version, &f).await;
         let has_error = resp.topics.iter().flat_map(|t| &t.partitions).any(|p| p.error_code != code::NONE);
         if bytes >= f.min_bytes.max(0) as usize || has_error || Instant::now() >= deadline {
             return resp;

@@ -42,6 +42,15 @@ class Broker:
             self.proc.wait(timeout=30)
         if sig == signal.SIGTERM:
             assert self.proc.returncode == 0, "unclean exit: " + self.log()
+        # A killed process's io_uring listener outlives it briefly and still completes TCP
+        # handshakes; wait until the port refuses, so that start() sees the new broker only.
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                time.sleep(0.05)
+            except OSError:
+                return
 
     def log(self):
         with open(os.path.join(self.data_dir, "broker.log"), "rb") as f:
