@@ -162,7 +162,7 @@ fn create_time_wrapper_carries_its_largest_inner_timestamp() {
     }
     let mut sent = Vec::new();
     // The producer wrote a wrong wrapper timestamp and the LogAppendTime bit.
-    legacy::write_wrapper(&mut sent, 1, Compression::Snappy, 2, 5, TimestampType::LogAppendTime, &inner);
+    legacy::write_wrapper(&mut sent, 1, Compression::Snappy, 2, 5, TimestampType::LogAppendTime, None, &inner);
     log.append(&sent, NOW).unwrap();
     let bytes = block_on(log.read(0, 1 << 20, ReadUpTo::LogEnd)).unwrap();
     let h = LegacyHeader::parse(&bytes).unwrap();
@@ -387,4 +387,81 @@ fn kafka_magic0_segment_without_indexes_gets_its_mtime_entry() {
     // T7.2 with the mtime entry: kept until retention.ms after the file's mtime.
     assert!(block_on(log.maintain(mtime + HOUR)).unwrap().is_empty());
     assert_eq!(block_on(log.maintain(mtime + HOUR + 1)).unwrap(), vec![0]);
+}
+
+/// spec: T8.2 — a legacy wrapper's offset field lies outside its CRC: recovery checks it
+/// against the wrapper's inner messages, so a damaged one (too large, even past the u32 range of
+/// the index) ends the valid log there: no gap is opened, nothing panics, every message before
+/// it survives.
+#[test]
+fn recovery_pins_a_wrappers_offsets_by_its_inner_messages() {
+    let config = LogConfig { flush_messages: u64::MAX, index_interval_bytes: 0, ..LogConfig::default() };
+    let path = dir().join(format!("{:020}.log", 0));
+    for bad_last in [7i64, 12, 1 << 33] {
+        let disk = MemDisk::new();
+        disk.set_now_ms(NOW);
+        let mut log = open(&disk, &config);
+        log.append(&set(1, Compression::None, &[NOW, NOW]), NOW).unwrap(); // 0, 1
+        log.append(&set(1, Compression::Gzip, &[NOW, NOW, NOW]), NOW).unwrap(); // 2..=4
+        log.append(&set(0, Compression::None, &[0]), NOW).unwrap(); // 5
+        block_on(log.flush_all()).unwrap();
+        drop(log);
+        let mut bytes = disk.file_bytes(&path).unwrap();
+        let at = stored_batches(&bytes[..log_size(&bytes)])[..2].iter().map(|(_, b)| b.len()).sum::<usize>();
+        bytes[at..at + 8].copy_from_slice(&bad_last.to_be_bytes());
+        disk.set_file_bytes(&path, bytes);
+        let mut log = open(&disk, &config);
+        assert_eq!(log.log_end_offset(), 2, "cut at the damaged wrapper (offset field {bad_last})");
+        assert_eq!(read_all(&mut log).len(), 2);
+        log.append(&set(1, Compression::None, &[NOW]), NOW).unwrap();
+        assert_eq!(log.log_end_offset(), 3, "appends go on from there");
+    }
+}
+
+/// The logical size of a segment file (its batches, without the preallocated zeros).
+fn log_size(bytes: &[u8]) -> usize {
+    let mut pos = 0;
+    for item in tidemark::storage::format::BatchWalk::new(bytes, 1 << 30) {
+        match item {
+            Ok((_, info, _)) => pos += info.total_len,
+            Err(_) => break,
+        }
+    }
+    pos
+}
+
+/// spec: T5.5 — the entry of a segment without timestamps is the time of its last append, also
+/// when a roll inside one request closes it: 500 magic-0 messages after a long idle time are
+/// not dated back to the previous request (retention would delete them early).
+#[test]
+fn a_segment_closed_mid_request_is_dated_by_that_request() {
+    let config = LogConfig { segment_bytes: 3_000, ..LogConfig::default() };
+    let disk = MemDisk::new();
+    disk.set_now_ms(NOW);
+    let mut log = open(&disk, &config);
+    log.append(&set(0, Compression::None, &[0]), NOW).unwrap();
+    let later = NOW + 15 * MIN;
+    let (info, _) = log.append(&set(0, Compression::None, &[0; 500]), later).unwrap();
+    assert_eq!(info.records, 500);
+    assert!(log.segment_count() > 2, "the request rolled segments");
+    for base in log.segment_bases().into_iter().rev().skip(1) {
+        let entries = log.time_entries(base).unwrap();
+        assert!(entries.is_empty() || entries == [(later, entries[0].1)], "segment {base}: {entries:?}");
+    }
+    assert_eq!(log.time_entries(0).unwrap().first().map(|e| e.0), Some(later), "first segment closed by the request");
+}
+
+/// A producer may not send a control batch (transaction markers are the broker's): refused as
+/// a corrupt message, nothing appended.
+#[test]
+fn control_batches_from_producers_are_refused() {
+    let disk = MemDisk::new();
+    let mut log = open(&disk, &LogConfig::default());
+    let mut b = BatchBuilder::new();
+    b.push(NOW, None, Some(b"marker"), &[]);
+    let mut bytes = b.finish();
+    bytes[22] |= 0x20; // attributes bit 5: control
+    tidemark::storage::format::batch::rewrite_crc(&mut bytes);
+    assert!(matches!(log.append(&bytes, NOW), Err(StorageError::InvalidBatch(_))));
+    assert_eq!(log.log_end_offset(), 0);
 }

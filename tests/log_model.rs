@@ -114,7 +114,7 @@ fn legacy_set(kind: u8, tag: u64, n: usize, len: usize, base: i64) -> (Vec<u8>, 
     // A wrapper: its offset becomes its last; a magic-0 wrapper's inner offsets absolute
     // (rebuilt unless they already were).
     let p = legacy::check_produced(&set, 1 << 24).unwrap();
-    let stored = match legacy::stored_form(&set, &p, base, TimestampType::CreateTime, NOW).0 {
+    let stored = match legacy::stored_form(&set, &p, base, TimestampType::CreateTime, NOW, 1 << 24).unwrap().0 {
         legacy::Stored::Prefix { prefix, len } => [&prefix[..len], &set[len..]].concat(),
         legacy::Stored::Rebuilt(v) => {
             assert_eq!(magic, 0, "only magic-0 wrappers are rebuilt on a CreateTime topic");

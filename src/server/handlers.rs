@@ -445,7 +445,8 @@ async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest) -> (Fetch
                     Ok(converted) => records = converted,
                     Err(e) => {
                         tracing::error!(topic = t.topic, partition = p.partition, error = %e, "cannot down-convert stored batches");
-                        (error_code, records) = (code::KAFKA_STORAGE_ERROR, Bytes::new());
+                        // An error code these old clients know.
+                        (error_code, records) = (code::CORRUPT_MESSAGE, Bytes::new());
                     }
                 }
             }

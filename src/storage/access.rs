@@ -83,6 +83,7 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
             // The largest timestamp below the limit, scanning back from it region by region
             // (an entry's offset to the start of the region after it) until the best found
             // is at least the entry's timestamp: nothing before the entry can beat it (T5.1).
+            // Stepping back past a T5.5 entry skips the rest of its (untimed) segment.
             // In a region, each batch whose max beats the region's best gives its first record
             // with that timestamp; an earlier region's answer wins ties (it comes first).
             TimePlan::ScanMax { limit } => {
@@ -97,7 +98,7 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
                             continue;
                         }
                     };
-                    let from = start.map_or_else(|| cell.log().log_start_offset(), |(o, _)| o);
+                    let from = start.map_or_else(|| cell.log().log_start_offset(), |(o, _, _)| o);
                     let mut region: Option<(i64, i64)> = None;
                     scan_batches(cell, from, end, upto, |h, batch, dlimit| {
                         if h.max_timestamp >= 0 && region.is_none_or(|(_, ts)| h.max_timestamp > ts) {
@@ -111,8 +112,12 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
                     if let Some(r) = region.filter(|r| best.is_none_or(|b| r.1 >= b.1)) {
                         best = Some(r);
                     }
+                    // Only a T5.5 entry leaves the best below it, and it belongs to a segment
+                    // without timestamps: the next region ends at that segment's start.
                     match start {
-                        Some((o, t)) if best.is_none_or(|(_, b)| b < t) && o > cell.log().log_start_offset() => end = o,
+                        Some((_, t, seg)) if best.is_none_or(|(_, b)| b < t) && seg > cell.log().log_start_offset() => {
+                            end = seg
+                        }
                         _ => return Ok(best),
                     }
                 }

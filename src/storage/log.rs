@@ -39,15 +39,27 @@ use std::rc::Rc;
 pub const CLEAN_MARKER: &str = "clean-shutdown";
 /// Window of sequential reads during recovery scans.
 const SCAN_WINDOW: usize = 1 << 20;
+/// Bound on a legacy wrapper's inner messages when a scan decompresses it (the largest
+/// decompression limit any topic setting gives).
+const SCAN_DECOMPRESS_LIMIT: usize = 256 << 20;
 /// Largest batch a stored log may hold (positions are u32; Kafka caps sizes at i32::MAX).
 const MAX_STORED_BATCH: usize = i32::MAX as usize;
 
-/// A produced batch, checked, waiting for its offsets.
-enum Produced<'a> {
+/// A produced batch, checked, with what it is stored as, waiting to be appended.
+enum Checked<'a> {
     /// A v2 batch and the attributes and maxTimestamp it is stored with.
     V2 { h: BatchHeader, bytes: &'a [u8], attributes: i16, max_ts: i64 },
-    /// A legacy message (plain or wrapper).
-    Legacy { bytes: &'a [u8], p: legacy::Produced },
+    /// A legacy message (plain or wrapper), its record count and its stored form.
+    Legacy { bytes: &'a [u8], count: i32, wrapper: bool, stored: legacy::Stored, max_ts: i64 },
+}
+
+impl Checked<'_> {
+    fn count(&self) -> i64 {
+        match self {
+            Checked::V2 { h, .. } => h.last_offset_delta as i64 + 1,
+            Checked::Legacy { count, .. } => *count as i64,
+        }
+    }
 }
 
 /// What an append did.
@@ -187,13 +199,20 @@ async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, from: Sc
                     break;
                 }
             };
-            // Offsets are contiguous: a batch starts where the one before ended (a legacy
-            // wrapper, whose header names only its last offset, is taken to start there too).
-            let in_order = if h.first_offset.unwrap_or(expected) == expected && h.last_offset >= expected {
-                Ok(())
-            } else {
-                Err(FormatError::OffsetGap { expected, found: h.first_offset.unwrap_or(h.last_offset) })
+            // Offsets are contiguous: a batch starts where the one before ended. A legacy
+            // wrapper's header names only its last offset, outside its CRC: its inner messages
+            // (decompressed) must run from `expected` to it.
+            let first = match h.first_offset {
+                Some(f) => Ok(f),
+                None => legacy::wrapper_span(bytes, SCAN_DECOMPRESS_LIMIT).map(|(f, _)| f),
             };
+            let in_order = first.and_then(|f| {
+                if f == expected && h.last_offset >= expected {
+                    Ok(())
+                } else {
+                    Err(FormatError::OffsetGap { expected, found: f })
+                }
+            });
             let checked = check_stored(bytes).and(in_order);
             if let Err(e) = checked {
                 failed = Some((Some(at), e));
@@ -655,25 +674,38 @@ impl<D: Disk> Log<D> {
             }
             Ok(())
         };
-        let mut batches: Vec<Produced> = Vec::new();
+        // Every batch is checked, and its stored form fixed, before any is appended. `next` is
+        // the offset each batch will get.
+        let mut next = self.log_end_offset();
+        let mut batches: Vec<Checked> = Vec::new();
         let mut walk = BatchWalk::new(records, MAX_STORED_BATCH);
         for item in walk.by_ref() {
             let (_, info, bytes) = item?;
             if bytes.len() as u64 > max {
                 return Err(StorageError::BatchTooLarge { size: bytes.len(), max });
             }
-            if info.magic == MAGIC_V2 {
+            let checked = if info.magic == MAGIC_V2 {
                 let (h, stats) = check_produced(bytes, limit)?;
                 check_window(stats)?;
                 // What to store: CreateTime: the type bit cleared and the records' true largest
                 // timestamp; LogAppendTime: the bit set and `now`.
                 let max_ts = if ts_type == TimestampType::LogAppendTime { now } else { stats.max_ts };
-                batches.push(Produced::V2 { h, bytes, attributes: with_timestamp_type(h.attributes, ts_type), max_ts });
+                let attributes = with_timestamp_type(h.attributes, ts_type);
+                Checked::V2 { h, bytes, attributes, max_ts }
             } else {
                 let p = legacy::check_produced(bytes, limit)?;
                 check_window(p.stats)?;
-                batches.push(Produced::Legacy { bytes, p });
-            }
+                let (stored, max_ts) = legacy::stored_form(bytes, &p, next, ts_type, now, limit)?;
+                if let legacy::Stored::Rebuilt(v) = &stored {
+                    // Recompressed: its size may differ from the one checked above.
+                    if v.len() as u64 > max {
+                        return Err(StorageError::BatchTooLarge { size: v.len(), max });
+                    }
+                }
+                Checked::Legacy { bytes, count: p.count, wrapper: p.header.is_wrapper(), stored, max_ts }
+            };
+            next += checked.count();
+            batches.push(checked);
         }
         if walk.pos() != records.len() {
             let have = records.len() - walk.pos();
@@ -688,33 +720,25 @@ impl<D: Disk> Log<D> {
             AppendInfo { base_offset: self.log_end_offset(), last_offset: 0, records: 0, bytes: 0, log_append_time };
         let mut demand = FlushDemand::None;
         let mut patched = [0u8; HEADER_LEN];
-        for batch in batches {
+        for batch in &batches {
             let base = self.log_end_offset();
+            let count = batch.count();
             // The stored bytes, `head` then `rest`, their largest timestamp and indexed offset.
-            let rebuilt;
-            let (count, head, rest, stored_max, index_offset): (i64, &[u8], &[u8], i64, i64) = match &batch {
-                Produced::V2 { h, bytes, attributes, max_ts } => {
-                    let count = h.last_offset_delta as i64 + 1;
+            let (head, rest, stored_max, index_offset): (&[u8], &[u8], i64, i64) = match batch {
+                Checked::V2 { h, bytes, attributes, max_ts } => {
                     if *attributes != h.attributes || *max_ts != h.max_timestamp {
                         patched = patched_header(bytes, base, *attributes, *max_ts);
-                        (count, &patched[..], &bytes[HEADER_LEN..], *max_ts, base)
+                        (&patched[..], &bytes[HEADER_LEN..], *max_ts, base)
                     } else {
                         patched[..8].copy_from_slice(&base.to_be_bytes());
-                        (count, &patched[..8], &bytes[8..], h.max_timestamp, base)
+                        (&patched[..8], &bytes[8..], h.max_timestamp, base)
                     }
                 }
-                Produced::Legacy { bytes, p } => {
-                    let count = p.count as i64;
-                    let indexed = if p.header.is_wrapper() { base + count - 1 } else { base };
-                    match legacy::stored_form(bytes, p, base, ts_type, now) {
-                        (legacy::Stored::Prefix { prefix, len }, ts) => {
-                            patched[..len].copy_from_slice(&prefix[..len]);
-                            (count, &patched[..len], &bytes[len..], ts, indexed)
-                        }
-                        (legacy::Stored::Rebuilt(v), ts) => {
-                            rebuilt = v;
-                            (count, &rebuilt[..], &[][..], ts, indexed)
-                        }
+                Checked::Legacy { bytes, wrapper, stored, max_ts, .. } => {
+                    let indexed = if *wrapper { base + count - 1 } else { base };
+                    match stored {
+                        legacy::Stored::Prefix { prefix, len } => (&prefix[..*len], &bytes[*len..], *max_ts, indexed),
+                        legacy::Stored::Rebuilt(v) => (&v[..], &[][..], *max_ts, indexed),
                     }
                 }
             };
@@ -732,11 +756,12 @@ impl<D: Disk> Log<D> {
             if seg.tail.as_ref().is_some_and(|t| t.has_unsubmitted()) {
                 demand = FlushDemand::Kick;
             }
+            // Before the next batch's roll can close this segment (its T5.5 entry).
+            self.last_append_ms = now;
             info.last_offset = last;
             info.records += count as u64;
             info.bytes += len;
         }
-        self.last_append_ms = now;
         self.unflushed_records += info.records;
         if self.unflushed_records >= self.config.flush_messages
             || self.unflushed_bytes() > self.config.max_unflushed_bytes
@@ -1022,13 +1047,14 @@ impl<D: Disk> Log<D> {
     /// scan from an entry to the limit has found a timestamp at least the entry's, nothing
     /// earlier can beat it; if it has not, the entry was a T5.5 entry (a segment without
     /// timestamps; it names no record) and the scan steps back to the entry before.
-    /// `Err(base)`: load that segment's indexes first.
-    pub fn max_scan_start(&self, before: i64) -> Result<Option<(i64, i64)>, i64> {
+    /// `Err(base)`: load that segment's indexes first. Returns (offset, timestamp, base offset
+    /// of the entry's segment).
+    pub fn max_scan_start(&self, before: i64) -> Result<Option<(i64, i64, i64)>, i64> {
         let start = self.log_start_offset();
         for (&b, seg) in self.segments.range(..before).rev() {
             let Some(time) = seg.time.as_ref() else { return Err(b) };
             if let Some(&(t, rel)) = time.entries.iter().rev().find(|&&(_, r)| b + (r as i64) < before) {
-                return Ok(Some(((b + rel as i64).max(start), t)));
+                return Ok(Some(((b + rel as i64).max(start), t, b)));
             }
         }
         Ok(None)

@@ -255,6 +255,10 @@ pub fn records_section<'a>(h: &BatchHeader, batch: &'a [u8], limit: usize) -> Re
 /// Returns the header and the records' timestamp range.
 pub fn check_produced(batch: &[u8], decompress_limit: usize) -> Result<(BatchHeader, RecordStats), FormatError> {
     let h = check_stored(batch)?;
+    if h.is_control() {
+        // Transaction markers are the broker's to write, never a producer's.
+        return Err(FormatError::BadRecords("a control batch from a producer"));
+    }
     if h.record_count < 1 || h.last_offset_delta != h.record_count - 1 {
         return Err(FormatError::BadRecordCount { count: h.record_count, last_offset_delta: h.last_offset_delta });
     }

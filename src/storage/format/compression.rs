@@ -14,6 +14,9 @@
 use super::batch::{Compression, FormatError};
 use std::io::Read;
 
+/// log2 of the largest zstd window a frame may ask the decoder for.
+const ZSTD_WINDOW_LOG_MAX: u32 = 25;
+
 /// The xerial snappy stream header Java clients write: magic, version 1, compatible 1.
 const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
 
@@ -37,7 +40,9 @@ pub fn decompress(codec: Compression, data: &[u8], limit: usize) -> Result<Vec<u
         Compression::Gzip => read_bounded(codec, flate2::read::GzDecoder::new(data), limit),
         Compression::Lz4 => read_bounded(codec, lz4_flex::frame::FrameDecoder::new(data), limit),
         Compression::Zstd => {
-            let d = zstd::stream::read::Decoder::new(data).map_err(|e| bad(codec, e))?;
+            let mut d = zstd::stream::read::Decoder::new(data).map_err(|e| bad(codec, e))?;
+            // The decoder's window is memory too: at most 32 MiB (clients use far less).
+            d.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(|e| bad(codec, e))?;
             read_bounded(codec, d, limit)
         }
         Compression::Snappy => {

@@ -19,7 +19,7 @@
 //! first is converted whole), each decompressed within `limit` bytes.
 
 use super::batch::{BatchHeader, Compression, FormatError, Records, TimestampType, MAGIC_V2};
-use super::legacy::{self, LegacyHeader, MAGIC_V0, MAGIC_V1};
+use super::legacy::{self, SetRecord, MAGIC_V0, MAGIC_V1};
 use super::stored::{BatchInfo, BatchWalk};
 use bytes::Bytes;
 
@@ -62,56 +62,42 @@ fn v2_to_legacy(batch: &[u8], to: i8, limit: usize, out: &mut Vec<u8>) -> Result
     if h.is_control() {
         return Ok(());
     }
-    let codec = legacy_codec(h.compression()?);
     let section = super::batch::records_section(&h, batch, limit)?;
-    let lat = h.timestamp_type() == TimestampType::LogAppendTime;
-    let t = if lat { TimestampType::LogAppendTime } else { TimestampType::CreateTime };
-    let mut messages = Vec::with_capacity(section.len() + 34 * h.record_count.max(0) as usize);
-    let (mut last, mut max_ts) = (None, -1i64);
+    let t = h.timestamp_type();
+    // A record takes at least 7 bytes of the section: the count never sizes more than that.
+    let mut recs = Vec::with_capacity((h.record_count.max(0) as usize).min(section.len() / 7));
     for r in Records::new(&section, h.record_count) {
         let r = r?;
-        let offset = h.base_offset + r.offset_delta as i64;
-        let ts = if lat { h.max_timestamp } else { h.first_timestamp.saturating_add(r.timestamp_delta) };
-        max_ts = max_ts.max(ts);
-        let (inner_offset, inner_ts, attributes) = match codec {
-            Compression::None => (offset, ts, legacy::attributes(to, Compression::None, t)),
-            _ if to == MAGIC_V0 => (offset, -1, 0),
-            _ => (r.offset_delta as i64, if lat { -1 } else { ts }, 0),
+        let timestamp = match (to, t) {
+            (MAGIC_V0, _) => -1,
+            (_, TimestampType::LogAppendTime) => h.max_timestamp,
+            _ => h.first_timestamp.saturating_add(r.timestamp_delta),
         };
-        legacy::write(&mut messages, inner_offset, to, attributes, inner_ts, r.key, r.value);
-        last = Some(offset);
+        recs.push(SetRecord { offset: h.base_offset + r.offset_delta as i64, timestamp, key: r.key, value: r.value });
     }
-    let Some(last) = last else { return Ok(()) };
-    if codec == Compression::None {
-        out.extend_from_slice(&messages);
-    } else {
-        legacy::write_wrapper(out, to, codec, last, max_ts, t, &messages);
-    }
+    let max_ts = recs.iter().map(|r| r.timestamp).max().unwrap_or(-1);
+    legacy::write_set(out, to, legacy_codec(h.compression()?), t, max_ts, None, &recs);
     Ok(())
 }
 
 /// A legacy message rewritten as magic `to` (a magic-1 message as magic 0, or a zstd wrapper
 /// as gzip), with the offsets and timestamps its reader saw.
 fn legacy_to(entry: &[u8], to: i8, limit: usize, out: &mut Vec<u8>) -> Result<(), FormatError> {
-    let h = LegacyHeader::parse(entry)?;
-    let t = h.timestamp_type();
-    let lat = t == TimestampType::LogAppendTime;
+    let m = legacy::check(entry)?;
+    let h = m.header;
     let mut scratch = Vec::new();
-    let records = legacy::records(entry, &mut scratch, limit)?;
-    if !h.is_wrapper() {
-        let r = &records[0];
-        legacy::write(out, r.offset, to, legacy::attributes(to, Compression::None, t), r.timestamp, r.key, r.value);
-        return Ok(());
-    }
-    let first = records[0].offset;
-    let mut inner = Vec::new();
-    for r in &records {
-        let (offset, ts) =
-            if to == MAGIC_V0 { (r.offset, -1) } else { (r.offset - first, if lat { -1 } else { r.timestamp }) };
-        legacy::write(&mut inner, offset, to, 0, ts, r.key, r.value);
-    }
+    let recs: Vec<SetRecord<'_>> = legacy::records(entry, &mut scratch, limit)?
+        .into_iter()
+        .map(|r| SetRecord {
+            offset: r.offset,
+            timestamp: if to == MAGIC_V0 { -1 } else { r.timestamp },
+            key: r.key,
+            value: r.value,
+        })
+        .collect();
     let ts = if to == MAGIC_V0 { -1 } else { h.timestamp };
-    legacy::write_wrapper(out, to, legacy_codec(h.compression()?), h.offset, ts, t, &inner);
+    let wrapper_key = if h.is_wrapper() { m.key } else { None };
+    legacy::write_set(out, to, legacy_codec(h.compression()?), h.timestamp_type(), ts, wrapper_key, &recs);
     Ok(())
 }
 
@@ -119,7 +105,7 @@ fn legacy_to(entry: &[u8], to: i8, limit: usize, out: &mut Vec<u8>) -> Result<()
 mod tests {
     use super::*;
     use crate::storage::format::batch::BatchBuilder;
-    use crate::storage::format::legacy::LegacyBuilder;
+    use crate::storage::format::legacy::{LegacyBuilder, LegacyHeader};
     use crate::storage::format::stored::check_stored;
     use proptest::prelude::*;
 

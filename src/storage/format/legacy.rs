@@ -89,9 +89,13 @@ impl LegacyHeader {
         if buf.len() < need {
             return Err(FormatError::Truncated { need, have: buf.len() });
         }
+        let size = be_i32(buf, OFF_SIZE);
+        if (size as i64) < (min_len(magic) - 12) as i64 {
+            return Err(FormatError::BadLength(size as i64));
+        }
         Ok(LegacyHeader {
             offset: be_i64(buf, OFF_OFFSET),
-            size: be_i32(buf, OFF_SIZE),
+            size,
             crc: u32::from_be_bytes(buf[OFF_CRC..OFF_CRC + 4].try_into().expect("4 bytes")),
             magic,
             attributes: buf[OFF_ATTRIBUTES] as i8,
@@ -149,7 +153,7 @@ fn bytes_field<'a>(buf: &'a [u8], pos: &mut usize) -> Result<Option<&'a [u8]>, F
 /// fill it exactly, its codec is known. The CRC is not checked (see [`check`]).
 pub fn parse(entry: &[u8]) -> Result<Message<'_>, FormatError> {
     let header = LegacyHeader::parse(entry)?;
-    if header.size < 0 || header.total_len() != entry.len() || entry.len() < min_len(header.magic) {
+    if header.total_len() != entry.len() {
         return Err(FormatError::BadLength(header.size as i64));
     }
     header.compression()?;
@@ -213,8 +217,52 @@ pub fn attributes(magic: i8, codec: Compression, t: TimestampType) -> i8 {
     codec as i8 | if lat { ATTR_LOG_APPEND_TIME } else { 0 }
 }
 
-/// Append a wrapper holding `inner` (encoded legacy entries of the same magic), compressed
-/// with `codec`, to `out`.
+/// One record of a legacy message set to write: its absolute offset, the timestamp its
+/// reader must see, its key and value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetRecord<'a> {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+}
+
+/// Append `records` to `out` as a message set of `magic` with timestamp type `t`: plain
+/// messages for `Compression::None` (each with its timestamp and the type bit), otherwise one
+/// wrapper of `codec` holding them (SPEC T3.2, T3.3): inner offsets absolute for magic 0,
+/// relative (0..n-1) for magic 1; inner timestamps -1 under LogAppendTime; the wrapper at the
+/// last offset with `wrapper_ts` and `wrapper_key`. The one writer of message sets: stored
+/// wrappers the broker rebuilds, down-conversion, tests.
+pub fn write_set(
+    out: &mut Vec<u8>,
+    magic: i8,
+    codec: Compression,
+    t: TimestampType,
+    wrapper_ts: i64,
+    wrapper_key: Option<&[u8]>,
+    records: &[SetRecord<'_>],
+) {
+    let lat = t == TimestampType::LogAppendTime;
+    if codec == Compression::None {
+        for r in records {
+            write(out, r.offset, magic, attributes(magic, Compression::None, t), r.timestamp, r.key, r.value);
+        }
+        return;
+    }
+    let Some(last) = records.last() else { return };
+    let first = records[0].offset;
+    let mut inner = Vec::with_capacity(
+        records.iter().map(|r| 34 + r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len)).sum(),
+    );
+    for r in records {
+        let offset = if magic == MAGIC_V0 { r.offset } else { r.offset - first };
+        write(&mut inner, offset, magic, 0, if lat { -1 } else { r.timestamp }, r.key, r.value);
+    }
+    write_wrapper(out, magic, codec, last.offset, wrapper_ts, t, wrapper_key, &inner);
+}
+
+/// Append a wrapper of `codec` around `inner` (encoded messages, taken as they are) to `out`.
+#[allow(clippy::too_many_arguments)]
 pub fn write_wrapper(
     out: &mut Vec<u8>,
     magic: i8,
@@ -222,11 +270,12 @@ pub fn write_wrapper(
     offset: i64,
     timestamp: i64,
     t: TimestampType,
+    key: Option<&[u8]>,
     inner: &[u8],
 ) {
     assert_ne!(codec, Compression::None, "a wrapper is compressed");
     let value = compress_legacy(codec, magic, inner);
-    write(out, offset, magic, attributes(magic, codec, t), timestamp, None, Some(&value));
+    write(out, offset, magic, attributes(magic, codec, t), timestamp, key, Some(&value));
 }
 
 /// The inner messages of a decompressed wrapper value: each parsed and CRC-checked, of the
@@ -319,22 +368,42 @@ pub fn records<'a>(
     let inner: Vec<Message<'a>> = Inner::new(scratch, h.magic).collect::<Result<_, _>>()?;
     let last_rel = inner.last().ok_or(FormatError::BadRecords("empty wrapper"))?.header.offset;
     let lat = h.timestamp_type() == TimestampType::LogAppendTime;
-    Ok(inner
+    inner
         .into_iter()
-        .map(|i| LegacyRecord {
-            offset: if h.magic == MAGIC_V0 { i.header.offset } else { h.offset - (last_rel - i.header.offset) },
-            timestamp: if h.magic == MAGIC_V0 {
+        .map(|i| {
+            let offset = if h.magic == MAGIC_V0 {
+                i.header.offset
+            } else {
+                last_rel
+                    .checked_sub(i.header.offset)
+                    .filter(|&d| d >= 0)
+                    .and_then(|d| h.offset.checked_sub(d))
+                    .ok_or(FormatError::BadRecords("inner offsets out of order"))?
+            };
+            let timestamp = if h.magic == MAGIC_V0 {
                 -1
             } else if lat || i.header.timestamp == -1 {
                 h.timestamp
             } else {
                 i.header.timestamp
-            },
-            timestamp_type: h.timestamp_type(),
-            key: i.key,
-            value: i.value,
+            };
+            Ok(LegacyRecord { offset, timestamp, timestamp_type: h.timestamp_type(), key: i.key, value: i.value })
         })
-        .collect())
+        .collect()
+}
+
+/// The first and last offset a stored legacy wrapper holds, from its inner messages
+/// (decompressed within `limit`), which must be contiguous: its header names only the last,
+/// outside the CRC, so recovery pins the first this way.
+pub fn wrapper_span(entry: &[u8], limit: usize) -> Result<(i64, i64), FormatError> {
+    let mut scratch = Vec::new();
+    let recs = records(entry, &mut scratch, limit)?;
+    let (first, last) = (recs[0].offset, recs[recs.len() - 1].offset);
+    let contiguous = recs.windows(2).all(|w| w[0].offset.checked_add(1) == Some(w[1].offset));
+    if !contiguous || last != LegacyHeader::parse(entry)?.offset {
+        return Err(FormatError::BadRecords("wrapper offsets are not contiguous"));
+    }
+    Ok((first, last))
 }
 
 /// What the checks found in a legacy entry a producer sent (see [`check_produced`]).
@@ -345,8 +414,6 @@ pub struct Produced {
     pub count: i32,
     /// The timestamps of its messages (inner ones for a wrapper), -1s left out.
     pub stats: RecordStats,
-    /// A wrapper's inner messages, decompressed.
-    inner: Option<Vec<u8>>,
     /// Inner offsets: the first, and whether they go up by one.
     inner_first: i64,
     inner_sequential: bool,
@@ -373,7 +440,6 @@ pub fn check_produced(entry: &[u8], limit: usize) -> Result<Produced, FormatErro
             header: h,
             count: 1,
             stats,
-            inner: None,
             inner_first: h.offset,
             inner_sequential: true,
             inner_untimed: h.timestamp == -1,
@@ -396,15 +462,7 @@ pub fn check_produced(entry: &[u8], limit: usize) -> Result<Produced, FormatErro
     if count == 0 {
         return Err(FormatError::BadRecords("empty wrapper"));
     }
-    Ok(Produced {
-        header: h,
-        count,
-        stats,
-        inner: Some(inner),
-        inner_first: first,
-        inner_sequential: sequential,
-        inner_untimed: untimed,
-    })
+    Ok(Produced { header: h, count, stats, inner_first: first, inner_sequential: sequential, inner_untimed: untimed })
 }
 
 /// How a produced legacy entry is stored: a rewritten prefix followed by the rest of the wire
@@ -424,9 +482,16 @@ pub enum Stored {
 /// (-1 for magic 0). SPEC T3.2: LogAppendTime stamps a plain magic-1 message or a wrapper
 /// with `now` and the type bit, and a wrapper's inner timestamps become -1 (rebuilt if any
 /// was not). SPEC T3.3: a CreateTime wrapper carries its largest inner timestamp. Inner
-/// offsets become 0..n-1 (magic 1) or absolute (magic 0); a wrapper is rebuilt only if they
-/// were not already.
-pub fn stored_form(entry: &[u8], p: &Produced, base: i64, t: TimestampType, now: i64) -> (Stored, i64) {
+/// offsets become 0..n-1 (magic 1) or absolute (magic 0); a wrapper is rebuilt, decompressed
+/// again within `limit`, only if they were not already.
+pub fn stored_form(
+    entry: &[u8],
+    p: &Produced,
+    base: i64,
+    t: TimestampType,
+    now: i64,
+    limit: usize,
+) -> Result<(Stored, i64), FormatError> {
     let h = p.header;
     let last = base + p.count as i64 - 1;
     let lat = t == TimestampType::LogAppendTime;
@@ -440,34 +505,40 @@ pub fn stored_form(entry: &[u8], p: &Produced, base: i64, t: TimestampType, now:
         MAGIC_V0 => p.inner_first == base,
         _ => p.inner_first == 0,
     } && p.inner_sequential;
-    if let Some(inner) = p.inner.as_ref().filter(|_| !offsets_ok || (lat && h.magic == MAGIC_V1 && !p.inner_untimed)) {
-        let mut rebuilt = Vec::with_capacity(inner.len());
-        for (n, i) in Inner::new(inner, h.magic).enumerate() {
-            let i = i.expect("checked when produced");
-            let offset = if h.magic == MAGIC_V0 { base + n as i64 } else { n as i64 };
-            let ts = if lat { -1 } else { i.header.timestamp };
-            write(&mut rebuilt, offset, h.magic, i.header.attributes, ts, i.key, i.value);
-        }
-        let codec = h.compression().expect("checked when produced");
-        let mut out = Vec::with_capacity(rebuilt.len() / 2 + 64);
-        let tt = if lat { TimestampType::LogAppendTime } else { TimestampType::CreateTime };
-        write_wrapper(&mut out, h.magic, codec, last, timestamp, tt, &rebuilt);
-        return (Stored::Rebuilt(out), timestamp);
+    if h.is_wrapper() && (!offsets_ok || (lat && h.magic == MAGIC_V1 && !p.inner_untimed)) {
+        let m = check(entry)?;
+        let inner = inner_bytes(&m, limit)?;
+        let recs: Vec<SetRecord<'_>> = Inner::new(&inner, h.magic)
+            .enumerate()
+            .map(|(n, i)| {
+                i.map(|i| SetRecord {
+                    offset: base + n as i64,
+                    timestamp: i.header.timestamp,
+                    key: i.key,
+                    value: i.value,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let mut out = Vec::with_capacity(entry.len() + 64);
+        write_set(&mut out, h.magic, h.compression()?, t, timestamp, m.key, &recs);
+        return Ok((Stored::Rebuilt(out), timestamp));
     }
     let mut prefix = [0u8; MAX_PREFIX_LEN];
     let changed = attrs != h.attributes || timestamp != h.timestamp;
+    debug_assert!(!changed || h.magic == MAGIC_V1, "magic 0 has no timestamp to change");
     let len = if changed { prefix_len(h.magic) } else { 8 };
     prefix[..len].copy_from_slice(&entry[..len]);
     prefix[OFF_OFFSET..OFF_OFFSET + 8].copy_from_slice(&last.to_be_bytes());
     if changed {
         prefix[OFF_ATTRIBUTES] = attrs as u8;
         prefix[OFF_TIMESTAMP..OFF_TIMESTAMP + 8].copy_from_slice(&timestamp.to_be_bytes());
+        // The CRC of the rewritten prefix's covered bytes continued over the unchanged rest.
         let mut crc = crc32fast::Hasher::new();
         crc.update(&prefix[OFF_MAGIC..len]);
         crc.update(&entry[len..]);
         prefix[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.finalize().to_be_bytes());
     }
-    (Stored::Prefix { prefix, len }, timestamp)
+    Ok((Stored::Prefix { prefix, len }, timestamp))
 }
 
 /// Builds legacy message sets, as old producers do: for tests, fixtures and down-conversion.
@@ -509,16 +580,14 @@ impl LegacyBuilder {
         if self.codec == Compression::None {
             return self.messages.clone();
         }
+        let recs: Vec<SetRecord<'_>> = Inner::new(&self.messages, self.magic)
+            .map(|m| {
+                let m = m.expect("built here");
+                SetRecord { offset: m.header.offset, timestamp: m.header.timestamp, key: m.key, value: m.value }
+            })
+            .collect();
         let mut out = Vec::new();
-        write_wrapper(
-            &mut out,
-            self.magic,
-            self.codec,
-            self.count - 1,
-            self.max_ts,
-            TimestampType::CreateTime,
-            &self.messages,
-        );
+        write_set(&mut out, self.magic, self.codec, TimestampType::CreateTime, self.max_ts, None, &recs);
         out
     }
 }
@@ -578,7 +647,7 @@ mod tests {
                 let set = b.finish();
                 let p = check_produced(&set, 1 << 20).unwrap();
                 assert_eq!(p.count, 5);
-                let (stored, max_ts) = stored_form(&set, &p, 40, TimestampType::CreateTime, 9999);
+                let (stored, max_ts) = stored_form(&set, &p, 40, TimestampType::CreateTime, 9999, 1 << 20).unwrap();
                 let bytes = match stored {
                     Stored::Rebuilt(v) => v,
                     Stored::Prefix { prefix, len } => [&prefix[..len], &set[len..]].concat(),
@@ -603,7 +672,7 @@ mod tests {
         b.push(5, None, Some(b"x"));
         let set = b.finish();
         let p = check_produced(&set, 1 << 20).unwrap();
-        let (stored, ts) = stored_form(&set, &p, 7, TimestampType::LogAppendTime, 777);
+        let (stored, ts) = stored_form(&set, &p, 7, TimestampType::LogAppendTime, 777, 1 << 20).unwrap();
         let Stored::Prefix { prefix, len } = stored else { panic!("a plain message keeps its bytes") };
         assert_eq!(len, MAX_PREFIX_LEN);
         let bytes = [&prefix[..len], &set[len..]].concat();
@@ -619,7 +688,7 @@ mod tests {
         b.push(6, None, Some(b"y"));
         let set = b.finish();
         let p = check_produced(&set, 1 << 20).unwrap();
-        let (stored, _) = stored_form(&set, &p, 0, TimestampType::LogAppendTime, 777);
+        let (stored, _) = stored_form(&set, &p, 0, TimestampType::LogAppendTime, 777, 1 << 20).unwrap();
         let Stored::Rebuilt(bytes) = stored else { panic!("inner timestamps must become -1") };
         let m = check(&bytes).unwrap();
         assert_eq!((m.header.timestamp, m.header.timestamp_type()), (777, TimestampType::LogAppendTime));
@@ -628,7 +697,7 @@ mod tests {
         assert_eq!(ts, vec![-1, -1]);
         // Already -1 inside: stamped in place, the compressed bytes kept.
         let p2 = check_produced(&bytes, 1 << 20).unwrap();
-        let (again, _) = stored_form(&bytes, &p2, 10, TimestampType::LogAppendTime, 888);
+        let (again, _) = stored_form(&bytes, &p2, 10, TimestampType::LogAppendTime, 888, 1 << 20).unwrap();
         assert!(matches!(again, Stored::Prefix { .. }));
     }
 
@@ -640,8 +709,11 @@ mod tests {
         b.push(-1, None, Some(b"b"));
         let set = b.finish();
         let p = check_produced(&set, 1 << 20).unwrap();
-        assert!(matches!(stored_form(&set, &p, 0, TimestampType::CreateTime, 1).0, Stored::Prefix { .. }));
-        let (stored, ts) = stored_form(&set, &p, 100, TimestampType::LogAppendTime, 1);
+        assert!(matches!(
+            stored_form(&set, &p, 0, TimestampType::CreateTime, 1, 1 << 20).unwrap().0,
+            Stored::Prefix { .. }
+        ));
+        let (stored, ts) = stored_form(&set, &p, 100, TimestampType::LogAppendTime, 1, 1 << 20).unwrap();
         assert_eq!(ts, -1, "magic 0 has no timestamp to stamp");
         let Stored::Rebuilt(bytes) = stored else { panic!("offsets must become absolute") };
         let m = check(&bytes).unwrap();
@@ -663,22 +735,23 @@ mod tests {
             0,
             1,
             TimestampType::CreateTime,
+            None,
             &inner_wrapper.finish(),
         );
         assert_eq!(check_produced(&nested, 1 << 20).unwrap_err(), FormatError::BadRecords("nested compression"));
         let mut v0 = LegacyBuilder::new(MAGIC_V0, Compression::None);
         v0.push(-1, None, Some(b"x"));
         let mut mixed = Vec::new();
-        write_wrapper(&mut mixed, MAGIC_V1, Compression::Gzip, 0, 1, TimestampType::CreateTime, &v0.finish());
+        write_wrapper(&mut mixed, MAGIC_V1, Compression::Gzip, 0, 1, TimestampType::CreateTime, None, &v0.finish());
         assert!(check_produced(&mixed, 1 << 20).is_err());
         let mut empty = Vec::new();
-        write_wrapper(&mut empty, MAGIC_V1, Compression::Gzip, 0, 1, TimestampType::CreateTime, &[]);
+        write_wrapper(&mut empty, MAGIC_V1, Compression::Gzip, 0, 1, TimestampType::CreateTime, None, &[]);
         assert_eq!(check_produced(&empty, 1 << 20).unwrap_err(), FormatError::BadRecords("empty wrapper"));
         let mut corrupt = v0.finish();
         let n = corrupt.len();
         corrupt[n - 1] ^= 1;
         let mut w = Vec::new();
-        write_wrapper(&mut w, MAGIC_V0, Compression::Gzip, 0, -1, TimestampType::CreateTime, &corrupt);
+        write_wrapper(&mut w, MAGIC_V0, Compression::Gzip, 0, -1, TimestampType::CreateTime, None, &corrupt);
         assert!(matches!(check_produced(&w, 1 << 20), Err(FormatError::BadCrc { .. })));
         // A decompression bomb stops at the limit.
         let mut big = LegacyBuilder::new(MAGIC_V1, Compression::Zstd);

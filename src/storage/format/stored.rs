@@ -136,15 +136,17 @@ pub fn first_record_at_or_after(
 
 /// Walks concatenated batches of any magic in a buffer, header by header, without checking
 /// CRCs. Stops at the first incomplete batch; `pos()` tells where.
+/// After an error it yields nothing more.
 pub struct BatchWalk<'a> {
     buf: &'a [u8],
     pos: usize,
     max_total: usize,
+    failed: bool,
 }
 
 impl<'a> BatchWalk<'a> {
     pub fn new(buf: &'a [u8], max_total: usize) -> Self {
-        BatchWalk { buf, pos: 0, max_total }
+        BatchWalk { buf, pos: 0, max_total, failed: false }
     }
 
     /// Bytes consumed by the complete batches returned so far.
@@ -158,11 +160,17 @@ impl<'a> Iterator for BatchWalk<'a> {
     type Item = Result<(usize, BatchInfo, &'a [u8]), FormatError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
         let rest = &self.buf[self.pos..];
         let total = match frame_len(rest, self.max_total) {
             Ok(Some(t)) => t,
             Ok(None) => return None,
-            Err(e) => return Some(Err(e)),
+            Err(e) => {
+                self.failed = true;
+                return Some(Err(e));
+            }
         };
         if rest.len() < total {
             return None;
@@ -170,7 +178,10 @@ impl<'a> Iterator for BatchWalk<'a> {
         let bytes = &rest[..total];
         let info = match BatchInfo::parse(bytes) {
             Ok(info) => info,
-            Err(e) => return Some(Err(e)),
+            Err(e) => {
+                self.failed = true;
+                return Some(Err(e));
+            }
         };
         let at = self.pos;
         self.pos += total;
@@ -211,5 +222,35 @@ mod tests {
         }
         assert_eq!(magics(&all).collect::<Result<Vec<_>, _>>().unwrap(), vec![0, 1, 2]);
         assert!(frame_len(&[0u8; 12], 1 << 20).is_err(), "a zero length is not a batch");
+    }
+
+    /// A walk stops after its first error; a legacy header with a negative size is an error,
+    /// never an overflow.
+    #[test]
+    fn bad_frames_end_the_walk() {
+        let mut bytes = vec![0u8; 40];
+        bytes[8..12].copy_from_slice(&28i32.to_be_bytes());
+        bytes[OFF_MAGIC] = 7;
+        let mut walk = BatchWalk::new(&bytes, 1 << 20);
+        assert!(matches!(walk.next(), Some(Err(FormatError::BadMagic(7)))));
+        assert!(walk.next().is_none());
+        let mut legacy = vec![0u8; 40];
+        legacy[8..12].copy_from_slice(&(-5i32).to_be_bytes());
+        legacy[OFF_MAGIC] = 1;
+        assert!(BatchInfo::parse(&legacy).is_err());
+    }
+
+    proptest::proptest! {
+        /// Headers of arbitrary bytes parse or fail, never panic, whatever their magic.
+        #[test]
+        fn arbitrary_headers_never_panic(mut bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80), magic in 0u8..3) {
+            if bytes.len() > OFF_MAGIC { bytes[OFF_MAGIC] = magic; }
+            if let Ok(info) = BatchInfo::parse(&bytes) {
+                let _ = info.index_offset();
+                proptest::prop_assert!(info.total_len >= MIN_BATCH_LEN);
+            }
+            let _ = check_stored(&bytes);
+            for item in BatchWalk::new(&bytes, 1 << 20) { let _ = item; }
+        }
     }
 }
