@@ -113,5 +113,41 @@ fn validate(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, append_durable, read_by_offset, validate);
+/// CPU cost of legacy message sets (magic 0 and 1, SPEC T1.1): checking 16 x 1 KiB sent as
+/// plain magic-1 messages and as a gzip wrapper, and down-converting a 16 x 1 KiB v2 batch
+/// for a Fetch v3 (magic 1) and a Fetch v1 (magic 0) reader.
+fn legacy(c: &mut Criterion) {
+    use tidemark::storage::format::batch::Compression;
+    use tidemark::storage::format::convert::down_convert;
+    use tidemark::storage::format::legacy::{check_produced as check_legacy, LegacyBuilder};
+    let value = vec![b'x'; 1024];
+    let mut g = c.benchmark_group("legacy");
+    for codec in [Compression::None, Compression::Gzip] {
+        let mut b = LegacyBuilder::new(1, codec);
+        for i in 0..16 {
+            b.push(i, None, Some(&value));
+        }
+        let set = b.finish();
+        g.throughput(Throughput::Bytes(16 * 1024));
+        g.bench_function(format!("check_16x1KiB_magic1_{}", codec.name()), |bench| {
+            bench.iter(|| {
+                let mut pos = 0;
+                while pos < set.len() {
+                    let total = i32::from_be_bytes(set[pos + 8..pos + 12].try_into().unwrap()) as usize + 12;
+                    check_legacy(std::hint::black_box(&set[pos..pos + total]), 1 << 20).unwrap();
+                    pos += total;
+                }
+            })
+        });
+    }
+    let v2 = bytes::Bytes::from(simple_batch(16, 1024, 0));
+    for (name, magic) in [("v1", 1i8), ("v0", 0)] {
+        g.bench_function(format!("down_convert_16x1KiB_to_{name}"), |bench| {
+            bench.iter(|| down_convert(std::hint::black_box(v2.clone()), magic, 1 << 20, 1 << 20).unwrap())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, append_durable, read_by_offset, validate, legacy);
 criterion_main!(benches);
