@@ -17,6 +17,7 @@
 
 pub mod config;
 pub mod dump;
+pub mod groups;
 pub mod io;
 pub mod protocol;
 pub mod server;

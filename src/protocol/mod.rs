@@ -1,6 +1,7 @@
 //! The Kafka wire protocol: request and response headers and the request and response bodies
-//! of every API tidemark implements ([`messages`]). Pure encoding and decoding: no storage and
-//! no glommio here, so it is tested and fuzzed without a runtime.
+//! of every API tidemark implements ([`messages`]; the consumer-group APIs and InitProducerId in
+//! [`groups`]). Pure encoding and decoding: no storage and no glommio here, so it is tested and
+//! fuzzed without a runtime.
 //!
 //! A frame is an int32 size then the bytes. Request header v1 (`api_key`, `api_version`,
 //! `correlation_id`, `client_id` with an int16 length) or v2 for flexible versions (the same
@@ -9,23 +10,36 @@
 
 pub mod codec;
 pub mod errors;
+pub mod groups;
 pub mod messages;
 
 pub use codec::{ProtoError, ProtoResult};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use codec::{Codec, Reader, TaggedFields, Writer};
+use groups::*;
 use messages::*;
 
 pub const PRODUCE: i16 = 0;
 pub const FETCH: i16 = 1;
 pub const LIST_OFFSETS: i16 = 2;
 pub const METADATA: i16 = 3;
+pub const OFFSET_COMMIT: i16 = 8;
+pub const OFFSET_FETCH: i16 = 9;
+pub const FIND_COORDINATOR: i16 = 10;
+pub const JOIN_GROUP: i16 = 11;
+pub const HEARTBEAT: i16 = 12;
+pub const LEAVE_GROUP: i16 = 13;
+pub const SYNC_GROUP: i16 = 14;
+pub const DESCRIBE_GROUPS: i16 = 15;
+pub const LIST_GROUPS: i16 = 16;
 pub const API_VERSIONS: i16 = 18;
 pub const CREATE_TOPICS: i16 = 19;
 pub const DELETE_TOPICS: i16 = 20;
+pub const INIT_PRODUCER_ID: i16 = 22;
 pub const DESCRIBE_CONFIGS: i16 = 32;
 pub const ALTER_CONFIGS: i16 = 33;
+pub const DELETE_GROUPS: i16 = 42;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 
 /// What tidemark implements: (API key, min version, max version, first flexible version).
@@ -35,11 +49,22 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (FETCH, 0, 12, 12),
     (LIST_OFFSETS, 0, 7, 6),
     (METADATA, 0, 12, 9),
+    (OFFSET_COMMIT, 0, 8, 8),
+    (OFFSET_FETCH, 0, 8, 6),
+    (FIND_COORDINATOR, 0, 4, 3),
+    (JOIN_GROUP, 0, 9, 6),
+    (HEARTBEAT, 0, 4, 4),
+    (LEAVE_GROUP, 0, 5, 4),
+    (SYNC_GROUP, 0, 5, 4),
+    (DESCRIBE_GROUPS, 0, 5, 5),
+    (LIST_GROUPS, 0, 4, 3),
     (API_VERSIONS, 0, 3, 3),
     (CREATE_TOPICS, 0, 7, 5),
     (DELETE_TOPICS, 0, 6, 4),
+    // InitProducerId (0-4, flexible from 2) is advertised once the idempotent producer is in.
     (DESCRIBE_CONFIGS, 0, 4, 4),
     (ALTER_CONFIGS, 0, 2, 2),
+    (DELETE_GROUPS, 0, 2, 2),
     (INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
 ];
 
@@ -94,6 +119,17 @@ pub enum Request {
     DescribeConfigs(DescribeConfigsRequest),
     /// AlterConfigs or IncrementalAlterConfigs (`incremental` tells which).
     AlterConfigs(AlterConfigsRequest),
+    FindCoordinator(FindCoordinatorRequest),
+    OffsetCommit(OffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
+    JoinGroup(JoinGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    LeaveGroup(LeaveGroupRequest),
+    SyncGroup(SyncGroupRequest),
+    DescribeGroups(DescribeGroupsRequest),
+    ListGroups(ListGroupsRequest),
+    DeleteGroups(DeleteGroupsRequest),
+    InitProducerId(InitProducerIdRequest),
 }
 
 /// Why a request frame could not be decoded: with the header when it could be read, so the
@@ -150,6 +186,17 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
             let mut m = AlterConfigsRequest { incremental: api == INCREMENTAL_ALTER_CONFIGS, ..Default::default() };
             m.codec(&mut r, version).map(|_| Request::AlterConfigs(m))
         }
+        FIND_COORDINATOR => body(&mut r, version).map(Request::FindCoordinator),
+        OFFSET_COMMIT => body(&mut r, version).map(Request::OffsetCommit),
+        OFFSET_FETCH => body(&mut r, version).map(Request::OffsetFetch),
+        JOIN_GROUP => body(&mut r, version).map(Request::JoinGroup),
+        HEARTBEAT => body(&mut r, version).map(Request::Heartbeat),
+        LEAVE_GROUP => body(&mut r, version).map(Request::LeaveGroup),
+        SYNC_GROUP => body(&mut r, version).map(Request::SyncGroup),
+        DESCRIBE_GROUPS => body(&mut r, version).map(Request::DescribeGroups),
+        LIST_GROUPS => body(&mut r, version).map(Request::ListGroups),
+        DELETE_GROUPS => body(&mut r, version).map(Request::DeleteGroups),
+        INIT_PRODUCER_ID => body(&mut r, version).map(Request::InitProducerId),
         _ => unreachable!("checked against SUPPORTED"),
     }
     .map_err(|e| fail(&h, e))?;

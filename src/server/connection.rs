@@ -76,7 +76,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
 
 async fn answer(shard: &Rc<Shard>, peer: &str, frame: Bytes, dispatched: Dispatched) -> Outcome {
     match decode_request(frame) {
-        Ok((header, request)) => handle(shard, &header, request, dispatched).await.map_err(|e| {
+        Ok((header, request)) => handle(shard, peer, &header, request, dispatched).await.map_err(|e| {
             tracing::warn!(peer, api = header.api_key, version = header.api_version, error = %e, "cannot encode response; closing");
         }),
         Err(failure) => match failure.header.as_ref().and_then(|h| error_response(h, &failure.error)) {

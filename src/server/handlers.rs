@@ -2,8 +2,10 @@
 //! the owners of its partitions, and their results become the response.
 
 use crate::protocol::errors as code;
+use crate::protocol::groups::*;
 use crate::protocol::messages::*;
 use crate::protocol::{api_versions_response, encode_response, ProtoError, ProtoResult, Request, RequestHeader};
+use crate::server::coordinator::{group_shard, GroupRequest, GroupResponse, OFFSETS_TOPIC};
 use crate::server::shard::{owner, FetchOut, Shard, ShardOp, ShardReply};
 use crate::storage::format::convert::down_convert;
 use bytes::Bytes;
@@ -28,13 +30,16 @@ impl Dispatched {
     }
 }
 
-/// Answer one request; `None` when no response is due (produce with acks=0).
+/// Answer one request from the client at `peer`; `None` when no response is due (produce
+/// with acks=0).
 pub async fn handle(
     shard: &Rc<Shard>,
+    peer: &str,
     header: &RequestHeader,
     req: Request,
     mut dispatched: Dispatched,
 ) -> ProtoResult<Option<Bytes>> {
+    let v = header.api_version;
     match req {
         // No side effects: the next request may start at once.
         Request::ApiVersions(_) => {
@@ -67,7 +72,242 @@ pub async fn handle(
         Request::CreateTopics(c) => encode_response(header, &mut create_topics(shard, c).await).map(Some),
         Request::DeleteTopics(d) => encode_response(header, &mut delete_topics(shard, d).await).map(Some),
         Request::AlterConfigs(a) => encode_response(header, &mut alter_configs(shard, a).await).map(Some),
+        // Groups: each request goes to the group's coordinating shard.
+        Request::FindCoordinator(f) => {
+            dispatched.done();
+            encode_response(header, &mut find_coordinator(shard, v, f).await).map(Some)
+        }
+        Request::JoinGroup(j) => {
+            let group = j.group_id.clone();
+            let client = header.client_id.clone().unwrap_or_default();
+            // Kafka's form of the client host.
+            let host = format!("/{}", peer.rsplit_once(':').map_or(peer, |(h, _)| h));
+            let mut resp =
+                match group_call(shard, v, &group, GroupRequest::Join(j, client, host), &mut dispatched).await {
+                    Some(GroupResponse::Join(r)) => r,
+                    _ => JoinGroupResponse { error_code: code::COORDINATOR_NOT_AVAILABLE, ..Default::default() },
+                };
+            encode_response(header, &mut resp).map(Some)
+        }
+        Request::SyncGroup(sg) => {
+            let group = sg.group_id.clone();
+            let mut resp = match group_call(shard, v, &group, GroupRequest::Sync(sg), &mut dispatched).await {
+                Some(GroupResponse::Sync(r)) => r,
+                _ => SyncGroupResponse { error_code: code::COORDINATOR_NOT_AVAILABLE, ..Default::default() },
+            };
+            encode_response(header, &mut resp).map(Some)
+        }
+        Request::Heartbeat(h) => {
+            let group = h.group_id.clone();
+            let error_code = match group_call(shard, v, &group, GroupRequest::Heartbeat(h), &mut dispatched).await {
+                Some(GroupResponse::Heartbeat(e)) => e,
+                _ => code::COORDINATOR_NOT_AVAILABLE,
+            };
+            encode_response(header, &mut HeartbeatResponse { error_code, ..Default::default() }).map(Some)
+        }
+        Request::LeaveGroup(l) => {
+            let group = l.group_id.clone();
+            let mut resp = match group_call(shard, v, &group, GroupRequest::Leave(l), &mut dispatched).await {
+                Some(GroupResponse::Leave(r)) => r,
+                _ => LeaveGroupResponse { error_code: code::COORDINATOR_NOT_AVAILABLE, ..Default::default() },
+            };
+            encode_response(header, &mut resp).map(Some)
+        }
+        Request::OffsetCommit(c) => {
+            let group = c.group_id.clone();
+            let fallback = commit_error(&c, code::COORDINATOR_NOT_AVAILABLE);
+            let mut resp = match group_call(shard, v, &group, GroupRequest::Commit(c), &mut dispatched).await {
+                Some(GroupResponse::Commit(r)) => r,
+                _ => fallback,
+            };
+            encode_response(header, &mut resp).map(Some)
+        }
+        Request::OffsetFetch(f) => {
+            let mut resp = offset_fetch(shard, v, f, &mut dispatched).await;
+            encode_response(header, &mut resp).map(Some)
+        }
+        Request::DescribeGroups(d) => {
+            dispatched.done();
+            let mut groups = Vec::with_capacity(d.groups.len());
+            for g in d.groups {
+                groups.push(
+                    match group_call(shard, v, &g, GroupRequest::Describe(g.clone()), &mut Dispatched::default()).await
+                    {
+                        Some(GroupResponse::Describe(r)) => r,
+                        _ => DescribedGroup {
+                            error_code: code::COORDINATOR_NOT_AVAILABLE,
+                            group_id: g,
+                            authorized_operations: i32::MIN,
+                            ..Default::default()
+                        },
+                    },
+                );
+            }
+            encode_response(header, &mut DescribeGroupsResponse { groups, ..Default::default() }).map(Some)
+        }
+        Request::ListGroups(l) => {
+            dispatched.done();
+            let mut groups = Vec::new();
+            for target in 0..shard.shards {
+                let op = ShardOp::Group { version: v, req: GroupRequest::List(l.states_filter.clone()) };
+                if let ShardReply::Group(GroupResponse::List(mut gs)) = shard.call(target, op).await {
+                    groups.append(&mut gs);
+                }
+            }
+            groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+            encode_response(header, &mut ListGroupsResponse { groups, ..Default::default() }).map(Some)
+        }
+        Request::DeleteGroups(d) => {
+            let mut results = Vec::with_capacity(d.groups_names.len());
+            for g in d.groups_names {
+                let error_code = match group_call(shard, v, &g, GroupRequest::Delete(g.clone()), &mut dispatched).await
+                {
+                    Some(GroupResponse::Delete(e)) => e,
+                    _ => code::COORDINATOR_NOT_AVAILABLE,
+                };
+                results.push(DeletableGroupResult { group_id: g, error_code, ..Default::default() });
+            }
+            dispatched.done();
+            encode_response(header, &mut DeleteGroupsResponse { results, ..Default::default() }).map(Some)
+        }
+        Request::InitProducerId(_) => {
+            dispatched.done();
+            let mut resp = InitProducerIdResponse { error_code: code::UNSUPPORTED_VERSION, ..Default::default() };
+            encode_response(header, &mut resp).map(Some)
+        }
     }
+}
+
+/// Send a group request to the shard coordinating `group` (issued before `dispatched` is
+/// signalled, so a connection's group operations keep their order). `None` when
+/// `__consumer_offsets` does not exist yet or the shard did not answer.
+async fn group_call(
+    shard: &Rc<Shard>,
+    version: i16,
+    group: &str,
+    req: GroupRequest,
+    dispatched: &mut Dispatched,
+) -> Option<GroupResponse> {
+    let Some(partitions) = shard.offsets_partitions() else {
+        dispatched.done();
+        return None;
+    };
+    let target = group_shard(group, partitions, shard.shards);
+    let s = shard.clone();
+    let task = glommio::spawn_local(async move { s.call(target, ShardOp::Group { version, req }).await }).detach();
+    dispatched.done();
+    match task.await {
+        Some(ShardReply::Group(r)) => Some(r),
+        _ => None,
+    }
+}
+
+/// FindCoordinator: this broker coordinates every group, once `__consumer_offsets` exists.
+/// Transactions are not implemented: a transactional id gets COORDINATOR_NOT_AVAILABLE.
+async fn find_coordinator(shard: &Rc<Shard>, version: i16, f: FindCoordinatorRequest) -> FindCoordinatorResponse {
+    let keys = if version >= 4 { f.coordinator_keys } else { vec![f.key] };
+    let ready = shard.ensure_offsets_topic().await;
+    let c = &shard.config;
+    let coordinators: Vec<Coordinator> = keys
+        .into_iter()
+        .map(|key| {
+            let (error_code, error_message) = if f.key_type == COORDINATOR_TRANSACTION {
+                (code::COORDINATOR_NOT_AVAILABLE, Some("transactions are not supported by tidemark".to_string()))
+            } else if !ready {
+                (code::COORDINATOR_NOT_AVAILABLE, Some("the offsets topic is not available yet".to_string()))
+            } else {
+                (code::NONE, None)
+            };
+            let found = error_code == code::NONE;
+            Coordinator {
+                key,
+                node_id: if found { c.node_id } else { -1 },
+                host: if found { c.advertised_host.clone() } else { String::new() },
+                port: if found { c.advertised_port } else { -1 },
+                error_code,
+                error_message,
+                ..Default::default()
+            }
+        })
+        .collect();
+    if version >= 4 {
+        return FindCoordinatorResponse { coordinators, ..Default::default() };
+    }
+    let one = coordinators.into_iter().next().unwrap_or_default();
+    FindCoordinatorResponse {
+        error_code: one.error_code,
+        error_message: one.error_message,
+        node_id: one.node_id,
+        host: one.host,
+        port: one.port,
+        ..Default::default()
+    }
+}
+
+/// An OffsetCommit answer with one error for every partition.
+fn commit_error(c: &OffsetCommitRequest, error_code: i16) -> OffsetCommitResponse {
+    OffsetCommitResponse {
+        topics: c
+            .topics
+            .iter()
+            .map(|t| OffsetCommitResponseTopic {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| OffsetCommitResponsePartition {
+                        partition_index: p.partition_index,
+                        error_code,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// OffsetFetch: one group (v0-v7) or several (v8+), each from its coordinating shard.
+async fn offset_fetch(
+    shard: &Rc<Shard>,
+    version: i16,
+    f: OffsetFetchRequest,
+    dispatched: &mut Dispatched,
+) -> OffsetFetchResponse {
+    let groups = if version >= 8 {
+        f.groups
+    } else {
+        // v0-1 cannot ask for every topic: an empty list means none.
+        vec![OffsetFetchRequestGroup { group_id: f.group_id, topics: f.topics, ..Default::default() }]
+    };
+    let mut out = Vec::with_capacity(groups.len());
+    for g in groups {
+        let id = g.group_id.clone();
+        out.push(match group_call(shard, version, &id, GroupRequest::Fetch(g), dispatched).await {
+            Some(GroupResponse::Fetch(r)) => r,
+            _ => OffsetFetchResponseGroup {
+                group_id: id,
+                error_code: code::COORDINATOR_NOT_AVAILABLE,
+                ..Default::default()
+            },
+        });
+    }
+    dispatched.done();
+    if version >= 8 {
+        return OffsetFetchResponse { groups: out, ..Default::default() };
+    }
+    let one = out.into_iter().next().unwrap_or_default();
+    let mut topics = one.topics;
+    if version < 2 {
+        // No group-level error field: every partition carries it.
+        for p in topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            if p.error_code == code::NONE {
+                p.error_code = one.error_code;
+            }
+        }
+    }
+    OffsetFetchResponse { topics, error_code: one.error_code, ..Default::default() }
 }
 
 /// The most a Fetch response carries (Kafka's `fetch.max.bytes` default).
@@ -297,6 +537,7 @@ async fn metadata(shard: &Rc<Shard>, m: MetadataRequest) -> MetadataResponse {
             }),
             Some(n) => topics.push(MetadataTopic {
                 error_code: code::NONE,
+                is_internal: name == OFFSETS_TOPIC,
                 name: Some(name),
                 topic_authorized_operations: i32::MIN,
                 partitions: (0..n as i32)
@@ -358,6 +599,9 @@ async fn produce(shard: &Rc<Shard>, version: i16, p: ProduceRequest, dispatched:
         for part in t.partitions {
             let outcome = if !acks_ok {
                 Err(code::INVALID_REQUIRED_ACKS)
+            } else if t.name == OFFSETS_TOPIC {
+                // Only the coordinator writes there (Kafka: "cannot append to internal topic").
+                Err(code::INVALID_TOPIC_EXCEPTION)
             } else if !known || part.index < 0 {
                 Err(code::UNKNOWN_TOPIC_OR_PARTITION)
             } else if part.records.as_ref().is_some_and(|r| !records_fit_version(version, r)) {

@@ -4,6 +4,7 @@
 //! close every partition cleanly (close entries, clean markers) and exit.
 
 pub mod connection;
+pub mod coordinator;
 pub mod errors;
 pub mod handlers;
 pub mod shard;
@@ -39,6 +40,8 @@ pub struct BrokerConfig {
     pub max_request_bytes: usize,
     /// Topic defaults (`log.*` broker settings and topic names).
     pub log_defaults: LogConfig,
+    /// Consumer groups and `__consumer_offsets` (`group.*`, `offsets.*`).
+    pub coordinator: coordinator::CoordinatorConfig,
 }
 
 /// Broker-level names that map onto topic settings, as in Kafka's server.properties.
@@ -79,6 +82,7 @@ impl BrokerConfig {
             retention_check_interval: crate::storage::manager::DEFAULT_RETENTION_CHECK_INTERVAL,
             max_request_bytes: 100 * 1024 * 1024,
             log_defaults: LogConfig::default(),
+            coordinator: coordinator::CoordinatorConfig::default(),
         })
     }
 
@@ -117,6 +121,33 @@ impl BrokerConfig {
                 self.max_request_bytes = n as usize;
             }
             "advertised.host" => self.advertised_host = value.trim().to_string(),
+            "group.min.session.timeout.ms" => {
+                self.coordinator.limits.min_session_timeout_ms = bounded(key, int(value)?, 1, i32::MAX as i64)? as i32
+            }
+            "group.max.session.timeout.ms" => {
+                self.coordinator.limits.max_session_timeout_ms = bounded(key, int(value)?, 1, i32::MAX as i64)? as i32
+            }
+            "group.initial.rebalance.delay.ms" => {
+                self.coordinator.limits.initial_rebalance_delay_ms =
+                    bounded(key, int(value)?, 0, i32::MAX as i64)? as i32
+            }
+            "group.max.size" => self.coordinator.limits.max_size = bounded(key, int(value)?, 1, 1_000_000)? as usize,
+            "offsets.topic.num.partitions" => {
+                self.coordinator.offsets_partitions = bounded(key, int(value)?, 1, 1000)? as u32
+            }
+            "offsets.topic.segment.bytes" => {
+                self.coordinator.offsets_segment_bytes = bounded(key, int(value)?, 1 << 20, i32::MAX as i64)? as u64
+            }
+            "offset.metadata.max.bytes" => {
+                self.coordinator.metadata_max_bytes = bounded(key, int(value)?, 0, i32::MAX as i64)? as usize
+            }
+            "tidemark.offsets.compaction.check.ms" => {
+                self.coordinator.compaction_check =
+                    Duration::from_millis(bounded(key, int(value)?, 100, i64::MAX)? as u64)
+            }
+            "tidemark.offsets.compaction.bytes" => {
+                self.coordinator.compaction_bytes = bounded(key, int(value)?, 0, i64::MAX)? as u64
+            }
             _ => {
                 let topic_key = BROKER_TO_TOPIC.iter().find(|(b, _)| *b == key).map_or(key, |(_, t)| t);
                 self.log_defaults.set(topic_key, value)?;
@@ -141,6 +172,13 @@ impl BrokerConfig {
         }
         Ok(())
     }
+}
+
+fn bounded(key: &str, n: i64, lo: i64, hi: i64) -> anyhow::Result<i64> {
+    if !(lo..=hi).contains(&n) {
+        bail!("{key}={n}: must be between {lo} and {hi}");
+    }
+    Ok(n)
 }
 
 /// This machine's host name (for Metadata when listening on a wildcard address).
@@ -242,6 +280,16 @@ async fn run_shard(
     };
     let (senders, receivers) = joined.map_err(|_| anyhow::anyhow!("joining the shard mesh"))?;
     shard.attach(senders, receivers);
+    coordinator::Coordinator::spawn_ticker(&shard);
+    if id == 0 {
+        // Committed offsets need their topic before the first group request (FindCoordinator
+        // answers COORDINATOR_NOT_AVAILABLE until it exists).
+        let s = shard.clone();
+        glommio::spawn_local(async move {
+            s.ensure_offsets_topic().await;
+        })
+        .detach();
+    }
     let listener = glommio::net::TcpListener::bind(config.listen)
         .map_err(std::io::Error::from)
         .with_context(|| format!("listening on {}", config.listen))?;

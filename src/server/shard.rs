@@ -7,11 +7,12 @@
 use crate::config::LogConfig;
 use crate::io::DmaDisk;
 use crate::protocol::errors as code;
+use crate::server::coordinator::{Coordinator, GroupRequest, GroupResponse, OFFSETS_TOPIC};
 use crate::server::errors::{storage_code, topic_code};
 use crate::server::BrokerConfig;
 use crate::storage::manager::PartitionManager;
 use crate::storage::topics::TopicStore;
-use crate::storage::{system_clock, ReadUpTo};
+use crate::storage::{system_clock, Clock, ReadUpTo};
 use bytes::Bytes;
 use futures_channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
@@ -81,6 +82,11 @@ pub enum ShardOp {
         config: LogConfig,
         overrides: BTreeMap<String, String>,
     },
+    /// To the shard coordinating a group (`coordinator::group_shard`).
+    Group {
+        version: i16,
+        req: GroupRequest,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -98,6 +104,7 @@ pub enum ShardReply {
     ListOffsets(Result<Option<(i64, i64)>, i16>),
     /// The outcome of a topic change (create, delete, alter): an error code and message.
     Admin(Result<(), (i16, String)>),
+    Group(GroupResponse),
     Done,
 }
 
@@ -122,6 +129,9 @@ pub struct Shard {
     pub config: Arc<BrokerConfig>,
     pub manager: Rc<PartitionManager<DmaDisk>>,
     pub topics: RefCell<BTreeMap<String, TopicInfo>>,
+    /// The consumer groups this shard coordinates.
+    pub coordinator: Coordinator,
+    clock: Clock,
     /// Shard 0 only: the persistent topic store, taken out while an operation on it awaits,
     /// with `store_lock` serializing those operations.
     store: RefCell<Option<TopicStore<DmaDisk>>>,
@@ -136,7 +146,8 @@ impl Shard {
     pub async fn open(id: usize, shards: usize, config: Arc<BrokerConfig>) -> anyhow::Result<Rc<Shard>> {
         let disk = DmaDisk::open(&config.data_dir).await?;
         let store = TopicStore::open(disk.clone(), &config.data_dir, config.log_defaults.clone()).await?;
-        let manager = PartitionManager::new(disk, &config.data_dir, system_clock());
+        let clock = system_clock();
+        let manager = PartitionManager::new(disk, &config.data_dir, clock.clone());
         let mut topics = BTreeMap::new();
         for name in store.names().map(str::to_string).collect::<Vec<_>>() {
             let meta = store.get(&name).expect("listed");
@@ -153,18 +164,64 @@ impl Shard {
             topics.insert(name, info);
         }
         manager.spawn_upkeep(config.retention_check_interval);
-        Ok(Rc::new(Shard {
+        let coordinator = Coordinator::new(config.coordinator.clone(), id);
+        let shard = Rc::new(Shard {
             id,
             shards,
             config,
             manager,
             topics: RefCell::new(topics),
+            coordinator,
+            clock,
             store: RefCell::new((id == 0).then_some(store)),
             store_lock: glommio::sync::Semaphore::new(1),
             senders: RefCell::new(None),
             pending: RefCell::new(HashMap::new()),
             next_id: Cell::new(1),
-        }))
+        });
+        let records = Coordinator::load(&shard).await?;
+        if records > 0 {
+            tracing::info!(shard = id, records, "committed offsets loaded");
+        }
+        Ok(shard)
+    }
+
+    /// Broker wall-clock time in ms.
+    pub fn now(&self) -> i64 {
+        (self.clock)()
+    }
+
+    /// The partition count of `__consumer_offsets`, once it exists.
+    pub fn offsets_partitions(&self) -> Option<u32> {
+        self.topics.borrow().get(OFFSETS_TOPIC).map(|t| t.partitions)
+    }
+
+    /// Create `__consumer_offsets` if it does not exist yet (on shard 0, at startup): Kafka's
+    /// `offsets.topic.*` settings, no time retention (compaction keeps it small).
+    pub async fn ensure_offsets_topic(self: &Rc<Self>) -> bool {
+        if self.offsets_partitions().is_some() {
+            return true;
+        }
+        let c = &self.config.coordinator;
+        let op = ShardOp::CreateTopic {
+            name: OFFSETS_TOPIC.to_string(),
+            partitions: c.offsets_partitions as i64,
+            configs: vec![
+                ("segment.bytes".to_string(), c.offsets_segment_bytes.to_string()),
+                ("retention.ms".to_string(), "-1".to_string()),
+                ("tidemark.preallocate.bytes".to_string(), (1u64 << 20).to_string()),
+            ],
+            validate_only: false,
+        };
+        match self.call(0, op).await {
+            ShardReply::Admin(Ok(())) => true,
+            ShardReply::Admin(Err((c, _))) if c == code::TOPIC_ALREADY_EXISTS => true,
+            ShardReply::Admin(Err((_, m))) => {
+                tracing::error!(error = m, "cannot create {OFFSETS_TOPIC}");
+                false
+            }
+            _ => false,
+        }
     }
 
     /// Connect to the mesh and serve messages from every peer.
@@ -283,6 +340,7 @@ impl Shard {
                 }
                 ShardReply::Done
             }
+            ShardOp::Group { version, req } => ShardReply::Group(Coordinator::handle(self, version, req).await),
             ShardOp::TopicAltered { name, config, overrides } => {
                 self.manager.set_topic_config(&name, &config);
                 if let Some(t) = self.topics.borrow_mut().get_mut(&name) {
@@ -374,6 +432,9 @@ impl Shard {
 
     /// On shard 0: forget the topic, then have every shard remove its partitions.
     async fn delete_topic(self: &Rc<Self>, name: String) -> Result<(), (i16, String)> {
+        if name == OFFSETS_TOPIC {
+            return Err((code::INVALID_TOPIC_EXCEPTION, format!("{OFFSETS_TOPIC} is internal: it cannot be deleted")));
+        }
         let (_permit, mut store) = self.take_store().await?;
         let result = store.delete(&name).await.map_err(|e| (topic_code(&e), e.to_string()));
         *self.store.borrow_mut() = Some(store);

@@ -199,3 +199,16 @@ pub async fn maintain<D: Disk, C: LogCell<D>>(cell: &C, now: i64) -> StorageResu
     }
     Ok(removed)
 }
+
+/// Delete the sealed segments wholly below `offset` ([`Log::take_segments_before`]) and their
+/// files. Returns their base offsets.
+pub async fn remove_before<D: Disk, C: LogCell<D>>(cell: &C, offset: i64) -> StorageResult<Vec<i64>> {
+    let (removed, disk, dir) = {
+        let mut log = cell.log();
+        (log.take_segments_before(offset), log.disk().clone(), log.dir().to_path_buf())
+    };
+    for &base in &removed {
+        delete_segment_files(&disk, &dir, base).await?;
+    }
+    Ok(removed)
+}

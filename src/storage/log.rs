@@ -1150,6 +1150,25 @@ impl<D: Disk> Log<D> {
         removed
     }
 
+    /// Remove from the log the oldest sealed segments that lie wholly below `offset` (never the
+    /// active one); the caller deletes their files. What `__consumer_offsets` compaction uses
+    /// once the live records are written again past `offset`.
+    pub fn take_segments_before(&mut self, offset: i64) -> Vec<i64> {
+        let mut removed = Vec::new();
+        while !self.closing && self.removable_first() {
+            let (&base, seg) = self.segments.iter().next().expect("non-empty");
+            if seg.next_offset > offset {
+                break;
+            }
+            if let Some(&(t, _)) = seg.time.as_ref().and_then(|t| t.entries.last()) {
+                self.deleted_last_ts = Some(t);
+            }
+            self.segments.remove(&base);
+            removed.push(base);
+        }
+        removed
+    }
+
     /// Begin a clean shutdown: no more appends; the active segment gets its close
     /// entry and is sealed by the flusher.
     pub fn begin_close(&mut self) {

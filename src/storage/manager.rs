@@ -128,6 +128,11 @@ impl<D: Disk> PartitionManager<D> {
         .detach();
     }
 
+    /// True once [`PartitionManager::close_all`] began.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.get()
+    }
+
     /// Close every partition cleanly (SPEC T5.3 close entries, clean-shutdown markers).
     pub async fn close_all(&self) -> StorageResult<()> {
         self.stopping.set(true);

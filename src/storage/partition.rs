@@ -82,6 +82,18 @@ impl<D: Disk> Partition<D> {
         Ok(info)
     }
 
+    /// Append `records` now, synchronously, without waiting for durability (the caller waits
+    /// with [`Partition::flush`] or [`Partition::wait_durable`]); the flusher is started.
+    pub fn append_nowait(self: &Rc<Self>, records: &[u8]) -> StorageResult<AppendInfo> {
+        if self.closed.get() {
+            return Err(StorageError::Closed);
+        }
+        let now = (self.clock)();
+        let (info, _) = self.log.borrow_mut().append(records, now)?;
+        self.kick();
+        Ok(info)
+    }
+
     /// `flush.ms`: data an append did not wait for is flushed at most this long after it.
     fn arm_flush_timer(self: &Rc<Self>) {
         if self.timer_armed.replace(true) {
@@ -174,6 +186,17 @@ impl<D: Disk> Partition<D> {
         let removed = access::maintain(&self.log, (self.clock)()).await?;
         self.kick();
         Ok(removed)
+    }
+
+    /// Start a new active segment now (the old one is sealed by the flusher).
+    pub fn roll(self: &Rc<Self>) {
+        self.log.borrow_mut().roll((self.clock)());
+        self.kick();
+    }
+
+    /// Delete the sealed segments wholly below `offset`; see [`Log::take_segments_before`].
+    pub async fn remove_before(&self, offset: i64) -> StorageResult<Vec<i64>> {
+        access::remove_before(&self.log, offset).await
     }
 
     /// Clean shutdown: refuse new appends, flush and seal the active segment, write the

@@ -1,0 +1,983 @@
+//! One consumer group's membership, as Kafka's classic group coordinator keeps it: a state
+//! machine driven by JoinGroup, SyncGroup, Heartbeat and LeaveGroup and by the clock.
+//!
+//! ```text
+//!            join (first member)              all members rejoined, or the rebalance
+//!  Empty ───────────────────────► Preparing ─ deadline passed (laggards removed) ─► Completing
+//!    ▲                           Rebalance  ◄──────── a member joins, leaves or ────  Rebalance
+//!    │ last member gone              ▲                 expires; new protocols            │
+//!    └───────────────────────────────┤                                                   │ leader's
+//!                                    └──────────────────── Stable ◄──────────────────────┘ SyncGroup
+//! ```
+//!
+//! Pure: no I/O, no runtime. Time comes in as `now` (ms); the owner calls [`Group::tick`]
+//! often (the coordinator's sweep) so deadlines take effect. JoinGroup and SyncGroup answers
+//! may wait for other members: they are delivered through oneshot channels, answered when the
+//! rebalance completes, never dropped unanswered (a removed or fenced member gets its error).
+//!
+//! Invariants:
+//! - `generation` only grows; every member answered a JoinGroup in `CompletingRebalance` or
+//!   `Stable` holds the current generation;
+//! - in `Stable` every member has an assignment (possibly empty) from the leader's SyncGroup;
+//! - a static member (`group.instance.id`) maps to exactly one member id (`statics`).
+
+use crate::protocol::errors as code;
+use bytes::Bytes;
+use futures_channel::oneshot;
+use std::collections::{BTreeMap, HashMap};
+
+/// The states of a classic group (Kafka's names, as DescribeGroups and ListGroups report them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+    Dead,
+}
+
+impl GroupState {
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+            GroupState::Dead => "Dead",
+        }
+    }
+}
+
+/// Timeouts the coordinator enforces (Kafka's broker settings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupLimits {
+    /// `group.min.session.timeout.ms`
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`
+    pub max_session_timeout_ms: i32,
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group
+    /// waits for more members (extended by each join, up to the rebalance timeout).
+    pub initial_rebalance_delay_ms: i32,
+    /// `group.max.size`
+    pub max_size: usize,
+}
+
+impl Default for GroupLimits {
+    fn default() -> Self {
+        GroupLimits {
+            min_session_timeout_ms: 6_000,
+            max_session_timeout_ms: 1_800_000,
+            initial_rebalance_delay_ms: 3_000,
+            max_size: 1_000,
+        }
+    }
+}
+
+/// A JoinGroup request, as the coordinator needs it.
+#[derive(Debug, Clone, Default)]
+pub struct Join {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    /// (name, metadata), in the member's order of preference.
+    pub protocols: Vec<(String, Bytes)>,
+    /// JoinGroup v4+: a member without an id first gets one with MEMBER_ID_REQUIRED (KIP-394).
+    pub require_known_member_id: bool,
+}
+
+/// A member as the leader sees it in a JoinGroup answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinedMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub metadata: Bytes,
+}
+
+/// A JoinGroup answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Joined {
+    pub error: i16,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub leader: String,
+    /// A static leader rejoining a stable group: it must not assign again (JoinGroup v9).
+    pub skip_assignment: bool,
+    pub member_id: String,
+    /// Only for the leader: every member with its metadata for the chosen protocol.
+    pub members: Vec<JoinedMember>,
+}
+
+impl Joined {
+    fn error(error: i16, member_id: &str) -> Joined {
+        Joined { error, generation: -1, member_id: member_id.to_string(), ..Default::default() }
+    }
+}
+
+/// A SyncGroup request.
+#[derive(Debug, Clone, Default)]
+pub struct Sync {
+    pub generation: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    /// The leader's assignments: (member id, assignment).
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+/// A SyncGroup answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Synced {
+    pub error: i16,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignment: Bytes,
+}
+
+impl Synced {
+    fn error(error: i16) -> Synced {
+        Synced { error, ..Default::default() }
+    }
+}
+
+/// A member in DescribeGroups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberDescription {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    /// Its metadata for the group's protocol (empty outside Stable/CompletingRebalance).
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
+
+/// DescribeGroups of one group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Description {
+    pub state: GroupState,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<MemberDescription>,
+}
+
+/// An answer that will come: JoinGroup and SyncGroup may wait for the rest of the group.
+pub type Pending<T> = oneshot::Receiver<T>;
+
+struct Member {
+    instance_id: Option<String>,
+    client_id: String,
+    client_host: String,
+    session_timeout_ms: i32,
+    rebalance_timeout_ms: i32,
+    protocol_type: String,
+    protocols: Vec<(String, Bytes)>,
+    assignment: Bytes,
+    /// Its JoinGroup waits for the rebalance to complete.
+    join: Option<oneshot::Sender<Joined>>,
+    /// Its SyncGroup waits for the leader's.
+    sync: Option<oneshot::Sender<Synced>>,
+    /// When the session expires without a heartbeat.
+    session_deadline: i64,
+    /// When it joined (the leader is the earliest member).
+    joined_seq: u64,
+}
+
+impl Member {
+    fn metadata_for(&self, protocol: &str) -> Bytes {
+        self.protocols.iter().find(|(n, _)| n == protocol).map(|(_, m)| m.clone()).unwrap_or_default()
+    }
+
+    /// A member waiting for a JoinGroup or SyncGroup answer is governed by the rebalance
+    /// deadline, not its session.
+    fn waiting(&self) -> bool {
+        self.join.is_some() || self.sync.is_some()
+    }
+}
+
+/// One consumer group.
+pub struct Group {
+    pub id: String,
+    state: GroupState,
+    generation: i32,
+    protocol_type: Option<String>,
+    protocol: Option<String>,
+    leader: Option<String>,
+    members: BTreeMap<String, Member>,
+    /// group.instance.id -> member id.
+    statics: HashMap<String, String>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, not joined yet, with their expiry.
+    pending: HashMap<String, i64>,
+    /// PreparingRebalance: when it completes whoever has not rejoined.
+    rebalance_deadline: i64,
+    /// PreparingRebalance of an empty group: the initial delay's end (extended by joins).
+    initial_delay_until: Option<i64>,
+    join_seq: u64,
+    limits: GroupLimits,
+    ids: IdSource,
+}
+
+/// Member ids: `<client id>-<32 hex digits>`, unique within the process.
+struct IdSource {
+    state: u64,
+}
+
+impl IdSource {
+    fn new(seed: u64) -> Self {
+        IdSource { state: seed | 1 }
+    }
+
+    fn next(&mut self, client_id: &str) -> String {
+        // splitmix64, twice: unique enough (no two members of a group share an id; a collision
+        // across groups is harmless).
+        let mut word = || {
+            self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        format!("{client_id}-{:016x}{:016x}", word(), word())
+    }
+}
+
+impl Group {
+    pub fn new(id: &str, limits: GroupLimits, seed: u64) -> Group {
+        Group {
+            id: id.to_string(),
+            state: GroupState::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            statics: HashMap::new(),
+            pending: HashMap::new(),
+            rebalance_deadline: 0,
+            initial_delay_until: None,
+            join_seq: 0,
+            limits,
+            ids: IdSource::new(seed ^ crc32c::crc32c(id.as_bytes()) as u64),
+        }
+    }
+
+    pub fn state(&self) -> GroupState {
+        self.state
+    }
+
+    pub fn generation(&self) -> i32 {
+        self.generation
+    }
+
+    pub fn protocol_type(&self) -> Option<&str> {
+        self.protocol_type.as_deref()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty() && self.pending.is_empty()
+    }
+
+    /// JoinGroup. The answer comes when the rebalance completes (or at once for an error, a
+    /// MEMBER_ID_REQUIRED, or a static member rejoining a stable group unchanged).
+    pub fn join(&mut self, j: Join, now: i64) -> Pending<Joined> {
+        let (tx, rx) = oneshot::channel();
+        if let Err(e) = self.try_join(j, now, tx) {
+            let (error, member_id, tx) = e;
+            let _ = tx.send(Joined::error(error, &member_id));
+        }
+        rx
+    }
+
+    #[allow(clippy::result_large_err)]
+    fn try_join(
+        &mut self,
+        j: Join,
+        now: i64,
+        tx: oneshot::Sender<Joined>,
+    ) -> Result<(), (i16, String, oneshot::Sender<Joined>)> {
+        let fail = |e: i16, tx| Err((e, j.member_id.clone(), tx));
+        if self.state == GroupState::Dead {
+            return fail(code::COORDINATOR_NOT_AVAILABLE, tx);
+        }
+        if !(self.limits.min_session_timeout_ms..=self.limits.max_session_timeout_ms).contains(&j.session_timeout_ms) {
+            return fail(code::INVALID_SESSION_TIMEOUT, tx);
+        }
+        if j.protocol_type.is_empty() || j.protocols.is_empty() {
+            return fail(code::INCONSISTENT_GROUP_PROTOCOL, tx);
+        }
+        let compatible = match &self.protocol_type {
+            _ if self.members.is_empty() => true,
+            Some(t) if *t != j.protocol_type => false,
+            _ => self.candidates_with(&j.protocols).next().is_some(),
+        };
+        if !compatible {
+            return fail(code::INCONSISTENT_GROUP_PROTOCOL, tx);
+        }
+        // Static membership (KIP-345): the instance id names the member.
+        if let Some(instance) = j.instance_id.clone() {
+            if let Some(current) = self.statics.get(&instance).cloned() {
+                if !j.member_id.is_empty() && j.member_id != current {
+                    return fail(code::FENCED_INSTANCE_ID, tx);
+                }
+                if j.member_id.is_empty() {
+                    return self.rejoin_static(j, current, now, tx);
+                }
+            } else if !j.member_id.is_empty() && !self.members.contains_key(&j.member_id) {
+                return fail(code::UNKNOWN_MEMBER_ID, tx);
+            }
+        }
+        let member_id = if j.member_id.is_empty() {
+            let id = self.ids.next(&j.client_id);
+            if j.require_known_member_id && j.instance_id.is_none() {
+                // KIP-394: hand out the id; the member joins with it.
+                self.pending.insert(id.clone(), now + j.session_timeout_ms as i64);
+                return fail_with_id(code::MEMBER_ID_REQUIRED, id, tx);
+            }
+            id
+        } else if self.members.contains_key(&j.member_id) || self.pending.remove(&j.member_id).is_some() {
+            j.member_id.clone()
+        } else {
+            return fail(code::UNKNOWN_MEMBER_ID, tx);
+        };
+        if !self.members.contains_key(&member_id) && self.members.len() >= self.limits.max_size {
+            return fail(code::GROUP_MAX_SIZE_REACHED, tx);
+        }
+        let changed = self.members.get(&member_id).is_none_or(|m| m.protocols != j.protocols);
+        self.upsert(&member_id, j, now, Some(tx));
+        match self.state {
+            GroupState::PreparingRebalance => {
+                if let Some(until) = self.initial_delay_until.as_mut() {
+                    // A new member extends the initial delay, up to the rebalance deadline.
+                    *until = (now + self.limits.initial_rebalance_delay_ms as i64).min(self.rebalance_deadline);
+                }
+                self.maybe_complete_join(now);
+            }
+            GroupState::Empty => self.prepare_rebalance(now),
+            GroupState::CompletingRebalance | GroupState::Stable => {
+                let is_leader = self.leader.as_deref() == Some(member_id.as_str());
+                if changed || is_leader || self.state == GroupState::CompletingRebalance {
+                    self.prepare_rebalance(now);
+                } else {
+                    // A follower rejoining with the same protocols: its current state, at once.
+                    self.answer_join_now(&member_id);
+                }
+            }
+            GroupState::Dead => unreachable!("refused above"),
+        }
+        Ok(())
+    }
+
+    /// A static member rejoining without its member id: it gets a new one, the old one is
+    /// fenced; in a stable group with unchanged protocols no rebalance happens.
+    #[allow(clippy::result_large_err)]
+    fn rejoin_static(
+        &mut self,
+        j: Join,
+        old_id: String,
+        now: i64,
+        tx: oneshot::Sender<Joined>,
+    ) -> Result<(), (i16, String, oneshot::Sender<Joined>)> {
+        let new_id = self.ids.next(&j.client_id);
+        let mut old = self.members.remove(&old_id).expect("a static member is a member");
+        if let Some(w) = old.join.take() {
+            let _ = w.send(Joined::error(code::FENCED_INSTANCE_ID, &old_id));
+        }
+        if let Some(w) = old.sync.take() {
+            let _ = w.send(Synced::error(code::FENCED_INSTANCE_ID));
+        }
+        let unchanged = old.protocols == j.protocols;
+        self.members.insert(new_id.clone(), old);
+        self.statics.insert(j.instance_id.clone().expect("static"), new_id.clone());
+        let was_leader = self.leader.as_deref() == Some(old_id.as_str());
+        if was_leader {
+            self.leader = Some(new_id.clone());
+        }
+        if self.state == GroupState::Stable && unchanged {
+            self.upsert(&new_id, j, now, None);
+            let mut answer = self.joined_for(&new_id);
+            if was_leader {
+                answer.skip_assignment = true;
+            }
+            let _ = tx.send(answer);
+            return Ok(());
+        }
+        self.upsert(&new_id, j, now, Some(tx));
+        match self.state {
+            GroupState::PreparingRebalance => self.maybe_complete_join(now),
+            _ => self.prepare_rebalance(now),
+        }
+        Ok(())
+    }
+
+    fn upsert(&mut self, member_id: &str, j: Join, now: i64, join: Option<oneshot::Sender<Joined>>) {
+        self.join_seq += 1;
+        let seq = self.join_seq;
+        let m = self.members.entry(member_id.to_string()).or_insert_with(|| Member {
+            instance_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            session_timeout_ms: 0,
+            rebalance_timeout_ms: 0,
+            protocol_type: String::new(),
+            protocols: Vec::new(),
+            assignment: Bytes::new(),
+            join: None,
+            sync: None,
+            session_deadline: 0,
+            joined_seq: seq,
+        });
+        if let Some(old) = m.join.take() {
+            // A second JoinGroup from the same member replaces the first, which is answered.
+            let _ = old.send(Joined::error(code::REBALANCE_IN_PROGRESS, member_id));
+        }
+        m.instance_id = j.instance_id.clone();
+        m.client_id = j.client_id;
+        m.client_host = j.client_host;
+        m.session_timeout_ms = j.session_timeout_ms;
+        m.rebalance_timeout_ms = if j.rebalance_timeout_ms > 0 { j.rebalance_timeout_ms } else { j.session_timeout_ms };
+        m.protocol_type = j.protocol_type.clone();
+        m.protocols = j.protocols;
+        m.join = join;
+        m.session_deadline = now + m.session_timeout_ms as i64;
+        if let Some(instance) = j.instance_id {
+            self.statics.insert(instance, member_id.to_string());
+        }
+        if self.protocol_type.is_none() || self.members.len() == 1 {
+            self.protocol_type = Some(j.protocol_type);
+        }
+    }
+
+    /// Protocols every member (and, if given, a joining member) supports.
+    fn candidates_with<'a>(&'a self, extra: &'a [(String, Bytes)]) -> impl Iterator<Item = &'a str> + 'a {
+        extra
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(move |n| self.members.values().all(|m| m.protocols.iter().any(|(p, _)| p == n)))
+    }
+
+    /// The protocol the group agrees on: each member votes for its first choice among the
+    /// ones every member supports; the most votes win (ties: the name first in order).
+    fn select_protocol(&self) -> Option<String> {
+        let first = self.members.values().next()?;
+        let candidates: Vec<&str> = first
+            .protocols
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| self.members.values().all(|m| m.protocols.iter().any(|(p, _)| p == n)))
+            .collect();
+        let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in self.members.values() {
+            if let Some((choice, _)) = m.protocols.iter().find(|(p, _)| candidates.contains(&p.as_str())) {
+                *votes.entry(choice.as_str()).or_default() += 1;
+            }
+        }
+        votes.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0))).map(|(n, _)| n.to_string())
+    }
+
+    fn prepare_rebalance(&mut self, now: i64) {
+        // Waiting SyncGroups of the old generation must rejoin.
+        for m in self.members.values_mut() {
+            if let Some(w) = m.sync.take() {
+                let _ = w.send(Synced::error(code::REBALANCE_IN_PROGRESS));
+            }
+        }
+        let timeout = self.members.values().map(|m| m.rebalance_timeout_ms).max().unwrap_or(0) as i64;
+        let from_empty = self.state == GroupState::Empty;
+        self.state = GroupState::PreparingRebalance;
+        self.rebalance_deadline = now + timeout;
+        self.initial_delay_until =
+            from_empty.then(|| (now + self.limits.initial_rebalance_delay_ms as i64).min(self.rebalance_deadline));
+        self.maybe_complete_join(now);
+    }
+
+    /// Complete the join phase when every member has rejoined (and the initial delay is over),
+    /// or when the deadline passed (members that did not rejoin are removed).
+    fn maybe_complete_join(&mut self, now: i64) {
+        if self.state != GroupState::PreparingRebalance {
+            return;
+        }
+        let delayed = self.initial_delay_until.is_some_and(|until| now < until);
+        let all_joined = self.members.values().all(|m| m.join.is_some()) && self.pending.is_empty();
+        let expired = now >= self.rebalance_deadline;
+        if !(expired || (all_joined && !delayed)) {
+            return;
+        }
+        let laggards: Vec<String> =
+            self.members.iter().filter(|(_, m)| m.join.is_none()).map(|(id, _)| id.clone()).collect();
+        for id in laggards {
+            self.remove_member(&id);
+        }
+        self.pending.clear();
+        self.initial_delay_until = None;
+        self.generation += 1;
+        if self.members.is_empty() {
+            self.state = GroupState::Empty;
+            self.protocol = None;
+            self.leader = None;
+            return;
+        }
+        self.protocol = self.select_protocol();
+        if self.leader.as_ref().is_none_or(|l| !self.members.contains_key(l)) {
+            self.leader = self.members.iter().min_by_key(|(_, m)| m.joined_seq).map(|(id, _)| id.clone());
+        }
+        self.state = GroupState::CompletingRebalance;
+        let ids: Vec<String> = self.members.keys().cloned().collect();
+        for id in ids {
+            let answer = self.joined_for(&id);
+            let m = self.members.get_mut(&id).expect("member");
+            m.assignment = Bytes::new();
+            m.session_deadline = now + m.session_timeout_ms as i64;
+            if let Some(w) = m.join.take() {
+                let _ = w.send(answer);
+            }
+        }
+    }
+
+    /// The JoinGroup answer of a member of the current generation.
+    fn joined_for(&self, member_id: &str) -> Joined {
+        let leader = self.leader.clone().unwrap_or_default();
+        let protocol = self.protocol.clone().unwrap_or_default();
+        let members = if leader == member_id {
+            let mut ms: Vec<(&String, &Member)> = self.members.iter().collect();
+            ms.sort_by_key(|(_, m)| m.joined_seq);
+            ms.into_iter()
+                .map(|(id, m)| JoinedMember {
+                    member_id: id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    metadata: m.metadata_for(&protocol),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Joined {
+            error: code::NONE,
+            generation: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol_name: self.protocol.clone(),
+            leader,
+            skip_assignment: false,
+            member_id: member_id.to_string(),
+            members,
+        }
+    }
+
+    fn answer_join_now(&mut self, member_id: &str) {
+        let answer = self.joined_for(member_id);
+        if let Some(w) = self.members.get_mut(member_id).and_then(|m| m.join.take()) {
+            let _ = w.send(answer);
+        }
+    }
+
+    fn remove_member(&mut self, member_id: &str) {
+        if let Some(mut m) = self.members.remove(member_id) {
+            if let Some(w) = m.join.take() {
+                let _ = w.send(Joined::error(code::UNKNOWN_MEMBER_ID, member_id));
+            }
+            if let Some(w) = m.sync.take() {
+                let _ = w.send(Synced::error(code::UNKNOWN_MEMBER_ID));
+            }
+            if let Some(instance) = m.instance_id {
+                if self.statics.get(&instance).is_some_and(|id| id == member_id) {
+                    self.statics.remove(&instance);
+                }
+            }
+        }
+        if self.leader.as_deref() == Some(member_id) {
+            self.leader = None;
+        }
+    }
+
+    /// A member is gone (left or expired): the rest rebalance.
+    fn member_gone(&mut self, member_id: &str, now: i64) {
+        self.remove_member(member_id);
+        match self.state {
+            GroupState::Stable | GroupState::CompletingRebalance => {
+                if self.members.is_empty() {
+                    self.generation += 1;
+                    self.state = GroupState::Empty;
+                    self.protocol = None;
+                } else {
+                    self.prepare_rebalance(now);
+                }
+            }
+            GroupState::PreparingRebalance => self.maybe_complete_join(now),
+            GroupState::Empty | GroupState::Dead => {}
+        }
+    }
+
+    /// Check a request's member and generation: the error to answer, if any.
+    fn check_member(&self, member_id: &str, instance_id: Option<&str>, generation: Option<i32>) -> Option<i16> {
+        if self.state == GroupState::Dead {
+            return Some(code::COORDINATOR_NOT_AVAILABLE);
+        }
+        if let Some(instance) = instance_id {
+            match self.statics.get(instance) {
+                Some(current) if current != member_id => return Some(code::FENCED_INSTANCE_ID),
+                _ => {}
+            }
+        }
+        if !self.members.contains_key(member_id) {
+            return Some(code::UNKNOWN_MEMBER_ID);
+        }
+        match generation {
+            Some(g) if g != self.generation => Some(code::ILLEGAL_GENERATION),
+            _ => None,
+        }
+    }
+
+    /// SyncGroup: followers wait for the leader's assignments; the leader's completes the
+    /// rebalance for everyone.
+    pub fn sync(&mut self, s: Sync, now: i64) -> Pending<Synced> {
+        let (tx, rx) = oneshot::channel();
+        if let Some(e) = self.check_member(&s.member_id, s.instance_id.as_deref(), Some(s.generation)) {
+            let _ = tx.send(Synced::error(e));
+            return rx;
+        }
+        let mismatch =
+            |mine: &Option<String>, theirs: &Option<String>| theirs.as_ref().is_some_and(|t| Some(t) != mine.as_ref());
+        if mismatch(&self.protocol_type, &s.protocol_type) || mismatch(&self.protocol, &s.protocol_name) {
+            let _ = tx.send(Synced::error(code::INCONSISTENT_GROUP_PROTOCOL));
+            return rx;
+        }
+        match self.state {
+            GroupState::PreparingRebalance => {
+                let _ = tx.send(Synced::error(code::REBALANCE_IN_PROGRESS));
+            }
+            GroupState::Stable => {
+                let m = self.members.get_mut(&s.member_id).expect("checked");
+                m.session_deadline = now + m.session_timeout_ms as i64;
+                let _ = tx.send(self.synced(&s.member_id));
+            }
+            GroupState::CompletingRebalance => {
+                let m = self.members.get_mut(&s.member_id).expect("checked");
+                m.session_deadline = now + m.session_timeout_ms as i64;
+                if let Some(old) = m.sync.replace(tx) {
+                    let _ = old.send(Synced::error(code::REBALANCE_IN_PROGRESS));
+                }
+                if self.leader.as_deref() == Some(s.member_id.as_str()) {
+                    let given: HashMap<String, Bytes> = s.assignments.into_iter().collect();
+                    for (id, m) in self.members.iter_mut() {
+                        m.assignment = given.get(id).cloned().unwrap_or_default();
+                    }
+                    self.state = GroupState::Stable;
+                    let ids: Vec<String> = self.members.keys().cloned().collect();
+                    for id in ids {
+                        let answer = self.synced(&id);
+                        if let Some(w) = self.members.get_mut(&id).and_then(|m| m.sync.take()) {
+                            let _ = w.send(answer);
+                        }
+                    }
+                }
+            }
+            GroupState::Empty | GroupState::Dead => {
+                let _ = tx.send(Synced::error(code::UNKNOWN_MEMBER_ID));
+            }
+        }
+        rx
+    }
+
+    fn synced(&self, member_id: &str) -> Synced {
+        Synced {
+            error: code::NONE,
+            protocol_type: self.protocol_type.clone(),
+            protocol_name: self.protocol.clone(),
+            assignment: self.members.get(member_id).map(|m| m.assignment.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// Heartbeat: keeps the session alive; tells a member when it must rejoin.
+    pub fn heartbeat(&mut self, member_id: &str, instance_id: Option<&str>, generation: i32, now: i64) -> i16 {
+        if let Some(e) = self.check_member(member_id, instance_id, Some(generation)) {
+            return e;
+        }
+        let m = self.members.get_mut(member_id).expect("checked");
+        m.session_deadline = now + m.session_timeout_ms as i64;
+        match self.state {
+            GroupState::PreparingRebalance => code::REBALANCE_IN_PROGRESS,
+            _ => code::NONE,
+        }
+    }
+
+    /// LeaveGroup of one member, by member id or (v3+) by instance id.
+    pub fn leave(&mut self, member_id: &str, instance_id: Option<&str>, now: i64) -> i16 {
+        let id = match instance_id {
+            Some(instance) => match self.statics.get(instance) {
+                None => return code::UNKNOWN_MEMBER_ID,
+                Some(current) if !member_id.is_empty() && current != member_id => return code::FENCED_INSTANCE_ID,
+                Some(current) => current.clone(),
+            },
+            None => member_id.to_string(),
+        };
+        if self.pending.remove(&id).is_some() {
+            self.maybe_complete_join(now);
+            return code::NONE;
+        }
+        if !self.members.contains_key(&id) {
+            return code::UNKNOWN_MEMBER_ID;
+        }
+        self.member_gone(&id, now);
+        code::NONE
+    }
+
+    /// OffsetCommit's membership check: `None` to accept. A commit outside any generation
+    /// (generation -1, no member id: a standalone consumer or an admin) is accepted while the
+    /// group has no members.
+    pub fn check_commit(&self, member_id: &str, instance_id: Option<&str>, generation: i32) -> Option<i16> {
+        if generation < 0 && member_id.is_empty() {
+            return (!self.members.is_empty()).then_some(code::UNKNOWN_MEMBER_ID);
+        }
+        if let Some(e) = self.check_member(member_id, instance_id, Some(generation)) {
+            return Some(e);
+        }
+        (self.state == GroupState::CompletingRebalance).then_some(code::REBALANCE_IN_PROGRESS)
+    }
+
+    /// Deadlines: expired sessions, the end of a rebalance, expired pending member ids.
+    pub fn tick(&mut self, now: i64) {
+        self.pending.retain(|_, until| *until > now);
+        let expired: Vec<String> = self
+            .members
+            .iter()
+            .filter(|(_, m)| !m.waiting() && m.session_deadline <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            tracing::info!(group = self.id, member = id, "member session expired");
+            self.member_gone(&id, now);
+        }
+        self.maybe_complete_join(now);
+    }
+
+    pub fn describe(&self) -> Description {
+        let protocol = self.protocol.clone().unwrap_or_default();
+        let with_metadata = matches!(self.state, GroupState::Stable | GroupState::CompletingRebalance);
+        let mut ms: Vec<(&String, &Member)> = self.members.iter().collect();
+        ms.sort_by_key(|(_, m)| m.joined_seq);
+        Description {
+            state: self.state,
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            protocol: if with_metadata { protocol.clone() } else { String::new() },
+            members: ms
+                .into_iter()
+                .map(|(id, m)| MemberDescription {
+                    member_id: id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: if with_metadata { m.metadata_for(&protocol) } else { Bytes::new() },
+                    assignment: if self.state == GroupState::Stable { m.assignment.clone() } else { Bytes::new() },
+                })
+                .collect(),
+        }
+    }
+
+    /// DeleteGroups: only a group without members; it becomes Dead.
+    pub fn delete(&mut self) -> Result<(), i16> {
+        if !self.members.is_empty() {
+            return Err(code::NON_EMPTY_GROUP);
+        }
+        self.state = GroupState::Dead;
+        Ok(())
+    }
+}
+
+fn fail_with_id(
+    e: i16,
+    member_id: String,
+    tx: oneshot::Sender<Joined>,
+) -> Result<(), (i16, String, oneshot::Sender<Joined>)> {
+    Err((e, member_id, tx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i32 = 10_000; // session timeout
+    const R: i32 = 30_000; // rebalance timeout
+
+    fn limits() -> GroupLimits {
+        GroupLimits { initial_rebalance_delay_ms: 0, ..GroupLimits::default() }
+    }
+
+    fn join(member: &str, instance: Option<&str>, protocols: &[&str]) -> Join {
+        Join {
+            member_id: member.to_string(),
+            instance_id: instance.map(str::to_string),
+            client_id: "c".to_string(),
+            client_host: "/127.0.0.1".to_string(),
+            session_timeout_ms: S,
+            rebalance_timeout_ms: R,
+            protocol_type: "consumer".to_string(),
+            protocols: protocols.iter().map(|p| (p.to_string(), Bytes::from(format!("meta-{p}")))).collect(),
+            require_known_member_id: true,
+        }
+    }
+
+    fn ready<T>(rx: &mut Pending<T>) -> Option<T> {
+        rx.try_recv().expect("not cancelled")
+    }
+
+    /// KIP-394: a member without an id gets one with MEMBER_ID_REQUIRED, then joins with it.
+    fn new_member(g: &mut Group, now: i64, protocols: &[&str]) -> (String, Pending<Joined>) {
+        let first = ready(&mut g.join(join("", None, protocols), now)).expect("answered at once");
+        assert_eq!(first.error, code::MEMBER_ID_REQUIRED);
+        assert!(first.member_id.starts_with("c-"));
+        let rx = g.join(join(&first.member_id, None, protocols), now);
+        (first.member_id, rx)
+    }
+
+    fn sync(g: &mut Group, member: &str, generation: i32, assignments: &[(&str, &str)], now: i64) -> Pending<Synced> {
+        let s = Sync {
+            generation,
+            member_id: member.to_string(),
+            assignments: assignments.iter().map(|(m, a)| (m.to_string(), Bytes::from(a.to_string()))).collect(),
+            ..Default::default()
+        };
+        g.sync(s, now)
+    }
+
+    /// Two members: the first becomes leader, gets everyone's metadata, assigns; followers
+    /// wait for the leader's SyncGroup; the group is Stable with one generation.
+    #[test]
+    fn two_members_join_sync_and_rebalance_on_leave() {
+        let mut g = Group::new("g", limits(), 1);
+        let (a, mut ja) = new_member(&mut g, 0, &["range", "roundrobin"]);
+        let ja = ready(&mut ja).expect("alone: the join completes at once");
+        assert_eq!((ja.error, ja.generation, ja.leader.as_str()), (code::NONE, 1, a.as_str()));
+        assert_eq!(ja.protocol_name.as_deref(), Some("range"));
+        let mut sa = sync(&mut g, &a, 1, &[(&a, "all")], 0);
+        assert_eq!(ready(&mut sa).unwrap().assignment, Bytes::from("all"));
+        assert_eq!(g.state(), GroupState::Stable);
+        // A second member: a rebalance; the first learns it from its heartbeat.
+        let (b, mut jb) = new_member(&mut g, 100, &["roundrobin", "range"]);
+        assert!(ready(&mut jb).is_none(), "waits for the others to rejoin");
+        assert_eq!(g.state(), GroupState::PreparingRebalance);
+        assert_eq!(g.heartbeat(&a, None, 1, 200), code::REBALANCE_IN_PROGRESS);
+        let mut ja = g.join(join(&a, None, &["range", "roundrobin"]), 300);
+        let (ja, jb) = (ready(&mut ja).unwrap(), ready(&mut jb).unwrap());
+        assert_eq!((ja.generation, jb.generation), (2, 2));
+        assert_eq!(ja.leader, a, "the leader stays");
+        assert_eq!(ja.members.len(), 2, "the leader sees every member");
+        assert!(jb.members.is_empty(), "a follower sees none");
+        // Votes: a prefers range, b roundrobin: a tie, broken by name.
+        assert_eq!(ja.protocol_name.as_deref(), Some("range"));
+        let mut sb = sync(&mut g, &b, 2, &[], 300);
+        assert!(ready(&mut sb).is_none(), "the follower waits for the leader");
+        let mut sa = sync(&mut g, &a, 2, &[(&a, "p0"), (&b, "p1")], 310);
+        assert_eq!(ready(&mut sb).unwrap().assignment, Bytes::from("p1"));
+        assert_eq!(ready(&mut sa).unwrap().assignment, Bytes::from("p0"));
+        assert_eq!(g.heartbeat(&b, None, 2, 400), code::NONE);
+        assert_eq!(g.heartbeat(&b, None, 1, 400), code::ILLEGAL_GENERATION);
+        // b leaves: a rebalance with a alone, completed when a rejoins.
+        assert_eq!(g.leave(&b, None, 500), code::NONE);
+        assert_eq!(g.heartbeat(&a, None, 2, 600), code::REBALANCE_IN_PROGRESS);
+        let mut ja = g.join(join(&a, None, &["range"]), 700);
+        assert_eq!(ready(&mut ja).unwrap().generation, 3);
+        assert_eq!(g.leave(&a, None, 800), code::NONE);
+        assert_eq!(g.state(), GroupState::Empty);
+        assert_eq!(g.leave("nobody", None, 800), code::UNKNOWN_MEMBER_ID);
+    }
+
+    /// A member that stops heartbeating is removed after its session timeout and the others
+    /// rebalance; a member that does not rejoin within the rebalance timeout is dropped.
+    #[test]
+    fn sessions_and_rebalance_timeouts_expire() {
+        let mut g = Group::new("g", limits(), 2);
+        let (a, mut ja) = new_member(&mut g, 0, &["range"]);
+        ready(&mut ja).unwrap();
+        ready(&mut sync(&mut g, &a, 1, &[], 0)).unwrap();
+        let (b, mut jb) = new_member(&mut g, 0, &["range"]);
+        let mut ja = g.join(join(&a, None, &["range"]), 0);
+        ready(&mut ja).unwrap();
+        ready(&mut jb).unwrap();
+        ready(&mut sync(&mut g, &a, 2, &[], 0)).unwrap();
+        ready(&mut sync(&mut g, &b, 2, &[], 0)).unwrap();
+        // a heartbeats, b does not.
+        g.heartbeat(&a, None, 2, S as i64 - 1);
+        g.tick(S as i64 - 1);
+        assert_eq!(g.state(), GroupState::Stable);
+        g.tick(S as i64);
+        assert_eq!(g.state(), GroupState::PreparingRebalance, "b expired");
+        assert_eq!(g.heartbeat(&b, None, 2, S as i64), code::UNKNOWN_MEMBER_ID);
+        // a keeps heartbeating but never rejoins: at the rebalance deadline it is dropped and
+        // the group is empty.
+        for t in (S as i64..S as i64 + R as i64).step_by(5_000) {
+            assert_eq!(g.heartbeat(&a, None, 2, t), code::REBALANCE_IN_PROGRESS);
+            g.tick(t);
+        }
+        g.tick(S as i64 + R as i64 - 1);
+        assert_eq!(g.state(), GroupState::PreparingRebalance);
+        g.tick(S as i64 + R as i64);
+        assert_eq!(g.state(), GroupState::Empty);
+        assert!(g.is_empty());
+    }
+
+    /// group.initial.rebalance.delay.ms: the first rebalance of an empty group waits for more
+    /// members, each join extending the wait.
+    #[test]
+    fn the_initial_rebalance_waits_for_more_members() {
+        let mut g = Group::new("g", GroupLimits { initial_rebalance_delay_ms: 3000, ..GroupLimits::default() }, 3);
+        let (_, mut ja) = new_member(&mut g, 0, &["range"]);
+        g.tick(2000);
+        assert!(ready(&mut ja).is_none());
+        let (_, mut jb) = new_member(&mut g, 2000, &["range"]);
+        g.tick(4999);
+        assert!(ready(&mut ja).is_none(), "extended by the second join");
+        g.tick(5000);
+        assert_eq!(ready(&mut ja).unwrap().generation, 1);
+        assert_eq!(ready(&mut jb).unwrap().generation, 1);
+    }
+
+    /// KIP-345: a static member restarting (no member id, same instance id) gets a new id and
+    /// its old assignment at once, without a rebalance; the old id is fenced.
+    #[test]
+    fn static_members_rejoin_without_a_rebalance() {
+        let mut g = Group::new("g", limits(), 4);
+        let mut j1 = g.join(join("", Some("i1"), &["range"]), 0);
+        let j1 = ready(&mut j1).expect("static members need no MEMBER_ID_REQUIRED");
+        assert_eq!(j1.error, code::NONE);
+        let old = j1.member_id.clone();
+        ready(&mut sync(&mut g, &old, 1, &[(&old, "mine")], 0)).unwrap();
+        let mut again = g.join(join("", Some("i1"), &["range"]), 100);
+        let again = ready(&mut again).unwrap();
+        assert_eq!((again.error, again.generation), (code::NONE, 1), "no new generation");
+        assert_ne!(again.member_id, old);
+        assert!(again.skip_assignment, "the leader keeps its assignment");
+        assert_eq!(g.state(), GroupState::Stable);
+        assert_eq!(ready(&mut sync(&mut g, &again.member_id, 1, &[], 100)).unwrap().assignment, Bytes::from("mine"));
+        assert_eq!(g.heartbeat(&old, Some("i1"), 1, 100), code::FENCED_INSTANCE_ID);
+        let mut fenced = g.join(join(&old, Some("i1"), &["range"]), 100);
+        assert_eq!(ready(&mut fenced).unwrap().error, code::FENCED_INSTANCE_ID);
+        // Leaving by instance id.
+        assert_eq!(g.leave("", Some("i1"), 200), code::NONE);
+        assert_eq!(g.state(), GroupState::Empty);
+    }
+
+    /// Bad joins: session timeout out of bounds, no common protocol, unknown member id.
+    #[test]
+    fn bad_joins_are_refused() {
+        let mut g = Group::new("g", limits(), 5);
+        let mut j = join("", None, &["range"]);
+        j.session_timeout_ms = 10;
+        assert_eq!(ready(&mut g.join(j, 0)).unwrap().error, code::INVALID_SESSION_TIMEOUT);
+        let (_, mut ja) = new_member(&mut g, 0, &["range"]);
+        ready(&mut ja).unwrap();
+        let (id, _) = {
+            let first = ready(&mut g.join(join("", None, &["sticky"]), 0)).unwrap();
+            (first.member_id, ())
+        };
+        assert_eq!(
+            ready(&mut g.join(join(&id, None, &["sticky"]), 0)).unwrap().error,
+            code::INCONSISTENT_GROUP_PROTOCOL
+        );
+        assert_eq!(ready(&mut g.join(join("made-up", None, &["range"]), 0)).unwrap().error, code::UNKNOWN_MEMBER_ID);
+        assert_eq!(g.check_commit("", None, -1), Some(code::UNKNOWN_MEMBER_ID), "members exist: no standalone commit");
+    }
+}

@@ -1,0 +1,247 @@
+//! Committed offsets: their records in `__consumer_offsets` and the in-memory table replayed
+//! from them.
+//!
+//! Records use Kafka's own `__consumer_offsets` layout, so Kafka tooling reads them:
+//!
+//! ```text
+//! key   (offset commit, version 1): version i16 = 1 | group string | topic string | partition i32
+//! value (version 3):                version i16 = 3 | offset i64 | leader epoch i32 | metadata string
+//!                                   | commit timestamp i64
+//! ```
+//!
+//! Strings are an i16 length then UTF-8 bytes. A record with a null value is a tombstone: the
+//! offset is gone (DeleteGroups). Keys of version 0 are read as version 1; value versions 0, 1
+//! (with an expire timestamp) and 3 are read; group metadata records (key version 2) are skipped:
+//! membership is not persisted, members rejoin after a restart. Later records win, so the
+//! table is the replay of the log, and compaction rewrites the live records at its end.
+
+use crate::storage::format::batch::{records_section, BatchBuilder, BatchHeader, Records};
+use crate::storage::format::FormatError;
+use std::collections::BTreeMap;
+
+/// One committed offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub commit_timestamp: i64,
+}
+
+/// A topic and partition.
+pub type Tp = (String, i32);
+
+fn put_string(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as i16).to_be_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], FormatError> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.b.len());
+        let end = end.ok_or(FormatError::BadRecords("offset record truncated"))?;
+        let s = &self.b[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn i16(&mut self) -> Result<i16, FormatError> {
+        Ok(i16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes")))
+    }
+    fn i32(&mut self) -> Result<i32, FormatError> {
+        Ok(i32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+    fn i64(&mut self) -> Result<i64, FormatError> {
+        Ok(i64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+    fn string(&mut self) -> Result<String, FormatError> {
+        let n = self.i16()?;
+        if n < 0 {
+            return Ok(String::new());
+        }
+        let b = self.take(n as usize)?;
+        String::from_utf8(b.to_vec()).map_err(|_| FormatError::BadRecords("offset record string not UTF-8"))
+    }
+}
+
+/// The key of an offset commit record.
+pub fn encode_key(group: &str, topic: &str, partition: i32) -> Vec<u8> {
+    let mut k = Vec::with_capacity(10 + group.len() + topic.len());
+    k.extend_from_slice(&1i16.to_be_bytes());
+    put_string(&mut k, group);
+    put_string(&mut k, topic);
+    k.extend_from_slice(&partition.to_be_bytes());
+    k
+}
+
+/// The value of an offset commit record (version 3).
+pub fn encode_value(c: &Committed) -> Vec<u8> {
+    let mut v = Vec::with_capacity(24 + c.metadata.len());
+    v.extend_from_slice(&3i16.to_be_bytes());
+    v.extend_from_slice(&c.offset.to_be_bytes());
+    v.extend_from_slice(&c.leader_epoch.to_be_bytes());
+    put_string(&mut v, &c.metadata);
+    v.extend_from_slice(&c.commit_timestamp.to_be_bytes());
+    v
+}
+
+/// What a `__consumer_offsets` record says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OffsetRecord {
+    /// An offset committed (`Some`) or deleted (`None`, a tombstone).
+    Commit { group: String, tp: Tp, value: Option<Committed> },
+    /// A record tidemark does not interpret (group metadata).
+    Other,
+}
+
+/// Decode one record's key and value.
+pub fn decode(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<OffsetRecord, FormatError> {
+    let key = key.ok_or(FormatError::BadRecords("offset record without a key"))?;
+    let mut k = Cursor { b: key, pos: 0 };
+    match k.i16()? {
+        0 | 1 => {}
+        _ => return Ok(OffsetRecord::Other),
+    }
+    let group = k.string()?;
+    let topic = k.string()?;
+    let partition = k.i32()?;
+    let value = match value {
+        None => None,
+        Some(v) => {
+            let mut c = Cursor { b: v, pos: 0 };
+            let version = c.i16()?;
+            let offset = c.i64()?;
+            let leader_epoch = if version >= 3 { c.i32()? } else { -1 };
+            let metadata = c.string()?;
+            let commit_timestamp = c.i64()?;
+            Some(Committed { offset, leader_epoch, metadata, commit_timestamp })
+        }
+    };
+    Ok(OffsetRecord::Commit { group, tp: (topic, partition), value })
+}
+
+/// One v2 batch holding these commits (`None`: a tombstone), stamped `now`.
+pub fn batch(group: &str, commits: &[(Tp, Option<Committed>)], now: i64) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    for ((topic, partition), c) in commits {
+        let value = c.as_ref().map(encode_value);
+        b.push(now, Some(&encode_key(group, topic, *partition)), value.as_deref(), &[]);
+    }
+    b.finish()
+}
+
+/// The committed offsets of the groups one shard coordinates, replayed from their records.
+#[derive(Debug, Default)]
+pub struct OffsetTable {
+    groups: BTreeMap<String, BTreeMap<Tp, Committed>>,
+}
+
+impl OffsetTable {
+    pub fn apply(&mut self, group: &str, tp: Tp, value: Option<Committed>) {
+        match value {
+            Some(c) => {
+                self.groups.entry(group.to_string()).or_default().insert(tp, c);
+            }
+            None => {
+                if let Some(g) = self.groups.get_mut(group) {
+                    g.remove(&tp);
+                    if g.is_empty() {
+                        self.groups.remove(group);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Replay the records of stored batches (any order of commits and tombstones); returns how
+    /// many records were applied. Undecodable records are skipped and counted in the error.
+    pub fn replay(&mut self, stored: &[u8], limit: usize) -> Result<usize, FormatError> {
+        let mut applied = 0;
+        for item in crate::storage::format::BatchWalk::new(stored, usize::MAX >> 1) {
+            let (_, info, bytes) = item?;
+            if info.magic != 2 {
+                continue; // only the broker writes here, in v2 batches
+            }
+            let h = BatchHeader::parse(bytes)?;
+            let section = records_section(&h, bytes, limit)?;
+            for r in Records::new(&section, h.record_count) {
+                let r = r?;
+                if let OffsetRecord::Commit { group, tp, value } = decode(r.key, r.value)? {
+                    self.apply(&group, tp, value);
+                    applied += 1;
+                }
+            }
+        }
+        Ok(applied)
+    }
+
+    pub fn group(&self, group: &str) -> Option<&BTreeMap<Tp, Committed>> {
+        self.groups.get(group)
+    }
+
+    pub fn get(&self, group: &str, tp: &Tp) -> Option<&Committed> {
+        self.groups.get(group)?.get(tp)
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = &String> {
+        self.groups.keys()
+    }
+
+    /// Every live offset of the groups `pick` chooses: what compaction writes again.
+    pub fn live(&self, mut pick: impl FnMut(&str) -> bool) -> Vec<(String, Tp, Committed)> {
+        let mut out = Vec::new();
+        for (g, offsets) in self.groups.iter().filter(|(g, _)| pick(g)) {
+            out.extend(offsets.iter().map(|(tp, c)| (g.clone(), tp.clone(), c.clone())));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn committed(offset: i64) -> Committed {
+        Committed { offset, leader_epoch: 7, metadata: "m".into(), commit_timestamp: 1234 }
+    }
+
+    /// Records round-trip; later records win; tombstones delete; Kafka's value v1 is read.
+    #[test]
+    fn records_replay_to_the_latest_commit() {
+        let tp = ("orders".to_string(), 3);
+        let mut stored = batch("g", &[(tp.clone(), Some(committed(10)))], 1);
+        stored.extend(batch("g", &[(tp.clone(), Some(committed(20))), (("x".into(), 0), Some(committed(5)))], 2));
+        stored.extend(batch("h", &[(tp.clone(), Some(committed(1)))], 3));
+        stored.extend(batch("g", &[(("x".into(), 0), None)], 4));
+        let mut t = OffsetTable::default();
+        assert_eq!(t.replay(&stored, 1 << 20).unwrap(), 5);
+        assert_eq!(t.get("g", &tp), Some(&committed(20)));
+        assert_eq!(t.get("g", &("x".into(), 0)), None);
+        assert_eq!(t.get("h", &tp).map(|c| c.offset), Some(1));
+        assert_eq!(t.live(|g| g == "g").len(), 1);
+        // Kafka's value version 1: offset, metadata, commit timestamp, expire timestamp.
+        let mut v1 = 1i16.to_be_bytes().to_vec();
+        v1.extend_from_slice(&42i64.to_be_bytes());
+        put_string(&mut v1, "meta");
+        v1.extend_from_slice(&99i64.to_be_bytes());
+        v1.extend_from_slice(&100i64.to_be_bytes());
+        let r = decode(Some(&encode_key("g", "t", 1)), Some(&v1)).unwrap();
+        assert_eq!(
+            r,
+            OffsetRecord::Commit {
+                group: "g".into(),
+                tp: ("t".into(), 1),
+                value: Some(Committed { offset: 42, leader_epoch: -1, metadata: "meta".into(), commit_timestamp: 99 })
+            }
+        );
+        // Group metadata (key version 2) is not ours to read.
+        let mut k2 = 2i16.to_be_bytes().to_vec();
+        put_string(&mut k2, "g");
+        assert_eq!(decode(Some(&k2), Some(b"whatever")).unwrap(), OffsetRecord::Other);
+        assert!(decode(Some(&[0, 1, 0]), None).is_err(), "truncated key");
+    }
+}

@@ -1,0 +1,652 @@
+//! The group coordinator of one shard: the consumer groups whose `__consumer_offsets`
+//! partition this shard owns, their membership ([`crate::groups::group`]) and their committed
+//! offsets ([`crate::groups::offsets`]).
+//!
+//! A group lives on one shard: `__consumer_offsets` partition `crc32c(group) % partitions`,
+//! owned like any partition ([`owner`]); handlers route every group request there. Commits are
+//! appended to that partition and answered once durable; the offset table is the replay of
+//! the partitions this shard owns, read at startup. Membership is not persisted: after a
+//! restart members rejoin (as after a Kafka coordinator failover without group metadata).
+//!
+//! A sweep every [`TICK`] applies deadlines (session expiry, rebalance timeouts, the initial
+//! rebalance delay) and, every `tidemark.offsets.compaction.check.ms`, compacts a partition grown
+//! past `tidemark.offsets.compaction.bytes`: it rolls, writes every live offset again, and
+//! deletes the segments before them.
+
+use crate::groups::group::{Group, GroupLimits, GroupState, Join, Sync};
+use crate::groups::offsets::{self, Committed, OffsetTable, Tp};
+use crate::protocol::errors as code;
+use crate::protocol::groups::*;
+use crate::server::shard::{owner, Shard};
+use crate::storage::ReadUpTo;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The internal topic holding committed offsets.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// How often deadlines are applied.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// The `__consumer_offsets` partition of a group.
+pub fn offsets_partition(group: &str, partitions: u32) -> i32 {
+    (crc32c::crc32c(group.as_bytes()) % partitions.max(1)) as i32
+}
+
+/// The shard that coordinates a group.
+pub fn group_shard(group: &str, partitions: u32, shards: usize) -> usize {
+    owner(OFFSETS_TOPIC, offsets_partition(group, partitions), shards)
+}
+
+/// A group request routed to the coordinating shard (decoded requests; `Send`).
+#[derive(Debug)]
+pub enum GroupRequest {
+    /// With the client id and the client's address (for DescribeGroups).
+    Join(JoinGroupRequest, String, String),
+    Sync(SyncGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    Leave(LeaveGroupRequest),
+    Commit(OffsetCommitRequest),
+    Fetch(OffsetFetchRequestGroup),
+    Describe(String),
+    /// ListGroups of this shard's groups, with Kafka's state filter (v4+).
+    List(Vec<String>),
+    Delete(String),
+}
+
+/// The answer, for the handler to put in the response of the request's version.
+#[derive(Debug)]
+pub enum GroupResponse {
+    Join(JoinGroupResponse),
+    Sync(SyncGroupResponse),
+    Heartbeat(i16),
+    Leave(LeaveGroupResponse),
+    Commit(OffsetCommitResponse),
+    Fetch(OffsetFetchResponseGroup),
+    Describe(DescribedGroup),
+    List(Vec<ListedGroup>),
+    Delete(i16),
+}
+
+/// Settings of the coordinator (broker settings with Kafka's names where Kafka has one).
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    pub limits: GroupLimits,
+    /// `offsets.topic.num.partitions` (when the topic is created).
+    pub offsets_partitions: u32,
+    /// `offsets.topic.segment.bytes`
+    pub offsets_segment_bytes: u64,
+    /// `offset.metadata.max.bytes`
+    pub metadata_max_bytes: usize,
+    /// `tidemark.offsets.compaction.bytes`: an offsets partition larger than this (and than
+    /// twice its live records) is compacted.
+    pub compaction_bytes: u64,
+    /// `tidemark.offsets.compaction.check.ms`: how often partitions are looked at.
+    pub compaction_check: Duration,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            limits: GroupLimits::default(),
+            offsets_partitions: 8,
+            offsets_segment_bytes: 100 << 20,
+            metadata_max_bytes: 4096,
+            compaction_bytes: 16 << 20,
+            compaction_check: Duration::from_secs(10),
+        }
+    }
+}
+
+pub struct Coordinator {
+    config: CoordinatorConfig,
+    groups: RefCell<HashMap<String, Group>>,
+    offsets: RefCell<OffsetTable>,
+    /// Commits appended but not yet in the table, per offsets partition: compaction waits.
+    in_flight: RefCell<HashMap<i32, usize>>,
+    seed: Cell<u64>,
+    ticks: Cell<u64>,
+}
+
+impl Coordinator {
+    pub fn new(config: CoordinatorConfig, shard_id: usize) -> Coordinator {
+        let seed =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        Coordinator {
+            config,
+            groups: RefCell::new(HashMap::new()),
+            offsets: RefCell::new(OffsetTable::default()),
+            in_flight: RefCell::new(HashMap::new()),
+            seed: Cell::new(seed ^ ((shard_id as u64) << 56)),
+            ticks: Cell::new(0),
+        }
+    }
+
+    pub fn config(&self) -> &CoordinatorConfig {
+        &self.config
+    }
+
+    fn new_group(&self, id: &str) -> Group {
+        let seed = self.seed.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.seed.set(seed);
+        Group::new(id, self.config.limits, seed)
+    }
+
+    /// Replay this shard's `__consumer_offsets` partitions into the offset table (startup).
+    pub async fn load(shard: &Rc<Shard>) -> anyhow::Result<usize> {
+        let mut records = 0;
+        for ((topic, index), p) in shard.manager.partitions() {
+            if topic != OFFSETS_TOPIC {
+                continue;
+            }
+            let limit = p.log().config().decompress_limit();
+            let mut at = p.log().log_start_offset();
+            loop {
+                let bytes = p.read(at, 1 << 20, ReadUpTo::Durable).await?;
+                if bytes.is_empty() {
+                    break;
+                }
+                let mut walk = crate::storage::format::BatchWalk::new(&bytes, usize::MAX >> 1);
+                for item in walk.by_ref() {
+                    let (_, info, _) = item?;
+                    at = info.next_offset();
+                }
+                records += shard
+                    .coordinator
+                    .offsets
+                    .borrow_mut()
+                    .replay(&bytes, limit)
+                    .map_err(|e| anyhow::anyhow!("{OFFSETS_TOPIC}-{index}: unreadable offset records: {e}"))?;
+            }
+        }
+        Ok(records)
+    }
+
+    /// Apply deadlines every [`TICK`], and compact now and then, until the shard stops.
+    pub fn spawn_ticker(shard: &Rc<Shard>) {
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            while !shard.manager.is_stopping() {
+                glommio::timer::sleep(TICK).await;
+                let now = shard.now();
+                let c = &shard.coordinator;
+                {
+                    let table = c.offsets.borrow();
+                    let mut groups = c.groups.borrow_mut();
+                    for g in groups.values_mut() {
+                        g.tick(now);
+                    }
+                    // Forget groups with nothing left: no member and no offset.
+                    groups
+                        .retain(|id, g| !(g.is_empty() && g.state() == GroupState::Empty && table.group(id).is_none()));
+                }
+                let n = c.ticks.get() + 1;
+                c.ticks.set(n);
+                let every = (c.config.compaction_check.as_millis() / TICK.as_millis()).max(1) as u64;
+                if n % every == 0 {
+                    Coordinator::compact_all(&shard).await;
+                }
+            }
+        })
+        .detach();
+    }
+
+    /// Compact every offsets partition of this shard that has grown past the threshold.
+    pub async fn compact_all(shard: &Rc<Shard>) {
+        for ((topic, index), p) in shard.manager.partitions() {
+            if topic != OFFSETS_TOPIC {
+                continue;
+            }
+            if let Err(e) = Coordinator::compact(shard, index, false).await {
+                tracing::warn!(partition = index, error = %e, "offsets compaction failed");
+            }
+            drop(p);
+        }
+    }
+
+    /// Write partition `index`'s live offsets again in a new segment and delete the segments
+    /// before it, if it is larger than the threshold (or `force`) and no commit is in flight.
+    /// Returns the segments deleted.
+    pub async fn compact(shard: &Rc<Shard>, index: i32, force: bool) -> anyhow::Result<usize> {
+        let c = &shard.coordinator;
+        let Some(p) = shard.manager.get(OFFSETS_TOPIC, index) else { return Ok(0) };
+        let Some(partitions) = shard.offsets_partitions() else { return Ok(0) };
+        if c.in_flight.borrow().get(&index).copied().unwrap_or(0) > 0 {
+            return Ok(0);
+        }
+        let live = c.offsets.borrow().live(|g| offsets_partition(g, partitions) == index);
+        let live_bytes: u64 =
+            live.iter().map(|(g, (t, _), c)| (40 + g.len() + t.len() + c.metadata.len()) as u64).sum();
+        let size = p.log().size_bytes();
+        if !force && (size <= c.config.compaction_bytes || size <= 2 * live_bytes) {
+            return Ok(0);
+        }
+        // Synchronously from here to the appends: no commit can slip in between.
+        p.roll();
+        let from = p.log().log_end_offset();
+        let now = shard.now();
+        let mut by_group: BTreeMap<&str, Vec<(Tp, Option<Committed>)>> = BTreeMap::new();
+        for (g, tp, committed) in &live {
+            by_group.entry(g.as_str()).or_default().push((tp.clone(), Some(committed.clone())));
+        }
+        for (g, commits) in by_group {
+            for chunk in commits.chunks(512) {
+                p.append_nowait(&offsets::batch(g, chunk, now))?;
+            }
+        }
+        p.flush().await?;
+        let removed = p.remove_before(from).await?;
+        tracing::info!(partition = index, live = live.len(), segments_deleted = removed.len(), "compacted offsets");
+        Ok(removed.len())
+    }
+
+    /// Answer a group request on the shard that coordinates the group.
+    pub async fn handle(shard: &Rc<Shard>, version: i16, req: GroupRequest) -> GroupResponse {
+        match req {
+            GroupRequest::Join(j, client_id, client_host) => {
+                GroupResponse::Join(Coordinator::join(shard, version, j, client_id, client_host).await)
+            }
+            GroupRequest::Sync(s) => GroupResponse::Sync(Coordinator::sync(shard, s).await),
+            GroupRequest::Heartbeat(h) => GroupResponse::Heartbeat(Coordinator::heartbeat(shard, h)),
+            GroupRequest::Leave(l) => GroupResponse::Leave(Coordinator::leave(shard, version, l)),
+            GroupRequest::Commit(c) => GroupResponse::Commit(Coordinator::commit(shard, c).await),
+            GroupRequest::Fetch(f) => GroupResponse::Fetch(Coordinator::fetch(shard, f)),
+            GroupRequest::Describe(g) => GroupResponse::Describe(Coordinator::describe(shard, &g)),
+            GroupRequest::List(states) => GroupResponse::List(Coordinator::list(shard, &states)),
+            GroupRequest::Delete(g) => GroupResponse::Delete(Coordinator::delete(shard, &g).await),
+        }
+    }
+
+    /// The error for a group request this shard cannot serve, if any.
+    fn unavailable(shard: &Rc<Shard>, group: &str) -> Option<i16> {
+        if group.is_empty() {
+            return Some(code::INVALID_GROUP_ID);
+        }
+        let Some(partitions) = shard.offsets_partitions() else { return Some(code::COORDINATOR_NOT_AVAILABLE) };
+        let index = offsets_partition(group, partitions);
+        if shard.manager.get(OFFSETS_TOPIC, index).is_none() {
+            return Some(code::NOT_COORDINATOR);
+        }
+        None
+    }
+
+    async fn join(
+        shard: &Rc<Shard>,
+        version: i16,
+        j: JoinGroupRequest,
+        client_id: String,
+        client_host: String,
+    ) -> JoinGroupResponse {
+        let fail = |e: i16| JoinGroupResponse { error_code: e, member_id: j.member_id.clone(), ..Default::default() };
+        if let Some(e) = Coordinator::unavailable(shard, &j.group_id) {
+            return fail(e);
+        }
+        let c = &shard.coordinator;
+        let join = Join {
+            member_id: j.member_id.clone(),
+            instance_id: j.group_instance_id.clone(),
+            client_id,
+            client_host,
+            session_timeout_ms: j.session_timeout_ms,
+            rebalance_timeout_ms: j.rebalance_timeout_ms,
+            protocol_type: j.protocol_type.clone(),
+            protocols: j.protocols.iter().map(|p| (p.name.clone(), p.metadata.clone())).collect(),
+            require_known_member_id: version >= 4,
+        };
+        let pending = {
+            let mut groups = c.groups.borrow_mut();
+            let g = groups.entry(j.group_id.clone()).or_insert_with(|| c.new_group(&j.group_id));
+            g.join(join, shard.now())
+        };
+        let Ok(joined) = pending.await else { return fail(code::COORDINATOR_NOT_AVAILABLE) };
+        if joined.error == code::NONE {
+            tracing::debug!(group = j.group_id, member = joined.member_id, generation = joined.generation, "joined");
+        }
+        JoinGroupResponse {
+            error_code: joined.error,
+            generation_id: joined.generation,
+            protocol_type: joined.protocol_type,
+            protocol_name: joined.protocol_name,
+            leader: joined.leader,
+            skip_assignment: joined.skip_assignment,
+            member_id: joined.member_id,
+            members: joined
+                .members
+                .into_iter()
+                .map(|m| JoinGroupResponseMember {
+                    member_id: m.member_id,
+                    group_instance_id: m.instance_id,
+                    metadata: m.metadata,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    async fn sync(shard: &Rc<Shard>, s: SyncGroupRequest) -> SyncGroupResponse {
+        let fail = |e: i16| SyncGroupResponse { error_code: e, ..Default::default() };
+        if let Some(e) = Coordinator::unavailable(shard, &s.group_id) {
+            return fail(e);
+        }
+        let sync = Sync {
+            generation: s.generation_id,
+            member_id: s.member_id,
+            instance_id: s.group_instance_id,
+            protocol_type: s.protocol_type,
+            protocol_name: s.protocol_name,
+            assignments: s.assignments.into_iter().map(|a| (a.member_id, a.assignment)).collect(),
+        };
+        let pending = {
+            let mut groups = shard.coordinator.groups.borrow_mut();
+            match groups.get_mut(&s.group_id) {
+                None => return fail(code::UNKNOWN_MEMBER_ID),
+                Some(g) => g.sync(sync, shard.now()),
+            }
+        };
+        let Ok(synced) = pending.await else { return fail(code::COORDINATOR_NOT_AVAILABLE) };
+        SyncGroupResponse {
+            error_code: synced.error,
+            protocol_type: synced.protocol_type,
+            protocol_name: synced.protocol_name,
+            assignment: synced.assignment,
+            ..Default::default()
+        }
+    }
+
+    fn heartbeat(shard: &Rc<Shard>, h: HeartbeatRequest) -> i16 {
+        if let Some(e) = Coordinator::unavailable(shard, &h.group_id) {
+            return e;
+        }
+        let mut groups = shard.coordinator.groups.borrow_mut();
+        match groups.get_mut(&h.group_id) {
+            None => code::UNKNOWN_MEMBER_ID,
+            Some(g) => g.heartbeat(&h.member_id, h.group_instance_id.as_deref(), h.generation_id, shard.now()),
+        }
+    }
+
+    fn leave(shard: &Rc<Shard>, version: i16, l: LeaveGroupRequest) -> LeaveGroupResponse {
+        if let Some(e) = Coordinator::unavailable(shard, &l.group_id) {
+            return LeaveGroupResponse { error_code: e, ..Default::default() };
+        }
+        let now = shard.now();
+        let mut groups = shard.coordinator.groups.borrow_mut();
+        let group = groups.get_mut(&l.group_id);
+        if version < 3 {
+            let error_code = group.map_or(code::UNKNOWN_MEMBER_ID, |g| g.leave(&l.member_id, None, now));
+            return LeaveGroupResponse { error_code, ..Default::default() };
+        }
+        let Some(g) = group else {
+            return LeaveGroupResponse { error_code: code::UNKNOWN_MEMBER_ID, ..Default::default() };
+        };
+        let members = l
+            .members
+            .into_iter()
+            .map(|m| MemberResponse {
+                error_code: g.leave(&m.member_id, m.group_instance_id.as_deref(), now),
+                member_id: m.member_id,
+                group_instance_id: m.group_instance_id,
+                ..Default::default()
+            })
+            .collect();
+        LeaveGroupResponse { members, ..Default::default() }
+    }
+
+    async fn commit(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommitResponse {
+        let every = |e: i16| OffsetCommitResponse {
+            topics: req
+                .topics
+                .iter()
+                .map(|t| OffsetCommitResponseTopic {
+                    name: t.name.clone(),
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| OffsetCommitResponsePartition {
+                            partition_index: p.partition_index,
+                            error_code: e,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        if let Some(e) = Coordinator::unavailable(shard, &req.group_id) {
+            return every(e);
+        }
+        let c = &shard.coordinator;
+        let generation = req.generation_id_or_member_epoch;
+        let refused = {
+            let mut groups = c.groups.borrow_mut();
+            match groups.get(&req.group_id) {
+                Some(g) => g.check_commit(&req.member_id, req.group_instance_id.as_deref(), generation),
+                None if generation < 0 && req.member_id.is_empty() => {
+                    // A commit outside any group generation (a standalone consumer, an admin).
+                    groups.insert(req.group_id.clone(), c.new_group(&req.group_id));
+                    None
+                }
+                None => Some(code::ILLEGAL_GENERATION),
+            }
+        };
+        if let Some(e) = refused {
+            return every(e);
+        }
+        let now = shard.now();
+        let mut accepted: Vec<(Tp, Option<Committed>)> = Vec::new();
+        let mut answers: Vec<(String, Vec<(i32, i16)>)> = Vec::new();
+        for t in &req.topics {
+            let partitions = shard.topics.borrow().get(&t.name).map(|i| i.partitions);
+            let mut codes = Vec::new();
+            for p in &t.partitions {
+                let metadata = p.committed_metadata.clone().unwrap_or_default();
+                let e = if partitions.is_none_or(|n| p.partition_index < 0 || p.partition_index as u32 >= n) {
+                    code::UNKNOWN_TOPIC_OR_PARTITION
+                } else if metadata.len() > c.config.metadata_max_bytes {
+                    code::OFFSET_METADATA_TOO_LARGE
+                } else {
+                    let committed = Committed {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata,
+                        commit_timestamp: now,
+                    };
+                    accepted.push(((t.name.clone(), p.partition_index), Some(committed)));
+                    code::NONE
+                };
+                codes.push((p.partition_index, e));
+            }
+            answers.push((t.name.clone(), codes));
+        }
+        if !accepted.is_empty() {
+            if let Err(e) = Coordinator::persist(shard, &req.group_id, accepted).await {
+                return every(e);
+            }
+        }
+        OffsetCommitResponse {
+            topics: answers
+                .into_iter()
+                .map(|(name, codes)| OffsetCommitResponseTopic {
+                    name,
+                    partitions: codes
+                        .into_iter()
+                        .map(|(partition_index, error_code)| OffsetCommitResponsePartition {
+                            partition_index,
+                            error_code,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Append commits (or tombstones) of `group` to its offsets partition, wait until durable,
+    /// then apply them to the table.
+    async fn persist(shard: &Rc<Shard>, group: &str, commits: Vec<(Tp, Option<Committed>)>) -> Result<(), i16> {
+        let c = &shard.coordinator;
+        let partitions = shard.offsets_partitions().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
+        let index = offsets_partition(group, partitions);
+        let p = shard.manager.get(OFFSETS_TOPIC, index).ok_or(code::NOT_COORDINATOR)?;
+        *c.in_flight.borrow_mut().entry(index).or_default() += 1;
+        let result = p.append(&offsets::batch(group, &commits, shard.now())).await;
+        *c.in_flight.borrow_mut().entry(index).or_default() -= 1;
+        if let Err(e) = result {
+            tracing::error!(group, partition = index, error = %e, "cannot write offsets");
+            return Err(code::COORDINATOR_NOT_AVAILABLE);
+        }
+        let mut table = c.offsets.borrow_mut();
+        for (tp, value) in commits {
+            table.apply(group, tp, value);
+        }
+        Ok(())
+    }
+
+    fn fetch(shard: &Rc<Shard>, f: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup {
+        if let Some(e) = Coordinator::unavailable(shard, &f.group_id) {
+            return OffsetFetchResponseGroup { group_id: f.group_id, error_code: e, ..Default::default() };
+        }
+        let table = shard.coordinator.offsets.borrow();
+        let answer = |partition_index: i32, c: Option<&Committed>| OffsetFetchResponsePartition {
+            partition_index,
+            committed_offset: c.map_or(-1, |c| c.offset),
+            committed_leader_epoch: c.map_or(-1, |c| c.leader_epoch),
+            metadata: Some(c.map(|c| c.metadata.clone()).unwrap_or_default()),
+            error_code: code::NONE,
+            ..Default::default()
+        };
+        let topics = match f.topics {
+            Some(topics) => topics
+                .into_iter()
+                .map(|t| OffsetFetchResponseTopic {
+                    partitions: t
+                        .partition_indexes
+                        .iter()
+                        .map(|&i| answer(i, table.get(&f.group_id, &(t.name.clone(), i))))
+                        .collect(),
+                    name: t.name,
+                    ..Default::default()
+                })
+                .collect(),
+            None => {
+                let mut by_topic: BTreeMap<&str, Vec<OffsetFetchResponsePartition>> = BTreeMap::new();
+                for ((topic, partition), c) in table.group(&f.group_id).into_iter().flatten() {
+                    by_topic.entry(topic).or_default().push(answer(*partition, Some(c)));
+                }
+                by_topic
+                    .into_iter()
+                    .map(|(name, partitions)| OffsetFetchResponseTopic {
+                        name: name.to_string(),
+                        partitions,
+                        ..Default::default()
+                    })
+                    .collect()
+            }
+        };
+        OffsetFetchResponseGroup { group_id: f.group_id, topics, error_code: code::NONE, ..Default::default() }
+    }
+
+    fn describe(shard: &Rc<Shard>, group: &str) -> DescribedGroup {
+        let base =
+            DescribedGroup { group_id: group.to_string(), authorized_operations: i32::MIN, ..Default::default() };
+        if let Some(e) = Coordinator::unavailable(shard, group) {
+            return DescribedGroup { error_code: e, group_state: GroupState::Dead.name().to_string(), ..base };
+        }
+        let c = &shard.coordinator;
+        let groups = c.groups.borrow();
+        match groups.get(group) {
+            Some(g) => {
+                let d = g.describe();
+                DescribedGroup {
+                    group_state: d.state.name().to_string(),
+                    protocol_type: d.protocol_type,
+                    protocol_data: d.protocol,
+                    members: d
+                        .members
+                        .into_iter()
+                        .map(|m| DescribedGroupMember {
+                            member_id: m.member_id,
+                            group_instance_id: m.instance_id,
+                            client_id: m.client_id,
+                            client_host: m.client_host,
+                            member_metadata: m.metadata,
+                            member_assignment: m.assignment,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..base
+                }
+            }
+            // Offsets but no members (e.g. after a restart): an empty group. Neither: Dead,
+            // as Kafka describes a group it does not know.
+            None if c.offsets.borrow().group(group).is_some() => {
+                DescribedGroup { group_state: GroupState::Empty.name().to_string(), ..base }
+            }
+            None => DescribedGroup { group_state: GroupState::Dead.name().to_string(), ..base },
+        }
+    }
+
+    fn list(shard: &Rc<Shard>, states: &[String]) -> Vec<ListedGroup> {
+        let c = &shard.coordinator;
+        let groups = c.groups.borrow();
+        let table = c.offsets.borrow();
+        let mut out: BTreeMap<String, (String, GroupState)> = BTreeMap::new();
+        for id in table.groups() {
+            out.insert(id.clone(), (String::new(), GroupState::Empty));
+        }
+        for (id, g) in groups.iter() {
+            out.insert(id.clone(), (g.protocol_type().unwrap_or_default().to_string(), g.state()));
+        }
+        out.into_iter()
+            .filter(|(_, (_, s))| *s != GroupState::Dead)
+            .filter(|(_, (_, s))| states.is_empty() || states.iter().any(|w| w.eq_ignore_ascii_case(s.name())))
+            .map(|(group_id, (protocol_type, s))| ListedGroup {
+                group_id,
+                protocol_type,
+                group_state: s.name().to_string(),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    async fn delete(shard: &Rc<Shard>, group: &str) -> i16 {
+        if let Some(e) = Coordinator::unavailable(shard, group) {
+            return e;
+        }
+        let c = &shard.coordinator;
+        let known = {
+            let mut groups = c.groups.borrow_mut();
+            let has_offsets = c.offsets.borrow().group(group).is_some();
+            match groups.get_mut(group) {
+                Some(g) => {
+                    if let Err(e) = g.delete() {
+                        return e;
+                    }
+                    true
+                }
+                None => has_offsets,
+            }
+        };
+        if !known {
+            return code::GROUP_ID_NOT_FOUND;
+        }
+        let tombstones: Vec<(Tp, Option<Committed>)> = c
+            .offsets
+            .borrow()
+            .group(group)
+            .map(|o| o.keys().map(|tp| (tp.clone(), None)).collect())
+            .unwrap_or_default();
+        if !tombstones.is_empty() {
+            if let Err(e) = Coordinator::persist(shard, group, tombstones).await {
+                return e;
+            }
+        }
+        c.groups.borrow_mut().remove(group);
+        tracing::info!(group, "group deleted");
+        code::NONE
+    }
+}
