@@ -70,6 +70,9 @@ pub struct LogConfig {
     /// its appends wait for the flusher (backpressure; bounds memory when producers outrun
     /// the disk under a relaxed flush policy).
     pub max_unflushed_bytes: u64,
+    /// `producer.id.expiration.ms`: an idempotent producer not heard of for this long is
+    /// forgotten (its next batch must start a new sequence).
+    pub producer_id_expiration_ms: u64,
 }
 
 pub const KIB: u64 = 1024;
@@ -99,6 +102,7 @@ impl Default for LogConfig {
             time_index_interval_ms: 1000,
             segment_ms: 7 * DAY_MS,
             retention_ms: Some(7 * DAY_MS),
+            producer_id_expiration_ms: DAY_MS,
         }
     }
 }
@@ -124,6 +128,7 @@ pub const LOG_CONFIG_KEYS: &[&str] = &[
     "time.index.interval.ms",
     "segment.ms",
     "retention.ms",
+    "producer.id.expiration.ms",
 ];
 
 /// A bound in ms where Kafka's Long.MAX_VALUE (its default) or -1 means unlimited.
@@ -201,6 +206,7 @@ impl LogConfig {
             "time.index.interval.ms" => self.time_index_interval_ms = in_range(key, value, 1, i64::MAX)?,
             "segment.ms" => self.segment_ms = in_range(key, value, 1, i64::MAX)?,
             "retention.ms" => self.retention_ms = bound_ms(key, value)?,
+            "producer.id.expiration.ms" => self.producer_id_expiration_ms = in_range(key, value, 1, i64::MAX)?,
             _ => return Err(bad(key, value, "unknown configuration key")),
         }
         Ok(())
@@ -244,6 +250,7 @@ impl LogConfig {
         m.insert("time.index.interval.ms", self.time_index_interval_ms.to_string());
         m.insert("segment.ms", self.segment_ms.to_string());
         m.insert("retention.ms", self.retention_ms.map_or(-1, |v| v as i64).to_string());
+        m.insert("producer.id.expiration.ms", self.producer_id_expiration_ms.to_string());
         m
     }
 

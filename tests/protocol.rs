@@ -1640,6 +1640,43 @@ fn delete_groups_exact_bytes() {
     );
 }
 
+#[test]
+fn init_producer_id_exact_bytes() {
+    let unwrap = |r| if let Request::InitProducerId(m) = r { Some(m) } else { None };
+    // v0: absent ProducerId and ProducerEpoch decode as -1.
+    check_request(
+        INIT_PRODUCER_ID,
+        0,
+        B::default().s("tx").i32(1000),
+        InitProducerIdRequest {
+            transactional_id: Some("tx".into()),
+            transaction_timeout_ms: 1000,
+            ..Default::default()
+        },
+        unwrap,
+    );
+    // v3 (flexible): ProducerId then ProducerEpoch after the timeout.
+    check_request(
+        INIT_PRODUCER_ID,
+        3,
+        B::default().cnull().i32(60_000).i64(17).i16(2).tags(),
+        InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: 60_000,
+            producer_id: 17,
+            producer_epoch: 2,
+            ..Default::default()
+        },
+        unwrap,
+    );
+    check_response(
+        INIT_PRODUCER_ID,
+        4,
+        B::default().i32(0).i16(0).i64(17).i16(3).tags(),
+        InitProducerIdResponse { producer_id: 17, producer_epoch: 3, ..Default::default() },
+    );
+}
+
 /// Kafka's defaults for fields absent in a version (`default` in the JSON definitions).
 #[test]
 fn absent_fields_decode_as_kafkas_defaults() {

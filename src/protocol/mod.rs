@@ -61,7 +61,7 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (API_VERSIONS, 0, 3, 3),
     (CREATE_TOPICS, 0, 7, 5),
     (DELETE_TOPICS, 0, 6, 4),
-    // InitProducerId (0-4, flexible from 2) is advertised once the idempotent producer is in.
+    (INIT_PRODUCER_ID, 0, 4, 2),
     (DESCRIBE_CONFIGS, 0, 4, 4),
     (ALTER_CONFIGS, 0, 2, 2),
     (DELETE_GROUPS, 0, 2, 2),

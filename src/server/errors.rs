@@ -1,6 +1,7 @@
 //! The one place internal errors become Kafka error codes (an exhaustive `match`).
 
 use crate::protocol::errors as code;
+use crate::storage::producers::SequenceError;
 use crate::storage::topics::TopicError;
 use crate::storage::StorageError;
 
@@ -13,6 +14,12 @@ pub fn storage_code(e: &StorageError) -> i16 {
         StorageError::OffsetOutOfRange { .. } => code::OFFSET_OUT_OF_RANGE,
         StorageError::Io(_) | StorageError::Corrupt { .. } => code::KAFKA_STORAGE_ERROR,
         StorageError::Closed => code::KAFKA_STORAGE_ERROR,
+        StorageError::Sequence(e) => match e {
+            SequenceError::InvalidEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
+            SequenceError::OutOfOrder { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            SequenceError::UnknownProducer { .. } => code::UNKNOWN_PRODUCER_ID,
+        },
+        StorageError::DuplicateSequence { .. } => code::DUPLICATE_SEQUENCE_NUMBER,
     }
 }
 

@@ -170,9 +170,21 @@ pub async fn handle(
             dispatched.done();
             encode_response(header, &mut DeleteGroupsResponse { results, ..Default::default() }).map(Some)
         }
-        Request::InitProducerId(_) => {
+        Request::InitProducerId(i) => {
             dispatched.done();
-            let mut resp = InitProducerIdResponse { error_code: code::UNSUPPORTED_VERSION, ..Default::default() };
+            // An idempotent producer gets a new id, epoch 0 (Kafka does the same for one without
+            // a transactional id, also when it asks to bump an epoch). No transactions here.
+            let (error_code, producer_id) = if i.transactional_id.is_some() {
+                (code::COORDINATOR_NOT_AVAILABLE, -1)
+            } else {
+                match shard.call(0, ShardOp::AllocateProducerId).await {
+                    ShardReply::ProducerId(Ok(id)) => (code::NONE, id),
+                    ShardReply::ProducerId(Err(e)) => (e, -1),
+                    _ => (code::UNKNOWN_SERVER_ERROR, -1),
+                }
+            };
+            let producer_epoch = if error_code == code::NONE { 0 } else { -1 };
+            let mut resp = InitProducerIdResponse { error_code, producer_id, producer_epoch, ..Default::default() };
             encode_response(header, &mut resp).map(Some)
         }
     }

@@ -5,7 +5,7 @@
 //! except the messages.
 
 use crate::config::LogConfig;
-use crate::io::DmaDisk;
+use crate::io::{Disk, DmaDisk};
 use crate::protocol::errors as code;
 use crate::server::coordinator::{Coordinator, GroupRequest, GroupResponse, OFFSETS_TOPIC};
 use crate::server::errors::{storage_code, topic_code};
@@ -87,6 +87,8 @@ pub enum ShardOp {
         version: i16,
         req: GroupRequest,
     },
+    /// To shard 0: a new producer id for an idempotent producer (InitProducerId).
+    AllocateProducerId,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +107,8 @@ pub enum ShardReply {
     /// The outcome of a topic change (create, delete, alter): an error code and message.
     Admin(Result<(), (i16, String)>),
     Group(GroupResponse),
+    /// A producer id, or an error code.
+    ProducerId(Result<i64, i16>),
     Done,
 }
 
@@ -112,6 +116,26 @@ pub enum ShardReply {
 pub enum ShardMsg {
     Request { id: u64, from: usize, op: ShardOp },
     Reply { id: u64, reply: ShardReply },
+}
+
+/// Producer ids are handed out in blocks this large (each block's end persisted once).
+const PRODUCER_ID_BLOCK: i64 = 1000;
+/// `<data-dir>/producer-ids`: `tidemark-producer-ids 1`, then `next <id>`: no id at or above it
+/// was ever handed out.
+const PRODUCER_IDS_FILE: &str = "producer-ids";
+
+/// The first producer id never handed out (0 for a new data directory).
+async fn read_producer_ids(disk: &DmaDisk, data_dir: &std::path::Path) -> anyhow::Result<i64> {
+    use crate::io::Disk;
+    let path = data_dir.join(PRODUCER_IDS_FILE);
+    let Some(bytes) = disk.read_file(&path).await? else { return Ok(0) };
+    let text = String::from_utf8_lossy(&bytes);
+    let mut lines = text.lines();
+    let next = match (lines.next(), lines.next().and_then(|l| l.strip_prefix("next "))) {
+        (Some("tidemark-producer-ids 1"), Some(n)) => n.trim().parse::<i64>().ok().filter(|&n| n >= 0),
+        _ => None,
+    };
+    next.ok_or_else(|| anyhow::anyhow!("{}: not a producer-ids file", path.display()))
 }
 
 /// What every shard knows about a topic.
@@ -136,6 +160,10 @@ pub struct Shard {
     /// with `store_lock` serializing those operations.
     store: RefCell<Option<TopicStore<DmaDisk>>>,
     store_lock: glommio::sync::Semaphore,
+    /// Shard 0 only: producer ids handed out (next, end of the block persisted).
+    producer_ids: RefCell<Option<(i64, i64)>>,
+    producer_ids_lock: glommio::sync::Semaphore,
+    disk: DmaDisk,
     senders: RefCell<Option<Rc<Senders<ShardMsg>>>>,
     pending: RefCell<HashMap<u64, oneshot::Sender<ShardReply>>>,
     next_id: Cell<u64>,
@@ -147,7 +175,8 @@ impl Shard {
         let disk = DmaDisk::open(&config.data_dir).await?;
         let store = TopicStore::open(disk.clone(), &config.data_dir, config.log_defaults.clone()).await?;
         let clock = system_clock();
-        let manager = PartitionManager::new(disk, &config.data_dir, clock.clone());
+        let producer_ids = if id == 0 { Some(read_producer_ids(&disk, &config.data_dir).await?) } else { None };
+        let manager = PartitionManager::new(disk.clone(), &config.data_dir, clock.clone());
         let mut topics = BTreeMap::new();
         for name in store.names().map(str::to_string).collect::<Vec<_>>() {
             let meta = store.get(&name).expect("listed");
@@ -173,6 +202,9 @@ impl Shard {
             topics: RefCell::new(topics),
             coordinator,
             clock,
+            producer_ids: RefCell::new(producer_ids.map(|next| (next, next))),
+            producer_ids_lock: glommio::sync::Semaphore::new(1),
+            disk,
             store: RefCell::new((id == 0).then_some(store)),
             store_lock: glommio::sync::Semaphore::new(1),
             senders: RefCell::new(None),
@@ -184,6 +216,28 @@ impl Shard {
             tracing::info!(shard = id, records, "committed offsets loaded");
         }
         Ok(shard)
+    }
+
+    /// On shard 0: the next producer id. Ids are handed out in blocks of
+    /// [`PRODUCER_ID_BLOCK`]; the end of a block is persisted before its first id is used, so no
+    /// id is given twice, across restarts too.
+    async fn allocate_producer_id(&self) -> Result<i64, i16> {
+        let _permit = self.producer_ids_lock.acquire_permit(1).await.map_err(|_| code::UNKNOWN_SERVER_ERROR)?;
+        let (next, end) = self.producer_ids.borrow().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
+        let end = if next < end {
+            end
+        } else {
+            let end = next + PRODUCER_ID_BLOCK;
+            let path = self.config.data_dir.join(PRODUCER_IDS_FILE);
+            let text = format!("tidemark-producer-ids 1\nnext {end}\n");
+            if let Err(e) = self.disk.write_file_atomic(&path, text.as_bytes()).await {
+                tracing::error!(error = %e, "cannot persist producer ids");
+                return Err(code::KAFKA_STORAGE_ERROR);
+            }
+            end
+        };
+        *self.producer_ids.borrow_mut() = Some((next + 1, end));
+        Ok(next)
     }
 
     /// Broker wall-clock time in ms.
@@ -341,6 +395,7 @@ impl Shard {
                 ShardReply::Done
             }
             ShardOp::Group { version, req } => ShardReply::Group(Coordinator::handle(self, version, req).await),
+            ShardOp::AllocateProducerId => ShardReply::ProducerId(self.allocate_producer_id().await),
             ShardOp::TopicAltered { name, config, overrides } => {
                 self.manager.set_topic_config(&name, &config);
                 if let Some(t) = self.topics.borrow_mut().get_mut(&name) {

@@ -178,6 +178,7 @@ pub async fn maintain<D: Disk, C: LogCell<D>>(cell: &C, now: i64) -> StorageResu
         if log.maybe_roll_for_time(now) {
             log.roll(now);
         }
+        log.expire_producers(now);
     }
     let mut removed = Vec::new();
     loop {

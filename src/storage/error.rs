@@ -31,6 +31,14 @@ pub enum StorageError {
     /// The partition is closing or closed.
     #[error("partition is closed")]
     Closed,
+    /// An idempotent producer's batch breaks the sequence rules (INVALID_PRODUCER_EPOCH,
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID).
+    #[error("{0}")]
+    Sequence(#[from] crate::storage::producers::SequenceError),
+    /// A retried batch among others in one request (DUPLICATE_SEQUENCE_NUMBER): duplicates are
+    /// answered only alone.
+    #[error("producer {pid}: a duplicate batch in a request of several")]
+    DuplicateSequence { pid: i64 },
 }
 
 impl From<IoError> for StorageError {

@@ -24,6 +24,7 @@ use crate::storage::format::index::{decode_clean_marker, decode_offset_index, en
 use crate::storage::format::legacy;
 use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWalk, MAX_HEADER_LEN};
 use crate::storage::format::FormatError;
+use crate::storage::producers::{self, BatchSeq, ProducerState, SequenceError, Verdict};
 use crate::storage::segment::{
     index_path, log_path, timeindex_path, ChunkWrite, IndexBuilder, OffsetIndex, Segment, SegmentState, Tail,
     TimeBuilder,
@@ -47,8 +48,9 @@ const MAX_STORED_BATCH: usize = i32::MAX as usize;
 
 /// A produced batch, checked, with what it is stored as, waiting to be appended.
 enum Checked<'a> {
-    /// A v2 batch and the attributes and maxTimestamp it is stored with.
-    V2 { h: BatchHeader, bytes: &'a [u8], attributes: i16, max_ts: i64 },
+    /// A v2 batch and the attributes and maxTimestamp it is stored with; `seq` for a batch of an
+    /// idempotent producer.
+    V2 { h: BatchHeader, bytes: &'a [u8], attributes: i16, max_ts: i64, seq: Option<BatchSeq> },
     /// A legacy message (plain or wrapper), its record count and its stored form.
     Legacy { bytes: &'a [u8], count: i32, wrapper: bool, stored: legacy::Stored, max_ts: i64 },
 }
@@ -129,6 +131,8 @@ pub struct Log<D: Disk> {
     /// When the active segment last took an append (its file's mtime after a restart): the
     /// T5.5 entry of a segment without timestamps when it closes.
     last_append_ms: i64,
+    /// Idempotent producers' sequences ([`ProducerState`]).
+    producers: ProducerState,
 }
 
 /// Result of scanning a segment's batches.
@@ -137,6 +141,7 @@ struct Scan {
     next_offset: i64,
     index: IndexBuilder,
     time: Option<TimeBuilder>,
+    producers: Option<ProducerState>,
     stop: Option<(u64, FormatError)>,
     scanned: u64,
 }
@@ -149,6 +154,8 @@ struct ScanFrom {
     index: IndexBuilder,
     /// Time index to continue (None: not needed).
     time: Option<TimeBuilder>,
+    /// Producer state to continue (None: not needed).
+    producers: Option<ProducerState>,
 }
 
 impl ScanFrom {
@@ -160,6 +167,7 @@ impl ScanFrom {
             expected: base,
             index: IndexBuilder::new(offset_entries(config), config.index_interval_bytes),
             time: Some(TimeBuilder::new(time_entries(config), last_ts, config.time_index_interval_ms)),
+            producers: None,
         }
     }
 }
@@ -177,7 +185,7 @@ fn time_entries(config: &LogConfig) -> usize {
 /// or incomplete batch. Used by recovery (from position 0), by the clean-restart resume (from
 /// the last index entry) and by index rebuilds: one walk for all three.
 async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, from: ScanFrom) -> Result<Scan, IoError> {
-    let ScanFrom { mut pos, mut expected, mut index, mut time } = from;
+    let ScanFrom { mut pos, mut expected, mut index, mut time, mut producers } = from;
     let mut want = SCAN_WINDOW;
     let mut scanned = 0u64;
     let stop = loop {
@@ -222,6 +230,9 @@ async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, from: Sc
             if let Some(t) = time.as_mut() {
                 t.on_batch(base, expected, h.max_timestamp);
             }
+            if let Some(ps) = producers.as_mut().filter(|_| h.magic == MAGIC_V2) {
+                ps.replay(&BatchHeader::parse(bytes).expect("checked above"), expected);
+            }
             expected = h.next_offset();
         }
         let consumed = walk.pos();
@@ -246,7 +257,7 @@ async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, from: Sc
         pos += consumed as u64;
         want = SCAN_WINDOW;
     };
-    Ok(Scan { valid_size: pos_of(&stop, pos), next_offset: expected, index, time, stop, scanned })
+    Ok(Scan { valid_size: pos_of(&stop, pos), next_offset: expected, index, time, producers, stop, scanned })
 }
 
 fn pos_of(stop: &Option<(u64, FormatError)>, pos: u64) -> u64 {
@@ -383,6 +394,33 @@ async fn rebuild_time_index<D: Disk>(
     Ok(time)
 }
 
+fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
+    dir.join(format!("{offset:020}.snapshot"))
+}
+
+/// The producer state at offset `at`: the snapshot named `at` (written when the segment ending
+/// there was sealed), else the latest one below it, else none (data written before snapshots
+/// existed, or no idempotent producer ever). A damaged snapshot is logged and skipped.
+async fn load_producers<D: Disk>(disk: &D, dir: &Path, snapshots: &[i64], at: i64) -> StorageResult<ProducerState> {
+    let mut candidates: Vec<i64> = snapshots.iter().copied().filter(|&o| o <= at).collect();
+    candidates.sort_unstable();
+    for &offset in candidates.iter().rev() {
+        let path = snapshot_path(dir, offset);
+        if let Some(bytes) = disk.read_file(&path).await? {
+            match ProducerState::decode(&bytes) {
+                Ok(state) => {
+                    if offset != at {
+                        tracing::warn!(dir = %dir.display(), offset, at, "producer snapshot older than the segment; producers of the batches between are not known");
+                    }
+                    return Ok(state);
+                }
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "damaged producer snapshot; skipped"),
+            }
+        }
+    }
+    Ok(ProducerState::default())
+}
+
 impl<D: Disk> Log<D> {
     /// Open (or create) the log in `dir`, recovering from an unclean shutdown (SPEC T8).
     /// The cost is one stat per segment, the time index of the newest segments that have
@@ -396,9 +434,11 @@ impl<D: Disk> Log<D> {
         let mut report = OpenReport::default();
         let mut bases = Vec::new();
         let mut others = Vec::new();
+        let mut snapshots = Vec::new();
         for name in disk.list_dir(dir).await? {
             match parse_segment_name(&name) {
                 Some((base, "log")) => bases.push(base),
+                Some((offset, "snapshot")) => snapshots.push(offset),
                 Some((base, ext)) if ext == "index" || ext == "timeindex" => others.push((base, name)),
                 _ if name.ends_with(".tmp") => disk.remove_file(&dir.join(&name)).await?,
                 _ => {}
@@ -431,6 +471,7 @@ impl<D: Disk> Log<D> {
                     index: None,
                     time: None,
                     tail: None,
+                    producer_snapshot: None,
                 },
             );
         }
@@ -469,6 +510,7 @@ impl<D: Disk> Log<D> {
                 }
             }
         }
+        let mut producers = None;
         let (next_offset, size, index, time) = match active {
             Some(a) => a,
             None => {
@@ -477,7 +519,9 @@ impl<D: Disk> Log<D> {
                     // rescan rebuilds: continue from the entries before it instead.
                     context_ts = backward_scan(&disk, dir, &spans, &mut segments, &config, &mut report).await?;
                 }
-                let scan = scan_segment(&file, base, file_size, ScanFrom::start(base, &config, context_ts)).await?;
+                let mut from = ScanFrom::start(base, &config, context_ts);
+                from.producers = Some(load_producers(&disk, dir, &snapshots, base).await?);
+                let scan = scan_segment(&file, base, file_size, from).await?;
                 report.scanned_bytes = scan.scanned;
                 if scan.valid_size < file_size {
                     // Preallocated zeros past the end are expected; anything else is reported.
@@ -491,8 +535,14 @@ impl<D: Disk> Log<D> {
                     file.truncate(scan.valid_size).await?;
                     file.sync().await?;
                 }
+                producers = scan.producers.clone();
                 (scan.next_offset, scan.valid_size, scan.index, scan.time.expect("scan built a time index"))
             }
+        };
+        // The clean path read no batch: its producer state is the snapshot at the log end.
+        let producers = match producers {
+            Some(p) => p,
+            None => load_producers(&disk, dir, &snapshots, next_offset).await?,
         };
         // From here on the directory is not clean any more.
         if disk.exists(&marker_path).await? {
@@ -519,6 +569,7 @@ impl<D: Disk> Log<D> {
                     index: Some(index),
                     time: Some(time),
                     tail: None,
+                    producer_snapshot: None,
                 },
             );
             segments.insert(next_offset, new_active_segment(&disk, &config, next_offset, last_ts));
@@ -540,6 +591,7 @@ impl<D: Disk> Log<D> {
                     index: Some(index),
                     time: Some(time),
                     tail: Some(tail),
+                    producer_snapshot: None,
                 },
             );
         }
@@ -557,6 +609,7 @@ impl<D: Disk> Log<D> {
             roll_reference_ms,
             deleted_last_ts: None,
             last_append_ms: roll_reference_ms,
+            producers,
         };
         Ok((log, report))
     }
@@ -691,7 +744,59 @@ impl<D: Disk> Log<D> {
                 // timestamp; LogAppendTime: the bit set and `now`.
                 let max_ts = if ts_type == TimestampType::LogAppendTime { now } else { stats.max_ts };
                 let attributes = with_timestamp_type(h.attributes, ts_type);
-                Checked::V2 { h, bytes, attributes, max_ts }
+                let seq = if h.producer_id >= 0 && h.base_sequence >= 0 {
+                    let count = h.last_offset_delta + 1;
+                    let seq = BatchSeq {
+                        first_seq: h.base_sequence,
+                        last_seq: producers::last_seq(h.base_sequence, count),
+                        first_offset: next,
+                        last_offset: next + h.last_offset_delta as i64,
+                    };
+                    // A batch follows the producer's earlier batch in this request, if any.
+                    let earlier = batches.iter().rev().find_map(|b| match b {
+                        Checked::V2 { h: e, seq: Some(s), .. } if e.producer_id == h.producer_id => {
+                            Some((e.producer_epoch, *s))
+                        }
+                        _ => None,
+                    });
+                    match earlier {
+                        Some((epoch, prev)) if epoch == h.producer_epoch => {
+                            let expected = producers::last_seq(prev.last_seq, 2);
+                            if seq.first_seq != expected {
+                                return Err(SequenceError::OutOfOrder {
+                                    pid: h.producer_id,
+                                    epoch: h.producer_epoch,
+                                    expected,
+                                    found: seq.first_seq,
+                                }
+                                .into());
+                            }
+                        }
+                        _ => {
+                            match self.producers.check(h.producer_id, h.producer_epoch, seq.first_seq, seq.last_seq)? {
+                                Verdict::Append => {}
+                                Verdict::Duplicate { first_offset, last_offset } => {
+                                    // A retry of a batch already appended: its offsets, once durable.
+                                    if records.len() != bytes.len() {
+                                        return Err(StorageError::DuplicateSequence { pid: h.producer_id });
+                                    }
+                                    let info = AppendInfo {
+                                        base_offset: first_offset,
+                                        last_offset,
+                                        records: 0,
+                                        bytes: 0,
+                                        log_append_time: if ts_type == TimestampType::LogAppendTime { now } else { -1 },
+                                    };
+                                    return Ok((info, FlushDemand::Wait));
+                                }
+                            }
+                        }
+                    }
+                    Some(seq)
+                } else {
+                    None
+                };
+                Checked::V2 { h, bytes, attributes, max_ts, seq }
             } else {
                 let p = legacy::check_produced(bytes, limit)?;
                 check_window(p.stats)?;
@@ -725,7 +830,7 @@ impl<D: Disk> Log<D> {
             let count = batch.count();
             // The stored bytes, `head` then `rest`, their largest timestamp and indexed offset.
             let (head, rest, stored_max, index_offset): (&[u8], &[u8], i64, i64) = match batch {
-                Checked::V2 { h, bytes, attributes, max_ts } => {
+                Checked::V2 { h, bytes, attributes, max_ts, .. } => {
                     if *attributes != h.attributes || *max_ts != h.max_timestamp {
                         patched = patched_header(bytes, base, *attributes, *max_ts);
                         (&patched[..], &bytes[HEADER_LEN..], *max_ts, base)
@@ -758,6 +863,9 @@ impl<D: Disk> Log<D> {
             }
             // Before the next batch's roll can close this segment (its T5.5 entry).
             self.last_append_ms = now;
+            if let Checked::V2 { h, seq: Some(seq), .. } = batch {
+                self.producers.record(h.producer_id, h.producer_epoch, *seq, now);
+            }
             info.last_offset = last;
             info.records += count as u64;
             info.bytes += len;
@@ -813,7 +921,10 @@ impl<D: Disk> Log<D> {
     /// time-index timestamp after it.
     fn close_active(&mut self) -> Option<i64> {
         let last_append_ms = self.last_append_ms;
+        // The producer state at this segment's end, written with its seal.
+        let snapshot = self.producers.encode();
         let seg = self.active_mut();
+        seg.producer_snapshot = Some(snapshot);
         seg.state = SegmentState::Closing;
         let (base, last) = (seg.base_offset, seg.next_offset - 1);
         let time = seg.time.as_mut().expect("active segment has its time index");
@@ -860,6 +971,7 @@ impl<D: Disk> Log<D> {
             size: seg.size,
             index: seg.index.as_ref().expect("unsealed segment has its index").index.encode(),
             time_index: seg.time.as_ref().expect("unsealed segment has its time index").encode(),
+            snapshot: (seg.next_offset, seg.producer_snapshot.clone().expect("a closing segment has its snapshot")),
         });
         self.flush_in_flight = true;
         self.unflushed_records = 0;
@@ -1150,6 +1262,18 @@ impl<D: Disk> Log<D> {
         removed
     }
 
+    /// Forget idempotent producers idle for `producer.id.expiration.ms` (upkeep). Returns how
+    /// many.
+    pub fn expire_producers(&mut self, now: i64) -> usize {
+        let ttl = self.config.producer_id_expiration_ms.min(i64::MAX as u64) as i64;
+        self.producers.expire(now.saturating_sub(ttl))
+    }
+
+    /// The idempotent producers this partition knows.
+    pub fn producers(&self) -> &ProducerState {
+        &self.producers
+    }
+
     /// Remove from the log the oldest sealed segments that lie wholly below `offset` (never the
     /// active one); the caller deletes their files. What `__consumer_offsets` compaction uses
     /// once the live records are written again past `offset`.
@@ -1274,6 +1398,7 @@ fn new_active_segment<D: Disk>(disk: &D, config: &LogConfig, base: i64, last_ts:
         index: Some(IndexBuilder::new(offset_entries(config), config.index_interval_bytes)),
         time: Some(TimeBuilder::new(time_entries(config), last_ts, config.time_index_interval_ms)),
         tail: Some(Tail::new(disk, 0, &[], config.write_chunk_bytes as usize)),
+        producer_snapshot: None,
     }
 }
 
@@ -1293,12 +1418,17 @@ pub async fn delete_segment_files<D: Disk>(disk: &D, dir: &Path, base: i64) -> S
     Ok(())
 }
 
-/// The rolled segment's seal: trim to `size`, write `index`.
+/// The rolled segment's seal: trim to `size`, write `index`, `time_index` and the producer
+/// snapshot at the segment's end.
 pub struct SealWork {
     size: u64,
     index: Vec<u8>,
     time_index: Vec<u8>,
+    snapshot: (i64, Vec<u8>),
 }
+
+/// Producer snapshots kept per partition (the newest; older ones are deleted at each seal).
+const SNAPSHOTS_KEPT: usize = 2;
 
 /// One flush job's I/O, run without borrowing the log.
 pub struct FlushWork<D: Disk> {
@@ -1387,6 +1517,19 @@ impl<D: Disk> FlushWork<D> {
             // Written whole or not at all (tmp file, rename): a crash never leaves a torn index.
             self.disk.write_file_atomic(&index_path(&self.dir, self.base_offset), &seal.index).await?;
             self.disk.write_file_atomic(&timeindex_path(&self.dir, self.base_offset), &seal.time_index).await?;
+            let (at, snapshot) = &seal.snapshot;
+            self.disk.write_file_atomic(&snapshot_path(&self.dir, *at), snapshot).await?;
+            let mut older: Vec<i64> = self
+                .disk
+                .list_dir(&self.dir)
+                .await?
+                .iter()
+                .filter_map(|n| parse_segment_name(n).filter(|(o, ext)| *ext == "snapshot" && o < at).map(|(o, _)| o))
+                .collect();
+            older.sort_unstable();
+            for o in older.iter().rev().skip(SNAPSHOTS_KEPT - 1) {
+                self.disk.remove_file(&snapshot_path(&self.dir, *o)).await?;
+            }
             self.disk.sync_dir(&self.dir).await?;
         }
         Ok(())

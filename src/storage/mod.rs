@@ -31,6 +31,7 @@ pub mod format;
 pub mod log;
 pub mod manager;
 pub mod partition;
+pub mod producers;
 pub mod segment;
 pub mod topics;
 

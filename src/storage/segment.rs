@@ -414,6 +414,8 @@ pub struct Segment<D: Disk> {
     /// The time index; `None` until loaded, like `index`.
     pub time: Option<TimeBuilder>,
     pub tail: Option<Tail<D::Buf>>,
+    /// A closing segment's producer snapshot (the state at its end), written with its seal.
+    pub producer_snapshot: Option<Vec<u8>>,
 }
 
 impl<D: Disk> Segment<D> {

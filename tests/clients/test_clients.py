@@ -123,7 +123,7 @@ def test_offsets_for_times_and_restarts(broker):
 def test_kafka_python_round_trip(broker):
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.structs import TopicPartition as KTP
-    # Idempotence (InitProducerId) comes with the idempotent-producer issue.
+    # A plain (non-idempotent) producer; the idempotent one is in test_idempotence.py.
     p = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", enable_idempotence=False)
     futures = [p.send("kp", value=b"m%d" % i, partition=0) for i in range(50)]
     offsets = [f.get(timeout=TIMEOUT).offset for f in futures]
