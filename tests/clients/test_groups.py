@@ -238,3 +238,22 @@ def test_offsets_topic_is_compacted(broker):
     p.produce("__consumer_offsets", value=b"x", partition=0, on_delivery=lambda e, m: errors.append(e))
     p.flush(TIMEOUT)
     assert errors and errors[0] is not None and errors[0].code() == 17, errors  # INVALID_TOPIC_EXCEPTION
+
+
+def test_cooperative_rebalance_keeps_partitions(broker):
+    """Cooperative (incremental) rebalancing, as librdkafka's cooperative-sticky assignor drives
+    it over the classic protocol: when a second member joins, the first gives up only the
+    partitions that move (2 of 4), never all of them, and keeps consuming the rest."""
+    b = broker.bootstrap
+    create(b, "coop", partitions=4)
+    revoked, conf = [], {"partition.assignment.strategy": "cooperative-sticky"}
+    c1 = member(b, "g-coop", **conf)
+    c1.subscribe(["coop"], on_revoke=lambda c, ps: revoked.extend(p.partition for p in ps))
+    poll_until([c1], lambda: parts(c1) == [0, 1, 2, 3])
+    c2 = member(b, "g-coop", **conf)
+    c2.subscribe(["coop"])
+    poll_until([c1, c2], lambda: len(parts(c1)) == 2 and len(parts(c2)) == 2)
+    assert sorted(parts(c1) + parts(c2)) == [0, 1, 2, 3]
+    assert len(revoked) == 2 and not set(revoked) & set(parts(c1)), "only the moved partitions were revoked"
+    c2.close()
+    c1.close()
