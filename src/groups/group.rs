@@ -87,7 +87,16 @@ pub struct Join {
     pub protocols: Vec<(String, Bytes)>,
     /// JoinGroup v4+: a member without an id first gets one with MEMBER_ID_REQUIRED (KIP-394).
     pub require_known_member_id: bool,
+    /// JoinGroup v9+: the answer can tell a static leader to skip its assignment.
+    pub skip_assignment_supported: bool,
 }
+
+/// Protocols a member may offer (clients send one to three): more is refused, so choosing one
+/// stays cheap.
+pub const MAX_PROTOCOLS: usize = 64;
+/// The client id part of a member id is cut to this many bytes (member ids travel in int16
+/// strings).
+const MAX_CLIENT_ID_IN_MEMBER_ID: usize = 128;
 
 /// A member as the leader sees it in a JoinGroup answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,6 +195,8 @@ struct Member {
     session_deadline: i64,
     /// When it joined (the leader is the earliest member).
     joined_seq: u64,
+    /// CompletingRebalance: it sent its SyncGroup.
+    synced: bool,
 }
 
 impl Member {
@@ -217,6 +228,8 @@ pub struct Group {
     rebalance_deadline: i64,
     /// PreparingRebalance of an empty group: the initial delay's end (extended by joins).
     initial_delay_until: Option<i64>,
+    /// CompletingRebalance: members that have not sent their SyncGroup by then are removed.
+    sync_deadline: i64,
     join_seq: u64,
     limits: GroupLimits,
     ids: IdSource,
@@ -242,7 +255,11 @@ impl IdSource {
             z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             z ^ (z >> 31)
         };
-        format!("{client_id}-{:016x}{:016x}", word(), word())
+        let mut cut = client_id.len().min(MAX_CLIENT_ID_IN_MEMBER_ID);
+        while !client_id.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}-{:016x}{:016x}", &client_id[..cut], word(), word())
     }
 }
 
@@ -260,6 +277,7 @@ impl Group {
             pending: HashMap::new(),
             rebalance_deadline: 0,
             initial_delay_until: None,
+            sync_deadline: 0,
             join_seq: 0,
             limits,
             ids: IdSource::new(seed ^ crc32c::crc32c(id.as_bytes()) as u64),
@@ -307,28 +325,38 @@ impl Group {
         if !(self.limits.min_session_timeout_ms..=self.limits.max_session_timeout_ms).contains(&j.session_timeout_ms) {
             return fail(code::INVALID_SESSION_TIMEOUT, tx);
         }
-        if j.protocol_type.is_empty() || j.protocols.is_empty() {
+        if j.protocol_type.is_empty() || j.protocols.is_empty() || j.protocols.len() > MAX_PROTOCOLS {
             return fail(code::INCONSISTENT_GROUP_PROTOCOL, tx);
         }
         let compatible = match &self.protocol_type {
             _ if self.members.is_empty() => true,
             Some(t) if *t != j.protocol_type => false,
-            _ => self.candidates_with(&j.protocols).next().is_some(),
+            _ => self.supported_by_all(&j.protocols).next().is_some(),
         };
         if !compatible {
             return fail(code::INCONSISTENT_GROUP_PROTOCOL, tx);
         }
+        // A member keeps the instance id it joined with; a stale mapping (never expected) is
+        // dropped rather than trusted.
+        if let Some(instance) = &j.instance_id {
+            if self.statics.get(instance).is_some_and(|id| !self.members.contains_key(id)) {
+                self.statics.remove(instance);
+            }
+        }
+        if let Some(m) = self.members.get(&j.member_id).filter(|_| !j.member_id.is_empty()) {
+            if m.instance_id != j.instance_id {
+                let e = if j.instance_id.is_some() { code::FENCED_INSTANCE_ID } else { code::UNKNOWN_MEMBER_ID };
+                return fail(e, tx);
+            }
+        }
         // Static membership (KIP-345): the instance id names the member.
         if let Some(instance) = j.instance_id.clone() {
-            if let Some(current) = self.statics.get(&instance).cloned() {
-                if !j.member_id.is_empty() && j.member_id != current {
-                    return fail(code::FENCED_INSTANCE_ID, tx);
-                }
-                if j.member_id.is_empty() {
-                    return self.rejoin_static(j, current, now, tx);
-                }
-            } else if !j.member_id.is_empty() && !self.members.contains_key(&j.member_id) {
-                return fail(code::UNKNOWN_MEMBER_ID, tx);
+            match self.statics.get(&instance).cloned() {
+                Some(current) if j.member_id.is_empty() => return self.rejoin_static(j, current, now, tx),
+                Some(current) if j.member_id != current => return fail(code::FENCED_INSTANCE_ID, tx),
+                Some(_) => {}
+                None if !j.member_id.is_empty() => return fail(code::UNKNOWN_MEMBER_ID, tx),
+                None => {}
             }
         }
         let member_id = if j.member_id.is_empty() {
@@ -360,10 +388,12 @@ impl Group {
             GroupState::Empty => self.prepare_rebalance(now),
             GroupState::CompletingRebalance | GroupState::Stable => {
                 let is_leader = self.leader.as_deref() == Some(member_id.as_str());
-                if changed || is_leader || self.state == GroupState::CompletingRebalance {
+                let completing = self.state == GroupState::CompletingRebalance;
+                if changed || (is_leader && !completing) {
                     self.prepare_rebalance(now);
                 } else {
-                    // A follower rejoining with the same protocols: its current state, at once.
+                    // The same protocols: its current state, at once (a follower in Stable, or
+                    // anyone who missed its JoinGroup answer while the group completes).
                     self.answer_join_now(&member_id);
                 }
             }
@@ -373,7 +403,7 @@ impl Group {
     }
 
     /// A static member rejoining without its member id: it gets a new one, the old one is
-    /// fenced; in a stable group with unchanged protocols no rebalance happens.
+    /// fenced; in a stable group whose protocol it still supports no rebalance happens.
     #[allow(clippy::result_large_err)]
     fn rejoin_static(
         &mut self,
@@ -383,25 +413,36 @@ impl Group {
         tx: oneshot::Sender<Joined>,
     ) -> Result<(), (i16, String, oneshot::Sender<Joined>)> {
         let new_id = self.ids.next(&j.client_id);
-        let mut old = self.members.remove(&old_id).expect("a static member is a member");
+        let mut old = self.members.remove(&old_id).expect("statics maps to members (checked in try_join)");
         if let Some(w) = old.join.take() {
             let _ = w.send(Joined::error(code::FENCED_INSTANCE_ID, &old_id));
         }
         if let Some(w) = old.sync.take() {
             let _ = w.send(Synced::error(code::FENCED_INSTANCE_ID));
         }
-        let unchanged = old.protocols == j.protocols;
+        // Kafka's rule: no rebalance unless the group's protocol would change. (Metadata bytes
+        // differ on every restart: a consumer's subscription carries its owned partitions.)
+        let keeps_protocol = old.protocol_type == j.protocol_type
+            && self.protocol.as_ref().is_some_and(|p| j.protocols.iter().any(|(n, _)| n == p));
         self.members.insert(new_id.clone(), old);
         self.statics.insert(j.instance_id.clone().expect("static"), new_id.clone());
         let was_leader = self.leader.as_deref() == Some(old_id.as_str());
         if was_leader {
             self.leader = Some(new_id.clone());
         }
-        if self.state == GroupState::Stable && unchanged {
+        let skip_supported = j.skip_assignment_supported;
+        if self.state == GroupState::Stable && keeps_protocol {
             self.upsert(&new_id, j, now, None);
             let mut answer = self.joined_for(&new_id);
             if was_leader {
-                answer.skip_assignment = true;
+                if skip_supported {
+                    answer.skip_assignment = true;
+                } else {
+                    // Before JoinGroup v9 a leader cannot be told to skip its assignment: it is
+                    // answered as a follower (the old leader id, no members), as Kafka does.
+                    answer.leader = old_id;
+                    answer.members.clear();
+                }
             }
             let _ = tx.send(answer);
             return Ok(());
@@ -430,12 +471,16 @@ impl Group {
             sync: None,
             session_deadline: 0,
             joined_seq: seq,
+            synced: false,
         });
         if let Some(old) = m.join.take() {
             // A second JoinGroup from the same member replaces the first, which is answered.
             let _ = old.send(Joined::error(code::REBALANCE_IN_PROGRESS, member_id));
         }
-        m.instance_id = j.instance_id.clone();
+        if m.protocols.is_empty() {
+            // A new member: its instance id is fixed for its life.
+            m.instance_id = j.instance_id.clone();
+        }
         m.client_id = j.client_id;
         m.client_host = j.client_host;
         m.session_timeout_ms = j.session_timeout_ms;
@@ -444,7 +489,7 @@ impl Group {
         m.protocols = j.protocols;
         m.join = join;
         m.session_deadline = now + m.session_timeout_ms as i64;
-        if let Some(instance) = j.instance_id {
+        if let Some(instance) = m.instance_id.clone() {
             self.statics.insert(instance, member_id.to_string());
         }
         if self.protocol_type.is_none() || self.members.len() == 1 {
@@ -452,27 +497,26 @@ impl Group {
         }
     }
 
-    /// Protocols every member (and, if given, a joining member) supports.
-    fn candidates_with<'a>(&'a self, extra: &'a [(String, Bytes)]) -> impl Iterator<Item = &'a str> + 'a {
-        extra
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .filter(move |n| self.members.values().all(|m| m.protocols.iter().any(|(p, _)| p == n)))
+    /// The protocols of `offered` every current member supports.
+    fn supported_by_all<'a>(&'a self, offered: &'a [(String, Bytes)]) -> impl Iterator<Item = &'a str> + 'a {
+        let sets: Vec<std::collections::HashSet<&str>> =
+            self.members.values().map(|m| m.protocols.iter().map(|(p, _)| p.as_str()).collect()).collect();
+        offered.iter().map(|(n, _)| n.as_str()).filter(move |n| sets.iter().all(|s| s.contains(n)))
     }
 
     /// The protocol the group agrees on: each member votes for its first choice among the
     /// ones every member supports; the most votes win (ties: the name first in order).
     fn select_protocol(&self) -> Option<String> {
-        let first = self.members.values().next()?;
-        let candidates: Vec<&str> = first
-            .protocols
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .filter(|n| self.members.values().all(|m| m.protocols.iter().any(|(p, _)| p == n)))
-            .collect();
+        let mut support: HashMap<&str, usize> = HashMap::new();
+        for m in self.members.values() {
+            for (p, _) in &m.protocols {
+                *support.entry(p.as_str()).or_default() += 1;
+            }
+        }
+        let n = self.members.len();
         let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
         for m in self.members.values() {
-            if let Some((choice, _)) = m.protocols.iter().find(|(p, _)| candidates.contains(&p.as_str())) {
+            if let Some((choice, _)) = m.protocols.iter().find(|(p, _)| support.get(p.as_str()) == Some(&n)) {
                 *votes.entry(choice.as_str()).or_default() += 1;
             }
         }
@@ -507,12 +551,17 @@ impl Group {
         if !(expired || (all_joined && !delayed)) {
             return;
         }
-        let laggards: Vec<String> =
-            self.members.iter().filter(|(_, m)| m.join.is_none()).map(|(id, _)| id.clone()).collect();
+        // Dynamic members that did not rejoin are gone; static ones stay until their session
+        // expires (KIP-345: a restarting static member keeps its place).
+        let laggards: Vec<String> = self
+            .members
+            .iter()
+            .filter(|(_, m)| m.join.is_none() && m.instance_id.is_none())
+            .map(|(id, _)| id.clone())
+            .collect();
         for id in laggards {
             self.remove_member(&id);
         }
-        self.pending.clear();
         self.initial_delay_until = None;
         self.generation += 1;
         if self.members.is_empty() {
@@ -526,11 +575,14 @@ impl Group {
             self.leader = self.members.iter().min_by_key(|(_, m)| m.joined_seq).map(|(id, _)| id.clone());
         }
         self.state = GroupState::CompletingRebalance;
+        let timeout = self.members.values().map(|m| m.rebalance_timeout_ms).max().unwrap_or(0) as i64;
+        self.sync_deadline = now + timeout;
         let ids: Vec<String> = self.members.keys().cloned().collect();
         for id in ids {
             let answer = self.joined_for(&id);
             let m = self.members.get_mut(&id).expect("member");
             m.assignment = Bytes::new();
+            m.synced = false;
             m.session_deadline = now + m.session_timeout_ms as i64;
             if let Some(w) = m.join.take() {
                 let _ = w.send(answer);
@@ -657,6 +709,7 @@ impl Group {
             GroupState::CompletingRebalance => {
                 let m = self.members.get_mut(&s.member_id).expect("checked");
                 m.session_deadline = now + m.session_timeout_ms as i64;
+                m.synced = true;
                 if let Some(old) = m.sync.replace(tx) {
                     let _ = old.send(Synced::error(code::REBALANCE_IN_PROGRESS));
                 }
@@ -728,14 +781,26 @@ impl Group {
     /// OffsetCommit's membership check: `None` to accept. A commit outside any generation
     /// (generation -1, no member id: a standalone consumer or an admin) is accepted while the
     /// group has no members.
-    pub fn check_commit(&self, member_id: &str, instance_id: Option<&str>, generation: i32) -> Option<i16> {
+    /// A commit from a member counts as a heartbeat (in Stable and PreparingRebalance).
+    pub fn check_commit(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        now: i64,
+    ) -> Option<i16> {
         if generation < 0 && member_id.is_empty() {
             return (!self.members.is_empty()).then_some(code::UNKNOWN_MEMBER_ID);
         }
         if let Some(e) = self.check_member(member_id, instance_id, Some(generation)) {
             return Some(e);
         }
-        (self.state == GroupState::CompletingRebalance).then_some(code::REBALANCE_IN_PROGRESS)
+        if self.state == GroupState::CompletingRebalance {
+            return Some(code::REBALANCE_IN_PROGRESS);
+        }
+        let m = self.members.get_mut(member_id).expect("checked");
+        m.session_deadline = now + m.session_timeout_ms as i64;
+        None
     }
 
     /// Deadlines: expired sessions, the end of a rebalance, expired pending member ids.
@@ -751,12 +816,22 @@ impl Group {
             tracing::info!(group = self.id, member = id, "member session expired");
             self.member_gone(&id, now);
         }
+        if self.state == GroupState::CompletingRebalance && now >= self.sync_deadline {
+            // Members that never sent their SyncGroup (a leader that cannot assign, say) are
+            // removed so the others are not stuck waiting.
+            let unsynced: Vec<String> =
+                self.members.iter().filter(|(_, m)| !m.synced).map(|(id, _)| id.clone()).collect();
+            for id in unsynced {
+                tracing::info!(group = self.id, member = id, "member did not sync in time");
+                self.member_gone(&id, now);
+            }
+        }
         self.maybe_complete_join(now);
     }
 
     pub fn describe(&self) -> Description {
         let protocol = self.protocol.clone().unwrap_or_default();
-        let with_metadata = matches!(self.state, GroupState::Stable | GroupState::CompletingRebalance);
+        let with_metadata = self.state == GroupState::Stable;
         let mut ms: Vec<(&String, &Member)> = self.members.iter().collect();
         ms.sort_by_key(|(_, m)| m.joined_seq);
         Description {
@@ -777,13 +852,13 @@ impl Group {
         }
     }
 
-    /// DeleteGroups: only a group without members; it becomes Dead.
-    pub fn delete(&mut self) -> Result<(), i16> {
-        if !self.members.is_empty() {
-            return Err(code::NON_EMPTY_GROUP);
+    /// DeleteGroups may delete only a group without members.
+    pub fn deletable(&self) -> Result<(), i16> {
+        if self.members.is_empty() {
+            Ok(())
+        } else {
+            Err(code::NON_EMPTY_GROUP)
         }
-        self.state = GroupState::Dead;
-        Ok(())
     }
 }
 
@@ -817,6 +892,7 @@ mod tests {
             protocol_type: "consumer".to_string(),
             protocols: protocols.iter().map(|p| (p.to_string(), Bytes::from(format!("meta-{p}")))).collect(),
             require_known_member_id: true,
+            skip_assignment_supported: true,
         }
     }
 
@@ -978,6 +1054,92 @@ mod tests {
             code::INCONSISTENT_GROUP_PROTOCOL
         );
         assert_eq!(ready(&mut g.join(join("made-up", None, &["range"]), 0)).unwrap().error, code::UNKNOWN_MEMBER_ID);
-        assert_eq!(g.check_commit("", None, -1), Some(code::UNKNOWN_MEMBER_ID), "members exist: no standalone commit");
+        assert_eq!(
+            g.check_commit("", None, -1, 0),
+            Some(code::UNKNOWN_MEMBER_ID),
+            "members exist: no standalone commit"
+        );
+    }
+
+    /// A member keeps its instance id: a later JoinGroup under the same member id with another
+    /// instance id, or none, is refused; after it leaves, its instance id can join again (the
+    /// mapping never points at a removed member).
+    #[test]
+    fn a_members_instance_id_cannot_change() {
+        let mut g = Group::new("g", limits(), 6);
+        let m = ready(&mut g.join(join("", Some("a"), &["range"]), 0)).unwrap().member_id;
+        let mut again = join(&m, None, &["range"]);
+        again.require_known_member_id = false;
+        assert_eq!(ready(&mut g.join(again, 10)).unwrap().error, code::UNKNOWN_MEMBER_ID);
+        assert_eq!(ready(&mut g.join(join(&m, Some("b"), &["range"]), 10)).unwrap().error, code::FENCED_INSTANCE_ID);
+        assert_eq!(g.leave(&m, None, 20), code::NONE);
+        let back = ready(&mut g.join(join("", Some("a"), &["range"]), 30)).unwrap();
+        assert_eq!(back.error, code::NONE);
+    }
+
+    /// KIP-345 details: a static member that misses a rebalance stays a member (until its
+    /// session expires); a static leader rejoining a stable group before JoinGroup v9 is
+    /// answered as a follower; new metadata with the same protocol names is no rebalance.
+    #[test]
+    fn static_members_keep_their_place() {
+        let mut g = Group::new("g", limits(), 7);
+        // Its session outlasts the rebalance timeout (a restart takes a while).
+        let long = Join { session_timeout_ms: 3 * R, ..join("", Some("s1"), &["range"]) };
+        let s1 = ready(&mut g.join(long, 0)).unwrap();
+        ready(&mut sync(&mut g, &s1.member_id, 1, &[(&s1.member_id, "x")], 0)).unwrap();
+        let (d, _jd) = new_member(&mut g, 10, &["range"]);
+        // s1 (restarting, say) does not rejoin: at the deadline it stays, d is alone to answer.
+        g.tick(10 + R as i64);
+        assert_eq!(g.state(), GroupState::CompletingRebalance);
+        assert_eq!(g.describe().members.len(), 2, "the static member kept its place");
+        let _ = d;
+        // A stable group again, then s1 restarts with other metadata for the same protocol.
+        let mut g = Group::new("g", limits(), 8);
+        let s1 = ready(&mut g.join(join("", Some("s1"), &["range"]), 0)).unwrap();
+        ready(&mut sync(&mut g, &s1.member_id, 1, &[], 0)).unwrap();
+        let mut restart = join("", Some("s1"), &["range"]);
+        restart.protocols = vec![("range".to_string(), Bytes::from("owned-nothing"))];
+        restart.skip_assignment_supported = false;
+        let back = ready(&mut g.join(restart, 100)).unwrap();
+        assert_eq!((back.error, back.generation), (code::NONE, 1), "no rebalance");
+        assert_eq!(back.leader, s1.member_id, "answered as a follower: the old leader id");
+        assert!(back.members.is_empty() && !back.skip_assignment);
+        assert_eq!(g.state(), GroupState::Stable);
+    }
+
+    /// A member rejoining unchanged while the group completes (it missed its answer) gets the
+    /// current generation at once; members that never send SyncGroup are removed after the
+    /// rebalance timeout, and the rest rebalance.
+    #[test]
+    fn completing_rebalance_rejoin_and_sync_timeout() {
+        let mut g = Group::new("g", limits(), 9);
+        let (a, mut ja) = new_member(&mut g, 0, &["range"]);
+        assert_eq!(ready(&mut ja).unwrap().generation, 1);
+        assert_eq!(g.state(), GroupState::CompletingRebalance);
+        let mut again = g.join(join(&a, None, &["range"]), 5);
+        let again = ready(&mut again).expect("answered at once");
+        assert_eq!((again.generation, again.leader.as_str()), (1, a.as_str()));
+        assert_eq!(g.state(), GroupState::CompletingRebalance);
+        // It heartbeats but never syncs: after the rebalance timeout it is removed.
+        for t in (1000..R as i64).step_by(5000) {
+            assert_eq!(g.heartbeat(&a, None, 1, t), code::NONE);
+            g.tick(t);
+        }
+        g.tick(R as i64 - 1);
+        assert_eq!(g.state(), GroupState::CompletingRebalance);
+        g.tick(R as i64);
+        assert_eq!(g.state(), GroupState::Empty);
+    }
+
+    /// More protocols than a client ever sends are refused (choosing one stays cheap).
+    #[test]
+    fn too_many_protocols_are_refused() {
+        let mut g = Group::new("g", limits(), 10);
+        let names: Vec<String> = (0..=MAX_PROTOCOLS).map(|i| format!("p{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        assert_eq!(ready(&mut g.join(join("", None, &refs), 0)).unwrap().error, code::INCONSISTENT_GROUP_PROTOCOL);
+        let long_client = Join { client_id: "c".repeat(40_000), ..join("", None, &["range"]) };
+        let id = ready(&mut g.join(long_client, 0)).unwrap().member_id;
+        assert!(id.len() < 200, "member ids stay short");
     }
 }

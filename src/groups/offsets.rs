@@ -134,6 +134,33 @@ pub fn batch(group: &str, commits: &[(Tp, Option<Committed>)], now: i64) -> Vec<
     b.finish()
 }
 
+/// Split `commits` of `group` into runs whose batches stay near `max_bytes`.
+pub fn chunks<'a>(
+    group: &'a str,
+    commits: &'a [(Tp, Option<Committed>)],
+    max_bytes: usize,
+) -> impl Iterator<Item = &'a [(Tp, Option<Committed>)]> + 'a {
+    let mut rest = commits;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (mut n, mut size) = (0, 0usize);
+        while n < rest.len() {
+            let ((topic, _), c) = &rest[n];
+            let one = 40 + group.len() + topic.len() + c.as_ref().map_or(0, |c| c.metadata.len() + 24);
+            if n > 0 && size + one > max_bytes {
+                break;
+            }
+            size += one;
+            n += 1;
+        }
+        let (head, tail) = rest.split_at(n);
+        rest = tail;
+        Some(head)
+    })
+}
+
 /// The committed offsets of the groups one shard coordinates, replayed from their records.
 #[derive(Debug, Default)]
 pub struct OffsetTable {
@@ -158,7 +185,8 @@ impl OffsetTable {
     }
 
     /// Replay the records of stored batches (any order of commits and tombstones); returns how
-    /// many records were applied. Undecodable records are skipped and counted in the error.
+    /// many records were applied. An undecodable record is logged and skipped; a batch that
+    /// does not parse is an error.
     pub fn replay(&mut self, stored: &[u8], limit: usize) -> Result<usize, FormatError> {
         let mut applied = 0;
         for item in crate::storage::format::BatchWalk::new(stored, usize::MAX >> 1) {
@@ -170,9 +198,16 @@ impl OffsetTable {
             let section = records_section(&h, bytes, limit)?;
             for r in Records::new(&section, h.record_count) {
                 let r = r?;
-                if let OffsetRecord::Commit { group, tp, value } = decode(r.key, r.value)? {
-                    self.apply(&group, tp, value);
-                    applied += 1;
+                match decode(r.key, r.value) {
+                    Ok(OffsetRecord::Commit { group, tp, value }) => {
+                        self.apply(&group, tp, value);
+                        applied += 1;
+                    }
+                    Ok(OffsetRecord::Other) => {}
+                    // Not ours to fail startup on: skipped, the rest replayed.
+                    Err(e) => {
+                        tracing::warn!(offset = h.base_offset + r.offset_delta as i64, error = %e, "undecodable offset record skipped")
+                    }
                 }
             }
         }

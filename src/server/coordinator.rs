@@ -19,6 +19,7 @@ use crate::protocol::errors as code;
 use crate::protocol::groups::*;
 use crate::server::shard::{owner, Shard};
 use crate::storage::ReadUpTo;
+use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -28,6 +29,11 @@ use std::time::Duration;
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// How often deadlines are applied.
 pub const TICK: Duration = Duration::from_millis(100);
+/// Compaction writes live offsets in batches of about this size (well below any
+/// `max.message.bytes`).
+const COMPACTION_BATCH_BYTES: usize = 256 << 10;
+/// Kafka's INVALID_COMMIT_OFFSET_SIZE: a commit too large for one batch.
+const INVALID_COMMIT_OFFSET_SIZE: i16 = 28;
 
 /// The `__consumer_offsets` partition of a group.
 pub fn offsets_partition(group: &str, partitions: u32) -> i32 {
@@ -103,8 +109,6 @@ pub struct Coordinator {
     config: CoordinatorConfig,
     groups: RefCell<HashMap<String, Group>>,
     offsets: RefCell<OffsetTable>,
-    /// Commits appended but not yet in the table, per offsets partition: compaction waits.
-    in_flight: RefCell<HashMap<i32, usize>>,
     seed: Cell<u64>,
     ticks: Cell<u64>,
 }
@@ -117,7 +121,6 @@ impl Coordinator {
             config,
             groups: RefCell::new(HashMap::new()),
             offsets: RefCell::new(OffsetTable::default()),
-            in_flight: RefCell::new(HashMap::new()),
             seed: Cell::new(seed ^ ((shard_id as u64) << 56)),
             ticks: Cell::new(0),
         }
@@ -212,9 +215,6 @@ impl Coordinator {
         let c = &shard.coordinator;
         let Some(p) = shard.manager.get(OFFSETS_TOPIC, index) else { return Ok(0) };
         let Some(partitions) = shard.offsets_partitions() else { return Ok(0) };
-        if c.in_flight.borrow().get(&index).copied().unwrap_or(0) > 0 {
-            return Ok(0);
-        }
         let live = c.offsets.borrow().live(|g| offsets_partition(g, partitions) == index);
         let live_bytes: u64 =
             live.iter().map(|(g, (t, _), c)| (40 + g.len() + t.len() + c.metadata.len()) as u64).sum();
@@ -231,7 +231,7 @@ impl Coordinator {
             by_group.entry(g.as_str()).or_default().push((tp.clone(), Some(committed.clone())));
         }
         for (g, commits) in by_group {
-            for chunk in commits.chunks(512) {
+            for chunk in offsets::chunks(g, &commits, COMPACTION_BATCH_BYTES) {
                 p.append_nowait(&offsets::batch(g, chunk, now))?;
             }
         }
@@ -258,9 +258,11 @@ impl Coordinator {
         }
     }
 
-    /// The error for a group request this shard cannot serve, if any.
-    fn unavailable(shard: &Rc<Shard>, group: &str) -> Option<i16> {
-        if group.is_empty() {
+    /// The error for a group request this shard cannot serve, if any. An empty group id is
+    /// refused for membership requests only (Kafka's rule); an id too long for the offsets
+    /// records' int16 strings always.
+    fn unavailable(shard: &Rc<Shard>, group: &str, membership: bool) -> Option<i16> {
+        if (membership && group.is_empty()) || group.len() > i16::MAX as usize {
             return Some(code::INVALID_GROUP_ID);
         }
         let Some(partitions) = shard.offsets_partitions() else { return Some(code::COORDINATOR_NOT_AVAILABLE) };
@@ -279,7 +281,7 @@ impl Coordinator {
         client_host: String,
     ) -> JoinGroupResponse {
         let fail = |e: i16| JoinGroupResponse { error_code: e, member_id: j.member_id.clone(), ..Default::default() };
-        if let Some(e) = Coordinator::unavailable(shard, &j.group_id) {
+        if let Some(e) = Coordinator::unavailable(shard, &j.group_id, true) {
             return fail(e);
         }
         let c = &shard.coordinator;
@@ -291,8 +293,10 @@ impl Coordinator {
             session_timeout_ms: j.session_timeout_ms,
             rebalance_timeout_ms: j.rebalance_timeout_ms,
             protocol_type: j.protocol_type.clone(),
-            protocols: j.protocols.iter().map(|p| (p.name.clone(), p.metadata.clone())).collect(),
+            // Copied: a slice would keep the member's whole request frame alive.
+            protocols: j.protocols.iter().map(|p| (p.name.clone(), Bytes::copy_from_slice(&p.metadata))).collect(),
             require_known_member_id: version >= 4,
+            skip_assignment_supported: version >= 9,
         };
         let pending = {
             let mut groups = c.groups.borrow_mut();
@@ -327,7 +331,7 @@ impl Coordinator {
 
     async fn sync(shard: &Rc<Shard>, s: SyncGroupRequest) -> SyncGroupResponse {
         let fail = |e: i16| SyncGroupResponse { error_code: e, ..Default::default() };
-        if let Some(e) = Coordinator::unavailable(shard, &s.group_id) {
+        if let Some(e) = Coordinator::unavailable(shard, &s.group_id, true) {
             return fail(e);
         }
         let sync = Sync {
@@ -336,7 +340,11 @@ impl Coordinator {
             instance_id: s.group_instance_id,
             protocol_type: s.protocol_type,
             protocol_name: s.protocol_name,
-            assignments: s.assignments.into_iter().map(|a| (a.member_id, a.assignment)).collect(),
+            assignments: s
+                .assignments
+                .into_iter()
+                .map(|a| (a.member_id, Bytes::copy_from_slice(&a.assignment)))
+                .collect(),
         };
         let pending = {
             let mut groups = shard.coordinator.groups.borrow_mut();
@@ -356,7 +364,7 @@ impl Coordinator {
     }
 
     fn heartbeat(shard: &Rc<Shard>, h: HeartbeatRequest) -> i16 {
-        if let Some(e) = Coordinator::unavailable(shard, &h.group_id) {
+        if let Some(e) = Coordinator::unavailable(shard, &h.group_id, true) {
             return e;
         }
         let mut groups = shard.coordinator.groups.borrow_mut();
@@ -367,7 +375,7 @@ impl Coordinator {
     }
 
     fn leave(shard: &Rc<Shard>, version: i16, l: LeaveGroupRequest) -> LeaveGroupResponse {
-        if let Some(e) = Coordinator::unavailable(shard, &l.group_id) {
+        if let Some(e) = Coordinator::unavailable(shard, &l.group_id, true) {
             return LeaveGroupResponse { error_code: e, ..Default::default() };
         }
         let now = shard.now();
@@ -378,7 +386,18 @@ impl Coordinator {
             return LeaveGroupResponse { error_code, ..Default::default() };
         }
         let Some(g) = group else {
-            return LeaveGroupResponse { error_code: code::UNKNOWN_MEMBER_ID, ..Default::default() };
+            // Kafka: the request is fine, each member is unknown.
+            let members = l
+                .members
+                .into_iter()
+                .map(|m| MemberResponse {
+                    member_id: m.member_id,
+                    group_instance_id: m.group_instance_id,
+                    error_code: code::UNKNOWN_MEMBER_ID,
+                    ..Default::default()
+                })
+                .collect();
+            return LeaveGroupResponse { members, ..Default::default() };
         };
         let members = l
             .members
@@ -414,15 +433,16 @@ impl Coordinator {
                 .collect(),
             ..Default::default()
         };
-        if let Some(e) = Coordinator::unavailable(shard, &req.group_id) {
+        if let Some(e) = Coordinator::unavailable(shard, &req.group_id, false) {
             return every(e);
         }
         let c = &shard.coordinator;
         let generation = req.generation_id_or_member_epoch;
+        let now = shard.now();
         let refused = {
             let mut groups = c.groups.borrow_mut();
-            match groups.get(&req.group_id) {
-                Some(g) => g.check_commit(&req.member_id, req.group_instance_id.as_deref(), generation),
+            match groups.get_mut(&req.group_id) {
+                Some(g) => g.check_commit(&req.member_id, req.group_instance_id.as_deref(), generation, now),
                 None if generation < 0 && req.member_id.is_empty() => {
                     // A commit outside any group generation (a standalone consumer, an admin).
                     groups.insert(req.group_id.clone(), c.new_group(&req.group_id));
@@ -434,7 +454,6 @@ impl Coordinator {
         if let Some(e) = refused {
             return every(e);
         }
-        let now = shard.now();
         let mut accepted: Vec<(Tp, Option<Committed>)> = Vec::new();
         let mut answers: Vec<(String, Vec<(i32, i16)>)> = Vec::new();
         for t in &req.topics {
@@ -485,29 +504,38 @@ impl Coordinator {
         }
     }
 
-    /// Append commits (or tombstones) of `group` to its offsets partition, wait until durable,
-    /// then apply them to the table.
+    /// Append commits (or tombstones) of `group` to its offsets partition and apply them to the
+    /// table at once (synchronously, so the table follows the log's order and a compaction
+    /// snapshot includes every appended commit), then wait until they are durable: the
+    /// answer, not the table, waits for the disk.
     async fn persist(shard: &Rc<Shard>, group: &str, commits: Vec<(Tp, Option<Committed>)>) -> Result<(), i16> {
         let c = &shard.coordinator;
         let partitions = shard.offsets_partitions().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
         let index = offsets_partition(group, partitions);
         let p = shard.manager.get(OFFSETS_TOPIC, index).ok_or(code::NOT_COORDINATOR)?;
-        *c.in_flight.borrow_mut().entry(index).or_default() += 1;
-        let result = p.append(&offsets::batch(group, &commits, shard.now())).await;
-        *c.in_flight.borrow_mut().entry(index).or_default() -= 1;
-        if let Err(e) = result {
+        let batch = offsets::batch(group, &commits, shard.now());
+        if batch.len() as u64 > p.log().config().max_message_bytes {
+            return Err(INVALID_COMMIT_OFFSET_SIZE);
+        }
+        let appended = p.append_nowait(&batch);
+        let info = appended.map_err(|e| {
             tracing::error!(group, partition = index, error = %e, "cannot write offsets");
-            return Err(code::COORDINATOR_NOT_AVAILABLE);
+            code::COORDINATOR_NOT_AVAILABLE
+        })?;
+        {
+            let mut table = c.offsets.borrow_mut();
+            for (tp, value) in commits {
+                table.apply(group, tp, value);
+            }
         }
-        let mut table = c.offsets.borrow_mut();
-        for (tp, value) in commits {
-            table.apply(group, tp, value);
-        }
-        Ok(())
+        p.wait_durable(info.last_offset + 1).await.map_err(|e| {
+            tracing::error!(group, partition = index, error = %e, "offsets not durable");
+            code::COORDINATOR_NOT_AVAILABLE
+        })
     }
 
     fn fetch(shard: &Rc<Shard>, f: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup {
-        if let Some(e) = Coordinator::unavailable(shard, &f.group_id) {
+        if let Some(e) = Coordinator::unavailable(shard, &f.group_id, false) {
             return OffsetFetchResponseGroup { group_id: f.group_id, error_code: e, ..Default::default() };
         }
         let table = shard.coordinator.offsets.borrow();
@@ -553,7 +581,7 @@ impl Coordinator {
     fn describe(shard: &Rc<Shard>, group: &str) -> DescribedGroup {
         let base =
             DescribedGroup { group_id: group.to_string(), authorized_operations: i32::MIN, ..Default::default() };
-        if let Some(e) = Coordinator::unavailable(shard, group) {
+        if let Some(e) = Coordinator::unavailable(shard, group, false) {
             return DescribedGroup { error_code: e, group_state: GroupState::Dead.name().to_string(), ..base };
         }
         let c = &shard.coordinator;
@@ -614,25 +642,19 @@ impl Coordinator {
     }
 
     async fn delete(shard: &Rc<Shard>, group: &str) -> i16 {
-        if let Some(e) = Coordinator::unavailable(shard, group) {
+        if let Some(e) = Coordinator::unavailable(shard, group, false) {
             return e;
         }
         let c = &shard.coordinator;
-        let known = {
-            let mut groups = c.groups.borrow_mut();
-            let has_offsets = c.offsets.borrow().group(group).is_some();
-            match groups.get_mut(group) {
-                Some(g) => {
-                    if let Err(e) = g.delete() {
-                        return e;
-                    }
-                    true
+        let has_offsets = c.offsets.borrow().group(group).is_some();
+        match c.groups.borrow().get(group) {
+            Some(g) => {
+                if let Err(e) = g.deletable() {
+                    return e;
                 }
-                None => has_offsets,
             }
-        };
-        if !known {
-            return code::GROUP_ID_NOT_FOUND;
+            None if !has_offsets => return code::GROUP_ID_NOT_FOUND,
+            None => {}
         }
         let tombstones: Vec<(Tp, Option<Committed>)> = c
             .offsets
@@ -645,7 +667,11 @@ impl Coordinator {
                 return e;
             }
         }
-        c.groups.borrow_mut().remove(group);
+        // Forget the group unless members joined while the tombstones were written.
+        let mut groups = c.groups.borrow_mut();
+        if groups.get(group).is_some_and(|g| g.deletable().is_ok()) {
+            groups.remove(group);
+        }
         tracing::info!(group, "group deleted");
         code::NONE
     }

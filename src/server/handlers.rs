@@ -287,6 +287,7 @@ async fn offset_fetch(
     f: OffsetFetchRequest,
     dispatched: &mut Dispatched,
 ) -> OffsetFetchResponse {
+    let asked = f.topics.clone();
     let groups = if version >= 8 {
         f.groups
     } else {
@@ -311,13 +312,27 @@ async fn offset_fetch(
     }
     let one = out.into_iter().next().unwrap_or_default();
     let mut topics = one.topics;
-    if version < 2 {
-        // No group-level error field: every partition carries it.
-        for p in topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
-            if p.error_code == code::NONE {
-                p.error_code = one.error_code;
-            }
-        }
+    if version < 2 && one.error_code != code::NONE {
+        // No group-level error field: every partition asked for carries it.
+        topics = asked
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| OffsetFetchResponseTopic {
+                name: t.name,
+                partitions: t
+                    .partition_indexes
+                    .into_iter()
+                    .map(|i| OffsetFetchResponsePartition {
+                        partition_index: i,
+                        committed_offset: -1,
+                        metadata: Some(String::new()),
+                        error_code: one.error_code,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect();
     }
     OffsetFetchResponse { topics, error_code: one.error_code, ..Default::default() }
 }
@@ -462,6 +477,9 @@ async fn alter_configs(shard: &Rc<Shard>, a: AlterConfigsRequest) -> AlterConfig
     for r in a.resources {
         let outcome = if r.resource_type != RESOURCE_TOPIC {
             Err((code::INVALID_REQUEST, "only topic configurations can be changed".to_string()))
+        } else if r.resource_name == OFFSETS_TOPIC {
+            // Retention there would delete live offsets; its settings are the broker's.
+            Err((code::INVALID_REQUEST, format!("{OFFSETS_TOPIC} is internal: its settings cannot be changed")))
         } else {
             let mut set = Vec::new();
             let mut remove = Vec::new();
@@ -775,7 +793,11 @@ async fn create_topics(shard: &Rc<Shard>, c: CreateTopicsRequest) -> CreateTopic
             (-1, n) => n as i64,
             (n, _) => n as i64,
         };
-        let result = if !matches!(t.replication_factor, -1 | 1) {
+        let result = if t.name == OFFSETS_TOPIC {
+            let exists = shard.offsets_partitions().is_some();
+            let c = if exists { code::TOPIC_ALREADY_EXISTS } else { code::INVALID_TOPIC_EXCEPTION };
+            Err((c, format!("{OFFSETS_TOPIC} is internal: the broker creates it")))
+        } else if !matches!(t.replication_factor, -1 | 1) {
             Err((code::INVALID_REPLICATION_FACTOR, "a single broker: the replication factor must be 1".to_string()))
         } else if let Some(k) = t.configs.iter().find(|k| k.value.is_none()) {
             Err((code::INVALID_CONFIG, format!("null value for {}", k.name)))

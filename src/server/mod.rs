@@ -139,7 +139,8 @@ impl BrokerConfig {
                 self.coordinator.offsets_segment_bytes = bounded(key, int(value)?, 1 << 20, i32::MAX as i64)? as u64
             }
             "offset.metadata.max.bytes" => {
-                self.coordinator.metadata_max_bytes = bounded(key, int(value)?, 0, i32::MAX as i64)? as usize
+                // Metadata travels in int16 strings in the offset records.
+                self.coordinator.metadata_max_bytes = bounded(key, int(value)?, 0, i16::MAX as i64)? as usize
             }
             "tidemark.offsets.compaction.check.ms" => {
                 self.coordinator.compaction_check =

@@ -263,6 +263,9 @@ impl Shard {
             configs: vec![
                 ("segment.bytes".to_string(), c.offsets_segment_bytes.to_string()),
                 ("retention.ms".to_string(), "-1".to_string()),
+                ("retention.bytes".to_string(), "-1".to_string()),
+                // Every commit is answered once durable; compaction batches fit easily.
+                ("flush.messages".to_string(), "1".to_string()),
                 ("tidemark.preallocate.bytes".to_string(), (1u64 << 20).to_string()),
             ],
             validate_only: false,
