@@ -38,8 +38,9 @@ fn records(log: &mut Log<MemDisk>) -> usize {
 }
 
 /// The rules on append: in order accepted; a retry of one of the last five batches answered
-/// with its offsets and not appended; a gap, an old epoch, an unknown producer refused; a new
-/// epoch starts at 0.
+/// with its offsets and not appended; a gap or an old epoch refused; a new epoch starts at 0;
+/// a producer unknown here may start at any sequence (Kafka 2.5+); a batch with a producer id
+/// must be alone in its request and carry a sequence.
 #[test]
 fn sequence_rules_on_append() {
     let disk = MemDisk::new();
@@ -53,24 +54,25 @@ fn sequence_rules_on_append() {
     assert_eq!(log.log_end_offset(), 5, "nothing appended for the retry");
     let e = log.append(&batch(1, 0, 7, 1), NOW).unwrap_err();
     assert!(matches!(e, StorageError::Sequence(SequenceError::OutOfOrder { expected: 5, found: 7, .. })), "{e}");
-    let e = log.append(&batch(2, 0, 4, 1), NOW).unwrap_err();
-    assert!(matches!(e, StorageError::Sequence(SequenceError::UnknownProducer { .. })), "{e}");
+    log.append(&batch(2, 0, 4, 1), NOW).expect("an unknown producer may start anywhere");
+    assert!(log.append(&batch(2, 0, 6, 1), NOW).is_err(), "and then continues in order");
     log.append(&batch(1, 1, 0, 1), NOW).unwrap();
     let e = log.append(&batch(1, 0, 5, 1), NOW).unwrap_err();
     assert!(matches!(e, StorageError::Sequence(SequenceError::InvalidEpoch { current: 1, .. })), "{e}");
-    // Two batches of one producer in one request chain their sequences.
+    // Two batches in one request, one of them idempotent: refused, nothing appended.
+    let end = log.log_end_offset();
     let mut req = batch(3, 0, 0, 2);
     req.extend(batch(3, 0, 2, 2));
-    log.append(&req, NOW).unwrap();
-    let mut bad = batch(3, 0, 4, 1);
-    bad.extend(batch(3, 0, 9, 1));
-    assert!(log.append(&bad, NOW).is_err());
-    let mut with_dup = batch(3, 0, 0, 2);
-    with_dup.extend(batch(4, 0, 0, 1));
-    assert!(matches!(log.append(&with_dup, NOW), Err(StorageError::DuplicateSequence { pid: 3 })));
-    // Batches without a producer id take no part.
+    assert!(matches!(log.append(&req, NOW), Err(StorageError::Sequence(SequenceError::NotAlone { pid: 3 }))));
     let mut plain = BatchBuilder::new();
     plain.push(NOW, None, Some(b"plain"), &[]);
+    let mut mixed = plain.finish();
+    mixed.extend(batch(4, 0, 0, 1));
+    assert!(log.append(&mixed, NOW).is_err());
+    assert_eq!(log.log_end_offset(), end);
+    // A producer id without a sequence.
+    assert!(log.append(&batch(5, 0, -1, 1), NOW).is_err());
+    // Batches without a producer id take no part.
     log.append(&plain.finish(), NOW).unwrap();
     log.append(&plain.finish(), NOW).unwrap();
 }
@@ -139,30 +141,55 @@ fn a_retry_of_a_lost_batch_is_appended_again() {
     assert_eq!(records(&mut log), 2);
 }
 
-/// A damaged snapshot is not trusted: the producer is unknown afterwards (its next batch with
-/// a sequence above 0 is refused with UNKNOWN_PRODUCER_ID, which clients answer by resetting).
-/// Idle producers expire with `producer.id.expiration.ms`.
+/// A damaged snapshot is not trusted: the state comes from the newest valid one before it and
+/// the sealed segments after that one, replayed; so a retry is still a duplicate. Replayed
+/// batches count as appended when their segment was written, not at their own (producer)
+/// timestamps, so old CreateTimes do not expire a producer right after a crash. Idle producers
+/// expire with `producer.id.expiration.ms`.
 #[test]
-fn damaged_snapshots_and_expiry() {
-    let config = LogConfig { producer_id_expiration_ms: 60_000, ..LogConfig::default() };
+fn damaged_snapshots_replays_and_expiry() {
+    let config = LogConfig { segment_bytes: 1024, producer_id_expiration_ms: 60_000, ..LogConfig::default() };
     let disk = MemDisk::new();
     disk.set_now_ms(NOW);
     let mut log = open(&disk, &config);
-    log.append(&batch(7, 0, 0, 1), NOW).unwrap();
+    let mut seq = 0;
+    for _ in 0..30 {
+        log.append(&batch(7, 0, seq, 2), NOW).unwrap();
+        seq += 2;
+    }
     block_on(log.close()).unwrap();
-    let snap = disk.paths().into_iter().find(|p| p.extension().is_some_and(|e| e == "snapshot")).expect("snapshot");
-    let mut bytes = block_on(disk.read_file(&snap)).unwrap().unwrap();
+    let mut snaps: Vec<PathBuf> =
+        disk.paths().into_iter().filter(|p| p.extension().is_some_and(|e| e == "snapshot")).collect();
+    snaps.sort();
+    assert_eq!(snaps.len(), 2);
+    let newest = snaps.last().unwrap();
+    let mut bytes = block_on(disk.read_file(newest)).unwrap().unwrap();
     bytes[10] ^= 1;
-    disk.set_file_bytes(&snap, bytes);
+    disk.set_file_bytes(newest, bytes);
     let mut log = open(&disk, &config);
-    assert!(matches!(
-        log.append(&batch(7, 0, 1, 1), NOW),
-        Err(StorageError::Sequence(SequenceError::UnknownProducer { .. }))
-    ));
-    log.append(&batch(8, 0, 0, 1), NOW).unwrap();
-    assert_eq!(log.producers().len(), 1);
+    let end = log.log_end_offset();
+    let (dup, _) = log.append(&batch(7, 0, seq - 2, 2), NOW).unwrap();
+    assert_eq!(
+        (dup.base_offset, dup.records),
+        (end - 2, 0),
+        "rebuilt from the older snapshot and the segments after it"
+    );
+    // Old producer timestamps, then a power cut: the replay dates the producer by the segment.
+    let old = |pid: i64| {
+        let mut b = BatchBuilder::new().producer(pid, 0, 0);
+        b.push(NOW - 10 * 86_400_000, None, Some(b"backfill"), &[]);
+        b.finish()
+    };
+    log.append(&old(8), NOW).unwrap();
+    block_on(log.flush_all()).unwrap();
+    drop(log);
+    disk.crash(CrashMode::DropUnsynced);
+    let mut log = open(&disk, &config);
+    block_on(log.maintain(NOW + 1)).unwrap();
+    assert!(log.append(&old(8), NOW + 1).unwrap().0.records == 0, "still known after the crash: a duplicate");
+    assert_eq!(log.producers().len(), 2);
     block_on(log.maintain(NOW + 60_000)).unwrap();
-    assert_eq!(log.producers().len(), 1, "not idle long enough");
-    block_on(log.maintain(NOW + 60_001)).unwrap();
+    assert_eq!(log.producers().len(), 2, "not idle long enough");
+    block_on(log.maintain(NOW + 60_002)).unwrap();
     assert_eq!(log.producers().len(), 0, "expired");
 }

@@ -17,9 +17,8 @@ pub fn storage_code(e: &StorageError) -> i16 {
         StorageError::Sequence(e) => match e {
             SequenceError::InvalidEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
             SequenceError::OutOfOrder { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
-            SequenceError::UnknownProducer { .. } => code::UNKNOWN_PRODUCER_ID,
+            SequenceError::NotAlone { .. } => code::INVALID_RECORD,
         },
-        StorageError::DuplicateSequence { .. } => code::DUPLICATE_SEQUENCE_NUMBER,
     }
 }
 

@@ -664,7 +664,9 @@ async fn produce(shard: &Rc<Shard>, version: i16, p: ProduceRequest, dispatched:
                         log_start_offset: start,
                         ..Default::default()
                     },
-                    Some(ShardReply::Produce(Err(c))) => error(index, c),
+                    Some(ShardReply::Produce(Err((c, start)))) => {
+                        ProducePartitionResponse { log_start_offset: start, ..error(index, c) }
+                    }
                     _ => error(index, code::UNKNOWN_SERVER_ERROR),
                 },
             });

@@ -101,7 +101,8 @@ pub struct FetchOut {
 #[derive(Debug)]
 pub enum ShardReply {
     /// (base offset, log-append time, log start offset) or an error code.
-    Produce(Result<(i64, i64, i64), i16>),
+    /// An error carries the log start offset too (the Java producer reads it).
+    Produce(Result<(i64, i64, i64), (i16, i64)>),
     Fetch(Result<FetchOut, (i16, i64, i64)>),
     ListOffsets(Result<Option<(i64, i64)>, i16>),
     /// The outcome of a topic change (create, delete, alter): an error code and message.
@@ -124,18 +125,27 @@ const PRODUCER_ID_BLOCK: i64 = 1000;
 /// was ever handed out.
 const PRODUCER_IDS_FILE: &str = "producer-ids";
 
-/// The first producer id never handed out (0 for a new data directory).
-async fn read_producer_ids(disk: &DmaDisk, data_dir: &std::path::Path) -> anyhow::Result<i64> {
+/// The first producer id to hand out: past every id the file says was handed out, and past
+/// `now_ms × 1024`, so ids stay unique across restarts even if the file is lost or damaged
+/// (as long as the clock does not run back further than the ids handed out since).
+async fn read_producer_ids(disk: &DmaDisk, data_dir: &std::path::Path, now_ms: i64) -> anyhow::Result<i64> {
     use crate::io::Disk;
+    let floor = now_ms.max(0).saturating_mul(1024);
     let path = data_dir.join(PRODUCER_IDS_FILE);
-    let Some(bytes) = disk.read_file(&path).await? else { return Ok(0) };
+    let Some(bytes) = disk.read_file(&path).await? else { return Ok(floor) };
     let text = String::from_utf8_lossy(&bytes);
     let mut lines = text.lines();
     let next = match (lines.next(), lines.next().and_then(|l| l.strip_prefix("next "))) {
         (Some("tidemark-producer-ids 1"), Some(n)) => n.trim().parse::<i64>().ok().filter(|&n| n >= 0),
         _ => None,
     };
-    next.ok_or_else(|| anyhow::anyhow!("{}: not a producer-ids file", path.display()))
+    match next {
+        Some(n) => Ok(n.max(floor)),
+        None => {
+            tracing::warn!(path = %path.display(), "not a producer-ids file; ids continue from the clock");
+            Ok(floor)
+        }
+    }
 }
 
 /// What every shard knows about a topic.
@@ -175,7 +185,8 @@ impl Shard {
         let disk = DmaDisk::open(&config.data_dir).await?;
         let store = TopicStore::open(disk.clone(), &config.data_dir, config.log_defaults.clone()).await?;
         let clock = system_clock();
-        let producer_ids = if id == 0 { Some(read_producer_ids(&disk, &config.data_dir).await?) } else { None };
+        let producer_ids =
+            if id == 0 { Some(read_producer_ids(&disk, &config.data_dir, clock()).await?) } else { None };
         let manager = PartitionManager::new(disk.clone(), &config.data_dir, clock.clone());
         let mut topics = BTreeMap::new();
         for name in store.names().map(str::to_string).collect::<Vec<_>>() {
@@ -227,7 +238,7 @@ impl Shard {
         let end = if next < end {
             end
         } else {
-            let end = next + PRODUCER_ID_BLOCK;
+            let end = next.checked_add(PRODUCER_ID_BLOCK).ok_or(code::UNKNOWN_SERVER_ERROR)?;
             let path = self.config.data_dir.join(PRODUCER_IDS_FILE);
             let text = format!("tidemark-producer-ids 1\nnext {end}\n");
             if let Err(e) = self.disk.write_file_atomic(&path, text.as_bytes()).await {
@@ -344,13 +355,13 @@ impl Shard {
         match op {
             ShardOp::Produce { topic, partition, records } => {
                 let Some(p) = self.manager.get(&topic, partition) else {
-                    return ShardReply::Produce(Err(code::UNKNOWN_TOPIC_OR_PARTITION));
+                    return ShardReply::Produce(Err((code::UNKNOWN_TOPIC_OR_PARTITION, -1)));
                 };
                 ShardReply::Produce(match p.append(&records).await {
                     Ok(info) => Ok((info.base_offset, info.log_append_time, p.log().log_start_offset())),
                     Err(e) => {
                         tracing::debug!(topic, partition, error = %e, "produce refused");
-                        Err(storage_code(&e))
+                        Err((storage_code(&e), p.log().log_start_offset()))
                     }
                 })
             }

@@ -32,13 +32,9 @@ pub enum StorageError {
     #[error("partition is closed")]
     Closed,
     /// An idempotent producer's batch breaks the sequence rules (INVALID_PRODUCER_EPOCH,
-    /// OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID).
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_RECORD).
     #[error("{0}")]
     Sequence(#[from] crate::storage::producers::SequenceError),
-    /// A retried batch among others in one request (DUPLICATE_SEQUENCE_NUMBER): duplicates are
-    /// answered only alone.
-    #[error("producer {pid}: a duplicate batch in a request of several")]
-    DuplicateSequence { pid: i64 },
 }
 
 impl From<IoError> for StorageError {

@@ -154,8 +154,10 @@ struct ScanFrom {
     index: IndexBuilder,
     /// Time index to continue (None: not needed).
     time: Option<TimeBuilder>,
-    /// Producer state to continue (None: not needed).
+    /// Producer state to continue (None: not needed), and the broker time its replayed
+    /// batches count as appended at (the segment file's mtime).
     producers: Option<ProducerState>,
+    replay_ms: i64,
 }
 
 impl ScanFrom {
@@ -168,6 +170,7 @@ impl ScanFrom {
             index: IndexBuilder::new(offset_entries(config), config.index_interval_bytes),
             time: Some(TimeBuilder::new(time_entries(config), last_ts, config.time_index_interval_ms)),
             producers: None,
+            replay_ms: 0,
         }
     }
 }
@@ -185,7 +188,7 @@ fn time_entries(config: &LogConfig) -> usize {
 /// or incomplete batch. Used by recovery (from position 0), by the clean-restart resume (from
 /// the last index entry) and by index rebuilds: one walk for all three.
 async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, from: ScanFrom) -> Result<Scan, IoError> {
-    let ScanFrom { mut pos, mut expected, mut index, mut time, mut producers } = from;
+    let ScanFrom { mut pos, mut expected, mut index, mut time, mut producers, replay_ms } = from;
     let mut want = SCAN_WINDOW;
     let mut scanned = 0u64;
     let stop = loop {
@@ -231,7 +234,7 @@ async fn scan_segment<F: DiskFile>(file: &F, base: i64, file_size: u64, from: Sc
                 t.on_batch(base, expected, h.max_timestamp);
             }
             if let Some(ps) = producers.as_mut().filter(|_| h.magic == MAGIC_V2) {
-                ps.replay(&BatchHeader::parse(bytes).expect("checked above"), expected);
+                ps.replay(&BatchHeader::parse(bytes).expect("checked above"), expected, replay_ms);
             }
             expected = h.next_offset();
         }
@@ -398,27 +401,55 @@ fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
     dir.join(format!("{offset:020}.snapshot"))
 }
 
-/// The producer state at offset `at`: the snapshot named `at` (written when the segment ending
-/// there was sealed), else the latest one below it, else none (data written before snapshots
-/// existed, or no idempotent producer ever). A damaged snapshot is logged and skipped.
-async fn load_producers<D: Disk>(disk: &D, dir: &Path, snapshots: &[i64], at: i64) -> StorageResult<ProducerState> {
+/// The producer state at offset `at` (the active segment's base, or the log end after a clean
+/// shutdown), where `spans` are the sealed segments below `at`: the snapshot named `at`
+/// (written when the segment ending there was sealed); if that one is missing or damaged, the
+/// newest valid one below it with the sealed segments after it replayed (from the log start
+/// when none is valid). Without any snapshot file the data predates them (or no idempotent
+/// producer ever wrote here): no producer is known.
+async fn producers_at<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    snapshots: &[i64],
+    spans: &[SegmentSpan],
+    config: &LogConfig,
+    at: i64,
+) -> StorageResult<ProducerState> {
+    if snapshots.is_empty() {
+        return Ok(ProducerState::default());
+    }
     let mut candidates: Vec<i64> = snapshots.iter().copied().filter(|&o| o <= at).collect();
     candidates.sort_unstable();
+    let mut found = None;
     for &offset in candidates.iter().rev() {
         let path = snapshot_path(dir, offset);
         if let Some(bytes) = disk.read_file(&path).await? {
             match ProducerState::decode(&bytes) {
                 Ok(state) => {
-                    if offset != at {
-                        tracing::warn!(dir = %dir.display(), offset, at, "producer snapshot older than the segment; producers of the batches between are not known");
-                    }
-                    return Ok(state);
+                    found = Some((state, offset));
+                    break;
                 }
                 Err(e) => tracing::warn!(path = %path.display(), error = %e, "damaged producer snapshot; skipped"),
             }
         }
     }
-    Ok(ProducerState::default())
+    let (mut state, from) = found.unwrap_or_else(|| (ProducerState::default(), i64::MIN));
+    if from == at {
+        return Ok(state);
+    }
+    tracing::warn!(dir = %dir.display(), from, at, "rebuilding producer state from the segments after the newest valid snapshot");
+    for &(base, _, size) in spans.iter().filter(|&&(base, next, _)| base >= from && next <= at) {
+        let path = log_path(dir, base);
+        let file = disk.open_rw(&path).await?;
+        let mut scan_from = ScanFrom::start(base, config, None);
+        scan_from.time = None;
+        scan_from.producers = Some(state);
+        scan_from.replay_ms = disk.mtime_ms(&path).await?;
+        let scan = scan_segment(&file, base, size, scan_from).await?;
+        file.close().await?;
+        state = scan.producers.expect("asked for");
+    }
+    Ok(state)
 }
 
 impl<D: Disk> Log<D> {
@@ -520,7 +551,8 @@ impl<D: Disk> Log<D> {
                     context_ts = backward_scan(&disk, dir, &spans, &mut segments, &config, &mut report).await?;
                 }
                 let mut from = ScanFrom::start(base, &config, context_ts);
-                from.producers = Some(load_producers(&disk, dir, &snapshots, base).await?);
+                from.producers = Some(producers_at(&disk, dir, &snapshots, &spans, &config, base).await?);
+                from.replay_ms = disk.mtime_ms(&path).await?;
                 let scan = scan_segment(&file, base, file_size, from).await?;
                 report.scanned_bytes = scan.scanned;
                 if scan.valid_size < file_size {
@@ -542,7 +574,11 @@ impl<D: Disk> Log<D> {
         // The clean path read no batch: its producer state is the snapshot at the log end.
         let producers = match producers {
             Some(p) => p,
-            None => load_producers(&disk, dir, &snapshots, next_offset).await?,
+            None => {
+                let mut all = spans.clone();
+                all.push((base, next_offset, size));
+                producers_at(&disk, dir, &snapshots, &all, &config, next_offset).await?
+            }
         };
         // From here on the directory is not clean any more.
         if disk.exists(&marker_path).await? {
@@ -744,55 +780,31 @@ impl<D: Disk> Log<D> {
                 // timestamp; LogAppendTime: the bit set and `now`.
                 let max_ts = if ts_type == TimestampType::LogAppendTime { now } else { stats.max_ts };
                 let attributes = with_timestamp_type(h.attributes, ts_type);
-                let seq = if h.producer_id >= 0 && h.base_sequence >= 0 {
-                    let count = h.last_offset_delta + 1;
+                let seq = if h.producer_id >= 0 {
+                    // Kafka's rule for idempotent batches: alone in the request, with a sequence.
+                    if records.len() != bytes.len() || h.base_sequence < 0 {
+                        return Err(SequenceError::NotAlone { pid: h.producer_id }.into());
+                    }
                     let seq = BatchSeq {
                         first_seq: h.base_sequence,
-                        last_seq: producers::last_seq(h.base_sequence, count),
+                        last_seq: producers::last_seq(h.base_sequence, h.last_offset_delta + 1),
                         first_offset: next,
                         last_offset: next + h.last_offset_delta as i64,
                     };
-                    // A batch follows the producer's earlier batch in this request, if any.
-                    let earlier = batches.iter().rev().find_map(|b| match b {
-                        Checked::V2 { h: e, seq: Some(s), .. } if e.producer_id == h.producer_id => {
-                            Some((e.producer_epoch, *s))
-                        }
-                        _ => None,
-                    });
-                    match earlier {
-                        Some((epoch, prev)) if epoch == h.producer_epoch => {
-                            let expected = producers::last_seq(prev.last_seq, 2);
-                            if seq.first_seq != expected {
-                                return Err(SequenceError::OutOfOrder {
-                                    pid: h.producer_id,
-                                    epoch: h.producer_epoch,
-                                    expected,
-                                    found: seq.first_seq,
-                                }
-                                .into());
-                            }
-                        }
-                        _ => {
-                            match self.producers.check(h.producer_id, h.producer_epoch, seq.first_seq, seq.last_seq)? {
-                                Verdict::Append => {}
-                                Verdict::Duplicate { first_offset, last_offset } => {
-                                    // A retry of a batch already appended: its offsets, once durable.
-                                    if records.len() != bytes.len() {
-                                        return Err(StorageError::DuplicateSequence { pid: h.producer_id });
-                                    }
-                                    let info = AppendInfo {
-                                        base_offset: first_offset,
-                                        last_offset,
-                                        records: 0,
-                                        bytes: 0,
-                                        log_append_time: if ts_type == TimestampType::LogAppendTime { now } else { -1 },
-                                    };
-                                    return Ok((info, FlushDemand::Wait));
-                                }
-                            }
+                    match self.producers.check(h.producer_id, h.producer_epoch, seq.first_seq, seq.last_seq)? {
+                        Verdict::Append => Some(seq),
+                        Verdict::Duplicate { first_offset, last_offset } => {
+                            // A retry of a batch already appended: its offsets, once durable.
+                            let info = AppendInfo {
+                                base_offset: first_offset,
+                                last_offset,
+                                records: 0,
+                                bytes: 0,
+                                log_append_time: if ts_type == TimestampType::LogAppendTime { now } else { -1 },
+                            };
+                            return Ok((info, FlushDemand::Wait));
                         }
                     }
-                    Some(seq)
                 } else {
                     None
                 };

@@ -9,7 +9,9 @@
 //!   [`MAX_CACHED`] batches is a duplicate (answered with that batch's offsets, not appended);
 //!   otherwise its first sequence must follow the last one (wrapping after i32::MAX), else
 //!   OUT_OF_ORDER_SEQUENCE_NUMBER;
-//! - a producer id never seen (or expired) whose first sequence is not 0: UNKNOWN_PRODUCER_ID.
+//! - a producer id never seen here (or expired) starts its history with any sequence (Kafka
+//!   2.5+); a batch with a producer id must be the only batch of its request, and carry a
+//!   sequence (Kafka's v3+ rule; the log refuses it otherwise).
 //!
 //! The state is rebuilt, never trusted blindly: a snapshot written when a segment is sealed
 //! holds the state at that segment's end (`<end offset>.snapshot`); at open the latest one at or
@@ -22,6 +24,8 @@ use std::collections::{HashMap, VecDeque};
 
 /// Batches remembered per producer (Kafka's in-flight limit for idempotence is 5).
 pub const MAX_CACHED: usize = 5;
+/// Producers remembered per partition (beyond, the longest idle is forgotten).
+pub const MAX_PRODUCERS: usize = 100_000;
 
 /// One appended batch of a producer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,8 +61,8 @@ pub enum SequenceError {
     InvalidEpoch { pid: i64, epoch: i16, current: i16 },
     #[error("producer {pid} epoch {epoch}: sequence {found}, expected {expected}")]
     OutOfOrder { pid: i64, epoch: i16, expected: i32, found: i32 },
-    #[error("producer {pid} is unknown here and its first sequence is {found}, not 0")]
-    UnknownProducer { pid: i64, found: i32 },
+    #[error("producer {pid}: a batch with a producer id must be alone in its request, with a sequence")]
+    NotAlone { pid: i64 },
 }
 
 fn next_seq(s: i32) -> i32 {
@@ -92,11 +96,9 @@ impl ProducerState {
     /// Apply the rules to a batch of producer `pid`, `epoch`, sequences `first..=last`.
     pub fn check(&self, pid: i64, epoch: i16, first: i32, last: i32) -> Result<Verdict, SequenceError> {
         let Some(p) = self.producers.get(&pid) else {
-            return if first == 0 {
-                Ok(Verdict::Append)
-            } else {
-                Err(SequenceError::UnknownProducer { pid, found: first })
-            };
+            // Unknown here (new to this partition, or expired): any sequence starts its history,
+            // as Kafka (2.5+) accepts it.
+            return Ok(Verdict::Append);
         };
         if epoch < p.epoch {
             return Err(SequenceError::InvalidEpoch { pid, epoch, current: p.epoch });
@@ -119,8 +121,14 @@ impl ProducerState {
     }
 
     /// Record an appended batch (after [`ProducerState::check`] said to append it, or when
-    /// replaying the log).
+    /// replaying the log). At [`MAX_PRODUCERS`], a new producer first evicts the one idle the
+    /// longest.
     pub fn record(&mut self, pid: i64, epoch: i16, seq: BatchSeq, now: i64) {
+        if self.producers.len() >= MAX_PRODUCERS && !self.producers.contains_key(&pid) {
+            if let Some((&old, _)) = self.producers.iter().min_by_key(|(_, p)| p.last_append_ms) {
+                self.producers.remove(&old);
+            }
+        }
         let p = self.producers.entry(pid).or_insert(Producer { epoch, batches: VecDeque::new(), last_append_ms: now });
         if epoch != p.epoch {
             p.epoch = epoch;
@@ -133,8 +141,10 @@ impl ProducerState {
         p.last_append_ms = p.last_append_ms.max(now);
     }
 
-    /// Replay a stored v2 batch whose first offset is `first_offset` (recovery scans).
-    pub fn replay(&mut self, h: &BatchHeader, first_offset: i64) {
+    /// Replay a stored v2 batch whose first offset is `first_offset` (recovery scans), as if
+    /// appended at broker time `at_ms` (a batch's own timestamp is the producer's, which may be
+    /// anything).
+    pub fn replay(&mut self, h: &BatchHeader, first_offset: i64, at_ms: i64) {
         if h.producer_id < 0 || h.base_sequence < 0 {
             return;
         }
@@ -145,7 +155,7 @@ impl ProducerState {
             first_offset,
             last_offset: first_offset + h.last_offset_delta as i64,
         };
-        self.record(h.producer_id, h.producer_epoch, seq, h.max_timestamp);
+        self.record(h.producer_id, h.producer_epoch, seq, at_ms);
     }
 
     /// Forget producers idle since before `before_ms` (Kafka's `producer.id.expiration.ms`).
@@ -242,7 +252,7 @@ mod tests {
     #[test]
     fn sequences_epochs_and_duplicates() {
         let mut s = ProducerState::default();
-        assert_eq!(s.check(7, 0, 3, 4), Err(SequenceError::UnknownProducer { pid: 7, found: 3 }));
+        assert_eq!(s.check(7, 0, 3, 4), Ok(Verdict::Append), "an unknown producer may start anywhere");
         assert_eq!(s.check(7, 0, 0, 4), Ok(Verdict::Append));
         s.record(7, 0, seq(0, 4, 100), 1);
         assert_eq!(s.check(7, 0, 0, 4), Ok(Verdict::Duplicate { first_offset: 100, last_offset: 104 }));
