@@ -19,6 +19,7 @@ pub mod config;
 pub mod dump;
 pub mod groups;
 pub mod io;
+pub mod load;
 pub mod protocol;
 pub mod server;
 pub mod storage;

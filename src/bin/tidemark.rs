@@ -41,6 +41,62 @@ enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
+    /// Load-test a Kafka-compatible broker (this one or any other) through the Kafka protocol,
+    /// with HdrHistogram latency percentiles.
+    Load {
+        /// produce, consume or e2e (produce and consume together: send-to-arrival latency).
+        #[arg(value_parser = ["produce", "consume", "e2e"])]
+        mode: String,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long, default_value = "tidemark-load")]
+        topic: String,
+        /// Partitions of the topic if it has to be created.
+        #[arg(long, default_value_t = 1)]
+        partitions: i32,
+        /// Bytes per record value.
+        #[arg(long, default_value_t = 1024)]
+        record_size: usize,
+        /// Largest batch (one partition per produce request).
+        #[arg(long, default_value_t = 65536)]
+        batch_bytes: usize,
+        /// Open loop: how long the first record of a batch may wait for more.
+        #[arg(long, default_value_t = 5)]
+        linger_ms: u64,
+        /// 0, 1 or all.
+        #[arg(long, default_value = "all")]
+        acks: String,
+        /// none, gzip, snappy, lz4 or zstd.
+        #[arg(long, default_value = "none")]
+        compression: String,
+        /// Records per second (open loop, latency from the intended send time), or max.
+        #[arg(long, default_value = "max")]
+        rate: String,
+        /// Seconds to run (default 10 unless --records is given).
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Records to produce (or consume) in all, then stop.
+        #[arg(long)]
+        records: Option<u64>,
+        /// Connections (each owns a share of the partitions).
+        #[arg(long, default_value_t = 1)]
+        connections: usize,
+        /// Executors (threads) the connections are spread over.
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        /// Produce requests outstanding per connection.
+        #[arg(long, default_value_t = 5)]
+        in_flight: usize,
+        /// Print the summary as one JSON object (the last line).
+        #[arg(long)]
+        json: bool,
+        /// Write the latency histograms (one per second) as an HdrHistogram interval log.
+        #[arg(long)]
+        hdr_out: Option<PathBuf>,
+        /// Write a self-contained HTML report with charts.
+        #[arg(long)]
+        report: Option<PathBuf>,
+    },
     /// Drive the storage engine directly: durable appends on every core, then a verified
     /// read-back, with latency percentiles. Runs on the embedded defaults (./data).
     StorageLoad {
@@ -74,6 +130,14 @@ enum Command {
     },
 }
 
+fn mode_name(m: tidemark::load::Mode) -> &'static str {
+    match m {
+        tidemark::load::Mode::Produce => "produce",
+        tidemark::load::Mode::Consume => "consume",
+        tidemark::load::Mode::E2e => "e2e",
+    }
+}
+
 fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
@@ -105,6 +169,71 @@ fn main() -> Result<()> {
                 signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
             }
             tidemark::server::run(broker, stop)?;
+        }
+        Command::Load {
+            mode,
+            bootstrap,
+            topic,
+            partitions,
+            record_size,
+            batch_bytes,
+            linger_ms,
+            acks,
+            compression,
+            rate,
+            duration,
+            records,
+            connections,
+            threads,
+            in_flight,
+            json,
+            hdr_out,
+            report,
+        } => {
+            use tidemark::load::{self, LoadArgs, Mode};
+            let mode = match mode.as_str() {
+                "produce" => Mode::Produce,
+                "consume" => Mode::Consume,
+                _ => Mode::E2e,
+            };
+            let mut args = LoadArgs::new(mode, &bootstrap, &topic)?;
+            args.partitions = partitions;
+            args.record_size = record_size;
+            args.batch_bytes = batch_bytes;
+            args.linger = std::time::Duration::from_millis(linger_ms);
+            args.acks = match acks.as_str() {
+                "all" | "-1" => -1,
+                a => a.parse().with_context(|| format!("--acks {a}: expected 0, 1 or all"))?,
+            };
+            args.compression = load::compression(&compression)?;
+            args.rate = match rate.as_str() {
+                "max" => None,
+                r => Some(r.parse().with_context(|| format!("--rate {r}: expected records per second or max"))?),
+            };
+            args.records = records;
+            args.duration = match (duration, records) {
+                (Some(d), _) => Some(std::time::Duration::from_secs_f64(d)),
+                (None, Some(_)) => None,
+                (None, None) => Some(std::time::Duration::from_secs(10)),
+            };
+            args.connections = connections;
+            args.threads = threads;
+            args.in_flight = in_flight;
+            let summary = load::run(&args, |line| eprintln!("{line}"))?;
+            if let Some(path) = hdr_out {
+                load::write_hdr_log(&summary, &path)?;
+            }
+            if let Some(path) = report {
+                let title = format!("tidemark load {} against {}", mode_name(mode), bootstrap);
+                std::fs::write(&path, load::report::html(&summary, &title))
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            if json {
+                eprintln!("{}", summary.to_text());
+                println!("{}", summary.to_json());
+            } else {
+                println!("{}", summary.to_text());
+            }
         }
         Command::Dump { paths } => {
             for p in paths {

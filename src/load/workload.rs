@@ -1,0 +1,404 @@
+//! The producing and consuming loops of `tidemark load`, one set per executor.
+
+use super::client::Conn;
+use super::{new_histogram, Interval, LoadArgs, Mode};
+use crate::protocol::messages::*;
+use crate::protocol::{FETCH, PRODUCE};
+use crate::storage::format::batch::{records_section, BatchBuilder, BatchHeader, Records, MAGIC_V2};
+use crate::storage::format::{legacy, BatchWalk};
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Connect once, create the topic if needed: its partition count.
+pub fn prepare(args: &LoadArgs) -> anyhow::Result<i32> {
+    let (addr, topic, partitions) = (args.bootstrap, args.topic.clone(), args.partitions);
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .spawn(move || async move {
+            let conn = Conn::connect(addr).await?;
+            conn.ensure_topic(&topic, partitions).await
+        })
+        .map_err(|e| anyhow::anyhow!("starting the setup executor: {e}"))?
+        .join()
+        .map_err(|e| anyhow::anyhow!("setup: {e:?}"))?
+}
+
+/// What one executor measures, shared by its tasks.
+struct Meter {
+    records: Cell<u64>,
+    bytes: Cell<u64>,
+    errors: Cell<u64>,
+    latency: RefCell<Histogram<u64>>,
+    /// Records the whole run may still produce (a `--records` budget), shared by connections.
+    budget: Cell<Option<u64>>,
+}
+
+impl Meter {
+    fn take(&self, n: u64) -> u64 {
+        match self.budget.get() {
+            None => n,
+            Some(left) => {
+                let t = n.min(left);
+                self.budget.set(Some(left - t));
+                t
+            }
+        }
+    }
+
+    fn record(&self, latency_us: u64, count: u64) {
+        let _ = self.latency.borrow_mut().record_n(latency_us.max(1), count);
+    }
+}
+
+fn micros_since_epoch() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+/// One executor's share: connections `t, t + threads, ...`, each with partitions `c, c +
+/// connections, ...`; every second an [`Interval`] to the main thread.
+pub async fn run_thread(
+    args: &LoadArgs,
+    t: usize,
+    partitions: i32,
+    start: Instant,
+    tx: mpsc::Sender<Interval>,
+) -> anyhow::Result<()> {
+    let conns: Vec<usize> = (t..args.connections).step_by(args.threads).collect();
+    let share = |n: u64| n * conns.len() as u64 / args.connections as u64;
+    let meter = Rc::new(Meter {
+        records: Cell::new(0),
+        bytes: Cell::new(0),
+        errors: Cell::new(0),
+        latency: RefCell::new(new_histogram()),
+        budget: Cell::new(args.records.map(share)),
+    });
+    let deadline = args.duration.map(|d| start + d);
+    let done = Rc::new(Cell::new(false));
+    let reporter = {
+        let (meter, done, tx) = (meter.clone(), done.clone(), tx.clone());
+        glommio::spawn_local(async move {
+            let mut tick = 1u64;
+            loop {
+                let next = start + Duration::from_secs(tick);
+                while Instant::now() < next && !done.get() {
+                    glommio::timer::sleep((next - Instant::now()).min(Duration::from_millis(50))).await;
+                }
+                let latency = std::mem::replace(&mut *meter.latency.borrow_mut(), new_histogram());
+                let interval = Interval {
+                    at: start.elapsed().as_secs_f64(),
+                    records: meter.records.replace(0),
+                    bytes: meter.bytes.replace(0),
+                    errors: meter.errors.replace(0),
+                    latency,
+                };
+                let _ = tx.send(interval);
+                if done.get() {
+                    break;
+                }
+                tick += 1;
+            }
+        })
+    };
+    let mut tasks = Vec::new();
+    for &c in &conns {
+        let mine: Vec<i32> = (c as i32..partitions).step_by(args.connections).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let conn = Conn::connect(args.bootstrap).await?;
+        let per_conn_rate = args.rate.map(|r| r / args.connections as f64);
+        match args.mode {
+            Mode::Produce => {
+                tasks.push(glommio::spawn_local(produce(
+                    args.clone(),
+                    conn,
+                    mine,
+                    per_conn_rate,
+                    deadline,
+                    meter.clone(),
+                    true,
+                )));
+            }
+            Mode::Consume => {
+                let from = conn.offsets(&args.topic, partitions, -2).await?;
+                let until = conn.offsets(&args.topic, partitions, -1).await?;
+                tasks.push(glommio::spawn_local(consume(
+                    args.clone(),
+                    conn,
+                    mine,
+                    from,
+                    Some(until),
+                    deadline,
+                    meter.clone(),
+                    false,
+                )));
+            }
+            Mode::E2e => {
+                let from = conn.offsets(&args.topic, partitions, -1).await?;
+                let reader = Conn::connect(args.bootstrap).await?;
+                let producing = Rc::new(Cell::new(true));
+                let (p, m) = (producing.clone(), meter.clone());
+                let prod =
+                    glommio::spawn_local(produce(args.clone(), conn, mine.clone(), per_conn_rate, deadline, m, false));
+                let late = deadline.map(|d| d + Duration::from_secs(1));
+                let cons =
+                    glommio::spawn_local(consume(args.clone(), reader, mine, from, None, late, meter.clone(), true));
+                tasks.push(glommio::spawn_local(async move {
+                    let r = prod.await;
+                    p.set(false);
+                    // Let the consumer catch up with the last records for a moment.
+                    glommio::timer::sleep(Duration::from_millis(500)).await;
+                    drop(cons);
+                    r
+                }));
+            }
+        }
+    }
+    let mut first_err = None;
+    for task in tasks {
+        if let Err(e) = task.await {
+            first_err.get_or_insert(e);
+        }
+    }
+    done.set(true);
+    reporter.await;
+    first_err.map_or(Ok(()), Err)
+}
+
+/// Fill `value` with the send time (µs since the epoch) and letters that compress like text.
+fn fill(value: &mut [u8], seed: &mut u64) {
+    value[..8].copy_from_slice(&micros_since_epoch().to_be_bytes());
+    for b in &mut value[8..] {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *b = b'a' + ((*seed >> 59) as u8 % 26);
+    }
+}
+
+/// Produce to `partitions` over `conn`: open loop at `rate` (records/s) or closed loop.
+/// With `measure`, each record's latency (from its intended send time) goes to the meter.
+async fn produce(
+    args: LoadArgs,
+    conn: Rc<Conn>,
+    partitions: Vec<i32>,
+    rate: Option<f64>,
+    deadline: Option<Instant>,
+    meter: Rc<Meter>,
+    measure: bool,
+) -> anyhow::Result<()> {
+    let per_batch = (args.batch_bytes / (args.record_size + 16)).max(1) as u64;
+    let slots = Rc::new(glommio::sync::Semaphore::new(args.in_flight as u64));
+    let start = Instant::now();
+    let (mut due_sent, mut next_partition, mut seed) = (0u64, 0usize, 0x9e37_79b9_7f4a_7c15u64 ^ partitions[0] as u64);
+    // Open loop: intended send times of records due but not sent yet.
+    let mut backlog: std::collections::VecDeque<Instant> = std::collections::VecDeque::new();
+    let mut value = vec![0u8; args.record_size];
+    loop {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        let want = match rate {
+            Some(r) => {
+                let due = ((now - start).as_secs_f64() * r) as u64;
+                while due_sent < due {
+                    backlog.push_back(start + Duration::from_secs_f64(due_sent as f64 / r));
+                    due_sent += 1;
+                }
+                let oldest_waited = backlog.front().is_some_and(|&t| now.duration_since(t) >= args.linger);
+                if backlog.len() as u64 >= per_batch || oldest_waited {
+                    (backlog.len() as u64).min(per_batch)
+                } else {
+                    0
+                }
+            }
+            None => per_batch,
+        };
+        if want == 0 {
+            let next_due = rate.map_or(Duration::from_millis(1), |r| Duration::from_secs_f64(1.0 / r));
+            glommio::timer::sleep(next_due.min(args.linger).max(Duration::from_micros(50))).await;
+            continue;
+        }
+        let n = meter.take(want);
+        if n == 0 {
+            break; // the --records budget is spent
+        }
+        let permit = slots.acquire_static_permit(1).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let intended: Vec<Instant> = match rate {
+            Some(_) => backlog.drain(..n as usize).collect(),
+            None => vec![Instant::now(); 1],
+        };
+        let mut b = BatchBuilder::new();
+        let ts = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        for _ in 0..n {
+            fill(&mut value, &mut seed);
+            b.push(ts, None, Some(&value), &[]);
+        }
+        let batch = Bytes::from(b.finish_compressed(args.compression));
+        let partition = partitions[next_partition % partitions.len()];
+        next_partition += 1;
+        let mut req = ProduceRequest {
+            acks: args.acks,
+            timeout_ms: 30_000,
+            topics: vec![ProduceTopic {
+                name: args.topic.clone(),
+                partitions: vec![ProducePartition { index: partition, records: Some(batch), ..Default::default() }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let bytes = (n as usize * args.record_size) as u64;
+        let (c, meter) = (conn.clone(), meter.clone());
+        glommio::spawn_local(async move {
+            let conn = c;
+            let _permit = permit;
+            let ok = if req.acks == 0 {
+                conn.send_only(PRODUCE, &mut req).await.is_ok()
+            } else {
+                match conn.call::<_, ProduceResponse>(PRODUCE, &mut req).await {
+                    Ok(r) => r.topics.iter().flat_map(|t| &t.partitions).all(|p| p.error_code == 0),
+                    Err(_) => false,
+                }
+            };
+            if !ok {
+                meter.errors.set(meter.errors.get() + 1);
+                return;
+            }
+            if measure {
+                meter.records.set(meter.records.get() + n);
+                meter.bytes.set(meter.bytes.get() + bytes);
+                let done = Instant::now();
+                if intended.len() == 1 && n > 1 {
+                    meter.record(done.duration_since(intended[0]).as_micros() as u64, n);
+                } else {
+                    for t in intended {
+                        meter.record(done.duration_since(t).as_micros() as u64, 1);
+                    }
+                }
+            }
+        })
+        .detach();
+        if conn.is_closed() {
+            anyhow::bail!("the broker closed the connection");
+        }
+    }
+    // Every request answered: all the permits are back.
+    let _all = slots.acquire_permit(args.in_flight as u64).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    Ok(())
+}
+
+/// Fetch `partitions` from `from` (per partition of the topic) until `until` (consume) or
+/// the deadline. With `e2e`, each record's latency is now minus the send time it carries;
+/// otherwise each fetch's round trip is measured.
+#[allow(clippy::too_many_arguments)]
+async fn consume(
+    args: LoadArgs,
+    conn: Rc<Conn>,
+    partitions: Vec<i32>,
+    from: Vec<i64>,
+    until: Option<Vec<i64>>,
+    deadline: Option<Instant>,
+    meter: Rc<Meter>,
+    e2e: bool,
+) -> anyhow::Result<()> {
+    let mut next: Vec<(i32, i64)> = partitions.iter().map(|&p| (p, from[p as usize])).collect();
+    let limit = 4 << 20;
+    loop {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        if let Some(until) = &until {
+            if next.iter().all(|&(p, o)| o >= until[p as usize]) {
+                break;
+            }
+        }
+        if !e2e && meter.budget.get() == Some(0) {
+            break;
+        }
+        let mut req = FetchRequest {
+            replica_id: -1,
+            max_wait_ms: 100,
+            min_bytes: 1,
+            max_bytes: 50 << 20,
+            session_epoch: -1,
+            topics: vec![FetchTopic {
+                topic: args.topic.clone(),
+                partitions: next
+                    .iter()
+                    .map(|&(p, o)| FetchPartition {
+                        partition: p,
+                        current_leader_epoch: -1,
+                        fetch_offset: o,
+                        log_start_offset: -1,
+                        last_fetched_epoch: -1,
+                        partition_max_bytes: 1 << 20,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let sent = Instant::now();
+        let resp: FetchResponse = match conn.call(FETCH, &mut req).await {
+            Ok(r) => r,
+            Err(e) if conn.is_closed() => return Err(e),
+            Err(_) => {
+                meter.errors.set(meter.errors.get() + 1);
+                continue;
+            }
+        };
+        let arrived = micros_since_epoch();
+        let (mut n_records, mut n_bytes) = (0u64, 0u64);
+        for p in resp.topics.iter().flat_map(|t| &t.partitions) {
+            if p.error_code != 0 {
+                meter.errors.set(meter.errors.get() + 1);
+                continue;
+            }
+            let Some(records) = &p.records else { continue };
+            let slot = next.iter_mut().find(|(q, _)| *q == p.partition_index).expect("asked for");
+            for item in BatchWalk::new(records, usize::MAX >> 1) {
+                let Ok((_, info, batch)) = item else { break };
+                let wanted = slot.1;
+                if info.last_offset < wanted {
+                    continue;
+                }
+                slot.1 = info.next_offset();
+                if info.magic == MAGIC_V2 {
+                    let h = BatchHeader::parse(batch)?;
+                    let section = records_section(&h, batch, limit)?;
+                    for r in Records::new(&section, h.record_count) {
+                        let r = r?;
+                        if h.base_offset + (r.offset_delta as i64) < wanted {
+                            continue; // before the fetch offset: already seen
+                        }
+                        let v = r.value.unwrap_or_default();
+                        n_records += 1;
+                        n_bytes += v.len() as u64;
+                        if e2e && v.len() >= 8 {
+                            let sent_us = u64::from_be_bytes(v[..8].try_into().expect("8 bytes"));
+                            meter.record(arrived.saturating_sub(sent_us), 1);
+                        }
+                    }
+                } else {
+                    let mut scratch = Vec::new();
+                    for r in legacy::records(batch, &mut scratch, limit)?.into_iter().filter(|r| r.offset >= wanted) {
+                        n_records += 1;
+                        n_bytes += r.value.map_or(0, |v| v.len()) as u64;
+                    }
+                }
+            }
+        }
+        if n_records > 0 {
+            meter.records.set(meter.records.get() + n_records);
+            meter.bytes.set(meter.bytes.get() + n_bytes);
+            if !e2e {
+                meter.take(n_records);
+                meter.record(sent.elapsed().as_micros() as u64, 1);
+            }
+        }
+    }
+    Ok(())
+}
