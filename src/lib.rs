@@ -20,6 +20,7 @@ pub mod dump;
 pub mod groups;
 pub mod io;
 pub mod load;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod storage;

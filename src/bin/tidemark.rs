@@ -34,6 +34,10 @@ enum Command {
         /// Broker or topic-default settings, as key=value.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         settings: Vec<String>,
+        /// Serve per-stage latency histograms and counters as Prometheus text at
+        /// http://HOST:PORT/metrics.
+        #[arg(long, value_name = "HOST:PORT")]
+        metrics_listen: Option<String>,
     },
     /// Print the batches of a segment (.log) or the entries of an index (.index, .timeindex).
     Dump {
@@ -152,7 +156,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     init_logging(&cli.log_format);
     match cli.command {
-        Command::Serve { data_dir, listen, cores, config, settings } => {
+        Command::Serve { data_dir, listen, cores, config, settings, metrics_listen } => {
             let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
             let shards = cores.unwrap_or(online);
             anyhow::ensure!((1..=online).contains(&shards), "--cores {shards}: this machine has {online} online CPUs");
@@ -163,6 +167,11 @@ fn main() -> Result<()> {
             for s in &settings {
                 let (k, v) = s.split_once('=').with_context(|| format!("--set {s}: expected KEY=VALUE"))?;
                 broker.set(k, v)?;
+            }
+            if let Some(m) = metrics_listen {
+                use std::net::ToSocketAddrs;
+                let addr = m.to_socket_addrs().ok().and_then(|mut a| a.next());
+                broker.metrics_listen = Some(addr.with_context(|| format!("--metrics-listen {m}: not a host:port"))?);
             }
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

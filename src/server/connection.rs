@@ -3,6 +3,7 @@
 //! responses in request order. Bad input is a Kafka error where one can be encoded, otherwise
 //! the connection closes with one log line; the broker keeps serving everyone else.
 
+use crate::metrics::{self, Counter, Stage};
 use crate::protocol::decode_request;
 use crate::server::handlers::{error_response, handle, Dispatched};
 use crate::server::shard::Shard;
@@ -21,6 +22,7 @@ type Outcome = Result<Option<Bytes>, ()>;
 
 pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    metrics::count(Counter::Connections, 1);
     let _ = stream.set_nodelay(true);
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (tx, rx) = local_channel::new_bounded::<glommio::Task<Outcome>>(MAX_IN_FLIGHT);
@@ -40,10 +42,14 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                 let _ = tx.send(glommio::spawn_local(async { Err(()) })).await;
                 return;
             }
+            let started = std::time::Instant::now();
             let mut buf = vec![0u8; n as usize];
             if reader.read_exact(&mut buf).await.is_err() {
                 return;
             }
+            metrics::since(Stage::NetworkRead, started);
+            metrics::count(Counter::BytesIn, n as u64 + 4);
+            metrics::count(Counter::Requests, 1);
             let (shard, peer) = (shard.clone(), read_peer.clone());
             let (done_tx, done_rx) = oneshot::channel();
             let wait = turn.replace(done_rx);
@@ -61,9 +67,12 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
     while let Some(task) = rx.recv().await {
         match task.await {
             Ok(Some(bytes)) => {
+                let started = std::time::Instant::now();
                 if writer.write_all(&bytes).await.is_err() {
                     break;
                 }
+                metrics::since(Stage::ResponseWrite, started);
+                metrics::count(Counter::BytesOut, bytes.len() as u64);
             }
             Ok(None) => {}
             Err(()) => break,
@@ -76,9 +85,19 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
 
 async fn answer(shard: &Rc<Shard>, peer: &str, frame: Bytes, dispatched: Dispatched) -> Outcome {
     match decode_request(frame) {
-        Ok((header, request)) => handle(shard, peer, &header, request, dispatched).await.map_err(|e| {
-            tracing::warn!(peer, api = header.api_key, version = header.api_version, error = %e, "cannot encode response; closing");
-        }),
+        Ok((header, request)) => {
+            let started = std::time::Instant::now();
+            let stage = match header.api_key {
+                crate::protocol::PRODUCE => Stage::RequestProduce,
+                crate::protocol::FETCH => Stage::RequestFetch,
+                _ => Stage::RequestOther,
+            };
+            let answer = handle(shard, peer, &header, request, dispatched).await;
+            metrics::since(stage, started);
+            answer.map_err(|e| {
+                tracing::warn!(peer, api = header.api_key, version = header.api_version, error = %e, "cannot encode response; closing");
+            })
+        }
         Err(failure) => match failure.header.as_ref().and_then(|h| error_response(h, &failure.error)) {
             Some(answer) => Ok(Some(answer)),
             None => {

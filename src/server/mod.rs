@@ -7,6 +7,7 @@ pub mod connection;
 pub mod coordinator;
 pub mod errors;
 pub mod handlers;
+pub mod metrics_http;
 pub mod shard;
 
 use crate::config::LogConfig;
@@ -42,6 +43,8 @@ pub struct BrokerConfig {
     pub log_defaults: LogConfig,
     /// Consumer groups and `__consumer_offsets` (`group.*`, `offsets.*`).
     pub coordinator: coordinator::CoordinatorConfig,
+    /// `--metrics-listen`: where shard 0 serves Prometheus text at `/metrics`.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// Broker-level names that map onto topic settings, as in Kafka's server.properties.
@@ -83,6 +86,7 @@ impl BrokerConfig {
             max_request_bytes: 100 * 1024 * 1024,
             log_defaults: LogConfig::default(),
             coordinator: coordinator::CoordinatorConfig::default(),
+            metrics_listen: None,
         })
     }
 
@@ -282,6 +286,13 @@ async fn run_shard(
     let (senders, receivers) = joined.map_err(|_| anyhow::anyhow!("joining the shard mesh"))?;
     shard.attach(senders, receivers);
     coordinator::Coordinator::spawn_ticker(&shard);
+    if let (0, Some(addr)) = (id, config.metrics_listen) {
+        let listener = glommio::net::TcpListener::bind(addr)
+            .map_err(std::io::Error::from)
+            .with_context(|| format!("--metrics-listen {addr}"))?;
+        glommio::spawn_local(metrics_http::serve(shard.clone(), listener, stop.clone())).detach();
+        tracing::info!(%addr, "metrics at http://{addr}/metrics");
+    }
     if id == 0 {
         // Committed offsets need their topic before the first group request (FindCoordinator
         // answers COORDINATOR_NOT_AVAILABLE until it exists).
@@ -317,6 +328,7 @@ async fn run_shard(
     // Let in-flight requests finish, then close every partition cleanly.
     glommio::timer::sleep(Duration::from_millis(200)).await;
     shard.manager.close_all().await?;
+    tracing::info!(shard = id, "latency: {}", crate::metrics::summary(&crate::metrics::snapshot()));
     Ok(())
 }
 

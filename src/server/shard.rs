@@ -89,6 +89,8 @@ pub enum ShardOp {
     },
     /// To shard 0: a new producer id for an idempotent producer (InitProducerId).
     AllocateProducerId,
+    /// A shard's latency histograms and counters (for /metrics).
+    Metrics,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -110,6 +112,7 @@ pub enum ShardReply {
     Group(GroupResponse),
     /// A producer id, or an error code.
     ProducerId(Result<i64, i16>),
+    Metrics(Box<crate::metrics::ShardMetrics>),
     Done,
 }
 
@@ -338,6 +341,7 @@ impl Shard {
                 .await
                 .unwrap_or(ShardReply::Done);
         }
+        let started = std::time::Instant::now();
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let (tx, rx) = oneshot::channel();
@@ -348,7 +352,9 @@ impl Shard {
         // Registered after the send (one thread: no reply is processed before this task
         // yields), so a caller cancelled while the channel was full leaves nothing behind.
         self.pending.borrow_mut().insert(id, tx);
-        rx.await.unwrap_or(ShardReply::Done)
+        let reply = rx.await.unwrap_or(ShardReply::Done);
+        crate::metrics::since(crate::metrics::Stage::Hop, started);
+        reply
     }
 
     async fn execute(self: &Rc<Self>, op: ShardOp) -> ShardReply {
@@ -358,8 +364,12 @@ impl Shard {
                     return ShardReply::Produce(Err((code::UNKNOWN_TOPIC_OR_PARTITION, -1)));
                 };
                 ShardReply::Produce(match p.append(&records).await {
-                    Ok(info) => Ok((info.base_offset, info.log_append_time, p.log().log_start_offset())),
+                    Ok(info) => {
+                        crate::metrics::count(crate::metrics::Counter::RecordsProduced, info.records);
+                        Ok((info.base_offset, info.log_append_time, p.log().log_start_offset()))
+                    }
                     Err(e) => {
+                        crate::metrics::count(crate::metrics::Counter::ProduceErrors, 1);
                         tracing::debug!(topic, partition, error = %e, "produce refused");
                         Err((storage_code(&e), p.log().log_start_offset()))
                     }
@@ -410,6 +420,7 @@ impl Shard {
             }
             ShardOp::Group { version, req } => ShardReply::Group(Coordinator::handle(self, version, req).await),
             ShardOp::AllocateProducerId => ShardReply::ProducerId(self.allocate_producer_id().await),
+            ShardOp::Metrics => ShardReply::Metrics(Box::new(crate::metrics::snapshot())),
             ShardOp::TopicAltered { name, config, overrides } => {
                 self.manager.set_topic_config(&name, &config);
                 if let Some(t) = self.topics.borrow_mut().get_mut(&name) {

@@ -15,6 +15,7 @@
 
 use crate::config::LogConfig;
 use crate::io::{align_down, align_up, Disk, DiskFile, IoError, PAGE};
+use crate::metrics::{self, Stage};
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::batch::{
     check_produced, patched_header, with_timestamp_type, BatchHeader, RecordStats, TimestampType, HEADER_LEN, MAGIC_V2,
@@ -763,6 +764,7 @@ impl<D: Disk> Log<D> {
             }
             Ok(())
         };
+        let checking = std::time::Instant::now();
         // Every batch is checked, and its stored form fixed, before any is appended. `next` is
         // the offset each batch will get.
         let mut next = self.log_end_offset();
@@ -832,6 +834,8 @@ impl<D: Disk> Log<D> {
         if batches.is_empty() {
             return Err(StorageError::EmptyAppend);
         }
+        let copying = std::time::Instant::now();
+        metrics::record(Stage::Validate, (copying - checking).as_micros() as u64);
         let log_append_time = if ts_type == TimestampType::LogAppendTime { now } else { -1 };
         let mut info =
             AppendInfo { base_offset: self.log_end_offset(), last_offset: 0, records: 0, bytes: 0, log_append_time };
@@ -882,6 +886,7 @@ impl<D: Disk> Log<D> {
             info.records += count as u64;
             info.bytes += len;
         }
+        metrics::since(Stage::Copy, copying);
         self.unflushed_records += info.records;
         if self.unflushed_records >= self.config.flush_messages
             || self.unflushed_bytes() > self.config.max_unflushed_bytes
@@ -1501,6 +1506,7 @@ impl<D: Disk> FlushWork<D> {
         if self.allocate_to > 0 {
             file.allocate(self.allocate_to).await?;
         }
+        let writing = std::time::Instant::now();
         let mut inflight = FuturesUnordered::new();
         let mut first_err = None;
         let mut prev_end = 0u64;
@@ -1522,7 +1528,12 @@ impl<D: Disk> FlushWork<D> {
         if let Some(e) = first_err {
             return Err(e);
         }
+        let syncing = std::time::Instant::now();
+        if !self.writes.is_empty() {
+            metrics::record(Stage::DmaWrite, (syncing - writing).as_micros() as u64);
+        }
         file.sync().await?;
+        metrics::since(Stage::Fdatasync, syncing);
         if let Some(seal) = &self.seal {
             file.truncate(seal.size).await?;
             file.sync().await?;
