@@ -101,7 +101,8 @@ fn read_by_offset(c: &mut Criterion) {
     g.finish();
 }
 
-/// CPU cost of checking a produced batch (length, CRC-32C, record parse).
+/// CPU cost of checking a produced batch (length, CRC-32C, record parse), of CRC-32C alone,
+/// and of encoding a batch.
 fn validate(c: &mut Criterion) {
     let batch = simple_batch(16, 1024, 0);
     let mut g = c.benchmark_group("validate");
@@ -110,6 +111,17 @@ fn validate(c: &mut Criterion) {
         b.iter(|| check_produced(std::hint::black_box(&batch), 1 << 20).unwrap())
     });
     g.bench_function("crc32c_16KiB", |b| b.iter(|| crc32c::crc32c(std::hint::black_box(&batch))));
+    // Encoding: what a producer (and tidemark load) does per batch.
+    let value = vec![b'x'; 1024];
+    g.bench_function("encode_16x1KiB", |b| {
+        b.iter(|| {
+            let mut builder = tidemark::storage::format::batch::BatchBuilder::new();
+            for i in 0..16 {
+                builder.push(i, None, Some(std::hint::black_box(&value)), &[]);
+            }
+            builder.finish()
+        })
+    });
     g.finish();
 }
 

@@ -59,3 +59,66 @@ fn bad_setting_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("segment.bytes") && err.contains("between"), "{err}");
 }
+
+/// tuning/tune on a fake /proc and /sys (TUNE_ROOT): the dry run reports every setting that
+/// differs and changes nothing; --apply sets them all (governor, IRQs off the shard cores, the
+/// disk's scheduler and merges, fs.aio-max-nr, THP, swappiness); the next dry run is clean.
+#[test]
+fn tune_checks_then_applies() {
+    let root = tempfile::tempdir().unwrap();
+    let w = |rel: &str, v: &str| {
+        let p = root.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, v).unwrap();
+    };
+    w("sys/devices/system/cpu/online", "0-3\n");
+    for c in 0..4 {
+        w(&format!("sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor"), "powersave\n");
+    }
+    w("proc/irq/24/smp_affinity_list", "0-3\n");
+    w("proc/irq/25/smp_affinity_list", "3\n");
+    w("sys/block/vdz/queue/scheduler", "[mq-deadline] none\n");
+    w("sys/block/vdz/queue/nomerges", "0\n");
+    w("proc/sys/fs/aio-max-nr", "65536\n");
+    w("sys/kernel/mm/transparent_hugepage/enabled", "[always] madvise never\n");
+    w("proc/sys/vm/swappiness", "60\n");
+    w("proc/self/status", "CapEff:\t0000000000004000\n");
+    let tune = |args: &[&str]| {
+        Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tuning/tune"))
+            .args(args)
+            .args(["--shard-cores", "0-2"])
+            .env("TUNE_ROOT", root.path())
+            .env("TUNE_DISK", "vdz")
+            .output()
+            .unwrap()
+    };
+    let read = |rel: &str| std::fs::read_to_string(root.path().join(rel)).unwrap();
+    let dry = tune(&[]);
+    let text = String::from_utf8_lossy(&dry.stdout);
+    assert_eq!(dry.status.code(), Some(1), "{text}");
+    for want in [
+        "cpu0: powersave -> performance",
+        "irq 24: 0-3 -> 3",
+        "ok    irq 25 on 3",
+        "vdz scheduler mq-deadline -> none",
+        "vdz nomerges 0 -> 2",
+        "fs.aio-max-nr 65536 -> 1048576",
+        "thp always -> madvise",
+        "vm.swappiness 60 -> 1",
+        "CAP_IPC_LOCK held",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    assert_eq!(read("proc/sys/vm/swappiness"), "60\n", "a dry run changes nothing");
+    let applied = tune(&["--apply"]);
+    assert_eq!(applied.status.code(), Some(0), "{}", String::from_utf8_lossy(&applied.stdout));
+    assert_eq!(read("sys/devices/system/cpu/cpu3/cpufreq/scaling_governor"), "performance\n");
+    assert_eq!(read("proc/irq/24/smp_affinity_list"), "3\n");
+    assert_eq!(read("sys/block/vdz/queue/scheduler"), "none\n");
+    assert_eq!(read("proc/sys/fs/aio-max-nr"), "1048576\n");
+    // The fake files now hold the plain values; a real sysfs shows "[none]" and the like.
+    w("sys/block/vdz/queue/scheduler", "mq-deadline [none]\n");
+    w("sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
+    let again = tune(&[]);
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
+}

@@ -168,13 +168,26 @@ pub async fn run_thread(
     first_err.map_or(Ok(()), Err)
 }
 
-/// Fill `value` with the send time (µs since the epoch) and letters that compress like text.
-fn fill(value: &mut [u8], seed: &mut u64) {
+/// Random letters (they compress like text) that record values are cut from.
+fn letters(n: usize, mut seed: u64) -> Vec<u8> {
+    (0..n)
+        .map(|_| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            b'a' + ((seed >> 59) as u8 % 26)
+        })
+        .collect()
+}
+
+/// Fill `value` with the send time (µs since the epoch) and a slice of `pool` starting at
+/// `at` (a memcpy: the generator leaves the CPU to the broker it shares the machine with).
+fn fill(value: &mut [u8], pool: &[u8], at: &mut usize) {
     value[..8].copy_from_slice(&micros_since_epoch().to_be_bytes());
-    for b in &mut value[8..] {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        *b = b'a' + ((*seed >> 59) as u8 % 26);
+    let n = value.len() - 8;
+    if *at + n > pool.len() {
+        *at = 0;
     }
+    value[8..].copy_from_slice(&pool[*at..*at + n]);
+    *at = (*at + 61) % pool.len().max(1);
 }
 
 /// Produce to `partitions` over `conn`: open loop at `rate` (records/s) or closed loop.
@@ -191,7 +204,8 @@ async fn produce(
     let per_batch = (args.batch_bytes / (args.record_size + 16)).max(1) as u64;
     let slots = Rc::new(glommio::sync::Semaphore::new(args.in_flight as u64));
     let start = Instant::now();
-    let (mut due_sent, mut next_partition, mut seed) = (0u64, 0usize, 0x9e37_79b9_7f4a_7c15u64 ^ partitions[0] as u64);
+    let (mut due_sent, mut next_partition, mut at) = (0u64, 0usize, 0usize);
+    let pool = letters(args.record_size.max(8) + (1 << 16), 0x9e37_79b9_7f4a_7c15 ^ partitions[0] as u64);
     // Open loop: intended send times of records due but not sent yet.
     let mut backlog: std::collections::VecDeque<Instant> = std::collections::VecDeque::new();
     let mut value = vec![0u8; args.record_size];
@@ -233,7 +247,7 @@ async fn produce(
         let mut b = BatchBuilder::new();
         let ts = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         for _ in 0..n {
-            fill(&mut value, &mut seed);
+            fill(&mut value, &pool, &mut at);
             b.push(ts, None, Some(&value), &[]);
         }
         let batch = Bytes::from(b.finish_compressed(args.compression));
