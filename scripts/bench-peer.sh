@@ -3,7 +3,7 @@
 # this machine, printing each figure and the ratio tidemark / peer.
 #   1. tidemark load, closed loop: 1 KiB records, acks=all, 4 partitions, 4 connections;
 #   2. tidemark load, open loop at half of each broker's own maximum from (1): p99 latency;
-#   3. an external client: confluent-kafka (librdkafka) from Python, 200,000 x 1 KiB, acks=all,
+#   3. an external client: confluent-kafka (librdkafka) from Python, 1,000,000 x 1 KiB, acks=all,
 #      linger.ms=5, batch.size=262144 (scripts/peers/py-produce.py).
 # Usage: scripts/bench-peer.sh PEER [SECONDS]
 #   PEER: tansu or noida (started here from scripts/peers, installed by scripts/peers/install.sh
@@ -28,6 +28,11 @@ trap cleanup EXIT
 
 start_both() { # sets tm_addr and peer_addr
   cleanup
+  # What the last run left in the page cache (noida writes its whole state out when stopped)
+  # must not be written back under the next run's fdatasyncs.
+  rm -rf target/bench-peer
+  sync
+  sleep "${BENCH_SETTLE:-3}"
   local tm_port tm_dir p_port p_dir
   tm_port=$(free_port)
   tm_dir=target/bench-peer/tidemark
@@ -51,14 +56,15 @@ start_both() { # sets tm_addr and peer_addr
 json_field() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print($1)"; }
 closed() { # addr topic: "records_per_sec p99"
   "$bin" load produce --bootstrap "$1" --topic "$2" --partitions 4 --connections 4 --acks all \
-    --record-size 1024 --duration "$secs" --json 2>/dev/null | json_field 'd["records_per_sec"], d["latency_ms"]["p99"]' | tr -d '(),'
+    --record-size 1024 --batch-bytes 262144 --duration "$secs" --json 2>/dev/null | json_field 'd["records_per_sec"], d["latency_ms"]["p99"]' | tr -d '(),'
 }
-open_loop() { # addr topic rate: "records_per_sec p99"
+open_loop() { # addr topic rate: "records_per_sec p99" (progress lines in target/bench-peer-open-*.log)
   "$bin" load produce --bootstrap "$1" --topic "$2" --partitions 4 --connections 4 --acks all \
-    --record-size 1024 --duration "$secs" --rate "$3" --json 2>/dev/null | json_field 'd["records_per_sec"], d["latency_ms"]["p99"]' | tr -d '(),'
+    --record-size 1024 --batch-bytes 262144 --duration "$secs" --rate "$3" --json 2>"target/bench-peer-open-$1.log" \
+    | json_field 'd["records_per_sec"], d["latency_ms"]["p99"]' | tr -d '(),'
 }
 external() { # addr topic: records_per_sec
-  "$venv/bin/python" scripts/peers/py-produce.py "$1" "$2" 200000 1024 --partitions 4 | json_field 'd["records_per_sec"]'
+  "$venv/bin/python" scripts/peers/py-produce.py "$1" "$2" 1000000 1024 --partitions 4 | json_field 'd["records_per_sec"]'
 }
 ratio() { python3 -c "print('%.2f' % ($1 / $2))"; }
 

@@ -61,8 +61,8 @@ enum Command {
         /// Bytes per record value.
         #[arg(long, default_value_t = 1024)]
         record_size: usize,
-        /// Largest batch (one partition per produce request).
-        #[arg(long, default_value_t = 65536)]
+        /// Largest batch (one partition per produce request); as a producer's batch.size.
+        #[arg(long, default_value_t = 262144)]
         batch_bytes: usize,
         /// Open loop: how long the first record of a batch may wait for more.
         #[arg(long, default_value_t = 5)]

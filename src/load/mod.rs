@@ -74,7 +74,7 @@ impl LoadArgs {
             topic: topic.to_string(),
             partitions: 1,
             record_size: 1024,
-            batch_bytes: 64 * 1024,
+            batch_bytes: 256 * 1024,
             linger: Duration::from_millis(5),
             acks: -1,
             compression: Compression::None,
