@@ -183,11 +183,11 @@ fn mixed(kind: usize, ts: &[i64], i: usize) -> Vec<u8> {
             for &t in ts {
                 b.push(t, None, Some(b"v2"), &[]);
             }
-            b.finish_compressed(if i % 2 == 0 { Compression::None } else { codecs[i % 4] })
+            b.finish_compressed(if i.is_multiple_of(2) { Compression::None } else { codecs[i % 4] })
         }
         1 => set(1, Compression::None, ts),
         2 => set(1, codecs[i % 4], ts),
-        _ => set(0, if i % 2 == 0 { Compression::None } else { codecs[i % 3] }, ts),
+        _ => set(0, if i.is_multiple_of(2) { Compression::None } else { codecs[i % 3] }, ts),
     }
 }
 

@@ -32,7 +32,7 @@ impl Gen {
         self.next() as i64
     }
     fn bool(&mut self) -> bool {
-        self.next() % 2 == 0
+        self.next().is_multiple_of(2)
     }
     fn len(&mut self) -> usize {
         (self.next() % 4) as usize
@@ -41,14 +41,14 @@ impl Gen {
         (0..self.next() % 12).map(|i| (b'a' + ((self.next() + i) % 26) as u8) as char).collect()
     }
     fn opt_string(&mut self) -> Option<String> {
-        if self.next() % 4 == 0 {
+        if self.next().is_multiple_of(4) {
             None
         } else {
             Some(self.string())
         }
     }
     fn bytes(&mut self) -> Option<Bytes> {
-        if self.next() % 5 == 0 {
+        if self.next().is_multiple_of(5) {
             None
         } else {
             Some(Bytes::from((0..self.next() % 40).map(|_| self.next() as u8).collect::<Vec<_>>()))

@@ -187,7 +187,7 @@ impl Coordinator {
                 let n = c.ticks.get() + 1;
                 c.ticks.set(n);
                 let every = (c.config.compaction_check.as_millis() / TICK.as_millis()).max(1) as u64;
-                if n % every == 0 {
+                if n.is_multiple_of(every) {
                     Coordinator::compact_all(&shard).await;
                 }
             }

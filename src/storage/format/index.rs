@@ -26,7 +26,7 @@ pub fn encode_offset_entry(out: &mut Vec<u8>, rel_offset: u32, position: u32) {
 
 /// Decode and validate an offset index against the size of its log.
 pub fn decode_offset_index(bytes: &[u8], log_size: u64) -> Result<Vec<(u32, u32)>, IndexError> {
-    if bytes.len() % OFFSET_ENTRY_LEN != 0 {
+    if !bytes.len().is_multiple_of(OFFSET_ENTRY_LEN) {
         return Err(IndexError::Torn(bytes.len()));
     }
     let mut out: Vec<(u32, u32)> = Vec::with_capacity(bytes.len() / OFFSET_ENTRY_LEN);
