@@ -102,7 +102,11 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
                     let mut region: Option<(i64, i64)> = None;
                     scan_batches(cell, from, end, upto, |h, batch, dlimit| {
                         if h.max_timestamp >= 0 && region.is_none_or(|(_, ts)| h.max_timestamp > ts) {
-                            if let Some(found) = first_record_at_or_after(h, batch, h.max_timestamp, dlimit)? {
+                            // An answer at or past the region's end is not one (a damaged
+                            // wrapper's offsets can claim anything), as in `scan_batches`.
+                            if let Some(found) = first_record_at_or_after(h, batch, h.max_timestamp, dlimit)?
+                                .filter(|&(offset, _)| offset < end)
+                            {
                                 region = Some(found);
                             }
                         }

@@ -136,8 +136,9 @@ fn be_i16(b: &[u8], at: usize) -> i16 {
 }
 
 impl BatchHeader {
-    /// Parse the header of the batch at `buf[0]`. Checks only that 61 bytes are present and
-    /// the magic is 2; see [`check_stored`] and [`check_produced`] for full validation.
+    /// Parse the header of the batch at `buf[0]`. Checks only that 61 bytes are present, the
+    /// magic is 2 and the batch length covers the header (so [`Self::total_len`] is sane);
+    /// see [`check_stored`] and [`check_produced`] for full validation.
     pub fn parse(buf: &[u8]) -> Result<BatchHeader, FormatError> {
         if buf.len() < HEADER_LEN {
             return Err(FormatError::Truncated { need: HEADER_LEN, have: buf.len() });
@@ -145,6 +146,10 @@ impl BatchHeader {
         let magic = buf[OFF_MAGIC] as i8;
         if magic != MAGIC_V2 {
             return Err(FormatError::BadMagic(magic));
+        }
+        let batch_length = be_i32(buf, OFF_LENGTH);
+        if batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 {
+            return Err(FormatError::BadLength(batch_length as i64));
         }
         Ok(BatchHeader {
             base_offset: be_i64(buf, OFF_BASE_OFFSET),
@@ -168,12 +173,15 @@ impl BatchHeader {
         self.batch_length as usize + LOG_OVERHEAD
     }
 
+    /// The last offset. Saturating: the header is not trusted here (a produced batch's base
+    /// offset is the client's, a damaged one's anything), and an offset of `i64::MAX` never
+    /// matches what a log expects, so it reads as a gap.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + self.last_offset_delta as i64
+        self.base_offset.saturating_add(self.last_offset_delta as i64)
     }
 
     pub fn next_offset(&self) -> i64 {
-        self.last_offset() + 1
+        self.last_offset().saturating_add(1)
     }
 
     pub fn compression(&self) -> Result<Compression, FormatError> {
@@ -217,7 +225,7 @@ pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
 /// run on every batch recovery scans and every batch a read returns from disk.
 pub fn check_stored(batch: &[u8]) -> Result<BatchHeader, FormatError> {
     let h = BatchHeader::parse(batch)?;
-    if h.batch_length < (HEADER_LEN - LOG_OVERHEAD) as i32 || h.total_len() != batch.len() {
+    if h.total_len() != batch.len() {
         return Err(FormatError::BadLength(h.batch_length as i64));
     }
     let computed = compute_crc(batch);
@@ -560,6 +568,24 @@ pub fn simple_batch(n: usize, value_len: usize, ts: i64) -> Vec<u8> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    // Found by fuzzing (fuzz/seeds/batch_parser/regress-offset-overflow): a header is parsed
+    // before anything checks it, so its arithmetic must not overflow. A length below the
+    // header's is refused at parse; offsets near i64::MAX saturate.
+    #[test]
+    fn untrusted_header_arithmetic_does_not_overflow() {
+        let mut b = BatchBuilder::new();
+        b.push(1000, None, Some(b"v"), &[]);
+        let mut bytes = b.finish();
+        set_base_offset(&mut bytes, i64::MAX - 1);
+        bytes[OFF_LAST_OFFSET_DELTA..OFF_LAST_OFFSET_DELTA + 4].copy_from_slice(&7i32.to_be_bytes());
+        let h = BatchHeader::parse(&bytes).unwrap();
+        assert_eq!((h.last_offset(), h.next_offset()), (i64::MAX, i64::MAX));
+        for len in [-1i32, i32::MIN, 0, (HEADER_LEN - LOG_OVERHEAD) as i32 - 1] {
+            bytes[OFF_LENGTH..OFF_LENGTH + 4].copy_from_slice(&len.to_be_bytes());
+            assert_eq!(BatchHeader::parse(&bytes).unwrap_err(), FormatError::BadLength(len as i64));
+        }
+    }
 
     #[test]
     fn built_batch_passes_every_check() {

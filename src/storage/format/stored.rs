@@ -79,7 +79,7 @@ impl BatchInfo {
     }
 
     pub fn next_offset(&self) -> i64 {
-        self.last_offset + 1
+        self.last_offset.saturating_add(1)
     }
 }
 
