@@ -110,13 +110,10 @@ pub trait Disk: Clone + 'static {
         Ok(Some(data))
     }
 
-    /// Replace `path` with exactly `data`, durably: written to `path.tmp`, synced, renamed over
-    /// `path`, directory synced. A crash leaves the old content or the new, never a mix.
+    /// Replace `path` with exactly `data`, durably: written to [`tmp_path`], synced, renamed
+    /// over `path`, directory synced. A crash leaves the old content or the new, never a mix.
     async fn write_file_atomic(&self, path: &Path, data: &[u8]) -> IoResult<()> {
-        let tmp = path.with_extension(match path.extension() {
-            Some(e) => format!("{}.tmp", e.to_string_lossy()),
-            None => "tmp".to_string(),
-        });
+        let tmp = tmp_path(path);
         let f = self.open_rw(&tmp).await?;
         write_exact(self, &f, data).await?;
         f.close().await?;
@@ -126,6 +123,27 @@ pub trait Disk: Clone + 'static {
         }
         Ok(())
     }
+}
+
+/// Longest file name on the filesystems tidemark runs on (ext4, xfs: `NAME_MAX`).
+const NAME_MAX: usize = 255;
+
+/// The temporary file of an atomic write of `path`: its name with `.tmp` appended, or, when
+/// that would pass `NAME_MAX` (a 249-character topic's `.topic` file), the first 200 bytes of
+/// the name, a dot, the CRC-32C of the whole name in hex and `.tmp`. Either way it ends in
+/// `.tmp`, which recovery removes.
+pub fn tmp_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map(std::os::unix::ffi::OsStrExt::as_bytes).unwrap_or_default();
+    let mut tmp = if name.len() + 4 <= NAME_MAX {
+        name.to_vec()
+    } else {
+        let mut short = name[..200].to_vec();
+        short.extend_from_slice(format!(".{:08x}", crc32c::crc32c(name)).as_bytes());
+        short
+    };
+    tmp.extend_from_slice(b".tmp");
+    // A Unix file name is any bytes, so a cut inside a UTF-8 sequence is still a name.
+    path.with_file_name(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(tmp))
 }
 
 /// Make `f` hold exactly `data` and sync it: one aligned DMA write, then a truncate to the
@@ -165,4 +183,28 @@ pub trait DiskFile: 'static {
     async fn size(&self) -> IoResult<u64>;
     /// Close the file. Dropping without closing is allowed (the descriptor is released).
     async fn close(self) -> IoResult<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The temporary name of an atomic write is the name plus `.tmp` while that fits NAME_MAX,
+    // and a shortened, still unique name ending in `.tmp` beyond (a 249-character topic).
+    #[test]
+    fn tmp_path_fits_name_max() {
+        assert_eq!(
+            tmp_path(Path::new("/d/t-0/00000000000000000000.index")),
+            Path::new("/d/t-0/00000000000000000000.index.tmp")
+        );
+        assert_eq!(tmp_path(Path::new("/d/clean-shutdown")), Path::new("/d/clean-shutdown.tmp"));
+        let fits = format!("{}.topic", "a".repeat(245));
+        assert_eq!(tmp_path(&Path::new("/d/topics").join(&fits)).file_name().unwrap().len(), 255);
+        let a = tmp_path(&Path::new("/d/topics").join(format!("{}.topic", "a".repeat(249))));
+        let b = tmp_path(&Path::new("/d/topics").join(format!("{}.topic", "a".repeat(248))));
+        let name = a.file_name().unwrap().to_str().unwrap();
+        assert!(name.len() <= 255 && name.ends_with(".tmp") && name.starts_with(&"a".repeat(200)), "{name}");
+        assert_eq!(a.parent(), Some(Path::new("/d/topics")));
+        assert_ne!(a, b);
+    }
 }
