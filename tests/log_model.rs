@@ -22,7 +22,7 @@ use tidemark::io::{CrashMode, Fault, FaultOp, MemDisk};
 use tidemark::storage::format::batch::{Compression, TimestampType};
 use tidemark::storage::format::legacy::{self, LegacyBuilder};
 use tidemark::storage::format::BatchInfo;
-use tidemark::storage::{Log, ReadUpTo};
+use tidemark::storage::{Log, ReadUpTo, StorageError};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -266,6 +266,14 @@ proptest! {
                     let before = log.durable_offset();
                     disk.inject(kind, f, 1);
                     let r = block_on(log.flush_all());
+                    if r.is_err() && log.has_unflushed() {
+                        // While a failed flush has data to retry, appends are refused and
+                        // change nothing (KAFKA_STORAGE_ERROR on the wire).
+                        let end = log.log_end_offset();
+                        let refused = log.append(&tagged_batch(u64::MAX, 1, 0, 0), NOW);
+                        prop_assert!(matches!(refused, Err(StorageError::WritesSuspended(_))), "append after a failed flush: {:?}", refused.map(|r| r.0.base_offset));
+                        prop_assert_eq!(log.log_end_offset(), end);
+                    }
                     disk.heal();
                     prop_assert!(log.durable_offset() >= before);
                     if r.is_err() && fault % 2 == 0 {
@@ -333,4 +341,31 @@ proptest! {
             prop_assert_eq!(entries, Model::expected_index(&in_seg, base, config.index_interval_bytes), "index of segment {}", base);
         }
     }
+}
+
+/// `tidemark.max.unflushed.bytes` bounds the memory a partition holds for appended data not yet
+/// durable: with `flush.messages` unlimited, appends return without waiting until the unflushed
+/// bytes pass the bound; the append that passes it must wait for its flush, and after the flush
+/// the count starts again.
+#[test]
+fn unflushed_bytes_bound_makes_the_append_wait() {
+    use tidemark::storage::log::FlushDemand;
+    let config = LogConfig { flush_messages: u64::MAX, max_unflushed_bytes: 8192, ..LogConfig::default() };
+    let disk = MemDisk::new();
+    let mut log = reopen(&disk, Path::new("/data/u-0"), &config);
+    let batch = tagged_batch(1, 1, 1000, NOW);
+    let mut waited_at = None;
+    for i in 0..20 {
+        let (_, demand) = log.append(&batch, NOW).expect("append");
+        assert!(log.unflushed_bytes() <= 8192 + batch.len() as u64, "append {i} passed the bound by more than itself");
+        if demand == FlushDemand::Wait {
+            waited_at = Some(log.unflushed_bytes());
+            break;
+        }
+    }
+    let unflushed = waited_at.expect("no append waited with 20 KB unflushed and a bound of 8 KiB");
+    assert!(unflushed > 8192, "waited at {unflushed} bytes, before the bound");
+    block_on(log.flush_all()).expect("flush");
+    assert_eq!(log.unflushed_bytes(), 0);
+    assert_ne!(log.append(&batch, NOW).expect("append").1, FlushDemand::Wait);
 }

@@ -1,18 +1,26 @@
 //! The one place internal errors become Kafka error codes (an exhaustive `match`).
 
 use crate::protocol::errors as code;
+use crate::storage::format::FormatError;
 use crate::storage::producers::SequenceError;
 use crate::storage::topics::TopicError;
 use crate::storage::StorageError;
 
 pub fn storage_code(e: &StorageError) -> i16 {
     match e {
+        // Kafka: a bad record structure under a good CRC is InvalidRecordException (final for
+        // clients); bad framing, CRC or compressed data is CorruptRecordException (retried).
+        StorageError::InvalidBatch(FormatError::BadRecordCount { .. } | FormatError::BadRecords(_)) => {
+            code::INVALID_RECORD
+        }
         StorageError::InvalidBatch(_) => code::CORRUPT_MESSAGE,
         StorageError::BatchTooLarge { .. } => code::MESSAGE_TOO_LARGE,
         StorageError::EmptyAppend => code::INVALID_REQUEST,
         StorageError::InvalidTimestamp { .. } => code::INVALID_TIMESTAMP,
         StorageError::OffsetOutOfRange { .. } => code::OFFSET_OUT_OF_RANGE,
-        StorageError::Io(_) | StorageError::Corrupt { .. } => code::KAFKA_STORAGE_ERROR,
+        StorageError::Io(_) | StorageError::WritesSuspended(_) | StorageError::Corrupt { .. } => {
+            code::KAFKA_STORAGE_ERROR
+        }
         StorageError::Closed => code::KAFKA_STORAGE_ERROR,
         StorageError::Sequence(e) => match e {
             SequenceError::InvalidEpoch { .. } => code::INVALID_PRODUCER_EPOCH,

@@ -25,6 +25,10 @@ pub enum StorageError {
     /// The disk failed (KAFKA_STORAGE_ERROR). Shared: one flush failure reaches every waiter.
     #[error("{0}")]
     Io(Arc<IoError>),
+    /// The partition's last flush failed: appends are refused until a retry succeeds
+    /// (KAFKA_STORAGE_ERROR; a full disk resumes once space returns).
+    #[error("appends suspended until the disk recovers: {0}")]
+    WritesSuspended(Arc<IoError>),
     /// Stored bytes failed their check on the read path (KAFKA_STORAGE_ERROR); never served.
     #[error("corrupt data in {path} at position {position}: {error}")]
     Corrupt { path: PathBuf, position: u64, error: FormatError },

@@ -36,6 +36,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// File name of the clean-shutdown marker in a partition directory.
 pub const CLEAN_MARKER: &str = "clean-shutdown";
@@ -120,6 +121,9 @@ pub struct Log<D: Disk> {
     /// Records appended since the last flush started.
     unflushed_records: u64,
     flush_in_flight: bool,
+    /// The last flush failed (and how many in a row): appends are refused until one succeeds,
+    /// so a full or failing disk holds at most what was appended before it failed.
+    flush_failure: Option<(Arc<IoError>, u64)>,
     closing: bool,
     /// When the last time-based roll happened (SPEC T7.1: at most one per `segment.ms`).
     last_time_roll_ms: i64,
@@ -641,6 +645,7 @@ impl<D: Disk> Log<D> {
             durable_next_offset: next_offset,
             unflushed_records: 0,
             flush_in_flight: false,
+            flush_failure: None,
             closing: false,
             last_time_roll_ms: i64::MIN,
             roll_reference_ms,
@@ -748,6 +753,12 @@ impl<D: Disk> Log<D> {
     pub fn append(&mut self, records: &[u8], now: i64) -> StorageResult<(AppendInfo, FlushDemand)> {
         if self.closing {
             return Err(StorageError::Closed);
+        }
+        // A failure that left nothing to retry (say, creating an empty segment's file) does
+        // not hold appends back: the next flush tries the disk again.
+        self.clear_flush_failure_if_idle();
+        if let Some((e, _)) = &self.flush_failure {
+            return Err(StorageError::WritesSuspended(e.clone()));
         }
         let max = self.config.max_message_bytes;
         let limit = self.config.decompress_limit();
@@ -964,6 +975,18 @@ impl<D: Disk> Log<D> {
         self.segments.values().any(needs_flush)
     }
 
+    /// Consecutive failed flushes (0 when the last one succeeded or none ran).
+    pub fn flush_failures(&self) -> u64 {
+        self.flush_failure.as_ref().map_or(0, |f| f.1)
+    }
+
+    /// Forget a flush failure when nothing is left to flush (appends resume).
+    pub fn clear_flush_failure_if_idle(&mut self) {
+        if !self.flush_in_flight && !self.has_unflushed() {
+            self.flush_failure = None;
+        }
+    }
+
     /// The next flush job, or `None` when nothing waits or a job is already running.
     pub fn prepare_flush(&mut self) -> Option<FlushWork<D>> {
         if self.flush_in_flight {
@@ -1026,12 +1049,22 @@ impl<D: Disk> Log<D> {
                     seg.allocated = seg.size;
                 }
                 self.durable_next_offset = self.durable_next_offset.max(done.target_next_offset);
+                if let Some((e, failures)) = self.flush_failure.take() {
+                    tracing::warn!(dir = %self.dir.display(), failures, last_error = %e, "flush succeeded again; appends accepted");
+                }
                 Ok(self.durable_next_offset)
             }
             Err(e) => {
                 tail.unsubmit();
-                tracing::error!(dir = %self.dir.display(), error = %e, "flush failed; data stays in memory and is retried");
-                Err(e.into())
+                let e = Arc::new(e);
+                let failures = self.flush_failure.as_ref().map_or(0, |f| f.1) + 1;
+                if failures == 1 {
+                    tracing::error!(dir = %self.dir.display(), error = %e, "flush failed; appends refused (KAFKA_STORAGE_ERROR) until a retry succeeds; unflushed data stays in memory");
+                } else {
+                    tracing::debug!(dir = %self.dir.display(), error = %e, failures, "flush retry failed");
+                }
+                self.flush_failure = Some((e.clone(), failures));
+                Err(StorageError::Io(e))
             }
         }
     }

@@ -5,8 +5,10 @@
 //! while work remains; every waiter whose offset a completed job covers is woken, so one
 //! fdatasync acknowledges every append that arrived before its job started (group commit).
 //! A failed flush fails every waiter registered at that moment (their data may or may not be
-//! durable; none is acknowledged); the data stays in memory and the next flush retries it (a
-//! disk that was full can resume).
+//! durable; none is acknowledged); the data stays in memory, new appends are refused
+//! (KAFKA_STORAGE_ERROR) and the flush is retried with a backoff of 50 ms doubling to 2 s; once
+//! a retry succeeds (a full disk has space again), appends resume. Reads serve what is durable
+//! throughout.
 //!
 //! Who calls it: the shard that owns the partition, only from that shard's executor.
 
@@ -144,6 +146,7 @@ impl<D: Disk> Partition<D> {
                 Ok(durable) => self.wake(|offset| offset <= durable, Ok(())),
                 Err(e) => {
                     self.wake(|_| true, Err(e));
+                    self.schedule_retry();
                     break;
                 }
             }
@@ -155,6 +158,22 @@ impl<D: Disk> Partition<D> {
         if !self.waiters.borrow().is_empty() && !self.closed.get() {
             self.kick();
         }
+    }
+
+    /// After a failed flush: try again after a backoff, until one succeeds.
+    fn schedule_retry(self: &Rc<Self>) {
+        let failures = self.log.borrow().flush_failures();
+        let delay = std::time::Duration::from_millis((50u64 << failures.saturating_sub(1).min(6)).min(2_000));
+        let me = self.clone();
+        glommio::spawn_local(async move {
+            glommio::timer::sleep(delay).await;
+            if me.closed.get() {
+                return;
+            }
+            me.log.borrow_mut().clear_flush_failure_if_idle();
+            me.kick();
+        })
+        .detach();
     }
 
     fn wake(&self, pick: impl Fn(i64) -> bool, result: StorageResult<()>) {
