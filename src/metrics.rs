@@ -71,15 +71,17 @@ pub enum Counter {
     RecordsProduced,
     ProduceErrors,
     Connections,
+    ConnectionsRefused,
 }
 
-pub const COUNTERS: [Counter; 6] = [
+pub const COUNTERS: [Counter; 7] = [
     Counter::Requests,
     Counter::BytesIn,
     Counter::BytesOut,
     Counter::RecordsProduced,
     Counter::ProduceErrors,
     Counter::Connections,
+    Counter::ConnectionsRefused,
 ];
 
 impl Counter {
@@ -91,6 +93,7 @@ impl Counter {
             Counter::RecordsProduced => "records_produced_total",
             Counter::ProduceErrors => "produce_errors_total",
             Counter::Connections => "connections_total",
+            Counter::ConnectionsRefused => "connections_refused_total",
         }
     }
 }
@@ -100,6 +103,9 @@ impl Counter {
 pub struct ShardMetrics {
     pub stages: Vec<Histogram<u64>>,
     pub counters: [u64; COUNTERS.len()],
+    /// Values read at snapshot time from the shard's state (memory budgets, partitions with
+    /// suspended writes): (name, help, value).
+    pub gauges: Vec<(&'static str, &'static str, u64)>,
 }
 
 impl Default for ShardMetrics {
@@ -111,6 +117,7 @@ impl Default for ShardMetrics {
                 .map(|_| Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds"))
                 .collect(),
             counters: [0; COUNTERS.len()],
+            gauges: Vec::new(),
         }
     }
 }
@@ -179,6 +186,18 @@ pub fn prometheus(shards: &[(usize, ShardMetrics)]) -> String {
         let _ = writeln!(out, "# TYPE tidemark_{} counter", c.name());
         for (shard, m) in shards {
             let _ = writeln!(out, "tidemark_{}{{shard=\"{shard}\"}} {}", c.name(), m.counters[i]);
+        }
+    }
+    // Every shard reports the same gauges, in the same order.
+    if let Some((_, first)) = shards.first() {
+        for (i, (name, help, _)) in first.gauges.iter().enumerate() {
+            let _ = writeln!(out, "# HELP tidemark_{name} {help}");
+            let _ = writeln!(out, "# TYPE tidemark_{name} gauge");
+            for (shard, m) in shards {
+                if let Some((_, _, v)) = m.gauges.get(i) {
+                    let _ = writeln!(out, "tidemark_{name}{{shard=\"{shard}\"}} {v}");
+                }
+            }
         }
     }
     out

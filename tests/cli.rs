@@ -1,4 +1,5 @@
-//! The `tidemark` binary: `dump` on files the engine wrote, and `storage-load` end to end.
+//! The `tidemark` binary: `dump` on files the engine wrote, `storage-load` end to end, and
+//! `serve` failing fast, with a clear message, when it cannot start.
 
 use std::process::Command;
 
@@ -121,4 +122,120 @@ fn tune_checks_then_applies() {
     w("sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
     let again = tune(&[]);
     assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stdout));
+}
+
+/// Run `tidemark serve ARGS` on loopback port `port`; it must fail within 20 s (it is killed
+/// otherwise) with every one of `needles` in its stderr. Returns the stderr.
+fn serve_fails(data_dir: &std::path::Path, listen: &str, extra: &[&str], needles: &[&str]) -> String {
+    use std::time::{Duration, Instant};
+    let mut child = tidemark()
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--listen", listen])
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("serve still running after 20 s: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "serve exited successfully: {err}");
+    for n in needles {
+        assert!(err.contains(n), "stderr lacks {n:?}: {err}");
+    }
+    err
+}
+
+/// A loopback address with a port nothing listens on.
+fn free_listen() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+/// A data directory that cannot be created (its parent is a regular file): serve fails at
+/// once, naming the directory.
+#[test]
+fn serve_fails_fast_when_the_data_dir_cannot_be_created() {
+    let tmp = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    std::fs::write(tmp.path().join("file"), b"x").unwrap();
+    let data = tmp.path().join("file").join("data");
+    serve_fails(&data, &free_listen(), &[], &["creating data dir", &data.display().to_string()]);
+}
+
+/// A data directory the broker may not write to (immutable for root, read-only otherwise):
+/// serve fails at once saying it is not writable; nothing is left behind.
+#[test]
+fn serve_fails_fast_when_the_data_dir_is_not_writable() {
+    let tmp = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    struct Restore(std::path::PathBuf, bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if self.1 {
+                let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+            } else {
+                use std::os::unix::fs::PermissionsExt;
+                let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o755));
+            }
+        }
+    }
+    let _restore = Restore(data.clone(), root);
+    if root {
+        // Root ignores permissions; the immutable attribute stops it (ext4, xfs).
+        let ok = Command::new("chattr").arg("+i").arg(&data).status().is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("skipped: chattr +i is not available on this filesystem");
+            return;
+        }
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o555)).unwrap();
+    }
+    serve_fails(&data, &free_listen(), &[], &["is not writable", &data.display().to_string()]);
+    assert_eq!(std::fs::read_dir(&data).unwrap().count(), 0, "serve wrote into the unwritable dir");
+}
+
+/// A data directory held by another broker (its `.lock` locked): the second serve fails at
+/// once, naming the directory, without touching the data.
+#[test]
+fn serve_fails_fast_when_another_broker_holds_the_data_dir() {
+    let tmp = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(data.join(".lock")).unwrap();
+    lock.try_lock().unwrap();
+    serve_fails(&data, &free_listen(), &[], &["is in use by another tidemark process"]);
+    assert_eq!(std::fs::read_dir(&data).unwrap().count(), 1, "only the lock file is there");
+}
+
+/// The listen address is served by another process: serve fails within seconds, naming the
+/// address. A bad `--set` and a missing `--config` file are refused before anything starts.
+#[test]
+fn serve_fails_fast_on_a_taken_port_or_bad_settings() {
+    let tmp = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+    let data = tmp.path().join("data");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    serve_fails(&data, &addr, &[], &["cannot listen on", &addr, "another process"]);
+    serve_fails(&data, &free_listen(), &["--set", "num.partitions=0"], &["num.partitions"]);
+    serve_fails(&data, &free_listen(), &["--set", "max.connections=-5"], &["max.connections"]);
+    serve_fails(
+        &data,
+        &free_listen(),
+        &["--config", "/nonexistent/tidemark.properties"],
+        &["/nonexistent/tidemark.properties"],
+    );
 }

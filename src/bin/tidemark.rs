@@ -38,6 +38,10 @@ enum Command {
         /// http://HOST:PORT/metrics.
         #[arg(long, value_name = "HOST:PORT")]
         metrics_listen: Option<String>,
+        /// For tests: the metrics endpoint also installs disk faults (EIO, ENOSPC, short
+        /// writes, slow I/O) at /faults. Never on a production broker.
+        #[arg(long, requires = "metrics_listen")]
+        fault_injection: bool,
     },
     /// Print the batches of a segment (.log) or the entries of an index (.index, .timeindex).
     Dump {
@@ -156,7 +160,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     init_logging(&cli.log_format);
     match cli.command {
-        Command::Serve { data_dir, listen, cores, config, settings, metrics_listen } => {
+        Command::Serve { data_dir, listen, cores, config, settings, metrics_listen, fault_injection } => {
             let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
             let shards = cores.unwrap_or(online);
             anyhow::ensure!((1..=online).contains(&shards), "--cores {shards}: this machine has {online} online CPUs");
@@ -172,6 +176,10 @@ fn main() -> Result<()> {
                 use std::net::ToSocketAddrs;
                 let addr = m.to_socket_addrs().ok().and_then(|mut a| a.next());
                 broker.metrics_listen = Some(addr.with_context(|| format!("--metrics-listen {m}: not a host:port"))?);
+            }
+            broker.fault_injection = fault_injection;
+            if fault_injection {
+                tracing::warn!("fault injection enabled: /faults on the metrics endpoint can fail disk operations");
             }
             let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

@@ -9,6 +9,7 @@
 //! Directory operations (list, create, stat) use std::fs: they run at startup, at roll and at
 //! retention, never per record.
 
+use super::faults::{self, Fault, FaultOp};
 use super::{Disk, DiskFile, IoBuf, IoError, IoResult, PAGE};
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 use std::cell::Cell;
@@ -30,6 +31,23 @@ fn gerr<T>(op: &'static str, path: &Path, offset: Option<u64>, e: glommio::Glomm
 
 fn serr(op: &'static str, path: &Path, e: std::io::Error) -> IoError {
     IoError::new(op, path, None, e)
+}
+
+/// Apply an injected fault (`serve --fault-injection`) to an operation about to run: wait
+/// for a slow one, fail with the errno of the others. Returns the fault for the caller's own
+/// handling (a short write).
+async fn injected(op: FaultOp, what: &'static str, path: &Path, offset: Option<u64>) -> IoResult<Option<Fault>> {
+    match faults::take(op, path) {
+        None => Ok(None),
+        Some(Fault::Slow(ms)) => {
+            glommio::timer::sleep(std::time::Duration::from_millis(ms as u64)).await;
+            Ok(None)
+        }
+        Some(Fault::ShortWrite) => Ok(Some(Fault::ShortWrite)),
+        Some(f) => {
+            Err(IoError::new(what, path, offset, std::io::Error::from_raw_os_error(f.errno().unwrap_or(libc::EIO))))
+        }
+    }
 }
 
 /// glommio's directory operations fail on relative paths (EBADF): resolve every path against
@@ -94,6 +112,7 @@ impl Disk for DmaDisk {
 
     async fn open_rw(&self, path: &Path) -> IoResult<DmaDiskFile> {
         let path = &abs(path);
+        injected(FaultOp::Open, "open", path, None).await?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -174,6 +193,13 @@ impl DiskFile for DmaDiskFile {
         debug_assert_eq!(pos % PAGE, 0, "unaligned DMA write position");
         let want = buf.len();
         debug_assert_eq!(want as u64 % PAGE, 0, "unaligned DMA write length");
+        if let Some(Fault::ShortWrite) = injected(FaultOp::Write, "write", &self.path, Some(pos)).await? {
+            // The first page lands, then the error.
+            let mut first = glommio::allocate_dma_buffer(PAGE as usize);
+            first.as_bytes_mut().copy_from_slice(&buf.as_bytes()[..PAGE as usize]);
+            let _ = self.file.write_at(first, pos).await;
+            return Err(IoError::new("write", &self.path, Some(pos), std::io::Error::from_raw_os_error(libc::EIO)));
+        }
         let n = self.file.write_rc_at(buf, pos).await.map_err(|e| gerr("write", &self.path, Some(pos), e))?;
         if n != want {
             return Err(IoError::new(
@@ -190,11 +216,13 @@ impl DiskFile for DmaDiskFile {
         if len == 0 {
             return Ok(Vec::new());
         }
+        injected(FaultOp::Read, "read", &self.path, Some(pos)).await?;
         let r = self.file.read_at(pos, len).await.map_err(|e| gerr("read", &self.path, Some(pos), e))?;
         Ok(r.to_vec())
     }
 
     async fn sync(&self) -> IoResult<()> {
+        injected(FaultOp::Sync, "fdatasync", &self.path, None).await?;
         self.file.fdatasync().await.map_err(|e| gerr("fdatasync", &self.path, None, e))
     }
 
@@ -202,6 +230,7 @@ impl DiskFile for DmaDiskFile {
         if len <= self.allocated.get() {
             return Ok(());
         }
+        injected(FaultOp::Allocate, "fallocate", &self.path, Some(len)).await?;
         self.file.pre_allocate(len, false).await.map_err(|e| gerr("fallocate", &self.path, Some(len), e))?;
         self.allocated.set(len);
         Ok(())

@@ -8,9 +8,10 @@
 //! (create, remove, rename) are durable at once; a file created but never synced survives a
 //! crash empty. Faults are injected per operation kind and fire a given number of times.
 
+use super::faults::{Fault, FaultOp, FaultPlan, FaultRule};
 use super::{Disk, DiskFile, IoBuf, IoError, IoResult, PAGE};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -26,27 +27,6 @@ pub enum CrashMode {
     Torn { seed: u64 },
 }
 
-/// A failure to inject.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
-    /// EIO on the next operations of a kind.
-    Eio,
-    /// ENOSPC.
-    NoSpace,
-    /// A write that stores only its first page and reports an error.
-    ShortWrite,
-}
-
-/// The operations faults can target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FaultOp {
-    Write,
-    Sync,
-    Read,
-    Allocate,
-    Open,
-}
-
 #[derive(Default, Debug)]
 struct FileState {
     data: Vec<u8>,
@@ -60,7 +40,7 @@ struct FileState {
 struct State {
     files: BTreeMap<PathBuf, Rc<RefCell<FileState>>>,
     dirs: BTreeSet<PathBuf>,
-    faults: HashMap<FaultOp, (Fault, u32)>,
+    faults: FaultPlan,
     now_ms: i64,
     syncs: u64,
     writes: u64,
@@ -83,7 +63,12 @@ impl MemDisk {
 
     /// Fail the next `count` operations of kind `op` with `fault`.
     pub fn inject(&self, op: FaultOp, fault: Fault, count: u32) {
-        self.state.borrow_mut().faults.insert(op, (fault, count));
+        self.inject_rule(FaultRule { op, path: String::new(), fault, count });
+    }
+
+    /// Add a rule (operations on paths containing `rule.path` only; count 0 = until healed).
+    pub fn inject_rule(&self, rule: FaultRule) {
+        self.state.borrow_mut().faults.add(rule);
     }
 
     /// Remove every injected fault.
@@ -165,15 +150,9 @@ impl MemDisk {
         self.state.borrow().files.keys().cloned().collect()
     }
 
-    fn take_fault(&self, op: FaultOp) -> Option<Fault> {
-        let mut st = self.state.borrow_mut();
-        let (fault, left) = st.faults.get_mut(&op)?;
-        let fault = *fault;
-        *left -= 1;
-        if *left == 0 {
-            st.faults.remove(&op);
-        }
-        Some(fault)
+    /// The fault an operation meets (slow faults do not apply to this disk).
+    fn take_fault(&self, op: FaultOp, path: &Path) -> Option<Fault> {
+        self.state.borrow_mut().faults.take(op, path).filter(|f| !matches!(f, Fault::Slow(_)))
     }
 }
 
@@ -186,10 +165,7 @@ fn write_into(image: &mut Vec<u8>, pos: u64, bytes: &[u8]) {
 }
 
 fn fault_errno(f: Fault) -> i32 {
-    match f {
-        Fault::NoSpace => libc::ENOSPC,
-        Fault::Eio | Fault::ShortWrite => libc::EIO,
-    }
+    f.errno().unwrap_or(libc::EIO)
 }
 
 /// A file on a [`MemDisk`].
@@ -229,7 +205,7 @@ impl Disk for MemDisk {
     }
 
     async fn open_rw(&self, path: &Path) -> IoResult<MemFile> {
-        if let Some(f) = self.take_fault(FaultOp::Open) {
+        if let Some(f) = self.take_fault(FaultOp::Open, path) {
             return Err(err("open", path, None, fault_errno(f)));
         }
         let mut st = self.state.borrow_mut();
@@ -334,7 +310,7 @@ impl DiskFile for MemFile {
         // Real I/O takes time: yield once so other tasks run meanwhile (as they would while
         // io_uring works); group commit depends on it.
         futures_lite::future::yield_now().await;
-        let fault = self.disk.take_fault(FaultOp::Write);
+        let fault = self.disk.take_fault(FaultOp::Write, &self.path);
         self.disk.state.borrow_mut().writes += 1;
         let now = self.disk.state.borrow().now_ms;
         let mut f = self.state.borrow_mut();
@@ -353,7 +329,7 @@ impl DiskFile for MemFile {
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> IoResult<Vec<u8>> {
-        if let Some(f) = self.disk.take_fault(FaultOp::Read) {
+        if let Some(f) = self.disk.take_fault(FaultOp::Read, &self.path) {
             return Err(err("read", &self.path, Some(pos), fault_errno(f)));
         }
         let f = self.state.borrow();
@@ -364,7 +340,7 @@ impl DiskFile for MemFile {
 
     async fn sync(&self) -> IoResult<()> {
         futures_lite::future::yield_now().await;
-        if let Some(f) = self.disk.take_fault(FaultOp::Sync) {
+        if let Some(f) = self.disk.take_fault(FaultOp::Sync, &self.path) {
             return Err(err("fdatasync", &self.path, None, fault_errno(f)));
         }
         self.disk.state.borrow_mut().syncs += 1;
@@ -375,7 +351,7 @@ impl DiskFile for MemFile {
     }
 
     async fn allocate(&self, len: u64) -> IoResult<()> {
-        if let Some(f) = self.disk.take_fault(FaultOp::Allocate) {
+        if let Some(f) = self.disk.take_fault(FaultOp::Allocate, &self.path) {
             return Err(err("fallocate", &self.path, Some(len), fault_errno(f)));
         }
         let mut f = self.state.borrow_mut();

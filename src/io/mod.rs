@@ -6,6 +6,9 @@
 //! - [`MemDisk`]: an in-memory disk that remembers what was synced, so tests can crash it
 //!   (drop unsynced writes, tear them) and inject faults (EIO, ENOSPC, short writes).
 //!
+//! Both take faults from a [`faults::FaultPlan`]: the in-memory disk its own, the DMA disk
+//! the process-wide one (`serve --fault-injection`; EIO, ENOSPC, short writes, slow I/O).
+//!
 //! Invariants every implementation keeps:
 //! - writes go through buffers from [`Disk::alloc`], at positions and lengths aligned to
 //!   [`PAGE`]; a buffer handed to a write is shared (`Rc`) and never modified while in flight;
@@ -16,10 +19,12 @@
 #![allow(async_fn_in_trait)]
 
 mod dma;
+pub mod faults;
 mod mem;
 
 pub use dma::{DmaDisk, DmaDiskFile};
-pub use mem::{CrashMode, Fault, FaultOp, MemBuf, MemDisk, MemFile};
+pub use faults::{Fault, FaultOp, FaultRule};
+pub use mem::{CrashMode, MemBuf, MemDisk, MemFile};
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;

@@ -170,7 +170,9 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
     let mut r = Reader::new(frame, flexible);
     let mut h = RequestHeader::default();
     if let Err(error) = h.codec(&mut r) {
-        return Err(DecodeFailure { header: Some(basic()), error });
+        // As Kafka: a header that does not parse closes the connection (no answer can be
+        // trusted to reach the right request).
+        return Err(DecodeFailure { header: None, error });
     }
     let fail = |h: &RequestHeader, error| DecodeFailure { header: Some(h.clone()), error };
     let req = match api {

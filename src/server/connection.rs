@@ -1,51 +1,97 @@
 //! One client connection. A reader task reads size-prefixed frames and starts a handler task
-//! per request (at most [`MAX_IN_FLIGHT`] at once: requests are pipelined); a writer sends the
-//! responses in request order. Bad input is a Kafka error where one can be encoded, otherwise
-//! the connection closes with one log line; the broker keeps serving everyone else.
+//! per request (at most `tidemark.max.inflight.requests.per.connection` read and not yet
+//! answered: requests are pipelined); a writer sends the responses in request order. Every
+//! frame is held against the shard's request budget (`queued.max.request.bytes`) until it is
+//! answered, and fetched records against the fetch budget until written, so a flood of large
+//! requests waits instead of growing memory. Bad input is a Kafka error where one can be
+//! encoded, otherwise the connection closes with one log line; the broker keeps serving
+//! everyone else.
 
 use crate::metrics::{self, Counter, Stage};
 use crate::protocol::decode_request;
 use crate::server::handlers::{error_response, handle, Dispatched};
+use crate::server::limits::{Admitted, Held};
 use crate::server::shard::Shard;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel;
 use glommio::net::TcpStream;
+use glommio::sync::Semaphore;
+use std::future::Future;
 use std::rc::Rc;
+use std::time::Duration;
 
-/// Requests of one connection handled at once (their responses still leave in order).
-pub const MAX_IN_FLIGHT: usize = 16;
+/// What a handler task yields: bytes to write (with the memory they hold), nothing (acks=0),
+/// or "close the connection". The in-flight permit rides along until the answer is written.
+type Outcome = (Result<Option<(Bytes, Held)>, ()>, glommio::sync::StaticPermit);
 
-/// What a handler task yields: bytes to write, nothing (acks=0), or "close the connection".
-type Outcome = Result<Option<Bytes>, ()>;
+/// `fut`, or `None` once `limit` passes.
+async fn within<T>(limit: Duration, fut: impl Future<Output = T>) -> Option<T> {
+    futures_lite::future::or(async { Some(fut.await) }, async {
+        glommio::timer::sleep(limit).await;
+        None
+    })
+    .await
+}
 
-pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream, admitted: Admitted) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     metrics::count(Counter::Connections, 1);
     let _ = stream.set_nodelay(true);
     let (mut reader, mut writer) = futures_lite::io::split(stream);
-    let (tx, rx) = local_channel::new_bounded::<glommio::Task<Outcome>>(MAX_IN_FLIGHT);
+    let limits = shard.config.limits.clone();
+    let in_flight = Rc::new(Semaphore::new(limits.max_inflight_per_connection as u64));
+    let (tx, rx) = local_channel::new_bounded::<glommio::Task<Outcome>>(limits.max_inflight_per_connection);
     let max = shard.config.max_request_bytes;
     let read_peer = peer.clone();
     let reading = glommio::spawn_local(async move {
         // Each request waits for the one before it to have issued its side effects.
         let mut turn: Option<oneshot::Receiver<()>> = None;
+        let idle = limits.connections_max_idle;
         loop {
+            let Ok(permit) = in_flight.acquire_static_permit(1).await else { return };
             let mut len = [0u8; 4];
-            if reader.read_exact(&mut len).await.is_err() {
-                return; // closed by the client
+            match within(idle, reader.read_exact(&mut len)).await {
+                Some(Ok(())) => {}
+                Some(Err(_)) => return, // closed by the client
+                None => {
+                    tracing::info!(
+                        peer = read_peer,
+                        idle_ms = idle.as_millis() as u64,
+                        "idle connection closed (connections.max.idle.ms)"
+                    );
+                    let _ = tx.send(glommio::spawn_local(async { (Err(()), permit) })).await;
+                    return;
+                }
             }
             let n = i32::from_be_bytes(len);
             if n < 8 || n as usize > max {
-                tracing::warn!(peer = read_peer, size = n, max, "request size out of bounds; closing the connection");
-                let _ = tx.send(glommio::spawn_local(async { Err(()) })).await;
+                tracing::warn!(
+                    peer = read_peer,
+                    size = n,
+                    max,
+                    "request size out of bounds (socket.request.max.bytes); closing the connection"
+                );
+                let _ = tx.send(glommio::spawn_local(async { (Err(()), permit) })).await;
                 return;
             }
+            // The frame's memory is held from before it is read until it is answered.
+            let frame_held = shard.request_memory.reserve(n as u64).await;
             let started = std::time::Instant::now();
             let mut buf = vec![0u8; n as usize];
-            if reader.read_exact(&mut buf).await.is_err() {
-                return;
+            match within(idle, reader.read_exact(&mut buf)).await {
+                Some(Ok(())) => {}
+                Some(Err(_)) => return,
+                None => {
+                    tracing::warn!(
+                        peer = read_peer,
+                        size = n,
+                        "request not received in connections.max.idle.ms; closing"
+                    );
+                    let _ = tx.send(glommio::spawn_local(async { (Err(()), permit) })).await;
+                    return;
+                }
             }
             metrics::since(Stage::NetworkRead, started);
             metrics::count(Counter::BytesIn, n as u64 + 4);
@@ -57,7 +103,9 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
                 if let Some(w) = wait {
                     let _ = w.await; // a dropped sender (error, closed) also ends the wait
                 }
-                answer(&shard, &peer, Bytes::from(buf), Dispatched::new(done_tx)).await
+                let outcome = answer(&shard, &peer, Bytes::from(buf), Dispatched::new(done_tx)).await;
+                drop(frame_held);
+                (outcome, permit)
             });
             if tx.send(task).await.is_err() {
                 return; // the writer closed the connection
@@ -65,25 +113,34 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream) {
         }
     });
     while let Some(task) = rx.recv().await {
-        match task.await {
-            Ok(Some(bytes)) => {
+        let (outcome, permit) = task.await;
+        match outcome {
+            Ok(Some((bytes, held))) => {
                 let started = std::time::Instant::now();
                 if writer.write_all(&bytes).await.is_err() {
                     break;
                 }
                 metrics::since(Stage::ResponseWrite, started);
                 metrics::count(Counter::BytesOut, bytes.len() as u64);
+                drop(held);
             }
             Ok(None) => {}
             Err(()) => break,
         }
+        drop(permit);
     }
     drop(rx);
     reading.cancel().await;
     let _ = writer.close().await;
+    drop(admitted);
 }
 
-async fn answer(shard: &Rc<Shard>, peer: &str, frame: Bytes, dispatched: Dispatched) -> Outcome {
+async fn answer(
+    shard: &Rc<Shard>,
+    peer: &str,
+    frame: Bytes,
+    dispatched: Dispatched,
+) -> Result<Option<(Bytes, Held)>, ()> {
     match decode_request(frame) {
         Ok((header, request)) => {
             let started = std::time::Instant::now();
@@ -92,14 +149,15 @@ async fn answer(shard: &Rc<Shard>, peer: &str, frame: Bytes, dispatched: Dispatc
                 crate::protocol::FETCH => Stage::RequestFetch,
                 _ => Stage::RequestOther,
             };
-            let answer = handle(shard, peer, &header, request, dispatched).await;
+            let mut held = Held::default();
+            let answer = handle(shard, peer, &header, request, dispatched, &mut held).await;
             metrics::since(stage, started);
-            answer.map_err(|e| {
+            answer.map(|a| a.map(|bytes| (bytes, held))).map_err(|e| {
                 tracing::warn!(peer, api = header.api_key, version = header.api_version, error = %e, "cannot encode response; closing");
             })
         }
         Err(failure) => match failure.header.as_ref().and_then(|h| error_response(h, &failure.error)) {
-            Some(answer) => Ok(Some(answer)),
+            Some(answer) => Ok(Some((answer, Held::default()))),
             None => {
                 tracing::warn!(peer, error = %failure.error, api = failure.header.as_ref().map(|h| h.api_key), "undecodable request; closing");
                 Err(())

@@ -6,6 +6,7 @@ use crate::protocol::groups::*;
 use crate::protocol::messages::*;
 use crate::protocol::{api_versions_response, encode_response, ProtoError, ProtoResult, Request, RequestHeader};
 use crate::server::coordinator::{group_shard, GroupRequest, GroupResponse, OFFSETS_TOPIC};
+use crate::server::limits::Held;
 use crate::server::shard::{owner, FetchOut, Shard, ShardOp, ShardReply};
 use crate::storage::format::convert::down_convert;
 use bytes::Bytes;
@@ -31,13 +32,15 @@ impl Dispatched {
 }
 
 /// Answer one request from the client at `peer`; `None` when no response is due (produce
-/// with acks=0).
+/// with acks=0). `held` receives the fetch budget the response's records hold, to be given
+/// back once the response is written.
 pub async fn handle(
     shard: &Rc<Shard>,
     peer: &str,
     header: &RequestHeader,
     req: Request,
     mut dispatched: Dispatched,
+    held: &mut Held,
 ) -> ProtoResult<Option<Bytes>> {
     let v = header.api_version;
     match req {
@@ -48,7 +51,9 @@ pub async fn handle(
         }
         Request::Fetch(f) => {
             dispatched.done();
-            encode_response(header, &mut fetch(shard, header.api_version, f).await).map(Some)
+            let (mut resp, records_held) = fetch(shard, header.api_version, f).await;
+            held.absorb(records_held);
+            encode_response(header, &mut resp).map(Some)
         }
         Request::ListOffsets(l) => {
             dispatched.done();
@@ -337,9 +342,6 @@ async fn offset_fetch(
     OffsetFetchResponse { topics, error_code: one.error_code, ..Default::default() }
 }
 
-/// The most a Fetch response carries (Kafka's `fetch.max.bytes` default).
-const MAX_FETCH_BYTES: usize = 55 * 1024 * 1024;
-
 /// Kafka's ConfigResource types.
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
@@ -599,10 +601,49 @@ async fn metadata(shard: &Rc<Shard>, m: MetadataRequest) -> MetadataResponse {
     }
 }
 
-/// Produce v3 and later carry v2 batches only (Kafka's rule: INVALID_RECORD otherwise); v0-v2
-/// carry legacy message sets of magic 0 or 1, or v2 batches from clients that send them.
-fn records_fit_version(version: i16, records: &[u8]) -> bool {
-    version < 3 || crate::storage::format::stored::magics(records).all(|m| m.is_ok_and(|m| m == 2))
+/// Kafka's checks of a Produce request's records for one partition before any append
+/// (`ProduceRequest.validateRecords`): from v3 on, exactly one complete batch, of magic 2, not
+/// zstd before v7. A length below the smallest message is CORRUPT_MESSAGE; no complete batch,
+/// another magic or a second batch is INVALID_RECORD. v0-v2 carry legacy message sets (or v2
+/// batches from clients that send them): storage checks those.
+fn produce_records_error(version: i16, records: &[u8]) -> Option<i16> {
+    use crate::storage::format::batch::{ATTR_COMPRESSION_MASK, LOG_OVERHEAD, OFF_ATTRIBUTES, OFF_MAGIC};
+    if version < 3 {
+        return None;
+    }
+    // A frame's length field, and whether the whole frame is there.
+    let frame = |at: usize| -> Result<Option<usize>, i16> {
+        let rest = &records[at.min(records.len())..];
+        if rest.len() < LOG_OVERHEAD {
+            return Ok(None);
+        }
+        let len = i32::from_be_bytes(rest[8..12].try_into().expect("4 bytes"));
+        // LegacyRecord.RECORD_OVERHEAD_V0: no message of any magic is shorter.
+        if len < 14 {
+            return Err(code::CORRUPT_MESSAGE);
+        }
+        let total = LOG_OVERHEAD + len as usize;
+        Ok((rest.len() >= total && rest.len() > OFF_MAGIC).then_some(total))
+    };
+    let first = match frame(0) {
+        Err(c) => return Some(c),
+        Ok(None) => return Some(code::INVALID_RECORD),
+        Ok(Some(n)) => n,
+    };
+    if records[OFF_MAGIC] != 2 {
+        return Some(code::INVALID_RECORD);
+    }
+    if version < 7 && first > OFF_ATTRIBUTES + 1 {
+        let attributes = i16::from_be_bytes([records[OFF_ATTRIBUTES], records[OFF_ATTRIBUTES + 1]]);
+        if attributes & ATTR_COMPRESSION_MASK == 4 {
+            return Some(code::UNSUPPORTED_COMPRESSION_TYPE);
+        }
+    }
+    match frame(first) {
+        Ok(Some(_)) => Some(code::INVALID_RECORD),
+        // Trailing bytes that are no complete batch: storage refuses them (CORRUPT_MESSAGE).
+        _ => None,
+    }
 }
 
 async fn produce(shard: &Rc<Shard>, version: i16, p: ProduceRequest, dispatched: &mut Dispatched) -> ProduceResponse {
@@ -634,8 +675,8 @@ async fn produce(shard: &Rc<Shard>, version: i16, p: ProduceRequest, dispatched:
                 Err(code::INVALID_TOPIC_EXCEPTION)
             } else if !known || part.index < 0 {
                 Err(code::UNKNOWN_TOPIC_OR_PARTITION)
-            } else if part.records.as_ref().is_some_and(|r| !records_fit_version(version, r)) {
-                Err(code::INVALID_RECORD)
+            } else if let Some(c) = part.records.as_ref().and_then(|r| produce_records_error(version, r)) {
+                Err(c)
             } else if let Some(records) = part.records {
                 let (shard, topic) = (shard.clone(), t.name.clone());
                 let target = owner(&topic, part.index, shard.shards);
@@ -687,20 +728,34 @@ fn fetch_magic(version: i16) -> i8 {
 
 /// One pass over every requested partition, within the request's byte budgets. Readers of an
 /// older format get newer batches down-converted (SPEC T1.1), here on the connection's shard,
-/// within the same byte budget.
-async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest) -> (FetchResponse, usize) {
+/// within the same byte budget. The records are held against the shard's fetch memory
+/// budget (the returned [`Held`]): the first partition read waits for its share; once the
+/// pass has data, a partition whose share is not free now reports offsets only (waiting
+/// while holding could deadlock the budget), and the client fetches it next time.
+async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest) -> (FetchResponse, usize, Held) {
     let magic = fetch_magic(version);
-    // The request's total, capped by the broker (Kafka's fetch.max.bytes default, 55 MiB).
-    let mut budget = (f.max_bytes.max(0) as usize).min(MAX_FETCH_BYTES);
+    // The request's total, capped by the broker's `fetch.max.bytes`.
+    let mut budget = (f.max_bytes.max(0) as usize).min(shard.config.limits.fetch_max_bytes);
     let mut total = 0usize;
+    let mut held = Held::default();
     let mut topics = Vec::new();
     for t in &f.topics {
         let mut partitions = Vec::new();
         for p in &t.partitions {
             // KIP-74: only the first partition with data may exceed the budget (by one batch);
             // once it is spent, the rest report offsets only.
-            let max =
+            let mut max =
                 if total > 0 && budget == 0 { 0 } else { (p.partition_max_bytes.max(0) as usize).min(budget).max(1) };
+            let mut part_held = Held::default();
+            if max > 0 {
+                if held.units() == 0 {
+                    part_held = shard.fetch_memory.reserve(max as u64).await;
+                } else if let Some(h) = shard.fetch_memory.try_reserve(max as u64) {
+                    part_held = h;
+                } else {
+                    max = 0;
+                }
+            }
             let target = owner(&t.topic, p.partition, shard.shards);
             let op = ShardOp::Fetch {
                 topic: t.topic.clone(),
@@ -726,6 +781,16 @@ async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest) -> (Fetch
                     }
                 }
             }
+            // Keep what the records take (a first batch larger than its share takes what is
+            // free of the difference).
+            let len = records.len() as u64;
+            if len > part_held.units() {
+                if let Some(more) = shard.fetch_memory.try_reserve(len - part_held.units()) {
+                    part_held.absorb(more);
+                }
+            }
+            part_held.shrink(len);
+            held.absorb(part_held);
             budget = budget.saturating_sub(records.len());
             total += records.len();
             partitions.push(FetchPartitionResponse {
@@ -742,18 +807,19 @@ async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest) -> (Fetch
         }
         topics.push(FetchTopicResponse { topic: t.topic.clone(), partitions, ..Default::default() });
     }
-    (FetchResponse { topics, ..Default::default() }, total)
+    (FetchResponse { topics, ..Default::default() }, total, held)
 }
 
 /// Fetch with long polling: until `min_bytes` are there or `max_wait_ms` passes.
-async fn fetch(shard: &Rc<Shard>, version: i16, f: FetchRequest) -> FetchResponse {
+async fn fetch(shard: &Rc<Shard>, version: i16, f: FetchRequest) -> (FetchResponse, Held) {
     let deadline = Instant::now() + Duration::from_millis(f.max_wait_ms.clamp(0, 60_000) as u64);
     loop {
-        let (resp, bytes) = fetch_once(shard, version, &f).await;
+        let (resp, bytes, held) = fetch_once(shard, version, &f).await;
         let has_error = resp.topics.iter().flat_map(|t| &t.partitions).any(|p| p.error_code != code::NONE);
         if bytes >= f.min_bytes.max(0) as usize || has_error || Instant::now() >= deadline {
-            return resp;
+            return (resp, held);
         }
+        drop(held);
         glommio::timer::sleep(Duration::from_millis(5).min(deadline - Instant::now())).await;
     }
 }

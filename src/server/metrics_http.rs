@@ -1,7 +1,11 @@
 //! `--metrics-listen`: a minimal HTTP/1.1 endpoint on shard 0. `GET /metrics` gathers every
-//! shard's histograms and counters over the mesh and answers Prometheus text; anything else is
-//! a 404. One request per connection, a bounded request head, and nothing here touches data.
+//! shard's histograms and counters over the mesh and answers Prometheus text. With
+//! `--fault-injection` (tests only) it also takes disk faults: `POST /faults?op=..&fault=..`
+//! installs a rule (see [`crate::io::faults::parse_rule`]), `GET /faults` lists them,
+//! `DELETE /faults` removes them all. Anything else is a 404. One request per connection, a
+//! bounded request head, and nothing here touches data.
 
+use crate::io::faults;
 use crate::server::shard::{Shard, ShardOp, ShardReply};
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
@@ -42,17 +46,22 @@ async fn answer(shard: Rc<Shard>, mut stream: TcpStream) {
             Ok(n) => head.extend_from_slice(&buf[..n]),
         }
     }
-    let line = String::from_utf8_lossy(&head);
-    let (status, body) = if line.starts_with("GET /metrics ") || line.starts_with("GET /metrics?") {
-        let mut all = Vec::new();
-        for target in 0..shard.shards {
-            if let ShardReply::Metrics(m) = shard.call(target, ShardOp::Metrics).await {
-                all.push((target, *m));
+    let text = String::from_utf8_lossy(&head);
+    let mut words = text.split_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let (status, body) = match (method, path) {
+        ("GET", "/metrics") => {
+            let mut all = Vec::new();
+            for target in 0..shard.shards {
+                if let ShardReply::Metrics(m) = shard.call(target, ShardOp::Metrics).await {
+                    all.push((target, *m));
+                }
             }
+            ("200 OK", crate::metrics::prometheus(&all))
         }
-        ("200 OK", crate::metrics::prometheus(&all))
-    } else {
-        ("404 Not Found", "only /metrics is served here\n".to_string())
+        (_, "/faults") if shard.config.fault_injection => faults(method, query),
+        _ => ("404 Not Found", "only /metrics is served here\n".to_string()),
     };
     let response = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -60,4 +69,29 @@ async fn answer(shard: Rc<Shard>, mut stream: TcpStream) {
     );
     let _ = stream.write_all(response.as_bytes()).await;
     let _ = stream.close().await;
+}
+
+/// The `/faults` endpoint (`--fault-injection` only).
+fn faults(method: &str, query: &str) -> (&'static str, String) {
+    let list = || faults::installed().iter().map(|r| format!("{r:?}\n")).collect::<String>();
+    match method {
+        "GET" => ("200 OK", list()),
+        "DELETE" => {
+            faults::clear();
+            tracing::warn!("fault injection: every rule removed");
+            ("200 OK", String::new())
+        }
+        "POST" => {
+            let pairs = query.split('&').filter(|p| !p.is_empty()).map(|p| p.split_once('=').unwrap_or((p, "")));
+            match faults::parse_rule(pairs) {
+                Ok(rule) => {
+                    tracing::warn!(?rule, "fault injection: rule installed");
+                    faults::install(rule);
+                    ("200 OK", list())
+                }
+                Err(e) => ("400 Bad Request", format!("{e}\n")),
+            }
+        }
+        _ => ("405 Method Not Allowed", "GET, POST or DELETE\n".to_string()),
+    }
 }

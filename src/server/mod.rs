@@ -7,6 +7,7 @@ pub mod connection;
 pub mod coordinator;
 pub mod errors;
 pub mod handlers;
+pub mod limits;
 pub mod metrics_http;
 pub mod shard;
 
@@ -39,12 +40,16 @@ pub struct BrokerConfig {
     pub retention_check_interval: Duration,
     /// `socket.request.max.bytes`
     pub max_request_bytes: usize,
+    /// Limits on clients and the memory they may make the broker hold (docs/operations.md).
+    pub limits: limits::Limits,
     /// Topic defaults (`log.*` broker settings and topic names).
     pub log_defaults: LogConfig,
     /// Consumer groups and `__consumer_offsets` (`group.*`, `offsets.*`).
     pub coordinator: coordinator::CoordinatorConfig,
     /// `--metrics-listen`: where shard 0 serves Prometheus text at `/metrics`.
     pub metrics_listen: Option<SocketAddr>,
+    /// `--fault-injection`: the metrics endpoint also takes disk faults at `/faults` (tests).
+    pub fault_injection: bool,
 }
 
 /// Broker-level names that map onto topic settings, as in Kafka's server.properties.
@@ -84,9 +89,11 @@ impl BrokerConfig {
             num_partitions: 1,
             retention_check_interval: crate::storage::manager::DEFAULT_RETENTION_CHECK_INTERVAL,
             max_request_bytes: 100 * 1024 * 1024,
+            limits: limits::Limits::default(),
             log_defaults: LogConfig::default(),
             coordinator: coordinator::CoordinatorConfig::default(),
             metrics_listen: None,
+            fault_injection: false,
         })
     }
 
@@ -125,6 +132,27 @@ impl BrokerConfig {
                 self.max_request_bytes = n as usize;
             }
             "advertised.host" => self.advertised_host = value.trim().to_string(),
+            "max.connections" => self.limits.max_connections = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize,
+            "max.connections.per.ip" => {
+                self.limits.max_connections_per_ip = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize
+            }
+            "tidemark.max.inflight.requests.per.connection" => {
+                self.limits.max_inflight_per_connection = bounded(key, int(value)?, 1, 1024)? as usize
+            }
+            "queued.max.request.bytes" => {
+                // Kafka's -1 (unbounded) is not offered: memory is always bounded here.
+                self.limits.queued_max_request_bytes = bounded(key, int(value)?, 1 << 20, i64::MAX)? as u64
+            }
+            "tidemark.fetch.max.memory.bytes" => {
+                self.limits.fetch_max_memory_bytes = bounded(key, int(value)?, 1 << 20, i64::MAX)? as u64
+            }
+            "fetch.max.bytes" => {
+                self.limits.fetch_max_bytes = bounded(key, int(value)?, 1024, i32::MAX as i64)? as usize
+            }
+            "connections.max.idle.ms" => {
+                self.limits.connections_max_idle =
+                    Duration::from_millis(bounded(key, int(value)?, 100, i64::MAX)? as u64)
+            }
             "group.min.session.timeout.ms" => {
                 self.coordinator.limits.min_session_timeout_ms = bounded(key, int(value)?, 1, i32::MAX as i64)? as i32
             }
@@ -195,10 +223,43 @@ fn host_name() -> String {
         .unwrap_or_else(|| "localhost".to_string())
 }
 
+/// Take the data directory for this process: an exclusive `flock` on `<data-dir>/.lock`
+/// (holding our pid), held until the returned file drops. Fails fast, with a clear message,
+/// when the directory cannot be written or another broker holds it. The kernel releases the
+/// lock when a process dies, kill -9 included.
+fn lock_data_dir(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    use std::io::{Read, Seek, Write};
+    let path = dir.join(".lock");
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("data dir {} is not writable (opening {})", dir.display(), path.display()))?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = f.read_to_string(&mut pid);
+            bail!("data dir {} is in use by another tidemark process (pid {})", dir.display(), pid.trim());
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", path.display())),
+    }
+    let written = f
+        .set_len(0)
+        .and_then(|_| f.rewind())
+        .and_then(|_| write!(f, "{}", std::process::id()))
+        .and_then(|_| f.sync_all());
+    written.with_context(|| format!("data dir {} is not writable (writing {})", dir.display(), path.display()))?;
+    Ok(f)
+}
+
 /// Run the broker until `stop` is set (by SIGTERM/SIGINT in the binary).
 pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
+    let _lock = lock_data_dir(&config.data_dir)?;
     // Fail fast, with a clear message, when another process serves the port. (Not a test
     // bind: after a kill -9, connections of the old process linger and a plain bind fails,
     // while the shards' SO_REUSEPORT listeners bind fine.)
@@ -227,12 +288,13 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     }
     let config = Arc::new(config);
     let mesh = MeshBuilder::<ShardMsg, _>::full(config.shards, 1024);
+    let connections = limits::ConnectionTable::new(&config.limits);
     let mut handles = Vec::new();
     for id in 0..config.shards {
-        let (config, mesh, stop) = (config.clone(), mesh.clone(), stop.clone());
+        let (config, mesh, stop, connections) = (config.clone(), mesh.clone(), stop.clone(), connections.clone());
         let h = LocalExecutorBuilder::new(Placement::Fixed(id))
             .name(&format!("shard-{id}"))
-            .spawn(move || async move { run_shard(id, config, mesh, stop).await })
+            .spawn(move || async move { run_shard(id, config, mesh, stop, connections).await })
             .map_err(|e| anyhow::anyhow!("starting shard {id}: {e}"))?;
         handles.push(h);
     }
@@ -261,6 +323,7 @@ async fn run_shard(
     config: Arc<BrokerConfig>,
     mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
     stop: Arc<AtomicBool>,
+    connections: Arc<limits::ConnectionTable>,
 ) -> anyhow::Result<()> {
     let shard = match Shard::open(id, config.shards, config.clone()).await {
         Ok(s) => s,
@@ -316,7 +379,21 @@ async fn run_shard(
         match accepted {
             None => break,
             Some(Ok(stream)) => {
-                glommio::spawn_local(connection::serve(shard.clone(), stream)).detach();
+                let peer = stream.peer_addr().ok();
+                let ip = peer.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip());
+                match connections.admit(ip) {
+                    Ok(admitted) => {
+                        glommio::spawn_local(connection::serve(shard.clone(), stream, admitted)).detach();
+                    }
+                    Err(why) => {
+                        crate::metrics::count(crate::metrics::Counter::ConnectionsRefused, 1);
+                        if let Some(skipped) = shard.refusals_log.ready() {
+                            let peer = peer.map(|a| a.to_string()).unwrap_or_default();
+                            tracing::warn!(peer, reason = %why, refused_since_last_line = skipped, "connection refused; closing it");
+                        }
+                        drop(stream);
+                    }
+                }
             }
             Some(Err(e)) => {
                 // Out of descriptors and the like: back off instead of spinning.

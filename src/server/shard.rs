@@ -9,6 +9,7 @@ use crate::io::{Disk, DmaDisk};
 use crate::protocol::errors as code;
 use crate::server::coordinator::{Coordinator, GroupRequest, GroupResponse, OFFSETS_TOPIC};
 use crate::server::errors::{storage_code, topic_code};
+use crate::server::limits::{Budget, LogEvery};
 use crate::server::BrokerConfig;
 use crate::storage::manager::PartitionManager;
 use crate::storage::topics::TopicStore;
@@ -168,6 +169,13 @@ pub struct Shard {
     pub topics: RefCell<BTreeMap<String, TopicInfo>>,
     /// The consumer groups this shard coordinates.
     pub coordinator: Coordinator,
+    /// This shard's share of `queued.max.request.bytes`: request frames read, not answered.
+    pub request_memory: Budget,
+    /// This shard's share of `tidemark.fetch.max.memory.bytes`: fetched records not written.
+    pub fetch_memory: Budget,
+    /// Repeated log lines, at most one a second each: refused connections, failed reads.
+    pub refusals_log: LogEvery,
+    read_errors_log: LogEvery,
     clock: Clock,
     /// Shard 0 only: the persistent topic store, taken out while an operation on it awaits,
     /// with `store_lock` serializing those operations.
@@ -208,9 +216,14 @@ impl Shard {
         }
         manager.spawn_upkeep(config.retention_check_interval);
         let coordinator = Coordinator::new(config.coordinator.clone(), id);
+        let share = |total: u64| total / shards as u64;
         let shard = Rc::new(Shard {
             id,
             shards,
+            request_memory: Budget::new(share(config.limits.queued_max_request_bytes)),
+            fetch_memory: Budget::new(share(config.limits.fetch_max_memory_bytes)),
+            refusals_log: LogEvery::default(),
+            read_errors_log: LogEvery::default(),
             config,
             manager,
             topics: RefCell::new(topics),
@@ -389,7 +402,15 @@ impl Shard {
                 };
                 ShardReply::Fetch(match read {
                     Ok(bytes) => Ok(FetchOut { high_watermark: hw, log_start_offset: start, records: bytes }),
-                    Err(e) => Err((storage_code(&e), hw, start)),
+                    Err(e) => {
+                        let code = storage_code(&e);
+                        if code == code::KAFKA_STORAGE_ERROR {
+                            if let Some(skipped) = self.read_errors_log.ready() {
+                                tracing::warn!(topic, partition, offset, error = %e, failed_reads_since_last_line = skipped, "read failed: KAFKA_STORAGE_ERROR");
+                            }
+                        }
+                        Err((code, hw, start))
+                    }
                 })
             }
             ShardOp::ListOffsets { topic, partition, timestamp } => {
@@ -420,7 +441,7 @@ impl Shard {
             }
             ShardOp::Group { version, req } => ShardReply::Group(Coordinator::handle(self, version, req).await),
             ShardOp::AllocateProducerId => ShardReply::ProducerId(self.allocate_producer_id().await),
-            ShardOp::Metrics => ShardReply::Metrics(Box::new(crate::metrics::snapshot())),
+            ShardOp::Metrics => ShardReply::Metrics(Box::new(self.metrics())),
             ShardOp::TopicAltered { name, config, overrides } => {
                 self.manager.set_topic_config(&name, &config);
                 if let Some(t) = self.topics.borrow_mut().get_mut(&name) {
@@ -446,6 +467,23 @@ impl Shard {
                 ShardReply::Done
             }
         }
+    }
+
+    /// This shard's measurements, with its gauges read now.
+    fn metrics(&self) -> crate::metrics::ShardMetrics {
+        let mut m = crate::metrics::snapshot();
+        let suspended = self.manager.partitions().iter().filter(|(_, p)| p.log().flush_failures() > 0).count();
+        let (req, fetch) = (&self.request_memory, &self.fetch_memory);
+        m.gauges = vec![
+            ("request_memory_bytes", "Bytes of requests read and not yet answered.", req.in_use()),
+            ("request_memory_peak_bytes", "The most request bytes held at once.", req.peak()),
+            ("request_memory_capacity_bytes", "This shard's share of queued.max.request.bytes.", req.capacity()),
+            ("fetch_memory_bytes", "Bytes of fetched records not yet written to clients.", fetch.in_use()),
+            ("fetch_memory_peak_bytes", "The most fetched bytes held at once.", fetch.peak()),
+            ("fetch_memory_capacity_bytes", "This shard's share of tidemark.fetch.max.memory.bytes.", fetch.capacity()),
+            ("partitions_writes_suspended", "Partitions whose last flush failed (appends refused).", suspended as u64),
+        ];
+        m
     }
 
     /// On shard 0: wait for the topic store (topic changes run one at a time) and take it out

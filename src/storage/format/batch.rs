@@ -39,7 +39,7 @@ pub const OFF_FIRST_TIMESTAMP: usize = 27;
 pub const OFF_MAX_TIMESTAMP: usize = 35;
 pub const OFF_RECORD_COUNT: usize = 57;
 
-const ATTR_COMPRESSION_MASK: i16 = 0x07;
+pub const ATTR_COMPRESSION_MASK: i16 = 0x07;
 const ATTR_LOG_APPEND_TIME: i16 = 0x08;
 const ATTR_TRANSACTIONAL: i16 = 0x10;
 const ATTR_CONTROL: i16 = 0x20;

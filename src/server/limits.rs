@@ -1,0 +1,307 @@
+//! Limits on what clients may make the broker hold: connections (per broker and per client
+//! address), requests in flight per connection, and memory for requests read but not yet
+//! answered and for fetched records not yet written back. Past a connection limit the new
+//! connection is closed with one log line (at most one a second, with a count of the others);
+//! past a memory budget the reader waits (TCP backpressure), so memory stays bounded whatever
+//! the clients send. docs/operations.md lists every limit.
+//!
+//! Who uses it: the accept loops (connection table, shared by every shard) and the connection
+//! tasks (the budgets, one pair per shard).
+
+use glommio::sync::Semaphore;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The limits, with Kafka's names where Kafka has the setting.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// `max.connections`: client connections the broker keeps at once.
+    pub max_connections: usize,
+    /// `max.connections.per.ip`: connections from one client address.
+    pub max_connections_per_ip: usize,
+    /// `tidemark.max.inflight.requests.per.connection`: requests of one connection handled at
+    /// once (their responses still leave in request order).
+    pub max_inflight_per_connection: usize,
+    /// `queued.max.request.bytes`: bytes of requests read and not yet answered, per broker
+    /// (each shard gets an equal share).
+    pub queued_max_request_bytes: u64,
+    /// `tidemark.fetch.max.memory.bytes`: bytes of fetched records held for responses not yet
+    /// written, per broker (each shard gets an equal share).
+    pub fetch_max_memory_bytes: u64,
+    /// `fetch.max.bytes`: the most one fetch response carries (a request asking more gets this).
+    pub fetch_max_bytes: usize,
+    /// `connections.max.idle.ms`: a connection that sends nothing for this long is closed; also
+    /// the longest a started request may take to arrive.
+    pub connections_max_idle: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 10_000,
+            max_connections_per_ip: 1_000,
+            max_inflight_per_connection: 16,
+            queued_max_request_bytes: 512 << 20,
+            fetch_max_memory_bytes: 512 << 20,
+            fetch_max_bytes: 55 << 20,
+            connections_max_idle: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Why a connection was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    Broker(usize),
+    Ip(usize),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Broker(n) => write!(f, "max.connections={n} reached"),
+            Refused::Ip(n) => write!(f, "max.connections.per.ip={n} reached for this address"),
+        }
+    }
+}
+
+/// Open client connections, counted across every shard.
+#[derive(Debug)]
+pub struct ConnectionTable {
+    max: usize,
+    max_per_ip: usize,
+    open: Mutex<(usize, HashMap<IpAddr, usize>)>,
+}
+
+impl ConnectionTable {
+    pub fn new(limits: &Limits) -> Arc<Self> {
+        Arc::new(ConnectionTable {
+            max: limits.max_connections,
+            max_per_ip: limits.max_connections_per_ip,
+            open: Mutex::new((0, HashMap::new())),
+        })
+    }
+
+    /// Count a new connection from `ip`, or refuse it. The connection is counted until the
+    /// returned guard drops.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, Refused> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if open.0 >= self.max {
+            return Err(Refused::Broker(self.max));
+        }
+        let n = open.1.entry(ip).or_insert(0);
+        if *n >= self.max_per_ip {
+            return Err(Refused::Ip(self.max_per_ip));
+        }
+        *n += 1;
+        open.0 += 1;
+        Ok(Admitted { table: self.clone(), ip })
+    }
+
+    /// Connections open now.
+    pub fn open_count(&self) -> usize {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).0
+    }
+}
+
+/// A shard-local limit on a repeated log line (a refused connection, a failing read): at most
+/// one a second, saying how many were left out since the last.
+#[derive(Debug, Default)]
+pub struct LogEvery {
+    last: Cell<Option<Instant>>,
+    skipped: Cell<u64>,
+}
+
+impl LogEvery {
+    /// `Some(lines left out since the last one)` when a line may be written now.
+    pub fn ready(&self) -> Option<u64> {
+        let now = Instant::now();
+        if self.last.get().is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+            self.skipped.set(self.skipped.get() + 1);
+            return None;
+        }
+        self.last.set(Some(now));
+        Some(self.skipped.replace(0))
+    }
+}
+
+/// A counted connection; dropping it frees its place.
+#[derive(Debug)]
+pub struct Admitted {
+    table: Arc<ConnectionTable>,
+    ip: IpAddr,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut open = self.table.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.0 -= 1;
+        if let Some(n) = open.1.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.1.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// A shard's memory budget of `capacity` bytes. Reservations larger than the whole budget
+/// are clamped to it (such a request runs alone).
+#[derive(Debug)]
+pub struct Budget {
+    sem: Rc<Semaphore>,
+    capacity: u64,
+    /// The most held at once since the start (a gauge: the bound at work).
+    peak: Cell<u64>,
+}
+
+impl Budget {
+    pub fn new(capacity: u64) -> Budget {
+        let capacity = capacity.max(1);
+        Budget { sem: Rc::new(Semaphore::new(capacity)), capacity, peak: Cell::new(0) }
+    }
+
+    /// Wait until `bytes` (clamped to the capacity) are free and hold them.
+    pub async fn reserve(&self, bytes: u64) -> Held {
+        let units = bytes.min(self.capacity);
+        match self.sem.acquire(units).await {
+            Ok(()) => self.held(units),
+            Err(_) => Held::default(), // never closed
+        }
+    }
+
+    /// Hold `bytes` (clamped) if they are free now.
+    pub fn try_reserve(&self, bytes: u64) -> Option<Held> {
+        let units = bytes.min(self.capacity);
+        match self.sem.try_acquire(units) {
+            Ok(true) => Some(self.held(units)),
+            _ => None,
+        }
+    }
+
+    fn held(&self, units: u64) -> Held {
+        self.peak.set(self.peak.get().max(self.in_use()));
+        Held { sem: Some(self.sem.clone()), units }
+    }
+
+    /// The most held at once so far.
+    pub fn peak(&self) -> u64 {
+        self.peak.get()
+    }
+
+    /// Bytes held now.
+    pub fn in_use(&self) -> u64 {
+        self.capacity - self.sem.available()
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+}
+
+/// Bytes held from a [`Budget`], given back when dropped.
+#[derive(Debug, Default)]
+pub struct Held {
+    sem: Option<Rc<Semaphore>>,
+    units: u64,
+}
+
+impl Held {
+    /// Keep at most `bytes`, giving back the rest now.
+    pub fn shrink(&mut self, bytes: u64) {
+        if bytes < self.units {
+            if let Some(sem) = &self.sem {
+                sem.signal(self.units - bytes);
+            }
+            self.units = bytes;
+        }
+    }
+
+    /// Take over what `other` holds (both must come from the same budget, or `self` empty).
+    pub fn absorb(&mut self, mut other: Held) {
+        if other.units == 0 {
+            return;
+        }
+        match (&self.sem, &other.sem) {
+            (None, _) => self.sem = other.sem.take(),
+            (Some(mine), Some(theirs)) => debug_assert!(Rc::ptr_eq(mine, theirs), "held from two budgets"),
+            (Some(_), None) => {}
+        }
+        self.units += std::mem::take(&mut other.units);
+    }
+
+    pub fn units(&self) -> u64 {
+        self.units
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let (Some(sem), true) = (&self.sem, self.units > 0) {
+            sem.signal(self.units);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Connection counts per broker and per address are enforced and freed on drop.
+    #[test]
+    fn connection_table_counts_and_frees() {
+        let limits = Limits { max_connections: 3, max_connections_per_ip: 2, ..Limits::default() };
+        let t = ConnectionTable::new(&limits);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let a1 = t.admit(a).unwrap();
+        let _a2 = t.admit(a).unwrap();
+        assert_eq!(t.admit(a).unwrap_err(), Refused::Ip(2));
+        let _b1 = t.admit(b).unwrap();
+        assert_eq!(t.admit(b).unwrap_err(), Refused::Broker(3));
+        drop(a1);
+        assert_eq!(t.open_count(), 2);
+        let _b2 = t.admit(b).unwrap();
+        assert_eq!(t.admit(b).unwrap_err(), Refused::Broker(3));
+    }
+
+    // A repeated line is written once a second at most, with the count of those left out.
+    #[test]
+    fn log_every_limits_and_counts() {
+        let l = LogEvery::default();
+        assert_eq!(l.ready(), Some(0));
+        assert_eq!(l.ready(), None);
+        assert_eq!(l.ready(), None);
+        l.last.set(Some(Instant::now() - Duration::from_millis(1_001)));
+        assert_eq!(l.ready(), Some(2));
+    }
+
+    // A budget never hands out more than its capacity; shrinking and dropping give bytes
+    // back; an oversized reservation is clamped to the whole budget.
+    #[test]
+    fn budget_bounds_what_is_held() {
+        glommio::LocalExecutor::default().run(async {
+            let b = Budget::new(100);
+            let mut h1 = b.reserve(60).await;
+            assert!(b.try_reserve(50).is_none());
+            h1.shrink(10);
+            let h2 = b.try_reserve(50).expect("50 free after the shrink");
+            assert_eq!(b.in_use(), 60);
+            let mut all = Held::default();
+            all.absorb(h1);
+            all.absorb(h2);
+            assert_eq!(all.units(), 60);
+            drop(all);
+            assert_eq!(b.in_use(), 0);
+            assert_eq!(b.peak(), 60);
+            let big = b.reserve(1_000).await;
+            assert_eq!(big.units(), 100);
+            assert_eq!(b.peak(), 100);
+            assert!(b.try_reserve(1).is_none());
+        });
+    }
+}
