@@ -1,4 +1,5 @@
 """Start the real tidemark binary on 127.0.0.1 with a random port and a fresh data dir."""
+import http.client
 import os
 import signal
 import socket
@@ -68,3 +69,64 @@ def broker():
         yield b
         if b.proc.poll() is None:
             b.stop()
+
+
+class FaultyBroker(Broker):
+    """A broker whose metrics endpoint (on its own port) takes disk-fault rules at /faults
+    (`serve --fault-injection`)."""
+
+    def __init__(self, data_dir, port):
+        super().__init__(data_dir, port)
+        self.metrics_port = free_port()
+
+    def start(self, *extra):
+        super().start("--metrics-listen", "127.0.0.1:%d" % self.metrics_port, "--fault-injection", *extra)
+
+    def http(self, method, path):
+        """(status, body) of one request to the metrics endpoint."""
+        c = http.client.HTTPConnection("127.0.0.1", self.metrics_port, timeout=10)
+        try:
+            c.request(method, path)
+            r = c.getresponse()
+            return r.status, r.read().decode()
+        finally:
+            c.close()
+
+    def inject(self, **rule):
+        status, body = self.http("POST", "/faults?" + "&".join("%s=%s" % kv for kv in rule.items()))
+        assert status == 200, body
+
+    def heal(self):
+        status, body = self.http("DELETE", "/faults")
+        assert status == 200, body
+
+    def metric(self, name):
+        """The sum over shards of a counter or gauge at /metrics."""
+        status, body = self.http("GET", "/metrics")
+        assert status == 200
+        values = [float(line.split()[-1]) for line in body.splitlines() if line.startswith("tidemark_%s{" % name)]
+        assert values, "no %s at /metrics" % name
+        return sum(values)
+
+    def stop(self, sig=signal.SIGTERM):
+        if sig == signal.SIGTERM and self.proc and self.proc.poll() is None:
+            self.http("DELETE", "/faults")  # a clean stop needs a working disk
+        super().stop(sig)
+
+
+@pytest.fixture
+def start_broker():
+    """A function that starts a broker with extra `serve` arguments, each on a fresh data dir
+    and port (`faults=True`: a FaultyBroker); every broker it started is stopped at the end."""
+    started = []
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as d:
+        def start(*extra, faults=False):
+            b = (FaultyBroker if faults else Broker)(os.path.join(d, "data-%d" % len(started)), free_port())
+            os.makedirs(b.data_dir)
+            b.start(*extra)
+            started.append(b)
+            return b
+        yield start
+        for b in started:
+            if b.proc.poll() is None:
+                b.stop()
