@@ -169,7 +169,8 @@ fuzz_target!(|data: &[u8]| {
             all_valid = false;
         }
         let t = info.max_timestamp.saturating_sub(i64::from(mode >> 4));
-        let _ = stored::first_record_at_or_after(&info, entry, t, LIMIT);
+        let _ = stored::first_record_at_or_after(&info, entry, t, i64::MIN, LIMIT);
+        let _ = stored::max_record_from(&info, entry, i64::MIN, LIMIT);
         check_entry(entry, base, now);
     }
     all_valid &= walk.pos() == buf.len();

@@ -5,9 +5,10 @@
 
 use crate::io::Disk;
 use crate::storage::error::{StorageError, StorageResult};
-use crate::storage::format::stored::{first_record_at_or_after, BatchInfo, BatchWalk};
+use crate::storage::format::index::encode_log_start;
+use crate::storage::format::stored::{first_record_at_or_after, max_record_from, BatchInfo, BatchWalk};
 use crate::storage::format::FormatError;
-use crate::storage::log::{delete_segment_files, Log, ReadPlan, ReadUpTo, TimePlan};
+use crate::storage::log::{delete_segment_files, Log, ReadPlan, ReadUpTo, TimePlan, LOG_START_FILE};
 use bytes::Bytes;
 use std::cell::{RefCell, RefMut};
 
@@ -77,8 +78,10 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
             // Skip batches whose max timestamp is below t; in the first that reaches t, the
             // first record that does.
             TimePlan::Scan { from, t, limit } => {
-                scan_batches(cell, from, limit, upto, |h, batch, dlimit| first_record_at_or_after(h, batch, t, dlimit))
-                    .await
+                scan_batches(cell, from, limit, upto, |h, batch, dlimit| {
+                    first_record_at_or_after(h, batch, t, from, dlimit)
+                })
+                .await
             }
             // The largest timestamp below the limit, scanning back from it region by region
             // (an entry's offset to the start of the region after it) until the best found
@@ -103,10 +106,10 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
                     scan_batches(cell, from, end, upto, |h, batch, dlimit| {
                         if h.max_timestamp >= 0 && region.is_none_or(|(_, ts)| h.max_timestamp > ts) {
                             // An answer at or past the region's end is not one (a damaged
-                            // wrapper's offsets can claim anything), as in `scan_batches`.
-                            if let Some(found) = first_record_at_or_after(h, batch, h.max_timestamp, dlimit)?
-                                .filter(|&(offset, _)| offset < end)
-                            {
+                            // wrapper's offsets can claim anything), as in `scan_batches`; the
+                            // records of a batch straddling the log start may all fall short.
+                            let beats = |&(offset, ts): &(i64, i64)| offset < end && region.is_none_or(|(_, r)| ts > r);
+                            if let Some(found) = max_record_from(h, batch, from, dlimit)?.filter(beats) {
                                 region = Some(found);
                             }
                         }
@@ -194,6 +197,9 @@ pub async fn maintain<D: Disk, C: LogCell<D>>(cell: &C, now: i64) -> StorageResu
         }
     }
     removed.extend(cell.log().take_expired_by_size());
+    // Segments left wholly below a log start that DeleteRecords moved (rolled then).
+    let start = cell.log().log_start_offset();
+    removed.extend(cell.log().take_segments_before(start));
     let (disk, dir) = {
         let log = cell.log();
         (log.disk().clone(), log.dir().to_path_buf())
@@ -203,6 +209,26 @@ pub async fn maintain<D: Disk, C: LogCell<D>>(cell: &C, now: i64) -> StorageResu
         delete_segment_files(&disk, &dir, base).await?;
     }
     Ok(removed)
+}
+
+/// DeleteRecords (KIP-107): move the log start to `offset` (`-1`: the high watermark; never
+/// back), durably first ([`LOG_START_FILE`]), then delete the segments wholly below it.
+/// Returns the new log start. The caller runs one at a time per log (the file is replaced
+/// whole).
+pub async fn delete_records<D: Disk, C: LogCell<D>>(cell: &C, offset: i64, now: i64) -> StorageResult<i64> {
+    let (target, current, disk, dir) = {
+        let log = cell.log();
+        (log.start_after_delete(offset)?, log.log_start_offset(), log.disk().clone(), log.dir().to_path_buf())
+    };
+    if target > current {
+        disk.write_file_atomic(&dir.join(LOG_START_FILE), &encode_log_start(target)).await?;
+        let removed = cell.log().set_log_start(target, now);
+        for &base in &removed {
+            tracing::info!(dir = %dir.display(), base, start = target, "deleting segment (below the log start)");
+            delete_segment_files(&disk, &dir, base).await?;
+        }
+    }
+    Ok(cell.log().log_start_offset())
 }
 
 /// Delete the sealed segments wholly below `offset` ([`Log::take_segments_before`]) and their

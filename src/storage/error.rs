@@ -13,9 +13,11 @@ pub enum StorageError {
     /// A batch larger than `max.message.bytes` (MESSAGE_TOO_LARGE).
     #[error("batch of {size} bytes exceeds max.message.bytes {max}")]
     BatchTooLarge { size: usize, max: u64 },
-    /// A CreateTime record outside the allowed window (INVALID_TIMESTAMP, SPEC T3.1).
+    /// A CreateTime record outside the allowed window (INVALID_TIMESTAMP, SPEC T3.1). For a
+    /// v2 batch, `records` lists every record out of the window as (index in the batch, its
+    /// timestamp): Kafka's per-record errors (KIP-467).
     #[error("timestamp {ts} is outside the allowed range [{lo}, {hi}]")]
-    InvalidTimestamp { ts: i64, lo: i64, hi: i64 },
+    InvalidTimestamp { ts: i64, lo: i64, hi: i64, records: Vec<(i32, i64)> },
     /// An empty records section where at least one batch is required (INVALID_REQUEST).
     #[error("no record batch in the request")]
     EmptyAppend,

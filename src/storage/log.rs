@@ -18,10 +18,11 @@ use crate::io::{align_down, align_up, Disk, DiskFile, IoError, PAGE};
 use crate::metrics::{self, Stage};
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::batch::{
-    check_produced, patched_header, with_timestamp_type, BatchHeader, RecordStats, TimestampType, HEADER_LEN, MAGIC_V2,
+    check_produced, patched_header, timestamps_outside, with_timestamp_type, BatchHeader, RecordStats, TimestampType,
+    HEADER_LEN, MAGIC_V2,
 };
 use crate::storage::format::index::decode_time_index;
-use crate::storage::format::index::{decode_clean_marker, decode_offset_index, encode_clean_marker};
+use crate::storage::format::index::{decode_clean_marker, decode_log_start, decode_offset_index, encode_clean_marker};
 use crate::storage::format::legacy;
 use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWalk, MAX_HEADER_LEN};
 use crate::storage::format::FormatError;
@@ -40,6 +41,9 @@ use std::sync::Arc;
 
 /// File name of the clean-shutdown marker in a partition directory.
 pub const CLEAN_MARKER: &str = "clean-shutdown";
+
+/// File name of the log start offset that DeleteRecords set (docs/format.md, section 8a).
+pub const LOG_START_FILE: &str = "log-start-offset";
 /// Window of sequential reads during recovery scans.
 const SCAN_WINDOW: usize = 1 << 20;
 /// Bound on a legacy wrapper's inner messages when a scan decompresses it (the largest
@@ -138,6 +142,9 @@ pub struct Log<D: Disk> {
     last_append_ms: i64,
     /// Idempotent producers' sequences ([`ProducerState`]).
     producers: ProducerState,
+    /// The log start offset DeleteRecords set (KIP-107), persisted in [`LOG_START_FILE`]; the
+    /// log start is the larger of it and the first segment's base offset.
+    start_offset: i64,
 }
 
 /// Result of scanning a segment's batches.
@@ -637,6 +644,17 @@ impl<D: Disk> Log<D> {
             );
         }
         report.segments = segments.len();
+        // KIP-107: a log start moved by DeleteRecords, never past the log end.
+        let start_offset = match disk.read_file(&dir.join(LOG_START_FILE)).await? {
+            Some(bytes) => match decode_log_start(&bytes) {
+                Some(o) => o.min(next_offset),
+                None => {
+                    tracing::warn!(dir = %dir.display(), "unreadable {LOG_START_FILE}: the log starts at its first segment");
+                    i64::MIN
+                }
+            },
+            None => i64::MIN,
+        };
         let log = Log {
             disk,
             dir: dir.to_path_buf(),
@@ -652,6 +670,7 @@ impl<D: Disk> Log<D> {
             deleted_last_ts: None,
             last_append_ms: roll_reference_ms,
             producers,
+            start_offset,
         };
         Ok((log, report))
     }
@@ -704,8 +723,41 @@ impl<D: Disk> Log<D> {
         &self.config
     }
 
+    /// The first offset a reader may ask for: the first segment's base offset, or past it
+    /// where DeleteRecords moved the start.
     pub fn log_start_offset(&self) -> i64 {
+        self.first_base().max(self.start_offset)
+    }
+
+    /// The base offset of the oldest segment.
+    fn first_base(&self) -> i64 {
         *self.segments.keys().next().expect("a log has a segment")
+    }
+
+    /// DeleteRecords (KIP-107): the log start that deleting the records below `offset` gives
+    /// (`-1`: below the high watermark); the current one when `offset` is not past it. An
+    /// offset below zero or past the high watermark is refused (OFFSET_OUT_OF_RANGE).
+    pub fn start_after_delete(&self, offset: i64) -> StorageResult<i64> {
+        let (start, hw) = (self.log_start_offset(), self.durable_next_offset);
+        let target = if offset == -1 { hw } else { offset };
+        if !(0..=hw).contains(&target) {
+            return Err(StorageError::OffsetOutOfRange { offset, start, end: hw });
+        }
+        Ok(target.max(start))
+    }
+
+    /// Move the log start to `offset` (persisted by the caller in [`LOG_START_FILE`] first,
+    /// never past the high watermark) and remove from the log the sealed segments that now
+    /// lie wholly below it; the caller deletes their files. A non-empty active segment wholly
+    /// below it is rolled, to go at a later upkeep pass.
+    pub fn set_log_start(&mut self, offset: i64, now: i64) -> Vec<i64> {
+        assert!(offset <= self.durable_next_offset, "log start {offset} past the high watermark");
+        self.start_offset = self.start_offset.max(offset);
+        let active = self.active();
+        if active.state == SegmentState::Active && active.size > 0 && active.next_offset <= self.start_offset {
+            self.roll(now);
+        }
+        self.take_segments_before(self.log_start_offset())
     }
 
     pub fn log_end_offset(&self) -> i64 {
@@ -771,7 +823,7 @@ impl<D: Disk> Log<D> {
                 && (stats.min_ts < 0 || stats.min_ts < lo || stats.max_ts > hi)
             {
                 let ts = if stats.min_ts < lo || stats.min_ts < 0 { stats.min_ts } else { stats.max_ts };
-                return Err(StorageError::InvalidTimestamp { ts, lo, hi });
+                return Err(StorageError::InvalidTimestamp { ts, lo, hi, records: Vec::new() });
             }
             Ok(())
         };
@@ -788,7 +840,15 @@ impl<D: Disk> Log<D> {
             }
             let checked = if info.magic == MAGIC_V2 {
                 let (h, stats) = check_produced(bytes, limit)?;
-                check_window(stats)?;
+                check_window(stats).map_err(|e| match e {
+                    // Refused: name every record out of the window (KIP-467; only on this
+                    // path, so accepted batches are not walked twice).
+                    StorageError::InvalidTimestamp { ts, lo, hi, .. } => {
+                        let records = timestamps_outside(&h, bytes, limit, lo, hi).unwrap_or_default();
+                        StorageError::InvalidTimestamp { ts, lo, hi, records }
+                    }
+                    e => e,
+                })?;
                 // What to store: CreateTime: the type bit cleared and the records' true largest
                 // timestamp; LogAppendTime: the bit set and `now`.
                 let max_ts = if ts_type == TimestampType::LogAppendTime { now } else { stats.max_ts };
@@ -1244,7 +1304,7 @@ impl<D: Disk> Log<D> {
         let retention = retention.min(i64::MAX as u64) as i64;
         let mut removed = Vec::new();
         loop {
-            let base = self.log_start_offset();
+            let base = self.first_base();
             let seg = &self.segments[&base];
             let largest = match self.largest_timestamp_of(base) {
                 Ok(Some(t)) => t,
@@ -1405,6 +1465,11 @@ impl<D: Disk> Log<D> {
     /// Lookup by time (SPEC T6), for an exclusive owner.
     pub async fn offset_for_time(&mut self, t: i64, upto: ReadUpTo) -> StorageResult<Option<(i64, i64)>> {
         crate::storage::access::offset_for_time(&RefCell::new(self), t, upto).await
+    }
+
+    /// DeleteRecords (KIP-107), for an exclusive owner: see [`crate::storage::access::delete_records`].
+    pub async fn delete_records(&mut self, offset: i64, now: i64) -> StorageResult<i64> {
+        crate::storage::access::delete_records(&RefCell::new(self), offset, now).await
     }
 
     /// Time-based roll and retention (SPEC T7), for an exclusive owner.

@@ -41,6 +41,8 @@ pub struct Partition<D: Disk> {
     /// A `flush.ms` timer is pending.
     timer_armed: Cell<bool>,
     closed: Cell<bool>,
+    /// DeleteRecords calls run one at a time (each replaces the log start file whole).
+    deleting: glommio::sync::Semaphore,
 }
 
 impl<D: Disk> Partition<D> {
@@ -53,6 +55,7 @@ impl<D: Disk> Partition<D> {
             flusher_running: Cell::new(false),
             timer_armed: Cell::new(false),
             closed: Cell::new(false),
+            deleting: glommio::sync::Semaphore::new(1),
         };
         Ok((Rc::new(p), report))
     }
@@ -211,6 +214,19 @@ impl<D: Disk> Partition<D> {
     pub fn roll(self: &Rc<Self>) {
         self.log.borrow_mut().roll((self.clock)());
         self.kick();
+    }
+
+    /// DeleteRecords (KIP-107): the log start moves to `offset` (`-1`: the high watermark),
+    /// durably; returns the new log start. Reads below it are out of range, and the segments
+    /// wholly below it are deleted now or, for an active one (rolled), at the next upkeep.
+    pub async fn delete_records(self: &Rc<Self>, offset: i64) -> StorageResult<i64> {
+        if self.closed.get() {
+            return Err(StorageError::Closed);
+        }
+        let _one = self.deleting.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
+        let start = access::delete_records(&self.log, offset, (self.clock)()).await?;
+        self.kick();
+        Ok(start)
     }
 
     /// Delete the sealed segments wholly below `offset`; see [`Log::take_segments_before`].

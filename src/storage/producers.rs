@@ -93,6 +93,18 @@ impl ProducerState {
         self.producers.is_empty()
     }
 
+    /// Every known producer, by id: (producer id, epoch, last sequence, broker time of its
+    /// last append) (DescribeProducers).
+    pub fn active(&self) -> Vec<(i64, i16, i32, i64)> {
+        let mut out: Vec<_> = self
+            .producers
+            .iter()
+            .map(|(&pid, p)| (pid, p.epoch, p.batches.back().map_or(-1, |b| b.last_seq), p.last_append_ms))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// Apply the rules to a batch of producer `pid`, `epoch`, sequences `first..=last`.
     pub fn check(&self, pid: i64, epoch: i16, first: i32, last: i32) -> Result<Verdict, SequenceError> {
         let Some(p) = self.producers.get(&pid) else {

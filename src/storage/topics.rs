@@ -28,6 +28,8 @@ pub enum TopicError {
     InvalidName(String, &'static str),
     #[error("invalid partition count {0}")]
     InvalidPartitions(i64),
+    #[error("the topic {name} currently has {current} partition(s); {requested} would not be an increase")]
+    NotAnIncrease { name: String, current: u32, requested: i64 },
     #[error(transparent)]
     InvalidConfig(#[from] ConfigError),
     #[error("corrupt topic file {0}: {1}")]
@@ -192,6 +194,26 @@ impl<D: Disk> TopicStore<D> {
         self.persist(&meta).await?;
         self.topics.insert(name.to_string(), meta);
         Ok(config)
+    }
+
+    /// CreatePartitions: raise a topic's partition count to `count` (never lower; at most
+    /// 100000), persisted. Returns the old count and the topic's settings.
+    pub async fn grow(&mut self, name: &str, count: i64, validate_only: bool) -> Result<(u32, LogConfig), TopicError> {
+        let mut meta = self.topics.get(name).cloned().ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+        let current = meta.partitions;
+        if count <= current as i64 {
+            return Err(TopicError::NotAnIncrease { name: name.to_string(), current, requested: count });
+        }
+        if count > 100_000 {
+            return Err(TopicError::InvalidPartitions(count));
+        }
+        let config = self.config(name)?;
+        if !validate_only {
+            meta.partitions = count as u32;
+            self.persist(&meta).await?;
+            self.topics.insert(name.to_string(), meta);
+        }
+        Ok((current, config))
     }
 
     /// Forget a topic (its partition directories are removed by the caller).

@@ -287,29 +287,24 @@ pub fn check_produced(batch: &[u8], decompress_limit: usize) -> Result<(BatchHea
     Ok((h, stats))
 }
 
-/// The first record whose timestamp is `>= t`, as (offset, timestamp): LogAppendTime records
-/// all carry the batch's maxTimestamp; CreateTime records their own (decompressed if needed).
-pub fn first_record_at_or_after(
+/// The records of a checked batch whose timestamp lies outside `[lo, hi]` (or is negative
+/// other than -1, "none"), as (index in the batch, timestamp).
+pub fn timestamps_outside(
     h: &BatchHeader,
     batch: &[u8],
-    t: i64,
     limit: usize,
-) -> Result<Option<(i64, i64)>, FormatError> {
-    if h.max_timestamp < t || h.max_timestamp < 0 {
-        return Ok(None);
-    }
-    if h.timestamp_type() == TimestampType::LogAppendTime {
-        return Ok(Some((h.base_offset, h.max_timestamp)));
-    }
+    lo: i64,
+    hi: i64,
+) -> Result<Vec<(i32, i64)>, FormatError> {
     let records = records_section(h, batch, limit)?;
-    for r in Records::new(&records, h.record_count) {
-        let r = r?;
-        let ts = h.first_timestamp.saturating_add(r.timestamp_delta);
-        if ts != -1 && ts >= t {
-            return Ok(Some((h.base_offset + r.offset_delta as i64, ts)));
+    let mut out = Vec::new();
+    for (i, r) in Records::new(&records, h.record_count).enumerate() {
+        let ts = h.first_timestamp.saturating_add(r?.timestamp_delta);
+        if ts != -1 && (ts < 0 || ts < lo || ts > hi) {
+            out.push((i as i32, ts));
         }
     }
-    Ok(None)
+    Ok(out)
 }
 
 /// The 61-byte header of `batch` with a new base offset and, if given, new attributes and

@@ -74,9 +74,44 @@ pub fn decode_clean_marker(b: &[u8]) -> Option<(i64, Option<i64>)> {
     Some((end, (last != i64::MIN).then_some(last)))
 }
 
+/// The log start offset file (`log-start-offset`): ASCII `TMSTART1`, the log start offset
+/// (i64 BE), CRC-32C of the 16 bytes before it. Written when DeleteRecords moves the log start
+/// past the first segment's base offset (KIP-107).
+pub fn encode_log_start(offset: i64) -> Vec<u8> {
+    let mut b = b"TMSTART1".to_vec();
+    b.extend_from_slice(&offset.to_be_bytes());
+    let crc = crc32c::crc32c(&b);
+    b.extend_from_slice(&crc.to_be_bytes());
+    b
+}
+
+/// The offset in a log start offset file, or `None` if the bytes are not a valid one.
+pub fn decode_log_start(b: &[u8]) -> Option<i64> {
+    if b.len() != 20 || &b[0..8] != b"TMSTART1" {
+        return None;
+    }
+    let crc = u32::from_be_bytes(b[16..20].try_into().ok()?);
+    (crc32c::crc32c(&b[..16]) == crc).then(|| i64::from_be_bytes(b[8..16].try_into().expect("8 bytes")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_start_round_trip_and_corruption() {
+        for o in [0, 42, i64::MAX] {
+            assert_eq!(decode_log_start(&encode_log_start(o)), Some(o));
+        }
+        let m = encode_log_start(42);
+        for i in 0..m.len() {
+            let mut bad = m.clone();
+            bad[i] ^= 0x10;
+            assert_eq!(decode_log_start(&bad), None, "byte {i} flipped");
+        }
+        assert_eq!(decode_log_start(&m[..19]), None);
+        assert_eq!(decode_log_start(&[]), None);
+    }
 
     #[test]
     fn offset_index_round_trip_and_validation() {

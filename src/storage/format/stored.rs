@@ -112,26 +112,88 @@ pub fn check_stored(bytes: &[u8]) -> Result<BatchInfo, FormatError> {
     }
 }
 
-/// The first record of a stored batch whose timestamp is `>= t`, as (offset, timestamp),
-/// decompressing within `limit` bytes where needed. Records without a timestamp never match.
+/// The first record of a stored batch at or after offset `from` whose timestamp is `>= t`, as
+/// (offset, timestamp), decompressing within `limit` bytes where needed. Records without a
+/// timestamp never match.
 pub fn first_record_at_or_after(
     info: &BatchInfo,
     bytes: &[u8],
     t: i64,
+    from: i64,
     limit: usize,
 ) -> Result<Option<(i64, i64)>, FormatError> {
-    if info.max_timestamp < t || info.max_timestamp < 0 {
+    if info.max_timestamp < t || info.max_timestamp < 0 || info.last_offset < from {
         return Ok(None);
     }
+    let mut found = None;
+    record_times(info, bytes, from, limit, |offset, ts| {
+        let hit = ts != -1 && ts >= t;
+        if hit {
+            found = Some((offset, ts));
+        }
+        hit
+    })?;
+    Ok(found)
+}
+
+/// The first record with the largest timestamp among the records of a stored batch at or
+/// after offset `from`, as (offset, timestamp); `None` when none has a timestamp.
+pub fn max_record_from(
+    info: &BatchInfo,
+    bytes: &[u8],
+    from: i64,
+    limit: usize,
+) -> Result<Option<(i64, i64)>, FormatError> {
+    if info.max_timestamp < 0 || info.last_offset < from {
+        return Ok(None);
+    }
+    let mut best: Option<(i64, i64)> = None;
+    record_times(info, bytes, from, limit, |offset, ts| {
+        if ts != -1 && best.is_none_or(|(_, b)| ts > b) {
+            best = Some((offset, ts));
+        }
+        // Nothing beats the batch's own largest timestamp.
+        best.is_some_and(|(_, b)| b >= info.max_timestamp)
+    })?;
+    Ok(best)
+}
+
+/// Visit the records of a stored batch at or after offset `from`, in order, with the timestamp
+/// a reader sees (a LogAppendTime v2 batch's records all carry its maxTimestamp), until `visit`
+/// returns true.
+fn record_times(
+    info: &BatchInfo,
+    bytes: &[u8],
+    from: i64,
+    limit: usize,
+    mut visit: impl FnMut(i64, i64) -> bool,
+) -> Result<(), FormatError> {
     if info.magic == MAGIC_V2 {
-        return batch::first_record_at_or_after(&BatchHeader::parse(bytes)?, bytes, t, limit);
+        let h = BatchHeader::parse(bytes)?;
+        if h.timestamp_type() == TimestampType::LogAppendTime {
+            let first = h.base_offset.max(from);
+            if first <= h.last_offset() {
+                visit(first, h.max_timestamp);
+            }
+            return Ok(());
+        }
+        let records = batch::records_section(&h, bytes, limit)?;
+        for r in batch::Records::new(&records, h.record_count) {
+            let r = r?;
+            let offset = h.base_offset.saturating_add(r.offset_delta as i64);
+            if offset >= from && visit(offset, h.first_timestamp.saturating_add(r.timestamp_delta)) {
+                break;
+            }
+        }
+        return Ok(());
     }
     let mut scratch = Vec::new();
-    let found = legacy::records(bytes, &mut scratch, limit)?
-        .into_iter()
-        .find(|r| r.timestamp != -1 && r.timestamp >= t)
-        .map(|r| (r.offset, r.timestamp));
-    Ok(found)
+    for r in legacy::records(bytes, &mut scratch, limit)? {
+        if r.offset >= from && visit(r.offset, r.timestamp) {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Walks concatenated batches of any magic in a buffer, header by header, without checking
