@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 use proptest::prelude::*;
+use tidemark::protocol::admin::*;
 use tidemark::protocol::codec::{Reader, TaggedFields, Writer};
 use tidemark::protocol::groups::*;
 use tidemark::protocol::messages::*;
@@ -338,6 +339,56 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
             producer_epoch: g.i16(),
             tags: g.tags(),
         }),
+        CREATE_PARTITIONS => Request::CreatePartitions(CreatePartitionsRequest {
+            topics: (0..g.len())
+                .map(|_| CreatePartitionsTopic {
+                    name: g.string(),
+                    count: g.i32(),
+                    assignments: g.bool().then(|| {
+                        (0..g.len())
+                            .map(|_| CreatePartitionsAssignment { broker_ids: g.ints(), tags: g.tags() })
+                            .collect()
+                    }),
+                    tags: g.tags(),
+                })
+                .collect(),
+            timeout_ms: g.i32(),
+            validate_only: g.bool(),
+            tags: g.tags(),
+        }),
+        DELETE_RECORDS => Request::DeleteRecords(DeleteRecordsRequest {
+            topics: (0..g.len())
+                .map(|_| DeleteRecordsTopic {
+                    name: g.string(),
+                    partitions: (0..g.len())
+                        .map(|_| DeleteRecordsPartition { partition_index: g.i32(), offset: g.i64(), tags: g.tags() })
+                        .collect(),
+                    tags: g.tags(),
+                })
+                .collect(),
+            timeout_ms: g.i32(),
+            tags: g.tags(),
+        }),
+        DESCRIBE_LOG_DIRS => Request::DescribeLogDirs(DescribeLogDirsRequest {
+            topics: g.bool().then(|| {
+                (0..g.len())
+                    .map(|_| DescribableLogDirTopic { topic: g.string(), partitions: g.ints(), tags: g.tags() })
+                    .collect()
+            }),
+            tags: g.tags(),
+        }),
+        DESCRIBE_CLUSTER => Request::DescribeCluster(DescribeClusterRequest {
+            include_cluster_authorized_operations: g.bool(),
+            endpoint_type: g.i8(),
+            include_fenced_brokers: g.bool(),
+            tags: g.tags(),
+        }),
+        DESCRIBE_PRODUCERS => Request::DescribeProducers(DescribeProducersRequest {
+            topics: (0..g.len())
+                .map(|_| DescribeProducersTopic { name: g.string(), partition_indexes: g.ints(), tags: g.tags() })
+                .collect(),
+            tags: g.tags(),
+        }),
         _ => unreachable!(),
     }
 }
@@ -390,6 +441,11 @@ fn round_trip_request(req: Request, version: i16) {
         Request::ListGroups(mut m) => encode_request(&header, &mut m),
         Request::DeleteGroups(mut m) => encode_request(&header, &mut m),
         Request::InitProducerId(mut m) => encode_request(&header, &mut m),
+        Request::CreatePartitions(mut m) => encode_request(&header, &mut m),
+        Request::DeleteRecords(mut m) => encode_request(&header, &mut m),
+        Request::DescribeLogDirs(mut m) => encode_request(&header, &mut m),
+        Request::DescribeCluster(mut m) => encode_request(&header, &mut m),
+        Request::DescribeProducers(mut m) => encode_request(&header, &mut m),
     }
     .unwrap();
     let (h, decoded) = decode_request(frame.slice(4..)).unwrap();
@@ -420,6 +476,11 @@ fn round_trip_request(req: Request, version: i16) {
         Request::ListGroups(mut m) => round_trip(&mut m, LIST_GROUPS, version),
         Request::DeleteGroups(mut m) => round_trip(&mut m, DELETE_GROUPS, version),
         Request::InitProducerId(mut m) => round_trip(&mut m, INIT_PRODUCER_ID, version),
+        Request::CreatePartitions(mut m) => round_trip(&mut m, CREATE_PARTITIONS, version),
+        Request::DeleteRecords(mut m) => round_trip(&mut m, DELETE_RECORDS, version),
+        Request::DescribeLogDirs(mut m) => round_trip(&mut m, DESCRIBE_LOG_DIRS, version),
+        Request::DescribeCluster(mut m) => round_trip(&mut m, DESCRIBE_CLUSTER, version),
+        Request::DescribeProducers(mut m) => round_trip(&mut m, DESCRIBE_PRODUCERS, version),
     }
 }
 
@@ -446,6 +507,11 @@ fn api_of(r: &Request) -> i16 {
         Request::ListGroups(_) => LIST_GROUPS,
         Request::DeleteGroups(_) => DELETE_GROUPS,
         Request::InitProducerId(_) => INIT_PRODUCER_ID,
+        Request::CreatePartitions(_) => CREATE_PARTITIONS,
+        Request::DeleteRecords(_) => DELETE_RECORDS,
+        Request::DescribeLogDirs(_) => DESCRIBE_LOG_DIRS,
+        Request::DescribeCluster(_) => DESCRIBE_CLUSTER,
+        Request::DescribeProducers(_) => DESCRIBE_PRODUCERS,
     }
 }
 
@@ -603,7 +669,15 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen) {
                     })
                     .collect(),
                 throttle_time_ms: g.i32(),
-                tags: g.tags(),
+                supported_features: (0..g.len())
+                    .map(|_| FeatureRange { name: g.string(), min: g.i16(), max: g.i16(), tags: g.tags() })
+                    .collect(),
+                finalized_features_epoch: if g.bool() { -1 } else { g.i64() },
+                finalized_features: (0..g.len())
+                    .map(|_| FeatureRange { name: g.string(), min: g.i16(), max: g.i16(), tags: g.tags() })
+                    .collect(),
+                // Tags past the three feature fields (3: ZkMigrationReady).
+                tags: TaggedFields(g.tags().0.into_iter().map(|(t, b)| (t + 3, b)).collect()),
             },
             api,
             version,
@@ -924,6 +998,134 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen) {
             api,
             version,
         ),
+        CREATE_PARTITIONS => round_trip(
+            &mut CreatePartitionsResponse {
+                throttle_time_ms: g.i32(),
+                results: (0..g.len())
+                    .map(|_| CreatePartitionsTopicResult {
+                        name: g.string(),
+                        error_code: g.i16(),
+                        error_message: g.opt_string(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        DELETE_RECORDS => round_trip(
+            &mut DeleteRecordsResponse {
+                throttle_time_ms: g.i32(),
+                topics: (0..g.len())
+                    .map(|_| DeleteRecordsTopicResult {
+                        name: g.string(),
+                        partitions: (0..g.len())
+                            .map(|_| DeleteRecordsPartitionResult {
+                                partition_index: g.i32(),
+                                low_watermark: g.i64(),
+                                error_code: g.i16(),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        DESCRIBE_LOG_DIRS => round_trip(
+            &mut DescribeLogDirsResponse {
+                throttle_time_ms: g.i32(),
+                error_code: g.i16(),
+                results: (0..g.len())
+                    .map(|_| DescribeLogDirsResult {
+                        error_code: g.i16(),
+                        log_dir: g.string(),
+                        topics: (0..g.len())
+                            .map(|_| DescribeLogDirsTopic {
+                                name: g.string(),
+                                partitions: (0..g.len())
+                                    .map(|_| DescribeLogDirsPartition {
+                                        partition_index: g.i32(),
+                                        partition_size: g.i64(),
+                                        offset_lag: g.i64(),
+                                        is_future_key: g.bool(),
+                                        tags: g.tags(),
+                                    })
+                                    .collect(),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                        total_bytes: g.i64(),
+                        usable_bytes: g.i64(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        DESCRIBE_CLUSTER => round_trip(
+            &mut DescribeClusterResponse {
+                throttle_time_ms: g.i32(),
+                error_code: g.i16(),
+                error_message: g.opt_string(),
+                endpoint_type: g.i8(),
+                cluster_id: g.string(),
+                controller_id: g.i32(),
+                brokers: (0..g.len())
+                    .map(|_| DescribeClusterBroker {
+                        broker_id: g.i32(),
+                        host: g.string(),
+                        port: g.i32(),
+                        rack: g.opt_string(),
+                        is_fenced: g.bool(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                cluster_authorized_operations: g.i32(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        DESCRIBE_PRODUCERS => round_trip(
+            &mut DescribeProducersResponse {
+                throttle_time_ms: g.i32(),
+                topics: (0..g.len())
+                    .map(|_| DescribeProducersTopicResponse {
+                        name: g.string(),
+                        partitions: (0..g.len())
+                            .map(|_| DescribeProducersPartition {
+                                partition_index: g.i32(),
+                                error_code: g.i16(),
+                                error_message: g.opt_string(),
+                                active_producers: (0..g.len())
+                                    .map(|_| ProducerStateEntry {
+                                        producer_id: g.i64(),
+                                        producer_epoch: g.i32(),
+                                        last_sequence: g.i32(),
+                                        last_timestamp: g.i64(),
+                                        coordinator_epoch: g.i32(),
+                                        current_txn_start_offset: g.i64(),
+                                        tags: g.tags(),
+                                    })
+                                    .collect(),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
         _ => unreachable!(),
     }
 }
@@ -967,24 +1169,24 @@ fn unsupported_requests_keep_their_header() {
     let e = decode_request(Bytes::from(frame)).unwrap_err();
     assert_eq!(e.header.unwrap().correlation_id, 42);
     assert_eq!(e.error, ProtoError::UnknownApi(999));
-    // kafka-python asks ApiVersions v4 first (flexible header v2): answered with the header.
+    // A client newer than tidemark asks ApiVersions v5 (Kafka 4.4) (flexible header v2): answered with the header.
     let header = RequestHeader {
         api_key: API_VERSIONS,
-        api_version: 4,
+        api_version: 5,
         correlation_id: 9,
         client_id: Some("kafka-python".into()),
         tags: TaggedFields::default(),
     };
     let mut w = Writer::new(true);
     w.buf.extend_from_slice(&API_VERSIONS.to_be_bytes());
-    w.buf.extend_from_slice(&4i16.to_be_bytes());
+    w.buf.extend_from_slice(&5i16.to_be_bytes());
     w.buf.extend_from_slice(&9i32.to_be_bytes());
     w.buf.extend_from_slice(&12i16.to_be_bytes());
     w.buf.extend_from_slice(b"kafka-python");
     w.buf.extend_from_slice(&[0, 1, 1, 0]); // tags, name "", version "", tags
     let e = decode_request(w.buf.freeze()).unwrap_err();
     assert_eq!(e.header.as_ref().map(|h| h.correlation_id), Some(9));
-    assert_eq!(e.error, ProtoError::UnsupportedVersion { api: API_VERSIONS, version: 4 });
+    assert_eq!(e.error, ProtoError::UnsupportedVersion { api: API_VERSIONS, version: 5 });
     // The answer: a v0 response (header v0, error 35) listing what we support.
     let mut resp = api_versions_response(errors::UNSUPPORTED_VERSION);
     let v0 = RequestHeader { api_version: 0, ..header };
@@ -1097,7 +1299,8 @@ fn check_request<M: Message>(api: i16, version: i16, body: B, mut expected: M, u
 fn check_response<M: Message>(api: i16, version: i16, body: B, mut expected: M) {
     let header = RequestHeader { api_key: api, api_version: version, correlation_id: 1, ..Default::default() };
     let mut frame = 1i32.to_be_bytes().to_vec();
-    if is_flexible(api, version) {
+    // Response header v1 for flexible versions, except ApiVersions (always v0).
+    if is_flexible(api, version) && api != API_VERSIONS {
         frame.push(0);
     }
     frame.extend_from_slice(&body.0);
@@ -1696,4 +1899,272 @@ fn absent_fields_decode_as_kafkas_defaults() {
     let frame = B::default().i32(0).arr(1).i16(0).s("g").s("").s("").s("").arr(0).0;
     let (_, d): (i32, DescribeGroupsResponse) = decode_response(&header, Bytes::from(frame)).unwrap();
     assert_eq!(d.groups[0].authorized_operations, i32::MIN);
+}
+
+/// CreatePartitions: v0 (classic) and v2 (flexible) layouts from Kafka's JSON, null assignments.
+#[test]
+fn create_partitions_exact_bytes() {
+    let unwrap = |r| if let Request::CreatePartitions(m) = r { Some(m) } else { None };
+    let expected = CreatePartitionsRequest {
+        topics: vec![CreatePartitionsTopic { name: "t".into(), count: 4, assignments: None, ..Default::default() }],
+        timeout_ms: 30_000,
+        validate_only: true,
+        ..Default::default()
+    };
+    check_request(
+        CREATE_PARTITIONS,
+        0,
+        B::default().arr(1).s("t").i32(4).i32(-1).i32(30_000).i8(1),
+        expected.clone(),
+        unwrap,
+    );
+    check_request(
+        CREATE_PARTITIONS,
+        2,
+        B::default().carr(1).cs("t").i32(4).clen(None).tags().i32(30_000).i8(1).tags(),
+        expected,
+        unwrap,
+    );
+    check_response(
+        CREATE_PARTITIONS,
+        3,
+        B::default().i32(0).carr(1).cs("t").i16(37).cs("no").tags().tags(),
+        CreatePartitionsResponse {
+            results: vec![CreatePartitionsTopicResult {
+                name: "t".into(),
+                error_code: 37,
+                error_message: Some("no".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    );
+}
+
+/// DeleteRecords v0 and v2: topics, partitions with their offsets, the timeout; the answer's
+/// low watermark before the error code.
+#[test]
+fn delete_records_exact_bytes() {
+    let unwrap = |r| if let Request::DeleteRecords(m) = r { Some(m) } else { None };
+    let expected = DeleteRecordsRequest {
+        topics: vec![DeleteRecordsTopic {
+            name: "t".into(),
+            partitions: vec![DeleteRecordsPartition { partition_index: 1, offset: -1, ..Default::default() }],
+            ..Default::default()
+        }],
+        timeout_ms: 500,
+        ..Default::default()
+    };
+    check_request(
+        DELETE_RECORDS,
+        0,
+        B::default().arr(1).s("t").arr(1).i32(1).i64(-1).i32(500),
+        expected.clone(),
+        unwrap,
+    );
+    check_request(
+        DELETE_RECORDS,
+        2,
+        B::default().carr(1).cs("t").carr(1).i32(1).i64(-1).tags().tags().i32(500).tags(),
+        expected,
+        unwrap,
+    );
+    check_response(
+        DELETE_RECORDS,
+        1,
+        B::default().i32(0).arr(1).s("t").arr(1).i32(1).i64(42).i16(0),
+        DeleteRecordsResponse {
+            topics: vec![DeleteRecordsTopicResult {
+                name: "t".into(),
+                partitions: vec![DeleteRecordsPartitionResult {
+                    partition_index: 1,
+                    low_watermark: 42,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    );
+}
+
+/// DescribeLogDirs: a null topic list means every partition; v3 adds the top-level error code,
+/// v4 the volume's total and usable bytes.
+#[test]
+fn describe_log_dirs_exact_bytes() {
+    let unwrap = |r| if let Request::DescribeLogDirs(m) = r { Some(m) } else { None };
+    check_request(DESCRIBE_LOG_DIRS, 1, B::default().i32(-1), DescribeLogDirsRequest::default(), unwrap);
+    check_request(DESCRIBE_LOG_DIRS, 4, B::default().clen(None).tags(), DescribeLogDirsRequest::default(), unwrap);
+    let one = DescribeLogDirsResult {
+        log_dir: "/d".into(),
+        topics: vec![DescribeLogDirsTopic {
+            name: "t".into(),
+            partitions: vec![DescribeLogDirsPartition { partition_index: 0, partition_size: 9, ..Default::default() }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    check_response(
+        DESCRIBE_LOG_DIRS,
+        0,
+        B::default().i32(0).arr(1).i16(0).s("/d").arr(1).s("t").arr(1).i32(0).i64(9).i64(0).i8(0),
+        DescribeLogDirsResponse { results: vec![one.clone()], ..Default::default() },
+    );
+    check_response(
+        DESCRIBE_LOG_DIRS,
+        4,
+        B::default()
+            .i32(0)
+            .i16(0)
+            .carr(1)
+            .i16(0)
+            .cs("/d")
+            .carr(1)
+            .cs("t")
+            .carr(1)
+            .i32(0)
+            .i64(9)
+            .i64(0)
+            .i8(0)
+            .tags()
+            .tags()
+            .i64(100)
+            .i64(60)
+            .tags()
+            .tags(),
+        DescribeLogDirsResponse {
+            results: vec![DescribeLogDirsResult { total_bytes: 100, usable_bytes: 60, ..one }],
+            ..Default::default()
+        },
+    );
+}
+
+/// DescribeCluster: flexible from v0; v1 adds the endpoint type (request and response), v2 the
+/// fenced flags.
+#[test]
+fn describe_cluster_exact_bytes() {
+    let unwrap = |r| if let Request::DescribeCluster(m) = r { Some(m) } else { None };
+    check_request(DESCRIBE_CLUSTER, 0, B::default().i8(0).tags(), DescribeClusterRequest::default(), unwrap);
+    check_request(
+        DESCRIBE_CLUSTER,
+        2,
+        B::default().i8(1).i8(1).i8(1).tags(),
+        DescribeClusterRequest {
+            include_cluster_authorized_operations: true,
+            include_fenced_brokers: true,
+            ..Default::default()
+        },
+        unwrap,
+    );
+    let broker = DescribeClusterBroker { broker_id: 0, host: "h".into(), port: 9092, ..Default::default() };
+    check_response(
+        DESCRIBE_CLUSTER,
+        1,
+        B::default()
+            .i32(0)
+            .i16(0)
+            .cnull()
+            .i8(1)
+            .cs("c")
+            .i32(0)
+            .carr(1)
+            .i32(0)
+            .cs("h")
+            .i32(9092)
+            .cnull()
+            .tags()
+            .i32(i32::MIN)
+            .tags(),
+        DescribeClusterResponse {
+            cluster_id: "c".into(),
+            controller_id: 0,
+            brokers: vec![broker],
+            ..Default::default()
+        },
+    );
+}
+
+/// DescribeProducers v0 (flexible): each active producer's id, epoch, last sequence and
+/// timestamp, coordinator epoch and transaction start.
+#[test]
+fn describe_producers_exact_bytes() {
+    check_request(
+        DESCRIBE_PRODUCERS,
+        0,
+        B::default().carr(1).cs("t").carr(1).i32(2).tags().tags(),
+        DescribeProducersRequest {
+            topics: vec![DescribeProducersTopic { name: "t".into(), partition_indexes: vec![2], ..Default::default() }],
+            ..Default::default()
+        },
+        |r| if let Request::DescribeProducers(m) = r { Some(m) } else { None },
+    );
+    check_response(
+        DESCRIBE_PRODUCERS,
+        0,
+        B::default()
+            .i32(0)
+            .carr(1)
+            .cs("t")
+            .carr(1)
+            .i32(2)
+            .i16(0)
+            .cnull()
+            .carr(1)
+            .i64(7)
+            .i32(1)
+            .i32(41)
+            .i64(99)
+            .i32(0)
+            .i64(-1)
+            .tags()
+            .tags()
+            .tags()
+            .tags(),
+        DescribeProducersResponse {
+            topics: vec![DescribeProducersTopicResponse {
+                name: "t".into(),
+                partitions: vec![DescribeProducersPartition {
+                    partition_index: 2,
+                    active_producers: vec![ProducerStateEntry {
+                        producer_id: 7,
+                        producer_epoch: 1,
+                        last_sequence: 41,
+                        last_timestamp: 99,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    );
+}
+
+/// ApiVersions v3 response: the feature fields are tagged fields 0 (SupportedFeatures: name,
+/// min, max), 1 (FinalizedFeaturesEpoch) and 2 (FinalizedFeatures: name, max level, min level),
+/// in tag order, each written only when not its default.
+#[test]
+fn api_versions_features_exact_bytes() {
+    let features = B::default().carr(1).cs("f").i16(1).i16(3).tags();
+    let finalized = B::default().carr(1).cs("f").i16(3).i16(2).tags();
+    let body = B::default().i16(0).carr(1).i16(18).i16(0).i16(4).tags().i32(0).i8(3).i8(0).i8(features.0.len() as i8);
+    let mut body = body;
+    body.0.extend_from_slice(&features.0);
+    body = body.i8(1).i8(8).i64(5).i8(2).i8(finalized.0.len() as i8);
+    body.0.extend_from_slice(&finalized.0);
+    check_response(
+        API_VERSIONS,
+        3,
+        body,
+        ApiVersionsResponse {
+            api_keys: vec![ApiVersion { api_key: 18, min_version: 0, max_version: 4, ..Default::default() }],
+            supported_features: vec![FeatureRange { name: "f".into(), min: 1, max: 3, ..Default::default() }],
+            finalized_features_epoch: 5,
+            finalized_features: vec![FeatureRange { name: "f".into(), min: 2, max: 3, ..Default::default() }],
+            ..Default::default()
+        },
+    );
+    // Defaults are not written: no tagged fields at all.
+    check_response(API_VERSIONS, 3, B::default().i16(0).carr(0).i32(0).tags(), ApiVersionsResponse::default());
 }

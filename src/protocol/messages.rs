@@ -38,13 +38,70 @@ pub struct ApiVersion {
     pub tags: TaggedFields,
 }
 
+/// A feature flag and a version range (SupportedFeatures: min and max version;
+/// FinalizedFeatures: max then min version level, in that order on the wire).
 #[derive(Debug, Clone, Default, PartialEq)]
+pub struct FeatureRange {
+    pub name: String,
+    pub min: i16,
+    pub max: i16,
+    pub tags: TaggedFields,
+}
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct ApiVersionsResponse {
     pub error_code: i16,
     pub api_keys: Vec<ApiVersion>,
     pub throttle_time_ms: i32,
-    /// Sent empty: librdkafka 2.0 (Debian's kcat) misreads tagged fields here.
+    /// v3+, tag 0.
+    pub supported_features: Vec<FeatureRange>,
+    /// v3+, tag 1; -1: unknown (not sent).
+    pub finalized_features_epoch: i64,
+    /// v3+, tag 2.
+    pub finalized_features: Vec<FeatureRange>,
+    /// Other tagged fields (ZkMigrationReady, tag 3, and any newer).
     pub tags: TaggedFields,
+}
+
+impl Default for ApiVersionsResponse {
+    fn default() -> Self {
+        ApiVersionsResponse {
+            error_code: 0,
+            api_keys: Vec::new(),
+            throttle_time_ms: 0,
+            supported_features: Vec::new(),
+            finalized_features_epoch: -1,
+            finalized_features: Vec::new(),
+            tags: TaggedFields::default(),
+        }
+    }
+}
+
+const TAG_SUPPORTED_FEATURES: u32 = 0;
+const TAG_FINALIZED_EPOCH: u32 = 1;
+const TAG_FINALIZED_FEATURES: u32 = 2;
+
+/// A feature array as a tagged field's bytes (compact encoding), `max_first` for
+/// FinalizedFeatures' field order.
+fn encode_features(features: &mut [FeatureRange], max_first: bool) -> ProtoResult<Bytes> {
+    let mut w = super::codec::Writer::new(true);
+    let mut v = features.to_vec();
+    features_codec(&mut w, &mut v, max_first)?;
+    Ok(w.buf.freeze())
+}
+
+fn features_codec<C: Codec>(c: &mut C, v: &mut Vec<FeatureRange>, max_first: bool) -> ProtoResult<()> {
+    array(c, v, |c, f| {
+        c.string(&mut f.name)?;
+        if max_first {
+            c.i16(&mut f.max)?;
+            c.i16(&mut f.min)?;
+        } else {
+            c.i16(&mut f.min)?;
+            c.i16(&mut f.max)?;
+        }
+        c.tagged(&mut f.tags)
+    })
 }
 
 impl Message for ApiVersionsResponse {
@@ -59,7 +116,40 @@ impl Message for ApiVersionsResponse {
         if v >= 1 {
             c.i32(&mut self.throttle_time_ms)?;
         }
-        c.tagged(&mut self.tags)
+        if v < 3 {
+            return Ok(());
+        }
+        // The feature fields are tagged (KIP-584): written when not their default, in tag
+        // order with the other tagged fields.
+        let mut tags = TaggedFields::default();
+        if !c.reading() {
+            if !self.supported_features.is_empty() {
+                tags.0.push((TAG_SUPPORTED_FEATURES, encode_features(&mut self.supported_features, false)?));
+            }
+            if self.finalized_features_epoch != -1 {
+                tags.0
+                    .push((TAG_FINALIZED_EPOCH, Bytes::copy_from_slice(&self.finalized_features_epoch.to_be_bytes())));
+            }
+            if !self.finalized_features.is_empty() {
+                tags.0.push((TAG_FINALIZED_FEATURES, encode_features(&mut self.finalized_features, true)?));
+            }
+            tags.0.extend(self.tags.0.iter().cloned());
+            tags.0.sort_by_key(|t| t.0);
+        }
+        c.tagged(&mut tags)?;
+        if c.reading() {
+            self.tags = TaggedFields::default();
+            for (tag, bytes) in tags.0 {
+                let mut r = super::codec::Reader::new(bytes.clone(), true);
+                match tag {
+                    TAG_SUPPORTED_FEATURES => features_codec(&mut r, &mut self.supported_features, false)?,
+                    TAG_FINALIZED_EPOCH => r.i64(&mut self.finalized_features_epoch)?,
+                    TAG_FINALIZED_FEATURES => features_codec(&mut r, &mut self.finalized_features, true)?,
+                    _ => self.tags.0.push((tag, bytes)),
+                }
+            }
+        }
+        Ok(())
     }
 }
 

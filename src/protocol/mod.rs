@@ -8,6 +8,7 @@
 //! plus tagged fields); response header v0 (`correlation_id`) or v1 for flexible versions,
 //! except ApiVersions responses, whose header is always v0 (KIP-511).
 
+pub mod admin;
 pub mod codec;
 pub mod errors;
 pub mod groups;
@@ -15,6 +16,7 @@ pub mod messages;
 
 pub use codec::{ProtoError, ProtoResult};
 
+use admin::*;
 use bytes::{BufMut, Bytes, BytesMut};
 use codec::{Codec, Reader, TaggedFields, Writer};
 use groups::*;
@@ -36,11 +38,16 @@ pub const LIST_GROUPS: i16 = 16;
 pub const API_VERSIONS: i16 = 18;
 pub const CREATE_TOPICS: i16 = 19;
 pub const DELETE_TOPICS: i16 = 20;
+pub const DELETE_RECORDS: i16 = 21;
 pub const INIT_PRODUCER_ID: i16 = 22;
 pub const DESCRIBE_CONFIGS: i16 = 32;
 pub const ALTER_CONFIGS: i16 = 33;
+pub const DESCRIBE_LOG_DIRS: i16 = 35;
+pub const CREATE_PARTITIONS: i16 = 37;
 pub const DELETE_GROUPS: i16 = 42;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
+pub const DESCRIBE_CLUSTER: i16 = 60;
+pub const DESCRIBE_PRODUCERS: i16 = 61;
 
 /// What tidemark implements: (API key, min version, max version, first flexible version).
 /// ApiVersions advertises exactly this table.
@@ -58,14 +65,19 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (SYNC_GROUP, 0, 5, 4),
     (DESCRIBE_GROUPS, 0, 5, 5),
     (LIST_GROUPS, 0, 4, 3),
-    (API_VERSIONS, 0, 3, 3),
+    (API_VERSIONS, 0, 4, 3),
     (CREATE_TOPICS, 0, 7, 5),
     (DELETE_TOPICS, 0, 6, 4),
+    (DELETE_RECORDS, 0, 2, 2),
     (INIT_PRODUCER_ID, 0, 4, 2),
     (DESCRIBE_CONFIGS, 0, 4, 4),
     (ALTER_CONFIGS, 0, 2, 2),
+    (DESCRIBE_LOG_DIRS, 0, 4, 2),
+    (CREATE_PARTITIONS, 0, 3, 2),
     (DELETE_GROUPS, 0, 2, 2),
     (INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
+    (DESCRIBE_CLUSTER, 0, 2, 0),
+    (DESCRIBE_PRODUCERS, 0, 0, 0),
 ];
 
 /// Whether `version` of `api` is flexible. Unknown APIs are treated as not flexible (their
@@ -130,6 +142,11 @@ pub enum Request {
     ListGroups(ListGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
     InitProducerId(InitProducerIdRequest),
+    CreatePartitions(CreatePartitionsRequest),
+    DeleteRecords(DeleteRecordsRequest),
+    DescribeLogDirs(DescribeLogDirsRequest),
+    DescribeCluster(DescribeClusterRequest),
+    DescribeProducers(DescribeProducersRequest),
 }
 
 /// Why a request frame could not be decoded: with the header when it could be read, so the
@@ -199,6 +216,11 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         LIST_GROUPS => body(&mut r, version).map(Request::ListGroups),
         DELETE_GROUPS => body(&mut r, version).map(Request::DeleteGroups),
         INIT_PRODUCER_ID => body(&mut r, version).map(Request::InitProducerId),
+        CREATE_PARTITIONS => body(&mut r, version).map(Request::CreatePartitions),
+        DELETE_RECORDS => body(&mut r, version).map(Request::DeleteRecords),
+        DESCRIBE_LOG_DIRS => body(&mut r, version).map(Request::DescribeLogDirs),
+        DESCRIBE_CLUSTER => body(&mut r, version).map(Request::DescribeCluster),
+        DESCRIBE_PRODUCERS => body(&mut r, version).map(Request::DescribeProducers),
         _ => unreachable!("checked against SUPPORTED"),
     }
     .map_err(|e| fail(&h, e))?;

@@ -35,7 +35,7 @@ pub fn topic_code(e: &TopicError) -> i16 {
         TopicError::AlreadyExists(_) => code::TOPIC_ALREADY_EXISTS,
         TopicError::Unknown(_) => code::UNKNOWN_TOPIC_OR_PARTITION,
         TopicError::InvalidName(..) => code::INVALID_TOPIC_EXCEPTION,
-        TopicError::InvalidPartitions(_) => code::INVALID_PARTITIONS,
+        TopicError::InvalidPartitions(_) | TopicError::NotAnIncrease { .. } => code::INVALID_PARTITIONS,
         TopicError::InvalidConfig(_) => code::INVALID_CONFIG,
         TopicError::Corrupt(..) | TopicError::Storage(_) => code::KAFKA_STORAGE_ERROR,
     }

@@ -5,6 +5,7 @@ use crate::protocol::errors as code;
 use crate::protocol::groups::*;
 use crate::protocol::messages::*;
 use crate::protocol::{api_versions_response, encode_response, ProtoError, ProtoResult, Request, RequestHeader};
+use crate::server::admin;
 use crate::server::coordinator::{group_shard, GroupRequest, GroupResponse, OFFSETS_TOPIC};
 use crate::server::limits::Held;
 use crate::server::shard::{owner, FetchOut, Shard, ShardOp, ShardReply};
@@ -47,7 +48,13 @@ pub async fn handle(
         // No side effects: the next request may start at once.
         Request::ApiVersions(_) => {
             dispatched.done();
-            encode_response(header, &mut api_versions_response(code::NONE)).map(Some)
+            let mut resp = api_versions_response(code::NONE);
+            // No feature flag is finalized here: every one Kafka defines (metadata.version,
+            // kraft.version, group.version, transaction.version, ...) names KRaft or protocols
+            // tidemark does not implement, and advertising one makes clients use them. The
+            // epoch says the (empty) set is settled.
+            resp.finalized_features_epoch = 0;
+            encode_response(header, &mut resp).map(Some)
         }
         Request::Fetch(f) => {
             dispatched.done();
@@ -191,6 +198,23 @@ pub async fn handle(
             let producer_epoch = if error_code == code::NONE { 0 } else { -1 };
             let mut resp = InitProducerIdResponse { error_code, producer_id, producer_epoch, ..Default::default() };
             encode_response(header, &mut resp).map(Some)
+        }
+        // Admin: partition-count changes and deletions complete before the next request.
+        Request::CreatePartitions(c) => {
+            encode_response(header, &mut admin::create_partitions(shard, c).await).map(Some)
+        }
+        Request::DeleteRecords(d) => encode_response(header, &mut admin::delete_records(shard, d).await).map(Some),
+        Request::DescribeLogDirs(d) => {
+            dispatched.done();
+            encode_response(header, &mut admin::describe_log_dirs(shard, d).await).map(Some)
+        }
+        Request::DescribeCluster(d) => {
+            dispatched.done();
+            encode_response(header, &mut admin::describe_cluster(shard, v, d)).map(Some)
+        }
+        Request::DescribeProducers(d) => {
+            dispatched.done();
+            encode_response(header, &mut admin::describe_producers(shard, d).await).map(Some)
         }
     }
 }
@@ -593,7 +617,7 @@ async fn metadata(shard: &Rc<Shard>, m: MetadataRequest) -> MetadataResponse {
             port: shard.config.advertised_port,
             ..Default::default()
         }],
-        cluster_id: Some("tidemark".to_string()),
+        cluster_id: Some(admin::CLUSTER_ID.to_string()),
         controller_id: shard.config.node_id,
         topics,
         cluster_authorized_operations: i32::MIN,
@@ -705,9 +729,20 @@ async fn produce(shard: &Rc<Shard>, version: i16, p: ProduceRequest, dispatched:
                         log_start_offset: start,
                         ..Default::default()
                     },
-                    Some(ShardReply::Produce(Err((c, start)))) => {
-                        ProducePartitionResponse { log_start_offset: start, ..error(index, c) }
-                    }
+                    Some(ShardReply::Produce(Err(refused))) => ProducePartitionResponse {
+                        log_start_offset: refused.log_start_offset,
+                        error_message: refused.message,
+                        record_errors: refused
+                            .record_errors
+                            .into_iter()
+                            .map(|(batch_index, why)| RecordError {
+                                batch_index,
+                                message: Some(why),
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..error(index, refused.code)
+                    },
                     _ => error(index, code::UNKNOWN_SERVER_ERROR),
                 },
             });

@@ -3,6 +3,7 @@
 //! elsewhere goes over the channel mesh. SIGTERM/SIGINT stop accepting, let requests finish,
 //! close every partition cleanly (close entries, clean markers) and exit.
 
+pub mod admin;
 pub mod connection;
 pub mod coordinator;
 pub mod errors;

@@ -13,7 +13,7 @@ use crate::server::limits::{Budget, LogEvery};
 use crate::server::BrokerConfig;
 use crate::storage::manager::PartitionManager;
 use crate::storage::topics::TopicStore;
-use crate::storage::{system_clock, Clock, ReadUpTo};
+use crate::storage::{system_clock, Clock, ReadUpTo, StorageError};
 use bytes::Bytes;
 use futures_channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
@@ -92,6 +92,35 @@ pub enum ShardOp {
     AllocateProducerId,
     /// A shard's latency histograms and counters (for /metrics).
     Metrics,
+    /// To shard 0: raise a topic's partition count (CreatePartitions), then broadcast.
+    CreatePartitions {
+        name: String,
+        count: i64,
+        validate_only: bool,
+    },
+    /// From shard 0 to every shard: a topic grew from `from` to `partitions` partitions; open
+    /// the new ones you own.
+    TopicGrown {
+        name: String,
+        from: u32,
+        partitions: u32,
+        config: LogConfig,
+    },
+    /// DeleteRecords on one partition: move its log start to `offset` (-1: the high watermark).
+    DeleteRecords {
+        topic: String,
+        partition: i32,
+        offset: i64,
+    },
+    /// DescribeProducers of one partition.
+    DescribeProducers {
+        topic: String,
+        partition: i32,
+    },
+    /// DescribeLogDirs: the partitions this shard owns (all, or those named), with sizes.
+    LogDirs {
+        only: Option<Vec<(String, Vec<i32>)>>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -101,11 +130,45 @@ pub struct FetchOut {
     pub records: Bytes,
 }
 
+/// Why a partition refused a produce: the error code, the log start offset (the Java
+/// producer reads it), a message, and the records that made a batch invalid (KIP-467: index in
+/// the batch, why).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ProduceRefused {
+    pub code: i16,
+    pub log_start_offset: i64,
+    pub message: Option<String>,
+    pub record_errors: Vec<(i32, String)>,
+}
+
+impl ProduceRefused {
+    pub fn code(code: i16) -> Self {
+        ProduceRefused { code, log_start_offset: -1, ..Default::default() }
+    }
+
+    /// From a storage error, with Kafka's messages for invalid timestamps.
+    fn from_storage(e: &StorageError, log_start_offset: i64) -> Self {
+        let (message, record_errors) = match e {
+            StorageError::InvalidTimestamp { lo, hi, records, .. } => (
+                "One or more records have been rejected due to invalid timestamp".to_string(),
+                records
+                    .iter()
+                    .map(|&(i, ts)| {
+                        let why = format!("Timestamp {ts} of message with offset {i} is out of range. The timestamp should be within [{lo}, {hi}]");
+                        (i, why)
+                    })
+                    .collect(),
+            ),
+            e => (e.to_string(), Vec::new()),
+        };
+        ProduceRefused { code: storage_code(e), log_start_offset, message: Some(message), record_errors }
+    }
+}
+
 #[derive(Debug)]
 pub enum ShardReply {
-    /// (base offset, log-append time, log start offset) or an error code.
-    /// An error carries the log start offset too (the Java producer reads it).
-    Produce(Result<(i64, i64, i64), (i16, i64)>),
+    /// (base offset, log-append time, log start offset), or why not.
+    Produce(Result<(i64, i64, i64), ProduceRefused>),
     Fetch(Result<FetchOut, (i16, i64, i64)>),
     ListOffsets(Result<Option<(i64, i64)>, i16>),
     /// The outcome of a topic change (create, delete, alter): an error code and message.
@@ -114,6 +177,12 @@ pub enum ShardReply {
     /// A producer id, or an error code.
     ProducerId(Result<i64, i16>),
     Metrics(Box<crate::metrics::ShardMetrics>),
+    /// The new log start offset, or an error code.
+    DeleteRecords(Result<i64, i16>),
+    /// (producer id, epoch, last sequence, last append ms) of each producer, or an error code.
+    Producers(Result<Vec<(i64, i16, i32, i64)>, i16>),
+    /// (topic, partition, bytes on disk, high watermark lag) of each partition.
+    LogDirs(Vec<(String, i32, u64, i64)>),
     Done,
 }
 
@@ -374,7 +443,7 @@ impl Shard {
         match op {
             ShardOp::Produce { topic, partition, records } => {
                 let Some(p) = self.manager.get(&topic, partition) else {
-                    return ShardReply::Produce(Err((code::UNKNOWN_TOPIC_OR_PARTITION, -1)));
+                    return ShardReply::Produce(Err(ProduceRefused::code(code::UNKNOWN_TOPIC_OR_PARTITION)));
                 };
                 ShardReply::Produce(match p.append(&records).await {
                     Ok(info) => {
@@ -384,7 +453,7 @@ impl Shard {
                     Err(e) => {
                         crate::metrics::count(crate::metrics::Counter::ProduceErrors, 1);
                         tracing::debug!(topic, partition, error = %e, "produce refused");
-                        Err((storage_code(&e), p.log().log_start_offset()))
+                        Err(ProduceRefused::from_storage(&e, p.log().log_start_offset()))
                     }
                 })
             }
@@ -442,6 +511,58 @@ impl Shard {
             ShardOp::Group { version, req } => ShardReply::Group(Coordinator::handle(self, version, req).await),
             ShardOp::AllocateProducerId => ShardReply::ProducerId(self.allocate_producer_id().await),
             ShardOp::Metrics => ShardReply::Metrics(Box::new(self.metrics())),
+            ShardOp::CreatePartitions { name, count, validate_only } => {
+                ShardReply::Admin(self.create_partitions(name, count, validate_only).await)
+            }
+            ShardOp::TopicGrown { name, from, partitions, config } => {
+                for p in from as i32..partitions as i32 {
+                    if owner(&name, p, self.shards) == self.id {
+                        // As for a new topic: data left by an interrupted deletion stays gone.
+                        if let Err(e) = self.manager.delete_partition(&name, p).await {
+                            tracing::error!(topic = name, partition = p, error = %e, "cannot clear old partition data");
+                        }
+                        if let Err(e) = self.manager.open_partition(&name, p, config.clone()).await {
+                            tracing::error!(topic = name, partition = p, error = %e, "cannot open new partition");
+                        }
+                    }
+                }
+                if let Some(t) = self.topics.borrow_mut().get_mut(&name) {
+                    t.partitions = t.partitions.max(partitions);
+                }
+                ShardReply::Done
+            }
+            ShardOp::DeleteRecords { topic, partition, offset } => {
+                let Some(p) = self.manager.get(&topic, partition) else {
+                    return ShardReply::DeleteRecords(Err(code::UNKNOWN_TOPIC_OR_PARTITION));
+                };
+                ShardReply::DeleteRecords(p.delete_records(offset).await.map_err(|e| {
+                    tracing::debug!(topic, partition, offset, error = %e, "DeleteRecords refused");
+                    storage_code(&e)
+                }))
+            }
+            ShardOp::DescribeProducers { topic, partition } => ShardReply::Producers(
+                self.manager
+                    .get(&topic, partition)
+                    .map(|p| p.log().producers().active())
+                    .ok_or(code::UNKNOWN_TOPIC_OR_PARTITION),
+            ),
+            ShardOp::LogDirs { only } => {
+                let wanted = |t: &str, p: i32| {
+                    only.as_ref().is_none_or(|o| o.iter().any(|(name, ps)| name == t && ps.contains(&p)))
+                };
+                let mut out: Vec<_> = self
+                    .manager
+                    .partitions()
+                    .into_iter()
+                    .filter(|(tp, _)| wanted(&tp.0, tp.1))
+                    .map(|(tp, p)| {
+                        let log = p.log();
+                        (tp.0, tp.1, log.size_bytes(), log.log_end_offset() - log.durable_offset())
+                    })
+                    .collect();
+                out.sort();
+                ShardReply::LogDirs(out)
+            }
             ShardOp::TopicAltered { name, config, overrides } => {
                 self.manager.set_topic_config(&name, &config);
                 if let Some(t) = self.topics.borrow_mut().get_mut(&name) {
@@ -609,6 +730,33 @@ impl Shard {
             Box::pin(self.call(shard, op)).await;
         }
         tracing::info!(topic = name, "topic settings changed");
+        Ok(())
+    }
+
+    /// On shard 0: raise a topic's partition count, persist it, then have every shard open
+    /// the new partitions it owns.
+    async fn create_partitions(
+        self: &Rc<Self>,
+        name: String,
+        count: i64,
+        validate_only: bool,
+    ) -> Result<(), (i16, String)> {
+        if name == OFFSETS_TOPIC {
+            // Groups are placed by the partition count: growing it would move them.
+            return Err((code::INVALID_REQUEST, format!("{OFFSETS_TOPIC} is internal: its partitions cannot change")));
+        }
+        let (_permit, mut store) = self.take_store().await?;
+        let result = store.grow(&name, count, validate_only).await.map_err(|e| (topic_code(&e), e.to_string()));
+        *self.store.borrow_mut() = Some(store);
+        let (from, config) = result?;
+        if validate_only {
+            return Ok(());
+        }
+        for shard in 0..self.shards {
+            let op = ShardOp::TopicGrown { name: name.clone(), from, partitions: count as u32, config: config.clone() };
+            Box::pin(self.call(shard, op)).await;
+        }
+        tracing::info!(topic = name, from, partitions = count, "partitions added");
         Ok(())
     }
 

@@ -679,7 +679,7 @@ def test_random_bodies_of_every_supported_request(broker):
 # ---------------------------------------------------------------------------------------------
 
 def test_unknown_api_keys_and_versions(broker):
-    """Unknown API keys (Kafka's DeleteRecords, CreatePartitions, DescribeCluster, which tidemark
+    """Unknown API keys (Kafka's AddPartitionsToTxn, EndTxn and DescribeQuorum, which tidemark
     lacks; 999; 32767; -1) and unsupported versions of every supported API (max + 1, 32767, -1)
     are answered, as docs/protocol.md says, with an ApiVersions v0 body: UNSUPPORTED_VERSION (35)
     and the supported versions, under the request's correlation id, header v0. The same
@@ -687,8 +687,8 @@ def test_unknown_api_keys_and_versions(broker):
     closes the connection on an unknown key; tidemark documents answering instead.)"""
     with Conn(broker) as c:
         error, supported = api_versions_v2(c)
-        assert error == NONE and supported[API_VERSIONS] == (0, 3) and supported[PRODUCE] == (0, 9)
-        requests = [(key, 0) for key in (21, 37, 60, 999, 32767, -1)]
+        assert error == NONE and supported[API_VERSIONS] == (0, 4) and supported[PRODUCE] == (0, 9)
+        requests = [(key, 0) for key in (24, 26, 55, 999, 32767, -1)]
         for key, (lo, hi) in sorted(supported.items()):
             requests += [(key, hi + 1), (key, 32767), (key, -1)]
         for key, version in requests:
