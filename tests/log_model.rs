@@ -49,6 +49,11 @@ enum Op {
         op: u8,
         fault: u8,
     },
+    /// DeleteRecords below an offset picked between the log start and the high watermark (or
+    /// -1, the high watermark, or one past it, refused).
+    DeleteRecords {
+        pick: u16,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -61,6 +66,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::CleanReopen),
         1 => (0u8..3, any::<u64>(), 0u8..4).prop_map(|(mode, seed, partial_flush)| Op::Crash { mode, seed, partial_flush }),
         1 => (0u8..3, 0u8..3).prop_map(|(op, fault)| Op::FailingFlush { op, fault }),
+        1 => any::<u16>().prop_map(|pick| Op::DeleteRecords { pick }),
     ]
 }
 
@@ -79,9 +85,12 @@ fn config() -> impl Strategy<Value = LogConfig> {
 }
 
 struct Model {
-    /// (base offset, stored bytes) of every batch still in the log.
+    /// (base offset, stored bytes) of every batch still in the log's segments (readable when
+    /// it ends past the log start).
     batches: Vec<(i64, Vec<u8>)>,
     next_offset: i64,
+    /// The log start DeleteRecords set (KIP-107).
+    start: i64,
 }
 
 fn info(b: &[u8]) -> BatchInfo {
@@ -154,21 +163,28 @@ async fn check_everything(log: &mut Log<MemDisk>, m: &Model) {
     assert_eq!(log.log_end_offset(), m.next_offset, "log end offset");
     assert!(log.durable_offset() <= log.log_end_offset());
     let start = log.log_start_offset();
-    assert_eq!(start, m.batches.first().map_or(m.next_offset, |b| b.0), "log start offset");
-    // Read everything back, batch run by batch run.
+    assert_eq!(start, m.start.max(m.batches.first().map_or(m.next_offset, |b| b.0)), "log start offset");
+    // Read everything back, batch run by batch run, from the start (the first batch may begin
+    // before it when DeleteRecords cut inside a batch).
     let mut at = start;
     let mut got = Vec::new();
     while at < m.next_offset {
         let bytes = log.read(at, 1 << 20, ReadUpTo::LogEnd).await.expect("read");
         let bs = stored_batches(&bytes);
         assert!(!bs.is_empty(), "no progress reading at {at}");
-        // Reads start at batch boundaries here, and offsets are contiguous.
         for (h, b) in bs {
-            got.push((at, b));
+            got.push(b);
             at = h.next_offset();
         }
     }
-    assert_eq!(got, m.batches, "log contents differ from the model");
+    let want: Vec<&Vec<u8>> = m.batches.iter().filter(|(_, b)| info(b).next_offset() > start).map(|(_, b)| b).collect();
+    assert!(got.iter().eq(want.iter().copied()), "log contents differ from the model");
+    if m.start > 0 {
+        assert!(
+            matches!(log.read(start - 1, 1, ReadUpTo::LogEnd).await, Err(StorageError::OffsetOutOfRange { .. })),
+            "a read below the log start {start}"
+        );
+    }
 }
 
 fn reopen(disk: &MemDisk, dir: &Path, config: &LogConfig) -> Log<MemDisk> {
@@ -183,7 +199,7 @@ proptest! {
         let disk = MemDisk::new();
         let dir = Path::new("/data/t-0");
         let mut log = reopen(&disk, dir, &config);
-        let mut m = Model { batches: Vec::new(), next_offset: 0 };
+        let mut m = Model { batches: Vec::new(), next_offset: 0, start: 0 };
         let mut tag = 0u64;
         for op in ops {
             match op {
@@ -251,11 +267,11 @@ proptest! {
                     let mut c = log.config().clone();
                     c.retention_bytes = None;
                     log.set_config(c);
-                    let start = log.log_start_offset();
-                    let dropped = m.batches.iter().take_while(|(b, _)| *b < start).count();
+                    let first = log.segment_bases()[0];
                     prop_assert!(removed.is_empty() || before - log.size_bytes() <= before.saturating_sub(bytes as u64), "deleted more than retention asks");
+                    prop_assert!(m.batches.iter().all(|(b, bytes)| *b >= first || info(bytes).next_offset() <= first), "retention cut inside a batch");
+                    let dropped = m.batches.iter().take_while(|(b, _)| *b < first).count();
                     m.batches.drain(..dropped);
-                    prop_assert_eq!(m.batches.first().map_or(m.next_offset, |b| b.0), start, "retention cut inside a batch");
                 }
                 Op::FailingFlush { op, fault } => {
                     // spec: T3.5 — a failed flush acknowledges nothing it did not make durable:
@@ -288,6 +304,29 @@ proptest! {
                     }
                     block_on(log.flush_all()).expect("flush after heal");
                     prop_assert_eq!(log.durable_offset(), m.next_offset);
+                }
+                Op::DeleteRecords { pick } => {
+                    // KIP-107: between the log start and the high watermark; -1 is the high
+                    // watermark; past it is refused and changes nothing.
+                    let (start, hw) = (log.log_start_offset(), log.durable_offset());
+                    let offset = match pick % 8 {
+                        0 => -1,
+                        1 => hw + 1,
+                        _ => start + (pick as i64 % (hw - start + 1)),
+                    };
+                    let r = block_on(log.delete_records(offset, NOW));
+                    if offset > hw {
+                        prop_assert!(matches!(r, Err(StorageError::OffsetOutOfRange { .. })), "delete past the high watermark");
+                    } else {
+                        let target = if offset == -1 { hw } else { offset };
+                        prop_assert_eq!(r.expect("delete records"), target.max(start));
+                        m.start = m.start.max(target);
+                        // Whole segments below the start are gone; never part of a batch.
+                        let first = log.segment_bases()[0];
+                        prop_assert!(m.batches.iter().all(|(b, bytes)| *b >= first || info(bytes).next_offset() <= first), "a deletion cut inside a batch");
+                        let dropped = m.batches.iter().take_while(|(b, _)| *b < first).count();
+                        m.batches.drain(..dropped);
+                    }
                 }
                 Op::CleanReopen => {
                     block_on(log.close()).expect("close");
@@ -333,9 +372,13 @@ proptest! {
         block_on(log.close()).expect("close");
         let mut log = reopen(&disk, dir, &config);
         let bases = log.segment_bases();
+        let start = log.log_start_offset();
         for (i, &base) in bases.iter().enumerate() {
-            let _ = block_on(log.read(base, 1, ReadUpTo::LogEnd));
             let next = bases.get(i + 1).copied().unwrap_or(i64::MAX);
+            if next <= start {
+                continue; // wholly below the log start (DeleteRecords): not readable
+            }
+            let _ = block_on(log.read(base.max(start), 1, ReadUpTo::LogEnd));
             let in_seg: Vec<_> = m.batches.iter().filter(|(b, _)| *b >= base && *b < next).collect();
             let entries = log.index_entries(base).expect("index loaded by the read");
             prop_assert_eq!(entries, Model::expected_index(&in_seg, base, config.index_interval_bytes), "index of segment {}", base);
