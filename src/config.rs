@@ -73,6 +73,15 @@ pub struct LogConfig {
     /// `producer.id.expiration.ms`: an idempotent producer not heard of for this long is
     /// forgotten (its next batch must start a new sequence).
     pub producer_id_expiration_ms: u64,
+    /// `min.insync.replicas`: with one replica, a value above 1 makes acks=all produce fail
+    /// with NOT_ENOUGH_REPLICAS, as Kafka does.
+    pub min_insync_replicas: u32,
+    /// `message.downconversion.enable`: false refuses fetches that need down-conversion
+    /// (Fetch v0-v3 of newer batches) with UNSUPPORTED_VERSION.
+    pub downconversion: bool,
+    /// Kafka settings that change nothing on one node without compaction or tiered storage
+    /// (their values are kept, validated, for DescribeConfigs): see [`TopicKey::effect`].
+    pub inert: BTreeMap<&'static str, String>,
 }
 
 pub const KIB: u64 = 1024;
@@ -103,33 +112,198 @@ impl Default for LogConfig {
             segment_ms: 7 * DAY_MS,
             retention_ms: Some(7 * DAY_MS),
             producer_id_expiration_ms: DAY_MS,
+            min_insync_replicas: 1,
+            downconversion: true,
+            inert: BTreeMap::new(),
         }
     }
 }
 
-/// Every key [`LogConfig::set`] understands.
-pub const LOG_CONFIG_KEYS: &[&str] = &[
-    "segment.bytes",
-    "segment.index.bytes",
-    "index.interval.bytes",
-    "retention.bytes",
-    "flush.messages",
-    "flush.ms",
-    "max.message.bytes",
-    "tidemark.preallocate.bytes",
-    "tidemark.write.chunk.bytes",
-    "tidemark.max.inflight.writes",
-    "tidemark.max.unflushed.bytes",
-    "message.timestamp.type",
-    "max.message.time.difference.ms",
-    "message.timestamp.difference.max.ms",
-    "message.timestamp.before.max.ms",
-    "message.timestamp.after.max.ms",
-    "time.index.interval.ms",
-    "segment.ms",
-    "retention.ms",
-    "producer.id.expiration.ms",
+/// Kafka's configuration value types (DescribeConfigs `ConfigType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    Boolean = 1,
+    String = 2,
+    Int = 3,
+    Short = 4,
+    Long = 5,
+    Double = 6,
+    List = 7,
+}
+
+/// What a topic setting does in tidemark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Applied (a field of [`LogConfig`]).
+    Applied,
+    /// Taken and validated, but it changes nothing on one node: it concerns log compaction,
+    /// replication, tiered storage or a feature that only applies with another setting tidemark
+    /// does not offer (as in Kafka, where it changes nothing in the same situation).
+    Inert,
+    /// Only this value is supported (tidemark lacks the alternative); another is refused.
+    Only(&'static str),
+}
+
+/// A broker setting that gives a topic setting its default: its name and the factor from its
+/// unit to the topic setting's (`log.retention.hours` × 3600000 = `retention.ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Synonym {
+    pub name: &'static str,
+    pub scale: u64,
+}
+
+const fn syn(name: &'static str) -> Synonym {
+    Synonym { name, scale: 1 }
+}
+
+/// A topic setting: Kafka's name and type, the broker settings that give its default (in
+/// Kafka's priority order: the first set wins; the first is the one that can change at
+/// runtime), its Kafka default where tidemark's differs, and what it does here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicKey {
+    pub name: &'static str,
+    pub kind: ConfigType,
+    pub synonyms: &'static [Synonym],
+    pub effect: Effect,
+    pub doc: &'static str,
+}
+
+const HOUR_MS: u64 = 3_600_000;
+
+/// Every topic setting: Kafka's (3.9) and tidemark's own. DescribeConfigs lists them all.
+pub const TOPIC_KEYS: &[TopicKey] = &[
+    TopicKey { name: "cleanup.policy", kind: ConfigType::List, synonyms: &[syn("log.cleanup.policy")], effect: Effect::Only("delete"), doc: "How old segments go: `delete` (retention). Log compaction (`compact`) is not available in tidemark." },
+    TopicKey { name: "compression.type", kind: ConfigType::String, synonyms: &[syn("compression.type")], effect: Effect::Only("producer"), doc: "Batches are stored as the producer compressed them (`producer`); recompression by the broker is not available in tidemark." },
+    TopicKey { name: "compression.gzip.level", kind: ConfigType::Int, synonyms: &[syn("compression.gzip.level")], effect: Effect::Inert, doc: "The gzip level when the broker recompresses; tidemark never does (compression.type=producer)." },
+    TopicKey { name: "compression.lz4.level", kind: ConfigType::Int, synonyms: &[syn("compression.lz4.level")], effect: Effect::Inert, doc: "The lz4 level when the broker recompresses; tidemark never does (compression.type=producer)." },
+    TopicKey { name: "compression.zstd.level", kind: ConfigType::Int, synonyms: &[syn("compression.zstd.level")], effect: Effect::Inert, doc: "The zstd level when the broker recompresses; tidemark never does (compression.type=producer)." },
+    TopicKey { name: "delete.retention.ms", kind: ConfigType::Long, synonyms: &[syn("log.cleaner.delete.retention.ms")], effect: Effect::Inert, doc: "How long compaction keeps delete tombstones; no effect without compaction." },
+    TopicKey { name: "file.delete.delay.ms", kind: ConfigType::Long, synonyms: &[syn("log.segment.delete.delay.ms")], effect: Effect::Inert, doc: "How long Kafka waits before deleting a removed segment's files; tidemark deletes them at once." },
+    TopicKey { name: "flush.messages", kind: ConfigType::Long, synonyms: &[syn("log.flush.interval.messages")], effect: Effect::Applied, doc: "Records appended since the last flush after which an append waits for its fdatasync (1: every acknowledged record is durable)." },
+    TopicKey { name: "flush.ms", kind: ConfigType::Long, synonyms: &[syn("log.flush.interval.ms"), syn("log.flush.scheduler.interval.ms")], effect: Effect::Applied, doc: "The longest appended data waits for its fdatasync." },
+    TopicKey { name: "follower.replication.throttled.replicas", kind: ConfigType::List, synonyms: &[], effect: Effect::Inert, doc: "Replicas whose replication is throttled on the follower side; one replica here." },
+    TopicKey { name: "index.interval.bytes", kind: ConfigType::Int, synonyms: &[syn("log.index.interval.bytes")], effect: Effect::Applied, doc: "Bytes of batches between two offset-index entries." },
+    TopicKey { name: "leader.replication.throttled.replicas", kind: ConfigType::List, synonyms: &[], effect: Effect::Inert, doc: "Replicas whose replication is throttled on the leader side; one replica here." },
+    TopicKey { name: "local.retention.bytes", kind: ConfigType::Long, synonyms: &[syn("log.local.retention.bytes")], effect: Effect::Inert, doc: "Local retention with tiered storage; no effect without it (-2: retention.bytes)." },
+    TopicKey { name: "local.retention.ms", kind: ConfigType::Long, synonyms: &[syn("log.local.retention.ms")], effect: Effect::Inert, doc: "Local retention with tiered storage; no effect without it (-2: retention.ms)." },
+    TopicKey { name: "max.compaction.lag.ms", kind: ConfigType::Long, synonyms: &[syn("log.cleaner.max.compaction.lag.ms")], effect: Effect::Inert, doc: "The longest a record stays uncompacted; no effect without compaction." },
+    TopicKey { name: "max.message.bytes", kind: ConfigType::Int, synonyms: &[syn("message.max.bytes")], effect: Effect::Applied, doc: "The largest record batch a producer may append, whole (MESSAGE_TOO_LARGE beyond)." },
+    TopicKey { name: "max.message.time.difference.ms", kind: ConfigType::Long, synonyms: &[syn("max.message.time.difference.ms")], effect: Effect::Applied, doc: "How far a CreateTime timestamp may stray from the broker's clock either way (tidemark's name; the tighter of it and its aliases wins)." },
+    TopicKey { name: "message.downconversion.enable", kind: ConfigType::Boolean, synonyms: &[syn("log.message.downconversion.enable")], effect: Effect::Applied, doc: "Whether fetches of older versions get newer batches down-converted; false answers them UNSUPPORTED_VERSION." },
+    TopicKey { name: "message.format.version", kind: ConfigType::String, synonyms: &[syn("log.message.format.version")], effect: Effect::Inert, doc: "Deprecated; ignored, as by Kafka 3 (batches are stored as produced)." },
+    TopicKey { name: "message.timestamp.after.max.ms", kind: ConfigType::Long, synonyms: &[syn("log.message.timestamp.after.max.ms")], effect: Effect::Applied, doc: "How far in the future a CreateTime timestamp may be (KIP-937)." },
+    TopicKey { name: "message.timestamp.before.max.ms", kind: ConfigType::Long, synonyms: &[syn("log.message.timestamp.before.max.ms")], effect: Effect::Applied, doc: "How far in the past a CreateTime timestamp may be (KIP-937)." },
+    TopicKey { name: "message.timestamp.difference.max.ms", kind: ConfigType::Long, synonyms: &[syn("log.message.timestamp.difference.max.ms")], effect: Effect::Applied, doc: "How far a CreateTime timestamp may stray from the broker's clock either way." },
+    TopicKey { name: "message.timestamp.type", kind: ConfigType::String, synonyms: &[syn("log.message.timestamp.type")], effect: Effect::Applied, doc: "CreateTime (the producer's timestamps) or LogAppendTime (the broker's)." },
+    TopicKey { name: "min.cleanable.dirty.ratio", kind: ConfigType::Double, synonyms: &[syn("log.cleaner.min.cleanable.ratio")], effect: Effect::Inert, doc: "When compaction starts; no effect without compaction." },
+    TopicKey { name: "min.compaction.lag.ms", kind: ConfigType::Long, synonyms: &[syn("log.cleaner.min.compaction.lag.ms")], effect: Effect::Inert, doc: "The shortest a record stays uncompacted; no effect without compaction." },
+    TopicKey { name: "min.insync.replicas", kind: ConfigType::Int, synonyms: &[syn("min.insync.replicas")], effect: Effect::Applied, doc: "Replicas that must have a record before acks=all answers; above 1 (one replica here) acks=all fails with NOT_ENOUGH_REPLICAS." },
+    TopicKey { name: "preallocate", kind: ConfigType::Boolean, synonyms: &[syn("log.preallocate")], effect: Effect::Only("true"), doc: "Segment files are always preallocated (fallocate, tidemark.preallocate.bytes steps)." },
+    TopicKey { name: "producer.id.expiration.ms", kind: ConfigType::Long, synonyms: &[syn("producer.id.expiration.ms")], effect: Effect::Applied, doc: "An idempotent producer not heard of for this long is forgotten." },
+    TopicKey { name: "remote.log.copy.disable", kind: ConfigType::Boolean, synonyms: &[], effect: Effect::Inert, doc: "Tiered storage; not available in tidemark." },
+    TopicKey { name: "remote.log.delete.on.disable", kind: ConfigType::Boolean, synonyms: &[], effect: Effect::Inert, doc: "Tiered storage; not available in tidemark." },
+    TopicKey { name: "remote.storage.enable", kind: ConfigType::Boolean, synonyms: &[], effect: Effect::Only("false"), doc: "Tiered storage; not available in tidemark." },
+    TopicKey { name: "retention.bytes", kind: ConfigType::Long, synonyms: &[syn("log.retention.bytes")], effect: Effect::Applied, doc: "Delete the oldest segments while the partition is larger (-1: unlimited)." },
+    TopicKey { name: "retention.ms", kind: ConfigType::Long, synonyms: &[syn("log.retention.ms"), Synonym { name: "log.retention.minutes", scale: 60_000 }, Synonym { name: "log.retention.hours", scale: HOUR_MS }], effect: Effect::Applied, doc: "Delete segments whose largest timestamp is older (-1: unlimited)." },
+    TopicKey { name: "segment.bytes", kind: ConfigType::Int, synonyms: &[syn("log.segment.bytes")], effect: Effect::Applied, doc: "Roll the active segment before it would pass this size." },
+    TopicKey { name: "segment.index.bytes", kind: ConfigType::Int, synonyms: &[syn("log.index.size.max.bytes")], effect: Effect::Applied, doc: "The largest offset index of a segment; a full index rolls it." },
+    TopicKey { name: "segment.jitter.ms", kind: ConfigType::Long, synonyms: &[syn("log.roll.jitter.ms"), Synonym { name: "log.roll.jitter.hours", scale: HOUR_MS }], effect: Effect::Only("0"), doc: "Random jitter on segment.ms; not available in tidemark (rolls follow SPEC T7.1 exactly)." },
+    TopicKey { name: "segment.ms", kind: ConfigType::Long, synonyms: &[syn("log.roll.ms"), Synonym { name: "log.roll.hours", scale: HOUR_MS }], effect: Effect::Applied, doc: "Roll a non-empty active segment this long after the partition's largest timestamp." },
+    TopicKey { name: "tidemark.max.inflight.writes", kind: ConfigType::Int, synonyms: &[syn("tidemark.max.inflight.writes")], effect: Effect::Applied, doc: "DMA writes a flush keeps in flight." },
+    TopicKey { name: "tidemark.max.unflushed.bytes", kind: ConfigType::Long, synonyms: &[syn("tidemark.max.unflushed.bytes")], effect: Effect::Applied, doc: "Appended bytes not yet durable after which an append waits for its flush." },
+    TopicKey { name: "tidemark.preallocate.bytes", kind: ConfigType::Long, synonyms: &[syn("tidemark.preallocate.bytes")], effect: Effect::Applied, doc: "The fallocate step of segment files." },
+    TopicKey { name: "tidemark.write.chunk.bytes", kind: ConfigType::Long, synonyms: &[syn("tidemark.write.chunk.bytes")], effect: Effect::Applied, doc: "The size of the aligned write buffers (one DMA write each)." },
+    TopicKey { name: "time.index.interval.ms", kind: ConfigType::Long, synonyms: &[syn("time.index.interval.ms")], effect: Effect::Applied, doc: "The bucket width of the time index (SPEC T5.2)." },
+    TopicKey { name: "unclean.leader.election.enable", kind: ConfigType::Boolean, synonyms: &[syn("unclean.leader.election.enable")], effect: Effect::Inert, doc: "Leader election among replicas; one replica here." },
 ];
+
+/// The topic setting `name`, if it is one.
+pub fn topic_key(name: &str) -> Option<&'static TopicKey> {
+    TOPIC_KEYS.iter().find(|k| k.name == name)
+}
+
+/// The topic setting a broker setting gives the default of, and the unit factor.
+pub fn topic_key_of_broker_name(name: &str) -> Option<(&'static TopicKey, u64)> {
+    TOPIC_KEYS.iter().find_map(|k| k.synonyms.iter().find(|s| s.name == name).map(|s| (k, s.scale)))
+}
+
+/// Kafka's default of an inert or fixed setting (what DescribeConfigs shows until it is set).
+fn inert_default(key: &str) -> &'static str {
+    match key {
+        "compression.gzip.level" => "-1",
+        "compression.lz4.level" => "9",
+        "compression.zstd.level" => "3",
+        "delete.retention.ms" => "86400000",
+        "file.delete.delay.ms" => "60000",
+        "follower.replication.throttled.replicas" | "leader.replication.throttled.replicas" => "",
+        "local.retention.bytes" | "local.retention.ms" => "-2",
+        "max.compaction.lag.ms" => "9223372036854775807",
+        "message.format.version" => "3.0-IV1",
+        "min.cleanable.dirty.ratio" => "0.5",
+        "min.compaction.lag.ms" => "0",
+        "remote.log.copy.disable" | "remote.log.delete.on.disable" | "unclean.leader.election.enable" => "false",
+        _ => "",
+    }
+}
+
+/// Validate a value of an inert setting as Kafka would (type and range).
+fn check_inert(key: &str, value: &str) -> Result<(), ConfigError> {
+    let v = value.trim();
+    let long_at_least = |min: i64| match v.parse::<i64>() {
+        Ok(n) if n >= min => Ok(()),
+        _ => Err(bad(key, value, format!("must be an integer of at least {min}"))),
+    };
+    match key {
+        "compression.gzip.level" => match v.parse::<i32>() {
+            Ok(-1 | 1..=9) => Ok(()),
+            _ => Err(bad(key, value, "must be -1 or between 1 and 9")),
+        },
+        "compression.lz4.level" => in_range(key, value, 1, 17).map(|_| ()),
+        "compression.zstd.level" => in_range(key, value, -131072, 22).map(|_| ()),
+        "delete.retention.ms" | "file.delete.delay.ms" | "min.compaction.lag.ms" => long_at_least(0),
+        "max.compaction.lag.ms" => long_at_least(1),
+        "local.retention.bytes" | "local.retention.ms" => long_at_least(-2),
+        "min.cleanable.dirty.ratio" => match v.parse::<f64>() {
+            Ok(r) if (0.0..=1.0).contains(&r) => Ok(()),
+            _ => Err(bad(key, value, "must be a number between 0 and 1")),
+        },
+        "follower.replication.throttled.replicas" | "leader.replication.throttled.replicas" => {
+            let ok = v.is_empty()
+                || v == "*"
+                || v.split(',').all(|p| {
+                    p.trim().split_once(':').is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok())
+                });
+            if ok {
+                Ok(())
+            } else {
+                Err(bad(key, value, "must be empty, * or partition:broker pairs separated by commas"))
+            }
+        }
+        "message.format.version" => {
+            let (ver, iv) = v.split_once("-IV").unwrap_or((v, "0"));
+            let ok = iv.parse::<u32>().is_ok()
+                && (2..=3).contains(&ver.split('.').count())
+                && ver.split('.').all(|n| n.parse::<u32>().is_ok());
+            if ok {
+                Ok(())
+            } else {
+                Err(bad(key, value, "must be a Kafka version such as 3.0-IV1"))
+            }
+        }
+        "remote.log.copy.disable" | "remote.log.delete.on.disable" | "unclean.leader.election.enable" => {
+            parse_bool(key, value).map(|_| ())
+        }
+        _ => Err(bad(key, value, "unknown configuration key")),
+    }
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(bad(key, value, "must be true or false")),
+    }
+}
 
 /// A bound in ms where Kafka's Long.MAX_VALUE (its default) or -1 means unlimited.
 fn bound_ms(key: &str, value: &str) -> Result<Option<u64>, ConfigError> {
@@ -207,7 +381,30 @@ impl LogConfig {
             "segment.ms" => self.segment_ms = in_range(key, value, 1, i64::MAX)?,
             "retention.ms" => self.retention_ms = bound_ms(key, value)?,
             "producer.id.expiration.ms" => self.producer_id_expiration_ms = in_range(key, value, 1, i64::MAX)?,
-            _ => return Err(bad(key, value, "unknown configuration key")),
+            "min.insync.replicas" => self.min_insync_replicas = in_range(key, value, 1, i32::MAX as i64)? as u32,
+            "message.downconversion.enable" => self.downconversion = parse_bool(key, value)?,
+            _ => {
+                let Some(k) = topic_key(key) else { return Err(bad(key, value, "unknown configuration key")) };
+                let default = match k.effect {
+                    Effect::Only(only) => {
+                        if value.trim() != only {
+                            return Err(bad(key, value, format!("tidemark supports only {only}: {}", k.doc)));
+                        }
+                        only
+                    }
+                    Effect::Inert => {
+                        check_inert(key, value)?;
+                        inert_default(key)
+                    }
+                    Effect::Applied => unreachable!("{key}: an applied setting without a field"),
+                };
+                // Kept only when it differs from the default (equal configs compare equal).
+                if value.trim() == default {
+                    self.inert.remove(k.name);
+                } else {
+                    self.inert.insert(k.name, value.trim().to_string());
+                }
+            }
         }
         Ok(())
     }
@@ -251,6 +448,15 @@ impl LogConfig {
         m.insert("segment.ms", self.segment_ms.to_string());
         m.insert("retention.ms", self.retention_ms.map_or(-1, |v| v as i64).to_string());
         m.insert("producer.id.expiration.ms", self.producer_id_expiration_ms.to_string());
+        m.insert("min.insync.replicas", self.min_insync_replicas.to_string());
+        m.insert("message.downconversion.enable", self.downconversion.to_string());
+        for k in TOPIC_KEYS.iter().filter(|k| k.effect != Effect::Applied) {
+            let default = match k.effect {
+                Effect::Only(v) => v,
+                _ => inert_default(k.name),
+            };
+            m.insert(k.name, self.inert.get(k.name).cloned().unwrap_or_else(|| default.to_string()));
+        }
         m
     }
 
@@ -331,13 +537,59 @@ mod tests {
         assert_eq!(c.retention_ms, None);
     }
 
+    // Kafka's settings tidemark cannot honour are refused unless set to what tidemark does;
+    // those that change nothing on one node are validated as Kafka validates them and shown;
+    // min.insync.replicas and message.downconversion.enable are applied.
+    #[test]
+    fn kafka_settings_without_a_tidemark_counterpart() {
+        let base = LogConfig::default();
+        for (k, v) in [
+            ("cleanup.policy", "compact"),
+            ("compression.type", "gzip"),
+            ("preallocate", "false"),
+            ("remote.storage.enable", "true"),
+            ("segment.jitter.ms", "5"),
+        ] {
+            let e = base.with_overrides([(k, v)]).unwrap_err();
+            assert!(e.reason.contains("tidemark supports only"), "{k}={v}: {e}");
+        }
+        assert_eq!(base.with_overrides([("cleanup.policy", "delete")]).unwrap(), base);
+        let c = base
+            .with_overrides([
+                ("unclean.leader.election.enable", "true"),
+                ("min.cleanable.dirty.ratio", "0.25"),
+                ("leader.replication.throttled.replicas", "0:1,1:1"),
+            ])
+            .unwrap();
+        let d = c.describe();
+        assert_eq!(
+            (d["unclean.leader.election.enable"].as_str(), d["min.cleanable.dirty.ratio"].as_str()),
+            ("true", "0.25")
+        );
+        assert_eq!(d["delete.retention.ms"], "86400000");
+        for (k, v) in [
+            ("unclean.leader.election.enable", "yes"),
+            ("min.cleanable.dirty.ratio", "2"),
+            ("compression.gzip.level", "0"),
+            ("message.format.version", "three"),
+            ("local.retention.ms", "-3"),
+        ] {
+            assert!(base.with_overrides([(k, v)]).is_err(), "{k}={v}");
+        }
+        let c =
+            base.with_overrides([("min.insync.replicas", "2"), ("message.downconversion.enable", "false")]).unwrap();
+        assert_eq!((c.min_insync_replicas, c.downconversion), (2, false));
+        assert!(base.with_overrides([("min.insync.replicas", "0")]).is_err());
+    }
+
     #[test]
     fn every_key_round_trips_through_describe() {
         let c = LogConfig::default()
             .with_overrides([("segment.bytes", "65536"), ("retention.bytes", "-1"), ("flush.messages", "100")])
             .unwrap();
         let d = c.describe();
-        assert_eq!(d.len(), LOG_CONFIG_KEYS.len());
+        assert_eq!(d.len(), TOPIC_KEYS.len(), "describe lists every topic key once");
+        assert!(TOPIC_KEYS.iter().all(|k| d.contains_key(k.name)));
         let again = LogConfig::default().with_overrides(d.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
         assert_eq!(again, c);
     }

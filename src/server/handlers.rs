@@ -68,7 +68,7 @@ pub async fn handle(
         }
         Request::DescribeConfigs(d) => {
             dispatched.done();
-            encode_response(header, &mut describe_configs(shard, d)).map(Some)
+            encode_response(header, &mut crate::server::configs::describe_configs(shard, v, d)).map(Some)
         }
         // Produce signals once its appends are issued (it then waits for durability).
         Request::Produce(p) => {
@@ -366,35 +366,6 @@ async fn offset_fetch(
     OffsetFetchResponse { topics, error_code: one.error_code, ..Default::default() }
 }
 
-/// Kafka's ConfigResource types.
-const RESOURCE_TOPIC: i8 = 2;
-const RESOURCE_BROKER: i8 = 4;
-/// Kafka's ConfigSource values.
-const SOURCE_DYNAMIC_TOPIC: i8 = 1;
-const SOURCE_STATIC_BROKER: i8 = 4;
-const SOURCE_DEFAULT: i8 = 5;
-/// Kafka's ConfigType values.
-const TYPE_BOOLEAN: i8 = 1;
-const TYPE_STRING: i8 = 2;
-const TYPE_INT: i8 = 3;
-const TYPE_LONG: i8 = 5;
-
-fn config_type(key: &str) -> i8 {
-    match key {
-        "message.timestamp.type" => TYPE_STRING,
-        "segment.bytes"
-        | "segment.index.bytes"
-        | "index.interval.bytes"
-        | "max.message.bytes"
-        | "num.partitions"
-        | "tidemark.max.inflight.writes"
-        | "node.id"
-        | "socket.request.max.bytes" => TYPE_INT,
-        "auto.create.topics.enable" => TYPE_BOOLEAN,
-        _ => TYPE_LONG,
-    }
-}
-
 async fn delete_topics(shard: &Rc<Shard>, d: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let names: Vec<Option<String>> = if d.topics.is_empty() {
         d.topic_names.into_iter().map(Some).collect()
@@ -417,126 +388,25 @@ async fn delete_topics(shard: &Rc<Shard>, d: DeleteTopicsRequest) -> DeleteTopic
     DeleteTopicsResponse { responses, ..Default::default() }
 }
 
-fn describe_configs(shard: &Rc<Shard>, d: DescribeConfigsRequest) -> DescribeConfigsResponse {
-    let mut results = Vec::new();
-    for r in d.resources {
-        let wanted = |k: &str| r.configuration_keys.as_ref().is_none_or(|ks| ks.iter().any(|w| w == k));
-        let entry = |name: &str, value: String, source: i8, read_only: bool| DescribeConfigsEntry {
-            name: name.to_string(),
-            value: Some(value.clone()),
-            read_only,
-            is_default: source == SOURCE_DEFAULT,
-            config_source: source,
-            synonyms: if d.include_synonyms {
-                vec![DescribeConfigsSynonym {
-                    name: name.to_string(),
-                    value: Some(value),
-                    source,
-                    ..Default::default()
-                }]
-            } else {
-                Vec::new()
-            },
-            config_type: config_type(name),
-            ..Default::default()
-        };
-        let result = match r.resource_type {
-            RESOURCE_TOPIC => match shard.topics.borrow().get(&r.resource_name) {
-                None => DescribeConfigsResult {
-                    error_code: code::UNKNOWN_TOPIC_OR_PARTITION,
-                    error_message: Some(format!("topic {} does not exist", r.resource_name)),
-                    ..Default::default()
-                },
-                Some(t) => DescribeConfigsResult {
-                    configs: t
-                        .config
-                        .describe()
-                        .into_iter()
-                        .filter(|(k, _)| wanted(k))
-                        .map(|(k, v)| {
-                            let source =
-                                if t.overrides.contains_key(k) { SOURCE_DYNAMIC_TOPIC } else { SOURCE_DEFAULT };
-                            entry(k, v, source, false)
-                        })
-                        .collect(),
-                    ..Default::default()
-                },
-            },
-            RESOURCE_BROKER => {
-                let c = &shard.config;
-                let all = [
-                    ("node.id", c.node_id.to_string()),
-                    ("num.partitions", c.num_partitions.to_string()),
-                    ("auto.create.topics.enable", c.auto_create_topics.to_string()),
-                    ("log.retention.check.interval.ms", c.retention_check_interval.as_millis().to_string()),
-                    ("socket.request.max.bytes", c.max_request_bytes.to_string()),
-                ];
-                DescribeConfigsResult {
-                    configs: all
-                        .into_iter()
-                        .filter(|(k, _)| wanted(k))
-                        .map(|(k, v)| entry(k, v, SOURCE_STATIC_BROKER, true))
-                        .collect(),
-                    ..Default::default()
-                }
-            }
-            other => DescribeConfigsResult {
-                error_code: code::INVALID_REQUEST,
-                error_message: Some(format!("unsupported resource type {other}")),
-                ..Default::default()
-            },
-        };
-        results.push(DescribeConfigsResult {
-            resource_type: r.resource_type,
-            resource_name: r.resource_name,
-            ..result
-        });
-    }
-    DescribeConfigsResponse { results, ..Default::default() }
-}
-
-/// AlterConfigs (the given set replaces the topic's overrides) and IncrementalAlterConfigs
-/// (SET and DELETE per key), for topics. Every value is validated (INVALID_CONFIG) before
-/// anything changes; the change reaches every partition at once.
+/// AlterConfigs (the given set replaces the resource's settings) and IncrementalAlterConfigs
+/// (SET, DELETE, and APPEND/SUBTRACT on list settings), for topics and for this broker's
+/// dynamic settings (resource `""`: the cluster-wide defaults; this node's id: its own). Every
+/// value is validated before anything changes; a change reaches every shard at once. Kafka's
+/// request checks first: a resource named twice, a key given twice or a null value to set are
+/// INVALID_REQUEST.
 async fn alter_configs(shard: &Rc<Shard>, a: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut seen = std::collections::HashSet::new();
+    let twice: std::collections::HashSet<(i8, String)> = a
+        .resources
+        .iter()
+        .map(|r| (r.resource_type, r.resource_name.clone()))
+        .filter(|r| !seen.insert(r.clone()))
+        .collect();
     let mut responses = Vec::new();
+    let (incremental, validate_only) = (a.incremental, a.validate_only);
     for r in a.resources {
-        let outcome = if r.resource_type != RESOURCE_TOPIC {
-            Err((code::INVALID_REQUEST, "only topic configurations can be changed".to_string()))
-        } else if r.resource_name == OFFSETS_TOPIC {
-            // Retention there would delete live offsets; its settings are the broker's.
-            Err((code::INVALID_REQUEST, format!("{OFFSETS_TOPIC} is internal: its settings cannot be changed")))
-        } else {
-            let mut set = Vec::new();
-            let mut remove = Vec::new();
-            let mut bad = None;
-            for k in r.configs {
-                match (a.incremental, k.operation, k.value) {
-                    (false, _, Some(v)) | (true, 0, Some(v)) => set.push((k.name, v)),
-                    (true, 1, _) => remove.push(k.name),
-                    (_, op, None) if !a.incremental || op == 0 => bad = Some(format!("null value for {}", k.name)),
-                    (_, op, _) => {
-                        bad = Some(format!("operation {op} on {} is not supported (no list settings)", k.name))
-                    }
-                }
-            }
-            match bad {
-                Some(m) => Err((code::INVALID_CONFIG, m)),
-                None => {
-                    let op = ShardOp::AlterTopic {
-                        name: r.resource_name.clone(),
-                        set,
-                        remove,
-                        replace: !a.incremental,
-                        validate_only: a.validate_only,
-                    };
-                    match shard.call(0, op).await {
-                        ShardReply::Admin(r) => r,
-                        _ => Err((code::UNKNOWN_SERVER_ERROR, "no reply".to_string())),
-                    }
-                }
-            }
-        };
+        let twice = twice.contains(&(r.resource_type, r.resource_name.clone()));
+        let outcome = alter_resource(shard, incremental, validate_only, &r, twice).await;
         let (error_code, error_message) = match outcome {
             Ok(()) => (code::NONE, None),
             Err((c, m)) => (c, Some(m)),
@@ -550,6 +420,79 @@ async fn alter_configs(shard: &Rc<Shard>, a: AlterConfigsRequest) -> AlterConfig
         });
     }
     AlterConfigsResponse { responses, ..Default::default() }
+}
+
+async fn alter_resource(
+    shard: &Rc<Shard>,
+    incremental: bool,
+    validate_only: bool,
+    r: &AlterConfigsResource,
+    twice: bool,
+) -> Result<(), (i16, String)> {
+    use crate::server::configs::{AlterOp, RESOURCE_BROKER, RESOURCE_TOPIC};
+    if twice {
+        return Err((code::INVALID_REQUEST, "Each resource must appear at most once.".to_string()));
+    }
+    let mut keys = std::collections::HashSet::new();
+    if r.configs.iter().any(|k| !keys.insert(k.name.clone())) {
+        return Err((code::INVALID_REQUEST, "Error due to duplicate config keys".to_string()));
+    }
+    let mut ops = Vec::with_capacity(r.configs.len());
+    let mut nulls = Vec::new();
+    for k in &r.configs {
+        let op = match (incremental, k.operation, k.value.clone()) {
+            (true, 1, _) => AlterOp::Delete,
+            (false, _, Some(v)) | (true, 0, Some(v)) => AlterOp::Set(v),
+            (true, 2, Some(v)) => AlterOp::Append(v),
+            (true, 3, Some(v)) => AlterOp::Subtract(v),
+            (_, 0..=3, None) => {
+                nulls.push(k.name.clone());
+                continue;
+            }
+            (_, op, _) => return Err((code::INVALID_REQUEST, format!("Unknown operation {op} for {}", k.name))),
+        };
+        ops.push((k.name.clone(), op));
+    }
+    if !nulls.is_empty() {
+        return Err((code::INVALID_REQUEST, format!("Null value not supported for : {}", nulls.join(", "))));
+    }
+    let replace = !incremental;
+    let op = match r.resource_type {
+        RESOURCE_TOPIC if r.resource_name == OFFSETS_TOPIC => {
+            // Retention there would delete live offsets; its settings are the broker's.
+            return Err((
+                code::INVALID_REQUEST,
+                format!("{OFFSETS_TOPIC} is internal: its settings cannot be changed"),
+            ));
+        }
+        RESOURCE_TOPIC if r.resource_name.is_empty() => {
+            return Err((code::INVALID_REQUEST, "Default topic resources are not allowed.".to_string()));
+        }
+        RESOURCE_TOPIC => ShardOp::AlterTopic { name: r.resource_name.clone(), ops, replace, validate_only },
+        RESOURCE_BROKER => {
+            let node = if r.resource_name.is_empty() {
+                false
+            } else {
+                match r.resource_name.trim().parse::<i32>() {
+                    Ok(id) if id == shard.config.node_id => true,
+                    Ok(id) => {
+                        let msg = format!("Unexpected broker id, expected {}, but received {id}", shard.config.node_id);
+                        return Err((code::INVALID_REQUEST, msg));
+                    }
+                    Err(_) => {
+                        let msg = format!("Node id must be an integer, but it is: {}", r.resource_name);
+                        return Err((code::INVALID_REQUEST, msg));
+                    }
+                }
+            };
+            ShardOp::AlterBroker { node, ops, replace, validate_only }
+        }
+        other => return Err((code::INVALID_REQUEST, format!("Unknown resource type {other}"))),
+    };
+    match shard.call(0, op).await {
+        ShardReply::Admin(r) => r,
+        _ => Err((code::UNKNOWN_SERVER_ERROR, "no reply".to_string())),
+    }
 }
 
 /// The answer to a request that could not be decoded, when one can be given. An unknown API
@@ -697,6 +640,11 @@ async fn produce(shard: &Rc<Shard>, version: i16, p: ProduceRequest, dispatched:
             } else if t.name == OFFSETS_TOPIC {
                 // Only the coordinator writes there (Kafka: "cannot append to internal topic").
                 Err(code::INVALID_TOPIC_EXCEPTION)
+            } else if p.acks == -1
+                && shard.topics.borrow().get(&t.name).is_some_and(|i| i.config.min_insync_replicas > 1)
+            {
+                // One replica can never satisfy min.insync.replicas above 1 (Kafka's answer).
+                Err(code::NOT_ENOUGH_REPLICAS)
             } else if !known || part.index < 0 {
                 Err(code::UNKNOWN_TOPIC_OR_PARTITION)
             } else if let Some(c) = part.records.as_ref().and_then(|r| produce_records_error(version, r)) {
@@ -805,8 +753,17 @@ async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest) -> (Fetch
                 ShardReply::Fetch(Err((c, hw, start))) => (c, hw, start, Bytes::new()),
                 _ => (code::UNKNOWN_SERVER_ERROR, -1, -1, Bytes::new()),
             };
-            if magic < 2 && !records.is_empty() {
-                let limit = shard.topics.borrow().get(&t.topic).map_or(64 << 20, |i| i.config.decompress_limit());
+            let (limit, convert) = shard
+                .topics
+                .borrow()
+                .get(&t.topic)
+                .map_or((64 << 20, true), |i| (i.config.decompress_limit(), i.config.downconversion));
+            let newer =
+                |records: &Bytes| crate::storage::format::stored::magics(records).any(|m| m.is_ok_and(|m| m > magic));
+            if magic < 2 && !convert && newer(&records) {
+                // message.downconversion.enable=false: as Kafka, the old reader is refused.
+                (error_code, records) = (code::UNSUPPORTED_VERSION, Bytes::new());
+            } else if magic < 2 && !records.is_empty() {
                 match down_convert(records, magic, max, limit) {
                     Ok(converted) => records = converted,
                     Err(e) => {
@@ -892,7 +849,7 @@ async fn create_topics(shard: &Rc<Shard>, c: CreateTopicsRequest) -> CreateTopic
     let mut topics = Vec::new();
     for t in c.topics {
         let partitions = match (t.num_partitions, t.assignments.len()) {
-            (-1, 0) => shard.config.num_partitions as i64,
+            (-1, 0) => shard.effective().num_partitions as i64,
             (-1, n) => n as i64,
             (n, _) => n as i64,
         };

@@ -72,39 +72,50 @@ impl std::fmt::Display for Refused {
 /// Open client connections, counted across every shard.
 #[derive(Debug)]
 pub struct ConnectionTable {
+    /// (open connections, per address), and the limits (dynamic broker settings).
+    open: Mutex<Open>,
+}
+
+#[derive(Debug)]
+struct Open {
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
     max: usize,
     max_per_ip: usize,
-    open: Mutex<(usize, HashMap<IpAddr, usize>)>,
 }
 
 impl ConnectionTable {
-    pub fn new(limits: &Limits) -> Arc<Self> {
-        Arc::new(ConnectionTable {
-            max: limits.max_connections,
-            max_per_ip: limits.max_connections_per_ip,
-            open: Mutex::new((0, HashMap::new())),
-        })
+    pub fn new(max: usize, max_per_ip: usize) -> Arc<Self> {
+        Arc::new(ConnectionTable { open: Mutex::new(Open { total: 0, per_ip: HashMap::new(), max, max_per_ip }) })
+    }
+
+    /// New limits (`max.connections`, `max.connections.per.ip` changed at runtime): they apply
+    /// to new connections; open ones stay.
+    pub fn set_limits(&self, max: usize, max_per_ip: usize) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        (open.max, open.max_per_ip) = (max, max_per_ip);
     }
 
     /// Count a new connection from `ip`, or refuse it. The connection is counted until the
     /// returned guard drops.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Admitted, Refused> {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if open.0 >= self.max {
-            return Err(Refused::Broker(self.max));
+        let mut guard = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let open = &mut *guard;
+        if open.total >= open.max {
+            return Err(Refused::Broker(open.max));
         }
-        let n = open.1.entry(ip).or_insert(0);
-        if *n >= self.max_per_ip {
-            return Err(Refused::Ip(self.max_per_ip));
+        let n = open.per_ip.entry(ip).or_insert(0);
+        if *n >= open.max_per_ip {
+            return Err(Refused::Ip(open.max_per_ip));
         }
         *n += 1;
-        open.0 += 1;
+        open.total += 1;
         Ok(Admitted { table: self.clone(), ip })
     }
 
     /// Connections open now.
     pub fn open_count(&self) -> usize {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).0
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).total
     }
 }
 
@@ -139,11 +150,11 @@ pub struct Admitted {
 impl Drop for Admitted {
     fn drop(&mut self) {
         let mut open = self.table.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.0 -= 1;
-        if let Some(n) = open.1.get_mut(&self.ip) {
+        open.total -= 1;
+        if let Some(n) = open.per_ip.get_mut(&self.ip) {
             *n -= 1;
             if *n == 0 {
-                open.1.remove(&self.ip);
+                open.per_ip.remove(&self.ip);
             }
         }
     }
@@ -254,8 +265,7 @@ mod tests {
     // Connection counts per broker and per address are enforced and freed on drop.
     #[test]
     fn connection_table_counts_and_frees() {
-        let limits = Limits { max_connections: 3, max_connections_per_ip: 2, ..Limits::default() };
-        let t = ConnectionTable::new(&limits);
+        let t = ConnectionTable::new(3, 2);
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
         let a1 = t.admit(a).unwrap();
@@ -267,6 +277,10 @@ mod tests {
         assert_eq!(t.open_count(), 2);
         let _b2 = t.admit(b).unwrap();
         assert_eq!(t.admit(b).unwrap_err(), Refused::Broker(3));
+        // Raised at runtime: new connections are taken.
+        t.set_limits(4, 3);
+        let _b3 = t.admit(b).unwrap();
+        assert_eq!(t.admit(a).unwrap_err(), Refused::Broker(4));
     }
 
     // A repeated line is written once a second at most, with the count of those left out.

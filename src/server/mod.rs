@@ -4,6 +4,7 @@
 //! close every partition cleanly (close entries, clean markers) and exit.
 
 pub mod admin;
+pub mod configs;
 pub mod connection;
 pub mod coordinator;
 pub mod errors;
@@ -12,11 +13,11 @@ pub mod limits;
 pub mod metrics_http;
 pub mod shard;
 
-use crate::config::LogConfig;
 use anyhow::{bail, Context};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement};
 use shard::{Shard, ShardMsg};
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,32 +44,16 @@ pub struct BrokerConfig {
     pub max_request_bytes: usize,
     /// Limits on clients and the memory they may make the broker hold (docs/operations.md).
     pub limits: limits::Limits,
-    /// Topic defaults (`log.*` broker settings and topic names).
-    pub log_defaults: LogConfig,
     /// Consumer groups and `__consumer_offsets` (`group.*`, `offsets.*`).
     pub coordinator: coordinator::CoordinatorConfig,
     /// `--metrics-listen`: where shard 0 serves Prometheus text at `/metrics`.
     pub metrics_listen: Option<SocketAddr>,
     /// `--fault-injection`: the metrics endpoint also takes disk faults at `/faults` (tests).
     pub fault_injection: bool,
+    /// Every setting given (`--set`, `--config`) as written: the static layer of
+    /// [`configs`] (DescribeConfigs sources, topic defaults by Kafka's synonym order).
+    pub settings: BTreeMap<String, String>,
 }
-
-/// Broker-level names that map onto topic settings, as in Kafka's server.properties.
-const BROKER_TO_TOPIC: &[(&str, &str)] = &[
-    ("log.segment.bytes", "segment.bytes"),
-    ("log.roll.ms", "segment.ms"),
-    ("log.retention.ms", "retention.ms"),
-    ("log.retention.bytes", "retention.bytes"),
-    ("log.index.interval.bytes", "index.interval.bytes"),
-    ("log.index.size.max.bytes", "segment.index.bytes"),
-    ("log.flush.interval.messages", "flush.messages"),
-    ("log.flush.interval.ms", "flush.ms"),
-    ("log.message.timestamp.type", "message.timestamp.type"),
-    ("log.message.timestamp.difference.max.ms", "message.timestamp.difference.max.ms"),
-    ("log.message.timestamp.before.max.ms", "message.timestamp.before.max.ms"),
-    ("log.message.timestamp.after.max.ms", "message.timestamp.after.max.ms"),
-    ("message.max.bytes", "max.message.bytes"),
-];
 
 impl BrokerConfig {
     pub fn new(data_dir: PathBuf, listen: &str, shards: usize) -> anyhow::Result<Self> {
@@ -91,16 +76,23 @@ impl BrokerConfig {
             retention_check_interval: crate::storage::manager::DEFAULT_RETENTION_CHECK_INTERVAL,
             max_request_bytes: 100 * 1024 * 1024,
             limits: limits::Limits::default(),
-            log_defaults: LogConfig::default(),
             coordinator: coordinator::CoordinatorConfig::default(),
             metrics_listen: None,
             fault_injection: false,
+            settings: BTreeMap::new(),
         })
     }
 
     /// Apply one `key=value` from a properties file: broker settings, Kafka's `log.*` names,
-    /// or topic settings (as topic defaults).
+    /// or topic settings (as topic defaults; where several of Kafka's names give one topic
+    /// setting, the first in Kafka's order wins, as in Kafka).
     pub fn set(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
+        self.apply(key, value)?;
+        self.settings.insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+
+    fn apply(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
         let int = |v: &str| v.trim().parse::<i64>().with_context(|| format!("{key}={v}: not an integer"));
         match key {
             "node.id" | "broker.id" => self.node_id = int(value)? as i32,
@@ -183,8 +175,14 @@ impl BrokerConfig {
                 self.coordinator.compaction_bytes = bounded(key, int(value)?, 0, i64::MAX)? as u64
             }
             _ => {
-                let topic_key = BROKER_TO_TOPIC.iter().find(|(b, _)| *b == key).map_or(key, |(_, t)| t);
-                self.log_defaults.set(topic_key, value)?;
+                if crate::config::topic_key_of_broker_name(key).is_none() && crate::config::topic_key(key).is_none() {
+                    bail!("{key}: unknown setting");
+                }
+                // Validated with the others (the topic defaults come from all of them,
+                // configs::Effective).
+                let mut settings = self.settings.clone();
+                settings.insert(key.to_string(), value.to_string());
+                configs::topic_defaults(|name| settings.get(name))?;
             }
         }
         Ok(())
@@ -287,15 +285,20 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     if taken {
         bail!("cannot listen on {}: another process accepts connections there", config.listen);
     }
+    // Dynamic broker settings, over the static ones: a bad file stops startup, naming it.
+    let dynamic = configs::DynamicConfigs::load(&config.data_dir)?;
+    let effective = configs::Effective::compute(&config, &dynamic)
+        .with_context(|| format!("applying {}", config.data_dir.join(configs::BROKER_CONFIGS_FILE).display()))?;
     let config = Arc::new(config);
     let mesh = MeshBuilder::<ShardMsg, _>::full(config.shards, 1024);
-    let connections = limits::ConnectionTable::new(&config.limits);
+    let connections = limits::ConnectionTable::new(effective.max_connections, effective.max_connections_per_ip);
     let mut handles = Vec::new();
     for id in 0..config.shards {
         let (config, mesh, stop, connections) = (config.clone(), mesh.clone(), stop.clone(), connections.clone());
+        let dynamic = dynamic.clone();
         let h = LocalExecutorBuilder::new(Placement::Fixed(id))
             .name(&format!("shard-{id}"))
-            .spawn(move || async move { run_shard(id, config, mesh, stop, connections).await })
+            .spawn(move || async move { run_shard(id, config, dynamic, mesh, stop, connections).await })
             .map_err(|e| anyhow::anyhow!("starting shard {id}: {e}"))?;
         handles.push(h);
     }
@@ -322,11 +325,12 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
 async fn run_shard(
     id: usize,
     config: Arc<BrokerConfig>,
+    dynamic: configs::DynamicConfigs,
     mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
     stop: Arc<AtomicBool>,
     connections: Arc<limits::ConnectionTable>,
 ) -> anyhow::Result<()> {
-    let shard = match Shard::open(id, config.shards, config.clone()).await {
+    let shard = match Shard::open(id, config.shards, config.clone(), dynamic, connections.clone()).await {
         Ok(s) => s,
         Err(e) => {
             // The other shards wait for this one at the mesh: release them.
@@ -430,8 +434,9 @@ mod tests {
         c.load_file(&path).unwrap();
         assert_eq!(c.num_partitions, 3);
         assert!(!c.auto_create_topics);
-        assert_eq!(c.log_defaults.retention_ms, Some(60_000));
-        assert_eq!(c.log_defaults.message_timestamp_type, crate::storage::format::TimestampType::LogAppendTime);
+        let defaults = configs::Effective::compute(&c, &configs::DynamicConfigs::default()).unwrap().log_defaults;
+        assert_eq!(defaults.retention_ms, Some(60_000));
+        assert_eq!(defaults.message_timestamp_type, crate::storage::format::TimestampType::LogAppendTime);
         std::fs::write(&path, "num.partitions=1\nlog.segment.bytes=12\n").unwrap();
         let e = format!("{:#}", c.load_file(&path).unwrap_err());
         assert!(e.contains("tidemark.toml:2") && e.contains("segment.bytes"), "{e}");

@@ -7,9 +7,10 @@
 use crate::config::LogConfig;
 use crate::io::{Disk, DmaDisk};
 use crate::protocol::errors as code;
+use crate::server::configs::{self, AlterOp, DynamicConfigs, Effective};
 use crate::server::coordinator::{Coordinator, GroupRequest, GroupResponse, OFFSETS_TOPIC};
 use crate::server::errors::{storage_code, topic_code};
-use crate::server::limits::{Budget, LogEvery};
+use crate::server::limits::{Budget, ConnectionTable, LogEvery};
 use crate::server::BrokerConfig;
 use crate::storage::manager::PartitionManager;
 use crate::storage::topics::TopicStore;
@@ -68,14 +69,25 @@ pub enum ShardOp {
     TopicDeleted {
         name: String,
     },
-    /// To shard 0: change a topic's overrides: set these, remove those (or, with `replace`,
-    /// make `set` the whole set of overrides).
+    /// To shard 0: change a topic's overrides (with `replace`, the set operations are the
+    /// whole new set).
     AlterTopic {
         name: String,
-        set: Vec<(String, String)>,
-        remove: Vec<String>,
+        ops: Vec<(String, AlterOp)>,
         replace: bool,
         validate_only: bool,
+    },
+    /// To shard 0: change the dynamic broker settings of this node (`node`) or the cluster
+    /// defaults, then broadcast them.
+    AlterBroker {
+        node: bool,
+        ops: Vec<(String, AlterOp)>,
+        replace: bool,
+        validate_only: bool,
+    },
+    /// From shard 0 to every shard: the dynamic broker settings changed.
+    BrokerConfigs {
+        dynamic: DynamicConfigs,
     },
     /// From shard 0 to every shard: a topic's settings changed.
     TopicAltered {
@@ -242,6 +254,11 @@ pub struct Shard {
     pub request_memory: Budget,
     /// This shard's share of `tidemark.fetch.max.memory.bytes`: fetched records not written.
     pub fetch_memory: Budget,
+    /// The dynamic broker settings, and the settings they give with the static ones.
+    pub dynamic: RefCell<DynamicConfigs>,
+    effective: RefCell<Rc<Effective>>,
+    /// Open connections of every shard (its limits are dynamic settings).
+    pub connections: Arc<ConnectionTable>,
     /// Repeated log lines, at most one a second each: refused connections, failed reads.
     pub refusals_log: LogEvery,
     read_errors_log: LogEvery,
@@ -261,9 +278,16 @@ pub struct Shard {
 
 impl Shard {
     /// Open this shard's view of the topics and the partitions it owns.
-    pub async fn open(id: usize, shards: usize, config: Arc<BrokerConfig>) -> anyhow::Result<Rc<Shard>> {
+    pub async fn open(
+        id: usize,
+        shards: usize,
+        config: Arc<BrokerConfig>,
+        dynamic: DynamicConfigs,
+        connections: Arc<ConnectionTable>,
+    ) -> anyhow::Result<Rc<Shard>> {
+        let effective = Effective::compute(&config, &dynamic)?;
         let disk = DmaDisk::open(&config.data_dir).await?;
-        let store = TopicStore::open(disk.clone(), &config.data_dir, config.log_defaults.clone()).await?;
+        let store = TopicStore::open(disk.clone(), &config.data_dir, effective.log_defaults.clone()).await?;
         let clock = system_clock();
         let producer_ids =
             if id == 0 { Some(read_producer_ids(&disk, &config.data_dir, clock()).await?) } else { None };
@@ -293,6 +317,9 @@ impl Shard {
             fetch_memory: Budget::new(share(config.limits.fetch_max_memory_bytes)),
             refusals_log: LogEvery::default(),
             read_errors_log: LogEvery::default(),
+            dynamic: RefCell::new(dynamic),
+            effective: RefCell::new(Rc::new(effective)),
+            connections,
             config,
             manager,
             topics: RefCell::new(topics),
@@ -312,6 +339,11 @@ impl Shard {
             tracing::info!(shard = id, records, "committed offsets loaded");
         }
         Ok(shard)
+    }
+
+    /// The settings in force (static with dynamic over them).
+    pub fn effective(&self) -> Rc<Effective> {
+        self.effective.borrow().clone()
     }
 
     /// On shard 0: the next producer id. Ids are handed out in blocks of
@@ -494,8 +526,23 @@ impl Shard {
                 ShardReply::Admin(self.create_topic(name, partitions, configs, validate_only).await)
             }
             ShardOp::DeleteTopic { name } => ShardReply::Admin(self.delete_topic(name).await),
-            ShardOp::AlterTopic { name, set, remove, replace, validate_only } => {
-                ShardReply::Admin(self.alter_topic(name, set, remove, replace, validate_only).await)
+            ShardOp::AlterTopic { name, ops, replace, validate_only } => {
+                ShardReply::Admin(self.alter_topic(name, ops, replace, validate_only).await)
+            }
+            ShardOp::AlterBroker { node, ops, replace, validate_only } => {
+                ShardReply::Admin(self.alter_broker(node, ops, replace, validate_only).await)
+            }
+            ShardOp::BrokerConfigs { dynamic } => {
+                match Effective::compute(&self.config, &dynamic) {
+                    Ok(e) => {
+                        self.connections.set_limits(e.max_connections, e.max_connections_per_ip);
+                        *self.effective.borrow_mut() = Rc::new(e);
+                        *self.dynamic.borrow_mut() = dynamic;
+                    }
+                    // Shard 0 checked them; a failure here is a bug, logged, not applied.
+                    Err(e) => tracing::error!(error = %e, "dynamic broker settings not applied"),
+                }
+                ShardReply::Done
             }
             ShardOp::TopicDeleted { name } => {
                 let partitions = self.topics.borrow_mut().remove(&name).map_or(0, |t| t.partitions);
@@ -689,8 +736,7 @@ impl Shard {
     async fn alter_topic(
         self: &Rc<Self>,
         name: String,
-        set: Vec<(String, String)>,
-        remove: Vec<String>,
+        ops: Vec<(String, AlterOp)>,
         replace: bool,
         validate_only: bool,
     ) -> Result<(), (i16, String)> {
@@ -701,15 +747,8 @@ impl Shard {
                 .ok_or((code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist")))?
                 .overrides
                 .clone();
-            let mut remove = remove;
-            if replace {
-                remove.extend(current.keys().filter(|k| !set.iter().any(|(s, _)| s == *k)).cloned());
-            }
-            let mut next = current;
-            for k in &remove {
-                next.remove(k);
-            }
-            next.extend(set.iter().cloned());
+            let values = store.config(&name).map_err(|e| (topic_code(&e), e.to_string()))?.describe();
+            let next = configs::apply_ops(&current, &ops, replace, |k| values.get(k).cloned(), configs::topic_kind)?;
             let config = store
                 .defaults()
                 .with_overrides(next.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -717,9 +756,7 @@ impl Shard {
             if validate_only {
                 return Ok(None);
             }
-            let pairs: Vec<(&str, &str)> = set.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            let removes: Vec<&str> = remove.iter().map(|k| k.as_str()).collect();
-            store.alter(&name, &pairs, &removes).await.map_err(|e| (topic_code(&e), e.to_string()))?;
+            store.replace_overrides(&name, next.clone()).await.map_err(|e| (topic_code(&e), e.to_string()))?;
             Ok(Some((config, next)))
         }
         .await;
@@ -730,6 +767,75 @@ impl Shard {
             Box::pin(self.call(shard, op)).await;
         }
         tracing::info!(topic = name, "topic settings changed");
+        Ok(())
+    }
+
+    /// On shard 0: change the dynamic broker settings (this node's, or the cluster defaults):
+    /// only settings that can change at runtime (Kafka's INVALID_REQUEST "Cannot update these
+    /// configs dynamically" otherwise), validated together with the others, persisted, then
+    /// applied on every shard; topics whose settings follow a changed default are updated
+    /// everywhere.
+    async fn alter_broker(
+        self: &Rc<Self>,
+        node: bool,
+        ops: Vec<(String, AlterOp)>,
+        replace: bool,
+        validate_only: bool,
+    ) -> Result<(), (i16, String)> {
+        let unknown: Vec<&str> =
+            ops.iter().map(|(k, _)| k.as_str()).filter(|k| configs::broker_key(k).is_none()).collect();
+        if !unknown.is_empty() {
+            return Err((code::INVALID_CONFIG, format!("Unknown broker configs: {}", unknown.join(", "))));
+        }
+        let fixed: Vec<&str> =
+            ops.iter().map(|(k, _)| k.as_str()).filter(|k| configs::broker_key(k).is_some_and(|b| !b.1)).collect();
+        if !fixed.is_empty() {
+            return Err((
+                code::INVALID_REQUEST,
+                format!("Cannot update these configs dynamically: Set({})", fixed.join(", ")),
+            ));
+        }
+        let (_permit, mut store) = self.take_store().await?;
+        let result = async {
+            let current = self.dynamic.borrow().clone();
+            let layer = if node { &current.node } else { &current.default };
+            let defaults = self.effective().log_defaults.describe();
+            let value_of =
+                |k: &str| crate::config::topic_key_of_broker_name(k).and_then(|(t, _)| defaults.get(t.name).cloned());
+            let kind_of = |k: &str| configs::broker_key(k).map(|b| b.0);
+            let layer = configs::apply_ops(layer, &ops, replace, value_of, kind_of)?;
+            let mut next = current;
+            *(if node { &mut next.node } else { &mut next.default }) = layer;
+            let effective =
+                Effective::compute(&self.config, &next).map_err(|e| (code::INVALID_REQUEST, format!("{e:#}")))?;
+            let changed =
+                store.with_defaults(&effective.log_defaults).map_err(|e| (code::INVALID_REQUEST, e.to_string()))?;
+            if validate_only {
+                return Ok(None);
+            }
+            let path = self.config.data_dir.join(configs::BROKER_CONFIGS_FILE);
+            self.disk
+                .write_file_atomic(&path, next.encode().as_bytes())
+                .await
+                .map_err(|e| (code::KAFKA_STORAGE_ERROR, e.to_string()))?;
+            store.set_defaults(effective.log_defaults.clone());
+            Ok(Some((next, changed)))
+        }
+        .await;
+        *self.store.borrow_mut() = Some(store);
+        let Some((dynamic, changed)) = result? else { return Ok(()) };
+        for shard in 0..self.shards {
+            Box::pin(self.call(shard, ShardOp::BrokerConfigs { dynamic: dynamic.clone() })).await;
+        }
+        for (name, config) in changed {
+            let overrides = self.topics.borrow().get(&name).map(|t| t.overrides.clone()).unwrap_or_default();
+            for shard in 0..self.shards {
+                let op =
+                    ShardOp::TopicAltered { name: name.clone(), config: config.clone(), overrides: overrides.clone() };
+                Box::pin(self.call(shard, op)).await;
+            }
+        }
+        tracing::info!(scope = if node { "node" } else { "cluster default" }, "dynamic broker settings changed");
         Ok(())
     }
 
@@ -765,12 +871,12 @@ impl Shard {
         if self.topics.borrow().contains_key(name) {
             return true;
         }
-        if !self.config.auto_create_topics {
+        if !self.effective().auto_create_topics {
             return false;
         }
         let op = ShardOp::CreateTopic {
             name: name.to_string(),
-            partitions: self.config.num_partitions as i64,
+            partitions: self.effective().num_partitions as i64,
             configs: Vec::new(),
             validate_only: false,
         };

@@ -183,17 +183,50 @@ impl<D: Disk> TopicStore<D> {
     /// Set and remove overrides at runtime (AlterConfigs / IncrementalAlterConfigs); returns
     /// the new effective settings. Nothing changes if any value is refused.
     pub async fn alter(&mut self, name: &str, set: &[(&str, &str)], remove: &[&str]) -> Result<LogConfig, TopicError> {
-        let mut meta = self.topics.get(name).cloned().ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+        let mut overrides =
+            self.topics.get(name).ok_or_else(|| TopicError::Unknown(name.to_string()))?.overrides.clone();
         for k in remove {
-            meta.overrides.remove(*k);
+            overrides.remove(*k);
         }
         for (k, v) in set {
-            meta.overrides.insert(k.to_string(), v.to_string());
+            overrides.insert(k.to_string(), v.to_string());
         }
+        self.replace_overrides(name, overrides).await
+    }
+
+    /// Replace a topic's overrides; returns the new effective settings. Nothing changes if
+    /// any value is refused.
+    pub async fn replace_overrides(
+        &mut self,
+        name: &str,
+        overrides: BTreeMap<String, String>,
+    ) -> Result<LogConfig, TopicError> {
+        let mut meta = self.topics.get(name).cloned().ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+        meta.overrides = overrides;
         let config = self.defaults.with_overrides(meta.overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
         self.persist(&meta).await?;
         self.topics.insert(name.to_string(), meta);
         Ok(config)
+    }
+
+    /// The topics whose effective settings `defaults` would change, with their new settings,
+    /// or the first topic whose overrides no longer validate against them.
+    pub fn with_defaults(&self, defaults: &LogConfig) -> Result<Vec<(String, LogConfig)>, TopicError> {
+        let mut changed = Vec::new();
+        for (name, meta) in &self.topics {
+            let pairs = || meta.overrides.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            let new = defaults.with_overrides(pairs())?;
+            if new != self.defaults.with_overrides(pairs())? {
+                changed.push((name.clone(), new));
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Take new broker-wide defaults (dynamic broker settings); new topics and
+    /// [`TopicStore::config`] use them.
+    pub fn set_defaults(&mut self, defaults: LogConfig) {
+        self.defaults = defaults;
     }
 
     /// CreatePartitions: raise a topic's partition count to `count` (never lower; at most

@@ -194,6 +194,15 @@ class CR(R):
         self.pos += n
         return s
 
+    def nstring_c(self):
+        """A compact nullable string."""
+        n = self.uvarint() - 1
+        if n < 0:
+            return None
+        s = self.buf[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
     def tags(self):
         assert self.uvarint() == 0, "unexpected tagged fields"
 
