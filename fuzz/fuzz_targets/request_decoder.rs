@@ -39,6 +39,11 @@ fn encode(h: &RequestHeader, req: Request) -> Option<Bytes> {
         Request::ListGroups(mut m) => encode_request(h, &mut m),
         Request::DeleteGroups(mut m) => encode_request(h, &mut m),
         Request::InitProducerId(mut m) => encode_request(h, &mut m),
+        Request::CreatePartitions(mut m) => encode_request(h, &mut m),
+        Request::DeleteRecords(mut m) => encode_request(h, &mut m),
+        Request::DescribeLogDirs(mut m) => encode_request(h, &mut m),
+        Request::DescribeCluster(mut m) => encode_request(h, &mut m),
+        Request::DescribeProducers(mut m) => encode_request(h, &mut m),
     };
     // A decoded value the encoder refuses is not a decoder bug; only what it writes is checked.
     frame.ok()

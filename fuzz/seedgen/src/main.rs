@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use tidemark::config::LogConfig;
 use tidemark::io::MemDisk;
 use tidemark::protocol::messages::*;
+use tidemark::protocol::admin::*;
 use tidemark::protocol::groups::*;
 use tidemark::protocol::messages::Message;
 use tidemark::protocol::{encode_request, RequestHeader, SUPPORTED};
@@ -71,6 +72,34 @@ fn requests(out: &Path) {
                 33 => frame(api, v, AlterConfigsRequest::default()),
                 42 => frame(api, v, DeleteGroupsRequest::default()),
                 44 => frame(api, v, AlterConfigsRequest { incremental: true, ..Default::default() }),
+                21 => frame(api, v, DeleteRecordsRequest {
+                    topics: vec![DeleteRecordsTopic {
+                        name: "t".into(),
+                        partitions: vec![DeleteRecordsPartition { partition_index: 0, offset: 5, ..Default::default() }],
+                        ..Default::default()
+                    }],
+                    timeout_ms: 1000,
+                    ..Default::default()
+                }),
+                35 => frame(api, v, DescribeLogDirsRequest {
+                    topics: Some(vec![DescribableLogDirTopic { topic: "t".into(), partitions: vec![0, 1], ..Default::default() }]),
+                    ..Default::default()
+                }),
+                37 => frame(api, v, CreatePartitionsRequest {
+                    topics: vec![CreatePartitionsTopic {
+                        name: "t".into(),
+                        count: 3,
+                        assignments: Some(vec![CreatePartitionsAssignment { broker_ids: vec![0], ..Default::default() }]),
+                        ..Default::default()
+                    }],
+                    timeout_ms: 1000,
+                    ..Default::default()
+                }),
+                60 => frame(api, v, DescribeClusterRequest::default()),
+                61 => frame(api, v, DescribeProducersRequest {
+                    topics: vec![DescribeProducersTopic { name: "t".into(), partition_indexes: vec![0], ..Default::default() }],
+                    ..Default::default()
+                }),
                 _ => None,
             };
             if let Some(f) = f {
