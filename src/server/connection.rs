@@ -41,6 +41,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, admitted: Admitted) {
     let _ = stream.set_nodelay(true);
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let limits = shard.config.limits.clone();
+    let (write_limit, write_peer) = (limits.connections_max_idle, peer.clone());
     let in_flight = Rc::new(Semaphore::new(limits.max_inflight_per_connection as u64));
     let (tx, rx) = local_channel::new_bounded::<glommio::Task<Outcome>>(limits.max_inflight_per_connection);
     let max = shard.config.max_request_bytes;
@@ -117,8 +118,19 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, admitted: Admitted) {
         match outcome {
             Ok(Some((bytes, held))) => {
                 let started = std::time::Instant::now();
-                if writer.write_all(&bytes).await.is_err() {
-                    break;
+                // A client that stops reading holds its responses' memory: at most
+                // connections.max.idle.ms, then the connection goes.
+                match within(write_limit, writer.write_all(&bytes)).await {
+                    Some(Ok(())) => {}
+                    Some(Err(_)) => break,
+                    None => {
+                        tracing::warn!(
+                            peer = write_peer,
+                            bytes = bytes.len(),
+                            "response not taken in connections.max.idle.ms; closing"
+                        );
+                        break;
+                    }
                 }
                 metrics::since(Stage::ResponseWrite, started);
                 metrics::count(Counter::BytesOut, bytes.len() as u64);

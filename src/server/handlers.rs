@@ -715,7 +715,12 @@ fn fetch_magic(version: i16) -> i8 {
 /// budget (the returned [`Held`]): the first partition read waits for its share; once the
 /// pass has data, a partition whose share is not free now reports offsets only (waiting
 /// while holding could deadlock the budget), and the client fetches it next time.
-async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest) -> (FetchResponse, usize, Held) {
+async fn fetch_once(
+    shard: &Rc<Shard>,
+    version: i16,
+    f: &FetchRequest,
+    deadline: Instant,
+) -> (FetchResponse, usize, Held) {
     let magic = fetch_magic(version);
     // The request's total, capped by the broker's `fetch.max.bytes`.
     let mut budget = (f.max_bytes.max(0) as usize).min(shard.config.limits.fetch_max_bytes);
@@ -732,7 +737,18 @@ async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest) -> (Fetch
             let mut part_held = Held::default();
             if max > 0 {
                 if held.units() == 0 {
-                    part_held = shard.fetch_memory.reserve(max as u64).await;
+                    // Wait for the first share, but not past the fetch's own deadline: a fetch
+                    // that gets no memory in time answers offsets only, so no fetch (nor the
+                    // responses queued behind it on its connection) waits on another for ever.
+                    let reserve = async { Some(shard.fetch_memory.reserve(max as u64).await) };
+                    let expire = async {
+                        glommio::timer::sleep(deadline.saturating_duration_since(Instant::now())).await;
+                        None
+                    };
+                    match futures_lite::future::or(reserve, expire).await {
+                        Some(h) => part_held = h,
+                        None => max = 0,
+                    }
                 } else if let Some(h) = shard.fetch_memory.try_reserve(max as u64) {
                     part_held = h;
                 } else {
@@ -753,23 +769,24 @@ async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest) -> (Fetch
                 ShardReply::Fetch(Err((c, hw, start))) => (c, hw, start, Bytes::new()),
                 _ => (code::UNKNOWN_SERVER_ERROR, -1, -1, Bytes::new()),
             };
-            let (limit, convert) = shard
-                .topics
-                .borrow()
-                .get(&t.topic)
-                .map_or((64 << 20, true), |i| (i.config.decompress_limit(), i.config.downconversion));
-            let newer =
-                |records: &Bytes| crate::storage::format::stored::magics(records).any(|m| m.is_ok_and(|m| m > magic));
-            if magic < 2 && !convert && newer(&records) {
-                // message.downconversion.enable=false: as Kafka, the old reader is refused.
-                (error_code, records) = (code::UNSUPPORTED_VERSION, Bytes::new());
-            } else if magic < 2 && !records.is_empty() {
-                match down_convert(records, magic, max, limit) {
-                    Ok(converted) => records = converted,
-                    Err(e) => {
-                        tracing::error!(topic = t.topic, partition = p.partition, error = %e, "cannot down-convert stored batches");
-                        // An error code these old clients know.
-                        (error_code, records) = (code::CORRUPT_MESSAGE, Bytes::new());
+            if magic < 2 && !records.is_empty() {
+                let (limit, convert) = shard
+                    .topics
+                    .borrow()
+                    .get(&t.topic)
+                    .map_or((64 << 20, true), |i| (i.config.decompress_limit(), i.config.downconversion));
+                let newer = crate::storage::format::stored::magics(&records).any(|m| m.is_ok_and(|m| m > magic));
+                if !convert && newer {
+                    // message.downconversion.enable=false: as Kafka, the old reader is refused.
+                    (error_code, records) = (code::UNSUPPORTED_VERSION, Bytes::new());
+                } else {
+                    match down_convert(records, magic, max, limit) {
+                        Ok(converted) => records = converted,
+                        Err(e) => {
+                            tracing::error!(topic = t.topic, partition = p.partition, error = %e, "cannot down-convert stored batches");
+                            // An error code these old clients know.
+                            (error_code, records) = (code::CORRUPT_MESSAGE, Bytes::new());
+                        }
                     }
                 }
             }
@@ -806,7 +823,7 @@ async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest) -> (Fetch
 async fn fetch(shard: &Rc<Shard>, version: i16, f: FetchRequest) -> (FetchResponse, Held) {
     let deadline = Instant::now() + Duration::from_millis(f.max_wait_ms.clamp(0, 60_000) as u64);
     loop {
-        let (resp, bytes, held) = fetch_once(shard, version, &f).await;
+        let (resp, bytes, held) = fetch_once(shard, version, &f, deadline).await;
         let has_error = resp.topics.iter().flat_map(|t| &t.partitions).any(|p| p.error_code != code::NONE);
         if bytes >= f.min_bytes.max(0) as usize || has_error || Instant::now() >= deadline {
             return (resp, held);

@@ -8,7 +8,6 @@
 //! Who uses it: the accept loops (connection table, shared by every shard) and the connection
 //! tasks (the budgets, one pair per shard).
 
-use glommio::sync::Semaphore;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -160,64 +159,158 @@ impl Drop for Admitted {
     }
 }
 
-/// A shard's memory budget of `capacity` bytes. Reservations larger than the whole budget
-/// are clamped to it (such a request runs alone).
+/// A shard's memory budget of `capacity` bytes, handed out first come, first served: a
+/// reservation waits behind every earlier one, so a large one (a reservation larger than the
+/// whole budget is clamped to it and runs alone) is not starved by a stream of others. Small
+/// reservations (at most [`SMALL_BYPASS`] bytes, or a sixteenth of the budget) that fit in
+/// what is free go ahead of waiting ones: metadata, heartbeats, commits and other short
+/// requests are never held behind large produce requests waiting for a slow disk. A waiting
+/// reservation that is dropped (its caller gave up) leaves the queue.
 #[derive(Debug)]
 pub struct Budget {
-    sem: Rc<Semaphore>,
+    inner: Rc<BudgetInner>,
+}
+
+/// Reservations up to this size may pass waiting ones when they fit (see [`Budget`]).
+pub const SMALL_BYPASS: u64 = 64 << 10;
+
+#[derive(Debug)]
+struct BudgetInner {
     capacity: u64,
+    /// Reservations this small may pass waiting ones when they fit.
+    bypass: u64,
+    available: Cell<u64>,
+    /// Reservations waiting, oldest first: (bytes, where to send the grant).
+    waiters: std::cell::RefCell<std::collections::VecDeque<(u64, futures_channel::oneshot::Sender<()>)>>,
     /// The most held at once since the start (a gauge: the bound at work).
     peak: Cell<u64>,
+}
+
+impl BudgetInner {
+    fn take(&self, units: u64) {
+        self.available.set(self.available.get() - units);
+        self.peak.set(self.peak.get().max(self.capacity - self.available.get()));
+    }
+
+    /// Give `units` back and grant the waiters at the head of the queue that now fit.
+    fn give(&self, units: u64) {
+        self.available.set(self.available.get() + units);
+        self.grant();
+    }
+
+    /// Grant waiting reservations in order while the first one fits; abandoned ones leave.
+    fn grant(&self) {
+        loop {
+            let mut waiters = self.waiters.borrow_mut();
+            let Some((units, tx)) = waiters.front() else { return };
+            if tx.is_canceled() {
+                waiters.pop_front();
+                continue;
+            }
+            if *units > self.available.get() {
+                return;
+            }
+            let (units, tx) = waiters.pop_front().expect("front exists");
+            drop(waiters);
+            self.take(units);
+            if tx.send(()).is_err() {
+                // Given up between the check and now: the bytes go back.
+                self.available.set(self.available.get() + units);
+            }
+        }
+    }
+
+    fn queue_is_empty(&self) -> bool {
+        self.grant();
+        self.waiters.borrow().is_empty()
+    }
 }
 
 impl Budget {
     pub fn new(capacity: u64) -> Budget {
         let capacity = capacity.max(1);
-        Budget { sem: Rc::new(Semaphore::new(capacity)), capacity, peak: Cell::new(0) }
+        Budget {
+            inner: Rc::new(BudgetInner {
+                capacity,
+                bypass: SMALL_BYPASS.min(capacity / 16),
+                available: Cell::new(capacity),
+                waiters: Default::default(),
+                peak: Cell::new(0),
+            }),
+        }
     }
 
-    /// Wait until `bytes` (clamped to the capacity) are free and hold them.
+    /// Wait until `bytes` (clamped to the capacity) are free, after every earlier reservation,
+    /// and hold them. Dropping the future before it is ready gives up the place in the queue.
     pub async fn reserve(&self, bytes: u64) -> Held {
-        let units = bytes.min(self.capacity);
-        match self.sem.acquire(units).await {
-            Ok(()) => self.held(units),
-            Err(_) => Held::default(), // never closed
+        let units = bytes.min(self.inner.capacity);
+        if let Some(h) = self.try_reserve(units) {
+            return h;
+        }
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.inner.waiters.borrow_mut().push_back((units, tx));
+        // A dropped future drops `rx`: the grant (if it raced in) is given back by `grant`.
+        let mut guard = GiveBackIfGranted { inner: Some(self.inner.clone()), units, rx: Some(rx) };
+        let granted = guard.rx.as_mut().expect("set above").await.is_ok();
+        guard.inner = None; // from here the Held owns the units
+        if granted {
+            Held { budget: Some(self.inner.clone()), units }
+        } else {
+            Held::default() // the sender went away: never (the budget lives as long as the shard)
         }
     }
 
-    /// Hold `bytes` (clamped) if they are free now.
+    /// Hold `bytes` (clamped) if they are free now and nobody waits before (or they are
+    /// small).
     pub fn try_reserve(&self, bytes: u64) -> Option<Held> {
-        let units = bytes.min(self.capacity);
-        match self.sem.try_acquire(units) {
-            Ok(true) => Some(self.held(units)),
-            _ => None,
+        let units = bytes.min(self.inner.capacity);
+        if units > self.inner.available.get() || (units > self.inner.bypass && !self.inner.queue_is_empty()) {
+            return None;
         }
-    }
-
-    fn held(&self, units: u64) -> Held {
-        self.peak.set(self.peak.get().max(self.in_use()));
-        Held { sem: Some(self.sem.clone()), units }
+        self.inner.take(units);
+        Some(Held { budget: Some(self.inner.clone()), units })
     }
 
     /// The most held at once so far.
     pub fn peak(&self) -> u64 {
-        self.peak.get()
+        self.inner.peak.get()
     }
 
     /// Bytes held now.
     pub fn in_use(&self) -> u64 {
-        self.capacity - self.sem.available()
+        self.inner.capacity - self.inner.available.get()
     }
 
     pub fn capacity(&self) -> u64 {
-        self.capacity
+        self.inner.capacity
+    }
+}
+
+/// While a reservation waits: if its future is dropped after the grant was sent but before it
+/// was seen, the granted bytes go back.
+struct GiveBackIfGranted {
+    inner: Option<Rc<BudgetInner>>,
+    units: u64,
+    rx: Option<futures_channel::oneshot::Receiver<()>>,
+}
+
+impl Drop for GiveBackIfGranted {
+    fn drop(&mut self) {
+        if let (Some(inner), Some(mut rx)) = (self.inner.take(), self.rx.take()) {
+            if let Ok(Some(())) = rx.try_recv() {
+                inner.give(self.units);
+            } else {
+                drop(rx);
+                inner.grant(); // skip the abandoned entry, let the next ones in
+            }
+        }
     }
 }
 
 /// Bytes held from a [`Budget`], given back when dropped.
 #[derive(Debug, Default)]
 pub struct Held {
-    sem: Option<Rc<Semaphore>>,
+    budget: Option<Rc<BudgetInner>>,
     units: u64,
 }
 
@@ -225,8 +318,8 @@ impl Held {
     /// Keep at most `bytes`, giving back the rest now.
     pub fn shrink(&mut self, bytes: u64) {
         if bytes < self.units {
-            if let Some(sem) = &self.sem {
-                sem.signal(self.units - bytes);
+            if let Some(b) = &self.budget {
+                b.give(self.units - bytes);
             }
             self.units = bytes;
         }
@@ -237,8 +330,8 @@ impl Held {
         if other.units == 0 {
             return;
         }
-        match (&self.sem, &other.sem) {
-            (None, _) => self.sem = other.sem.take(),
+        match (&self.budget, &other.budget) {
+            (None, _) => self.budget = other.budget.take(),
             (Some(mine), Some(theirs)) => debug_assert!(Rc::ptr_eq(mine, theirs), "held from two budgets"),
             (Some(_), None) => {}
         }
@@ -252,8 +345,8 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if let (Some(sem), true) = (&self.sem, self.units > 0) {
-            sem.signal(self.units);
+        if let (Some(b), true) = (&self.budget, self.units > 0) {
+            b.give(self.units);
         }
     }
 }
@@ -316,6 +409,61 @@ mod tests {
             assert_eq!(big.units(), 100);
             assert_eq!(b.peak(), 100);
             assert!(b.try_reserve(1).is_none());
+        });
+    }
+
+    // First come, first served: a large reservation waiting for the whole budget is not
+    // overtaken by later small ones (neither waiting nor trying), and gets it once the
+    // earlier holders are done; then the small ones follow in order.
+    #[test]
+    fn budget_serves_in_order_without_starving_large_reservations() {
+        glommio::LocalExecutor::default().run(async {
+            let b = Rc::new(Budget::new(100));
+            let small = b.reserve(30).await;
+            let order = Rc::new(std::cell::RefCell::new(Vec::new()));
+            let spawn = |units: u64, tag: &'static str| {
+                let (b, order) = (b.clone(), order.clone());
+                glommio::spawn_local(async move {
+                    let h = b.reserve(units).await;
+                    order.borrow_mut().push(tag);
+                    h
+                })
+            };
+            let large = spawn(100, "large");
+            glommio::executor().yield_task_queue_now().await;
+            let later = spawn(10, "later");
+            glommio::executor().yield_task_queue_now().await;
+            assert!(b.try_reserve(10).is_none(), "a try jumped the queue");
+            // A small one (at most a sixteenth of the budget here) passes when it fits.
+            drop(b.try_reserve(6).expect("a small reservation waits behind a large one"));
+            assert!(order.borrow().is_empty(), "70 bytes free, but the large one waits first");
+            drop(small);
+            let large = large.await;
+            assert_eq!(*order.borrow(), vec!["large"]);
+            drop(large);
+            let _later = later.await;
+            assert_eq!(*order.borrow(), vec!["large", "later"]);
+            assert_eq!(b.in_use(), 10);
+        });
+    }
+
+    // A reservation that gives up (its future dropped, as when a fetch's wait ends) leaves the
+    // queue and holds nothing; the ones behind it go ahead.
+    #[test]
+    fn abandoned_reservations_leave_the_queue() {
+        glommio::LocalExecutor::default().run(async {
+            let b = Budget::new(100);
+            let held = b.reserve(90).await;
+            let gave_up = futures_lite::future::or(async { Some(b.reserve(50).await) }, async {
+                glommio::timer::sleep(std::time::Duration::from_millis(20)).await;
+                None
+            })
+            .await;
+            assert!(gave_up.is_none());
+            assert!(b.try_reserve(10).is_some(), "the abandoned reservation still blocks the queue");
+            drop(held);
+            assert_eq!(b.in_use(), 0);
+            assert_eq!(b.reserve(100).await.units(), 100);
         });
     }
 }

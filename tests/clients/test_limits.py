@@ -179,10 +179,11 @@ def test_request_memory_is_bounded_while_requests_wait(start_broker):
 
 def test_fetch_memory_budget_serves_every_consumer(start_broker):
     """tidemark.fetch.max.memory.bytes=1 MiB (half per shard) and 3 partitions of 2 MiB each:
-    8 connections each pipeline 6 Fetch requests for all three partitions (1 MiB per
-    partition, 3 MiB per request). Every request is answered without error and with records
-    (none starves: the budget never deadlocks), and each answer parses. Afterwards the budget
-    is all given back."""
+    8 connections each pipeline 6 long-poll Fetch requests (min_bytes 1, max_wait 10 s) for all
+    three partitions (1 MiB per partition, 3 MiB per request), read back concurrently. Every
+    request is answered without error and parses; every connection gets records (none
+    starves: the budget is served in order and never deadlocks). Afterwards the budget is all
+    given back and never held more than its capacity."""
     b = start_broker("--set", "tidemark.fetch.max.memory.bytes=1048576", faults=True)
     create(b.bootstrap, "big", partitions=3)
     value = b"v" * (100 * 1024)
@@ -191,32 +192,47 @@ def test_fetch_memory_budget_serves_every_consumer(start_broker):
             for i in range(20):
                 assert produce(c, [("big", [(p, v2_batch([value]))])])["big", p][0] == NONE
     topic = b"big"
-    body = struct.pack(">iiiib", -1, 0, 0, 3 << 20, 0) + struct.pack(">i", 1) + struct.pack(">h", 3) + topic
+    body = struct.pack(">iiiib", -1, 10_000, 1, 3 << 20, 0) + struct.pack(">i", 1) + struct.pack(">h", 3) + topic
     body += struct.pack(">i", 3) + b"".join(struct.pack(">iqi", p, 0, 1 << 20) for p in range(3))
     conns = [Conn(b, timeout=60) for _ in range(8)]
-    try:
-        for c in conns:
-            c.sock.sendall(b"".join(c.request(1, 4, body) for _ in range(6)))
-        for c in conns:
+    received = [0] * len(conns)
+    failures = []
+
+    def read_all(k, c):
+        try:
             for _ in range(6):
                 corr, rest = c.recv_frame()
                 r = R(rest)
                 r.i32()
                 assert r.i32() == 1 and r.string() == "big" and r.i32() == 3
-                with_data = 0
                 for _ in range(3):
                     r.i32()
                     assert r.i16() == NONE
                     r.i64(), r.i64()
                     for _ in range(max(r.i32(), 0)):
                         r.i64(), r.i64()
-                    records = r.bytes() or b""
-                    with_data += bool(v2_values(records))
-                assert with_data >= 1, "a fetch answered without any records"
+                    received[k] += len(v2_values(r.bytes() or b""))
+                assert r.done()
+        except Exception as e:  # reported below
+            failures.append((k, e))
+
+    try:
+        readers = [threading.Thread(target=read_all, args=(k, c)) for k, c in enumerate(conns)]
+        for c in conns:
+            c.sock.sendall(b"".join(c.request(1, 4, body) for _ in range(6)))
+        for t in readers:
+            t.start()
+        for t in readers:
+            t.join(90)
     finally:
         for c in conns:
             c.close()
+    assert not failures, failures
+    assert all(n > 0 for n in received), "connections without records: %s" % received
     assert b.metric("fetch_memory_peak_bytes") <= 1 << 20
+    deadline = time.time() + 5
+    while b.metric("fetch_memory_bytes") != 0 and time.time() < deadline:
+        time.sleep(0.1)
     assert b.metric("fetch_memory_bytes") == 0, "fetch memory given back once answers are written"
     assert_healthy(b)
 
@@ -235,4 +251,32 @@ def test_idle_connections_are_closed(start_broker):
         assert_closed(silent, "an idle connection", timeout=WAIT)
         assert_closed(half, "a connection stalled inside a request", timeout=WAIT)
         assert answers(chatty)
+    assert_healthy(b)
+
+
+def test_long_poll_never_waits_for_memory_held_behind_it(start_broker):
+    """tidemark.fetch.max.memory.bytes=1 MiB (half per shard): on one connection, a long-poll
+    Fetch (max_wait 1.5 s, min_bytes 100 MB: never satisfied) is followed by a plain Fetch of the
+    same data. The second one's records hold the shard's fetch memory while its answer waits,
+    in order, behind the first; the first, wanting memory again on its next pass, must give up
+    at its own deadline (answering offsets only) instead of waiting for memory only the second
+    can free. Both answers arrive, in order; a third connection is then served."""
+    b = start_broker("--set", "tidemark.fetch.max.memory.bytes=1048576")
+    create(b.bootstrap, "lp")
+    with Conn(b, timeout=30) as c:
+        for i in range(8):
+            assert produce(c, [("lp", [(0, v2_batch([b"v" * (100 * 1024)]))])])["lp", 0][0] == NONE
+
+        def fetch_body(max_wait, min_bytes):
+            body = struct.pack(">iiiib", -1, max_wait, min_bytes, 4 << 20, 0) + struct.pack(">i", 1)
+            body += struct.pack(">h", 2) + b"lp" + struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, 1 << 20)
+            return body
+
+        c.sock.sendall(c.request(1, 4, fetch_body(1500, 100_000_000), corr=1) + c.request(1, 4, fetch_body(0, 0), corr=2))
+        started = time.time()
+        got = [c.recv_frame()[0], c.recv_frame()[0]]
+        assert got == [1, 2], got
+        assert time.time() - started < 20, "the answers took %.1f s" % (time.time() - started)
+    with Conn(b) as other:
+        assert answers(other)
     assert_healthy(b)
