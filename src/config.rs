@@ -330,10 +330,20 @@ fn in_range(key: &str, value: &str, min: i64, max: i64) -> Result<u64, ConfigErr
     Ok(v as u64)
 }
 
+/// A value may not hold control characters (a line break would corrupt the files settings are
+/// kept in, and no setting needs one).
+pub fn check_text(key: &str, value: &str) -> Result<(), ConfigError> {
+    if value.chars().any(char::is_control) {
+        return Err(bad(key, value, "must not contain control characters"));
+    }
+    Ok(())
+}
+
 impl LogConfig {
     /// Apply one `key=value`; on error `self` is unchanged.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         const I32: i64 = i32::MAX as i64;
+        check_text(key, value)?;
         match key {
             // Positions in the offset index are u32 and Kafka caps segments at i32::MAX.
             "segment.bytes" => self.segment_bytes = in_range(key, value, 1024, I32)?,
@@ -580,6 +590,14 @@ mod tests {
             base.with_overrides([("min.insync.replicas", "2"), ("message.downconversion.enable", "false")]).unwrap();
         assert_eq!((c.min_insync_replicas, c.downconversion), (2, false));
         assert!(base.with_overrides([("min.insync.replicas", "0")]).is_err());
+        // No line breaks or other control characters, even around a valid value.
+        for (k, v) in [
+            ("retention.ms", "5000\n"),
+            ("leader.replication.throttled.replicas", "0:1,\n1:1"),
+            ("message.format.version", "3.0\r"),
+        ] {
+            assert!(base.with_overrides([(k, v)]).unwrap_err().reason.contains("control"), "{k}={v:?}");
+        }
     }
 
     #[test]

@@ -87,6 +87,7 @@ impl BrokerConfig {
     /// or topic settings (as topic defaults; where several of Kafka's names give one topic
     /// setting, the first in Kafka's order wins, as in Kafka).
     pub fn set(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
+        crate::config::check_text(key, value)?;
         self.apply(key, value)?;
         self.settings.insert(key.to_string(), value.to_string());
         Ok(())
