@@ -806,9 +806,12 @@ impl<D: Disk> Log<D> {
         if self.closing {
             return Err(StorageError::Closed);
         }
-        // A failure that left nothing to retry (say, creating an empty segment's file) does
-        // not hold appends back: the next flush tries the disk again.
-        self.clear_flush_failure_if_idle();
+        // A failure that left nothing to retry (say, creating an empty segment's file: the
+        // file exists, only its sync failed) does not hold appends back: the next flush tries
+        // the disk again.
+        if self.flush_failure.is_some() {
+            self.clear_flush_failure_if_idle();
+        }
         if let Some((e, _)) = &self.flush_failure {
             return Err(StorageError::WritesSuspended(e.clone()));
         }
@@ -1054,16 +1057,18 @@ impl<D: Disk> Log<D> {
         }
         let disk = self.disk.clone();
         let dir = self.dir.clone();
-        let config = self.config.clone();
+        // The three settings a job needs (not a clone of the whole config on every flush).
+        let (preallocate_bytes, segment_bytes, max_inflight_writes) =
+            (self.config.preallocate_bytes, self.config.segment_bytes, self.config.max_inflight_writes);
         let seg = self.segments.values_mut().find(|s| needs_flush(s))?;
         let tail = seg.tail.as_mut().expect("an unsealed segment has a tail");
         tail.seal_open(&disk, seg.durable_size);
         let writes = tail.take_writes();
         let max_end = writes.iter().map(|w| w.pos + w.buf.as_ref().as_ref().len() as u64).max().unwrap_or(0);
         let allocate_to = if max_end > seg.allocated {
-            let step = config.preallocate_bytes.max(PAGE);
+            let step = preallocate_bytes.max(PAGE);
             let want = align_up(max_end).div_ceil(step) * step;
-            want.min(align_up(config.segment_bytes).max(align_up(max_end)))
+            want.min(align_up(segment_bytes).max(align_up(max_end)))
         } else {
             0
         };
@@ -1085,7 +1090,7 @@ impl<D: Disk> Log<D> {
             target_size: seg.size,
             target_next_offset: seg.next_offset,
             seal,
-            max_inflight: config.max_inflight_writes as usize,
+            max_inflight: max_inflight_writes as usize,
         })
     }
 

@@ -220,10 +220,12 @@ impl<D: Disk> Partition<D> {
     /// durably; returns the new log start. Reads below it are out of range, and the segments
     /// wholly below it are deleted now or, for an active one (rolled), at the next upkeep.
     pub async fn delete_records(self: &Rc<Self>, offset: i64) -> StorageResult<i64> {
+        let _one = self.deleting.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
+        // Checked with the permit held: `close` takes it too, so no deletion writes into a
+        // partition directory after its close (or its removal) began.
         if self.closed.get() {
             return Err(StorageError::Closed);
         }
-        let _one = self.deleting.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
         let start = access::delete_records(&self.log, offset, (self.clock)()).await?;
         self.kick();
         Ok(start)
@@ -238,6 +240,8 @@ impl<D: Disk> Partition<D> {
     /// clean-shutdown marker. Appends in flight finish first.
     pub async fn close(self: &Rc<Self>) -> StorageResult<()> {
         self.closed.set(true);
+        // A DeleteRecords under way finishes first; later ones see `closed`.
+        let _deletions = self.deleting.acquire_permit(1).await;
         self.log.borrow_mut().begin_close();
         loop {
             if self.flusher_running.get() {
