@@ -54,7 +54,16 @@ pub enum ShardOp {
         configs: Vec<(String, String)>,
         validate_only: bool,
     },
-    /// From shard 0 to every shard: a topic exists; open the partitions you own.
+    /// From shard 0 to every shard, first: open the partitions `from..to` of a topic you own
+    /// (clearing data an interrupted deletion left). The topic (or its new count) is published
+    /// to clients only once every shard has, so no client sees a partition not yet open.
+    OpenPartitions {
+        name: String,
+        from: u32,
+        to: u32,
+        config: LogConfig,
+    },
+    /// From shard 0 to every shard, then: a topic exists.
     TopicCreated {
         name: String,
         partitions: u32,
@@ -110,13 +119,11 @@ pub enum ShardOp {
         count: i64,
         validate_only: bool,
     },
-    /// From shard 0 to every shard: a topic grew from `from` to `partitions` partitions; open
-    /// the new ones you own.
+    /// From shard 0 to every shard, after [`ShardOp::OpenPartitions`]: a topic has
+    /// `partitions` partitions now.
     TopicGrown {
         name: String,
-        from: u32,
         partitions: u32,
-        config: LogConfig,
     },
     /// DeleteRecords on one partition: move its log start to `offset` (-1: the high watermark).
     DeleteRecords {
@@ -171,6 +178,12 @@ impl ProduceRefused {
                     })
                     .collect(),
             ),
+            // Disk trouble: a fixed text (the error itself, with paths, is in the broker's log).
+            StorageError::Io(_) => ("the partition's disk failed".to_string(), Vec::new()),
+            StorageError::WritesSuspended(_) => {
+                ("writes are suspended until the partition's disk recovers".to_string(), Vec::new())
+            }
+            StorageError::Corrupt { .. } => ("the partition's stored data failed a check".to_string(), Vec::new()),
             e => (e.to_string(), Vec::new()),
         };
         ProduceRefused { code: storage_code(e), log_start_offset, message: Some(message), record_errors }
@@ -561,18 +574,26 @@ impl Shard {
             ShardOp::CreatePartitions { name, count, validate_only } => {
                 ShardReply::Admin(self.create_partitions(name, count, validate_only).await)
             }
-            ShardOp::TopicGrown { name, from, partitions, config } => {
-                for p in from as i32..partitions as i32 {
-                    if owner(&name, p, self.shards) == self.id {
-                        // As for a new topic: data left by an interrupted deletion stays gone.
-                        if let Err(e) = self.manager.delete_partition(&name, p).await {
-                            tracing::error!(topic = name, partition = p, error = %e, "cannot clear old partition data");
-                        }
-                        if let Err(e) = self.manager.open_partition(&name, p, config.clone()).await {
-                            tracing::error!(topic = name, partition = p, error = %e, "cannot open new partition");
-                        }
+            ShardOp::OpenPartitions { name, from, to, config } => {
+                let mut result = Ok(());
+                for p in from as i32..to as i32 {
+                    if owner(&name, p, self.shards) != self.id {
+                        continue;
+                    }
+                    // A new partition starts empty: data left by an interrupted deletion of a
+                    // topic with the same name must not come back.
+                    let opened = match self.manager.delete_partition(&name, p).await {
+                        Ok(()) => self.manager.open_partition(&name, p, config.clone()).await,
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = opened {
+                        tracing::error!(topic = name, partition = p, error = %e, "cannot open new partition");
+                        result = Err((code::KAFKA_STORAGE_ERROR, format!("partition {p} could not be opened: {e}")));
                     }
                 }
+                ShardReply::Admin(result)
+            }
+            ShardOp::TopicGrown { name, partitions } => {
                 if let Some(t) = self.topics.borrow_mut().get_mut(&name) {
                     t.partitions = t.partitions.max(partitions);
                 }
@@ -619,18 +640,6 @@ impl Shard {
                 ShardReply::Done
             }
             ShardOp::TopicCreated { name, partitions, config, overrides } => {
-                for p in 0..partitions as i32 {
-                    if owner(&name, p, self.shards) == self.id {
-                        // A new topic starts empty: data left by an interrupted deletion of a
-                        // topic with the same name must not come back.
-                        if let Err(e) = self.manager.delete_partition(&name, p).await {
-                            tracing::error!(topic = name, partition = p, error = %e, "cannot clear old partition data");
-                        }
-                        if let Err(e) = self.manager.open_partition(&name, p, config.clone()).await {
-                            tracing::error!(topic = name, partition = p, error = %e, "cannot open new partition");
-                        }
-                    }
-                }
                 self.topics.borrow_mut().insert(name, TopicInfo { partitions, config, overrides });
                 ShardReply::Done
             }
@@ -702,6 +711,7 @@ impl Shard {
         let overrides: BTreeMap<String, String> = configs.iter().cloned().collect();
         *self.store.borrow_mut() = Some(store);
         let Some(config) = result? else { return Ok(()) };
+        let opened = self.open_everywhere(&name, 0, partitions as u32, &config).await;
         for shard in 0..self.shards {
             let op = ShardOp::TopicCreated {
                 name: name.clone(),
@@ -712,6 +722,7 @@ impl Shard {
             // Boxed: call -> execute -> create_topic -> call is recursive.
             Box::pin(self.call(shard, op)).await;
         }
+        opened?;
         tracing::info!(topic = name, partitions, "topic created");
         Ok(())
     }
@@ -839,6 +850,25 @@ impl Shard {
         Ok(())
     }
 
+    /// On shard 0: have every shard open its partitions `from..to` of a topic; the first
+    /// failure, if any (the others still open theirs).
+    async fn open_everywhere(
+        self: &Rc<Self>,
+        name: &str,
+        from: u32,
+        to: u32,
+        config: &LogConfig,
+    ) -> Result<(), (i16, String)> {
+        let mut result = Ok(());
+        for shard in 0..self.shards {
+            let op = ShardOp::OpenPartitions { name: name.to_string(), from, to, config: config.clone() };
+            if let ShardReply::Admin(Err(e)) = Box::pin(self.call(shard, op)).await {
+                result = result.and(Err(e));
+            }
+        }
+        result
+    }
+
     /// On shard 0: raise a topic's partition count, persist it, then have every shard open
     /// the new partitions it owns.
     async fn create_partitions(
@@ -858,10 +888,11 @@ impl Shard {
         if validate_only {
             return Ok(());
         }
+        let opened = self.open_everywhere(&name, from, count as u32, &config).await;
         for shard in 0..self.shards {
-            let op = ShardOp::TopicGrown { name: name.clone(), from, partitions: count as u32, config: config.clone() };
-            Box::pin(self.call(shard, op)).await;
+            Box::pin(self.call(shard, ShardOp::TopicGrown { name: name.clone(), partitions: count as u32 })).await;
         }
+        opened?;
         tracing::info!(topic = name, from, partitions = count, "partitions added");
         Ok(())
     }
