@@ -334,7 +334,8 @@ def _log_dir_partitions(resp):
 def test_describe_producers(broker):
     """An idempotent confluent-kafka producer writes 3 records to partition 0: kafka-python's
     describe_producers lists its producer id with epoch 0 and last sequence 2; partition 1 has
-    no producer; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION."""
+    no producer (and no error); a raw request for an unknown topic gets
+    UNKNOWN_TOPIC_OR_PARTITION."""
     create(broker.bootstrap, "dp", partitions=2)
     p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 0})
     for i in range(3):
@@ -347,11 +348,17 @@ def test_describe_producers(broker):
         k.close()
     states = {tp.partition: s for tp, s in out.items()}
     text = repr(states)
-    active0 = getattr(states[0], "active_producers", None)
-    assert active0 is not None and len(active0) == 1, text
-    ap = active0[0]
+    (ap,) = states[0].active_producers
     assert (ap.producer_epoch, ap.last_sequence) == (0, 2) and ap.producer_id >= 0, text
-    assert list(getattr(states[1], "active_producers", [])) == [], text
+    assert list(states[1].active_producers) == [], text
+    # Raw DescribeProducers v0 of an unknown topic: UNKNOWN_TOPIC_OR_PARTITION, no producers.
+    body = b"\x02" + b"\x0cno-such-top" + b"\x02" + struct.pack(">i", 0) + b"\x00" + b"\x00"
+    with Conn(broker) as c:
+        r = CR(c.call(61, 0, body, flexible=True).buf)
+        r.tags()
+        r.i32()
+        assert r.count() == 1 and r.cstring() == "no-such-top" and r.count() == 1
+        assert (r.i32(), r.i16(), r.nstring_c(), r.count()) == (0, 3, None, 0)
 
 
 # ---------------------------------------------------------------------------------------------

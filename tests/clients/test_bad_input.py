@@ -600,7 +600,7 @@ def test_random_garbage(broker):
 
 
 FLEXIBLE_FROM = {0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 18: 3,
-                 19: 5, 20: 4, 22: 2, 32: 4, 33: 2, 42: 2, 44: 1}
+                 19: 5, 20: 4, 21: 2, 22: 2, 32: 4, 33: 2, 35: 2, 37: 2, 42: 2, 44: 1, 60: 0, 61: 0}
 # APIs whose valid requests may wait (long poll, a rebalance): an open connection after the
 # wait is not a fault there.
 MAY_WAIT = {1, 11, 14}

@@ -291,6 +291,9 @@ def test_settings_kafka_has_and_tidemark_applies(broker):
         r.i32()  # throttle time
         assert r.i32() == 1 and r.string() == "noconv" and r.i32() == 1
         assert (r.i32(), r.i16()) == (0, UNSUPPORTED_VERSION)
+        from test_bad_input import fetch, v2_values
+        error, hw, records = fetch(c, "noconv", 0, 0)  # Fetch v4: magic 2, no conversion
+        assert (error, v2_values(records)) == (NONE, [(0, b"v2")])
     a = AdminClient({"bootstrap.servers": broker.bootstrap})
     for key, value in (("cleanup.policy", "compact"), ("compression.type", "gzip"), ("remote.storage.enable", "true")):
         fs = a.create_topics([NewTopic("refused", 1, 1, config={key: value})], request_timeout=TIMEOUT)
