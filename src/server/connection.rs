@@ -26,8 +26,14 @@ use std::time::Duration;
 /// or "close the connection". The in-flight permit rides along until the answer is written.
 type Outcome = (Result<Option<(Bytes, Held)>, ()>, glommio::sync::StaticPermit);
 
-/// `fut`, or `None` once `limit` passes.
+/// `fut`, or `None` once `limit` passes. The timer is armed only when `fut` is not ready at
+/// once (a read of a request already in the socket, a write the socket takes whole): no timer
+/// per request on a busy connection.
 async fn within<T>(limit: Duration, fut: impl Future<Output = T>) -> Option<T> {
+    let mut fut = std::pin::pin!(fut);
+    if let Some(v) = futures_lite::future::poll_once(fut.as_mut()).await {
+        return Some(v);
+    }
     futures_lite::future::or(async { Some(fut.await) }, async {
         glommio::timer::sleep(limit).await;
         None
