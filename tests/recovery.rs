@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use tidemark::config::LogConfig;
 use tidemark::io::{CrashMode, Fault, FaultOp, MemDisk};
 use tidemark::storage::format::BatchHeader;
-use tidemark::storage::{Log, ReadUpTo};
+use tidemark::storage::{Log, ReadUpTo, StorageError};
 
 fn config() -> LogConfig {
     LogConfig {
@@ -370,4 +370,33 @@ fn well_formed_but_wrong_index_is_never_trusted_silently() {
     let r = block_on(log.read(bases[0] + rel1 as i64, 1 << 20, ReadUpTo::Durable));
     assert!(rel2 > rel1);
     assert!(r.is_err(), "a read through a wrong entry must fail, got {:?}", r.map(|b| b.len()));
+}
+
+/// A sealed segment is trusted at a clean open and checked on every read: a batch in the middle
+/// whose offsets go back (a negative lastOffsetDelta under a valid CRC, as bit rot plus a lucky
+/// CRC or a buggy writer could leave) makes reads that reach it fail as corrupt; it is never
+/// served, skipped or not (found by fuzzing the recovery: it used to be skipped unchecked yet
+/// returned inside the read's range).
+#[test]
+fn a_batch_going_back_inside_a_read_is_corruption() {
+    use tidemark::storage::format::batch::{rewrite_crc, OFF_LAST_OFFSET_DELTA};
+    let config = config();
+    let data = stored(6);
+    let disk = MemDisk::new();
+    let log = write_log(&disk, &config, &data);
+    block_on(log.close()).unwrap();
+    let mut bytes = disk.file_bytes(&seg_path("log")).unwrap();
+    let third: usize = data[..2].iter().map(|(_, b)| b.len()).sum();
+    let len = data[2].1.len();
+    bytes[third + OFF_LAST_OFFSET_DELTA..third + OFF_LAST_OFFSET_DELTA + 4]
+        .copy_from_slice(&(-1_000_000i32).to_be_bytes());
+    rewrite_crc(&mut bytes[third..third + len]);
+    disk.set_file_bytes(&seg_path("log"), bytes);
+    let (mut log, report) = block_on(Log::open(disk.clone(), &dir(), config.clone())).unwrap();
+    assert!(report.clean, "a clean open reads no sealed batch");
+    let r = block_on(log.read(0, 1 << 20, ReadUpTo::LogEnd));
+    assert!(matches!(r, Err(StorageError::Corrupt { .. })), "read over the bad batch: {:?}", r.map(|b| b.len()));
+    // The batches before it are still served on their own.
+    let first = block_on(log.read(0, 1, ReadUpTo::LogEnd)).unwrap();
+    assert_eq!(batches(&first).len(), 1);
 }

@@ -1790,6 +1790,13 @@ fn pick_batches(
     while let Some(item) = walk.next() {
         let (at, h, batch) = item.map_err(|e| (walk.pos(), e))?;
         if h.last_offset < offset {
+            if kept.is_some() {
+                // Inside what the read returns, offsets never go back: a batch that does is
+                // corrupt (found by fuzzing: one with a negative lastOffsetDelta was skipped
+                // unchecked but served inside the returned range).
+                check(batch).map_err(|e| (at, e))?;
+                return Err((at, FormatError::OffsetGap { expected: offset, found: h.last_offset }));
+            }
             continue;
         }
         let have = already + kept.as_ref().map_or(0, |r| r.len());
