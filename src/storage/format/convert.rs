@@ -73,7 +73,12 @@ fn v2_to_legacy(batch: &[u8], to: i8, limit: usize, out: &mut Vec<u8>) -> Result
             (_, TimestampType::LogAppendTime) => h.max_timestamp,
             _ => h.first_timestamp.saturating_add(r.timestamp_delta),
         };
-        recs.push(SetRecord { offset: h.base_offset + r.offset_delta as i64, timestamp, key: r.key, value: r.value });
+        recs.push(SetRecord {
+            offset: h.base_offset.saturating_add(r.offset_delta as i64),
+            timestamp,
+            key: r.key,
+            value: r.value,
+        });
     }
     let max_ts = recs.iter().map(|r| r.timestamp).max().unwrap_or(-1);
     legacy::write_set(out, to, legacy_codec(h.compression()?), t, max_ts, None, &recs);

@@ -255,7 +255,7 @@ pub fn write_set(
         records.iter().map(|r| 34 + r.key.map_or(0, <[u8]>::len) + r.value.map_or(0, <[u8]>::len)).sum(),
     );
     for r in records {
-        let offset = if magic == MAGIC_V0 { r.offset } else { r.offset - first };
+        let offset = if magic == MAGIC_V0 { r.offset } else { r.offset.saturating_sub(first) };
         write(&mut inner, offset, magic, 0, if lat { -1 } else { r.timestamp }, r.key, r.value);
     }
     write_wrapper(out, magic, codec, last.offset, wrapper_ts, t, wrapper_key, &inner);
