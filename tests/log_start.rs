@@ -56,6 +56,8 @@ fn first_offset_read(log: &mut Log<MemDisk>, offset: i64) -> Result<i64, Storage
 /// -2 answers 35, a time lookup answers no offset below 35, and the segments wholly below
 /// are deleted with their files. A smaller or equal offset changes nothing; -1 means the high
 /// watermark; an offset past it or below -1 is refused.
+// spec: T6.1 — `-2` answers the log start DeleteRecords set; T6.2 — a lookup by time answers
+// the first offset at or after the start whose timestamp reaches T.
 #[test]
 fn delete_records_moves_the_start_and_deletes_segments_below() {
     let disk = MemDisk::new();
@@ -96,6 +98,7 @@ fn delete_records_moves_the_start_and_deletes_segments_below() {
 /// The start survives a clean close and reopen and a power cut (the file is written and
 /// synced before the start moves); a damaged file leaves the start at the first segment
 /// (never past the log end, never a crash).
+// spec: T8.2 — what was acknowledged (here: the log start) survives a power cut.
 #[test]
 fn the_log_start_survives_restarts() {
     let disk = MemDisk::new();
@@ -140,6 +143,7 @@ fn deleting_up_to_the_end_rolls_and_upkeep_removes_the_rest() {
 
 /// `-3` (largest timestamp) looks only at records at or after the log start: in a batch that
 /// straddles the start, a larger timestamp below it does not count.
+// spec: T6.1 — `-3` among the records a reader can see.
 #[test]
 fn max_timestamp_lookup_ignores_records_below_the_start() {
     let disk = MemDisk::new();

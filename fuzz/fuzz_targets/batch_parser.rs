@@ -39,17 +39,6 @@ fn codec(n: u8) -> Compression {
     }
 }
 
-/// Fix the CRC of one whole entry of any magic (length already right).
-fn fix_crc(entry: &mut [u8]) {
-    match entry.get(stored::OFF_MAGIC).map(|&m| m as i8) {
-        Some(MAGIC_V2) if entry.len() >= HEADER_LEN => batch::rewrite_crc(entry),
-        Some(MAGIC_V0 | MAGIC_V1) if entry.len() >= legacy::OFF_MAGIC => {
-            let crc = legacy::compute_crc(entry);
-            entry[legacy::OFF_CRC..legacy::OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
-        }
-        _ => {}
-    }
-}
 
 /// Walk the frames of `buf`, fixing each one's CRC; a frame whose length does not fit
 /// (implausible or past the end) gets the rest of the buffer as its length.
@@ -66,7 +55,7 @@ fn fix_frames(buf: &mut [u8]) {
                 n
             }
         };
-        fix_crc(&mut rest[..total]);
+        stored::rewrite_crc(&mut rest[..total]);
         pos += total;
     }
 }

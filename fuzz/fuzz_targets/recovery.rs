@@ -24,8 +24,7 @@ use libfuzzer_sys::fuzz_target;
 use std::path::PathBuf;
 use tidemark::config::LogConfig;
 use tidemark::io::{Disk, MemDisk};
-use tidemark::storage::format::batch::{self, BatchBuilder, HEADER_LEN, MAGIC_V2};
-use tidemark::storage::format::legacy::{self, MAGIC_V0, MAGIC_V1};
+use tidemark::storage::format::batch::BatchBuilder;
 use tidemark::storage::format::stored::{self, check_stored, BatchWalk};
 use tidemark::storage::{Log, ReadUpTo};
 
@@ -49,16 +48,6 @@ fn config(pick: u8) -> LogConfig {
     }
 }
 
-fn fix_crc(entry: &mut [u8]) {
-    match entry.get(stored::OFF_MAGIC).map(|&m| m as i8) {
-        Some(MAGIC_V2) if entry.len() >= HEADER_LEN => batch::rewrite_crc(entry),
-        Some(MAGIC_V0 | MAGIC_V1) if entry.len() >= legacy::OFF_MAGIC => {
-            let crc = legacy::compute_crc(entry);
-            entry[legacy::OFF_CRC..legacy::OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
-        }
-        _ => {}
-    }
-}
 
 /// Fix the CRC of each batch framed in `log` (stopping at the first implausible frame).
 fn fix_frames(log: &mut [u8]) {
@@ -68,7 +57,7 @@ fn fix_frames(log: &mut [u8]) {
         if len < stored::MIN_BATCH_LEN as i64 || len > (log.len() - pos) as i64 {
             break;
         }
-        fix_crc(&mut log[pos..pos + len as usize]);
+        stored::rewrite_crc(&mut log[pos..pos + len as usize]);
         pos += len as usize;
     }
 }

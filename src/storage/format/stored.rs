@@ -196,6 +196,20 @@ fn record_times(
     Ok(())
 }
 
+/// Recompute the CRC of one whole stored entry of any magic (v2: CRC-32C over attributes to
+/// the end; legacy: CRC-32 over magic to the end), after a change to its bytes; an entry too
+/// short to hold one is left alone. For tools, tests and fuzzing.
+pub fn rewrite_crc(entry: &mut [u8]) {
+    match entry.get(OFF_MAGIC).map(|&m| m as i8) {
+        Some(MAGIC_V2) if entry.len() >= batch::HEADER_LEN => batch::rewrite_crc(entry),
+        Some(legacy::MAGIC_V0 | legacy::MAGIC_V1) if entry.len() >= legacy::OFF_MAGIC => {
+            let crc = legacy::compute_crc(entry);
+            entry[legacy::OFF_CRC..legacy::OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
+        }
+        _ => {}
+    }
+}
+
 /// Walks concatenated batches of any magic in a buffer, header by header, without checking
 /// CRCs. Stops at the first incomplete batch; `pos()` tells where.
 /// After an error it yields nothing more.
