@@ -494,6 +494,40 @@ impl LogConfig {
     }
 }
 
+/// Topic defaults from raw broker settings (`get` looks a name up in the merged layers): each
+/// topic setting takes the first of its broker synonyms that is set (converted from hours or
+/// minutes), or tidemark's extension, the topic name itself, or the built-in default.
+pub fn topic_defaults<'a>(get: impl Fn(&str) -> Option<&'a String>) -> Result<LogConfig, ConfigError> {
+    let mut c = LogConfig::default();
+    for k in TOPIC_KEYS {
+        let found = k.synonyms.iter().find_map(|s| get(s.name).map(|v| (s.name, s.scale, v)));
+        let (name, scale, value) = match found {
+            Some(f) => f,
+            None => match get(k.name) {
+                Some(v) => (k.name, 1, v),
+                None => continue,
+            },
+        };
+        let value = if scale == 1 {
+            value.clone()
+        } else {
+            match value.trim().parse::<i64>() {
+                Ok(v) if v < 0 => "-1".to_string(), // Kafka: negative hours or minutes mean unlimited
+                Ok(v) => v.saturating_mul(scale as i64).to_string(),
+                Err(_) => {
+                    return Err(ConfigError {
+                        key: name.to_string(),
+                        value: value.clone(),
+                        reason: "not an integer".into(),
+                    })
+                }
+            }
+        };
+        c.set(k.name, &value).map_err(|e| ConfigError { key: name.to_string(), ..e })?;
+    }
+    Ok(c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,11 +2,23 @@
 //!
 //! A Kafka-compatible broker node: thread-per-core on glommio, partition logs on direct I/O.
 //!
-//! The map (dependencies point one way, `types <- io <- storage`):
-//! - [`config`]: typed, validated settings with Kafka's names.
+//! The map, bottom up (imports point down this list, never up; `protocol` and `storage`
+//! never import each other, and neither imports `server`):
+//! - [`metrics`]: per-shard latency histograms by stage and counters.
 //! - [`io`]: the disk seam; the only code that calls glommio's file APIs. [`io::DmaDisk`] for
 //!   real disks, [`io::MemDisk`] for tests that crash and inject faults.
-//! - [`storage`]: record-batch formats, segments, the partition log, recovery, group commit.
+//! - `storage::format`: record batches, index entries, small files: pure bytes, no I/O.
+//! - [`config`]: typed, validated topic settings with Kafka's names (`LogConfig`, the table of
+//!   every topic setting, topic defaults from broker names); it uses only `storage::format`.
+//! - [`storage`]: segments, the partition log, recovery, group commit, the topic store.
+//! - [`protocol`]: the Kafka wire codec, every API's request and response bodies; no storage,
+//!   no runtime, so it is tested and fuzzed alone.
+//! - [`groups`]: consumer-group membership and the committed-offsets table (pure state over
+//!   `storage::format` and `protocol`'s error codes).
+//! - [`server`]: the broker: shards, typed calls between them, the control plane on shard 0,
+//!   one module per API family (`server::api`), connections.
+//! - [`load`]: `tidemark load`, a load generator for any Kafka-compatible broker.
+//! - [`storage_load`]: `tidemark storage-load`, the storage engine under load.
 //! - [`dump`]: human-readable dumps of segment and index files (`tidemark dump`).
 //!
 //! See `docs/architecture.md` for how a record flows and `docs/format.md` for every byte on

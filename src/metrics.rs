@@ -72,9 +72,10 @@ pub enum Counter {
     ProduceErrors,
     Connections,
     ConnectionsRefused,
+    ShardCallTimeouts,
 }
 
-pub const COUNTERS: [Counter; 7] = [
+pub const COUNTERS: [Counter; 8] = [
     Counter::Requests,
     Counter::BytesIn,
     Counter::BytesOut,
@@ -82,6 +83,7 @@ pub const COUNTERS: [Counter; 7] = [
     Counter::ProduceErrors,
     Counter::Connections,
     Counter::ConnectionsRefused,
+    Counter::ShardCallTimeouts,
 ];
 
 impl Counter {
@@ -94,6 +96,7 @@ impl Counter {
             Counter::ProduceErrors => "produce_errors_total",
             Counter::Connections => "connections_total",
             Counter::ConnectionsRefused => "connections_refused_total",
+            Counter::ShardCallTimeouts => "shard_call_timeouts_total",
         }
     }
 }

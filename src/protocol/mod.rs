@@ -284,3 +284,13 @@ pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
         ..Default::default()
     }
 }
+
+/// The newest message format a Fetch version reads: magic 0 for v0-v1, 1 for v2-v3, 2 after
+/// (newer stored batches are down-converted for such readers, SPEC T1.1).
+pub fn fetch_reader_magic(version: i16) -> i8 {
+    match version {
+        0 | 1 => 0,
+        2 | 3 => 1,
+        _ => 2,
+    }
+}

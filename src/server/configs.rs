@@ -9,26 +9,22 @@
 //! the merged layers (`log.retention.ms` before `log.retention.minutes` before
 //! `log.retention.hours`), as in Kafka.
 
-use crate::config::{topic_key, topic_key_of_broker_name, ConfigError, ConfigType, LogConfig, TOPIC_KEYS};
+pub use crate::config::topic_defaults;
+use crate::config::{topic_key, topic_key_of_broker_name, ConfigType, LogConfig};
 use crate::protocol::errors as code;
-use crate::protocol::messages::{
-    DescribeConfigsEntry, DescribeConfigsRequest, DescribeConfigsResponse, DescribeConfigsResult,
-    DescribeConfigsSynonym,
-};
-use crate::server::shard::Shard;
+use crate::server::errors::AdminError;
 use crate::server::BrokerConfig;
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 /// Kafka's ConfigResource types.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 /// Kafka's ConfigSource values.
-const SOURCE_TOPIC: i8 = 1;
-const SOURCE_DYNAMIC_BROKER: i8 = 2;
-const SOURCE_DYNAMIC_DEFAULT: i8 = 3;
-const SOURCE_STATIC: i8 = 4;
-const SOURCE_DEFAULT: i8 = 5;
+pub const SOURCE_TOPIC: i8 = 1;
+pub const SOURCE_DYNAMIC_BROKER: i8 = 2;
+pub const SOURCE_DYNAMIC_DEFAULT: i8 = 3;
+pub const SOURCE_STATIC: i8 = 4;
+pub const SOURCE_DEFAULT: i8 = 5;
 
 /// The file of the dynamic broker settings in the data directory.
 pub const BROKER_CONFIGS_FILE: &str = "broker-configs";
@@ -94,14 +90,14 @@ impl DynamicConfigs {
 
 /// Which layer set a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Layer {
+pub enum Layer {
     Node,
     Default,
     Static,
 }
 
 impl Layer {
-    fn source(self) -> i8 {
+    pub fn source(self) -> i8 {
         match self {
             Layer::Node => SOURCE_DYNAMIC_BROKER,
             Layer::Default => SOURCE_DYNAMIC_DEFAULT,
@@ -111,47 +107,13 @@ impl Layer {
 }
 
 /// The layers of raw settings, highest first.
-fn layers<'a>(config: &'a BrokerConfig, dynamic: &'a DynamicConfigs) -> [(Layer, &'a BTreeMap<String, String>); 3] {
+pub fn layers<'a>(config: &'a BrokerConfig, dynamic: &'a DynamicConfigs) -> [(Layer, &'a BTreeMap<String, String>); 3] {
     [(Layer::Node, &dynamic.node), (Layer::Default, &dynamic.default), (Layer::Static, &config.settings)]
 }
 
 /// The value of a broker setting in the highest layer that sets it.
-fn lookup<'a>(config: &'a BrokerConfig, dynamic: &'a DynamicConfigs, name: &str) -> Option<(Layer, &'a String)> {
+pub fn lookup<'a>(config: &'a BrokerConfig, dynamic: &'a DynamicConfigs, name: &str) -> Option<(Layer, &'a String)> {
     layers(config, dynamic).into_iter().find_map(|(layer, map)| map.get(name).map(|v| (layer, v)))
-}
-
-/// Topic defaults from raw broker settings (`get` looks a name up in the merged layers): each
-/// topic setting takes the first of its broker synonyms that is set (converted from hours or
-/// minutes), or tidemark's extension, the topic name itself, or the built-in default.
-pub fn topic_defaults<'a>(get: impl Fn(&str) -> Option<&'a String>) -> Result<LogConfig, ConfigError> {
-    let mut c = LogConfig::default();
-    for k in TOPIC_KEYS {
-        let found = k.synonyms.iter().find_map(|s| get(s.name).map(|v| (s.name, s.scale, v)));
-        let (name, scale, value) = match found {
-            Some(f) => f,
-            None => match get(k.name) {
-                Some(v) => (k.name, 1, v),
-                None => continue,
-            },
-        };
-        let value = if scale == 1 {
-            value.clone()
-        } else {
-            match value.trim().parse::<i64>() {
-                Ok(v) if v < 0 => "-1".to_string(), // Kafka: negative hours or minutes mean unlimited
-                Ok(v) => v.saturating_mul(scale as i64).to_string(),
-                Err(_) => {
-                    return Err(ConfigError {
-                        key: name.to_string(),
-                        value: value.clone(),
-                        reason: "not an integer".into(),
-                    })
-                }
-            }
-        };
-        c.set(k.name, &value).map_err(|e| ConfigError { key: name.to_string(), ..e })?;
-    }
-    Ok(c)
 }
 
 /// What the layers give: the settings dynamic broker configs can change, as every shard
@@ -299,214 +261,6 @@ pub fn broker_key(name: &str) -> Option<(ConfigType, bool, &'static str)> {
     Some((k.kind, first, k.doc))
 }
 
-/// The current value of a broker-only setting, as this shard applies it.
-fn broker_value(shard: &Shard, name: &str) -> Option<String> {
-    let c = &shard.config;
-    let e = shard.effective();
-    let v = match name {
-        "advertised.host" => c.advertised_host.clone(),
-        "advertised.listeners" => format!("PLAINTEXT://{}:{}", c.advertised_host, c.advertised_port),
-        "auto.create.topics.enable" => e.auto_create_topics.to_string(),
-        "broker.id" | "node.id" => c.node_id.to_string(),
-        "connections.max.idle.ms" => c.limits.connections_max_idle.as_millis().to_string(),
-        "default.replication.factor" | "offsets.topic.replication.factor" => "1".into(),
-        "delete.topic.enable" => "true".into(),
-        "fetch.max.bytes" => c.limits.fetch_max_bytes.to_string(),
-        "group.initial.rebalance.delay.ms" => c.coordinator.limits.initial_rebalance_delay_ms.to_string(),
-        "group.max.session.timeout.ms" => c.coordinator.limits.max_session_timeout_ms.to_string(),
-        "group.max.size" => c.coordinator.limits.max_size.to_string(),
-        "group.min.session.timeout.ms" => c.coordinator.limits.min_session_timeout_ms.to_string(),
-        "listeners" => format!("PLAINTEXT://{}", c.listen),
-        "log.dirs" => std::path::absolute(&c.data_dir).unwrap_or_else(|_| c.data_dir.clone()).display().to_string(),
-        "log.retention.check.interval.ms" => c.retention_check_interval.as_millis().to_string(),
-        "max.connections" => e.max_connections.to_string(),
-        "max.connections.per.ip" => e.max_connections_per_ip.to_string(),
-        "num.partitions" => e.num_partitions.to_string(),
-        "offset.metadata.max.bytes" => c.coordinator.metadata_max_bytes.to_string(),
-        "offsets.topic.num.partitions" => c.coordinator.offsets_partitions.to_string(),
-        "offsets.topic.segment.bytes" => c.coordinator.offsets_segment_bytes.to_string(),
-        "queued.max.request.bytes" => c.limits.queued_max_request_bytes.to_string(),
-        "socket.request.max.bytes" => c.max_request_bytes.to_string(),
-        "tidemark.fetch.max.memory.bytes" => c.limits.fetch_max_memory_bytes.to_string(),
-        "tidemark.max.inflight.requests.per.connection" => c.limits.max_inflight_per_connection.to_string(),
-        "tidemark.offsets.compaction.bytes" => c.coordinator.compaction_bytes.to_string(),
-        "tidemark.offsets.compaction.check.ms" => c.coordinator.compaction_check.as_millis().to_string(),
-        _ => return None,
-    };
-    Some(v)
-}
-
-/// DescribeConfigs for topics and this broker: every setting (or those asked for; an empty
-/// list means all), with its value, source, type, synonyms (on request) and documentation (on
-/// request, v3+).
-pub fn describe_configs(shard: &Rc<Shard>, version: i16, d: DescribeConfigsRequest) -> DescribeConfigsResponse {
-    let mut results = Vec::new();
-    for r in d.resources {
-        let keys = r.configuration_keys.clone().filter(|k| !k.is_empty());
-        let wanted = |k: &str| keys.as_ref().is_none_or(|ks| ks.iter().any(|w| w == k));
-        let shape = |name: &str,
-                     value: Option<String>,
-                     kind: ConfigType,
-                     read_only: bool,
-                     doc: &str,
-                     chain: Vec<DescribeConfigsSynonym>| {
-            let source = chain.first().map_or(SOURCE_DEFAULT, |s| s.source);
-            DescribeConfigsEntry {
-                name: name.to_string(),
-                value,
-                read_only,
-                is_default: source == SOURCE_DEFAULT,
-                config_source: if version == 0 { -1 } else { source },
-                is_sensitive: false,
-                synonyms: if d.include_synonyms { chain } else { Vec::new() },
-                config_type: kind as i8,
-                documentation: (d.include_documentation && version >= 3).then(|| doc.to_string()),
-                ..Default::default()
-            }
-        };
-        let result = match r.resource_type {
-            RESOURCE_TOPIC => match shard.topics.borrow().get(&r.resource_name) {
-                None => DescribeConfigsResult {
-                    error_code: code::UNKNOWN_TOPIC_OR_PARTITION,
-                    error_message: Some(format!("topic {} does not exist", r.resource_name)),
-                    ..Default::default()
-                },
-                Some(t) => {
-                    let values = t.config.describe();
-                    let builtin = LogConfig::default().describe();
-                    let dynamic = shard.dynamic.borrow();
-                    let configs = TOPIC_KEYS
-                        .iter()
-                        .filter(|k| wanted(k.name))
-                        .map(|k| {
-                            let mut chain = Vec::new();
-                            if let Some(v) = t.overrides.get(k.name) {
-                                chain.push(synonym(k.name, v, SOURCE_TOPIC));
-                            }
-                            // Its broker synonyms, then (tidemark's extension) its own name.
-                            let mut names: Vec<&str> = k.synonyms.iter().map(|s| s.name).collect();
-                            if !names.contains(&k.name) {
-                                names.push(k.name);
-                            }
-                            broker_chain(&shard.config, &dynamic, &names, &mut chain);
-                            let default_name = k.synonyms.first().map_or(k.name, |s| s.name);
-                            chain.push(synonym(default_name, &builtin[k.name], SOURCE_DEFAULT));
-                            shape(k.name, Some(values[k.name].clone()), k.kind, false, k.doc, chain)
-                        })
-                        .collect();
-                    DescribeConfigsResult { configs, ..Default::default() }
-                }
-            },
-            RESOURCE_BROKER => describe_broker(shard, &r.resource_name, &wanted, &shape),
-            other => DescribeConfigsResult {
-                error_code: code::INVALID_REQUEST,
-                error_message: Some(format!("Unsupported resource type {other}")),
-                ..Default::default()
-            },
-        };
-        results.push(DescribeConfigsResult {
-            resource_type: r.resource_type,
-            resource_name: r.resource_name,
-            ..result
-        });
-    }
-    DescribeConfigsResponse { results, ..Default::default() }
-}
-
-fn synonym(name: &str, value: &str, source: i8) -> DescribeConfigsSynonym {
-    DescribeConfigsSynonym { name: name.to_string(), value: Some(value.to_string()), source, ..Default::default() }
-}
-
-/// The layered values of broker settings `names` (in their priority order), highest layer
-/// first within each name, appended to `chain`.
-fn broker_chain(
-    config: &BrokerConfig,
-    dynamic: &DynamicConfigs,
-    names: &[&str],
-    chain: &mut Vec<DescribeConfigsSynonym>,
-) {
-    for name in names {
-        for (layer, map) in layers(config, dynamic) {
-            if let Some(v) = map.get(*name) {
-                chain.push(synonym(name, v, layer.source()));
-            }
-        }
-    }
-}
-
-type Shape<'a> =
-    dyn Fn(&str, Option<String>, ConfigType, bool, &str, Vec<DescribeConfigsSynonym>) -> DescribeConfigsEntry + 'a;
-
-/// DescribeConfigs of a broker resource: `""` lists the cluster-wide dynamic defaults set;
-/// this node's id every broker setting; another id is INVALID_REQUEST, as in Kafka.
-fn describe_broker(
-    shard: &Rc<Shard>,
-    name: &str,
-    wanted: &dyn Fn(&str) -> bool,
-    shape: &Shape<'_>,
-) -> DescribeConfigsResult {
-    let dynamic = shard.dynamic.borrow().clone();
-    if name.is_empty() {
-        let configs = dynamic
-            .default
-            .iter()
-            .filter(|(k, _)| wanted(k))
-            .map(|(k, v)| {
-                let (kind, dynamic_key, doc) = broker_key(k).unwrap_or((ConfigType::String, true, ""));
-                shape(k, Some(v.clone()), kind, !dynamic_key, doc, vec![synonym(k, v, SOURCE_DYNAMIC_DEFAULT)])
-            })
-            .collect();
-        return DescribeConfigsResult { configs, ..Default::default() };
-    }
-    if name.trim().parse::<i32>().ok() != Some(shard.config.node_id) {
-        return DescribeConfigsResult {
-            error_code: code::INVALID_REQUEST,
-            error_message: Some(format!(
-                "Unexpected broker id, expected {} or empty string, but received {name}",
-                shard.config.node_id
-            )),
-            ..Default::default()
-        };
-    }
-    let effective = shard.effective();
-    let defaults = effective.log_defaults.describe();
-    let builtin = LogConfig::default().describe();
-    let mut configs = Vec::new();
-    for b in BROKER_KEYS.iter().filter(|b| wanted(b.name)) {
-        let mut chain = Vec::new();
-        broker_chain(&shard.config, &dynamic, &[b.name], &mut chain);
-        let value = broker_value(shard, b.name);
-        if let Some(v) = &value {
-            if chain.is_empty() {
-                chain.push(synonym(b.name, v, SOURCE_DEFAULT));
-            }
-        }
-        configs.push(shape(b.name, value, b.kind, !b.dynamic, b.doc, chain));
-    }
-    // Topic defaults under their broker names: the first synonym carries the value in force,
-    // the others the value set for them, if any.
-    for k in TOPIC_KEYS {
-        for (i, s) in k.synonyms.iter().enumerate() {
-            if !wanted(s.name) || (k.name == s.name && BROKER_KEYS.iter().any(|b| b.name == s.name)) {
-                continue;
-            }
-            let rest: Vec<&str> = k.synonyms[i..].iter().map(|s| s.name).collect();
-            let mut chain = Vec::new();
-            broker_chain(&shard.config, &dynamic, &rest, &mut chain);
-            let value = if i == 0 {
-                chain.push(synonym(s.name, &builtin[k.name], SOURCE_DEFAULT));
-                Some(defaults[k.name].clone())
-            } else {
-                lookup(&shard.config, &dynamic, s.name).map(|(_, v)| v.clone())
-            };
-            configs.push(shape(s.name, value, k.kind, i != 0, k.doc, chain));
-        }
-    }
-    configs.sort_by(|a, b| a.name.cmp(&b.name));
-    configs.dedup_by(|a, b| a.name == b.name);
-    DescribeConfigsResult { configs, ..Default::default() }
-}
-
 /// One change of a setting (IncrementalAlterConfigs' operations; AlterConfigs sets).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AlterOp {
@@ -525,7 +279,7 @@ pub fn apply_ops(
     replace: bool,
     value_of: impl Fn(&str) -> Option<String>,
     kind_of: impl Fn(&str) -> Option<ConfigType>,
-) -> Result<BTreeMap<String, String>, (i16, String)> {
+) -> Result<BTreeMap<String, String>, AdminError> {
     let mut next = if replace { BTreeMap::new() } else { current.clone() };
     for (k, op) in ops {
         match op {
@@ -538,10 +292,8 @@ pub fn apply_ops(
             AlterOp::Append(v) | AlterOp::Subtract(v) => {
                 let verb = if matches!(op, AlterOp::Append(_)) { "append" } else { "subtract" };
                 if kind_of(k) != Some(ConfigType::List) {
-                    return Err((
-                        code::INVALID_CONFIG,
-                        format!("Config value {verb} is not allowed for config key: {k}"),
-                    ));
+                    let message = format!("Config value {verb} is not allowed for config key: {k}");
+                    return Err(AdminError::new(code::INVALID_CONFIG, message));
                 }
                 let now = next.get(k).cloned().or_else(|| value_of(k)).unwrap_or_default();
                 let mut items: Vec<String> =
@@ -619,7 +371,7 @@ mod tests {
         assert_eq!(next.get("l").map(String::as_str), Some("x,y"));
         assert!(!next.contains_key("a"));
         let e = apply_ops(&cur, &[("a".to_string(), AlterOp::Append("2".into()))], false, |_| None, kind).unwrap_err();
-        assert_eq!(e.0, code::INVALID_CONFIG);
+        assert_eq!(e.code, code::INVALID_CONFIG);
         let next = apply_ops(&cur, &[("b".to_string(), AlterOp::Set("2".into()))], true, |_| None, kind).unwrap();
         assert_eq!(next.len(), 1);
     }

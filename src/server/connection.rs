@@ -9,7 +9,7 @@
 
 use crate::metrics::{self, Counter, Stage};
 use crate::protocol::decode_request;
-use crate::server::handlers::{error_response, handle, Dispatched};
+use crate::server::api::{error_response, handle, Dispatched};
 use crate::server::limits::{Admitted, Held};
 use crate::server::shard::Shard;
 use bytes::Bytes;
@@ -46,11 +46,11 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, admitted: Admitted) {
     metrics::count(Counter::Connections, 1);
     let _ = stream.set_nodelay(true);
     let (mut reader, mut writer) = futures_lite::io::split(stream);
-    let limits = shard.config.limits.clone();
+    let limits = shard.config().limits.clone();
     let (write_limit, write_peer) = (limits.connections_max_idle, peer.clone());
     let in_flight = Rc::new(Semaphore::new(limits.max_inflight_per_connection as u64));
     let (tx, rx) = local_channel::new_bounded::<glommio::Task<Outcome>>(limits.max_inflight_per_connection);
-    let max = shard.config.max_request_bytes;
+    let max = shard.config().max_request_bytes;
     let read_peer = peer.clone();
     let reading = glommio::spawn_local(async move {
         // Each request waits for the one before it to have issued its side effects.
@@ -84,7 +84,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, admitted: Admitted) {
                 return;
             }
             // The frame's memory is held from before it is read until it is answered.
-            let frame_held = shard.request_memory.reserve(n as u64).await;
+            let frame_held = shard.request_memory().reserve(n as u64).await;
             let started = std::time::Instant::now();
             let mut buf = vec![0u8; n as usize];
             match within(idle, reader.read_exact(&mut buf)).await {
@@ -167,10 +167,9 @@ async fn answer(
                 crate::protocol::FETCH => Stage::RequestFetch,
                 _ => Stage::RequestOther,
             };
-            let mut held = Held::default();
-            let answer = handle(shard, peer, &header, request, dispatched, &mut held).await;
+            let answer = handle(shard, peer, &header, request, dispatched).await;
             metrics::since(stage, started);
-            answer.map(|a| a.map(|bytes| (bytes, held))).map_err(|e| {
+            answer.map_err(|e| {
                 tracing::warn!(peer, api = header.api_key, version = header.api_version, error = %e, "cannot encode response; closing");
             })
         }

@@ -15,10 +15,12 @@
 
 use crate::groups::group::{Group, GroupLimits, GroupState, Join, Sync};
 use crate::groups::offsets::{self, Committed, OffsetTable, Tp};
+use crate::io::DmaDisk;
 use crate::protocol::errors as code;
 use crate::protocol::groups::*;
-use crate::server::shard::{owner, Shard};
-use crate::storage::ReadUpTo;
+use crate::server::placement::owner;
+use crate::storage::manager::PartitionManager;
+use crate::storage::{Clock, ReadUpTo};
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -43,36 +45,6 @@ pub fn offsets_partition(group: &str, partitions: u32) -> i32 {
 /// The shard that coordinates a group.
 pub fn group_shard(group: &str, partitions: u32, shards: usize) -> usize {
     owner(OFFSETS_TOPIC, offsets_partition(group, partitions), shards)
-}
-
-/// A group request routed to the coordinating shard (decoded requests; `Send`).
-#[derive(Debug)]
-pub enum GroupRequest {
-    /// With the client id and the client's address (for DescribeGroups).
-    Join(JoinGroupRequest, String, String),
-    Sync(SyncGroupRequest),
-    Heartbeat(HeartbeatRequest),
-    Leave(LeaveGroupRequest),
-    Commit(OffsetCommitRequest),
-    Fetch(OffsetFetchRequestGroup),
-    Describe(String),
-    /// ListGroups of this shard's groups, with Kafka's state filter (v4+).
-    List(Vec<String>),
-    Delete(String),
-}
-
-/// The answer, for the handler to put in the response of the request's version.
-#[derive(Debug)]
-pub enum GroupResponse {
-    Join(JoinGroupResponse),
-    Sync(SyncGroupResponse),
-    Heartbeat(i16),
-    Leave(LeaveGroupResponse),
-    Commit(OffsetCommitResponse),
-    Fetch(OffsetFetchResponseGroup),
-    Describe(DescribedGroup),
-    List(Vec<ListedGroup>),
-    Delete(i16),
 }
 
 /// Settings of the coordinator (broker settings with Kafka's names where Kafka has one).
@@ -107,6 +79,13 @@ impl Default for CoordinatorConfig {
 
 pub struct Coordinator {
     config: CoordinatorConfig,
+    shards: usize,
+    /// The shard's partitions (this coordinator's `__consumer_offsets` partitions among them).
+    manager: Rc<PartitionManager<DmaDisk>>,
+    clock: Clock,
+    /// The partition count of `__consumer_offsets`, once it exists (the shard keeps it
+    /// current).
+    offsets_partitions: Cell<Option<u32>>,
     groups: RefCell<HashMap<String, Group>>,
     offsets: RefCell<OffsetTable>,
     seed: Cell<u64>,
@@ -114,11 +93,21 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    pub fn new(config: CoordinatorConfig, shard_id: usize) -> Coordinator {
+    pub fn new(
+        config: CoordinatorConfig,
+        shard_id: usize,
+        shards: usize,
+        manager: Rc<PartitionManager<DmaDisk>>,
+        clock: Clock,
+    ) -> Coordinator {
         let seed =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         Coordinator {
             config,
+            shards,
+            manager,
+            clock,
+            offsets_partitions: Cell::new(None),
             groups: RefCell::new(HashMap::new()),
             offsets: RefCell::new(OffsetTable::default()),
             seed: Cell::new(seed ^ ((shard_id as u64) << 56)),
@@ -130,6 +119,20 @@ impl Coordinator {
         &self.config
     }
 
+    /// `__consumer_offsets` exists with this many partitions (or not yet).
+    pub fn set_offsets_partitions(&self, partitions: Option<u32>) {
+        self.offsets_partitions.set(partitions);
+    }
+
+    /// The shard that coordinates `group`, once `__consumer_offsets` exists.
+    pub fn shard_of(&self, group: &str) -> Option<usize> {
+        self.offsets_partitions.get().map(|n| group_shard(group, n, self.shards))
+    }
+
+    fn now(&self) -> i64 {
+        (self.clock)()
+    }
+
     fn new_group(&self, id: &str) -> Group {
         let seed = self.seed.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         self.seed.set(seed);
@@ -137,9 +140,9 @@ impl Coordinator {
     }
 
     /// Replay this shard's `__consumer_offsets` partitions into the offset table (startup).
-    pub async fn load(shard: &Rc<Shard>) -> anyhow::Result<usize> {
+    pub async fn load(&self) -> anyhow::Result<usize> {
         let mut records = 0;
-        for ((topic, index), p) in shard.manager.partitions() {
+        for ((topic, index), p) in self.manager.partitions() {
             if topic != OFFSETS_TOPIC {
                 continue;
             }
@@ -155,8 +158,7 @@ impl Coordinator {
                     let (_, info, _) = item?;
                     at = info.next_offset();
                 }
-                records += shard
-                    .coordinator
+                records += self
                     .offsets
                     .borrow_mut()
                     .replay(&bytes, limit)
@@ -167,13 +169,13 @@ impl Coordinator {
     }
 
     /// Apply deadlines every [`TICK`], and compact now and then, until the shard stops.
-    pub fn spawn_ticker(shard: &Rc<Shard>) {
-        let shard = shard.clone();
+    pub fn spawn_ticker(self: &Rc<Self>) {
+        let me = self.clone();
         glommio::spawn_local(async move {
-            while !shard.manager.is_stopping() {
+            while !me.manager.is_stopping() {
                 glommio::timer::sleep(TICK).await;
-                let now = shard.now();
-                let c = &shard.coordinator;
+                let now = me.now();
+                let c = &me;
                 {
                     let table = c.offsets.borrow();
                     let mut groups = c.groups.borrow_mut();
@@ -188,7 +190,7 @@ impl Coordinator {
                 c.ticks.set(n);
                 let every = (c.config.compaction_check.as_millis() / TICK.as_millis()).max(1) as u64;
                 if n.is_multiple_of(every) {
-                    Coordinator::compact_all(&shard).await;
+                    me.compact_all().await;
                 }
             }
         })
@@ -196,12 +198,12 @@ impl Coordinator {
     }
 
     /// Compact every offsets partition of this shard that has grown past the threshold.
-    pub async fn compact_all(shard: &Rc<Shard>) {
-        for ((topic, index), p) in shard.manager.partitions() {
+    pub async fn compact_all(&self) {
+        for ((topic, index), p) in self.manager.partitions() {
             if topic != OFFSETS_TOPIC {
                 continue;
             }
-            if let Err(e) = Coordinator::compact(shard, index, false).await {
+            if let Err(e) = self.compact(index, false).await {
                 tracing::warn!(partition = index, error = %e, "offsets compaction failed");
             }
             drop(p);
@@ -211,10 +213,10 @@ impl Coordinator {
     /// Write partition `index`'s live offsets again in a new segment and delete the segments
     /// before it, if it is larger than the threshold (or `force`) and no commit is in flight.
     /// Returns the segments deleted.
-    pub async fn compact(shard: &Rc<Shard>, index: i32, force: bool) -> anyhow::Result<usize> {
-        let c = &shard.coordinator;
-        let Some(p) = shard.manager.get(OFFSETS_TOPIC, index) else { return Ok(0) };
-        let Some(partitions) = shard.offsets_partitions() else { return Ok(0) };
+    pub async fn compact(&self, index: i32, force: bool) -> anyhow::Result<usize> {
+        let c = self;
+        let Some(p) = self.manager.get(OFFSETS_TOPIC, index) else { return Ok(0) };
+        let Some(partitions) = self.offsets_partitions.get() else { return Ok(0) };
         let live = c.offsets.borrow().live(|g| offsets_partition(g, partitions) == index);
         let live_bytes: u64 =
             live.iter().map(|(g, (t, _), c)| (40 + g.len() + t.len() + c.metadata.len()) as u64).sum();
@@ -225,7 +227,7 @@ impl Coordinator {
         // Synchronously from here to the appends: no commit can slip in between.
         p.roll();
         let from = p.log().log_end_offset();
-        let now = shard.now();
+        let now = self.now();
         let mut by_group: BTreeMap<&str, Vec<(Tp, Option<Committed>)>> = BTreeMap::new();
         for (g, tp, committed) in &live {
             by_group.entry(g.as_str()).or_default().push((tp.clone(), Some(committed.clone())));
@@ -241,50 +243,33 @@ impl Coordinator {
         Ok(removed.len())
     }
 
-    /// Answer a group request on the shard that coordinates the group.
-    pub async fn handle(shard: &Rc<Shard>, version: i16, req: GroupRequest) -> GroupResponse {
-        match req {
-            GroupRequest::Join(j, client_id, client_host) => {
-                GroupResponse::Join(Coordinator::join(shard, version, j, client_id, client_host).await)
-            }
-            GroupRequest::Sync(s) => GroupResponse::Sync(Coordinator::sync(shard, s).await),
-            GroupRequest::Heartbeat(h) => GroupResponse::Heartbeat(Coordinator::heartbeat(shard, h)),
-            GroupRequest::Leave(l) => GroupResponse::Leave(Coordinator::leave(shard, version, l)),
-            GroupRequest::Commit(c) => GroupResponse::Commit(Coordinator::commit(shard, c).await),
-            GroupRequest::Fetch(f) => GroupResponse::Fetch(Coordinator::fetch(shard, f)),
-            GroupRequest::Describe(g) => GroupResponse::Describe(Coordinator::describe(shard, &g)),
-            GroupRequest::List(states) => GroupResponse::List(Coordinator::list(shard, &states)),
-            GroupRequest::Delete(g) => GroupResponse::Delete(Coordinator::delete(shard, &g).await),
-        }
-    }
-
     /// The error for a group request this shard cannot serve, if any. An empty group id is
     /// refused for membership requests only (Kafka's rule); an id too long for the offsets
     /// records' int16 strings always.
-    fn unavailable(shard: &Rc<Shard>, group: &str, membership: bool) -> Option<i16> {
+    fn unavailable(&self, group: &str, membership: bool) -> Option<i16> {
         if (membership && group.is_empty()) || group.len() > i16::MAX as usize {
             return Some(code::INVALID_GROUP_ID);
         }
-        let Some(partitions) = shard.offsets_partitions() else { return Some(code::COORDINATOR_NOT_AVAILABLE) };
+        let Some(partitions) = self.offsets_partitions.get() else { return Some(code::COORDINATOR_NOT_AVAILABLE) };
         let index = offsets_partition(group, partitions);
-        if shard.manager.get(OFFSETS_TOPIC, index).is_none() {
+        if self.manager.get(OFFSETS_TOPIC, index).is_none() {
             return Some(code::NOT_COORDINATOR);
         }
         None
     }
 
-    async fn join(
-        shard: &Rc<Shard>,
+    pub async fn join(
+        &self,
         version: i16,
         j: JoinGroupRequest,
         client_id: String,
         client_host: String,
     ) -> JoinGroupResponse {
         let fail = |e: i16| JoinGroupResponse { error_code: e, member_id: j.member_id.clone(), ..Default::default() };
-        if let Some(e) = Coordinator::unavailable(shard, &j.group_id, true) {
+        if let Some(e) = self.unavailable(&j.group_id, true) {
             return fail(e);
         }
-        let c = &shard.coordinator;
+        let c = self;
         let join = Join {
             member_id: j.member_id.clone(),
             instance_id: j.group_instance_id.clone(),
@@ -301,7 +286,7 @@ impl Coordinator {
         let pending = {
             let mut groups = c.groups.borrow_mut();
             let g = groups.entry(j.group_id.clone()).or_insert_with(|| c.new_group(&j.group_id));
-            g.join(join, shard.now())
+            g.join(join, self.now())
         };
         let Ok(joined) = pending.await else { return fail(code::COORDINATOR_NOT_AVAILABLE) };
         if joined.error == code::NONE {
@@ -329,9 +314,9 @@ impl Coordinator {
         }
     }
 
-    async fn sync(shard: &Rc<Shard>, s: SyncGroupRequest) -> SyncGroupResponse {
+    pub async fn sync(&self, s: SyncGroupRequest) -> SyncGroupResponse {
         let fail = |e: i16| SyncGroupResponse { error_code: e, ..Default::default() };
-        if let Some(e) = Coordinator::unavailable(shard, &s.group_id, true) {
+        if let Some(e) = self.unavailable(&s.group_id, true) {
             return fail(e);
         }
         let sync = Sync {
@@ -347,10 +332,10 @@ impl Coordinator {
                 .collect(),
         };
         let pending = {
-            let mut groups = shard.coordinator.groups.borrow_mut();
+            let mut groups = self.groups.borrow_mut();
             match groups.get_mut(&s.group_id) {
                 None => return fail(code::UNKNOWN_MEMBER_ID),
-                Some(g) => g.sync(sync, shard.now()),
+                Some(g) => g.sync(sync, self.now()),
             }
         };
         let Ok(synced) = pending.await else { return fail(code::COORDINATOR_NOT_AVAILABLE) };
@@ -363,23 +348,23 @@ impl Coordinator {
         }
     }
 
-    fn heartbeat(shard: &Rc<Shard>, h: HeartbeatRequest) -> i16 {
-        if let Some(e) = Coordinator::unavailable(shard, &h.group_id, true) {
+    pub fn heartbeat(&self, h: HeartbeatRequest) -> i16 {
+        if let Some(e) = self.unavailable(&h.group_id, true) {
             return e;
         }
-        let mut groups = shard.coordinator.groups.borrow_mut();
+        let mut groups = self.groups.borrow_mut();
         match groups.get_mut(&h.group_id) {
             None => code::UNKNOWN_MEMBER_ID,
-            Some(g) => g.heartbeat(&h.member_id, h.group_instance_id.as_deref(), h.generation_id, shard.now()),
+            Some(g) => g.heartbeat(&h.member_id, h.group_instance_id.as_deref(), h.generation_id, self.now()),
         }
     }
 
-    fn leave(shard: &Rc<Shard>, version: i16, l: LeaveGroupRequest) -> LeaveGroupResponse {
-        if let Some(e) = Coordinator::unavailable(shard, &l.group_id, true) {
+    pub fn leave(&self, version: i16, l: LeaveGroupRequest) -> LeaveGroupResponse {
+        if let Some(e) = self.unavailable(&l.group_id, true) {
             return LeaveGroupResponse { error_code: e, ..Default::default() };
         }
-        let now = shard.now();
-        let mut groups = shard.coordinator.groups.borrow_mut();
+        let now = self.now();
+        let mut groups = self.groups.borrow_mut();
         let group = groups.get_mut(&l.group_id);
         if version < 3 {
             let error_code = group.map_or(code::UNKNOWN_MEMBER_ID, |g| g.leave(&l.member_id, None, now));
@@ -412,7 +397,13 @@ impl Coordinator {
         LeaveGroupResponse { members, ..Default::default() }
     }
 
-    async fn commit(shard: &Rc<Shard>, req: OffsetCommitRequest) -> OffsetCommitResponse {
+    /// OffsetCommit; `partitions_of` gives a topic's partition count (commits to partitions
+    /// that do not exist are refused).
+    pub async fn commit(
+        &self,
+        req: OffsetCommitRequest,
+        partitions_of: impl Fn(&str) -> Option<u32>,
+    ) -> OffsetCommitResponse {
         let every = |e: i16| OffsetCommitResponse {
             topics: req
                 .topics
@@ -433,12 +424,12 @@ impl Coordinator {
                 .collect(),
             ..Default::default()
         };
-        if let Some(e) = Coordinator::unavailable(shard, &req.group_id, false) {
+        if let Some(e) = self.unavailable(&req.group_id, false) {
             return every(e);
         }
-        let c = &shard.coordinator;
+        let c = self;
         let generation = req.generation_id_or_member_epoch;
-        let now = shard.now();
+        let now = self.now();
         let refused = {
             let mut groups = c.groups.borrow_mut();
             match groups.get_mut(&req.group_id) {
@@ -457,7 +448,7 @@ impl Coordinator {
         let mut accepted: Vec<(Tp, Option<Committed>)> = Vec::new();
         let mut answers: Vec<(String, Vec<(i32, i16)>)> = Vec::new();
         for t in &req.topics {
-            let partitions = shard.topics.borrow().get(&t.name).map(|i| i.partitions);
+            let partitions = partitions_of(&t.name);
             let mut codes = Vec::new();
             for p in &t.partitions {
                 let metadata = p.committed_metadata.clone().unwrap_or_default();
@@ -480,7 +471,7 @@ impl Coordinator {
             answers.push((t.name.clone(), codes));
         }
         if !accepted.is_empty() {
-            if let Err(e) = Coordinator::persist(shard, &req.group_id, accepted).await {
+            if let Err(e) = self.persist(&req.group_id, accepted).await {
                 return every(e);
             }
         }
@@ -508,12 +499,12 @@ impl Coordinator {
     /// table at once (synchronously, so the table follows the log's order and a compaction
     /// snapshot includes every appended commit), then wait until they are durable: the
     /// answer, not the table, waits for the disk.
-    async fn persist(shard: &Rc<Shard>, group: &str, commits: Vec<(Tp, Option<Committed>)>) -> Result<(), i16> {
-        let c = &shard.coordinator;
-        let partitions = shard.offsets_partitions().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
+    async fn persist(&self, group: &str, commits: Vec<(Tp, Option<Committed>)>) -> Result<(), i16> {
+        let c = self;
+        let partitions = self.offsets_partitions.get().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
         let index = offsets_partition(group, partitions);
-        let p = shard.manager.get(OFFSETS_TOPIC, index).ok_or(code::NOT_COORDINATOR)?;
-        let batch = offsets::batch(group, &commits, shard.now());
+        let p = self.manager.get(OFFSETS_TOPIC, index).ok_or(code::NOT_COORDINATOR)?;
+        let batch = offsets::batch(group, &commits, self.now());
         if batch.len() as u64 > p.log().config().max_message_bytes {
             return Err(INVALID_COMMIT_OFFSET_SIZE);
         }
@@ -534,11 +525,11 @@ impl Coordinator {
         })
     }
 
-    fn fetch(shard: &Rc<Shard>, f: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup {
-        if let Some(e) = Coordinator::unavailable(shard, &f.group_id, false) {
+    pub fn fetch(&self, f: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup {
+        if let Some(e) = self.unavailable(&f.group_id, false) {
             return OffsetFetchResponseGroup { group_id: f.group_id, error_code: e, ..Default::default() };
         }
-        let table = shard.coordinator.offsets.borrow();
+        let table = self.offsets.borrow();
         let answer = |partition_index: i32, c: Option<&Committed>| OffsetFetchResponsePartition {
             partition_index,
             committed_offset: c.map_or(-1, |c| c.offset),
@@ -578,13 +569,13 @@ impl Coordinator {
         OffsetFetchResponseGroup { group_id: f.group_id, topics, error_code: code::NONE, ..Default::default() }
     }
 
-    fn describe(shard: &Rc<Shard>, group: &str) -> DescribedGroup {
+    pub fn describe(&self, group: &str) -> DescribedGroup {
         let base =
             DescribedGroup { group_id: group.to_string(), authorized_operations: i32::MIN, ..Default::default() };
-        if let Some(e) = Coordinator::unavailable(shard, group, false) {
+        if let Some(e) = self.unavailable(group, false) {
             return DescribedGroup { error_code: e, group_state: GroupState::Dead.name().to_string(), ..base };
         }
-        let c = &shard.coordinator;
+        let c = self;
         let groups = c.groups.borrow();
         match groups.get(group) {
             Some(g) => {
@@ -618,8 +609,8 @@ impl Coordinator {
         }
     }
 
-    fn list(shard: &Rc<Shard>, states: &[String]) -> Vec<ListedGroup> {
-        let c = &shard.coordinator;
+    pub fn list(&self, states: &[String]) -> Vec<ListedGroup> {
+        let c = self;
         let groups = c.groups.borrow();
         let table = c.offsets.borrow();
         let mut out: BTreeMap<String, (String, GroupState)> = BTreeMap::new();
@@ -641,11 +632,11 @@ impl Coordinator {
             .collect()
     }
 
-    async fn delete(shard: &Rc<Shard>, group: &str) -> i16 {
-        if let Some(e) = Coordinator::unavailable(shard, group, false) {
+    pub async fn delete(&self, group: &str) -> i16 {
+        if let Some(e) = self.unavailable(group, false) {
             return e;
         }
-        let c = &shard.coordinator;
+        let c = self;
         let has_offsets = c.offsets.borrow().group(group).is_some();
         match c.groups.borrow().get(group) {
             Some(g) => {
@@ -663,7 +654,7 @@ impl Coordinator {
             .map(|o| o.keys().map(|tp| (tp.clone(), None)).collect())
             .unwrap_or_default();
         if !tombstones.is_empty() {
-            if let Err(e) = Coordinator::persist(shard, group, tombstones).await {
+            if let Err(e) = self.persist(group, tombstones).await {
                 return e;
             }
         }

@@ -1,10 +1,49 @@
-//! The one place internal errors become Kafka error codes (an exhaustive `match`).
+//! The one place internal errors become Kafka error codes (an exhaustive `match` each), and
+//! the refusals the control plane answers with.
 
 use crate::protocol::errors as code;
+use crate::server::router::CallError;
 use crate::storage::format::FormatError;
 use crate::storage::producers::SequenceError;
 use crate::storage::topics::TopicError;
 use crate::storage::StorageError;
+
+/// Why an admin operation (a topic or settings change) was refused: Kafka's error code and
+/// the message the client shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminError {
+    pub code: i16,
+    pub message: String,
+}
+
+impl AdminError {
+    pub fn new(code: i16, message: impl Into<String>) -> Self {
+        AdminError { code, message: message.into() }
+    }
+}
+
+impl From<CallError> for AdminError {
+    fn from(e: CallError) -> Self {
+        AdminError::new(call_code(&e, code::UNKNOWN_SERVER_ERROR), e.to_string())
+    }
+}
+
+impl From<&TopicError> for AdminError {
+    fn from(e: &TopicError) -> Self {
+        AdminError::new(topic_code(e), e.to_string())
+    }
+}
+
+/// The code for a call that got no reply: REQUEST_TIMED_OUT past its deadline (the work may
+/// still complete), `lost` when the shard stopped (each API names the retriable error its
+/// clients expect: NOT_LEADER_OR_FOLLOWER for a partition, COORDINATOR_NOT_AVAILABLE for a
+/// group).
+pub fn call_code(e: &CallError, lost: i16) -> i16 {
+    match e {
+        CallError::TimedOut { .. } => code::REQUEST_TIMED_OUT,
+        CallError::Lost { .. } => lost,
+    }
+}
 
 pub fn storage_code(e: &StorageError) -> i16 {
     match e {

@@ -2,11 +2,13 @@
 //! shard's histograms and counters over the mesh and answers Prometheus text. With
 //! `--fault-injection` (tests only) it also takes disk faults: `POST /faults?op=..&fault=..`
 //! installs a rule (see [`crate::io::faults::parse_rule`]), `GET /faults` lists them,
-//! `DELETE /faults` removes them all. Anything else is a 404. One request per connection, a
+//! `DELETE /faults` removes them all, and `POST /faults/panic?shard=N` makes shard N panic (to
+//! test that a shard dying after startup stops the broker cleanly). Anything else is a 404. One request per connection, a
 //! bounded request head, and nothing here touches data.
 
 use crate::io::faults;
-use crate::server::shard::{Shard, ShardOp, ShardReply};
+use crate::server::router::ShardCall;
+use crate::server::shard::{Metrics, Shard};
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use std::rc::Rc;
@@ -53,14 +55,16 @@ async fn answer(shard: Rc<Shard>, mut stream: TcpStream) {
     let (status, body) = match (method, path) {
         ("GET", "/metrics") => {
             let mut all = Vec::new();
-            for target in 0..shard.shards {
-                if let ShardReply::Metrics(m) = shard.call(target, ShardOp::Metrics).await {
-                    all.push((target, *m));
+            for (target, r) in shard.call_each(Metrics).await.into_iter().enumerate() {
+                match r {
+                    Ok(m) => all.push((target, *m)),
+                    Err(e) => tracing::warn!(shard = target, error = %e, "no metrics from a shard"),
                 }
             }
             ("200 OK", crate::metrics::prometheus(&all))
         }
-        (_, "/faults") if shard.config.fault_injection => faults(method, query),
+        (_, "/faults") if shard.config().fault_injection => faults(method, query),
+        ("POST", "/faults/panic") if shard.config().fault_injection => panic_shard(&shard, query),
         _ => ("404 Not Found", "only /metrics is served here\n".to_string()),
     };
     let response = format!(
@@ -69,6 +73,36 @@ async fn answer(shard: Rc<Shard>, mut stream: TcpStream) {
     );
     let _ = stream.write_all(response.as_bytes()).await;
     let _ = stream.close().await;
+}
+
+/// A shard that panics (`--fault-injection` only): as a bug in any task of a shard would.
+#[derive(Debug)]
+struct Panic;
+
+impl ShardCall<Shard> for Panic {
+    type Reply = ();
+    const NAME: &'static str = "panic";
+
+    async fn run(self, shard: Rc<Shard>) {
+        panic!("fault injection: shard {} told to panic", shard.id());
+    }
+}
+
+/// `POST /faults/panic?shard=N`: shard N panics (its reply never comes).
+fn panic_shard(shard: &Rc<Shard>, query: &str) -> (&'static str, String) {
+    let target = query.strip_prefix("shard=").and_then(|n| n.parse::<usize>().ok());
+    match target {
+        Some(n) if n < shard.shards() => {
+            tracing::warn!(shard = n, "fault injection: shard told to panic");
+            let shard = shard.clone();
+            glommio::spawn_local(async move {
+                let _ = shard.call(n, Panic).await;
+            })
+            .detach();
+            ("200 OK", format!("shard {n} told to panic\n"))
+        }
+        _ => ("400 Bad Request", format!("shard=N with N below {}\n", shard.shards())),
+    }
 }
 
 /// The `/faults` endpoint (`--fault-injection` only).

@@ -43,6 +43,8 @@ pub struct Partition<D: Disk> {
     closed: Cell<bool>,
     /// DeleteRecords calls run one at a time (each replaces the log start file whole).
     deleting: glommio::sync::Semaphore,
+    /// Long polls waiting for the readable range to change ([`Partition::changed`]).
+    watchers: RefCell<Vec<oneshot::Sender<()>>>,
 }
 
 impl<D: Disk> Partition<D> {
@@ -56,6 +58,7 @@ impl<D: Disk> Partition<D> {
             timer_armed: Cell::new(false),
             closed: Cell::new(false),
             deleting: glommio::sync::Semaphore::new(1),
+            watchers: RefCell::new(Vec::new()),
         };
         Ok((Rc::new(p), report))
     }
@@ -131,6 +134,26 @@ impl<D: Disk> Partition<D> {
         self.wait_durable(end).await
     }
 
+    /// Resolves when what a reader can see changes: the high watermark (durable offset) or the
+    /// log start moves, a flush fails, or the partition closes. Long polls wait on it instead
+    /// of polling. Waiters that went away are dropped at the next registration, so an idle
+    /// partition does not collect them.
+    pub fn changed(&self) -> impl std::future::Future<Output = ()> + 'static {
+        let (tx, rx) = oneshot::channel();
+        let mut watchers = self.watchers.borrow_mut();
+        watchers.retain(|w| !w.is_canceled());
+        watchers.push(tx);
+        async move {
+            let _ = rx.await;
+        }
+    }
+
+    fn notify_watchers(&self) {
+        for w in self.watchers.borrow_mut().drain(..) {
+            let _ = w.send(());
+        }
+    }
+
     /// Start the flusher if it is not running and there is work.
     pub fn kick(self: &Rc<Self>) {
         if !self.flusher_running.get() && self.log.borrow().has_unflushed() {
@@ -145,6 +168,7 @@ impl<D: Disk> Partition<D> {
             let Some(work) = work else { break };
             let done = work.run().await;
             let result = self.log.borrow_mut().complete_flush(done);
+            self.notify_watchers();
             match result {
                 Ok(durable) => self.wake(|offset| offset <= durable, Ok(())),
                 Err(e) => {
@@ -227,6 +251,7 @@ impl<D: Disk> Partition<D> {
             return Err(StorageError::Closed);
         }
         let start = access::delete_records(&self.log, offset, (self.clock)()).await?;
+        self.notify_watchers();
         self.kick();
         Ok(start)
     }
@@ -240,6 +265,7 @@ impl<D: Disk> Partition<D> {
     /// clean-shutdown marker. Appends in flight finish first.
     pub async fn close(self: &Rc<Self>) -> StorageResult<()> {
         self.closed.set(true);
+        self.notify_watchers();
         // A DeleteRecords under way finishes first; later ones see `closed`.
         let _deletions = self.deleting.acquire_permit(1).await;
         self.log.borrow_mut().begin_close();

@@ -84,6 +84,17 @@ pub struct ProducerState {
     producers: HashMap<i64, Producer>,
 }
 
+/// What DescribeProducers shows of a producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last sequence of its last batch, -1 when none is kept.
+    pub last_sequence: i32,
+    /// The broker's time of its last append.
+    pub last_append_ms: i64,
+}
+
 impl ProducerState {
     pub fn len(&self) -> usize {
         self.producers.len()
@@ -93,15 +104,19 @@ impl ProducerState {
         self.producers.is_empty()
     }
 
-    /// Every known producer, by id: (producer id, epoch, last sequence, broker time of its
-    /// last append) (DescribeProducers).
-    pub fn active(&self) -> Vec<(i64, i16, i32, i64)> {
+    /// Every known producer, by id (DescribeProducers).
+    pub fn active(&self) -> Vec<ActiveProducer> {
         let mut out: Vec<_> = self
             .producers
             .iter()
-            .map(|(&pid, p)| (pid, p.epoch, p.batches.back().map_or(-1, |b| b.last_seq), p.last_append_ms))
+            .map(|(&producer_id, p)| ActiveProducer {
+                producer_id,
+                epoch: p.epoch,
+                last_sequence: p.batches.back().map_or(-1, |b| b.last_seq),
+                last_append_ms: p.last_append_ms,
+            })
             .collect();
-        out.sort_unstable();
+        out.sort_unstable_by_key(|a| a.producer_id);
         out
     }
 

@@ -9,6 +9,7 @@ own and every acknowledged record is there once, at its offset.
 """
 import os
 import select
+import signal
 import time
 
 import pytest
@@ -19,6 +20,7 @@ from test_bad_input import (NONE, PRODUCE, Conn, R, assert_healthy, fetch, parse
 from test_clients import create
 
 KAFKA_STORAGE_ERROR = 56
+REQUEST_TIMED_OUT = 7
 RESUME_WITHIN = 20  # seconds: the retry backoff tops out at 2 s
 
 
@@ -163,3 +165,64 @@ def test_fault_endpoint_needs_the_flag_and_checks_rules(faulty):
     Broker.start(faulty, "--metrics-listen", "127.0.0.1:%d" % faulty.metrics_port)
     assert faulty.http("POST", "/faults?op=read&fault=eio")[0] == 404
     assert faulty.http("GET", "/metrics")[0] == 200
+
+
+def wait_exit(broker, seconds=30):
+    deadline = time.time() + seconds
+    while broker.proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    return broker.proc.poll()
+
+
+@pytest.mark.parametrize("victim", [0, 1])
+def test_a_shard_that_dies_stops_the_broker_cleanly(faulty, victim):
+    """A shard that panics after startup (here on purpose, through the fault endpoint) stops
+    the whole broker with a clear message and a failing exit status, instead of leaving a
+    half-alive process that hangs on calls to the dead shard; the other shards close their
+    partitions cleanly; after a restart every acknowledged record is there once, at its
+    offset."""
+    create(faulty.bootstrap, "die", partitions=4)
+    with Conn(faulty) as c:
+        for p in range(4):
+            for i in range(3):
+                r = produce(c, [("die", [(p, v2_batch([b"%d-%d" % (p, i)]))])])
+                assert r["die", p][:2] == (NONE, i)
+    try:
+        status, body = faulty.http("POST", "/faults/panic?shard=%d" % victim)
+        assert status == 200, body
+    except ConnectionError:
+        assert victim == 0, "only shard 0, which serves the endpoint, may die before answering"
+    code = wait_exit(faulty)
+    assert code not in (None, 0), "the broker must stop, with an error status"
+    log = faulty.log()
+    assert "a shard stopped on its own; stopping the broker cleanly" in log, log
+    assert "shard %d panicked after startup" % victim in log, log
+    faulty.stop(signal.SIGKILL)  # already gone: only waits for the port
+    # The intended panic stays in its own file; the restarted broker's log must have none.
+    os.rename(os.path.join(faulty.data_dir, "broker.log"), os.path.join(faulty.data_dir, "broker-died.log"))
+    faulty.start()
+    with Conn(faulty) as c:
+        for p in range(4):
+            got = fetch(c, "die", p, 0)
+            assert got[0] == NONE and v2_values(got[2]) == [(i, b"%d-%d" % (p, i)) for i in range(3)], (p, got)
+    assert_healthy(faulty)
+
+
+def test_a_call_past_its_deadline_is_request_timed_out(start_broker):
+    """With tidemark.shard.call.timeout.ms=500, a produce whose fsync takes 3 s is answered
+    REQUEST_TIMED_OUT (7) at the deadline with a log line, while the append itself is not
+    cancelled: once the disk answers, the record is there, and the partition serves on."""
+    b = start_broker("--set", "tidemark.shard.call.timeout.ms=500", faults=True)
+    create(b.bootstrap, "slowp")
+    with Conn(b, timeout=15) as c:
+        assert produce_one(c, "slowp", b"warm") == (NONE, 0)
+        b.inject(op="sync", fault="slow", ms=3000, path="/slowp-0/", count=1)
+        started = time.time()
+        assert produce_one(c, "slowp", b"late")[0] == REQUEST_TIMED_OUT
+        assert time.time() - started < 2.5, "answered at the deadline, not after the disk"
+        time.sleep(3)
+        assert produce_one(c, "slowp", b"after") == (NONE, 2)
+        got = fetch(c, "slowp", 0, 0)
+        assert v2_values(got[2]) == [(0, b"warm"), (1, b"late"), (2, b"after")], got
+    assert log_lines(b, "shard call timed out"), b.log()
+    assert_healthy(b)

@@ -106,6 +106,36 @@ fn legacy_to(entry: &[u8], to: i8, limit: usize, out: &mut Vec<u8>) -> Result<()
     Ok(())
 }
 
+/// Why stored records cannot reach a reader of an older format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForReader {
+    /// They hold batches newer than the reader reads and the topic forbids down-conversion
+    /// (`message.downconversion.enable=false`; Kafka answers UNSUPPORTED_VERSION).
+    Refused,
+    /// A stored batch could not be converted.
+    Failed(FormatError),
+}
+
+/// The records as a reader of magic `reader_magic` can read them (SPEC T1.1): as stored when
+/// nothing in them is newer, down-converted when the topic `allows` it, refused otherwise.
+/// Bounded as [`down_convert`] is.
+pub fn for_reader(
+    records: Bytes,
+    reader_magic: i8,
+    allowed: bool,
+    max_bytes: usize,
+    limit: usize,
+) -> Result<Bytes, ForReader> {
+    if reader_magic >= MAGIC_V2 || records.is_empty() {
+        return Ok(records);
+    }
+    let newer = super::stored::magics(&records).any(|m| m.is_ok_and(|m| m > reader_magic));
+    if !allowed && newer {
+        return Err(ForReader::Refused);
+    }
+    down_convert(records, reader_magic, max_bytes, limit).map_err(ForReader::Failed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

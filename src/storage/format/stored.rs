@@ -271,11 +271,82 @@ pub fn magics(records: &[u8]) -> impl Iterator<Item = Result<i8, FormatError>> +
     BatchWalk::new(records, i32::MAX as usize).map(|item| item.map(|(_, info, _)| info.magic))
 }
 
+/// What Kafka's `ProduceRequest.validateRecords` finds wrong with one partition's records
+/// (Produce v3+): they must be exactly one complete batch, of magic 2, and not zstd where the
+/// request version predates it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProduceShape {
+    /// A length below the smallest message of any magic (Kafka: CORRUPT_MESSAGE).
+    TooShort,
+    /// No complete batch, another magic, or a second batch (Kafka: INVALID_RECORD).
+    NotOneV2Batch,
+    /// zstd in a request version before zstd existed (Kafka: UNSUPPORTED_COMPRESSION_TYPE).
+    Zstd,
+}
+
+/// Check `records` as Kafka checks a Produce v3+ request's records for one partition, before
+/// any append: `Ok` also for trailing bytes that are no complete batch (the append refuses
+/// them, CORRUPT_MESSAGE).
+pub fn check_produce_shape(records: &[u8], zstd_allowed: bool) -> Result<(), ProduceShape> {
+    // A frame's length field, and whether the whole frame is there.
+    let frame = |at: usize| -> Result<Option<usize>, ProduceShape> {
+        let rest = &records[at.min(records.len())..];
+        if rest.len() < LOG_OVERHEAD {
+            return Ok(None);
+        }
+        let len = i32::from_be_bytes([rest[8], rest[9], rest[10], rest[11]]);
+        // LegacyRecord.RECORD_OVERHEAD_V0: no message of any magic is shorter.
+        if len < 14 {
+            return Err(ProduceShape::TooShort);
+        }
+        let total = LOG_OVERHEAD + len as usize;
+        Ok((rest.len() >= total && rest.len() > OFF_MAGIC).then_some(total))
+    };
+    let first = frame(0)?.ok_or(ProduceShape::NotOneV2Batch)?;
+    if records[OFF_MAGIC] != MAGIC_V2 as u8 {
+        return Err(ProduceShape::NotOneV2Batch);
+    }
+    if !zstd_allowed && first > batch::OFF_ATTRIBUTES + 1 {
+        let attributes = i16::from_be_bytes([records[batch::OFF_ATTRIBUTES], records[batch::OFF_ATTRIBUTES + 1]]);
+        if attributes & batch::ATTR_COMPRESSION_MASK == 4 {
+            return Err(ProduceShape::Zstd);
+        }
+    }
+    match frame(first) {
+        Ok(Some(_)) => Err(ProduceShape::NotOneV2Batch),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::storage::format::batch::simple_batch;
     use crate::storage::format::legacy::LegacyBuilder;
+
+    /// Kafka's validateRecords for Produce v3+: one complete v2 batch; a second batch, another
+    /// magic or a torn frame is NotOneV2Batch; a length below any message is TooShort; zstd
+    /// only where allowed; trailing bytes short of a frame are left to the append.
+    #[test]
+    fn produce_shape_as_kafka_checks_it() {
+        let one = simple_batch(2, 10, 1_000);
+        assert_eq!(check_produce_shape(&one, false), Ok(()));
+        let two = [one.clone(), one.clone()].concat();
+        assert_eq!(check_produce_shape(&two, true), Err(ProduceShape::NotOneV2Batch));
+        assert_eq!(check_produce_shape(&one[..one.len() - 1], true), Err(ProduceShape::NotOneV2Batch));
+        assert_eq!(check_produce_shape(&[one.clone(), vec![0; 5]].concat(), true), Ok(()));
+        let mut short = one.clone();
+        short[8..12].copy_from_slice(&13i32.to_be_bytes());
+        assert_eq!(check_produce_shape(&short, true), Err(ProduceShape::TooShort));
+        let mut v1 = LegacyBuilder::new(1, Compression::None);
+        v1.push(10, None, Some(b"a"));
+        assert_eq!(check_produce_shape(&v1.finish(), true), Err(ProduceShape::NotOneV2Batch));
+        let mut zstd = one.clone();
+        zstd[batch::OFF_ATTRIBUTES + 1] |= 4;
+        assert_eq!(check_produce_shape(&zstd, false), Err(ProduceShape::Zstd));
+        assert_eq!(check_produce_shape(&zstd, true), Ok(()));
+        assert_eq!(check_produce_shape(&[], true), Err(ProduceShape::NotOneV2Batch));
+    }
 
     /// spec: T1.1 — one walk frames v2 batches and legacy messages of both magics, in any
     /// order, and checks each with its own CRC.

@@ -1,0 +1,127 @@
+//! What a client learns about the cluster: ApiVersions, Metadata (with topic auto-creation)
+//! and DescribeCluster. One node is the whole cluster, its own controller.
+
+use crate::protocol::admin::{DescribeClusterBroker, DescribeClusterRequest, DescribeClusterResponse};
+use crate::protocol::api_versions_response;
+use crate::protocol::errors as code;
+use crate::protocol::messages::*;
+use crate::server::api::Cx;
+use crate::server::control::ensure_topic;
+use crate::server::coordinator::OFFSETS_TOPIC;
+
+/// The cluster id this node reports (Metadata v2+, DescribeCluster): one node, one cluster.
+pub const CLUSTER_ID: &str = "tidemark";
+
+/// ApiVersions: the table the decoder dispatches on. No side effects.
+pub fn api_versions(cx: &mut Cx<'_>, _: ApiVersionsRequest) -> ApiVersionsResponse {
+    cx.release_turn();
+    let mut resp = api_versions_response(code::NONE);
+    // No feature flag is finalized here: every one Kafka defines (metadata.version,
+    // kraft.version, group.version, transaction.version, ...) names KRaft or protocols
+    // tidemark does not implement, and advertising one makes clients use them. The epoch says
+    // the (empty) set is settled.
+    resp.finalized_features_epoch = 0;
+    resp
+}
+
+/// Metadata: every topic (or those named, auto-created when the client allows it) with this
+/// node as leader and only replica of each partition. Auto-creation completes before the
+/// connection's next request.
+pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
+    let shard = cx.shard;
+    let names: Vec<String> = match &m.topics {
+        None => shard.topic_names(),
+        Some(ts) => ts.iter().filter_map(|t| t.name.clone()).collect(),
+    };
+    let node = shard.config().node_id;
+    let mut topics = Vec::new();
+    for name in names {
+        if crate::storage::topics::validate_topic_name(&name).is_err() {
+            topics.push(MetadataTopic {
+                error_code: code::INVALID_TOPIC_EXCEPTION,
+                name: Some(name),
+                ..Default::default()
+            });
+            continue;
+        }
+        let exists = shard.has_topic(&name)
+            || (m.allow_auto_topic_creation && m.topics.is_some() && ensure_topic(shard, &name).await);
+        match shard.topic(&name, |t| t.partitions).filter(|_| exists) {
+            None => topics.push(MetadataTopic {
+                error_code: code::UNKNOWN_TOPIC_OR_PARTITION,
+                name: Some(name),
+                ..Default::default()
+            }),
+            Some(n) => topics.push(MetadataTopic {
+                error_code: code::NONE,
+                is_internal: name == OFFSETS_TOPIC,
+                name: Some(name),
+                topic_authorized_operations: i32::MIN,
+                partitions: (0..n as i32)
+                    .map(|p| MetadataPartition {
+                        partition_index: p,
+                        leader_id: node,
+                        leader_epoch: 0,
+                        replica_nodes: vec![node],
+                        isr_nodes: vec![node],
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+        }
+    }
+    let c = shard.config();
+    MetadataResponse {
+        brokers: vec![MetadataBroker {
+            node_id: node,
+            host: c.advertised_host.clone(),
+            port: c.advertised_port,
+            ..Default::default()
+        }],
+        cluster_id: Some(CLUSTER_ID.to_string()),
+        controller_id: node,
+        topics,
+        cluster_authorized_operations: i32::MIN,
+        ..Default::default()
+    }
+}
+
+/// DescribeCluster: this node is the whole cluster (and its controller). Only the broker
+/// endpoint type exists here: a request for controllers gets MISMATCHED_ENDPOINT_TYPE (v1+),
+/// an unknown type UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at v0), as Kafka answers.
+pub fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> DescribeClusterResponse {
+    cx.release_turn();
+    const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
+    const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
+    let version = cx.version();
+    let error = match req.endpoint_type {
+        1 => None,
+        2 => Some((
+            if version == 0 { code::INVALID_REQUEST } else { MISMATCHED_ENDPOINT_TYPE },
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+                .to_string(),
+        )),
+        t => Some((
+            if version == 0 { code::INVALID_REQUEST } else { UNSUPPORTED_ENDPOINT_TYPE },
+            format!("Unsupported endpoint type {t}"),
+        )),
+    };
+    let c = cx.shard.config();
+    match error {
+        Some((error_code, message)) => {
+            DescribeClusterResponse { error_code, error_message: Some(message), ..Default::default() }
+        }
+        None => DescribeClusterResponse {
+            cluster_id: CLUSTER_ID.to_string(),
+            controller_id: c.node_id,
+            brokers: vec![DescribeClusterBroker {
+                broker_id: c.node_id,
+                host: c.advertised_host.clone(),
+                port: c.advertised_port,
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    }
+}

@@ -1,0 +1,313 @@
+//! Fetch: each partition is read on the shard that owns it ([`Read`]), within the request's
+//! byte budgets and the shard's fetch memory; readers of an older format get newer batches
+//! down-converted here, on the connection's shard (SPEC T1.1). A long poll that finds too
+//! little waits on the owners ([`Watch`]) until a partition's high watermark or log start
+//! moves, or its `max_wait_ms` passes: an append wakes it, nothing polls.
+
+use crate::protocol::errors as code;
+use crate::protocol::fetch_reader_magic;
+use crate::protocol::messages::*;
+use crate::server::api::Cx;
+use crate::server::errors::{call_code, storage_code};
+use crate::server::limits::Held;
+use crate::server::router::ShardCall;
+use crate::server::shard::Shard;
+use crate::storage::format::convert::{for_reader, ForReader};
+use crate::storage::ReadUpTo;
+use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// The longest a fetch waits, whatever it asks.
+const MAX_WAIT: Duration = Duration::from_secs(60);
+/// When a partition has data the fetch memory could not take now, the fetch tries again after
+/// this long (memory comes back as responses are written; nothing to wake on at the owner).
+const MEMORY_RETRY: Duration = Duration::from_millis(5);
+
+/// Read whole batches of one partition from `offset`, up to about `max_bytes` (0: offsets
+/// only), on the shard that owns it.
+#[derive(Debug)]
+pub struct Read {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub max_bytes: usize,
+}
+
+/// What a read found: the records, and the partition's high watermark (read after the data,
+/// so it never lags what is returned) and log start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadOut {
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub records: Bytes,
+}
+
+/// Why a read failed, with the offsets the response still carries (-1 when unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadRefused {
+    pub code: i16,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+impl ReadRefused {
+    fn code(code: i16) -> Self {
+        ReadRefused { code, high_watermark: -1, log_start_offset: -1 }
+    }
+}
+
+impl ShardCall<Shard> for Read {
+    type Reply = Result<ReadOut, ReadRefused>;
+    const NAME: &'static str = "read";
+
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        let Some(p) = shard.partition(&self.topic, self.partition) else {
+            return Err(ReadRefused::code(code::UNKNOWN_TOPIC_OR_PARTITION));
+        };
+        let read = if self.max_bytes == 0 {
+            Ok(Bytes::new())
+        } else {
+            p.read(self.offset, self.max_bytes, ReadUpTo::Durable).await
+        };
+        let (high_watermark, log_start_offset) = {
+            let log = p.log();
+            (log.durable_offset(), log.log_start_offset())
+        };
+        match read {
+            Ok(records) => Ok(ReadOut { high_watermark, log_start_offset, records }),
+            Err(e) => {
+                let code = storage_code(&e);
+                if code == code::KAFKA_STORAGE_ERROR {
+                    if let Some(skipped) = shard.read_errors_log().ready() {
+                        tracing::warn!(topic = self.topic, partition = self.partition, offset = self.offset, error = %e, failed_reads_since_last_line = skipped, "read failed: KAFKA_STORAGE_ERROR");
+                    }
+                }
+                Err(ReadRefused { code, high_watermark, log_start_offset })
+            }
+        }
+    }
+}
+
+/// One partition as a fetch last saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub topic: String,
+    pub partition: i32,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+/// Wait, on the shard that owns them, until one of `partitions` differs from what the fetch
+/// saw (an append made data durable, DeleteRecords moved the start, the partition closed), or
+/// `wait` passes.
+#[derive(Debug)]
+pub struct Watch {
+    pub partitions: Vec<Seen>,
+    pub wait: Duration,
+}
+
+impl ShardCall<Shard> for Watch {
+    type Reply = ();
+    const NAME: &'static str = "watch";
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(self.wait + Duration::from_secs(5))
+    }
+
+    async fn run(self, shard: Rc<Shard>) {
+        let mut changes = FuturesUnordered::new();
+        for s in &self.partitions {
+            // Gone (deleted, closed): the fetch will say so at once.
+            let Some(p) = shard.partition(&s.topic, s.partition) else { return };
+            let now = {
+                let log = p.log();
+                (log.durable_offset(), log.log_start_offset())
+            };
+            if now != (s.high_watermark, s.log_start_offset) {
+                return;
+            }
+            changes.push(p.changed());
+        }
+        let waited = async {
+            glommio::timer::sleep(self.wait).await;
+        };
+        futures_lite::future::or(async { changes.next().await.unwrap_or(()) }, waited).await;
+    }
+}
+
+/// One pass over every requested partition.
+struct Pass {
+    resp: FetchResponse,
+    bytes: usize,
+    held: Held,
+    /// The partitions to watch for a long poll, by owner.
+    seen: BTreeMap<usize, Vec<Seen>>,
+    /// A partition had data below its high watermark that this pass did not take (no fetch
+    /// memory free): waiting at the owner would not see it.
+    unread: bool,
+}
+
+/// Fetch with long polling: until `min_bytes` are there or `max_wait_ms` passes, waking when a
+/// partition changes.
+pub async fn handle(cx: &mut Cx<'_>, f: FetchRequest) -> FetchResponse {
+    cx.release_turn();
+    let shard = cx.shard;
+    let deadline = Instant::now() + Duration::from_millis(f.max_wait_ms.max(0) as u64).min(MAX_WAIT);
+    loop {
+        let pass = fetch_once(shard, cx.version(), &f, deadline).await;
+        let has_error = pass.resp.topics.iter().flat_map(|t| &t.partitions).any(|p| p.error_code != code::NONE);
+        let left = deadline.saturating_duration_since(Instant::now());
+        if pass.bytes >= f.min_bytes.max(0) as usize || has_error || left.is_zero() {
+            cx.hold(pass.held);
+            return pass.resp;
+        }
+        drop(pass.held);
+        if pass.unread {
+            glommio::timer::sleep(MEMORY_RETRY.min(left)).await;
+        } else {
+            wait_for_change(shard, pass.seen, left).await;
+        }
+    }
+}
+
+/// Wait until one owner reports a change among the partitions it owns, or `left` passes. With
+/// no partition to watch (a fetch of none), nothing can change: it waits out `left`.
+async fn wait_for_change(shard: &Rc<Shard>, seen: BTreeMap<usize, Vec<Seen>>, left: Duration) {
+    if seen.is_empty() {
+        glommio::timer::sleep(left).await;
+        return;
+    }
+    let mut watches: FuturesUnordered<_> =
+        seen.into_iter().map(|(owner, partitions)| shard.call(owner, Watch { partitions, wait: left })).collect();
+    let first = async {
+        if let Some(Err(e)) = watches.next().await {
+            // The next pass reports the partition's state; no busy loop on a lost owner.
+            tracing::debug!(error = %e, "long-poll watch ended without a change");
+            glommio::timer::sleep(MEMORY_RETRY).await;
+        }
+    };
+    futures_lite::future::or(first, glommio::timer::sleep(left)).await;
+}
+
+/// Reserve fetch memory for a partition's share: the first partition read waits for its
+/// share, but not past the fetch's deadline (a fetch that gets no memory in time answers
+/// offsets only, so no fetch, nor the responses queued behind it on its connection, waits on
+/// another for ever); once the pass holds data, a share not free now means offsets only
+/// (waiting while holding could deadlock the budget), and the client fetches it next time.
+async fn reserve_share(shard: &Shard, max: usize, holding: bool, deadline: Instant) -> Option<Held> {
+    if holding {
+        return shard.fetch_memory().try_reserve(max as u64);
+    }
+    let reserve = async { Some(shard.fetch_memory().reserve(max as u64).await) };
+    let expire = async {
+        glommio::timer::sleep(deadline.saturating_duration_since(Instant::now())).await;
+        None
+    };
+    futures_lite::future::or(reserve, expire).await
+}
+
+/// One pass over every requested partition, within the request's byte budgets (KIP-74: only
+/// the first partition with data may exceed the budget, by one batch; once it is spent, the
+/// rest report offsets only). The records are held against the shard's fetch memory.
+async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest, deadline: Instant) -> Pass {
+    let magic = fetch_reader_magic(version);
+    // The request's total, capped by the broker's `fetch.max.bytes`.
+    let mut budget = (f.max_bytes.max(0) as usize).min(shard.config().limits.fetch_max_bytes);
+    let mut pass =
+        Pass { resp: FetchResponse::default(), bytes: 0, held: Held::default(), seen: BTreeMap::new(), unread: false };
+    for t in &f.topics {
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in &t.partitions {
+            let mut max = if pass.bytes > 0 && budget == 0 {
+                0
+            } else {
+                (p.partition_max_bytes.max(0) as usize).min(budget).max(1)
+            };
+            let mut part_held = Held::default();
+            if max > 0 {
+                match reserve_share(shard, max, pass.held.units() > 0, deadline).await {
+                    Some(h) => part_held = h,
+                    None => max = 0,
+                }
+            }
+            let owner = shard.owner(&t.topic, p.partition);
+            let call = Read { topic: t.topic.clone(), partition: p.partition, offset: p.fetch_offset, max_bytes: max };
+            let read = match shard.call(owner, call).await {
+                Ok(r) => r,
+                Err(e) => Err(ReadRefused::code(call_code(&e, code::NOT_LEADER_OR_FOLLOWER))),
+            };
+            let (mut error_code, hw, start, mut records) = match read {
+                Ok(out) => (code::NONE, out.high_watermark, out.log_start_offset, out.records),
+                Err(r) => (r.code, r.high_watermark, r.log_start_offset, Bytes::new()),
+            };
+            if magic < 2 && !records.is_empty() {
+                (error_code, records) = match down_convert(shard, &t.topic, p.partition, records, magic, max) {
+                    Ok(converted) => (error_code, converted),
+                    Err(c) => (c, Bytes::new()),
+                };
+            }
+            // Keep what the records take (a first batch larger than its share takes what is
+            // free of the difference).
+            let len = records.len() as u64;
+            if len > part_held.units() {
+                if let Some(more) = shard.fetch_memory().try_reserve(len - part_held.units()) {
+                    part_held.absorb(more);
+                }
+            }
+            part_held.shrink(len);
+            pass.held.absorb(part_held);
+            budget = budget.saturating_sub(records.len());
+            pass.bytes += records.len();
+            if error_code == code::NONE {
+                pass.unread |= records.is_empty() && p.fetch_offset < hw;
+                let seen = Seen {
+                    topic: t.topic.clone(),
+                    partition: p.partition,
+                    high_watermark: hw,
+                    log_start_offset: start,
+                };
+                pass.seen.entry(owner).or_default().push(seen);
+            }
+            partitions.push(FetchPartitionResponse {
+                partition_index: p.partition,
+                error_code,
+                high_watermark: hw,
+                last_stable_offset: hw,
+                log_start_offset: start,
+                aborted_transactions: None,
+                preferred_read_replica: -1,
+                records: Some(records),
+                ..Default::default()
+            });
+        }
+        pass.resp.topics.push(FetchTopicResponse { topic: t.topic.clone(), partitions, ..Default::default() });
+    }
+    pass
+}
+
+/// The records as a reader of `magic` reads them, under the topic's settings, or the error
+/// code such a reader gets.
+fn down_convert(
+    shard: &Shard,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    magic: i8,
+    max: usize,
+) -> Result<Bytes, i16> {
+    let (limit, allowed) =
+        shard.topic(topic, |i| (i.config.decompress_limit(), i.config.downconversion)).unwrap_or((64 << 20, true));
+    match for_reader(records, magic, allowed, max, limit) {
+        Ok(records) => Ok(records),
+        // message.downconversion.enable=false: as Kafka, the old reader is refused.
+        Err(ForReader::Refused) => Err(code::UNSUPPORTED_VERSION),
+        Err(ForReader::Failed(e)) => {
+            tracing::error!(topic, partition, error = %e, "cannot down-convert stored batches");
+            // An error code these old clients know.
+            Err(code::CORRUPT_MESSAGE)
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! The consumer-group APIs (the classic protocol): each request goes to the shard that
+//! coordinates its group (the owner of the group's `__consumer_offsets` partition) as a typed
+//! call, issued while the request holds its connection's turn, so one connection's group
+//! operations keep their order. A call without a reply, or a group whose offsets topic does
+//! not exist yet, is COORDINATOR_NOT_AVAILABLE (retriable): clients find the coordinator
+//! again.
+
+use crate::protocol::errors as code;
+use crate::protocol::groups::*;
+use crate::server::api::Cx;
+use crate::server::control::ensure_offsets_topic;
+use crate::server::errors::call_code;
+use crate::server::router::ShardCall;
+use crate::server::shard::Shard;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Send `call` to the shard coordinating `group`, releasing the turn once it is issued; the
+/// reply, or the error code for none.
+async fn to_coordinator<C: ShardCall<Shard>>(cx: &mut Cx<'_>, group: &str, call: C) -> Result<C::Reply, i16> {
+    let Some(target) = cx.shard.coordinator().shard_of(group) else {
+        cx.release_turn();
+        return Err(code::COORDINATOR_NOT_AVAILABLE);
+    };
+    let shard = cx.shard.clone();
+    let task = glommio::spawn_local(async move { shard.call(target, call).await }).detach();
+    cx.release_turn();
+    match task.await {
+        Some(Ok(reply)) => Ok(reply),
+        Some(Err(e)) => Err(call_code(&e, code::COORDINATOR_NOT_AVAILABLE)),
+        None => Err(code::COORDINATOR_NOT_AVAILABLE),
+    }
+}
+
+/// The deadline of a membership call: a JoinGroup or SyncGroup waits for the rebalance, up to
+/// the group's rebalance timeout (Kafka's own bound on it).
+fn membership_deadline(rebalance_timeout_ms: i32, shard: &Shard) -> Option<Duration> {
+    let bound = shard.config().coordinator.limits.max_session_timeout_ms.max(rebalance_timeout_ms).max(0) as u64;
+    Some(Duration::from_millis(bound) + Duration::from_secs(10))
+}
+
+/// JoinGroup, with the client id and address (for DescribeGroups).
+#[derive(Debug)]
+struct Join {
+    version: i16,
+    req: JoinGroupRequest,
+    client_id: String,
+    client_host: String,
+    deadline: Option<Duration>,
+}
+
+impl ShardCall<Shard> for Join {
+    type Reply = JoinGroupResponse;
+    const NAME: &'static str = "join-group";
+    fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+    async fn run(self, shard: Rc<Shard>) -> JoinGroupResponse {
+        shard.coordinator().join(self.version, self.req, self.client_id, self.client_host).await
+    }
+}
+
+pub async fn join(cx: &mut Cx<'_>, j: JoinGroupRequest) -> JoinGroupResponse {
+    let group = j.group_id.clone();
+    let member_id = j.member_id.clone();
+    let client_id = cx.header.client_id.clone().unwrap_or_default();
+    // Kafka's form of the client host.
+    let client_host = format!("/{}", cx.peer.rsplit_once(':').map_or(cx.peer, |(h, _)| h));
+    let deadline = membership_deadline(j.rebalance_timeout_ms, cx.shard);
+    let call = Join { version: cx.version(), req: j, client_id, client_host, deadline };
+    to_coordinator(cx, &group, call).await.unwrap_or_else(|error_code| JoinGroupResponse {
+        error_code,
+        member_id,
+        ..Default::default()
+    })
+}
+
+#[derive(Debug)]
+struct Sync(SyncGroupRequest, Option<Duration>);
+
+impl ShardCall<Shard> for Sync {
+    type Reply = SyncGroupResponse;
+    const NAME: &'static str = "sync-group";
+    fn deadline(&self) -> Option<Duration> {
+        self.1
+    }
+    async fn run(self, shard: Rc<Shard>) -> SyncGroupResponse {
+        shard.coordinator().sync(self.0).await
+    }
+}
+
+pub async fn sync(cx: &mut Cx<'_>, s: SyncGroupRequest) -> SyncGroupResponse {
+    let group = s.group_id.clone();
+    let deadline = membership_deadline(0, cx.shard);
+    to_coordinator(cx, &group, Sync(s, deadline))
+        .await
+        .unwrap_or_else(|error_code| SyncGroupResponse { error_code, ..Default::default() })
+}
+
+#[derive(Debug)]
+struct Heartbeat(HeartbeatRequest);
+
+impl ShardCall<Shard> for Heartbeat {
+    type Reply = i16;
+    const NAME: &'static str = "heartbeat";
+    async fn run(self, shard: Rc<Shard>) -> i16 {
+        shard.coordinator().heartbeat(self.0)
+    }
+}
+
+pub async fn heartbeat(cx: &mut Cx<'_>, h: HeartbeatRequest) -> HeartbeatResponse {
+    let group = h.group_id.clone();
+    let error_code = to_coordinator(cx, &group, Heartbeat(h)).await.unwrap_or_else(|e| e);
+    HeartbeatResponse { error_code, ..Default::default() }
+}
+
+#[derive(Debug)]
+struct Leave(i16, LeaveGroupRequest);
+
+impl ShardCall<Shard> for Leave {
+    type Reply = LeaveGroupResponse;
+    const NAME: &'static str = "leave-group";
+    async fn run(self, shard: Rc<Shard>) -> LeaveGroupResponse {
+        shard.coordinator().leave(self.0, self.1)
+    }
+}
+
+pub async fn leave(cx: &mut Cx<'_>, l: LeaveGroupRequest) -> LeaveGroupResponse {
+    let group = l.group_id.clone();
+    let call = Leave(cx.version(), l);
+    to_coordinator(cx, &group, call)
+        .await
+        .unwrap_or_else(|error_code| LeaveGroupResponse { error_code, ..Default::default() })
+}
+
+#[derive(Debug)]
+struct Commit(OffsetCommitRequest);
+
+impl ShardCall<Shard> for Commit {
+    type Reply = OffsetCommitResponse;
+    const NAME: &'static str = "offset-commit";
+    async fn run(self, shard: Rc<Shard>) -> OffsetCommitResponse {
+        let partitions_of = |topic: &str| shard.topic(topic, |t| t.partitions);
+        shard.coordinator().commit(self.0, partitions_of).await
+    }
+}
+
+pub async fn offset_commit(cx: &mut Cx<'_>, c: OffsetCommitRequest) -> OffsetCommitResponse {
+    let group = c.group_id.clone();
+    let fallback = commit_error(&c, code::COORDINATOR_NOT_AVAILABLE);
+    match to_coordinator(cx, &group, Commit(c)).await {
+        Ok(r) => r,
+        Err(e) => commit_error_code(fallback, e),
+    }
+}
+
+/// An OffsetCommit answer with one error for every partition.
+fn commit_error(c: &OffsetCommitRequest, error_code: i16) -> OffsetCommitResponse {
+    OffsetCommitResponse {
+        topics: c
+            .topics
+            .iter()
+            .map(|t| OffsetCommitResponseTopic {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| OffsetCommitResponsePartition {
+                        partition_index: p.partition_index,
+                        error_code,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// `resp` (every partition failed) with `error_code` on every partition.
+fn commit_error_code(mut resp: OffsetCommitResponse, error_code: i16) -> OffsetCommitResponse {
+    for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+        p.error_code = error_code;
+    }
+    resp
+}
+
+#[derive(Debug)]
+struct FetchOffsets(OffsetFetchRequestGroup);
+
+impl ShardCall<Shard> for FetchOffsets {
+    type Reply = OffsetFetchResponseGroup;
+    const NAME: &'static str = "offset-fetch";
+    async fn run(self, shard: Rc<Shard>) -> OffsetFetchResponseGroup {
+        shard.coordinator().fetch(self.0)
+    }
+}
+
+/// OffsetFetch: one group (v0-v7) or several (v8+), each from its coordinating shard.
+pub async fn offset_fetch(cx: &mut Cx<'_>, f: OffsetFetchRequest) -> OffsetFetchResponse {
+    let version = cx.version();
+    let asked = f.topics.clone();
+    let groups = if version >= 8 {
+        f.groups
+    } else {
+        // v0-1 cannot ask for every topic: an empty list means none.
+        vec![OffsetFetchRequestGroup { group_id: f.group_id, topics: f.topics, ..Default::default() }]
+    };
+    let mut out = Vec::with_capacity(groups.len());
+    for g in groups {
+        let id = g.group_id.clone();
+        out.push(match to_coordinator(cx, &id, FetchOffsets(g)).await {
+            Ok(r) => r,
+            Err(error_code) => OffsetFetchResponseGroup { group_id: id, error_code, ..Default::default() },
+        });
+    }
+    cx.release_turn();
+    if version >= 8 {
+        return OffsetFetchResponse { groups: out, ..Default::default() };
+    }
+    let one = out.into_iter().next().unwrap_or_default();
+    let mut topics = one.topics;
+    if version < 2 && one.error_code != code::NONE {
+        // No group-level error field: every partition asked for carries it.
+        topics = asked
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| OffsetFetchResponseTopic {
+                name: t.name,
+                partitions: t
+                    .partition_indexes
+                    .into_iter()
+                    .map(|i| OffsetFetchResponsePartition {
+                        partition_index: i,
+                        committed_offset: -1,
+                        metadata: Some(String::new()),
+                        error_code: one.error_code,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect();
+    }
+    OffsetFetchResponse { topics, error_code: one.error_code, ..Default::default() }
+}
+
+#[derive(Debug)]
+struct Describe(String);
+
+impl ShardCall<Shard> for Describe {
+    type Reply = DescribedGroup;
+    const NAME: &'static str = "describe-group";
+    async fn run(self, shard: Rc<Shard>) -> DescribedGroup {
+        shard.coordinator().describe(&self.0)
+    }
+}
+
+pub async fn describe_groups(cx: &mut Cx<'_>, d: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    cx.release_turn();
+    let mut groups = Vec::with_capacity(d.groups.len());
+    for g in d.groups {
+        groups.push(match to_coordinator(cx, &g, Describe(g.clone())).await {
+            Ok(r) => r,
+            Err(error_code) => {
+                DescribedGroup { error_code, group_id: g, authorized_operations: i32::MIN, ..Default::default() }
+            }
+        });
+    }
+    DescribeGroupsResponse { groups, ..Default::default() }
+}
+
+/// ListGroups of one shard's groups, with Kafka's state filter (v4+).
+#[derive(Debug, Clone)]
+struct List(Vec<String>);
+
+impl ShardCall<Shard> for List {
+    type Reply = Vec<ListedGroup>;
+    const NAME: &'static str = "list-groups";
+    async fn run(self, shard: Rc<Shard>) -> Vec<ListedGroup> {
+        shard.coordinator().list(&self.0)
+    }
+}
+
+pub async fn list_groups(cx: &mut Cx<'_>, l: ListGroupsRequest) -> ListGroupsResponse {
+    cx.release_turn();
+    let mut groups = Vec::new();
+    let mut error_code = code::NONE;
+    for r in cx.shard.call_each(List(l.states_filter)).await {
+        match r {
+            Ok(mut gs) => groups.append(&mut gs),
+            // Kafka answers with what it has and the error of the coordinator that failed.
+            Err(e) => error_code = call_code(&e, code::COORDINATOR_NOT_AVAILABLE),
+        }
+    }
+    groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    ListGroupsResponse { error_code, groups, ..Default::default() }
+}
+
+#[derive(Debug)]
+struct Delete(String);
+
+impl ShardCall<Shard> for Delete {
+    type Reply = i16;
+    const NAME: &'static str = "delete-group";
+    async fn run(self, shard: Rc<Shard>) -> i16 {
+        shard.coordinator().delete(&self.0).await
+    }
+}
+
+pub async fn delete_groups(cx: &mut Cx<'_>, d: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let mut results = Vec::with_capacity(d.groups_names.len());
+    for g in d.groups_names {
+        let error_code = to_coordinator(cx, &g, Delete(g.clone())).await.unwrap_or_else(|e| e);
+        results.push(DeletableGroupResult { group_id: g, error_code, ..Default::default() });
+    }
+    cx.release_turn();
+    DeleteGroupsResponse { results, ..Default::default() }
+}
+
+/// FindCoordinator: this broker coordinates every group, once `__consumer_offsets` exists.
+/// Transactions are not implemented: a transactional id gets COORDINATOR_NOT_AVAILABLE.
+pub async fn find_coordinator(cx: &mut Cx<'_>, f: FindCoordinatorRequest) -> FindCoordinatorResponse {
+    cx.release_turn();
+    let version = cx.version();
+    let keys = if version >= 4 { f.coordinator_keys } else { vec![f.key] };
+    let ready = ensure_offsets_topic(cx.shard).await;
+    let c = cx.shard.config();
+    let coordinators: Vec<Coordinator> = keys
+        .into_iter()
+        .map(|key| {
+            let (error_code, error_message) = if f.key_type == COORDINATOR_TRANSACTION {
+                (code::COORDINATOR_NOT_AVAILABLE, Some("transactions are not supported by tidemark".to_string()))
+            } else if !ready {
+                (code::COORDINATOR_NOT_AVAILABLE, Some("the offsets topic is not available yet".to_string()))
+            } else {
+                (code::NONE, None)
+            };
+            let found = error_code == code::NONE;
+            Coordinator {
+                key,
+                node_id: if found { c.node_id } else { -1 },
+                host: if found { c.advertised_host.clone() } else { String::new() },
+                port: if found { c.advertised_port } else { -1 },
+                error_code,
+                error_message,
+                ..Default::default()
+            }
+        })
+        .collect();
+    if version >= 4 {
+        return FindCoordinatorResponse { coordinators, ..Default::default() };
+    }
+    let one = coordinators.into_iter().next().unwrap_or_default();
+    FindCoordinatorResponse {
+        error_code: one.error_code,
+        error_message: one.error_message,
+        node_id: one.node_id,
+        host: one.host,
+        port: one.port,
+        ..Default::default()
+    }
+}

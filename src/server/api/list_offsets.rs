@@ -1,0 +1,71 @@
+//! ListOffsets: each partition's lookup (by time, or `-1`/`-2`/`-3`, SPEC T6) runs on the
+//! shard that owns it ([`Lookup`]).
+
+use crate::protocol::errors as code;
+use crate::protocol::messages::*;
+use crate::server::api::Cx;
+use crate::server::errors::{call_code, storage_code};
+use crate::server::router::ShardCall;
+use crate::server::shard::Shard;
+use crate::storage::ReadUpTo;
+use std::rc::Rc;
+
+/// Look a partition up by time on the shard that owns it.
+#[derive(Debug)]
+pub struct Lookup {
+    pub topic: String,
+    pub partition: i32,
+    pub timestamp: i64,
+}
+
+/// The record a lookup found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    pub offset: i64,
+    pub timestamp: i64,
+}
+
+impl ShardCall<Shard> for Lookup {
+    /// `None`: no record matches (Kafka's -1, -1); or an error code.
+    type Reply = Result<Option<Found>, i16>;
+    const NAME: &'static str = "lookup";
+
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        let p = shard.partition(&self.topic, self.partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
+        let found = p.offset_for_time(self.timestamp, ReadUpTo::Durable).await.map_err(|e| storage_code(&e))?;
+        Ok(found.map(|(offset, timestamp)| Found { offset, timestamp }))
+    }
+}
+
+pub async fn handle(cx: &mut Cx<'_>, l: ListOffsetsRequest) -> ListOffsetsResponse {
+    cx.release_turn();
+    let version = cx.version();
+    let mut topics = Vec::with_capacity(l.topics.len());
+    for t in l.topics {
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in t.partitions {
+            let owner = cx.shard.owner(&t.name, p.partition_index);
+            let call = Lookup { topic: t.name.clone(), partition: p.partition_index, timestamp: p.timestamp };
+            let result = match cx.shard.call(owner, call).await {
+                Ok(r) => r,
+                Err(e) => Err(call_code(&e, code::NOT_LEADER_OR_FOLLOWER)),
+            };
+            let (error_code, found) = match result {
+                Ok(found) => (code::NONE, found),
+                Err(c) => (c, None),
+            };
+            let Found { offset, timestamp } = found.unwrap_or(Found { offset: -1, timestamp: -1 });
+            partitions.push(ListOffsetsPartitionResponse {
+                partition_index: p.partition_index,
+                error_code,
+                old_style_offsets: if version == 0 && found.is_some() { vec![offset] } else { Vec::new() },
+                timestamp,
+                offset,
+                leader_epoch: 0,
+                ..Default::default()
+            });
+        }
+        topics.push(ListOffsetsTopicResponse { name: t.name, partitions, ..Default::default() });
+    }
+    ListOffsetsResponse { topics, ..Default::default() }
+}

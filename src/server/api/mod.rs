@@ -1,0 +1,138 @@
+//! The Kafka APIs, one module per family, as mini-redis keeps one file per command: each
+//! module takes its decoded request, routes the work to the shards that own it (typed calls,
+//! [`crate::server::router`]), and builds its response. This is the one place the protocol
+//! meets storage. [`handle`] is the dispatch table.
+//!
+//! Ordering: requests of one connection are pipelined, yet their side effects (appends, topic
+//! changes, group operations) happen in request order, as Kafka clients expect. A request
+//! holds its connection's turn ([`Cx::release_turn`]) until it has issued its side effects;
+//! a request without side effects releases it at once; one that does not release it (topic
+//! changes) completes before the next request starts.
+
+mod admin;
+mod cluster;
+mod configs;
+mod fetch;
+mod groups;
+mod list_offsets;
+mod produce;
+mod producers;
+mod topics;
+
+use crate::protocol::errors as code;
+use crate::protocol::messages::Message;
+use crate::protocol::{api_versions_response, encode_response, ProtoError, ProtoResult, Request, RequestHeader};
+use crate::server::limits::Held;
+use crate::server::shard::Shard;
+use bytes::Bytes;
+use std::rc::Rc;
+
+/// Signals that a request has issued its side effects, so the next request of the same
+/// connection may start issuing its own. Dropped without a signal, it ends the turn too.
+#[derive(Debug, Default)]
+pub struct Dispatched(Option<futures_channel::oneshot::Sender<()>>);
+
+impl Dispatched {
+    pub fn new(tx: futures_channel::oneshot::Sender<()>) -> Self {
+        Dispatched(Some(tx))
+    }
+
+    fn done(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// What a handler has of its request besides the body.
+pub struct Cx<'a> {
+    pub shard: &'a Rc<Shard>,
+    pub header: &'a RequestHeader,
+    /// The client's address (`host:port`).
+    pub peer: &'a str,
+    turn: Dispatched,
+    /// Fetch memory the response's records hold, given back once it is written.
+    held: Held,
+}
+
+impl Cx<'_> {
+    pub fn version(&self) -> i16 {
+        self.header.api_version
+    }
+
+    /// This request's side effects are issued: the connection's next request may start.
+    pub fn release_turn(&mut self) {
+        self.turn.done();
+    }
+
+    /// Keep `held` until the response is written.
+    pub fn hold(&mut self, held: Held) {
+        self.held.absorb(held);
+    }
+}
+
+/// Encode `body` as the response to `header`.
+fn reply<M: Message>(header: &RequestHeader, mut body: M) -> ProtoResult<Option<Bytes>> {
+    encode_response(header, &mut body).map(Some)
+}
+
+/// Answer one request from the client at `peer`: the response bytes (`None` when no response
+/// is due: produce with acks=0) with the fetch memory they hold.
+pub async fn handle(
+    shard: &Rc<Shard>,
+    peer: &str,
+    header: &RequestHeader,
+    req: Request,
+    turn: Dispatched,
+) -> ProtoResult<Option<(Bytes, Held)>> {
+    let h = header;
+    let mut cx = Cx { shard, header, peer, turn, held: Held::default() };
+    let cx = &mut cx;
+    let out = match req {
+        Request::ApiVersions(r) => reply(h, cluster::api_versions(cx, r)),
+        Request::Metadata(r) => reply(h, cluster::metadata(cx, r).await),
+        Request::DescribeCluster(r) => reply(h, cluster::describe_cluster(cx, r)),
+        Request::Produce(r) => match produce::handle(cx, r).await {
+            Some(resp) => reply(h, resp),
+            None => Ok(None),
+        },
+        Request::Fetch(r) => reply(h, fetch::handle(cx, r).await),
+        Request::ListOffsets(r) => reply(h, list_offsets::handle(cx, r).await),
+        Request::CreateTopics(r) => reply(h, topics::create_topics(cx, r).await),
+        Request::DeleteTopics(r) => reply(h, topics::delete_topics(cx, r).await),
+        Request::CreatePartitions(r) => reply(h, topics::create_partitions(cx, r).await),
+        Request::DescribeConfigs(r) => reply(h, configs::describe_configs(cx, r)),
+        Request::AlterConfigs(r) => reply(h, configs::alter_configs(cx, r).await),
+        Request::FindCoordinator(r) => reply(h, groups::find_coordinator(cx, r).await),
+        Request::JoinGroup(r) => reply(h, groups::join(cx, r).await),
+        Request::SyncGroup(r) => reply(h, groups::sync(cx, r).await),
+        Request::Heartbeat(r) => reply(h, groups::heartbeat(cx, r).await),
+        Request::LeaveGroup(r) => reply(h, groups::leave(cx, r).await),
+        Request::OffsetCommit(r) => reply(h, groups::offset_commit(cx, r).await),
+        Request::OffsetFetch(r) => reply(h, groups::offset_fetch(cx, r).await),
+        Request::DescribeGroups(r) => reply(h, groups::describe_groups(cx, r).await),
+        Request::ListGroups(r) => reply(h, groups::list_groups(cx, r).await),
+        Request::DeleteGroups(r) => reply(h, groups::delete_groups(cx, r).await),
+        Request::InitProducerId(r) => reply(h, producers::init_producer_id(cx, r).await),
+        Request::DescribeProducers(r) => reply(h, producers::describe_producers(cx, r).await),
+        Request::DeleteRecords(r) => reply(h, admin::delete_records(cx, r).await),
+        Request::DescribeLogDirs(r) => reply(h, admin::describe_log_dirs(cx, r).await),
+    };
+    let held = std::mem::take(&mut cx.held);
+    out.map(|o| o.map(|bytes| (bytes, held)))
+}
+
+/// The answer to a request that could not be decoded, when one can be given. An unknown API
+/// or an unsupported version (no response schema exists for it) gets what KIP-511 gives an
+/// unsupported ApiVersions request: a v0 ApiVersions body with UNSUPPORTED_VERSION and the
+/// versions supported, under the request's correlation id; the connection stays open. A
+/// malformed body of a supported request has no answer: the caller closes the connection.
+pub fn error_response(header: &RequestHeader, error: &ProtoError) -> Option<Bytes> {
+    let c = match error {
+        ProtoError::UnsupportedVersion { .. } | ProtoError::UnknownApi(_) => code::UNSUPPORTED_VERSION,
+        _ if header.api_key == crate::protocol::API_VERSIONS => code::INVALID_REQUEST,
+        _ => return None,
+    };
+    let v0 = RequestHeader { api_key: crate::protocol::API_VERSIONS, api_version: 0, ..header.clone() };
+    encode_response(&v0, &mut api_versions_response(c)).ok()
+}

@@ -1,0 +1,219 @@
+//! Produce: each partition's records go to the shard that owns the partition ([`Append`]),
+//! which appends them and answers once they are as durable as the flush policy promises
+//! (SPEC T3.5). Appends are issued in request order while the request holds its
+//! connection's turn, then awaited together.
+
+use crate::protocol::errors as code;
+use crate::protocol::messages::*;
+use crate::server::api::Cx;
+use crate::server::control::ensure_topic;
+use crate::server::coordinator::OFFSETS_TOPIC;
+use crate::server::errors::{call_code, storage_code};
+use crate::server::router::{CallError, ShardCall};
+use crate::server::shard::Shard;
+use crate::storage::format::stored::{check_produce_shape, ProduceShape};
+use crate::storage::StorageError;
+use bytes::Bytes;
+use std::rc::Rc;
+
+/// Append one partition's records on the shard that owns it.
+#[derive(Debug)]
+pub struct Append {
+    pub topic: String,
+    pub partition: i32,
+    pub records: Bytes,
+}
+
+/// Where an append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: i64,
+    /// The broker's time for LogAppendTime topics (SPEC T3.4), -1 otherwise.
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+}
+
+/// Why a partition refused a produce: the error code, the log start offset (the Java
+/// producer reads it), a message, and the records that made a batch invalid (KIP-467: index in
+/// the batch, why).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ProduceRefused {
+    pub code: i16,
+    pub log_start_offset: i64,
+    pub message: Option<String>,
+    pub record_errors: Vec<(i32, String)>,
+}
+
+impl ProduceRefused {
+    pub fn code(code: i16) -> Self {
+        ProduceRefused { code, log_start_offset: -1, ..Default::default() }
+    }
+
+    /// From a storage error, with Kafka's messages for invalid timestamps.
+    fn from_storage(e: &StorageError, log_start_offset: i64) -> Self {
+        let (message, record_errors) = match e {
+            StorageError::InvalidTimestamp { lo, hi, records, .. } => (
+                "One or more records have been rejected due to invalid timestamp".to_string(),
+                records
+                    .iter()
+                    .map(|&(i, ts)| {
+                        let why = format!("Timestamp {ts} of message with offset {i} is out of range. The timestamp should be within [{lo}, {hi}]");
+                        (i, why)
+                    })
+                    .collect(),
+            ),
+            // Disk trouble: a fixed text (the error itself, with paths, is in the broker's log).
+            StorageError::Io(_) => ("the partition's disk failed".to_string(), Vec::new()),
+            StorageError::WritesSuspended(_) => {
+                ("writes are suspended until the partition's disk recovers".to_string(), Vec::new())
+            }
+            StorageError::Corrupt { .. } => ("the partition's stored data failed a check".to_string(), Vec::new()),
+            e => (e.to_string(), Vec::new()),
+        };
+        ProduceRefused { code: storage_code(e), log_start_offset, message: Some(message), record_errors }
+    }
+}
+
+impl ShardCall<Shard> for Append {
+    type Reply = Result<Appended, ProduceRefused>;
+    const NAME: &'static str = "append";
+
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        let Some(p) = shard.partition(&self.topic, self.partition) else {
+            return Err(ProduceRefused::code(code::UNKNOWN_TOPIC_OR_PARTITION));
+        };
+        match p.append(&self.records).await {
+            Ok(info) => {
+                crate::metrics::count(crate::metrics::Counter::RecordsProduced, info.records);
+                let log_start_offset = p.log().log_start_offset();
+                Ok(Appended { base_offset: info.base_offset, log_append_time: info.log_append_time, log_start_offset })
+            }
+            Err(e) => {
+                crate::metrics::count(crate::metrics::Counter::ProduceErrors, 1);
+                tracing::debug!(topic = self.topic, partition = self.partition, error = %e, "produce refused");
+                Err(ProduceRefused::from_storage(&e, p.log().log_start_offset()))
+            }
+        }
+    }
+}
+
+/// Kafka's checks of a Produce request's records for one partition before any append
+/// (`ProduceRequest.validateRecords`), from v3 on; v0-v2 carry legacy message sets (or v2
+/// batches from clients that send them): storage checks those.
+fn records_error(version: i16, records: &[u8]) -> Option<i16> {
+    if version < 3 {
+        return None;
+    }
+    // zstd from Produce v7 on.
+    match check_produce_shape(records, version >= 7) {
+        Ok(()) => None,
+        Err(ProduceShape::TooShort) => Some(code::CORRUPT_MESSAGE),
+        Err(ProduceShape::NotOneV2Batch) => Some(code::INVALID_RECORD),
+        Err(ProduceShape::Zstd) => Some(code::UNSUPPORTED_COMPRESSION_TYPE),
+    }
+}
+
+/// The refusal of a partition before its records reach storage, if any.
+fn refusal(cx: &Cx<'_>, acks: i16, topic: &str, known: bool, part: &ProducePartition) -> Option<i16> {
+    if !matches!(acks, -1..=1) {
+        return Some(code::INVALID_REQUIRED_ACKS);
+    }
+    if topic == OFFSETS_TOPIC {
+        // Only the coordinator writes there (Kafka: "cannot append to internal topic").
+        return Some(code::INVALID_TOPIC_EXCEPTION);
+    }
+    if acks == -1 && cx.shard.topic(topic, |i| i.config.min_insync_replicas > 1).unwrap_or(false) {
+        // One replica can never satisfy min.insync.replicas above 1 (Kafka's answer).
+        return Some(code::NOT_ENOUGH_REPLICAS);
+    }
+    if !known || part.index < 0 {
+        return Some(code::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    match &part.records {
+        None => Some(code::CORRUPT_MESSAGE),
+        Some(r) => records_error(cx.version(), r),
+    }
+}
+
+/// An append issued to its owner, or the code it was refused with before that.
+type Issued = Result<glommio::task::JoinHandle<Result<<Append as ShardCall<Shard>>::Reply, CallError>>, i16>;
+
+/// Produce; `None` for acks=0 (no response is due).
+pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceResponse> {
+    let acks_ok = matches!(p.acks, -1..=1);
+    // Topics first (auto-creation), in request order, while this request holds the turn.
+    let mut known = Vec::with_capacity(p.topics.len());
+    for t in &p.topics {
+        known.push(acks_ok && ensure_topic(cx.shard, &t.name).await);
+    }
+    // Issue every append in request order: glommio runs spawned tasks first in, first out, so
+    // the appends happen in this order, before the next request's (which waits for the turn).
+    // Detached: a closed connection does not cancel an append half done.
+    let mut pending: Vec<(String, Vec<(i32, Issued)>)> = Vec::with_capacity(p.topics.len());
+    for (t, known) in p.topics.into_iter().zip(known) {
+        let mut parts = Vec::with_capacity(t.partitions.len());
+        for part in t.partitions {
+            let refused = refusal(cx, p.acks, &t.name, known, &part);
+            let outcome = match (refused, part.records) {
+                (Some(c), _) => Err(c),
+                (None, None) => Err(code::CORRUPT_MESSAGE),
+                (None, Some(records)) => {
+                    let shard = cx.shard.clone();
+                    let target = shard.owner(&t.name, part.index);
+                    let call = Append { topic: t.name.clone(), partition: part.index, records };
+                    Ok(glommio::spawn_local(async move { shard.call(target, call).await }).detach())
+                }
+            };
+            parts.push((part.index, outcome));
+        }
+        pending.push((t.name, parts));
+    }
+    cx.release_turn();
+    // Awaited with acks=0 too: the request (its frame, its in-flight slot) is held until its
+    // appends are done, so a client that wants no answer cannot pile up unbounded work.
+    let mut topics = Vec::with_capacity(pending.len());
+    for (name, parts) in pending {
+        let mut partitions = Vec::with_capacity(parts.len());
+        for (index, outcome) in parts {
+            let result = match outcome {
+                Err(c) => Err(ProduceRefused::code(c)),
+                Ok(task) => match task.await {
+                    Some(Ok(r)) => r,
+                    Some(Err(e)) => Err(ProduceRefused::code(call_code(&e, code::NOT_LEADER_OR_FOLLOWER))),
+                    // The task is gone only when the shard is stopping.
+                    None => Err(ProduceRefused::code(code::NOT_LEADER_OR_FOLLOWER)),
+                },
+            };
+            partitions.push(partition_response(index, result));
+        }
+        topics.push(ProduceTopicResponse { name, partitions, ..Default::default() });
+    }
+    (p.acks != 0).then(|| ProduceResponse { topics, ..Default::default() })
+}
+
+fn partition_response(index: i32, result: Result<Appended, ProduceRefused>) -> ProducePartitionResponse {
+    match result {
+        Ok(a) => ProducePartitionResponse {
+            index,
+            error_code: code::NONE,
+            base_offset: a.base_offset,
+            log_append_time_ms: a.log_append_time,
+            log_start_offset: a.log_start_offset,
+            ..Default::default()
+        },
+        Err(refused) => ProducePartitionResponse {
+            index,
+            error_code: refused.code,
+            base_offset: -1,
+            log_append_time_ms: -1,
+            log_start_offset: refused.log_start_offset,
+            error_message: refused.message,
+            record_errors: refused
+                .record_errors
+                .into_iter()
+                .map(|(batch_index, why)| RecordError { batch_index, message: Some(why), ..Default::default() })
+                .collect(),
+            ..Default::default()
+        },
+    }
+}

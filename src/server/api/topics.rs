@@ -1,0 +1,146 @@
+//! Topic changes: CreateTopics, DeleteTopics and CreatePartitions, each a control-plane call to
+//! shard 0 ([`crate::server::control`]). They complete before the connection's next request
+//! (the turn is held to the end).
+
+use crate::protocol::admin::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic, CreatePartitionsTopicResult,
+};
+use crate::protocol::errors as code;
+use crate::protocol::messages::*;
+use crate::server::api::Cx;
+use crate::server::control::{self, AdminResult};
+use crate::server::coordinator::OFFSETS_TOPIC;
+use crate::server::errors::AdminError;
+use crate::server::router::ShardCall;
+use crate::server::shard::Shard;
+use std::collections::HashSet;
+use std::rc::Rc;
+
+/// A control-plane call to shard 0; a call without a reply is an error like any other.
+pub(super) async fn on_shard0<C: ShardCall<Shard, Reply = AdminResult>>(shard: &Rc<Shard>, call: C) -> AdminResult {
+    shard.call(0, call).await.map_err(AdminError::from).and_then(|r| r)
+}
+
+/// (error code, message) of an outcome, as responses carry them.
+pub(super) fn outcome(r: AdminResult) -> (i16, Option<String>) {
+    match r {
+        Ok(()) => (code::NONE, None),
+        Err(e) => (e.code, Some(e.message)),
+    }
+}
+
+pub async fn create_topics(cx: &mut Cx<'_>, c: CreateTopicsRequest) -> CreateTopicsResponse {
+    let shard = cx.shard;
+    let mut topics = Vec::with_capacity(c.topics.len());
+    for t in c.topics {
+        let partitions = match (t.num_partitions, t.assignments.len()) {
+            (-1, 0) => shard.effective().num_partitions as i64,
+            (-1, n) => n as i64,
+            (n, _) => n as i64,
+        };
+        let result = if t.name == OFFSETS_TOPIC {
+            let exists = shard.offsets_partitions().is_some();
+            let c = if exists { code::TOPIC_ALREADY_EXISTS } else { code::INVALID_TOPIC_EXCEPTION };
+            Err(AdminError::new(c, format!("{OFFSETS_TOPIC} is internal: the broker creates it")))
+        } else if !matches!(t.replication_factor, -1 | 1) {
+            Err(AdminError::new(code::INVALID_REPLICATION_FACTOR, "a single broker: the replication factor must be 1"))
+        } else if let Some(k) = t.configs.iter().find(|k| k.value.is_none()) {
+            Err(AdminError::new(code::INVALID_CONFIG, format!("null value for {}", k.name)))
+        } else {
+            let configs = t.configs.iter().map(|k| (k.name.clone(), k.value.clone().unwrap_or_default())).collect();
+            let call =
+                control::CreateTopic { name: t.name.clone(), partitions, configs, validate_only: c.validate_only };
+            on_shard0(shard, call).await
+        };
+        let (error_code, error_message) = outcome(result);
+        topics.push(CreatableTopicResult {
+            name: t.name,
+            error_code,
+            error_message,
+            num_partitions: if error_code == code::NONE { partitions as i32 } else { -1 },
+            replication_factor: if error_code == code::NONE { 1 } else { -1 },
+            // An empty list, not null: the Java AdminClient reads the list whenever
+            // num_partitions is set (v5+).
+            configs: Some(Vec::new()),
+            ..Default::default()
+        });
+    }
+    CreateTopicsResponse { topics, ..Default::default() }
+}
+
+pub async fn delete_topics(cx: &mut Cx<'_>, d: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let names: Vec<Option<String>> = if d.topics.is_empty() {
+        d.topic_names.into_iter().map(Some).collect()
+    } else {
+        d.topics.into_iter().map(|t| t.name).collect()
+    };
+    let mut responses = Vec::with_capacity(names.len());
+    for name in names {
+        let (error_code, error_message) = match &name {
+            // Deletion by topic id: tidemark's topic ids are all zero.
+            None => (code::UNKNOWN_TOPIC_OR_PARTITION, Some("topic ids are not supported".to_string())),
+            Some(n) => outcome(on_shard0(cx.shard, control::DeleteTopic { name: n.clone() }).await),
+        };
+        responses.push(DeletableTopicResult { name, error_code, error_message, ..Default::default() });
+    }
+    DeleteTopicsResponse { responses, ..Default::default() }
+}
+
+/// CreatePartitions: grow each topic to its new count. With one node and replication factor
+/// 1, explicit assignments must name this node once per new partition, as Kafka checks them.
+pub async fn create_partitions(cx: &mut Cx<'_>, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+    let shard = cx.shard;
+    let mut seen = HashSet::new();
+    let duplicated: HashSet<String> =
+        req.topics.iter().filter(|t| !seen.insert(t.name.clone())).map(|t| t.name.clone()).collect();
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let result = if duplicated.contains(&t.name) {
+            Err(AdminError::new(code::INVALID_REQUEST, "Duplicate topic name."))
+        } else if let Err(e) = check_assignments(shard, &t) {
+            Err(e)
+        } else {
+            let call = control::CreatePartitions {
+                name: t.name.clone(),
+                count: t.count as i64,
+                validate_only: req.validate_only,
+            };
+            on_shard0(shard, call).await
+        };
+        let (error_code, error_message) = outcome(result);
+        results.push(CreatePartitionsTopicResult { name: t.name, error_code, error_message, ..Default::default() });
+    }
+    CreatePartitionsResponse { results, ..Default::default() }
+}
+
+/// Kafka's checks of explicit assignments: one per new partition, each naming the replicas
+/// (here: this node, once).
+fn check_assignments(shard: &Shard, t: &CreatePartitionsTopic) -> AdminResult {
+    let Some(assignments) = &t.assignments else { return Ok(()) };
+    let Some(current) = shard.topic(&t.name, |i| i.partitions as i64) else {
+        return Err(AdminError::new(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {} does not exist", t.name)));
+    };
+    let adding = t.count as i64 - current;
+    if adding > 0 && assignments.len() as i64 != adding {
+        let message = format!(
+            "Attempted to add {adding} additional partition(s), but only {} assignment(s) were specified.",
+            assignments.len()
+        );
+        return Err(AdminError::new(code::INVALID_REPLICA_ASSIGNMENT, message));
+    }
+    let node = shard.config().node_id;
+    for a in assignments {
+        if a.broker_ids.len() != 1 {
+            let message = format!(
+                "Inconsistent replication factor between partitions: this topic has 1 replica, an assignment names {}",
+                a.broker_ids.len()
+            );
+            return Err(AdminError::new(code::INVALID_REPLICA_ASSIGNMENT, message));
+        }
+        if a.broker_ids[0] != node {
+            let message = format!("Unknown broker {} in the assignment (this node is {node})", a.broker_ids[0]);
+            return Err(AdminError::new(code::INVALID_REPLICA_ASSIGNMENT, message));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,248 @@
+//! The broker's settings as given (`--set`, `--config`, the command line): Kafka's names
+//! where Kafka has one, each validated as it is set. Dynamic settings layer over these
+//! ([`crate::server::configs`]).
+
+use crate::server::{configs, coordinator, limits};
+use anyhow::{bail, Context};
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Broker settings (Kafka's names where Kafka has one).
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    pub shards: usize,
+    /// `node.id`
+    pub node_id: i32,
+    /// `auto.create.topics.enable`
+    pub auto_create_topics: bool,
+    /// `num.partitions`
+    pub num_partitions: u32,
+    /// `log.retention.check.interval.ms`
+    pub retention_check_interval: Duration,
+    /// `socket.request.max.bytes`
+    pub max_request_bytes: usize,
+    /// Limits on clients and the memory they may make the broker hold (docs/operations.md).
+    pub limits: limits::Limits,
+    /// Consumer groups and `__consumer_offsets` (`group.*`, `offsets.*`).
+    pub coordinator: coordinator::CoordinatorConfig,
+    /// `--metrics-listen`: where shard 0 serves Prometheus text at `/metrics`.
+    pub metrics_listen: Option<SocketAddr>,
+    /// `--fault-injection`: the metrics endpoint also takes disk faults at `/faults` (tests).
+    pub fault_injection: bool,
+    /// `tidemark.shard.call.timeout.ms`: how long a call to another shard may take before the
+    /// client gets REQUEST_TIMED_OUT (calls that wait by design, a long poll, a rebalance,
+    /// name their own).
+    pub shard_call_timeout: Duration,
+    /// Every setting given (`--set`, `--config`) as written: the static layer of
+    /// [`configs`] (DescribeConfigs sources, topic defaults by Kafka's synonym order).
+    pub settings: BTreeMap<String, String>,
+}
+
+impl BrokerConfig {
+    pub fn new(data_dir: PathBuf, listen: &str, shards: usize) -> anyhow::Result<Self> {
+        let addr = listen
+            .to_socket_addrs()
+            .with_context(|| format!("--listen {listen}: not a host:port"))?
+            .next()
+            .with_context(|| format!("--listen {listen}: resolves to no address"))?;
+        Ok(BrokerConfig {
+            data_dir,
+            listen: addr,
+            // A wildcard address is no use to clients: advertise the host name instead
+            // (override with advertised.host).
+            advertised_host: if addr.ip().is_unspecified() { host_name() } else { addr.ip().to_string() },
+            advertised_port: addr.port() as i32,
+            shards,
+            node_id: 0,
+            auto_create_topics: true,
+            num_partitions: 1,
+            retention_check_interval: crate::storage::manager::DEFAULT_RETENTION_CHECK_INTERVAL,
+            max_request_bytes: 100 * 1024 * 1024,
+            limits: limits::Limits::default(),
+            coordinator: coordinator::CoordinatorConfig::default(),
+            metrics_listen: None,
+            fault_injection: false,
+            shard_call_timeout: crate::server::router::DEFAULT_CALL_TIMEOUT,
+            settings: BTreeMap::new(),
+        })
+    }
+
+    /// Apply one `key=value` from a properties file: broker settings, Kafka's `log.*` names,
+    /// or topic settings (as topic defaults; where several of Kafka's names give one topic
+    /// setting, the first in Kafka's order wins, as in Kafka).
+    pub fn set(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
+        crate::config::check_text(key, value)?;
+        self.apply(key, value)?;
+        self.settings.insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+
+    fn apply(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
+        let int = |v: &str| v.trim().parse::<i64>().with_context(|| format!("{key}={v}: not an integer"));
+        match key {
+            "node.id" | "broker.id" => self.node_id = int(value)? as i32,
+            "auto.create.topics.enable" => {
+                self.auto_create_topics = match value.trim() {
+                    "true" => true,
+                    "false" => false,
+                    _ => bail!("{key}={value}: expected true or false"),
+                }
+            }
+            "num.partitions" => {
+                let n = int(value)?;
+                if !(1..=100_000).contains(&n) {
+                    bail!("{key}={value}: must be between 1 and 100000");
+                }
+                self.num_partitions = n as u32;
+            }
+            "log.retention.check.interval.ms" => {
+                let n = int(value)?;
+                if n < 1 {
+                    bail!("{key}={value}: must be at least 1");
+                }
+                self.retention_check_interval = Duration::from_millis(n as u64);
+            }
+            "socket.request.max.bytes" => {
+                let n = int(value)?;
+                if !(1024..=i32::MAX as i64).contains(&n) {
+                    bail!("{key}={value}: must be between 1024 and {}", i32::MAX);
+                }
+                self.max_request_bytes = n as usize;
+            }
+            "advertised.host" => self.advertised_host = value.trim().to_string(),
+            "max.connections" => self.limits.max_connections = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize,
+            "max.connections.per.ip" => {
+                self.limits.max_connections_per_ip = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize
+            }
+            "tidemark.max.inflight.requests.per.connection" => {
+                self.limits.max_inflight_per_connection = bounded(key, int(value)?, 1, 1024)? as usize
+            }
+            "queued.max.request.bytes" => {
+                // Kafka's -1 (unbounded) is not offered: memory is always bounded here.
+                self.limits.queued_max_request_bytes = bounded(key, int(value)?, 1 << 20, i64::MAX)? as u64
+            }
+            "tidemark.fetch.max.memory.bytes" => {
+                self.limits.fetch_max_memory_bytes = bounded(key, int(value)?, 1 << 20, i64::MAX)? as u64
+            }
+            "fetch.max.bytes" => {
+                self.limits.fetch_max_bytes = bounded(key, int(value)?, 1024, i32::MAX as i64)? as usize
+            }
+            "connections.max.idle.ms" => {
+                self.limits.connections_max_idle =
+                    Duration::from_millis(bounded(key, int(value)?, 100, i64::MAX)? as u64)
+            }
+            "group.min.session.timeout.ms" => {
+                self.coordinator.limits.min_session_timeout_ms = bounded(key, int(value)?, 1, i32::MAX as i64)? as i32
+            }
+            "group.max.session.timeout.ms" => {
+                self.coordinator.limits.max_session_timeout_ms = bounded(key, int(value)?, 1, i32::MAX as i64)? as i32
+            }
+            "group.initial.rebalance.delay.ms" => {
+                self.coordinator.limits.initial_rebalance_delay_ms =
+                    bounded(key, int(value)?, 0, i32::MAX as i64)? as i32
+            }
+            "group.max.size" => self.coordinator.limits.max_size = bounded(key, int(value)?, 1, 1_000_000)? as usize,
+            "offsets.topic.num.partitions" => {
+                self.coordinator.offsets_partitions = bounded(key, int(value)?, 1, 1000)? as u32
+            }
+            "offsets.topic.segment.bytes" => {
+                self.coordinator.offsets_segment_bytes = bounded(key, int(value)?, 1 << 20, i32::MAX as i64)? as u64
+            }
+            "offset.metadata.max.bytes" => {
+                // Metadata travels in int16 strings in the offset records.
+                self.coordinator.metadata_max_bytes = bounded(key, int(value)?, 0, i16::MAX as i64)? as usize
+            }
+            "tidemark.offsets.compaction.check.ms" => {
+                self.coordinator.compaction_check =
+                    Duration::from_millis(bounded(key, int(value)?, 100, i64::MAX)? as u64)
+            }
+            "tidemark.shard.call.timeout.ms" => {
+                self.shard_call_timeout = Duration::from_millis(bounded(key, int(value)?, 100, i32::MAX as i64)? as u64)
+            }
+            "tidemark.offsets.compaction.bytes" => {
+                self.coordinator.compaction_bytes = bounded(key, int(value)?, 0, i64::MAX)? as u64
+            }
+            _ => {
+                if crate::config::topic_key_of_broker_name(key).is_none() && crate::config::topic_key(key).is_none() {
+                    bail!("{key}: unknown setting");
+                }
+                // Validated with the others (the topic defaults come from all of them,
+                // configs::Effective).
+                let mut settings = self.settings.clone();
+                settings.insert(key.to_string(), value.to_string());
+                configs::topic_defaults(|name| settings.get(name))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Read a settings file: `key=value` lines (a Kafka server.properties) or simple TOML
+    /// (`key = "value"`, section headers ignored); `#` starts a comment line.
+    pub fn load_file(&mut self, path: &std::path::Path) -> anyhow::Result<()> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') || line.starts_with('[') {
+                continue;
+            }
+            let (k, v) =
+                line.split_once('=').with_context(|| format!("{}:{}: expected key=value", path.display(), i + 1))?;
+            let unquote = |s: &str| s.trim().trim_matches('"').to_string();
+            self.set(&unquote(k), &unquote(v)).with_context(|| format!("{}:{}", path.display(), i + 1))?;
+        }
+        Ok(())
+    }
+}
+
+fn bounded(key: &str, n: i64, lo: i64, hi: i64) -> anyhow::Result<i64> {
+    if !(lo..=hi).contains(&n) {
+        bail!("{key}={n}: must be between {lo} and {hi}");
+    }
+    Ok(n)
+}
+
+/// This machine's host name (for Metadata when listening on a wildcard address).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    // spec: T2.5 — broker settings and topic defaults from a file, Kafka's `log.*` names
+    // mapped to topic settings, simple TOML accepted, a bad value refused with file and line.
+    #[test]
+    fn settings_file_properties_and_toml() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tidemark.toml");
+        std::fs::write(
+            &path,
+            "# broker\n[broker]\nnum.partitions = 3\nauto.create.topics.enable=false\nlog.retention.ms = \"60000\"\n\
+             message.timestamp.type = \"LogAppendTime\"\n",
+        )
+        .unwrap();
+        let mut c = BrokerConfig::new(PathBuf::from("/tmp/x"), "127.0.0.1:9092", 1).unwrap();
+        c.load_file(&path).unwrap();
+        assert_eq!(c.num_partitions, 3);
+        assert!(!c.auto_create_topics);
+        let defaults = configs::Effective::compute(&c, &configs::DynamicConfigs::default()).unwrap().log_defaults;
+        assert_eq!(defaults.retention_ms, Some(60_000));
+        assert_eq!(defaults.message_timestamp_type, crate::storage::format::TimestampType::LogAppendTime);
+        std::fs::write(&path, "num.partitions=1\nlog.segment.bytes=12\n").unwrap();
+        let e = format!("{:#}", c.load_file(&path).unwrap_err());
+        assert!(e.contains("tidemark.toml:2") && e.contains("segment.bytes"), "{e}");
+        assert!(BrokerConfig::new(PathBuf::from("/tmp/x"), "not-an-address", 1).is_err());
+    }
+}

@@ -1,0 +1,95 @@
+//! Dynamic broker settings on shard 0: (Incremental)AlterConfigs of this node's settings or
+//! the cluster defaults, validated with the others, persisted in `<data-dir>/broker-configs`,
+//! then applied on every shard; topics whose settings follow a changed default are updated
+//! everywhere.
+
+use crate::io::Disk;
+use crate::protocol::errors as code;
+use crate::server::configs::{self, AlterOp, DynamicConfigs, Effective};
+use crate::server::control::{broadcast, control_of, AdminResult, TopicAltered};
+use crate::server::errors::AdminError;
+use crate::server::router::ShardCall;
+use crate::server::shard::Shard;
+use std::rc::Rc;
+
+/// To shard 0: change the dynamic broker settings of this node (`node`) or the cluster
+/// defaults, then broadcast them. Only settings that can change at runtime (Kafka's
+/// INVALID_REQUEST "Cannot update these configs dynamically" otherwise).
+#[derive(Debug)]
+pub struct AlterBroker {
+    pub node: bool,
+    pub ops: Vec<(String, AlterOp)>,
+    pub replace: bool,
+    pub validate_only: bool,
+}
+
+impl ShardCall<Shard> for AlterBroker {
+    type Reply = AdminResult;
+    const NAME: &'static str = "alter-broker";
+
+    async fn run(self, shard: Rc<Shard>) -> AdminResult {
+        let keys = || self.ops.iter().map(|(k, _)| k.as_str());
+        let unknown: Vec<&str> = keys().filter(|k| configs::broker_key(k).is_none()).collect();
+        if !unknown.is_empty() {
+            return Err(AdminError::new(
+                code::INVALID_CONFIG,
+                format!("Unknown broker configs: {}", unknown.join(", ")),
+            ));
+        }
+        let fixed: Vec<&str> = keys().filter(|k| configs::broker_key(k).is_some_and(|b| !b.1)).collect();
+        if !fixed.is_empty() {
+            let message = format!("Cannot update these configs dynamically: Set({})", fixed.join(", "));
+            return Err(AdminError::new(code::INVALID_REQUEST, message));
+        }
+        let control = control_of(&shard)?;
+        let mut lease = control.lease().await;
+        let store = lease.store();
+        let current = shard.dynamic();
+        let layer = if self.node { &current.node } else { &current.default };
+        let defaults = shard.effective().log_defaults.describe();
+        let value_of =
+            |k: &str| crate::config::topic_key_of_broker_name(k).and_then(|(t, _)| defaults.get(t.name).cloned());
+        let kind_of = |k: &str| configs::broker_key(k).map(|b| b.0);
+        let layer = configs::apply_ops(layer, &self.ops, self.replace, value_of, kind_of)?;
+        let mut next = current;
+        *(if self.node { &mut next.node } else { &mut next.default }) = layer;
+        let effective = Effective::compute(shard.config(), &next)
+            .map_err(|e| AdminError::new(code::INVALID_REQUEST, format!("{e:#}")))?;
+        let changed = store
+            .with_defaults(&effective.log_defaults)
+            .map_err(|e| AdminError::new(code::INVALID_REQUEST, e.to_string()))?;
+        if self.validate_only {
+            return Ok(());
+        }
+        let path = shard.config().data_dir.join(configs::BROKER_CONFIGS_FILE);
+        let written = control.disk.write_file_atomic(&path, next.encode().as_bytes()).await;
+        written.map_err(|e| AdminError::new(code::KAFKA_STORAGE_ERROR, e.to_string()))?;
+        store.set_defaults(effective.log_defaults.clone());
+        broadcast(&shard, BrokerConfigs { dynamic: next }).await;
+        for (name, config) in changed {
+            let overrides = shard.topic(&name, |t| t.overrides.clone()).unwrap_or_default();
+            broadcast(&shard, TopicAltered { name, config, overrides }).await;
+        }
+        tracing::info!(scope = if self.node { "node" } else { "cluster default" }, "dynamic broker settings changed");
+        Ok(())
+    }
+}
+
+/// From shard 0 to every shard: the dynamic broker settings changed.
+#[derive(Debug, Clone)]
+pub struct BrokerConfigs {
+    pub dynamic: DynamicConfigs,
+}
+
+impl ShardCall<Shard> for BrokerConfigs {
+    type Reply = ();
+    const NAME: &'static str = "broker-configs";
+
+    async fn run(self, shard: Rc<Shard>) {
+        match Effective::compute(shard.config(), &self.dynamic) {
+            Ok(e) => shard.set_dynamic(self.dynamic, e),
+            // Shard 0 checked them; a failure here is a bug, logged, not applied.
+            Err(e) => tracing::error!(error = %e, "dynamic broker settings not applied"),
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! Shard 0's control plane: topic changes, dynamic broker settings ([`broker`]) and producer
+//! ids, each a typed call to shard 0, which validates and persists the change, then tells
+//! every shard with a broadcast call.
+//!
+//! Invariants:
+//! - Changes run one at a time (the topic store's lease, [`crate::server::shard::ControlState`]).
+//! - A new topic (or new partitions) is published to clients only after every shard has
+//!   opened its partitions ([`OpenPartitions`] before [`TopicCreated`]/[`TopicGrown`]), so no
+//!   client sees a partition that is not open yet.
+//! - The change is durable (the topic store's file) before any shard applies it.
+//!
+//! Who calls it: the API modules (CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions,
+//! InitProducerId, auto-creation in Metadata and Produce, the offsets topic at startup).
+
+pub mod broker;
+
+use crate::config::LogConfig;
+use crate::protocol::errors as code;
+use crate::server::configs::{self, AlterOp};
+use crate::server::coordinator::OFFSETS_TOPIC;
+use crate::server::errors::{topic_code, AdminError};
+use crate::server::router::ShardCall;
+use crate::server::shard::{ControlState, Shard, TopicInfo};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+pub use broker::AlterBroker;
+
+/// The outcome of a control-plane change.
+pub type AdminResult = Result<(), AdminError>;
+
+/// Shard 0's control state, or the error a call that reached another shard gets (a bug in
+/// the caller: these calls are sent to shard 0).
+fn control_of(shard: &Shard) -> Result<&ControlState, AdminError> {
+    shard.control().ok_or_else(|| AdminError::new(code::UNKNOWN_SERVER_ERROR, "topic changes run on shard 0"))
+}
+
+/// Apply a broadcast on every shard; a shard that did not apply it is logged (its view is
+/// stale until the next change or restart).
+async fn broadcast<C: ShardCall<Shard, Reply = ()> + Clone>(shard: &Rc<Shard>, call: C) {
+    for (target, r) in shard.call_each(call).await.into_iter().enumerate() {
+        if let Err(e) = r {
+            tracing::error!(shard = target, error = %e, "a shard did not apply a control-plane change");
+        }
+    }
+}
+
+/// To shard 0: create a topic (validated and persisted there, then broadcast).
+#[derive(Debug)]
+pub struct CreateTopic {
+    pub name: String,
+    pub partitions: i64,
+    pub configs: Vec<(String, String)>,
+    pub validate_only: bool,
+}
+
+impl ShardCall<Shard> for CreateTopic {
+    type Reply = AdminResult;
+    const NAME: &'static str = "create-topic";
+
+    async fn run(self, shard: Rc<Shard>) -> AdminResult {
+        let control = control_of(&shard)?;
+        let mut lease = control.lease().await;
+        let store = lease.store();
+        let pairs: Vec<(&str, &str)> = self.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let name = self.name;
+        if self.validate_only {
+            crate::storage::topics::validate_topic_name(&name).map_err(|e| AdminError::from(&e))?;
+            if store.get(&name).is_some() {
+                return Err(AdminError::new(code::TOPIC_ALREADY_EXISTS, format!("topic {name} already exists")));
+            }
+            if !(1..=100_000).contains(&self.partitions) {
+                let message = format!("invalid partition count {}", self.partitions);
+                return Err(AdminError::new(code::INVALID_PARTITIONS, message));
+            }
+            let checked = store.defaults().with_overrides(pairs.iter().copied());
+            return checked.map(|_| ()).map_err(|e| AdminError::new(code::INVALID_CONFIG, e.to_string()));
+        }
+        let config = store.create(&name, self.partitions, &pairs).await.map_err(|e| AdminError::from(&e))?;
+        let partitions = self.partitions as u32;
+        let opened = open_everywhere(&shard, &name, 0, partitions, &config).await;
+        let overrides: BTreeMap<String, String> = self.configs.into_iter().collect();
+        broadcast(&shard, TopicCreated { name: name.clone(), info: TopicInfo { partitions, config, overrides } }).await;
+        opened?;
+        tracing::info!(topic = name, partitions, "topic created");
+        Ok(())
+    }
+}
+
+/// To shard 0: delete a topic (then broadcast).
+#[derive(Debug)]
+pub struct DeleteTopic {
+    pub name: String,
+}
+
+impl ShardCall<Shard> for DeleteTopic {
+    type Reply = AdminResult;
+    const NAME: &'static str = "delete-topic";
+
+    async fn run(self, shard: Rc<Shard>) -> AdminResult {
+        let name = self.name;
+        if name == OFFSETS_TOPIC {
+            let message = format!("{OFFSETS_TOPIC} is internal: it cannot be deleted");
+            return Err(AdminError::new(code::INVALID_TOPIC_EXCEPTION, message));
+        }
+        let control = control_of(&shard)?;
+        let mut lease = control.lease().await;
+        lease.store().delete(&name).await.map_err(|e| AdminError::from(&e))?;
+        broadcast(&shard, TopicDeleted { name: name.clone() }).await;
+        tracing::info!(topic = name, "topic deleted");
+        Ok(())
+    }
+}
+
+/// To shard 0: change a topic's overrides (with `replace`, the set operations are the whole
+/// new set).
+#[derive(Debug)]
+pub struct AlterTopic {
+    pub name: String,
+    pub ops: Vec<(String, AlterOp)>,
+    pub replace: bool,
+    pub validate_only: bool,
+}
+
+impl ShardCall<Shard> for AlterTopic {
+    type Reply = AdminResult;
+    const NAME: &'static str = "alter-topic";
+
+    async fn run(self, shard: Rc<Shard>) -> AdminResult {
+        let control = control_of(&shard)?;
+        let mut lease = control.lease().await;
+        let store = lease.store();
+        let name = self.name;
+        let unknown = || AdminError::new(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist"));
+        let current = store.get(&name).ok_or_else(unknown)?.overrides.clone();
+        let values = store.config(&name).map_err(|e| AdminError::from(&e))?.describe();
+        let next =
+            configs::apply_ops(&current, &self.ops, self.replace, |k| values.get(k).cloned(), configs::topic_kind)?;
+        let config = store
+            .defaults()
+            .with_overrides(next.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(|e| AdminError::new(code::INVALID_CONFIG, e.to_string()))?;
+        if self.validate_only {
+            return Ok(());
+        }
+        store
+            .replace_overrides(&name, next.clone())
+            .await
+            .map_err(|e| AdminError::new(topic_code(&e), e.to_string()))?;
+        broadcast(&shard, TopicAltered { name: name.clone(), config, overrides: next }).await;
+        tracing::info!(topic = name, "topic settings changed");
+        Ok(())
+    }
+}
+
+/// To shard 0: raise a topic's partition count (CreatePartitions), persist it, then have every
+/// shard open the new partitions it owns.
+#[derive(Debug)]
+pub struct CreatePartitions {
+    pub name: String,
+    pub count: i64,
+    pub validate_only: bool,
+}
+
+impl ShardCall<Shard> for CreatePartitions {
+    type Reply = AdminResult;
+    const NAME: &'static str = "create-partitions";
+
+    async fn run(self, shard: Rc<Shard>) -> AdminResult {
+        let name = self.name;
+        if name == OFFSETS_TOPIC {
+            // Groups are placed by the partition count: growing it would move them.
+            let message = format!("{OFFSETS_TOPIC} is internal: its partitions cannot change");
+            return Err(AdminError::new(code::INVALID_REQUEST, message));
+        }
+        let control = control_of(&shard)?;
+        let mut lease = control.lease().await;
+        let grown = lease.store().grow(&name, self.count, self.validate_only).await;
+        let (from, config) = grown.map_err(|e| AdminError::from(&e))?;
+        if self.validate_only {
+            return Ok(());
+        }
+        let count = self.count as u32;
+        let opened = open_everywhere(&shard, &name, from, count, &config).await;
+        broadcast(&shard, TopicGrown { name: name.clone(), partitions: count }).await;
+        opened?;
+        tracing::info!(topic = name, from, partitions = count, "partitions added");
+        Ok(())
+    }
+}
+
+/// To shard 0: a new producer id for an idempotent producer (InitProducerId), or Kafka's
+/// error code.
+#[derive(Debug, Clone, Copy)]
+pub struct AllocateProducerId;
+
+impl ShardCall<Shard> for AllocateProducerId {
+    type Reply = Result<i64, i16>;
+    const NAME: &'static str = "allocate-producer-id";
+
+    async fn run(self, shard: Rc<Shard>) -> Result<i64, i16> {
+        let control = shard.control().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
+        control.producer_ids.allocate().await
+    }
+}
+
+/// On shard 0: have every shard open its partitions `from..to` of a topic; the first failure,
+/// if any (the others still open theirs).
+async fn open_everywhere(shard: &Rc<Shard>, name: &str, from: u32, to: u32, config: &LogConfig) -> AdminResult {
+    let call = OpenPartitions { name: name.to_string(), from, to, config: config.clone() };
+    let mut result = Ok(());
+    for r in shard.call_each(call).await {
+        result = result.and(r.map_err(AdminError::from).and_then(|r| r));
+    }
+    result
+}
+
+/// From shard 0 to every shard, first: open the partitions `from..to` of a topic you own
+/// (clearing data an interrupted deletion left).
+#[derive(Debug, Clone)]
+pub struct OpenPartitions {
+    pub name: String,
+    pub from: u32,
+    pub to: u32,
+    pub config: LogConfig,
+}
+
+impl ShardCall<Shard> for OpenPartitions {
+    type Reply = AdminResult;
+    const NAME: &'static str = "open-partitions";
+
+    async fn run(self, shard: Rc<Shard>) -> AdminResult {
+        let mut result = Ok(());
+        for p in self.from as i32..self.to as i32 {
+            if shard.owner(&self.name, p) != shard.id() {
+                continue;
+            }
+            // A new partition starts empty: data left by an interrupted deletion of a topic
+            // with the same name must not come back.
+            let manager = shard.manager();
+            let opened = match manager.delete_partition(&self.name, p).await {
+                Ok(()) => manager.open_partition(&self.name, p, self.config.clone()).await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = opened {
+                tracing::error!(topic = self.name, partition = p, error = %e, "cannot open new partition");
+                let message = format!("partition {p} could not be opened: {e}");
+                result = Err(AdminError::new(code::KAFKA_STORAGE_ERROR, message));
+            }
+        }
+        result
+    }
+}
+
+/// From shard 0 to every shard, then: a topic exists.
+#[derive(Debug, Clone)]
+pub struct TopicCreated {
+    pub name: String,
+    pub info: TopicInfo,
+}
+
+impl ShardCall<Shard> for TopicCreated {
+    type Reply = ();
+    const NAME: &'static str = "topic-created";
+
+    async fn run(self, shard: Rc<Shard>) {
+        shard.set_topic(self.name, self.info);
+    }
+}
+
+/// From shard 0 to every shard: close and remove the partitions of a deleted topic.
+#[derive(Debug, Clone)]
+pub struct TopicDeleted {
+    pub name: String,
+}
+
+impl ShardCall<Shard> for TopicDeleted {
+    type Reply = ();
+    const NAME: &'static str = "topic-deleted";
+
+    async fn run(self, shard: Rc<Shard>) {
+        let partitions = shard.remove_topic(&self.name).map_or(0, |t| t.partitions);
+        for p in 0..partitions as i32 {
+            if shard.owner(&self.name, p) == shard.id() {
+                if let Err(e) = shard.manager().delete_partition(&self.name, p).await {
+                    tracing::error!(topic = self.name, partition = p, error = %e, "cannot remove partition");
+                }
+            }
+        }
+    }
+}
+
+/// From shard 0 to every shard: a topic's settings changed.
+#[derive(Debug, Clone)]
+pub struct TopicAltered {
+    pub name: String,
+    pub config: LogConfig,
+    pub overrides: BTreeMap<String, String>,
+}
+
+impl ShardCall<Shard> for TopicAltered {
+    type Reply = ();
+    const NAME: &'static str = "topic-altered";
+
+    async fn run(self, shard: Rc<Shard>) {
+        shard.set_topic_config(&self.name, self.config, self.overrides);
+    }
+}
+
+/// From shard 0 to every shard, after [`OpenPartitions`]: a topic has `partitions` partitions
+/// now.
+#[derive(Debug, Clone)]
+pub struct TopicGrown {
+    pub name: String,
+    pub partitions: u32,
+}
+
+impl ShardCall<Shard> for TopicGrown {
+    type Reply = ();
+    const NAME: &'static str = "topic-grown";
+
+    async fn run(self, shard: Rc<Shard>) {
+        shard.grow_topic(&self.name, self.partitions);
+    }
+}
+
+/// Create a topic with the broker defaults if auto-creation is on and it is missing; whether
+/// it exists now.
+pub async fn ensure_topic(shard: &Rc<Shard>, name: &str) -> bool {
+    if shard.has_topic(name) {
+        return true;
+    }
+    if !shard.effective().auto_create_topics {
+        return false;
+    }
+    let call = CreateTopic {
+        name: name.to_string(),
+        partitions: shard.effective().num_partitions as i64,
+        configs: Vec::new(),
+        validate_only: false,
+    };
+    match shard.call(0, call).await {
+        Ok(Ok(())) => true,
+        Ok(Err(e)) => e.code == code::TOPIC_ALREADY_EXISTS,
+        Err(e) => {
+            tracing::warn!(topic = name, error = %e, "topic auto-creation got no answer");
+            false
+        }
+    }
+}
+
+/// Create `__consumer_offsets` if it does not exist yet (on shard 0, at startup): Kafka's
+/// `offsets.topic.*` settings, no time retention (compaction keeps it small).
+pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> bool {
+    if shard.offsets_partitions().is_some() {
+        return true;
+    }
+    let c = &shard.config().coordinator;
+    let call = CreateTopic {
+        name: OFFSETS_TOPIC.to_string(),
+        partitions: c.offsets_partitions as i64,
+        configs: vec![
+            ("segment.bytes".to_string(), c.offsets_segment_bytes.to_string()),
+            ("retention.ms".to_string(), "-1".to_string()),
+            ("retention.bytes".to_string(), "-1".to_string()),
+            // Every commit is answered once durable; compaction batches fit easily.
+            ("flush.messages".to_string(), "1".to_string()),
+            ("tidemark.preallocate.bytes".to_string(), (1u64 << 20).to_string()),
+        ],
+        validate_only: false,
+    };
+    match shard.call(0, call).await {
+        Ok(Ok(())) => true,
+        Ok(Err(e)) if e.code == code::TOPIC_ALREADY_EXISTS => true,
+        Ok(Err(e)) => {
+            tracing::error!(error = e.message, "cannot create {OFFSETS_TOPIC}");
+            false
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot create {OFFSETS_TOPIC}");
+            false
+        }
+    }
+}
