@@ -36,5 +36,5 @@ pub mod segment;
 pub mod topics;
 
 pub use error::{StorageError, StorageResult};
-pub use log::{AppendInfo, Log, OpenReport, ReadUpTo, TimePlan};
+pub use log::{AppendInfo, Log, NeedIndex, OpenReport, ReadUpTo, TimePlan};
 pub use partition::{system_clock, Clock, Partition};

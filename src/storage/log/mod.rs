@@ -33,8 +33,6 @@ use crate::io::{Disk, IoError};
 use crate::storage::error::StorageResult;
 use crate::storage::producers::ProducerState;
 use crate::storage::segment::Segment;
-use bytes::Bytes;
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -58,6 +56,13 @@ pub const LOG_START_FILE: &str = "log-start-offset";
 
 /// Largest batch a stored log may hold (positions are u32; Kafka caps sizes at i32::MAX).
 const MAX_STORED_BATCH: usize = i32::MAX as usize;
+
+/// A sealed segment's indexes are not loaded yet: load them ([`Log::index_load`], run, then
+/// [`Log::install_index`]) and ask again. Holds the segment's base offset. What a plan or a
+/// retention decision returns when it cannot answer from memory; `storage::access` does the
+/// load, with no borrow of the log held across it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeedIndex(pub i64);
 
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,26 +242,6 @@ impl<D: Disk> Log<D> {
     /// The time index entries of a segment, if loaded.
     pub fn time_entries(&self, base: i64) -> Option<Vec<(i64, u32)>> {
         self.segments.get(&base)?.time.as_ref().map(|t| t.entries.clone())
-    }
-
-    /// Read, for an exclusive owner (tests and offline tools); see [`crate::storage::access`].
-    pub async fn read(&mut self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<Bytes> {
-        crate::storage::access::read(&RefCell::new(self), offset, max_bytes, upto).await
-    }
-
-    /// Lookup by time (SPEC T6), for an exclusive owner.
-    pub async fn offset_for_time(&mut self, t: i64, upto: ReadUpTo) -> StorageResult<Option<(i64, i64)>> {
-        crate::storage::access::offset_for_time(&RefCell::new(self), t, upto).await
-    }
-
-    /// DeleteRecords (KIP-107), for an exclusive owner: see [`crate::storage::access::delete_records`].
-    pub async fn delete_records(&mut self, offset: i64, now: i64) -> StorageResult<i64> {
-        crate::storage::access::delete_records(&RefCell::new(self), offset, now).await
-    }
-
-    /// Time-based roll and retention (SPEC T7), for an exclusive owner.
-    pub async fn maintain(&mut self, now: i64) -> StorageResult<Vec<i64>> {
-        crate::storage::access::maintain(&RefCell::new(self), now).await
     }
 
     /// Clean shutdown for an exclusive owner: seal everything, write the marker.

@@ -15,7 +15,7 @@
 //! Callers: `storage::access`, which runs the plans' loops for partitions and exclusive owners.
 
 use super::recovery::{scan_segment, time_index_of, ScanFrom, SegmentSpan};
-use super::{Log, ReadUpTo, MAX_STORED_BATCH};
+use super::{Log, NeedIndex, ReadUpTo, MAX_STORED_BATCH};
 use crate::config::LogConfig;
 use crate::io::{Disk, DiskFile};
 use crate::storage::error::{StorageError, StorageResult};
@@ -48,7 +48,7 @@ impl<D: Disk> Log<D> {
             return Ok(empty);
         }
         let Some(builder) = seg.index.as_ref() else {
-            return Ok(ReadPlan::NeedIndex(base));
+            return Ok(ReadPlan::NeedIndex(NeedIndex(base)));
         };
         let mut start_pos = builder.index.lookup((offset - base) as u32) as u64;
         if seg.tail.is_some() && offset >= self.durable_next_offset {
@@ -138,7 +138,7 @@ impl<D: Disk> Log<D> {
             let mut m = mid;
             let found = loop {
                 let Some(time) = self.segments[&bases[m]].time.as_ref() else {
-                    return TimePlan::NeedIndex(bases[m]);
+                    return TimePlan::NeedIndex(NeedIndex(bases[m]));
                 };
                 if let Some(&(first, _)) = time.entries.first() {
                     break Some((m, first, time));
@@ -168,12 +168,12 @@ impl<D: Disk> Log<D> {
     /// scan from an entry to the limit has found a timestamp at least the entry's, nothing
     /// earlier can beat it; if it has not, the entry was a T5.5 entry (a segment without
     /// timestamps; it names no record) and the scan steps back to the entry before.
-    /// `Err(base)`: load that segment's indexes first. Returns (offset, timestamp, base offset
+    /// `Err(NeedIndex)`: load that segment's indexes first. Returns (offset, timestamp, base offset
     /// of the entry's segment).
-    pub fn max_scan_start(&self, before: i64) -> Result<Option<(i64, i64, i64)>, i64> {
+    pub fn max_scan_start(&self, before: i64) -> Result<Option<(i64, i64, i64)>, NeedIndex> {
         let start = self.log_start_offset();
         for (&b, seg) in self.segments.range(..before).rev() {
-            let Some(time) = seg.time.as_ref() else { return Err(b) };
+            let Some(time) = seg.time.as_ref() else { return Err(NeedIndex(b)) };
             if let Some(&(t, rel)) = time.entries.iter().rev().find(|&&(_, r)| b + (r as i64) < before) {
                 return Ok(Some(((b + rel as i64).max(start), t, b)));
             }
@@ -189,7 +189,7 @@ pub enum ReadPlan<D: Disk> {
     /// Needs disk reads, without borrowing the log.
     Disk(DiskRead<D>),
     /// The segment's index must be loaded first ([`Log::index_load`]).
-    NeedIndex(i64),
+    NeedIndex(NeedIndex),
 }
 
 pub struct DiskRead<D: Disk> {
@@ -303,7 +303,7 @@ pub enum TimePlan {
     /// The answer: (offset, timestamp), or `None` (Kafka's -1, -1).
     Found(Option<(i64, i64)>),
     /// Load this sealed segment's indexes first.
-    NeedIndex(i64),
+    NeedIndex(NeedIndex),
     /// Scan batches from offset `from` (a batch's first offset) for the first record with a
     /// timestamp `>= t` below offset `limit`.
     Scan { from: i64, t: i64, limit: i64 },

@@ -12,7 +12,7 @@
 //!
 //! Callers: `storage::access` (upkeep, DeleteRecords, remove_before) and exclusive owners.
 
-use super::Log;
+use super::{Log, NeedIndex};
 use crate::io::Disk;
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::segment::{index_path, log_path, timeindex_path, SegmentState};
@@ -46,10 +46,10 @@ impl<D: Disk> Log<D> {
     }
 
     /// SPEC T7.2: the largest timestamp of segment `base`: its last time-index entry, or an
-    /// earlier segment's when its own index is empty. `Err(base)` when an index must be loaded.
-    fn largest_timestamp_of(&self, base: i64) -> Result<Option<i64>, i64> {
+    /// earlier segment's when its own index is empty. `Err(NeedIndex)` when an index must be loaded.
+    fn largest_timestamp_of(&self, base: i64) -> Result<Option<i64>, NeedIndex> {
         for (&b, seg) in self.segments.range(..=base).rev() {
-            let Some(time) = seg.time.as_ref() else { return Err(b) };
+            let Some(time) = seg.time.as_ref() else { return Err(NeedIndex(b)) };
             if let Some(&(t, _)) = time.entries.last() {
                 return Ok(Some(t));
             }
@@ -60,9 +60,9 @@ impl<D: Disk> Log<D> {
     /// SPEC T7.2, T7.3: remove from the log the oldest segments whose largest timestamp is
     /// more than `retention.ms` before `now` (a prefix only; an expired active segment is
     /// rolled first and goes at a later check, once sealed). A segment whose largest
-    /// timestamp is in the future is kept and logged. `Err(base)`: load that segment's
+    /// timestamp is in the future is kept and logged. `Err(NeedIndex)`: load that segment's
     /// indexes and call again. The caller deletes the returned segments' files.
-    pub fn take_expired_by_time(&mut self, now: i64) -> Result<Vec<i64>, i64> {
+    pub fn take_expired_by_time(&mut self, now: i64) -> Result<Vec<i64>, NeedIndex> {
         let Some(retention) = self.config.retention_ms.filter(|_| !self.closing) else { return Ok(Vec::new()) };
         let retention = retention.min(i64::MAX as u64) as i64;
         let mut removed = Vec::new();
