@@ -28,7 +28,7 @@ use crate::storage::format::legacy;
 use crate::storage::format::stored::{frame_len, BatchWalk};
 use crate::storage::format::FormatError;
 use crate::storage::producers::{self, BatchSeq, SequenceError, Verdict};
-use crate::storage::segment::{IndexBuilder, Segment, SegmentState, Tail, TimeBuilder};
+use crate::storage::segment::{IndexBuilder, Segment, SegmentState, Tail, TimeBuilder, Unsealed};
 
 /// A produced batch, checked, with what it is stored as, waiting to be appended.
 enum Checked<'a> {
@@ -198,10 +198,7 @@ impl<D: Disk> Log<D> {
             }
             let disk = self.disk.clone();
             let seg = self.active_mut();
-            seg.append_batch(&disk, head, rest, base, index_offset, last + 1);
-            let seg_base = seg.base_offset;
-            seg.time.as_mut().expect("active segment has its time index").on_batch(seg_base, base, stored_max);
-            if seg.tail.as_ref().is_some_and(|t| t.has_unsubmitted()) {
+            if seg.append_batch(&disk, head, rest, base, index_offset, last + 1, stored_max) {
                 demand = FlushDemand::Kick;
             }
             // Before the next batch's roll can close this segment (its T5.5 entry).
@@ -227,7 +224,7 @@ impl<D: Disk> Log<D> {
     /// time-index entry is its largest timestamp (SPEC T5.3), so only the active segment's
     /// batches can hold a larger one.
     pub fn largest_timestamp(&self) -> i64 {
-        let t = self.active().time.as_ref().expect("active segment has its time index");
+        let t = self.last_time_index();
         t.last_ts.unwrap_or(-1).max(t.max_ts)
     }
 
@@ -252,7 +249,7 @@ impl<D: Disk> Log<D> {
     /// entry now (SPEC T5.3, T5.5) and is sealed by the flusher.
     pub fn roll(&mut self, now: i64) {
         let base = self.log_end_offset();
-        if self.closing || self.active().state != SegmentState::Active || self.active().size == 0 {
+        if self.closing || !self.active().is_active() || self.active().size == 0 {
             return;
         }
         let last_ts = self.close_active();
@@ -261,19 +258,12 @@ impl<D: Disk> Log<D> {
         self.roll_reference_ms = now;
     }
 
-    /// Mark the active segment Closing with its close entry; returns the log's last
-    /// time-index timestamp after it.
+    /// Close the active segment ([`Segment::close`]: its close entry, and the producer state
+    /// at its end for its seal); returns the log's last time-index timestamp after it.
     fn close_active(&mut self) -> Option<i64> {
         let last_append_ms = self.last_append_ms;
-        // The producer state at this segment's end, written with its seal.
         let snapshot = self.producers.encode();
-        let seg = self.active_mut();
-        seg.producer_snapshot = Some(snapshot);
-        seg.state = SegmentState::Closing;
-        let (base, last) = (seg.base_offset, seg.next_offset - 1);
-        let time = seg.time.as_mut().expect("active segment has its time index");
-        time.on_close(base, last, Some(last_append_ms));
-        time.last_ts
+        self.active_mut().close(snapshot, last_append_ms)
     }
 
     /// Begin a clean shutdown: no more appends; the active segment gets its close
@@ -284,11 +274,11 @@ impl<D: Disk> Log<D> {
         }
         self.closing = true;
         let active = self.active();
-        if active.size == 0 && active.file.is_none() && self.segments.len() > 1 {
+        if active.size == 0 && active.file().is_none() && self.segments.len() > 1 {
             // Never written: it exists only in memory. The next open starts a new one.
             let base = active.base_offset;
             self.segments.remove(&base);
-        } else if active.state == SegmentState::Active {
+        } else if active.is_active() {
             self.close_active();
         }
     }
@@ -310,12 +300,12 @@ pub(super) fn new_active_segment<D: Disk>(disk: &D, config: &LogConfig, base: i6
         next_offset: base,
         size: 0,
         durable_size: 0,
-        state: SegmentState::Active,
-        file: None,
-        allocated: 0,
-        index: Some(IndexBuilder::new(offset_entries(config), config.index_interval_bytes)),
-        time: Some(TimeBuilder::new(time_entries(config), last_ts, config.time_index_interval_ms)),
-        tail: Some(Tail::new(disk, 0, &[], config.write_chunk_bytes as usize)),
-        producer_snapshot: None,
+        state: SegmentState::Active(Unsealed {
+            file: None,
+            allocated: 0,
+            index: IndexBuilder::new(offset_entries(config), config.index_interval_bytes),
+            time: TimeBuilder::new(time_entries(config), last_ts, config.time_index_interval_ms),
+            tail: Tail::new(disk, 0, &[], config.write_chunk_bytes as usize),
+        }),
     }
 }

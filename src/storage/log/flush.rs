@@ -28,12 +28,7 @@ use std::sync::Arc;
 impl<D: Disk> Log<D> {
     /// Appended bytes not yet durable (only the newest segments can hold any).
     pub fn unflushed_bytes(&self) -> u64 {
-        self.segments
-            .values()
-            .rev()
-            .take_while(|s| s.state != SegmentState::Sealed)
-            .map(|s| s.size - s.durable_size)
-            .sum()
+        self.segments.values().rev().take_while(|s| !s.is_sealed()).map(|s| s.size - s.durable_size).sum()
     }
 
     /// True when data or a seal waits for a flush.
@@ -64,30 +59,35 @@ impl<D: Disk> Log<D> {
         let (preallocate_bytes, segment_bytes, max_inflight_writes) =
             (self.config.preallocate_bytes, self.config.segment_bytes, self.config.max_inflight_writes);
         let seg = self.segments.values_mut().find(|s| needs_flush(s))?;
-        let tail = seg.tail.as_mut().expect("an unsealed segment has a tail");
-        tail.seal_open(&disk, seg.durable_size);
-        let writes = tail.take_writes();
+        let (unsealed, producer_snapshot) = match &mut seg.state {
+            SegmentState::Active(u) => (u, None),
+            SegmentState::Closing { unsealed, producer_snapshot } => (unsealed, Some(&*producer_snapshot)),
+            SegmentState::Sealed(_) => unreachable!("a sealed segment needs no flush"),
+        };
+        unsealed.tail.seal_open(&disk, seg.durable_size);
+        let writes = unsealed.tail.take_writes();
         let max_end = writes.iter().map(|w| w.pos + w.buf.as_ref().as_ref().len() as u64).max().unwrap_or(0);
-        let allocate_to = if max_end > seg.allocated {
+        let allocate_to = if max_end > unsealed.allocated {
             let step = preallocate_bytes.max(PAGE);
             let want = align_up(max_end).div_ceil(step) * step;
             want.min(align_up(segment_bytes).max(align_up(max_end)))
         } else {
             0
         };
-        let seal = (seg.state == SegmentState::Closing).then(|| SealWork {
+        let seal = producer_snapshot.map(|snapshot| SealWork {
             size: seg.size,
-            index: seg.index.as_ref().expect("unsealed segment has its index").index.encode(),
-            time_index: seg.time.as_ref().expect("unsealed segment has its time index").encode(),
-            snapshot: (seg.next_offset, seg.producer_snapshot.clone().expect("a closing segment has its snapshot")),
+            index: unsealed.index.index.encode(),
+            time_index: unsealed.time.encode(),
+            snapshot: (seg.next_offset, snapshot.to_vec()),
         });
+        let file = unsealed.file.clone();
         self.flush_in_flight = true;
         self.unflushed_records = 0;
         Some(FlushWork {
             disk,
             dir: dir.clone(),
             base_offset: seg.base_offset,
-            file: seg.file.clone(),
+            file,
             writes,
             allocate_to,
             target_size: seg.size,
@@ -102,19 +102,20 @@ impl<D: Disk> Log<D> {
         assert!(self.flush_in_flight, "complete_flush without a job");
         self.flush_in_flight = false;
         let seg = self.segments.get_mut(&done.base_offset).expect("a segment being flushed is never deleted");
+        let unsealed = match &mut seg.state {
+            SegmentState::Active(u) | SegmentState::Closing { unsealed: u, .. } => u,
+            SegmentState::Sealed(_) => panic!("segment {} sealed while its flush ran", done.base_offset),
+        };
         if let Some(f) = done.file {
-            seg.file.get_or_insert(f);
+            unsealed.file.get_or_insert(f);
         }
-        let tail = seg.tail.as_mut().expect("flushed segment has a tail");
         match done.result {
-            Ok(()) => {
-                tail.complete(done.chunks);
+            Ok(file) => {
+                unsealed.tail.complete(done.chunks);
+                unsealed.allocated = unsealed.allocated.max(done.allocated);
                 seg.durable_size = done.target_size;
-                seg.allocated = seg.allocated.max(done.allocated);
                 if done.sealed {
-                    seg.state = SegmentState::Sealed;
-                    seg.tail = None;
-                    seg.allocated = seg.size;
+                    seg.seal(file);
                 }
                 self.durable_next_offset = self.durable_next_offset.max(done.target_next_offset);
                 if let Some((e, failures)) = self.flush_failure.take() {
@@ -123,7 +124,7 @@ impl<D: Disk> Log<D> {
                 Ok(self.durable_next_offset)
             }
             Err(e) => {
-                tail.unsubmit();
+                unsealed.tail.unsubmit();
                 let e = Arc::new(e);
                 let failures = self.flush_failure.as_ref().map_or(0, |f| f.1) + 1;
                 if failures == 1 {
@@ -151,7 +152,12 @@ impl<D: Disk> Log<D> {
 /// after a roll) a file to create, so that the segment before it can be deleted by retention
 /// even if no record ever arrives.
 fn needs_flush<D: Disk>(s: &Segment<D>) -> bool {
-    s.state == SegmentState::Closing || s.size > s.durable_size || (s.state == SegmentState::Active && s.file.is_none())
+    match &s.state {
+        SegmentState::Active(u) => s.size > s.durable_size || u.file.is_none(),
+        SegmentState::Closing { .. } => true,
+        // Sealed once durable whole (`Segment::seal`), and immutable since.
+        SegmentState::Sealed(_) => false,
+    }
 }
 
 /// The rolled segment's seal: trim to `size`, write `index`, `time_index` and the producer
@@ -189,7 +195,9 @@ pub struct FlushDone<D: Disk> {
     target_size: u64,
     target_next_offset: i64,
     sealed: bool,
-    result: Result<(), IoError>,
+    /// The file written, or what failed. `file` is the handle after the job either way (a job
+    /// that created the file and failed later keeps it).
+    result: Result<Rc<D::File>, IoError>,
 }
 
 impl<D: Disk> FlushWork<D> {
@@ -211,7 +219,7 @@ impl<D: Disk> FlushWork<D> {
         }
     }
 
-    async fn run_inner(&self, slot: &mut Option<Rc<D::File>>) -> Result<(), IoError> {
+    async fn run_inner(&self, slot: &mut Option<Rc<D::File>>) -> Result<Rc<D::File>, IoError> {
         let file = match slot {
             Some(f) => f.clone(),
             None => {
@@ -274,6 +282,6 @@ impl<D: Disk> FlushWork<D> {
             }
             self.disk.sync_dir(&self.dir).await?;
         }
-        Ok(())
+        Ok(file.clone())
     }
 }

@@ -32,7 +32,7 @@ use crate::config::LogConfig;
 use crate::io::{Disk, IoError};
 use crate::storage::error::StorageResult;
 use crate::storage::producers::ProducerState;
-use crate::storage::segment::Segment;
+use crate::storage::segment::{Segment, TimeBuilder};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -205,6 +205,13 @@ impl<D: Disk> Log<D> {
         self.segments.values_mut().next_back().expect("a log has a segment")
     }
 
+    /// The last segment's time index, always in memory: an active or closing segment holds
+    /// its own, and a sealed last segment (after a clean shutdown began) was closed here or
+    /// resumed at open with its indexes loaded.
+    fn last_time_index(&self) -> &TimeBuilder {
+        self.active().time().expect("the last segment's time index is in memory")
+    }
+
     /// The idempotent producers this partition knows.
     pub fn producers(&self) -> &ProducerState {
         &self.producers
@@ -212,7 +219,7 @@ impl<D: Disk> Log<D> {
 
     /// Timestamp of the log's last time-index entry (what the next bucket entry must exceed).
     pub fn last_time_entry(&self) -> Option<i64> {
-        self.segments.values().rev().find_map(|s| s.time.as_ref().map(|t| t.last_ts)).flatten()
+        self.segments.values().rev().find_map(|s| s.time().map(|t| t.last_ts)).flatten()
     }
 
     /// True once [`Log::begin_close`] ran.
@@ -236,12 +243,12 @@ impl<D: Disk> Log<D> {
 
     /// The offset index of a segment, if loaded.
     pub fn index_entries(&self, base: i64) -> Option<Vec<(u32, u32)>> {
-        self.segments.get(&base)?.index.as_ref().map(|b| b.index.entries().to_vec())
+        self.segments.get(&base)?.offset_index().map(|i| i.entries().to_vec())
     }
 
     /// The time index entries of a segment, if loaded.
     pub fn time_entries(&self, base: i64) -> Option<Vec<(i64, u32)>> {
-        self.segments.get(&base)?.time.as_ref().map(|t| t.entries.clone())
+        self.segments.get(&base)?.time().map(|t| t.entries.clone())
     }
 
     /// Clean shutdown for an exclusive owner: seal everything, write the marker.

@@ -22,7 +22,7 @@ use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::decode_offset_index;
 use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWalk, MAX_HEADER_LEN};
 use crate::storage::format::FormatError;
-use crate::storage::segment::{index_path, log_path, IndexBuilder, OffsetIndex, TimeBuilder};
+use crate::storage::segment::{index_path, log_path, OffsetIndex, TimeBuilder};
 use bytes::Bytes;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -47,11 +47,11 @@ impl<D: Disk> Log<D> {
         if offset >= seg.next_offset {
             return Ok(empty);
         }
-        let Some(builder) = seg.index.as_ref() else {
+        let Some(index) = seg.offset_index() else {
             return Ok(ReadPlan::NeedIndex(NeedIndex(base)));
         };
-        let mut start_pos = builder.index.lookup((offset - base) as u32) as u64;
-        if seg.tail.is_some() && offset >= self.durable_next_offset {
+        let mut start_pos = index.lookup((offset - base) as u32) as u64;
+        if seg.tail().is_some() && offset >= self.durable_next_offset {
             // Not durable yet, so in memory. Flushes complete in segment order, so this
             // segment's durable_size is the batch boundary where durable_next_offset starts
             // (or 0 for a segment never flushed): start there, in the tail.
@@ -61,7 +61,7 @@ impl<D: Disk> Log<D> {
             ReadUpTo::Durable => seg.durable_size,
             ReadUpTo::LogEnd => seg.size,
         };
-        if let Some(tail) = seg.tail.as_ref().filter(|t| start_pos >= t.mem_start()) {
+        if let Some(tail) = seg.tail().filter(|t| start_pos >= t.mem_start()) {
             // All in memory: copy what the read can use and walk it now.
             let budget = (self.config.index_interval_bytes + 2 * self.config.max_message_bytes) as usize + max_bytes;
             let to = end_pos.min(start_pos + budget as u64);
@@ -71,7 +71,7 @@ impl<D: Disk> Log<D> {
             })?;
             return Ok(ReadPlan::Done(bytes.slice(kept)));
         }
-        let file = seg.file.clone();
+        let file = seg.file().cloned();
         Ok(ReadPlan::Disk(DiskRead {
             file,
             path: log_path(&self.dir, base),
@@ -94,7 +94,7 @@ impl<D: Disk> Log<D> {
             base,
             spans,
             size: seg.size,
-            file: seg.file.clone(),
+            file: seg.file().cloned(),
             config: self.config.clone(),
         }
     }
@@ -103,9 +103,7 @@ impl<D: Disk> Log<D> {
     /// gone, is left alone).
     pub fn install_index(&mut self, base: i64, loaded: SegmentIndexes<D>) {
         if let Some(seg) = self.segments.get_mut(&base) {
-            seg.file.get_or_insert(loaded.file);
-            seg.index.get_or_insert(loaded.index);
-            seg.time.get_or_insert(loaded.time);
+            seg.install_indexes(loaded.file, loaded.index, loaded.time);
         }
     }
 
@@ -137,7 +135,7 @@ impl<D: Disk> Log<D> {
             let mid = (lo + hi) / 2;
             let mut m = mid;
             let found = loop {
-                let Some(time) = self.segments[&bases[m]].time.as_ref() else {
+                let Some(time) = self.segments[&bases[m]].time() else {
                     return TimePlan::NeedIndex(NeedIndex(bases[m]));
                 };
                 if let Some(&(first, _)) = time.entries.first() {
@@ -173,7 +171,7 @@ impl<D: Disk> Log<D> {
     pub fn max_scan_start(&self, before: i64) -> Result<Option<(i64, i64, i64)>, NeedIndex> {
         let start = self.log_start_offset();
         for (&b, seg) in self.segments.range(..before).rev() {
-            let Some(time) = seg.time.as_ref() else { return Err(NeedIndex(b)) };
+            let Some(time) = seg.time() else { return Err(NeedIndex(b)) };
             if let Some(&(t, rel)) = time.entries.iter().rev().find(|&&(_, r)| b + (r as i64) < before) {
                 return Ok(Some(((b + rel as i64).max(start), t, b)));
             }
@@ -348,15 +346,9 @@ impl<D: Disk> IndexLoad<D> {
             },
             other => other,
         };
-        let builder = match loaded {
-            Some(Ok(entries)) => {
-                let after = entries.last().map_or(self.size, |&(_, p)| self.size - p as u64);
-                IndexBuilder::resume(
-                    OffsetIndex::from_entries(entries, max_entries),
-                    after,
-                    self.config.index_interval_bytes,
-                )
-            }
+        // A sealed segment takes no more batches: the index alone, not a builder to continue.
+        let index = match loaded {
+            Some(Ok(entries)) => OffsetIndex::from_entries(entries, max_entries),
             other => {
                 let why = match other {
                     Some(Err(e)) => e.to_string(),
@@ -373,17 +365,17 @@ impl<D: Disk> IndexLoad<D> {
                     });
                 }
                 self.disk.write_file_atomic(&ipath, &scan.index.index.encode()).await?;
-                scan.index
+                scan.index.index
             }
         };
         let (time, _) = time_index_of(&self.disk, &self.dir, &self.spans, self.spans.len() - 1, &self.config).await?;
-        Ok(SegmentIndexes { file, index: builder, time })
+        Ok(SegmentIndexes { file, index, time })
     }
 }
 
 /// What [`IndexLoad`] brings: a sealed segment's open file and both its indexes.
 pub struct SegmentIndexes<D: Disk> {
     pub file: Rc<D::File>,
-    pub index: IndexBuilder,
+    pub index: OffsetIndex,
     pub time: TimeBuilder,
 }

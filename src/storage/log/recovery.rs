@@ -26,7 +26,8 @@ use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWa
 use crate::storage::format::FormatError;
 use crate::storage::producers::ProducerState;
 use crate::storage::segment::{
-    index_path, log_path, timeindex_path, IndexBuilder, OffsetIndex, Segment, SegmentState, Tail, TimeBuilder,
+    index_path, log_path, timeindex_path, IndexBuilder, OffsetIndex, SealedIndexes, Segment, SegmentState, Tail,
+    TimeBuilder, Unsealed,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -263,7 +264,7 @@ async fn backward_scan<D: Disk>(
         let (time, rebuilt) = time_index_of(disk, dir, spans, i, config).await?;
         report.rebuilt_time_indexes += rebuilt as usize;
         let last = time.entries.last().map(|e| e.0);
-        segments.get_mut(&spans[i].0).expect("sealed segment").time = Some(time);
+        segments.get_mut(&spans[i].0).expect("sealed segment").set_time_index(time);
         if last.is_some() {
             return Ok(last);
         }
@@ -390,22 +391,7 @@ impl<D: Disk> Log<D> {
         for (i, &base) in bases.iter().enumerate() {
             let Some(&next) = bases.get(i + 1) else { break };
             let size = disk.file_size(&log_path(dir, base)).await?;
-            segments.insert(
-                base,
-                Segment {
-                    base_offset: base,
-                    next_offset: next,
-                    size,
-                    durable_size: size,
-                    state: SegmentState::Sealed,
-                    file: None,
-                    allocated: size,
-                    index: None,
-                    time: None,
-                    tail: None,
-                    producer_snapshot: None,
-                },
-            );
+            segments.insert(base, Segment::sealed(base, next, size));
         }
         // SPEC T8.1: the log's last time-index timestamp. A clean shutdown recorded it in the
         // marker; otherwise scan back from the newest sealed segment until an index holds an
@@ -500,13 +486,11 @@ impl<D: Disk> Log<D> {
                     next_offset,
                     size,
                     durable_size: size,
-                    state: SegmentState::Sealed,
-                    file: Some(Rc::new(file)),
-                    allocated: size,
-                    index: Some(index),
-                    time: Some(time),
-                    tail: None,
-                    producer_snapshot: None,
+                    state: SegmentState::Sealed(SealedIndexes::Loaded {
+                        file: Rc::new(file),
+                        index: index.index,
+                        time,
+                    }),
                 },
             );
             segments.insert(next_offset, new_active_segment(&disk, &config, next_offset, last_ts));
@@ -522,13 +506,7 @@ impl<D: Disk> Log<D> {
                     next_offset,
                     size,
                     durable_size: size,
-                    state: SegmentState::Active,
-                    file: Some(Rc::new(file)),
-                    allocated,
-                    index: Some(index),
-                    time: Some(time),
-                    tail: Some(tail),
-                    producer_snapshot: None,
+                    state: SegmentState::Active(Unsealed { file: Some(Rc::new(file)), allocated, index, time, tail }),
                 },
             );
         }

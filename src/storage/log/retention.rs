@@ -15,7 +15,7 @@
 use super::{Log, NeedIndex};
 use crate::io::Disk;
 use crate::storage::error::{StorageError, StorageResult};
-use crate::storage::segment::{index_path, log_path, timeindex_path, SegmentState};
+use crate::storage::segment::{index_path, log_path, timeindex_path};
 use std::path::Path;
 
 impl<D: Disk> Log<D> {
@@ -39,7 +39,7 @@ impl<D: Disk> Log<D> {
         assert!(offset <= self.durable_next_offset, "log start {offset} past the high watermark");
         self.start_offset = self.start_offset.max(offset);
         let active = self.active();
-        if active.state == SegmentState::Active && active.size > 0 && active.next_offset <= self.start_offset {
+        if active.is_active() && active.size > 0 && active.next_offset <= self.start_offset {
             self.roll(now);
         }
         self.take_segments_before(self.log_start_offset())
@@ -49,7 +49,7 @@ impl<D: Disk> Log<D> {
     /// earlier segment's when its own index is empty. `Err(NeedIndex)` when an index must be loaded.
     fn largest_timestamp_of(&self, base: i64) -> Result<Option<i64>, NeedIndex> {
         for (&b, seg) in self.segments.range(..=base).rev() {
-            let Some(time) = seg.time.as_ref() else { return Err(NeedIndex(b)) };
+            let Some(time) = seg.time() else { return Err(NeedIndex(b)) };
             if let Some(&(t, _)) = time.entries.last() {
                 return Ok(Some(t));
             }
@@ -82,7 +82,7 @@ impl<D: Disk> Log<D> {
             if now.saturating_sub(largest) <= retention {
                 break;
             }
-            if seg.state == SegmentState::Active {
+            if seg.is_active() {
                 if seg.size > 0 {
                     self.roll(now);
                 }
@@ -91,8 +91,7 @@ impl<D: Disk> Log<D> {
             if !self.removable_first() {
                 break;
             }
-            self.deleted_last_ts =
-                seg.time.as_ref().and_then(|t| t.entries.last().map(|e| e.0)).or(self.deleted_last_ts);
+            self.deleted_last_ts = seg.time().and_then(|t| t.entries.last().map(|e| e.0)).or(self.deleted_last_ts);
             self.segments.remove(&base);
             removed.push(base);
         }
@@ -105,9 +104,7 @@ impl<D: Disk> Log<D> {
     fn removable_first(&self) -> bool {
         let mut it = self.segments.values();
         match (it.next(), it.next()) {
-            (Some(first), Some(next)) => {
-                first.state == SegmentState::Sealed && (next.state == SegmentState::Sealed || next.file.is_some())
-            }
+            (Some(first), Some(next)) => first.is_sealed() && (next.is_sealed() || next.file().is_some()),
             _ => false,
         }
     }
@@ -126,7 +123,7 @@ impl<D: Disk> Log<D> {
                 break;
             }
             total -= seg.size;
-            if let Some(&(t, _)) = seg.time.as_ref().and_then(|t| t.entries.last()) {
+            if let Some(&(t, _)) = seg.time().and_then(|t| t.entries.last()) {
                 self.deleted_last_ts = Some(t);
             }
             self.segments.remove(&base);
@@ -145,7 +142,7 @@ impl<D: Disk> Log<D> {
             if seg.next_offset > offset {
                 break;
             }
-            if let Some(&(t, _)) = seg.time.as_ref().and_then(|t| t.entries.last()) {
+            if let Some(&(t, _)) = seg.time().and_then(|t| t.entries.last()) {
                 self.deleted_last_ts = Some(t);
             }
             self.segments.remove(&base);
