@@ -46,6 +46,98 @@ impl Checked<'_> {
             Checked::Legacy { count, .. } => *count as i64,
         }
     }
+
+    /// The stored bytes of the batch at offset `base`, `head` then `rest` (`head` in
+    /// `patched` when the prefix is rewritten), their largest timestamp and indexed offset.
+    fn stored<'s>(&'s self, base: i64, patched: &'s mut [u8; HEADER_LEN]) -> (&'s [u8], &'s [u8], i64, i64) {
+        match self {
+            Checked::V2 { h, bytes, attributes, max_ts, .. } => {
+                if *attributes != h.attributes || *max_ts != h.max_timestamp {
+                    *patched = patched_header(bytes, base, *attributes, *max_ts);
+                    (&patched[..], &bytes[HEADER_LEN..], *max_ts, base)
+                } else {
+                    patched[..8].copy_from_slice(&base.to_be_bytes());
+                    (&patched[..8], &bytes[8..], h.max_timestamp, base)
+                }
+            }
+            Checked::Legacy { bytes, wrapper, stored, max_ts, count } => {
+                let indexed = if *wrapper { base + *count as i64 - 1 } else { base };
+                match stored {
+                    legacy::Stored::Prefix { prefix, len } => (&prefix[..*len], &bytes[*len..], *max_ts, indexed),
+                    legacy::Stored::Rebuilt(v) => (&v[..], &[][..], *max_ts, indexed),
+                }
+            }
+        }
+    }
+}
+
+/// What checking produced bytes found: something to append, or a retry of an idempotent
+/// batch already appended, answered with its offsets (once durable) and not appended again.
+enum Produced<T> {
+    Append(T),
+    Duplicate(AppendInfo),
+}
+
+/// What one request's batches are checked against: the topic's settings at broker time `now`.
+struct Rules {
+    max_bytes: u64,
+    decompress_limit: usize,
+    ts_type: TimestampType,
+    /// The CreateTime window (SPEC T3.1).
+    lo: i64,
+    hi: i64,
+    now: i64,
+}
+
+impl Rules {
+    fn new(config: &LogConfig, now: i64) -> Self {
+        let (lo, hi) = config.timestamp_window(now);
+        Rules {
+            max_bytes: config.max_message_bytes,
+            decompress_limit: config.decompress_limit(),
+            ts_type: config.message_timestamp_type,
+            lo,
+            hi,
+            now,
+        }
+    }
+
+    /// SPEC T3.1: on a CreateTime topic every record's timestamp lies in the window.
+    fn check_window(&self, stats: RecordStats) -> StorageResult<()> {
+        let (lo, hi) = (self.lo, self.hi);
+        let has_ts = stats.max_ts >= 0 || stats.min_ts != i64::MAX;
+        if self.ts_type == TimestampType::CreateTime
+            && has_ts
+            && (stats.min_ts < 0 || stats.min_ts < lo || stats.max_ts > hi)
+        {
+            let ts = if stats.min_ts < lo || stats.min_ts < 0 { stats.min_ts } else { stats.max_ts };
+            return Err(StorageError::InvalidTimestamp { ts, lo, hi, records: Vec::new() });
+        }
+        Ok(())
+    }
+
+    /// The broker's timestamp an append reports (SPEC T3.4).
+    fn log_append_time(&self) -> i64 {
+        if self.ts_type == TimestampType::LogAppendTime {
+            self.now
+        } else {
+            -1
+        }
+    }
+}
+
+/// Check a legacy message (magic 0 or 1) that will get offset `next` and fix its stored form.
+fn check_legacy<'a>(bytes: &'a [u8], next: i64, rules: &Rules) -> StorageResult<Checked<'a>> {
+    let p = legacy::check_produced(bytes, rules.decompress_limit)?;
+    rules.check_window(p.stats)?;
+    let (stored, max_ts) = legacy::stored_form(bytes, &p, next, rules.ts_type, rules.now, rules.decompress_limit)?;
+    if let legacy::Stored::Rebuilt(v) = &stored {
+        // Recompressed: its size may differ from the one checked above.
+        if v.len() as u64 > rules.max_bytes {
+            return Err(StorageError::BatchTooLarge { size: v.len(), max: rules.max_bytes });
+        }
+    }
+    Ok(Checked::Legacy { bytes, count: p.count, wrapper: p.header.is_wrapper(), stored, max_ts })
 }
 
 impl<D: Disk> Log<D> {
@@ -68,87 +160,43 @@ impl<D: Disk> Log<D> {
         if let Some((e, _)) = &self.flush_failure {
             return Err(StorageError::WritesSuspended(e.clone()));
         }
-        let max = self.config.max_message_bytes;
-        let limit = self.config.decompress_limit();
-        let ts_type = self.config.message_timestamp_type;
-        let (lo, hi) = self.config.timestamp_window(now);
-        let check_window = |stats: RecordStats| {
-            let has_ts = stats.max_ts >= 0 || stats.min_ts != i64::MAX;
-            if ts_type == TimestampType::CreateTime
-                && has_ts
-                && (stats.min_ts < 0 || stats.min_ts < lo || stats.max_ts > hi)
-            {
-                let ts = if stats.min_ts < lo || stats.min_ts < 0 { stats.min_ts } else { stats.max_ts };
-                return Err(StorageError::InvalidTimestamp { ts, lo, hi, records: Vec::new() });
-            }
-            Ok(())
-        };
+        let rules = Rules::new(&self.config, now);
         let checking = std::time::Instant::now();
-        // Every batch is checked, and its stored form fixed, before any is appended. `next` is
-        // the offset each batch will get.
+        let batches = match self.check_request(records, &rules)? {
+            Produced::Append(batches) => batches,
+            Produced::Duplicate(info) => return Ok((info, FlushDemand::Wait)),
+        };
+        let copying = std::time::Instant::now();
+        metrics::record(Stage::Validate, (copying - checking).as_micros() as u64);
+        let (info, mut demand) = self.copy_batches(&batches, &rules);
+        metrics::since(Stage::Copy, copying);
+        self.unflushed_records += info.records;
+        if self.unflushed_records >= self.config.flush_messages
+            || self.unflushed_bytes() > self.config.max_unflushed_bytes
+        {
+            demand = FlushDemand::Wait;
+        }
+        Ok((info, demand))
+    }
+
+    /// Check every batch of a request, and fix its stored form, before any is appended.
+    fn check_request<'a>(&self, records: &'a [u8], rules: &Rules) -> StorageResult<Produced<Vec<Checked<'a>>>> {
+        // `next` is the offset each batch will get.
         let mut next = self.log_end_offset();
         let mut batches: Vec<Checked> = Vec::new();
         let mut walk = BatchWalk::new(records, MAX_STORED_BATCH);
         for item in walk.by_ref() {
             let (_, info, bytes) = item?;
-            if bytes.len() as u64 > max {
-                return Err(StorageError::BatchTooLarge { size: bytes.len(), max });
+            if bytes.len() as u64 > rules.max_bytes {
+                return Err(StorageError::BatchTooLarge { size: bytes.len(), max: rules.max_bytes });
             }
             let checked = if info.magic == MAGIC_V2 {
-                let (h, stats) = check_produced(bytes, limit)?;
-                check_window(stats).map_err(|e| match e {
-                    // Refused: name every record out of the window (KIP-467; only on this
-                    // path, so accepted batches are not walked twice).
-                    StorageError::InvalidTimestamp { ts, lo, hi, .. } => {
-                        let records = timestamps_outside(&h, bytes, limit, lo, hi).unwrap_or_default();
-                        StorageError::InvalidTimestamp { ts, lo, hi, records }
-                    }
-                    e => e,
-                })?;
-                // What to store: CreateTime: the type bit cleared and the records' true largest
-                // timestamp; LogAppendTime: the bit set and `now`.
-                let max_ts = if ts_type == TimestampType::LogAppendTime { now } else { stats.max_ts };
-                let attributes = with_timestamp_type(h.attributes, ts_type);
-                let seq = if h.producer_id >= 0 {
-                    // Kafka's rule for idempotent batches: alone in the request, with a sequence.
-                    if records.len() != bytes.len() || h.base_sequence < 0 {
-                        return Err(SequenceError::NotAlone { pid: h.producer_id }.into());
-                    }
-                    let seq = BatchSeq {
-                        first_seq: h.base_sequence,
-                        last_seq: producers::last_seq(h.base_sequence, h.last_offset_delta + 1),
-                        first_offset: next,
-                        last_offset: next + h.last_offset_delta as i64,
-                    };
-                    match self.producers.check(h.producer_id, h.producer_epoch, seq.first_seq, seq.last_seq)? {
-                        Verdict::Append => Some(seq),
-                        Verdict::Duplicate { first_offset, last_offset } => {
-                            // A retry of a batch already appended: its offsets, once durable.
-                            let info = AppendInfo {
-                                base_offset: first_offset,
-                                last_offset,
-                                records: 0,
-                                bytes: 0,
-                                log_append_time: if ts_type == TimestampType::LogAppendTime { now } else { -1 },
-                            };
-                            return Ok((info, FlushDemand::Wait));
-                        }
-                    }
-                } else {
-                    None
-                };
-                Checked::V2 { h, bytes, attributes, max_ts, seq }
-            } else {
-                let p = legacy::check_produced(bytes, limit)?;
-                check_window(p.stats)?;
-                let (stored, max_ts) = legacy::stored_form(bytes, &p, next, ts_type, now, limit)?;
-                if let legacy::Stored::Rebuilt(v) = &stored {
-                    // Recompressed: its size may differ from the one checked above.
-                    if v.len() as u64 > max {
-                        return Err(StorageError::BatchTooLarge { size: v.len(), max });
-                    }
+                match self.check_v2(bytes, records.len() == bytes.len(), next, rules)? {
+                    Produced::Append(checked) => checked,
+                    Produced::Duplicate(info) => return Ok(Produced::Duplicate(info)),
                 }
-                Checked::Legacy { bytes, count: p.count, wrapper: p.header.is_wrapper(), stored, max_ts }
+            } else {
+                check_legacy(bytes, next, rules)?
             };
             next += checked.count();
             batches.push(checked);
@@ -161,35 +209,76 @@ impl<D: Disk> Log<D> {
         if batches.is_empty() {
             return Err(StorageError::EmptyAppend);
         }
-        let copying = std::time::Instant::now();
-        metrics::record(Stage::Validate, (copying - checking).as_micros() as u64);
-        let log_append_time = if ts_type == TimestampType::LogAppendTime { now } else { -1 };
+        Ok(Produced::Append(batches))
+    }
+
+    /// Check a v2 batch that will get offset `next` (`alone`: the only batch of its request),
+    /// its timestamps and, for an idempotent producer, its sequence.
+    fn check_v2<'a>(
+        &self,
+        bytes: &'a [u8],
+        alone: bool,
+        next: i64,
+        rules: &Rules,
+    ) -> StorageResult<Produced<Checked<'a>>> {
+        let (h, stats) = check_produced(bytes, rules.decompress_limit)?;
+        rules.check_window(stats).map_err(|e| match e {
+            // Refused: name every record out of the window (KIP-467; only on this path, so
+            // accepted batches are not walked twice).
+            StorageError::InvalidTimestamp { ts, lo, hi, .. } => {
+                let records = timestamps_outside(&h, bytes, rules.decompress_limit, lo, hi).unwrap_or_default();
+                StorageError::InvalidTimestamp { ts, lo, hi, records }
+            }
+            e => e,
+        })?;
+        // What to store: CreateTime: the type bit cleared and the records' true largest
+        // timestamp; LogAppendTime: the bit set and `now`.
+        let max_ts = if rules.ts_type == TimestampType::LogAppendTime { rules.now } else { stats.max_ts };
+        let attributes = with_timestamp_type(h.attributes, rules.ts_type);
+        let seq = if h.producer_id >= 0 {
+            // Kafka's rule for idempotent batches: alone in the request, with a sequence.
+            if !alone || h.base_sequence < 0 {
+                return Err(SequenceError::NotAlone { pid: h.producer_id }.into());
+            }
+            let seq = BatchSeq {
+                first_seq: h.base_sequence,
+                last_seq: producers::last_seq(h.base_sequence, h.last_offset_delta + 1),
+                first_offset: next,
+                last_offset: next + h.last_offset_delta as i64,
+            };
+            match self.producers.check(h.producer_id, h.producer_epoch, seq.first_seq, seq.last_seq)? {
+                Verdict::Append => Some(seq),
+                Verdict::Duplicate { first_offset, last_offset } => {
+                    // A retry of a batch already appended: its offsets, once durable.
+                    let info = AppendInfo {
+                        base_offset: first_offset,
+                        last_offset,
+                        records: 0,
+                        bytes: 0,
+                        log_append_time: rules.log_append_time(),
+                    };
+                    return Ok(Produced::Duplicate(info));
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Produced::Append(Checked::V2 { h, bytes, attributes, max_ts, seq }))
+    }
+
+    /// Assign offsets and copy checked batches into the active segment, rolling where a
+    /// batch does not fit (or `segment.ms` passed). Cannot fail: everything was checked.
+    fn copy_batches(&mut self, batches: &[Checked], rules: &Rules) -> (AppendInfo, FlushDemand) {
+        let now = rules.now;
+        let log_append_time = rules.log_append_time();
         let mut info =
             AppendInfo { base_offset: self.log_end_offset(), last_offset: 0, records: 0, bytes: 0, log_append_time };
         let mut demand = FlushDemand::None;
         let mut patched = [0u8; HEADER_LEN];
-        for batch in &batches {
+        for batch in batches {
             let base = self.log_end_offset();
             let count = batch.count();
-            // The stored bytes, `head` then `rest`, their largest timestamp and indexed offset.
-            let (head, rest, stored_max, index_offset): (&[u8], &[u8], i64, i64) = match batch {
-                Checked::V2 { h, bytes, attributes, max_ts, .. } => {
-                    if *attributes != h.attributes || *max_ts != h.max_timestamp {
-                        patched = patched_header(bytes, base, *attributes, *max_ts);
-                        (&patched[..], &bytes[HEADER_LEN..], *max_ts, base)
-                    } else {
-                        patched[..8].copy_from_slice(&base.to_be_bytes());
-                        (&patched[..8], &bytes[8..], h.max_timestamp, base)
-                    }
-                }
-                Checked::Legacy { bytes, wrapper, stored, max_ts, .. } => {
-                    let indexed = if *wrapper { base + count - 1 } else { base };
-                    match stored {
-                        legacy::Stored::Prefix { prefix, len } => (&prefix[..*len], &bytes[*len..], *max_ts, indexed),
-                        legacy::Stored::Rebuilt(v) => (&v[..], &[][..], *max_ts, indexed),
-                    }
-                }
-            };
+            let (head, rest, stored_max, index_offset) = batch.stored(base, &mut patched);
             let len = (head.len() + rest.len()) as u64;
             let last = base + count - 1;
             if self.maybe_roll_for_time(now) || self.active().needs_roll(len, last, self.config.segment_bytes) {
@@ -210,14 +299,7 @@ impl<D: Disk> Log<D> {
             info.records += count as u64;
             info.bytes += len;
         }
-        metrics::since(Stage::Copy, copying);
-        self.unflushed_records += info.records;
-        if self.unflushed_records >= self.config.flush_messages
-            || self.unflushed_bytes() > self.config.max_unflushed_bytes
-        {
-            demand = FlushDemand::Wait;
-        }
-        Ok((info, demand))
+        (info, demand)
     }
 
     /// The largest timestamp ever appended (-1 if none). After every close the log's last

@@ -365,41 +365,24 @@ impl<D: Disk> Log<D> {
             disk.sync_dir(parent).await?;
         }
         let mut report = OpenReport::default();
-        let mut bases = Vec::new();
-        let mut others = Vec::new();
-        let mut snapshots = Vec::new();
-        for name in disk.list_dir(dir).await? {
-            match parse_segment_name(&name) {
-                Some((base, "log")) => bases.push(base),
-                Some((offset, "snapshot")) => snapshots.push(offset),
-                Some((base, ext)) if ext == "index" || ext == "timeindex" => others.push((base, name)),
-                _ if name.ends_with(".tmp") => disk.remove_file(&dir.join(&name)).await?,
-                _ => {}
-            }
-        }
-        bases.sort_unstable();
-        // Index files without their log: left by an interrupted deletion.
-        for (base, name) in others {
-            if bases.binary_search(&base).is_err() {
-                disk.remove_file(&dir.join(name)).await?;
-            }
-        }
+        let (bases, snapshots) = list_segment_files(&disk, dir).await?;
         let marker_path = dir.join(CLEAN_MARKER);
         // (log end offset, last time-index timestamp) of a clean shutdown.
         let marker = disk.read_file(&marker_path).await?.and_then(|b| decode_clean_marker(&b));
+        // Every segment but the last is sealed.
         let mut segments = BTreeMap::new();
-        for (i, &base) in bases.iter().enumerate() {
-            let Some(&next) = bases.get(i + 1) else { break };
-            let size = disk.file_size(&log_path(dir, base)).await?;
-            segments.insert(base, Segment::sealed(base, next, size));
+        for pair in bases.windows(2) {
+            let size = disk.file_size(&log_path(dir, pair[0])).await?;
+            segments.insert(pair[0], Segment::sealed(pair[0], pair[1], size));
         }
+        let spans: Vec<SegmentSpan> = segments.values().map(|s| (s.base_offset, s.next_offset, s.size)).collect();
+        let at = Opening { disk: &disk, dir, config: &config, spans, snapshots };
         // SPEC T8.1: the log's last time-index timestamp. A clean shutdown recorded it in the
         // marker; otherwise scan back from the newest sealed segment until an index holds an
         // entry (rebuilding a missing or damaged one on the way, T8.3, T5.6).
-        let spans: Vec<SegmentSpan> = segments.values().map(|s| (s.base_offset, s.next_offset, s.size)).collect();
         let mut context_ts = match marker {
             Some((_, last_ts)) => last_ts,
-            None => backward_scan(&disk, dir, &spans, &mut segments, &config, &mut report).await?,
+            None => backward_scan(&disk, dir, &at.spans, &mut segments, &config, &mut report).await?,
         };
         // The last segment becomes the active one.
         let base = bases.last().copied().unwrap_or(0);
@@ -410,61 +393,28 @@ impl<D: Disk> Log<D> {
             disk.sync_dir(dir).await?;
         }
         let file_size = file.size().await?;
-        let mut active = None;
-        if let Some((marker_end, _)) = marker {
-            // Clean: the log was trimmed and its indexes written. Resume the offset index from
-            // its last entry, hopping batch headers to the end; load the time index.
-            if let Some((next, size, index)) = Self::resume_clean(&disk, &file, dir, base, file_size, &config).await? {
-                if next == marker_end {
-                    let mut all = spans.clone();
-                    all.push((base, next, size));
-                    let (mut time, rebuilt) = time_index_of(&disk, dir, &all, all.len() - 1, &config).await?;
-                    report.rebuilt_time_indexes += rebuilt as usize;
-                    time.last_ts = time.entries.last().map(|e| e.0).or(context_ts);
-                    // An empty segment (resumed as the active one) has no batch left unread.
-                    time.complete |= size == 0;
-                    active = Some((next, size, index, time));
-                    report.clean = true;
-                }
-            }
-        }
-        let mut producers = None;
-        let (next_offset, size, index, time) = match active {
-            Some(a) => a,
+        let resumed = match marker {
+            Some((marker_end, _)) => at.resume(&file, base, file_size, marker_end, context_ts, &mut report).await?,
+            None => None,
+        };
+        let mut last = match resumed {
+            Some(last) => last,
             None => {
                 if marker.is_some() {
                     // The marker's timestamp includes this segment's own entries, which the
                     // rescan rebuilds: continue from the entries before it instead.
-                    context_ts = backward_scan(&disk, dir, &spans, &mut segments, &config, &mut report).await?;
+                    context_ts = backward_scan(&disk, dir, &at.spans, &mut segments, &config, &mut report).await?;
                 }
-                let mut from = ScanFrom::start(base, &config, context_ts);
-                from.producers = Some(producers_at(&disk, dir, &snapshots, &spans, &config, base).await?);
-                from.replay_ms = disk.mtime_ms(&path).await?;
-                let scan = scan_segment(&file, base, file_size, from).await?;
-                report.scanned_bytes = scan.scanned;
-                if scan.valid_size < file_size {
-                    // Preallocated zeros past the end are expected; anything else is reported.
-                    let len = (file_size - scan.valid_size).min(1 << 20) as usize;
-                    let tail = file.read_at(scan.valid_size, len).await?;
-                    if tail.iter().any(|&b| b != 0) {
-                        report.truncated_bytes = file_size - scan.valid_size;
-                        report.truncate_reason = scan.stop.as_ref().map(|(p, e)| format!("at position {p}: {e}"));
-                        tracing::warn!(dir = %dir.display(), base, position = scan.valid_size, reason = ?report.truncate_reason, "truncating torn or corrupt segment tail");
-                    }
-                    file.truncate(scan.valid_size).await?;
-                    file.sync().await?;
-                }
-                producers = scan.producers.clone();
-                (scan.next_offset, scan.valid_size, scan.index, scan.time.expect("scan built a time index"))
+                at.rescan(&file, base, file_size, context_ts, &mut report).await?
             }
         };
         // The clean path read no batch: its producer state is the snapshot at the log end.
-        let producers = match producers {
+        let producers = match last.producers.take() {
             Some(p) => p,
             None => {
-                let mut all = spans.clone();
-                all.push((base, next_offset, size));
-                producers_at(&disk, dir, &snapshots, &all, &config, next_offset).await?
+                let mut all = at.spans.clone();
+                all.push((base, last.next_offset, last.size));
+                producers_at(&disk, dir, &at.snapshots, &all, &config, last.next_offset).await?
             }
         };
         // From here on the directory is not clean any more.
@@ -473,55 +423,10 @@ impl<D: Disk> Log<D> {
             disk.sync_dir(dir).await?;
         }
         let roll_reference_ms = disk.mtime_ms(&path).await?;
-        if report.clean && size > 0 {
-            // A segment is active once in its life (as Redpanda does): the cleanly closed last
-            // segment stays sealed, with its close entry, and a new active segment begins at
-            // the log end; its file appears with its first flush. A rescan after a later crash
-            // then rebuilds exactly what this segment's single active life built.
-            let last_ts = time.last_ts;
-            segments.insert(
-                base,
-                Segment {
-                    base_offset: base,
-                    next_offset,
-                    size,
-                    durable_size: size,
-                    state: SegmentState::Sealed(SealedIndexes::Loaded {
-                        file: Rc::new(file),
-                        index: index.index,
-                        time,
-                    }),
-                },
-            );
-            segments.insert(next_offset, new_active_segment(&disk, &config, next_offset, last_ts));
-        } else {
-            // Unclean (the segment continues its active life) or empty: resume it.
-            let partial = file.read_at(align_down(size), (size - align_down(size)) as usize).await?;
-            let tail = Tail::new(&disk, size, &partial, config.write_chunk_bytes as usize);
-            let allocated = file.size().await?;
-            segments.insert(
-                base,
-                Segment {
-                    base_offset: base,
-                    next_offset,
-                    size,
-                    durable_size: size,
-                    state: SegmentState::Active(Unsealed { file: Some(Rc::new(file)), allocated, index, time, tail }),
-                },
-            );
-        }
+        let next_offset = last.next_offset;
+        at.install_last(&mut segments, base, file, last, report.clean).await?;
         report.segments = segments.len();
-        // KIP-107: a log start moved by DeleteRecords, never past the log end.
-        let start_offset = match disk.read_file(&dir.join(LOG_START_FILE)).await? {
-            Some(bytes) => match decode_log_start(&bytes) {
-                Some(o) => o.min(next_offset),
-                None => {
-                    tracing::warn!(dir = %dir.display(), "unreadable {LOG_START_FILE}: the log starts at its first segment");
-                    i64::MIN
-                }
-            },
-            None => i64::MIN,
-        };
+        let start_offset = read_log_start(&disk, dir, next_offset).await?;
         let log = Log {
             disk,
             dir: dir.to_path_buf(),
@@ -541,17 +446,110 @@ impl<D: Disk> Log<D> {
         };
         Ok((log, report))
     }
+}
+
+/// The segment files in `dir`: the base offsets of the `.log` files (sorted) and the offsets
+/// of the producer snapshots. Removes what an interrupted write or deletion left: `.tmp`
+/// files, and index files without their log.
+async fn list_segment_files<D: Disk>(disk: &D, dir: &Path) -> StorageResult<(Vec<i64>, Vec<i64>)> {
+    let mut bases = Vec::new();
+    let mut others = Vec::new();
+    let mut snapshots = Vec::new();
+    for name in disk.list_dir(dir).await? {
+        match parse_segment_name(&name) {
+            Some((base, "log")) => bases.push(base),
+            Some((offset, "snapshot")) => snapshots.push(offset),
+            Some((base, ext)) if ext == "index" || ext == "timeindex" => others.push((base, name)),
+            _ if name.ends_with(".tmp") => disk.remove_file(&dir.join(&name)).await?,
+            _ => {}
+        }
+    }
+    bases.sort_unstable();
+    // Index files without their log: left by an interrupted deletion.
+    for (base, name) in others {
+        if bases.binary_search(&base).is_err() {
+            disk.remove_file(&dir.join(name)).await?;
+        }
+    }
+    Ok((bases, snapshots))
+}
+
+/// KIP-107: the log start DeleteRecords moved (never past the log end `next_offset`), or
+/// `i64::MIN` when there is none (the log starts at its first segment).
+async fn read_log_start<D: Disk>(disk: &D, dir: &Path, next_offset: i64) -> StorageResult<i64> {
+    Ok(match disk.read_file(&dir.join(LOG_START_FILE)).await? {
+        Some(bytes) => match decode_log_start(&bytes) {
+            Some(o) => o.min(next_offset),
+            None => {
+                tracing::warn!(dir = %dir.display(), "unreadable {LOG_START_FILE}: the log starts at its first segment");
+                i64::MIN
+            }
+        },
+        None => i64::MIN,
+    })
+}
+
+/// The last segment as recovery found it.
+struct Last {
+    next_offset: i64,
+    size: u64,
+    index: IndexBuilder,
+    time: TimeBuilder,
+    /// The producer state a rescan replayed; `None` after a clean resume, which read no batch.
+    producers: Option<ProducerState>,
+}
+
+/// What the steps of [`Log::open`] share: the directory, its sealed segments (every segment
+/// but the last) and its producer snapshots.
+struct Opening<'a, D: Disk> {
+    disk: &'a D,
+    dir: &'a Path,
+    config: &'a LogConfig,
+    spans: Vec<SegmentSpan>,
+    snapshots: Vec<i64>,
+}
+
+impl<D: Disk> Opening<'_, D> {
+    /// After a clean shutdown whose marker says the log ends at `marker_end`: the last segment
+    /// from its index files, without reading its batches (but those after the offset index's
+    /// last entry). `None` when anything does not check out: the caller rescans.
+    async fn resume(
+        &self,
+        file: &D::File,
+        base: i64,
+        file_size: u64,
+        marker_end: i64,
+        context_ts: Option<i64>,
+        report: &mut OpenReport,
+    ) -> StorageResult<Option<Last>> {
+        // Clean: the log was trimmed and its indexes written. Resume the offset index from
+        // its last entry, hopping batch headers to the end; load the time index.
+        let Some((next, size, index)) = self.resume_offset_index(file, base, file_size).await? else {
+            return Ok(None);
+        };
+        if next != marker_end {
+            return Ok(None);
+        }
+        let mut all = self.spans.clone();
+        all.push((base, next, size));
+        let (mut time, rebuilt) = time_index_of(self.disk, self.dir, &all, all.len() - 1, self.config).await?;
+        report.rebuilt_time_indexes += rebuilt as usize;
+        time.last_ts = time.entries.last().map(|e| e.0).or(context_ts);
+        // An empty segment (resumed as the active one) has no batch left unread.
+        time.complete |= size == 0;
+        report.clean = true;
+        Ok(Some(Last { next_offset: next, size, index, time, producers: None }))
+    }
 
     /// For a cleanly closed last segment: (next offset, size, index) from its index file and
     /// the batches after its last entry; `None` when anything does not check out.
-    async fn resume_clean(
-        disk: &D,
+    async fn resume_offset_index(
+        &self,
         file: &D::File,
-        dir: &Path,
         base: i64,
         size: u64,
-        config: &LogConfig,
     ) -> StorageResult<Option<(i64, u64, IndexBuilder)>> {
+        let (disk, dir, config) = (self.disk, self.dir, self.config);
         let Some(bytes) = disk.read_file(&index_path(dir, base)).await? else {
             return Ok(None);
         };
@@ -580,5 +578,89 @@ impl<D: Disk> Log<D> {
             return Ok(None);
         }
         Ok(Some((scan.next_offset, size, scan.index)))
+    }
+
+    /// SPEC T8.2: scan the last segment from its start, rebuilding its indexes (continuing the
+    /// time index after `context_ts`) and replaying its producers' batches over the snapshot
+    /// at its base, and cut a torn or corrupt tail at the first bad batch.
+    async fn rescan(
+        &self,
+        file: &D::File,
+        base: i64,
+        file_size: u64,
+        context_ts: Option<i64>,
+        report: &mut OpenReport,
+    ) -> StorageResult<Last> {
+        let (disk, dir, config) = (self.disk, self.dir, self.config);
+        let mut from = ScanFrom::start(base, config, context_ts);
+        from.producers = Some(producers_at(disk, dir, &self.snapshots, &self.spans, config, base).await?);
+        from.replay_ms = disk.mtime_ms(&log_path(dir, base)).await?;
+        let scan = scan_segment(file, base, file_size, from).await?;
+        report.scanned_bytes = scan.scanned;
+        if scan.valid_size < file_size {
+            // Preallocated zeros past the end are expected; anything else is reported.
+            let len = (file_size - scan.valid_size).min(1 << 20) as usize;
+            let tail = file.read_at(scan.valid_size, len).await?;
+            if tail.iter().any(|&b| b != 0) {
+                report.truncated_bytes = file_size - scan.valid_size;
+                report.truncate_reason = scan.stop.as_ref().map(|(p, e)| format!("at position {p}: {e}"));
+                tracing::warn!(dir = %dir.display(), base, position = scan.valid_size, reason = ?report.truncate_reason, "truncating torn or corrupt segment tail");
+            }
+            file.truncate(scan.valid_size).await?;
+            file.sync().await?;
+        }
+        Ok(Last {
+            next_offset: scan.next_offset,
+            size: scan.valid_size,
+            index: scan.index,
+            time: scan.time.expect("scan built a time index"),
+            producers: scan.producers,
+        })
+    }
+
+    /// Put the last segment into `segments`: sealed, followed by a new empty active segment,
+    /// when it was cleanly closed with data; otherwise active again, its tail starting with
+    /// the partial last page read back from its file.
+    async fn install_last(
+        &self,
+        segments: &mut BTreeMap<i64, Segment<D>>,
+        base: i64,
+        file: D::File,
+        last: Last,
+        clean: bool,
+    ) -> StorageResult<()> {
+        let Last { next_offset, size, index, time, .. } = last;
+        if clean && size > 0 {
+            // A segment is active once in its life (as Redpanda does): the cleanly closed last
+            // segment stays sealed, with its close entry, and a new active segment begins at
+            // the log end; its file appears with its first flush. A rescan after a later crash
+            // then rebuilds exactly what this segment's single active life built.
+            let last_ts = time.last_ts;
+            let indexes = SealedIndexes::Loaded { file: Rc::new(file), index: index.index, time };
+            let sealed = Segment {
+                base_offset: base,
+                next_offset,
+                size,
+                durable_size: size,
+                state: SegmentState::Sealed(indexes),
+            };
+            segments.insert(base, sealed);
+            segments.insert(next_offset, new_active_segment(self.disk, self.config, next_offset, last_ts));
+        } else {
+            // Unclean (the segment continues its active life) or empty: resume it.
+            let partial = file.read_at(align_down(size), (size - align_down(size)) as usize).await?;
+            let tail = Tail::new(self.disk, size, &partial, self.config.write_chunk_bytes as usize);
+            let allocated = file.size().await?;
+            let unsealed = Unsealed { file: Some(Rc::new(file)), allocated, index, time, tail };
+            let active = Segment {
+                base_offset: base,
+                next_offset,
+                size,
+                durable_size: size,
+                state: SegmentState::Active(unsealed),
+            };
+            segments.insert(base, active);
+        }
+        Ok(())
     }
 }
