@@ -31,10 +31,11 @@ impl<D: Disk> Log<D> {
         Ok(target.max(start))
     }
 
-    /// Move the log start to `offset` (persisted by the caller in [`LOG_START_FILE`] first,
-    /// never past the high watermark) and remove from the log the sealed segments that now
-    /// lie wholly below it; the caller deletes their files. A non-empty active segment wholly
-    /// below it is rolled, to go at a later upkeep pass.
+    /// Move the log start to `offset` (persisted by the caller in
+    /// [`LOG_START_FILE`](super::LOG_START_FILE) first, never past the high watermark) and
+    /// remove from the log the sealed segments that now lie wholly below it; the caller deletes
+    /// their files. A non-empty active segment wholly below it is rolled, to go at a later
+    /// upkeep pass.
     pub fn set_log_start(&mut self, offset: i64, now: i64) -> Vec<i64> {
         assert!(offset <= self.durable_next_offset, "log start {offset} past the high watermark");
         self.start_offset = self.start_offset.max(offset);
