@@ -2,13 +2,18 @@
 //! retention. Each plans with a short borrow of the log, does its I/O with no borrow held,
 //! and comes back. Written once over [`LogCell`], so a partition (a `RefCell<Log>` shared by
 //! tasks) and an exclusive owner (tests, tools) run the same code.
+//!
+//! The dependency goes one way: this module uses the log's public API (plans, [`NeedIndex`],
+//! retention decisions) and the log never calls back into it. The exclusive owner's entry
+//! points (`Log::read`, `Log::offset_for_time`, `Log::delete_records`, `Log::maintain`) are
+//! defined here, as an `impl Log` block, because they are these loops run over `&mut Log`.
 
 use crate::io::Disk;
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::encode_log_start;
 use crate::storage::format::stored::{first_record_at_or_after, max_record_from, BatchInfo, BatchWalk};
 use crate::storage::format::FormatError;
-use crate::storage::log::{delete_segment_files, Log, ReadPlan, ReadUpTo, TimePlan, LOG_START_FILE};
+use crate::storage::log::{delete_segment_files, Log, NeedIndex, ReadPlan, ReadUpTo, TimePlan, LOG_START_FILE};
 use bytes::Bytes;
 use std::cell::{RefCell, RefMut};
 
@@ -34,7 +39,7 @@ impl<D: Disk> LogCell<D> for RefCell<&mut Log<D>> {
 }
 
 /// Open a sealed segment and load its indexes.
-async fn load_indexes<D: Disk, C: LogCell<D>>(cell: &C, base: i64) -> StorageResult<()> {
+async fn load_indexes<D: Disk, C: LogCell<D>>(cell: &C, NeedIndex(base): NeedIndex) -> StorageResult<()> {
     let load = cell.log().index_load(base);
     let loaded = load.run().await?;
     cell.log().install_index(base, loaded);
@@ -56,7 +61,7 @@ pub async fn read<D: Disk, C: LogCell<D>>(
                 let disk = cell.log().disk().clone();
                 return read.run(&disk).await;
             }
-            ReadPlan::NeedIndex(base) => load_indexes(cell, base).await?,
+            ReadPlan::NeedIndex(need) => load_indexes(cell, need).await?,
         }
     }
 }
@@ -71,8 +76,8 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
         let plan = cell.log().plan_time_lookup(t, upto);
         return match plan {
             TimePlan::Found(answer) => Ok(answer),
-            TimePlan::NeedIndex(base) => {
-                load_indexes(cell, base).await?;
+            TimePlan::NeedIndex(need) => {
+                load_indexes(cell, need).await?;
                 continue;
             }
             // Skip batches whose max timestamp is below t; in the first that reaches t, the
@@ -96,8 +101,8 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
                     let step = cell.log().max_scan_start(end);
                     let start = match step {
                         Ok(start) => start,
-                        Err(base) => {
-                            load_indexes(cell, base).await?;
+                        Err(need) => {
+                            load_indexes(cell, need).await?;
                             continue;
                         }
                     };
@@ -193,7 +198,7 @@ pub async fn maintain<D: Disk, C: LogCell<D>>(cell: &C, now: i64) -> StorageResu
         match step {
             Ok(v) if v.is_empty() => break,
             Ok(v) => removed.extend(v),
-            Err(base) => load_indexes(cell, base).await?,
+            Err(need) => load_indexes(cell, need).await?,
         }
     }
     removed.extend(cell.log().take_expired_by_size());
@@ -242,4 +247,28 @@ pub async fn remove_before<D: Disk, C: LogCell<D>>(cell: &C, offset: i64) -> Sto
         delete_segment_files(&disk, &dir, base).await?;
     }
     Ok(removed)
+}
+
+/// The operations above for an exclusive owner of the log (tests and offline tools), which
+/// lends it through a `RefCell<&mut Log>`.
+impl<D: Disk> Log<D> {
+    /// Read, for an exclusive owner; see [`read`].
+    pub async fn read(&mut self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<Bytes> {
+        read(&RefCell::new(self), offset, max_bytes, upto).await
+    }
+
+    /// Lookup by time (SPEC T6), for an exclusive owner; see [`offset_for_time`].
+    pub async fn offset_for_time(&mut self, t: i64, upto: ReadUpTo) -> StorageResult<Option<(i64, i64)>> {
+        offset_for_time(&RefCell::new(self), t, upto).await
+    }
+
+    /// DeleteRecords (KIP-107), for an exclusive owner; see [`delete_records`].
+    pub async fn delete_records(&mut self, offset: i64, now: i64) -> StorageResult<i64> {
+        delete_records(&RefCell::new(self), offset, now).await
+    }
+
+    /// Time-based roll and retention (SPEC T7), for an exclusive owner; see [`maintain`].
+    pub async fn maintain(&mut self, now: i64) -> StorageResult<Vec<i64>> {
+        maintain(&RefCell::new(self), now).await
+    }
 }

@@ -1,6 +1,12 @@
 //! One segment: a `.log` data file with its sparse offset index and, for the active segment,
 //! the in-memory write tail.
 //!
+//! A segment's life is [`SegmentState`], whose variants carry what each phase has: `Active`
+//! (takes appends: open file once created, offset and time index builders, the tail), `Closing`
+//! (rolled: the same, plus the producer snapshot its seal writes), `Sealed` (immutable; its file
+//! and indexes load lazily, [`SealedIndexes`]). [`Segment::close`] and [`Segment::seal`] are
+//! the only transitions, called by the log's append and flush code.
+//!
 //! The tail is a queue of aligned buffers ("chunks") covering file positions
 //! `[mem_start, size)`. Appends copy batch bytes into the open chunk; a full chunk is sealed.
 //! A flush seals the open chunk too: its bytes past the end are zeroed to the next page
@@ -383,15 +389,41 @@ impl<B: IoBuf> Tail<B> {
     }
 }
 
-/// Where a segment is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SegmentState {
+/// The write side of a segment that is not sealed yet (active or closing): what appends and
+/// flushes need, held for as long as the segment can still change.
+pub struct Unsealed<D: Disk> {
+    /// Open file handle; `None` until the flusher creates the file (a new segment's first
+    /// flush).
+    pub file: Option<Rc<D::File>>,
+    /// Bytes reserved with fallocate.
+    pub allocated: u64,
+    pub index: IndexBuilder,
+    pub time: TimeBuilder,
+    pub tail: Tail<D::Buf>,
+}
+
+/// What of a sealed segment is in memory. Sealed segments are opened lazily: their file and
+/// indexes load on the first read or lookup that needs them (`log::IndexLoad`).
+pub enum SealedIndexes<D: Disk> {
+    /// Nothing yet.
+    NotLoaded,
+    /// Only the time index, read at open by the backward scan (SPEC T8.1).
+    TimeOnly(TimeBuilder),
+    /// The open file and both indexes.
+    Loaded { file: Rc<D::File>, index: OffsetIndex, time: TimeBuilder },
+}
+
+/// Where a segment is in its life, with the data that phase has. The transitions are
+/// [`Segment::close`] (active to closing) and [`Segment::seal`] (closing to sealed); a segment
+/// found at open is sealed, or active when it is the last one and was not cleanly closed.
+pub enum SegmentState<D: Disk> {
     /// Receives appends.
-    Active,
+    Active(Unsealed<D>),
     /// Rolled (or shutting down): its remaining data and its seal wait for the flusher.
-    Closing,
+    /// `producer_snapshot` is the producer state at its end, written with its seal.
+    Closing { unsealed: Unsealed<D>, producer_snapshot: Vec<u8> },
     /// Trimmed to its logical size with its index files written and synced: immutable.
-    Sealed,
+    Sealed(SealedIndexes<D>),
 }
 
 /// One segment of a partition log.
@@ -403,29 +435,75 @@ pub struct Segment<D: Disk> {
     pub size: u64,
     /// Bytes on disk and synced.
     pub durable_size: u64,
-    pub state: SegmentState,
-    /// Open file handle; `None` for a sealed segment not opened yet (opened on first read) or
-    /// a new segment whose file the flusher has not created yet.
-    pub file: Option<Rc<D::File>>,
-    /// Bytes reserved with fallocate.
-    pub allocated: u64,
-    /// `None` until loaded (sealed segments load theirs on first read).
-    pub index: Option<IndexBuilder>,
-    /// The time index; `None` until loaded, like `index`.
-    pub time: Option<TimeBuilder>,
-    pub tail: Option<Tail<D::Buf>>,
-    /// A closing segment's producer snapshot (the state at its end), written with its seal.
-    pub producer_snapshot: Option<Vec<u8>>,
+    pub state: SegmentState<D>,
 }
 
 impl<D: Disk> Segment<D> {
+    /// A sealed segment found at open, nothing loaded.
+    pub fn sealed(base_offset: i64, next_offset: i64, size: u64) -> Self {
+        Segment {
+            base_offset,
+            next_offset,
+            size,
+            durable_size: size,
+            state: SegmentState::Sealed(SealedIndexes::NotLoaded),
+        }
+    }
+
+    pub fn is_active(&self) -> bool {
+        matches!(self.state, SegmentState::Active(_))
+    }
+
+    pub fn is_sealed(&self) -> bool {
+        matches!(self.state, SegmentState::Sealed(_))
+    }
+
+    /// The write side, while the segment is active or closing.
+    pub fn unsealed(&self) -> Option<&Unsealed<D>> {
+        match &self.state {
+            SegmentState::Active(u) | SegmentState::Closing { unsealed: u, .. } => Some(u),
+            SegmentState::Sealed(_) => None,
+        }
+    }
+
+    /// The open file handle, if there is one yet.
+    pub fn file(&self) -> Option<&Rc<D::File>> {
+        match &self.state {
+            SegmentState::Active(u) | SegmentState::Closing { unsealed: u, .. } => u.file.as_ref(),
+            SegmentState::Sealed(SealedIndexes::Loaded { file, .. }) => Some(file),
+            SegmentState::Sealed(_) => None,
+        }
+    }
+
+    /// The offset index, `None` for a sealed segment that has not loaded it.
+    pub fn offset_index(&self) -> Option<&OffsetIndex> {
+        match &self.state {
+            SegmentState::Active(u) | SegmentState::Closing { unsealed: u, .. } => Some(&u.index.index),
+            SegmentState::Sealed(SealedIndexes::Loaded { index, .. }) => Some(index),
+            SegmentState::Sealed(_) => None,
+        }
+    }
+
+    /// The time index, `None` for a sealed segment that has not loaded it.
+    pub fn time(&self) -> Option<&TimeBuilder> {
+        match &self.state {
+            SegmentState::Active(u) | SegmentState::Closing { unsealed: u, .. } => Some(&u.time),
+            SegmentState::Sealed(SealedIndexes::Loaded { time, .. } | SealedIndexes::TimeOnly(time)) => Some(time),
+            SegmentState::Sealed(SealedIndexes::NotLoaded) => None,
+        }
+    }
+
+    /// The write tail, while the segment is active or closing.
+    pub fn tail(&self) -> Option<&Tail<D::Buf>> {
+        self.unsealed().map(|u| &u.tail)
+    }
+
     /// Would appending a batch of `len` bytes whose last offset is `last_offset` need a roll?
     pub fn needs_roll(&self, len: u64, last_offset: i64, segment_bytes: u64) -> bool {
         if self.size == 0 {
             return false;
         }
-        let index_full =
-            self.index.as_ref().is_some_and(|b| b.index.is_full()) || self.time.as_ref().is_some_and(|t| t.is_full());
+        let index_full = self.offset_index().is_some_and(|i| i.is_full()) || self.time().is_some_and(|t| t.is_full());
         self.size + len > segment_bytes
             || self.size + len > u32::MAX as u64
             || index_full
@@ -437,26 +515,83 @@ impl<D: Disk> Segment<D> {
     /// offset, and where SPEC T3.2 and T3.3 say so a timestamp, attributes and the CRC) as
     /// `head`, or a whole rebuilt batch as `head` and nothing as `rest`. Copies them once,
     /// into the tail. `index_offset` is what the offset index records for the batch
-    /// (`BatchInfo::index_offset`).
-    pub fn append_batch(&mut self, disk: &D, head: &[u8], rest: &[u8], base: i64, index_offset: i64, next_offset: i64) {
-        assert_eq!(self.state, SegmentState::Active, "append to a segment that is not active");
+    /// (`BatchInfo::index_offset`); `max_ts` is its stored largest timestamp (-1: none), for
+    /// the time index (SPEC T5.2). Returns whether the tail holds a full chunk waiting for a
+    /// flush (time for a large write).
+    #[allow(clippy::too_many_arguments)]
+    pub fn append_batch(
+        &mut self,
+        disk: &D,
+        head: &[u8],
+        rest: &[u8],
+        base: i64,
+        index_offset: i64,
+        next_offset: i64,
+        max_ts: i64,
+    ) -> bool {
+        let SegmentState::Active(u) = &mut self.state else { panic!("append to a segment that is not active") };
         assert_eq!(base, self.next_offset, "offsets must be contiguous");
         assert!(base <= index_offset && index_offset < next_offset, "the indexed offset lies in the batch");
         let pos = self.size;
         let len = (head.len() + rest.len()) as u64;
         let rel = (index_offset - self.base_offset) as u32;
-        self.index.as_mut().expect("active segment has its index").on_batch(rel, pos, len);
-        let tail = self.tail.as_mut().expect("active segment has a tail");
-        tail.push(disk, head);
-        tail.push(disk, rest);
+        u.index.on_batch(rel, pos, len);
+        u.tail.push(disk, head);
+        u.tail.push(disk, rest);
+        u.time.on_batch(self.base_offset, base, max_ts);
         self.size += len;
         self.next_offset = next_offset;
-        debug_assert_eq!(tail.end(), self.size);
+        debug_assert_eq!(u.tail.end(), self.size);
+        u.tail.has_unsubmitted()
+    }
+
+    /// Active to closing: the segment takes no more appends. Its time index gets its close
+    /// entry (SPEC T5.3, T5.5; `last_append_ms` is the time of its last append) and it keeps
+    /// `producer_snapshot`, the producer state at its end, for its seal. Returns the log's last
+    /// time-index timestamp after the close.
+    pub fn close(&mut self, producer_snapshot: Vec<u8>, last_append_ms: i64) -> Option<i64> {
+        let state = std::mem::replace(&mut self.state, SegmentState::Sealed(SealedIndexes::NotLoaded));
+        let SegmentState::Active(mut unsealed) = state else { panic!("close of a segment that is not active") };
+        unsealed.time.on_close(self.base_offset, self.next_offset - 1, Some(last_append_ms));
+        let last_ts = unsealed.time.last_ts;
+        self.state = SegmentState::Closing { unsealed, producer_snapshot };
+        last_ts
+    }
+
+    /// Closing to sealed: its last flush trimmed it and wrote its index files through `file`.
+    /// The tail is dropped; the file and indexes stay loaded.
+    pub fn seal(&mut self, file: Rc<D::File>) {
+        assert_eq!(self.durable_size, self.size, "a segment is sealed once all of it is durable");
+        let state = std::mem::replace(&mut self.state, SegmentState::Sealed(SealedIndexes::NotLoaded));
+        let SegmentState::Closing { unsealed, .. } = state else { panic!("seal of a segment that is not closing") };
+        self.state =
+            SegmentState::Sealed(SealedIndexes::Loaded { file, index: unsealed.index.index, time: unsealed.time });
+    }
+
+    /// A sealed segment's time index, read at open before anything else of it (SPEC T8.1).
+    pub fn set_time_index(&mut self, time: TimeBuilder) {
+        match &mut self.state {
+            SegmentState::Sealed(indexes @ (SealedIndexes::NotLoaded | SealedIndexes::TimeOnly(_))) => {
+                *indexes = SealedIndexes::TimeOnly(time)
+            }
+            _ => panic!("only a sealed segment not loaded yet takes its time index alone"),
+        }
+    }
+
+    /// A sealed segment's file and indexes, loaded; what is already loaded is kept. An unsealed
+    /// segment holds its own and is left alone.
+    pub fn install_indexes(&mut self, file: Rc<D::File>, index: OffsetIndex, time: TimeBuilder) {
+        let SegmentState::Sealed(indexes) = &mut self.state else { return };
+        *indexes = match std::mem::replace(indexes, SealedIndexes::NotLoaded) {
+            SealedIndexes::NotLoaded => SealedIndexes::Loaded { file, index, time },
+            SealedIndexes::TimeOnly(time) => SealedIndexes::Loaded { file, index, time },
+            loaded @ SealedIndexes::Loaded { .. } => loaded,
+        };
     }
 
     /// Rough memory held by this segment (tail and index).
     pub fn mem_bytes(&self) -> usize {
-        self.tail.as_ref().map_or(0, |t| t.mem_bytes()) + self.index.as_ref().map_or(0, |b| b.index.entries().len() * 8)
+        self.tail().map_or(0, |t| t.mem_bytes()) + self.offset_index().map_or(0, |i| i.entries().len() * 8)
     }
 }
 

@@ -1,0 +1,260 @@
+//! A partition log: an ordered set of segments in one directory.
+//!
+//! Appends are synchronous and in memory ([`Log::append`]): validate every batch first, then
+//! assign offsets and copy each batch once into the active segment's tail. Rolling only
+//! switches the active segment in memory. All write I/O goes through flush jobs
+//! ([`Log::prepare_flush`] → [`FlushWork::run`] → [`Log::complete_flush`]), run one at a time
+//! by the partition's flusher, segment by segment in offset order: create the file, write the
+//! sealed chunks (several in flight), fdatasync, and for a rolled segment trim it and write
+//! its index files. So the log's state is never borrowed across an await.
+//!
+//! Crash safety rests on one invariant: **every segment but the last is sealed** (trimmed,
+//! index synced) before the next segment's file is created. Recovery after an unclean
+//! shutdown therefore scans only the last segment (SPEC T8.2); a clean-shutdown marker lets
+//! it skip even that. Closed segments are opened lazily, on first read.
+//!
+//! The log's jobs, one file each, all on the one [`Log`] struct defined here:
+//! - `recovery`: [`Log::open`]: listing the directory, the backward time-index scan (T8.1),
+//!   resuming after a clean shutdown or rescanning the last segment, producer state at open;
+//!   the one segment scan and the index loads and rebuilds that lazy loading reuses.
+//! - `append`: [`Log::append`] (checks, then copies), rolls, the close of the active segment.
+//! - `flush`: flush jobs ([`FlushWork`], [`FlushDone`]) and the failure that suspends appends.
+//! - `read`: read plans and [`DiskRead`], index loading ([`IndexLoad`]), time-lookup plans.
+//! - `retention`: expiry by time and size, the log start (DeleteRecords), segments before an
+//!   offset, and deleting a removed segment's files.
+//!
+//! This file holds the state, the types the jobs share and the small accessors. The log's
+//! methods are synchronous, except `open` and the few that run a whole operation for an
+//! exclusive owner (tests, tools); a partition shares the log between its tasks and never holds
+//! a borrow of it across an await.
+
+use crate::config::LogConfig;
+use crate::io::{Disk, IoError};
+use crate::storage::error::StorageResult;
+use crate::storage::producers::ProducerState;
+use crate::storage::segment::{Segment, TimeBuilder};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+mod append;
+mod flush;
+mod read;
+mod recovery;
+mod retention;
+
+pub use flush::{FlushDone, FlushWork, SealWork};
+pub use read::{DiskRead, IndexLoad, ReadPlan, SegmentIndexes, TimePlan};
+pub use recovery::SegmentSpan;
+pub use retention::delete_segment_files;
+
+/// File name of the clean-shutdown marker in a partition directory.
+pub const CLEAN_MARKER: &str = "clean-shutdown";
+
+/// File name of the log start offset that DeleteRecords set (docs/format.md, section 8a).
+pub const LOG_START_FILE: &str = "log-start-offset";
+
+/// Largest batch a stored log may hold (positions are u32; Kafka caps sizes at i32::MAX).
+const MAX_STORED_BATCH: usize = i32::MAX as usize;
+
+/// A sealed segment's indexes are not loaded yet: load them ([`Log::index_load`], run, then
+/// [`Log::install_index`]) and ask again. Holds the segment's base offset. What a plan or a
+/// retention decision returns when it cannot answer from memory; `storage::access` does the
+/// load, with no borrow of the log held across it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeedIndex(pub i64);
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub records: u64,
+    pub bytes: u64,
+    /// The broker's timestamp for LogAppendTime topics, -1 otherwise (SPEC T3.4).
+    pub log_append_time: i64,
+}
+
+/// What the caller should do about durability after an append (flush policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushDemand {
+    /// `flush.messages` reached: wait until the append is durable.
+    Wait,
+    /// Start a flush but do not wait (a chunk is full, or a segment rolled).
+    Kick,
+    /// Nothing now; `flush.ms` will cover it.
+    None,
+}
+
+/// Which records a read may return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadUpTo {
+    /// Only durable records (the high watermark): what a consumer should see.
+    Durable,
+    /// Everything appended, durable or not.
+    LogEnd,
+}
+
+/// How the log was opened.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OpenReport {
+    pub clean: bool,
+    pub segments: usize,
+    /// Bytes cut from the end of the last segment (torn or corrupt tail).
+    pub truncated_bytes: u64,
+    pub truncate_reason: Option<String>,
+    /// Bytes the recovery scan read.
+    pub scanned_bytes: u64,
+    /// Sealed segments whose missing time index was rebuilt (SPEC T8.3).
+    pub rebuilt_time_indexes: usize,
+}
+
+pub struct Log<D: Disk> {
+    disk: D,
+    dir: PathBuf,
+    config: LogConfig,
+    segments: BTreeMap<i64, Segment<D>>,
+    /// Every offset below is durable: the high watermark.
+    durable_next_offset: i64,
+    /// Records appended since the last flush started.
+    unflushed_records: u64,
+    flush_in_flight: bool,
+    /// The last flush failed (and how many in a row): appends are refused until one succeeds,
+    /// so a full or failing disk holds at most what was appended before it failed.
+    flush_failure: Option<(Arc<IoError>, u64)>,
+    closing: bool,
+    /// When the last time-based roll happened (SPEC T7.1: at most one per `segment.ms`).
+    last_time_roll_ms: i64,
+    /// The largest timestamp to roll by when no record has one: the active segment's creation
+    /// time, or its file's mtime after a restart (SPEC T8.3).
+    roll_reference_ms: i64,
+    /// Last time-index timestamp of segments already deleted (SPEC T7.2 for a first segment
+    /// whose own index is empty).
+    deleted_last_ts: Option<i64>,
+    /// When the active segment last took an append (its file's mtime after a restart): the
+    /// T5.5 entry of a segment without timestamps when it closes.
+    last_append_ms: i64,
+    /// Idempotent producers' sequences ([`ProducerState`]).
+    producers: ProducerState,
+    /// The log start offset DeleteRecords set (KIP-107), persisted in [`LOG_START_FILE`]; the
+    /// log start is the larger of it and the first segment's base offset.
+    start_offset: i64,
+}
+
+fn offset_entries(config: &LogConfig) -> usize {
+    (config.segment_index_bytes / 8) as usize
+}
+
+fn time_entries(config: &LogConfig) -> usize {
+    (config.segment_index_bytes / 12) as usize
+}
+
+impl<D: Disk> Log<D> {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// The first offset a reader may ask for: the first segment's base offset, or past it
+    /// where DeleteRecords moved the start.
+    pub fn log_start_offset(&self) -> i64 {
+        self.first_base().max(self.start_offset)
+    }
+
+    /// The base offset of the oldest segment.
+    fn first_base(&self) -> i64 {
+        *self.segments.keys().next().expect("a log has a segment")
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset
+    }
+
+    /// Every offset below this one is durable (the high watermark).
+    pub fn durable_offset(&self) -> i64 {
+        self.durable_next_offset
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_bases(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+
+    /// Total bytes of whole batches in the log.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size).sum()
+    }
+
+    /// Memory held by write tails and loaded indexes.
+    pub fn mem_bytes(&self) -> usize {
+        self.segments.values().map(|s| s.mem_bytes()).sum()
+    }
+
+    fn active(&self) -> &Segment<D> {
+        self.segments.values().next_back().expect("a log has a segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment<D> {
+        self.segments.values_mut().next_back().expect("a log has a segment")
+    }
+
+    /// The last segment's time index, always in memory: an active or closing segment holds
+    /// its own, and a sealed last segment (after a clean shutdown began) was closed here or
+    /// resumed at open with its indexes loaded.
+    fn last_time_index(&self) -> &TimeBuilder {
+        self.active().time().expect("the last segment's time index is in memory")
+    }
+
+    /// The idempotent producers this partition knows.
+    pub fn producers(&self) -> &ProducerState {
+        &self.producers
+    }
+
+    /// Timestamp of the log's last time-index entry (what the next bucket entry must exceed).
+    pub fn last_time_entry(&self) -> Option<i64> {
+        self.segments.values().rev().find_map(|s| s.time().map(|t| t.last_ts)).flatten()
+    }
+
+    /// True once [`Log::begin_close`] ran.
+    pub fn is_closing(&self) -> bool {
+        self.closing
+    }
+
+    /// True once [`Log::begin_close`] ran and every segment is sealed.
+    pub fn is_closed_clean(&self) -> bool {
+        self.closing && !self.has_unflushed()
+    }
+
+    pub fn disk(&self) -> &D {
+        &self.disk
+    }
+
+    /// Change settings at runtime (they apply to the next append, roll and retention check).
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+
+    /// The offset index of a segment, if loaded.
+    pub fn index_entries(&self, base: i64) -> Option<Vec<(u32, u32)>> {
+        self.segments.get(&base)?.offset_index().map(|i| i.entries().to_vec())
+    }
+
+    /// The time index entries of a segment, if loaded.
+    pub fn time_entries(&self, base: i64) -> Option<Vec<(i64, u32)>> {
+        self.segments.get(&base)?.time().map(|t| t.entries.clone())
+    }
+
+    /// Clean shutdown for an exclusive owner: seal everything, write the marker.
+    pub async fn close(mut self) -> StorageResult<()> {
+        self.begin_close();
+        self.flush_all().await?;
+        self.write_clean_marker().await
+    }
+}

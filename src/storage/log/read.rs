@@ -1,0 +1,381 @@
+//! Reads and lookups by time, as plans: what the log's state answers at once, and the I/O
+//! (a [`DiskRead`], an [`IndexLoad`]) the caller runs without a borrow, before it asks again.
+//!
+//! [`Log::plan_read`] finds the segment and position of an offset (the offset index), serves
+//! bytes still in the write tail from memory, and otherwise plans a disk read that stops at
+//! the durable size. [`Log::plan_time_lookup`] binary-searches the segments' time indexes
+//! (sound by T5.1) and plans a forward scan; `-3` scans back from the read limit
+//! ([`Log::max_scan_start`]). A sealed segment's indexes load on first use ([`IndexLoad`]:
+//! opened, checked, rebuilt when missing or damaged, SPEC T8.4).
+//!
+//! Invariants: a read never returns a partial batch, a batch past the read limit, or a batch
+//! that skips the requested offset; every batch read from disk is checked (CRC) before it is
+//! returned ([`pick_batches`]).
+//!
+//! Callers: `storage::access`, which runs the plans' loops for partitions and exclusive owners.
+
+use super::recovery::{scan_segment, time_index_of, ScanFrom, SegmentSpan};
+use super::{Log, NeedIndex, ReadUpTo, MAX_STORED_BATCH};
+use crate::config::LogConfig;
+use crate::io::{Disk, DiskFile};
+use crate::storage::error::{StorageError, StorageResult};
+use crate::storage::format::index::decode_offset_index;
+use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWalk, MAX_HEADER_LEN};
+use crate::storage::format::FormatError;
+use crate::storage::segment::{index_path, log_path, OffsetIndex, TimeBuilder};
+use bytes::Bytes;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+impl<D: Disk> Log<D> {
+    /// Plan a read of whole batches starting with the one that holds `offset`, up to about
+    /// `max_bytes` (the first batch is returned whole even when larger, as KIP-74 asks).
+    pub fn plan_read(&self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<ReadPlan<D>> {
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if offset < start || offset > end {
+            return Err(StorageError::OffsetOutOfRange { offset, start, end });
+        }
+        let limit = match upto {
+            ReadUpTo::Durable => self.durable_next_offset,
+            ReadUpTo::LogEnd => end,
+        };
+        let empty = ReadPlan::Done(Bytes::new());
+        if offset >= limit {
+            return Ok(empty);
+        }
+        let (&base, seg) = self.segments.range(..=offset).next_back().expect("offset >= log start");
+        if offset >= seg.next_offset {
+            return Ok(empty);
+        }
+        let Some(index) = seg.offset_index() else {
+            return Ok(ReadPlan::NeedIndex(NeedIndex(base)));
+        };
+        let mut start_pos = index.lookup((offset - base) as u32) as u64;
+        if seg.tail().is_some() && offset >= self.durable_next_offset {
+            // Not durable yet, so in memory. Flushes complete in segment order, so this
+            // segment's durable_size is the batch boundary where durable_next_offset starts
+            // (or 0 for a segment never flushed): start there, in the tail.
+            start_pos = start_pos.max(seg.durable_size);
+        }
+        let end_pos = match upto {
+            ReadUpTo::Durable => seg.durable_size,
+            ReadUpTo::LogEnd => seg.size,
+        };
+        if let Some(tail) = seg.tail().filter(|t| start_pos >= t.mem_start()) {
+            // All in memory: copy what the read can use and walk it now.
+            let budget = (self.config.index_interval_bytes + 2 * self.config.max_message_bytes) as usize + max_bytes;
+            let to = end_pos.min(start_pos + budget as u64);
+            let bytes = Bytes::from(tail.copy_out(start_pos, to));
+            let (kept, _, _) = pick_batches(&bytes, offset, max_bytes, 0, |_| Ok(())).map_err(|(at, error)| {
+                StorageError::Corrupt { path: log_path(&self.dir, base), position: start_pos + at as u64, error }
+            })?;
+            return Ok(ReadPlan::Done(bytes.slice(kept)));
+        }
+        let file = seg.file().cloned();
+        Ok(ReadPlan::Disk(DiskRead {
+            file,
+            path: log_path(&self.dir, base),
+            // Bytes below durable_size are on disk; a read stops there and the consumer
+            // fetches the rest (from memory) next time.
+            start_pos,
+            end_pos: end_pos.min(seg.durable_size),
+            offset,
+            max_bytes,
+        }))
+    }
+
+    /// I/O to load a sealed segment's file handle and offset index for reads.
+    pub fn index_load(&self, base: i64) -> IndexLoad<D> {
+        let seg = &self.segments[&base];
+        let spans = self.segments.range(..=base).map(|(_, s)| (s.base_offset, s.next_offset, s.size)).collect();
+        IndexLoad {
+            disk: self.disk.clone(),
+            dir: self.dir.clone(),
+            base,
+            spans,
+            size: seg.size,
+            file: seg.file().cloned(),
+            config: self.config.clone(),
+        }
+    }
+
+    /// Install what an [`IndexLoad`] produced (what is already loaded, or a segment that is
+    /// gone, is left alone).
+    pub fn install_index(&mut self, base: i64, loaded: SegmentIndexes<D>) {
+        if let Some(seg) = self.segments.get_mut(&base) {
+            seg.install_indexes(loaded.file, loaded.index, loaded.time);
+        }
+    }
+
+    /// Plan a lookup by time (SPEC T6) among records below the read limit. `-1`: the end,
+    /// `-2`: the log start, `-3`: the record with the largest timestamp, otherwise the first
+    /// record with a timestamp `>= t`. Binary search over segments and their time indexes
+    /// for the last entry below `t` (sound by the T5.1 invariant), then a forward scan.
+    pub fn plan_time_lookup(&self, t: i64, upto: ReadUpTo) -> TimePlan {
+        let limit = match upto {
+            ReadUpTo::Durable => self.durable_next_offset,
+            ReadUpTo::LogEnd => self.log_end_offset(),
+        };
+        let t = match t {
+            -1 => return TimePlan::Found(Some((limit, -1))),
+            -2 => return TimePlan::Found(Some((self.log_start_offset(), -1))),
+            // The largest timestamp among the records a reader can see (not the log-wide
+            // maximum, which may be beyond the limit or already deleted): scanned back from
+            // the limit, entry by entry ([`Log::max_scan_start`]).
+            -3 => return TimePlan::ScanMax { limit },
+            t if t < 0 => return TimePlan::Found(None),
+            t => t,
+        };
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        // Binary search for the last segment holding an entry below t. Segments with an empty
+        // time index (SPEC T5.4) are skipped towards the left.
+        let (mut lo, mut hi) = (0usize, bases.len());
+        let mut best: Option<i64> = None;
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let mut m = mid;
+            let found = loop {
+                let Some(time) = self.segments[&bases[m]].time() else {
+                    return TimePlan::NeedIndex(NeedIndex(bases[m]));
+                };
+                if let Some(&(first, _)) = time.entries.first() {
+                    break Some((m, first, time));
+                }
+                if m == lo {
+                    break None;
+                }
+                m -= 1;
+            };
+            match found {
+                None => lo = mid + 1,
+                Some((m, first, time)) if first < t => {
+                    let (_, rel) = time.last_below(t).expect("first entry is below t");
+                    best = Some(bases[m] + rel as i64);
+                    lo = mid + 1;
+                }
+                Some((m, _, _)) => hi = m,
+            }
+        }
+        TimePlan::Scan { from: best.unwrap_or(self.log_start_offset()).max(self.log_start_offset()), t, limit }
+    }
+
+    /// Where a `-3` scan ending before offset `before` starts: the last time-index entry at an
+    /// offset below `before`, as (offset, timestamp), or `None` for the log start. Every record
+    /// before an entry's offset has a smaller timestamp than the entry (T5.1), and the batch at
+    /// the offset of a bucket or close entry holds a timestamp at least the entry's. So once a
+    /// scan from an entry to the limit has found a timestamp at least the entry's, nothing
+    /// earlier can beat it; if it has not, the entry was a T5.5 entry (a segment without
+    /// timestamps; it names no record) and the scan steps back to the entry before.
+    /// `Err(NeedIndex)`: load that segment's indexes first. Returns (offset, timestamp, base offset
+    /// of the entry's segment).
+    pub fn max_scan_start(&self, before: i64) -> Result<Option<(i64, i64, i64)>, NeedIndex> {
+        let start = self.log_start_offset();
+        for (&b, seg) in self.segments.range(..before).rev() {
+            let Some(time) = seg.time() else { return Err(NeedIndex(b)) };
+            if let Some(&(t, rel)) = time.entries.iter().rev().find(|&&(_, r)| b + (r as i64) < before) {
+                return Ok(Some(((b + rel as i64).max(start), t, b)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// A planned read.
+pub enum ReadPlan<D: Disk> {
+    /// Answered from memory (or empty).
+    Done(Bytes),
+    /// Needs disk reads, without borrowing the log.
+    Disk(DiskRead<D>),
+    /// The segment's index must be loaded first ([`Log::index_load`]).
+    NeedIndex(NeedIndex),
+}
+
+pub struct DiskRead<D: Disk> {
+    file: Option<Rc<D::File>>,
+    path: PathBuf,
+    start_pos: u64,
+    end_pos: u64,
+    offset: i64,
+    max_bytes: usize,
+}
+
+impl<D: Disk> DiskRead<D> {
+    /// Read from disk, checking each returned batch's CRC (bytes are vetted before they are
+    /// written and after they are read).
+    pub async fn run(self, disk: &D) -> StorageResult<Bytes> {
+        let file = match self.file {
+            Some(f) => f,
+            None => Rc::new(disk.open_rw(&self.path).await?),
+        };
+        let corrupt =
+            |position: u64, error: FormatError| StorageError::Corrupt { path: self.path.clone(), position, error };
+        // The kept batches of each window, as slices of the window (no copy).
+        let mut parts: Vec<Bytes> = Vec::new();
+        let mut collected = 0usize;
+        let mut pos = self.start_pos;
+        let mut want = 0usize;
+        while pos < self.end_pos {
+            // A default window bounded at 16 MiB, or exactly one batch when it is larger.
+            let window = want.max((self.max_bytes.saturating_sub(collected) + 64 * 1024).min(16 << 20));
+            let len = (self.end_pos - pos).min(window as u64) as usize;
+            let buf = Bytes::from(file.read_at(pos, len).await?);
+            let (kept, walked, done) =
+                pick_batches(&buf, self.offset, self.max_bytes, collected, |b| check_stored(b).map(|_| ()))
+                    .map_err(|(at, e)| corrupt(pos + at as u64, e))?;
+            if !kept.is_empty() {
+                collected += kept.len();
+                parts.push(buf.slice(kept));
+            }
+            if done {
+                break;
+            }
+            if walked == 0 {
+                // The next batch is longer than the window: read it whole.
+                match frame_len(&buf, MAX_STORED_BATCH) {
+                    Ok(Some(total)) if pos + total as u64 <= self.end_pos && total > buf.len() => want = total,
+                    Ok(_) => return Err(corrupt(pos, FormatError::Truncated { need: 12, have: buf.len() })),
+                    Err(error) => return Err(corrupt(pos, error)),
+                }
+                continue;
+            }
+            pos += walked as u64;
+            want = 0;
+        }
+        // One window (the usual case) is returned as it is; several are joined.
+        Ok(match parts.len() {
+            0 => Bytes::new(),
+            1 => parts.pop().expect("one part"),
+            _ => Bytes::from(parts.concat()),
+        })
+    }
+}
+
+/// From the batches in `bytes` (starting at a batch boundary), keep the first one that holds
+/// records at or after `offset` and those after it while the total (with `already` bytes
+/// collected before) fits in `max_bytes`; the very first batch is kept whole even when it is
+/// larger (KIP-74). The batches kept are contiguous: returns their byte range (empty when
+/// none), the bytes walked and whether the read is complete. `check` vets each kept batch.
+/// No bytes are copied: callers slice.
+fn pick_batches(
+    bytes: &[u8],
+    offset: i64,
+    max_bytes: usize,
+    already: usize,
+    mut check: impl FnMut(&[u8]) -> Result<(), FormatError>,
+) -> Result<(std::ops::Range<usize>, usize, bool), (usize, FormatError)> {
+    let mut kept: Option<std::ops::Range<usize>> = None;
+    let mut walk = BatchWalk::new(bytes, MAX_STORED_BATCH);
+    while let Some(item) = walk.next() {
+        let (at, h, batch) = item.map_err(|e| (walk.pos(), e))?;
+        if h.last_offset < offset {
+            if kept.is_some() {
+                // Inside what the read returns, offsets never go back: a batch that does is
+                // corrupt (found by fuzzing: one with a negative lastOffsetDelta was skipped
+                // unchecked but served inside the returned range).
+                check(batch).map_err(|e| (at, e))?;
+                return Err((at, FormatError::OffsetGap { expected: offset, found: h.last_offset }));
+            }
+            continue;
+        }
+        let have = already + kept.as_ref().map_or(0, |r| r.len());
+        if let Some(first) = h.first_offset.filter(|&f| have == 0 && f > offset) {
+            // The index (or the data) skipped the batch holding `offset`: never serve a read
+            // that silently misses records.
+            return Err((at, FormatError::OffsetGap { expected: offset, found: first }));
+        }
+        if have > 0 && have + batch.len() > max_bytes {
+            return Ok((kept.unwrap_or(at..at), at, true));
+        }
+        check(batch).map_err(|e| (at, e))?;
+        let end = at + batch.len();
+        kept = Some(kept.map_or(at..end, |r| r.start..end));
+    }
+    let kept = kept.unwrap_or(0..0);
+    let total = already + kept.len();
+    Ok((kept, walk.pos(), total > 0 && total >= max_bytes))
+}
+
+/// A planned lookup by time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimePlan {
+    /// The answer: (offset, timestamp), or `None` (Kafka's -1, -1).
+    Found(Option<(i64, i64)>),
+    /// Load this sealed segment's indexes first.
+    NeedIndex(NeedIndex),
+    /// Scan batches from offset `from` (a batch's first offset) for the first record with a
+    /// timestamp `>= t` below offset `limit`.
+    Scan { from: i64, t: i64, limit: i64 },
+    /// Find the largest timestamp below offset `limit` and its first record, scanning back
+    /// from the limit ([`Log::max_scan_start`]).
+    ScanMax { limit: i64 },
+}
+
+/// Opening a sealed segment and loading (or rebuilding, SPEC T8.4) its offset index.
+pub struct IndexLoad<D: Disk> {
+    disk: D,
+    dir: PathBuf,
+    base: i64,
+    /// This segment and the ones before it, for a time-index rebuild's context.
+    spans: Vec<SegmentSpan>,
+    size: u64,
+    file: Option<Rc<D::File>>,
+    config: LogConfig,
+}
+
+impl<D: Disk> IndexLoad<D> {
+    pub async fn run(self) -> StorageResult<SegmentIndexes<D>> {
+        let file = match self.file {
+            Some(f) => f,
+            None => Rc::new(self.disk.open_rw(&log_path(&self.dir, self.base)).await?),
+        };
+        let max_entries = (self.config.segment_index_bytes / 8) as usize;
+        let ipath = index_path(&self.dir, self.base);
+        let loaded = self.disk.read_file(&ipath).await?.map(|b| decode_offset_index(&b, self.size.max(1)));
+        // A well-formed index whose last entry does not point at the batch it names is as
+        // corrupt as a torn one (SPEC T8.4): check it against the data.
+        let loaded = match loaded {
+            Some(Ok(entries)) => match entries.last() {
+                Some(&(rel, pos)) => {
+                    let head = file.read_at(pos as u64, MAX_HEADER_LEN).await?;
+                    match BatchInfo::parse(&head) {
+                        Ok(h) if h.index_offset() == self.base + rel as i64 => Some(Ok(entries)),
+                        _ => Some(Err(crate::storage::format::index::IndexError::NotIncreasing(entries.len() - 1))),
+                    }
+                }
+                None => Some(Ok(entries)),
+            },
+            other => other,
+        };
+        // A sealed segment takes no more batches: the index alone, not a builder to continue.
+        let index = match loaded {
+            Some(Ok(entries)) => OffsetIndex::from_entries(entries, max_entries),
+            other => {
+                let why = match other {
+                    Some(Err(e)) => e.to_string(),
+                    _ => "missing".to_string(),
+                };
+                tracing::warn!(path = %ipath.display(), reason = %why, "rebuilding offset index");
+                let scan =
+                    scan_segment(&*file, self.base, self.size, ScanFrom::start(self.base, &self.config, None)).await?;
+                if let Some((pos, e)) = scan.stop {
+                    return Err(StorageError::Corrupt {
+                        path: log_path(&self.dir, self.base),
+                        position: pos,
+                        error: e,
+                    });
+                }
+                self.disk.write_file_atomic(&ipath, &scan.index.index.encode()).await?;
+                scan.index.index
+            }
+        };
+        let (time, _) = time_index_of(&self.disk, &self.dir, &self.spans, self.spans.len() - 1, &self.config).await?;
+        Ok(SegmentIndexes { file, index, time })
+    }
+}
+
+/// What [`IndexLoad`] brings: a sealed segment's open file and both its indexes.
+pub struct SegmentIndexes<D: Disk> {
+    pub file: Rc<D::File>,
+    pub index: OffsetIndex,
+    pub time: TimeBuilder,
+}

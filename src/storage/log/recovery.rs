@@ -1,0 +1,666 @@
+//! Opening a log (SPEC T8), and the one walk over a segment's batches that recovery, the
+//! clean-restart resume and index rebuilds share.
+//!
+//! [`Log::open`] stats every segment, loads the newest time indexes back to one with an entry
+//! (T8.1, rebuilding missing or damaged ones on the way, T8.3, T5.6), then either resumes the
+//! cleanly closed last segment from its index files (a clean-shutdown marker that matches) or
+//! rescans it, truncating a torn or corrupt tail. Producer state comes from the snapshot at the
+//! active segment's base (or the log end), replaying sealed segments when it is missing.
+//!
+//! Invariants: only the last segment is ever scanned at open (every other one was sealed
+//! before its successor's file existed); a rebuilt index equals the one appends built,
+//! because `scan_segment` feeds the same `IndexBuilder` and `TimeBuilder` rules.
+//!
+//! Callers: `Log::open` (partition open, tools, tests); the helpers here also serve lazy index
+//! loading (`read`) and flush's snapshot cleanup (file names).
+
+use super::append::new_active_segment;
+use super::{offset_entries, time_entries, Log, OpenReport, CLEAN_MARKER, LOG_START_FILE, MAX_STORED_BATCH};
+use crate::config::LogConfig;
+use crate::io::{align_down, Disk, DiskFile, IoError};
+use crate::storage::error::StorageResult;
+use crate::storage::format::batch::{BatchHeader, MAGIC_V2};
+use crate::storage::format::index::{decode_clean_marker, decode_log_start, decode_offset_index, decode_time_index};
+use crate::storage::format::legacy;
+use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWalk, MAX_HEADER_LEN};
+use crate::storage::format::FormatError;
+use crate::storage::producers::ProducerState;
+use crate::storage::segment::{
+    index_path, log_path, timeindex_path, IndexBuilder, OffsetIndex, SealedIndexes, Segment, SegmentState, Tail,
+    TimeBuilder, Unsealed,
+};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// Window of sequential reads during recovery scans.
+const SCAN_WINDOW: usize = 1 << 20;
+
+/// Bound on a legacy wrapper's inner messages when a scan decompresses it (the largest
+/// decompression limit any topic setting gives).
+const SCAN_DECOMPRESS_LIMIT: usize = 256 << 20;
+
+/// Result of scanning a segment's batches.
+pub(super) struct Scan {
+    pub(super) valid_size: u64,
+    pub(super) next_offset: i64,
+    pub(super) index: IndexBuilder,
+    pub(super) time: Option<TimeBuilder>,
+    pub(super) producers: Option<ProducerState>,
+    pub(super) stop: Option<(u64, FormatError)>,
+    pub(super) scanned: u64,
+}
+
+/// Where a scan starts: a batch boundary, the offset expected there, and the index built
+/// for the batches before it.
+pub(super) struct ScanFrom {
+    pos: u64,
+    expected: i64,
+    index: IndexBuilder,
+    /// Time index to continue (None: not needed).
+    time: Option<TimeBuilder>,
+    /// Producer state to continue (None: not needed), and the broker time its replayed
+    /// batches count as appended at (the segment file's mtime).
+    producers: Option<ProducerState>,
+    replay_ms: i64,
+}
+
+impl ScanFrom {
+    /// From position 0, continuing the time index after `last_ts` (the log's last time-index
+    /// timestamp before this segment).
+    pub(super) fn start(base: i64, config: &LogConfig, last_ts: Option<i64>) -> ScanFrom {
+        ScanFrom {
+            pos: 0,
+            expected: base,
+            index: IndexBuilder::new(offset_entries(config), config.index_interval_bytes),
+            time: Some(TimeBuilder::new(time_entries(config), last_ts, config.time_index_interval_ms)),
+            producers: None,
+            replay_ms: 0,
+        }
+    }
+}
+
+/// Scan the batches of a segment file from `from`, checking length, magic, CRC and offset
+/// continuity, and continuing its offset index with the append rule. Stops at the first bad
+/// or incomplete batch. Used by recovery (from position 0), by the clean-restart resume (from
+/// the last index entry) and by index rebuilds: one walk for all three.
+pub(super) async fn scan_segment<F: DiskFile>(
+    file: &F,
+    base: i64,
+    file_size: u64,
+    from: ScanFrom,
+) -> Result<Scan, IoError> {
+    let ScanFrom { mut pos, mut expected, mut index, mut time, mut producers, replay_ms } = from;
+    let mut want = SCAN_WINDOW;
+    let mut scanned = 0u64;
+    let stop = loop {
+        if pos + 12 > file_size {
+            break (pos < file_size)
+                .then(|| (pos, FormatError::Truncated { need: 12, have: (file_size - pos) as usize }));
+        }
+        let len = (want as u64).min(file_size - pos) as usize;
+        let buf = file.read_at(pos, len).await?;
+        scanned += buf.len() as u64;
+        let mut walk = BatchWalk::new(&buf, MAX_STORED_BATCH);
+        // (position in `buf` of the first bad batch, why)
+        let mut failed = None;
+        for item in walk.by_ref() {
+            let (at, h, bytes) = match item {
+                Ok(x) => x,
+                Err(e) => {
+                    failed = Some((None, e));
+                    break;
+                }
+            };
+            // Offsets are contiguous: a batch starts where the one before ended. A legacy
+            // wrapper's header names only its last offset, outside its CRC: its inner messages
+            // (decompressed) must run from `expected` to it.
+            let first = match h.first_offset {
+                Some(f) => Ok(f),
+                None => legacy::wrapper_span(bytes, SCAN_DECOMPRESS_LIMIT).map(|(f, _)| f),
+            };
+            let in_order = first.and_then(|f| {
+                if f == expected && h.last_offset >= expected {
+                    Ok(())
+                } else {
+                    Err(FormatError::OffsetGap { expected, found: f })
+                }
+            });
+            let checked = check_stored(bytes).and(in_order);
+            if let Err(e) = checked {
+                failed = Some((Some(at), e));
+                break;
+            }
+            index.on_batch((h.index_offset() - base) as u32, pos + at as u64, h.total_len as u64);
+            if let Some(t) = time.as_mut() {
+                t.on_batch(base, expected, h.max_timestamp);
+            }
+            if let Some(ps) = producers.as_mut().filter(|_| h.magic == MAGIC_V2) {
+                ps.replay(&BatchHeader::parse(bytes).expect("checked above"), expected, replay_ms);
+            }
+            expected = h.next_offset();
+        }
+        let consumed = walk.pos();
+        if let Some((at, e)) = failed {
+            // A bad frame stops the walk before it; a bad batch was already walked past.
+            break Some((pos + at.unwrap_or(consumed) as u64, e));
+        }
+        if consumed == 0 {
+            // The first batch does not fit in the window: read exactly it, if the file has it.
+            match frame_len(&buf, MAX_STORED_BATCH) {
+                Ok(Some(total)) if pos + total as u64 <= file_size && total > buf.len() => {
+                    want = total;
+                    continue;
+                }
+                Ok(Some(total)) => {
+                    break Some((pos, FormatError::Truncated { need: total, have: (file_size - pos) as usize }))
+                }
+                Ok(None) => break Some((pos, FormatError::Truncated { need: 12, have: buf.len() })),
+                Err(e) => break Some((pos, e)),
+            }
+        }
+        pos += consumed as u64;
+        want = SCAN_WINDOW;
+    };
+    Ok(Scan { valid_size: pos_of(&stop, pos), next_offset: expected, index, time, producers, stop, scanned })
+}
+
+fn pos_of(stop: &Option<(u64, FormatError)>, pos: u64) -> u64 {
+    stop.as_ref().map_or(pos, |(p, _)| *p)
+}
+
+pub(super) fn parse_segment_name(name: &str) -> Option<(i64, &str)> {
+    let (stem, ext) = name.split_once('.')?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((stem.parse().ok()?, ext))
+}
+
+/// A sealed segment as the time-index loaders see it: (base offset, next offset, size).
+pub type SegmentSpan = (i64, i64, u64);
+
+/// Read a sealed segment's `.timeindex`: its valid entries, or `None` when the file is
+/// missing, torn, zeroed or otherwise invalid (SPEC T5.6), which calls for a rebuild.
+async fn read_time_index<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    (base, next, _): SegmentSpan,
+) -> StorageResult<Option<Vec<(i64, u32)>>> {
+    let path = timeindex_path(dir, base);
+    let Some(bytes) = disk.read_file(&path).await? else { return Ok(None) };
+    let (entries, damaged) = decode_time_index(&bytes, (next - base).max(0) as u64);
+    if damaged {
+        tracing::warn!(path = %path.display(), kept = entries.len(), "time index is torn or invalid; rebuilding it");
+        return Ok(None);
+    }
+    Ok(Some(entries))
+}
+
+/// The log's last time-index timestamp before segment `spans[i]`: walking back, the last entry
+/// of the nearest earlier segment whose index holds one (exact: a closed segment ends with
+/// the log's largest timestamp, T5.3), raised by the largest timestamp of any damaged or
+/// missing index met on the way (read from its batches).
+async fn context_before<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    spans: &[SegmentSpan],
+    config: &LogConfig,
+) -> StorageResult<Option<i64>> {
+    let mut best: Option<i64> = None;
+    for &span in spans.iter().rev() {
+        match read_time_index(disk, dir, span).await? {
+            Some(entries) => {
+                if let Some(&(t, _)) = entries.last() {
+                    return Ok(best.max(Some(t)));
+                }
+            }
+            None => {
+                let (base, _, size) = span;
+                let file = disk.open_rw(&log_path(dir, base)).await?;
+                let scan = scan_segment(&file, base, size, ScanFrom::start(base, config, None)).await?;
+                file.close().await?;
+                let max = scan.time.map_or(-1, |t| t.max_ts);
+                if max >= 0 {
+                    best = best.max(Some(max));
+                }
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// A sealed segment's time index: loaded, or rebuilt from its batches when missing (older
+/// data, SPEC T8.3) or damaged (T5.6), continuing from the entries before it so the rebuilt
+/// index equals the one written at its close. Returns it and whether it was rebuilt.
+pub(super) async fn time_index_of<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    spans: &[SegmentSpan],
+    i: usize,
+    config: &LogConfig,
+) -> StorageResult<(TimeBuilder, bool)> {
+    let (base, _, size) = spans[i];
+    if let Some(entries) = read_time_index(disk, dir, spans[i]).await? {
+        let t = TimeBuilder::loaded(entries, time_entries(config), None, base, config.time_index_interval_ms);
+        return Ok((t, false));
+    }
+    let context = context_before(disk, dir, &spans[..i], config).await?;
+    Ok((rebuild_time_index(disk, dir, base, size, config, context).await?, true))
+}
+
+/// SPEC T8.1: the log's last time-index timestamp among the sealed segments, scanning back
+/// from the newest until an index holds an entry (rebuilding missing or damaged ones met on
+/// the way, T8.3, T5.6); the indexes read stay loaded.
+async fn backward_scan<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    spans: &[SegmentSpan],
+    segments: &mut BTreeMap<i64, Segment<D>>,
+    config: &LogConfig,
+    report: &mut OpenReport,
+) -> StorageResult<Option<i64>> {
+    for i in (0..spans.len()).rev() {
+        let (time, rebuilt) = time_index_of(disk, dir, spans, i, config).await?;
+        report.rebuilt_time_indexes += rebuilt as usize;
+        let last = time.entries.last().map(|e| e.0);
+        segments.get_mut(&spans[i].0).expect("sealed segment").set_time_index(time);
+        if last.is_some() {
+            return Ok(last);
+        }
+    }
+    Ok(None)
+}
+
+/// Rebuild a sealed segment's time index from its batches (SPEC T8.3): the bucket rule from
+/// `prev_last_ts` on, then the close rules (the exact maximum, or the file's mtime when no
+/// record has a timestamp). A corrupt stretch ends the rebuild there (logged; reads of it
+/// fail on their own). Writes the file atomically.
+async fn rebuild_time_index<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    base: i64,
+    size: u64,
+    config: &LogConfig,
+    prev_last_ts: Option<i64>,
+) -> StorageResult<TimeBuilder> {
+    let path = log_path(dir, base);
+    let file = disk.open_rw(&path).await?;
+    let scan = scan_segment(&file, base, size, ScanFrom::start(base, config, prev_last_ts)).await?;
+    file.close().await?;
+    if let Some((position, error)) = &scan.stop {
+        tracing::error!(path = %path.display(), position, %error, "corrupt data in a sealed segment; its time index covers the valid part");
+    }
+    let mut time = scan.time.expect("scan built a time index");
+    time.on_close(base, scan.next_offset - 1, Some(disk.mtime_ms(&path).await?));
+    let tpath = timeindex_path(dir, base);
+    disk.write_file_atomic(&tpath, &time.encode()).await?;
+    tracing::info!(path = %tpath.display(), entries = time.entries.len(), "rebuilt time index");
+    Ok(time)
+}
+
+pub(super) fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
+    dir.join(format!("{offset:020}.snapshot"))
+}
+
+/// The producer state at offset `at` (the active segment's base, or the log end after a clean
+/// shutdown), where `spans` are the sealed segments below `at`: the snapshot named `at`
+/// (written when the segment ending there was sealed); if that one is missing or damaged, the
+/// newest valid one below it with the sealed segments after it replayed (from the log start
+/// when none is valid). Without any snapshot file the data predates them (or no idempotent
+/// producer ever wrote here): no producer is known.
+async fn producers_at<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    snapshots: &[i64],
+    spans: &[SegmentSpan],
+    config: &LogConfig,
+    at: i64,
+) -> StorageResult<ProducerState> {
+    if snapshots.is_empty() {
+        return Ok(ProducerState::default());
+    }
+    let mut candidates: Vec<i64> = snapshots.iter().copied().filter(|&o| o <= at).collect();
+    candidates.sort_unstable();
+    let mut found = None;
+    for &offset in candidates.iter().rev() {
+        let path = snapshot_path(dir, offset);
+        if let Some(bytes) = disk.read_file(&path).await? {
+            match ProducerState::decode(&bytes) {
+                Ok(state) => {
+                    found = Some((state, offset));
+                    break;
+                }
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "damaged producer snapshot; skipped"),
+            }
+        }
+    }
+    let (mut state, from) = found.unwrap_or_else(|| (ProducerState::default(), i64::MIN));
+    if from == at {
+        return Ok(state);
+    }
+    tracing::warn!(dir = %dir.display(), from, at, "rebuilding producer state from the segments after the newest valid snapshot");
+    for &(base, _, size) in spans.iter().filter(|&&(base, next, _)| base >= from && next <= at) {
+        let path = log_path(dir, base);
+        let file = disk.open_rw(&path).await?;
+        let mut scan_from = ScanFrom::start(base, config, None);
+        scan_from.time = None;
+        scan_from.producers = Some(state);
+        scan_from.replay_ms = disk.mtime_ms(&path).await?;
+        let scan = scan_segment(&file, base, size, scan_from).await?;
+        file.close().await?;
+        state = scan.producers.expect("asked for");
+    }
+    Ok(state)
+}
+
+impl<D: Disk> Log<D> {
+    /// Open (or create) the log in `dir`, recovering from an unclean shutdown (SPEC T8).
+    /// The cost is one stat per segment, the time index of the newest segments that have
+    /// one (the backwards scan of T8.1), and a scan of the last segment when the shutdown was
+    /// unclean. `now` stamps nothing; it starts the rolling clock.
+    pub async fn open(disk: D, dir: &Path, config: LogConfig) -> StorageResult<(Log<D>, OpenReport)> {
+        disk.create_dir_all(dir).await?;
+        if let Some(parent) = dir.parent() {
+            disk.sync_dir(parent).await?;
+        }
+        let mut report = OpenReport::default();
+        let (bases, snapshots) = list_segment_files(&disk, dir).await?;
+        let marker_path = dir.join(CLEAN_MARKER);
+        // (log end offset, last time-index timestamp) of a clean shutdown.
+        let marker = disk.read_file(&marker_path).await?.and_then(|b| decode_clean_marker(&b));
+        // Every segment but the last is sealed.
+        let mut segments = BTreeMap::new();
+        for pair in bases.windows(2) {
+            let size = disk.file_size(&log_path(dir, pair[0])).await?;
+            segments.insert(pair[0], Segment::sealed(pair[0], pair[1], size));
+        }
+        let spans: Vec<SegmentSpan> = segments.values().map(|s| (s.base_offset, s.next_offset, s.size)).collect();
+        let at = Opening { disk: &disk, dir, config: &config, spans, snapshots };
+        // SPEC T8.1: the log's last time-index timestamp. A clean shutdown recorded it in the
+        // marker; otherwise scan back from the newest sealed segment until an index holds an
+        // entry (rebuilding a missing or damaged one on the way, T8.3, T5.6).
+        let mut context_ts = match marker {
+            Some((_, last_ts)) => last_ts,
+            None => backward_scan(&disk, dir, &at.spans, &mut segments, &config, &mut report).await?,
+        };
+        // The last segment becomes the active one.
+        let base = bases.last().copied().unwrap_or(0);
+        let path = log_path(dir, base);
+        let file = disk.open_rw(&path).await?;
+        if bases.is_empty() {
+            // A new log: its first segment's directory entry must be durable.
+            disk.sync_dir(dir).await?;
+        }
+        let file_size = file.size().await?;
+        let resumed = match marker {
+            Some((marker_end, _)) => at.resume(&file, base, file_size, marker_end, context_ts, &mut report).await?,
+            None => None,
+        };
+        let mut last = match resumed {
+            Some(last) => last,
+            None => {
+                if marker.is_some() {
+                    // The marker's timestamp includes this segment's own entries, which the
+                    // rescan rebuilds: continue from the entries before it instead.
+                    context_ts = backward_scan(&disk, dir, &at.spans, &mut segments, &config, &mut report).await?;
+                }
+                at.rescan(&file, base, file_size, context_ts, &mut report).await?
+            }
+        };
+        // The clean path read no batch: its producer state is the snapshot at the log end.
+        let producers = match last.producers.take() {
+            Some(p) => p,
+            None => {
+                let mut all = at.spans.clone();
+                all.push((base, last.next_offset, last.size));
+                producers_at(&disk, dir, &at.snapshots, &all, &config, last.next_offset).await?
+            }
+        };
+        // From here on the directory is not clean any more.
+        if disk.exists(&marker_path).await? {
+            disk.remove_file(&marker_path).await?;
+            disk.sync_dir(dir).await?;
+        }
+        let roll_reference_ms = disk.mtime_ms(&path).await?;
+        let next_offset = last.next_offset;
+        at.install_last(&mut segments, base, file, last, report.clean).await?;
+        report.segments = segments.len();
+        let start_offset = read_log_start(&disk, dir, next_offset).await?;
+        let log = Log {
+            disk,
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            durable_next_offset: next_offset,
+            unflushed_records: 0,
+            flush_in_flight: false,
+            flush_failure: None,
+            closing: false,
+            last_time_roll_ms: i64::MIN,
+            roll_reference_ms,
+            deleted_last_ts: None,
+            last_append_ms: roll_reference_ms,
+            producers,
+            start_offset,
+        };
+        Ok((log, report))
+    }
+}
+
+/// The segment files in `dir`: the base offsets of the `.log` files (sorted) and the offsets
+/// of the producer snapshots. Removes what an interrupted write or deletion left: `.tmp`
+/// files, and index files without their log.
+async fn list_segment_files<D: Disk>(disk: &D, dir: &Path) -> StorageResult<(Vec<i64>, Vec<i64>)> {
+    let mut bases = Vec::new();
+    let mut others = Vec::new();
+    let mut snapshots = Vec::new();
+    for name in disk.list_dir(dir).await? {
+        match parse_segment_name(&name) {
+            Some((base, "log")) => bases.push(base),
+            Some((offset, "snapshot")) => snapshots.push(offset),
+            Some((base, ext)) if ext == "index" || ext == "timeindex" => others.push((base, name)),
+            _ if name.ends_with(".tmp") => disk.remove_file(&dir.join(&name)).await?,
+            _ => {}
+        }
+    }
+    bases.sort_unstable();
+    // Index files without their log: left by an interrupted deletion.
+    for (base, name) in others {
+        if bases.binary_search(&base).is_err() {
+            disk.remove_file(&dir.join(name)).await?;
+        }
+    }
+    Ok((bases, snapshots))
+}
+
+/// KIP-107: the log start DeleteRecords moved (never past the log end `next_offset`), or
+/// `i64::MIN` when there is none (the log starts at its first segment).
+async fn read_log_start<D: Disk>(disk: &D, dir: &Path, next_offset: i64) -> StorageResult<i64> {
+    Ok(match disk.read_file(&dir.join(LOG_START_FILE)).await? {
+        Some(bytes) => match decode_log_start(&bytes) {
+            Some(o) => o.min(next_offset),
+            None => {
+                tracing::warn!(dir = %dir.display(), "unreadable {LOG_START_FILE}: the log starts at its first segment");
+                i64::MIN
+            }
+        },
+        None => i64::MIN,
+    })
+}
+
+/// The last segment as recovery found it.
+struct Last {
+    next_offset: i64,
+    size: u64,
+    index: IndexBuilder,
+    time: TimeBuilder,
+    /// The producer state a rescan replayed; `None` after a clean resume, which read no batch.
+    producers: Option<ProducerState>,
+}
+
+/// What the steps of [`Log::open`] share: the directory, its sealed segments (every segment
+/// but the last) and its producer snapshots.
+struct Opening<'a, D: Disk> {
+    disk: &'a D,
+    dir: &'a Path,
+    config: &'a LogConfig,
+    spans: Vec<SegmentSpan>,
+    snapshots: Vec<i64>,
+}
+
+impl<D: Disk> Opening<'_, D> {
+    /// After a clean shutdown whose marker says the log ends at `marker_end`: the last segment
+    /// from its index files, without reading its batches (but those after the offset index's
+    /// last entry). `None` when anything does not check out: the caller rescans.
+    async fn resume(
+        &self,
+        file: &D::File,
+        base: i64,
+        file_size: u64,
+        marker_end: i64,
+        context_ts: Option<i64>,
+        report: &mut OpenReport,
+    ) -> StorageResult<Option<Last>> {
+        // Clean: the log was trimmed and its indexes written. Resume the offset index from
+        // its last entry, hopping batch headers to the end; load the time index.
+        let Some((next, size, index)) = self.resume_offset_index(file, base, file_size).await? else {
+            return Ok(None);
+        };
+        if next != marker_end {
+            return Ok(None);
+        }
+        let mut all = self.spans.clone();
+        all.push((base, next, size));
+        let (mut time, rebuilt) = time_index_of(self.disk, self.dir, &all, all.len() - 1, self.config).await?;
+        report.rebuilt_time_indexes += rebuilt as usize;
+        time.last_ts = time.entries.last().map(|e| e.0).or(context_ts);
+        // An empty segment (resumed as the active one) has no batch left unread.
+        time.complete |= size == 0;
+        report.clean = true;
+        Ok(Some(Last { next_offset: next, size, index, time, producers: None }))
+    }
+
+    /// For a cleanly closed last segment: (next offset, size, index) from its index file and
+    /// the batches after its last entry; `None` when anything does not check out.
+    async fn resume_offset_index(
+        &self,
+        file: &D::File,
+        base: i64,
+        size: u64,
+    ) -> StorageResult<Option<(i64, u64, IndexBuilder)>> {
+        let (disk, dir, config) = (self.disk, self.dir, self.config);
+        let Some(bytes) = disk.read_file(&index_path(dir, base)).await? else {
+            return Ok(None);
+        };
+        let Ok(entries) = decode_offset_index(&bytes, size.max(1)) else {
+            return Ok(None);
+        };
+        // Continue from just past the last entry's batch, as if appends had built it.
+        let mut from = ScanFrom::start(base, config, None);
+        from.time = None;
+        if let Some(&(rel, p)) = entries.last() {
+            let head = file.read_at(p as u64, MAX_HEADER_LEN).await?;
+            let Ok(h) = BatchInfo::parse(&head) else {
+                return Ok(None);
+            };
+            if h.index_offset() != base + rel as i64 {
+                return Ok(None);
+            }
+            let index = OffsetIndex::from_entries(entries, offset_entries(config));
+            let len = h.total_len as u64;
+            from.index = IndexBuilder::resume(index, len, config.index_interval_bytes);
+            from.pos = p as u64 + len;
+            from.expected = h.next_offset();
+        }
+        let scan = scan_segment(file, base, size, from).await?;
+        if scan.stop.is_some() {
+            return Ok(None);
+        }
+        Ok(Some((scan.next_offset, size, scan.index)))
+    }
+
+    /// SPEC T8.2: scan the last segment from its start, rebuilding its indexes (continuing the
+    /// time index after `context_ts`) and replaying its producers' batches over the snapshot
+    /// at its base, and cut a torn or corrupt tail at the first bad batch.
+    async fn rescan(
+        &self,
+        file: &D::File,
+        base: i64,
+        file_size: u64,
+        context_ts: Option<i64>,
+        report: &mut OpenReport,
+    ) -> StorageResult<Last> {
+        let (disk, dir, config) = (self.disk, self.dir, self.config);
+        let mut from = ScanFrom::start(base, config, context_ts);
+        from.producers = Some(producers_at(disk, dir, &self.snapshots, &self.spans, config, base).await?);
+        from.replay_ms = disk.mtime_ms(&log_path(dir, base)).await?;
+        let scan = scan_segment(file, base, file_size, from).await?;
+        report.scanned_bytes = scan.scanned;
+        if scan.valid_size < file_size {
+            // Preallocated zeros past the end are expected; anything else is reported.
+            let len = (file_size - scan.valid_size).min(1 << 20) as usize;
+            let tail = file.read_at(scan.valid_size, len).await?;
+            if tail.iter().any(|&b| b != 0) {
+                report.truncated_bytes = file_size - scan.valid_size;
+                report.truncate_reason = scan.stop.as_ref().map(|(p, e)| format!("at position {p}: {e}"));
+                tracing::warn!(dir = %dir.display(), base, position = scan.valid_size, reason = ?report.truncate_reason, "truncating torn or corrupt segment tail");
+            }
+            file.truncate(scan.valid_size).await?;
+            file.sync().await?;
+        }
+        Ok(Last {
+            next_offset: scan.next_offset,
+            size: scan.valid_size,
+            index: scan.index,
+            time: scan.time.expect("scan built a time index"),
+            producers: scan.producers,
+        })
+    }
+
+    /// Put the last segment into `segments`: sealed, followed by a new empty active segment,
+    /// when it was cleanly closed with data; otherwise active again, its tail starting with
+    /// the partial last page read back from its file.
+    async fn install_last(
+        &self,
+        segments: &mut BTreeMap<i64, Segment<D>>,
+        base: i64,
+        file: D::File,
+        last: Last,
+        clean: bool,
+    ) -> StorageResult<()> {
+        let Last { next_offset, size, index, time, .. } = last;
+        if clean && size > 0 {
+            // A segment is active once in its life (as Redpanda does): the cleanly closed last
+            // segment stays sealed, with its close entry, and a new active segment begins at
+            // the log end; its file appears with its first flush. A rescan after a later crash
+            // then rebuilds exactly what this segment's single active life built.
+            let last_ts = time.last_ts;
+            let indexes = SealedIndexes::Loaded { file: Rc::new(file), index: index.index, time };
+            let sealed = Segment {
+                base_offset: base,
+                next_offset,
+                size,
+                durable_size: size,
+                state: SegmentState::Sealed(indexes),
+            };
+            segments.insert(base, sealed);
+            segments.insert(next_offset, new_active_segment(self.disk, self.config, next_offset, last_ts));
+        } else {
+            // Unclean (the segment continues its active life) or empty: resume it.
+            let partial = file.read_at(align_down(size), (size - align_down(size)) as usize).await?;
+            let tail = Tail::new(self.disk, size, &partial, self.config.write_chunk_bytes as usize);
+            let allocated = file.size().await?;
+            let unsealed = Unsealed { file: Some(Rc::new(file)), allocated, index, time, tail };
+            let active = Segment {
+                base_offset: base,
+                next_offset,
+                size,
+                durable_size: size,
+                state: SegmentState::Active(unsealed),
+            };
+            segments.insert(base, active);
+        }
+        Ok(())
+    }
+}
