@@ -319,112 +319,61 @@ impl Message for MetadataResponse {
 
 // ---------------------------------------------------------------- Produce (0)
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProducePartition {
-    pub index: i32,
-    pub records: Option<Bytes>,
-    pub tags: TaggedFields,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProduceTopic {
-    pub name: String,
-    pub partitions: Vec<ProducePartition>,
-    pub tags: TaggedFields,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProduceRequest {
-    pub transactional_id: Option<String>,
-    pub acks: i16,
-    pub timeout_ms: i32,
-    pub topics: Vec<ProduceTopic>,
-    pub tags: TaggedFields,
-}
-
-impl Message for ProduceRequest {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        if v >= 3 {
-            c.nullable_string(&mut self.transactional_id)?;
-        }
-        c.i16(&mut self.acks)?;
-        c.i32(&mut self.timeout_ms)?;
-        array(c, &mut self.topics, |c, t| {
-            c.string(&mut t.name)?;
-            array(c, &mut t.partitions, |c, p| {
-                c.i32(&mut p.index)?;
-                c.nullable_bytes(&mut p.records)?;
-                c.tagged(&mut p.tags)
-            })?;
-            c.tagged(&mut t.tags)
-        })?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct ProducePartition {
+        pub index: i32 => int32,
+        /// The records: a zero-copy slice of the request frame.
+        pub records: Option<Bytes> => nullable_bytes,
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RecordError {
-    pub batch_index: i32,
-    pub message: Option<String>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct ProduceTopic {
+        pub name: String => string,
+        pub partitions: Vec<ProducePartition> => array,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProducePartitionResponse {
-    pub index: i32,
-    pub error_code: i16,
-    pub base_offset: i64,
-    pub log_append_time_ms: i64,
-    pub log_start_offset: i64,
-    pub record_errors: Vec<RecordError>,
-    pub error_message: Option<String>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct ProduceRequest {
+        pub transactional_id: Option<String> => nullable_string if 3..,
+        pub acks: i16 => int16,
+        pub timeout_ms: i32 => int32,
+        pub topics: Vec<ProduceTopic> => array,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProduceTopicResponse {
-    pub name: String,
-    pub partitions: Vec<ProducePartitionResponse>,
-    pub tags: TaggedFields,
+crate::schema! {
+    /// KIP-467: a record that made its batch invalid.
+    pub struct RecordError {
+        pub batch_index: i32 => int32,
+        pub message: Option<String> => nullable_string,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProduceResponse {
-    pub topics: Vec<ProduceTopicResponse>,
-    pub throttle_time_ms: i32,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct ProducePartitionResponse {
+        pub index: i32 => int32,
+        pub error_code: i16 => int16,
+        pub base_offset: i64 => int64,
+        pub log_append_time_ms: i64 => int64 if 2..,
+        pub log_start_offset: i64 => int64 if 5..,
+        pub record_errors: Vec<RecordError> => array if 8..,
+        pub error_message: Option<String> => nullable_string if 8..,
+    }
 }
 
-impl Message for ProduceResponse {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        array(c, &mut self.topics, |c, t| {
-            c.string(&mut t.name)?;
-            array(c, &mut t.partitions, |c, p| {
-                c.i32(&mut p.index)?;
-                c.i16(&mut p.error_code)?;
-                c.i64(&mut p.base_offset)?;
-                if v >= 2 {
-                    c.i64(&mut p.log_append_time_ms)?;
-                }
-                if v >= 5 {
-                    c.i64(&mut p.log_start_offset)?;
-                }
-                if v >= 8 {
-                    array(c, &mut p.record_errors, |c, e| {
-                        c.i32(&mut e.batch_index)?;
-                        c.nullable_string(&mut e.message)?;
-                        c.tagged(&mut e.tags)
-                    })?;
-                    c.nullable_string(&mut p.error_message)?;
-                }
-                c.tagged(&mut p.tags)
-            })?;
-            c.tagged(&mut t.tags)
-        })?;
-        if v >= 1 {
-            c.i32(&mut self.throttle_time_ms)?;
-        }
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct ProduceTopicResponse {
+        pub name: String => string,
+        pub partitions: Vec<ProducePartitionResponse> => array,
+    }
+}
+
+crate::schema! {
+    pub struct ProduceResponse {
+        pub topics: Vec<ProduceTopicResponse> => array,
+        pub throttle_time_ms: i32 => int32 if 1..,
     }
 }
 

@@ -13,6 +13,7 @@ pub mod codec;
 pub mod errors;
 pub mod groups;
 pub mod messages;
+pub mod schema;
 
 pub use codec::{ProtoError, ProtoResult};
 
