@@ -4,6 +4,7 @@
 //!
 //! The map, bottom up (imports point down this list, never up; `protocol` and `storage`
 //! never import each other, and neither imports `server`):
+//! - [`types`]: newtypes for numbers easily mixed up (`Offset`, `TimestampMs`).
 //! - [`metrics`]: per-shard latency histograms by stage and counters.
 //! - [`io`]: the disk seam; the only code that calls glommio's file APIs. [`io::DmaDisk`] for
 //!   real disks, [`io::MemDisk`] for tests that crash and inject faults.
@@ -37,3 +38,4 @@ pub mod protocol;
 pub mod server;
 pub mod storage;
 pub mod storage_load;
+pub mod types;

@@ -9,6 +9,7 @@ use crate::server::errors::{call_code, storage_code};
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use crate::storage::topics::validate_topic_name;
+use crate::types::Offset;
 use std::rc::Rc;
 
 /// Move one partition's log start to `offset` (-1: the high watermark), on its owner.
@@ -16,18 +17,19 @@ use std::rc::Rc;
 struct DeleteRecords {
     topic: String,
     partition: i32,
-    offset: i64,
+    /// The new log start, or Kafka's -1: the high watermark.
+    offset: Offset,
 }
 
 impl ShardCall<Shard> for DeleteRecords {
     /// The new log start offset, or an error code.
-    type Reply = Result<i64, i16>;
+    type Reply = Result<Offset, i16>;
     const NAME: &'static str = "delete-records";
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let p = shard.partition(&self.topic, self.partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
-        p.delete_records(self.offset).await.map_err(|e| {
-            tracing::debug!(topic = self.topic, partition = self.partition, offset = self.offset, error = %e, "DeleteRecords refused");
+        p.delete_records(self.offset.get()).await.map(Offset).map_err(|e| {
+            tracing::debug!(topic = self.topic, partition = self.partition, offset = self.offset.get(), error = %e, "DeleteRecords refused");
             storage_code(&e)
         })
     }
@@ -48,14 +50,15 @@ pub async fn delete_records(cx: &mut Cx<'_>, req: DeleteRecordsRequest) -> Delet
                 Err(code::UNKNOWN_TOPIC_OR_PARTITION)
             } else {
                 let owner = cx.shard.owner(&t.name, p.partition_index);
-                let call = DeleteRecords { topic: t.name.clone(), partition: p.partition_index, offset: p.offset };
+                let call =
+                    DeleteRecords { topic: t.name.clone(), partition: p.partition_index, offset: Offset(p.offset) };
                 match cx.shard.call(owner, call).await {
                     Ok(r) => r,
                     Err(e) => Err(call_code(&e, code::NOT_LEADER_OR_FOLLOWER)),
                 }
             };
             let (low_watermark, error_code) = match result {
-                Ok(start) => (start, code::NONE),
+                Ok(start) => (start.get(), code::NONE),
                 Err(c) => (-1, c),
             };
             partitions.push(DeleteRecordsPartitionResult {

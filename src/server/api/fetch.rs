@@ -14,6 +14,7 @@ use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use crate::storage::format::convert::{for_reader, ForReader};
 use crate::storage::ReadUpTo;
+use crate::types::Offset;
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::BTreeMap;
@@ -32,7 +33,7 @@ const MEMORY_RETRY: Duration = Duration::from_millis(5);
 pub struct Read {
     pub topic: String,
     pub partition: i32,
-    pub offset: i64,
+    pub offset: Offset,
     pub max_bytes: usize,
 }
 
@@ -40,8 +41,8 @@ pub struct Read {
 /// so it never lags what is returned) and log start.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadOut {
-    pub high_watermark: i64,
-    pub log_start_offset: i64,
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
     pub records: Bytes,
 }
 
@@ -49,13 +50,13 @@ pub struct ReadOut {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadRefused {
     pub code: i16,
-    pub high_watermark: i64,
-    pub log_start_offset: i64,
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
 }
 
 impl ReadRefused {
     fn code(code: i16) -> Self {
-        ReadRefused { code, high_watermark: -1, log_start_offset: -1 }
+        ReadRefused { code, high_watermark: Offset::NONE, log_start_offset: Offset::NONE }
     }
 }
 
@@ -70,11 +71,11 @@ impl ShardCall<Shard> for Read {
         let read = if self.max_bytes == 0 {
             Ok(Bytes::new())
         } else {
-            p.read(self.offset, self.max_bytes, ReadUpTo::Durable).await
+            p.read(self.offset.get(), self.max_bytes, ReadUpTo::Durable).await
         };
         let (high_watermark, log_start_offset) = {
             let log = p.log();
-            (log.durable_offset(), log.log_start_offset())
+            (Offset(log.durable_offset()), Offset(log.log_start_offset()))
         };
         match read {
             Ok(records) => Ok(ReadOut { high_watermark, log_start_offset, records }),
@@ -82,7 +83,7 @@ impl ShardCall<Shard> for Read {
                 let code = storage_code(&e);
                 if code == code::KAFKA_STORAGE_ERROR {
                     if let Some(skipped) = shard.read_errors_log().ready() {
-                        tracing::warn!(topic = self.topic, partition = self.partition, offset = self.offset, error = %e, failed_reads_since_last_line = skipped, "read failed: KAFKA_STORAGE_ERROR");
+                        tracing::warn!(topic = self.topic, partition = self.partition, offset = self.offset.get(), error = %e, failed_reads_since_last_line = skipped, "read failed: KAFKA_STORAGE_ERROR");
                     }
                 }
                 Err(ReadRefused { code, high_watermark, log_start_offset })
@@ -96,8 +97,8 @@ impl ShardCall<Shard> for Read {
 pub struct Seen {
     pub topic: String,
     pub partition: i32,
-    pub high_watermark: i64,
-    pub log_start_offset: i64,
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
 }
 
 /// Wait, on the shard that owns them, until one of `partitions` differs from what the fetch
@@ -124,7 +125,7 @@ impl ShardCall<Shard> for Watch {
             let Some(p) = shard.partition(&s.topic, s.partition) else { return };
             let now = {
                 let log = p.log();
-                (log.durable_offset(), log.log_start_offset())
+                (Offset(log.durable_offset()), Offset(log.log_start_offset()))
             };
             if now != (s.high_watermark, s.log_start_offset) {
                 return;
@@ -234,7 +235,8 @@ async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest, deadline:
                 }
             }
             let owner = shard.owner(&t.topic, p.partition);
-            let call = Read { topic: t.topic.clone(), partition: p.partition, offset: p.fetch_offset, max_bytes: max };
+            let call =
+                Read { topic: t.topic.clone(), partition: p.partition, offset: Offset(p.fetch_offset), max_bytes: max };
             let read = match shard.call(owner, call).await {
                 Ok(r) => r,
                 Err(e) => Err(ReadRefused::code(call_code(&e, code::NOT_LEADER_OR_FOLLOWER))),
@@ -262,7 +264,7 @@ async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest, deadline:
             budget = budget.saturating_sub(records.len());
             pass.bytes += records.len();
             if error_code == code::NONE {
-                pass.unread |= records.is_empty() && p.fetch_offset < hw;
+                pass.unread |= records.is_empty() && Offset(p.fetch_offset) < hw;
                 let seen = Seen {
                     topic: t.topic.clone(),
                     partition: p.partition,
@@ -274,9 +276,9 @@ async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest, deadline:
             partitions.push(FetchPartitionResponse {
                 partition_index: p.partition,
                 error_code,
-                high_watermark: hw,
-                last_stable_offset: hw,
-                log_start_offset: start,
+                high_watermark: hw.get(),
+                last_stable_offset: hw.get(),
+                log_start_offset: start.get(),
                 aborted_transactions: None,
                 preferred_read_replica: -1,
                 records: Some(records),

@@ -8,6 +8,7 @@ use crate::server::errors::{call_code, storage_code};
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use crate::storage::ReadUpTo;
+use crate::types::{Offset, TimestampMs};
 use std::rc::Rc;
 
 /// Look a partition up by time on the shard that owns it.
@@ -15,14 +16,15 @@ use std::rc::Rc;
 pub struct Lookup {
     pub topic: String,
     pub partition: i32,
-    pub timestamp: i64,
+    /// A time, or one of Kafka's `-1` (latest), `-2` (earliest), `-3` (largest timestamp).
+    pub timestamp: TimestampMs,
 }
 
 /// The record a lookup found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Found {
-    pub offset: i64,
-    pub timestamp: i64,
+    pub offset: Offset,
+    pub timestamp: TimestampMs,
 }
 
 impl ShardCall<Shard> for Lookup {
@@ -32,8 +34,8 @@ impl ShardCall<Shard> for Lookup {
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let p = shard.partition(&self.topic, self.partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
-        let found = p.offset_for_time(self.timestamp, ReadUpTo::Durable).await.map_err(|e| storage_code(&e))?;
-        Ok(found.map(|(offset, timestamp)| Found { offset, timestamp }))
+        let found = p.offset_for_time(self.timestamp.get(), ReadUpTo::Durable).await.map_err(|e| storage_code(&e))?;
+        Ok(found.map(|(offset, timestamp)| Found { offset: Offset(offset), timestamp: TimestampMs(timestamp) }))
     }
 }
 
@@ -45,7 +47,8 @@ pub async fn handle(cx: &mut Cx<'_>, l: ListOffsetsRequest) -> ListOffsetsRespon
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in t.partitions {
             let owner = cx.shard.owner(&t.name, p.partition_index);
-            let call = Lookup { topic: t.name.clone(), partition: p.partition_index, timestamp: p.timestamp };
+            let call =
+                Lookup { topic: t.name.clone(), partition: p.partition_index, timestamp: TimestampMs(p.timestamp) };
             let result = match cx.shard.call(owner, call).await {
                 Ok(r) => r,
                 Err(e) => Err(call_code(&e, code::NOT_LEADER_OR_FOLLOWER)),
@@ -54,13 +57,14 @@ pub async fn handle(cx: &mut Cx<'_>, l: ListOffsetsRequest) -> ListOffsetsRespon
                 Ok(found) => (code::NONE, found),
                 Err(c) => (c, None),
             };
-            let Found { offset, timestamp } = found.unwrap_or(Found { offset: -1, timestamp: -1 });
+            let Found { offset, timestamp } =
+                found.unwrap_or(Found { offset: Offset::NONE, timestamp: TimestampMs::NONE });
             partitions.push(ListOffsetsPartitionResponse {
                 partition_index: p.partition_index,
                 error_code,
-                old_style_offsets: if version == 0 && found.is_some() { vec![offset] } else { Vec::new() },
-                timestamp,
-                offset,
+                old_style_offsets: if version == 0 && found.is_some() { vec![offset.get()] } else { Vec::new() },
+                timestamp: timestamp.get(),
+                offset: offset.get(),
                 leader_epoch: 0,
                 ..Default::default()
             });

@@ -13,6 +13,7 @@ use crate::server::router::{CallError, ShardCall};
 use crate::server::shard::Shard;
 use crate::storage::format::stored::{check_produce_shape, ProduceShape};
 use crate::storage::StorageError;
+use crate::types::{Offset, TimestampMs};
 use bytes::Bytes;
 use std::rc::Rc;
 
@@ -27,10 +28,10 @@ pub struct Append {
 /// Where an append landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Appended {
-    pub base_offset: i64,
+    pub base_offset: Offset,
     /// The broker's time for LogAppendTime topics (SPEC T3.4), -1 otherwise.
-    pub log_append_time: i64,
-    pub log_start_offset: i64,
+    pub log_append_time: TimestampMs,
+    pub log_start_offset: Offset,
 }
 
 /// Why a partition refused a produce: the error code, the log start offset (the Java
@@ -39,18 +40,18 @@ pub struct Appended {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ProduceRefused {
     pub code: i16,
-    pub log_start_offset: i64,
+    pub log_start_offset: Offset,
     pub message: Option<String>,
     pub record_errors: Vec<(i32, String)>,
 }
 
 impl ProduceRefused {
     pub fn code(code: i16) -> Self {
-        ProduceRefused { code, log_start_offset: -1, ..Default::default() }
+        ProduceRefused { code, log_start_offset: Offset::NONE, ..Default::default() }
     }
 
     /// From a storage error, with Kafka's messages for invalid timestamps.
-    fn from_storage(e: &StorageError, log_start_offset: i64) -> Self {
+    fn from_storage(e: &StorageError, log_start_offset: Offset) -> Self {
         let (message, record_errors) = match e {
             StorageError::InvalidTimestamp { lo, hi, records, .. } => (
                 "One or more records have been rejected due to invalid timestamp".to_string(),
@@ -85,13 +86,16 @@ impl ShardCall<Shard> for Append {
         match p.append(&self.records).await {
             Ok(info) => {
                 crate::metrics::count(crate::metrics::Counter::RecordsProduced, info.records);
-                let log_start_offset = p.log().log_start_offset();
-                Ok(Appended { base_offset: info.base_offset, log_append_time: info.log_append_time, log_start_offset })
+                Ok(Appended {
+                    base_offset: Offset(info.base_offset),
+                    log_append_time: TimestampMs(info.log_append_time),
+                    log_start_offset: Offset(p.log().log_start_offset()),
+                })
             }
             Err(e) => {
                 crate::metrics::count(crate::metrics::Counter::ProduceErrors, 1);
                 tracing::debug!(topic = self.topic, partition = self.partition, error = %e, "produce refused");
-                Err(ProduceRefused::from_storage(&e, p.log().log_start_offset()))
+                Err(ProduceRefused::from_storage(&e, Offset(p.log().log_start_offset())))
             }
         }
     }
@@ -196,9 +200,9 @@ fn partition_response(index: i32, result: Result<Appended, ProduceRefused>) -> P
         Ok(a) => ProducePartitionResponse {
             index,
             error_code: code::NONE,
-            base_offset: a.base_offset,
-            log_append_time_ms: a.log_append_time,
-            log_start_offset: a.log_start_offset,
+            base_offset: a.base_offset.get(),
+            log_append_time_ms: a.log_append_time.get(),
+            log_start_offset: a.log_start_offset.get(),
             ..Default::default()
         },
         Err(refused) => ProducePartitionResponse {
@@ -206,7 +210,7 @@ fn partition_response(index: i32, result: Result<Appended, ProduceRefused>) -> P
             error_code: refused.code,
             base_offset: -1,
             log_append_time_ms: -1,
-            log_start_offset: refused.log_start_offset,
+            log_start_offset: refused.log_start_offset.get(),
             error_message: refused.message,
             record_errors: refused
                 .record_errors
