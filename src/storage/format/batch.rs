@@ -39,66 +39,11 @@ pub const OFF_FIRST_TIMESTAMP: usize = 27;
 pub const OFF_MAX_TIMESTAMP: usize = 35;
 pub const OFF_RECORD_COUNT: usize = 57;
 
-pub const ATTR_COMPRESSION_MASK: i16 = 0x07;
+pub use super::compression::{Compression, ATTR_COMPRESSION_MASK};
+pub use super::error::FormatError;
 const ATTR_LOG_APPEND_TIME: i16 = 0x08;
 const ATTR_TRANSACTIONAL: i16 = 0x10;
 const ATTR_CONTROL: i16 = 0x20;
-
-/// Why bytes are not a valid batch.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FormatError {
-    #[error("batch truncated: need {need} bytes, have {have}")]
-    Truncated { need: usize, have: usize },
-    #[error("invalid batch length {0}")]
-    BadLength(i64),
-    #[error("unsupported magic {0}")]
-    BadMagic(i8),
-    #[error("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
-    BadCrc { stored: u32, computed: u32 },
-    #[error("record count {count} does not match lastOffsetDelta {last_offset_delta}")]
-    BadRecordCount { count: i32, last_offset_delta: i32 },
-    #[error("corrupt records: {0}")]
-    BadRecords(&'static str),
-    #[error("unknown compression codec {0}")]
-    UnknownCompression(i16),
-    #[error("corrupt {0} data: {1}")]
-    BadCompressed(&'static str, String),
-    #[error("expected offset {expected}, found batch at {found}")]
-    OffsetGap { expected: i64, found: i64 },
-}
-
-/// The compression codec in a batch's attributes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    None = 0,
-    Gzip = 1,
-    Snappy = 2,
-    Lz4 = 3,
-    Zstd = 4,
-}
-
-impl Compression {
-    pub fn from_attributes(attributes: i16) -> Result<Compression, FormatError> {
-        Ok(match attributes & ATTR_COMPRESSION_MASK {
-            0 => Compression::None,
-            1 => Compression::Gzip,
-            2 => Compression::Snappy,
-            3 => Compression::Lz4,
-            4 => Compression::Zstd,
-            other => return Err(FormatError::UnknownCompression(other)),
-        })
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Compression::None => "none",
-            Compression::Gzip => "gzip",
-            Compression::Snappy => "snappy",
-            Compression::Lz4 => "lz4",
-            Compression::Zstd => "zstd",
-        }
-    }
-}
 
 /// CreateTime (set by the producer) or LogAppendTime (set by the broker).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,8 +11,44 @@
 //!
 //! Decompression is bounded: output past `limit` bytes is an error, never an allocation.
 
-use super::batch::{Compression, FormatError};
+use super::error::FormatError;
 use std::io::Read;
+
+/// The bits of a batch's (or a legacy message's) attributes that name its codec.
+pub const ATTR_COMPRESSION_MASK: i16 = 0x07;
+
+/// The compression codec in a batch's attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None = 0,
+    Gzip = 1,
+    Snappy = 2,
+    Lz4 = 3,
+    Zstd = 4,
+}
+
+impl Compression {
+    pub fn from_attributes(attributes: i16) -> Result<Compression, FormatError> {
+        Ok(match attributes & ATTR_COMPRESSION_MASK {
+            0 => Compression::None,
+            1 => Compression::Gzip,
+            2 => Compression::Snappy,
+            3 => Compression::Lz4,
+            4 => Compression::Zstd,
+            other => return Err(FormatError::UnknownCompression(other)),
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Snappy => "snappy",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
 
 /// log2 of the largest zstd window a frame may ask the decoder for.
 const ZSTD_WINDOW_LOG_MAX: u32 = 25;

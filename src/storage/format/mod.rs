@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod compression;
 pub mod convert;
+pub mod error;
 pub mod index;
 pub mod legacy;
 pub mod stored;
