@@ -10,15 +10,15 @@
 use crate::metrics::{self, Counter, Stage};
 use crate::protocol::decode_request;
 use crate::server::api::{error_response, handle, Dispatched};
+use crate::server::deadline::within;
 use crate::server::limits::{Admitted, Held};
 use crate::server::shard::Shard;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
-use glommio::channels::local_channel;
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::net::TcpStream;
 use glommio::sync::Semaphore;
-use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -26,112 +26,111 @@ use std::time::Duration;
 /// or "close the connection". The in-flight permit rides along until the answer is written.
 type Outcome = (Result<Option<(Bytes, Held)>, ()>, glommio::sync::StaticPermit);
 
-/// `fut`, or `None` once `limit` passes. The timer is armed only when `fut` is not ready at
-/// once (a read of a request already in the socket, a write the socket takes whole): no timer
-/// per request on a busy connection.
-async fn within<T>(limit: Duration, fut: impl Future<Output = T>) -> Option<T> {
-    let mut fut = std::pin::pin!(fut);
-    if let Some(v) = futures_lite::future::poll_once(fut.as_mut()).await {
-        return Some(v);
-    }
-    futures_lite::future::or(async { Some(fut.await) }, async {
-        glommio::timer::sleep(limit).await;
-        None
-    })
-    .await
-}
-
+/// Serve one connection until the client closes it, it idles past `connections.max.idle.ms`,
+/// or a frame is out of bounds.
 pub async fn serve(shard: Rc<Shard>, stream: TcpStream, admitted: Admitted) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     metrics::count(Counter::Connections, 1);
     let _ = stream.set_nodelay(true);
-    let (mut reader, mut writer) = futures_lite::io::split(stream);
+    let (reader, writer) = futures_lite::io::split(stream);
     let limits = shard.config().limits.clone();
-    let (write_limit, write_peer) = (limits.connections_max_idle, peer.clone());
-    let in_flight = Rc::new(Semaphore::new(limits.max_inflight_per_connection as u64));
     let (tx, rx) = local_channel::new_bounded::<glommio::Task<Outcome>>(limits.max_inflight_per_connection);
-    let max = shard.config().max_request_bytes;
-    let read_peer = peer.clone();
-    let reading = glommio::spawn_local(async move {
-        // Each request waits for the one before it to have issued its side effects.
-        let mut turn: Option<oneshot::Receiver<()>> = None;
-        let idle = limits.connections_max_idle;
-        loop {
-            let Ok(permit) = in_flight.acquire_static_permit(1).await else { return };
-            let mut len = [0u8; 4];
-            match within(idle, reader.read_exact(&mut len)).await {
-                Some(Ok(())) => {}
-                Some(Err(_)) => return, // closed by the client
-                None => {
-                    tracing::info!(
-                        peer = read_peer,
-                        idle_ms = idle.as_millis() as u64,
-                        "idle connection closed (connections.max.idle.ms)"
-                    );
-                    let _ = tx.send(glommio::spawn_local(async { (Err(()), permit) })).await;
-                    return;
-                }
-            }
-            let n = i32::from_be_bytes(len);
-            if n < 8 || n as usize > max {
-                tracing::warn!(
-                    peer = read_peer,
-                    size = n,
-                    max,
-                    "request size out of bounds (socket.request.max.bytes); closing the connection"
-                );
-                let _ = tx.send(glommio::spawn_local(async { (Err(()), permit) })).await;
+    let reading = glommio::spawn_local(read_requests(shard, reader, tx, peer.clone()));
+    write_responses(writer, rx, limits.connections_max_idle, &peer).await;
+    reading.cancel().await;
+    drop(admitted);
+}
+
+type Reader = futures_lite::io::ReadHalf<TcpStream>;
+type Writer = futures_lite::io::WriteHalf<TcpStream>;
+
+/// The reader: frames in, one handler task per request (at most the in-flight limit), each
+/// handed to the writer in request order. Each request waits for the one before it to have
+/// issued its side effects. An idle or out-of-bounds connection ends with an `Err` outcome,
+/// which closes it.
+async fn read_requests(shard: Rc<Shard>, mut reader: Reader, tx: LocalSender<glommio::Task<Outcome>>, peer: String) {
+    let limits = shard.config().limits.clone();
+    let (idle, max) = (limits.connections_max_idle, shard.config().max_request_bytes);
+    let in_flight = Rc::new(Semaphore::new(limits.max_inflight_per_connection as u64));
+    let close = |permit| glommio::spawn_local(async move { (Err(()), permit) });
+    let mut turn: Option<oneshot::Receiver<()>> = None;
+    loop {
+        let Ok(permit) = in_flight.acquire_static_permit(1).await else { return };
+        let mut len = [0u8; 4];
+        match within(idle, reader.read_exact(&mut len)).await {
+            Some(Ok(())) => {}
+            Some(Err(_)) => return, // closed by the client
+            None => {
+                let idle_ms = idle.as_millis() as u64;
+                tracing::info!(peer, idle_ms, "idle connection closed (connections.max.idle.ms)");
+                let _ = tx.send(close(permit)).await;
                 return;
             }
-            // The frame's memory is held from before it is read until it is answered.
-            let frame_held = shard.request_memory().reserve(n as u64).await;
-            let started = std::time::Instant::now();
-            let mut buf = vec![0u8; n as usize];
-            match within(idle, reader.read_exact(&mut buf)).await {
-                Some(Ok(())) => {}
-                Some(Err(_)) => return,
-                None => {
-                    tracing::warn!(
-                        peer = read_peer,
-                        size = n,
-                        "request not received in connections.max.idle.ms; closing"
-                    );
-                    let _ = tx.send(glommio::spawn_local(async { (Err(()), permit) })).await;
-                    return;
-                }
-            }
-            metrics::since(Stage::NetworkRead, started);
-            metrics::count(Counter::BytesIn, n as u64 + 4);
-            metrics::count(Counter::Requests, 1);
-            let (shard, peer) = (shard.clone(), read_peer.clone());
-            let (done_tx, done_rx) = oneshot::channel();
-            let wait = turn.replace(done_rx);
-            let task = glommio::spawn_local(async move {
-                if let Some(w) = wait {
-                    let _ = w.await; // a dropped sender (error, closed) also ends the wait
-                }
-                let outcome = answer(&shard, &peer, Bytes::from(buf), Dispatched::new(done_tx)).await;
-                drop(frame_held);
-                (outcome, permit)
-            });
-            if tx.send(task).await.is_err() {
-                return; // the writer closed the connection
+        }
+        let n = i32::from_be_bytes(len);
+        if n < 8 || n as usize > max {
+            tracing::warn!(
+                peer,
+                size = n,
+                max,
+                "request size out of bounds (socket.request.max.bytes); closing the connection"
+            );
+            let _ = tx.send(close(permit)).await;
+            return;
+        }
+        // The frame's memory is held from before it is read until it is answered.
+        let frame_held = shard.request_memory().reserve(n as u64).await;
+        let started = std::time::Instant::now();
+        let mut buf = vec![0u8; n as usize];
+        match within(idle, reader.read_exact(&mut buf)).await {
+            Some(Ok(())) => {}
+            Some(Err(_)) => return,
+            None => {
+                tracing::warn!(peer, size = n, "request not received in connections.max.idle.ms; closing");
+                let _ = tx.send(close(permit)).await;
+                return;
             }
         }
-    });
+        metrics::since(Stage::NetworkRead, started);
+        metrics::count(Counter::BytesIn, n as u64 + 4);
+        metrics::count(Counter::Requests, 1);
+        let (shard, peer) = (shard.clone(), peer.clone());
+        let (done_tx, done_rx) = oneshot::channel();
+        let wait = turn.replace(done_rx);
+        let task = glommio::spawn_local(async move {
+            if let Some(w) = wait {
+                let _ = w.await; // a dropped sender (error, closed) also ends the wait
+            }
+            let outcome = answer(&shard, &peer, Bytes::from(buf), Dispatched::new(done_tx)).await;
+            drop(frame_held);
+            (outcome, permit)
+        });
+        if tx.send(task).await.is_err() {
+            return; // the writer closed the connection
+        }
+    }
+}
+
+/// The writer: each handler's outcome in request order, written within `write_limit` (a
+/// client that stops reading holds its responses' memory that long at most), then the
+/// memory and the in-flight slot go back.
+async fn write_responses(
+    mut writer: Writer,
+    rx: LocalReceiver<glommio::Task<Outcome>>,
+    write_limit: Duration,
+    peer: &str,
+) {
     while let Some(task) = rx.recv().await {
         let (outcome, permit) = task.await;
         match outcome {
             Ok(Some((bytes, held))) => {
                 let started = std::time::Instant::now();
-                // A client that stops reading holds its responses' memory: at most
-                // connections.max.idle.ms, then the connection goes.
                 match within(write_limit, writer.write_all(&bytes)).await {
                     Some(Ok(())) => {}
                     Some(Err(_)) => break,
                     None => {
                         tracing::warn!(
-                            peer = write_peer,
+                            peer,
                             bytes = bytes.len(),
                             "response not taken in connections.max.idle.ms; closing"
                         );
@@ -148,9 +147,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, admitted: Admitted) {
         drop(permit);
     }
     drop(rx);
-    reading.cancel().await;
     let _ = writer.close().await;
-    drop(admitted);
 }
 
 async fn answer(

@@ -404,47 +404,18 @@ impl Coordinator {
         req: OffsetCommitRequest,
         partitions_of: impl Fn(&str) -> Option<u32>,
     ) -> OffsetCommitResponse {
-        let every = |e: i16| OffsetCommitResponse {
-            topics: req
-                .topics
-                .iter()
-                .map(|t| OffsetCommitResponseTopic {
-                    name: t.name.clone(),
-                    partitions: t
-                        .partitions
-                        .iter()
-                        .map(|p| OffsetCommitResponsePartition {
-                            partition_index: p.partition_index,
-                            error_code: e,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        };
-        if let Some(e) = self.unavailable(&req.group_id, false) {
-            return every(e);
-        }
-        let c = self;
-        let generation = req.generation_id_or_member_epoch;
-        let now = self.now();
-        let refused = {
-            let mut groups = c.groups.borrow_mut();
-            match groups.get_mut(&req.group_id) {
-                Some(g) => g.check_commit(&req.member_id, req.group_instance_id.as_deref(), generation, now),
-                None if generation < 0 && req.member_id.is_empty() => {
-                    // A commit outside any group generation (a standalone consumer, an admin).
-                    groups.insert(req.group_id.clone(), c.new_group(&req.group_id));
-                    None
-                }
-                None => Some(code::ILLEGAL_GENERATION),
-            }
+        let refused = match self.unavailable(&req.group_id, false) {
+            Some(e) => Some(e),
+            None => self.check_committer(&req),
         };
         if let Some(e) = refused {
-            return every(e);
+            let codes = req
+                .topics
+                .iter()
+                .map(|t| (t.name.clone(), t.partitions.iter().map(|p| (p.partition_index, e)).collect()));
+            return commit_response(codes.collect());
         }
+        let now = self.now();
         let mut accepted: Vec<(Tp, Option<Committed>)> = Vec::new();
         let mut answers: Vec<(String, Vec<(i32, i16)>)> = Vec::new();
         for t in &req.topics {
@@ -454,7 +425,7 @@ impl Coordinator {
                 let metadata = p.committed_metadata.clone().unwrap_or_default();
                 let e = if partitions.is_none_or(|n| p.partition_index < 0 || p.partition_index as u32 >= n) {
                     code::UNKNOWN_TOPIC_OR_PARTITION
-                } else if metadata.len() > c.config.metadata_max_bytes {
+                } else if metadata.len() > self.config.metadata_max_bytes {
                     code::OFFSET_METADATA_TOO_LARGE
                 } else {
                     let committed = Committed {
@@ -472,26 +443,27 @@ impl Coordinator {
         }
         if !accepted.is_empty() {
             if let Err(e) = self.persist(&req.group_id, accepted).await {
-                return every(e);
+                for (_, codes) in answers.iter_mut() {
+                    codes.iter_mut().for_each(|c| c.1 = e);
+                }
             }
         }
-        OffsetCommitResponse {
-            topics: answers
-                .into_iter()
-                .map(|(name, codes)| OffsetCommitResponseTopic {
-                    name,
-                    partitions: codes
-                        .into_iter()
-                        .map(|(partition_index, error_code)| OffsetCommitResponsePartition {
-                            partition_index,
-                            error_code,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
+        commit_response(answers)
+    }
+
+    /// The group's verdict on a committer: its member and generation (a commit with generation
+    /// -1 and no member id, from a standalone consumer or an admin, is taken when the group is
+    /// unknown, and makes it known).
+    fn check_committer(&self, req: &OffsetCommitRequest) -> Option<i16> {
+        let generation = req.generation_id_or_member_epoch;
+        let mut groups = self.groups.borrow_mut();
+        match groups.get_mut(&req.group_id) {
+            Some(g) => g.check_commit(&req.member_id, req.group_instance_id.as_deref(), generation, self.now()),
+            None if generation < 0 && req.member_id.is_empty() => {
+                groups.insert(req.group_id.clone(), self.new_group(&req.group_id));
+                None
+            }
+            None => Some(code::ILLEGAL_GENERATION),
         }
     }
 
@@ -665,5 +637,27 @@ impl Coordinator {
         }
         tracing::info!(group, "group deleted");
         code::NONE
+    }
+}
+
+/// An OffsetCommit response: each topic's partitions with their codes.
+fn commit_response(answers: Vec<(String, Vec<(i32, i16)>)>) -> OffsetCommitResponse {
+    OffsetCommitResponse {
+        topics: answers
+            .into_iter()
+            .map(|(name, codes)| OffsetCommitResponseTopic {
+                name,
+                partitions: codes
+                    .into_iter()
+                    .map(|(partition_index, error_code)| OffsetCommitResponsePartition {
+                        partition_index,
+                        error_code,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
     }
 }

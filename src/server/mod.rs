@@ -7,8 +7,9 @@
 //! half-alive broker.
 //!
 //! The modules, bottom up (imports point down this list, never up):
-//! - [`router`], [`placement`], [`limits`], [`errors`]: typed calls between shards, which shard
-//!   owns a partition, memory and connection limits, the one mapping of errors to Kafka codes.
+//! - [`router`], [`placement`], [`limits`], [`errors`], [`deadline`]: typed calls between
+//!   shards, which shard owns a partition, memory and connection limits, the one mapping of
+//!   errors to Kafka codes, bounded waits.
 //! - [`broker_config`], [`configs`]: the settings as given, and the dynamic layers over them.
 //! - [`coordinator`], [`producer_ids`]: a shard's consumer groups; shard 0's producer ids.
 //! - [`shard`]: one shard's state, private, behind methods.
@@ -22,6 +23,7 @@ pub mod configs;
 pub mod connection;
 pub mod control;
 pub mod coordinator;
+pub mod deadline;
 pub mod errors;
 pub mod limits;
 pub mod metrics_http;

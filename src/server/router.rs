@@ -20,6 +20,7 @@
 //! The router is generic over the shard type `S` so that it depends on nothing in the server
 //! (and can be tested with a shard of its own).
 
+use crate::server::deadline::within;
 use crate::server::limits::LogEvery;
 use futures_channel::oneshot;
 use glommio::channels::channel_mesh::{Receivers, Senders};
@@ -141,22 +142,26 @@ impl<S: 'static> Router<S> {
     /// Run `call` on shard `target` and wait for its reply, at most its deadline.
     pub async fn call<C: ShardCall<S>>(&self, me: &Rc<S>, target: usize, call: C) -> Result<C::Reply, CallError> {
         let limit = call.deadline().unwrap_or(self.default_deadline);
+        let lost = CallError::Lost { call: C::NAME, shard: target };
+        if target == self.id {
+            // A task of its own (a caller that goes away must not cancel the work), awaited.
+            let task = glommio::spawn_local(call.run(me.clone())).detach();
+            return match within(limit, task).await {
+                Some(Some(reply)) => Ok(reply),
+                Some(None) => Err(lost),
+                None => Err(self.timed_out::<C>(target, limit)),
+            };
+        }
         let started = Instant::now();
         let (tx, rx) = oneshot::channel();
         let sealed = Box::new(Sealed { call, reply: tx, _shard: PhantomData });
-        let lost = CallError::Lost { call: C::NAME, shard: target };
-        if target == self.id {
-            glommio::spawn_local(sealed.run(me.clone())).detach();
-        } else {
-            let senders = self.senders.borrow().clone();
-            // Before the mesh is joined (startup) no call leaves the shard.
-            let Some(senders) = senders else { return Err(lost) };
-            let sent = within(limit, senders.send_to(target, Envelope(sealed))).await;
-            match sent {
-                Some(Ok(())) => {}
-                Some(Err(_)) => return Err(lost),
-                None => return Err(self.timed_out::<C>(target, limit)),
-            }
+        let senders = self.senders.borrow().clone();
+        // Before the mesh is joined (startup) no call leaves the shard.
+        let Some(senders) = senders else { return Err(lost) };
+        match within(limit, senders.send_to(target, Envelope(sealed))).await {
+            Some(Ok(())) => {}
+            Some(Err(_)) => return Err(lost),
+            None => return Err(self.timed_out::<C>(target, limit)),
         }
         let left = limit.saturating_sub(started.elapsed());
         let reply = match within(left, rx).await {
@@ -164,9 +169,7 @@ impl<S: 'static> Router<S> {
             Some(Err(oneshot::Canceled)) => return Err(lost),
             None => return Err(self.timed_out::<C>(target, limit)),
         };
-        if target != self.id {
-            crate::metrics::since(crate::metrics::Stage::Hop, started);
-        }
+        crate::metrics::since(crate::metrics::Stage::Hop, started);
         Ok(reply)
     }
 
@@ -188,15 +191,6 @@ impl<S: 'static> Router<S> {
         }
         e
     }
-}
-
-/// `fut`, or `None` once `limit` passes.
-async fn within<T>(limit: Duration, fut: impl Future<Output = T>) -> Option<T> {
-    futures_lite::future::or(async { Some(fut.await) }, async {
-        glommio::timer::sleep(limit).await;
-        None
-    })
-    .await
 }
 
 #[cfg(test)]
