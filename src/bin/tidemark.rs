@@ -1,7 +1,7 @@
 //! The `tidemark` command line: parse, load settings, start shards. No logic lives here.
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use tidemark::config::LogConfig;
 use tidemark::storage_load::{self, LoadOptions};
@@ -20,122 +20,134 @@ struct Cli {
 enum Command {
     /// Run the broker (Kafka protocol) on one shard per core. With no flags: data in ./data,
     /// listening on 127.0.0.1:9092, every online CPU.
-    Serve {
-        #[arg(long, default_value = "./data")]
-        data_dir: PathBuf,
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        listen: String,
-        /// Shards (one per core); default: every online CPU.
-        #[arg(long)]
-        cores: Option<usize>,
-        /// A properties file of broker and topic-default settings (flags override it).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Broker or topic-default settings, as key=value.
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        settings: Vec<String>,
-        /// Serve per-stage latency histograms and counters as Prometheus text at
-        /// http://HOST:PORT/metrics.
-        #[arg(long, value_name = "HOST:PORT")]
-        metrics_listen: Option<String>,
-        /// For tests: the metrics endpoint also installs disk faults (EIO, ENOSPC, short
-        /// writes, slow I/O) at /faults. Never on a production broker.
-        #[arg(long, requires = "metrics_listen")]
-        fault_injection: bool,
-    },
+    Serve(ServeArgs),
     /// Print the batches of a segment (.log) or the entries of an index (.index, .timeindex).
-    Dump {
-        /// Files to dump.
-        #[arg(required = true)]
-        paths: Vec<PathBuf>,
-    },
+    Dump(DumpArgs),
     /// Load-test a Kafka-compatible broker (this one or any other) through the Kafka protocol,
     /// with HdrHistogram latency percentiles.
-    Load {
-        /// produce, consume or e2e (produce and consume together: send-to-arrival latency).
-        #[arg(value_parser = ["produce", "consume", "e2e"])]
-        mode: String,
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        bootstrap: String,
-        #[arg(long, default_value = "tidemark-load")]
-        topic: String,
-        /// Partitions of the topic if it has to be created.
-        #[arg(long, default_value_t = 1)]
-        partitions: i32,
-        /// Bytes per record value.
-        #[arg(long, default_value_t = 1024)]
-        record_size: usize,
-        /// Largest batch (one partition per produce request); as a producer's batch.size.
-        #[arg(long, default_value_t = 262144)]
-        batch_bytes: usize,
-        /// Open loop: how long the first record of a batch may wait for more.
-        #[arg(long, default_value_t = 5)]
-        linger_ms: u64,
-        /// 0, 1 or all.
-        #[arg(long, default_value = "all")]
-        acks: String,
-        /// none, gzip, snappy, lz4 or zstd.
-        #[arg(long, default_value = "none")]
-        compression: String,
-        /// Records per second (open loop, latency from the intended send time), or max.
-        #[arg(long, default_value = "max")]
-        rate: String,
-        /// Seconds to run (default 10 unless --records is given).
-        #[arg(long)]
-        duration: Option<f64>,
-        /// Records to produce (or consume) in all, then stop.
-        #[arg(long)]
-        records: Option<u64>,
-        /// Connections (each owns a share of the partitions).
-        #[arg(long, default_value_t = 1)]
-        connections: usize,
-        /// Executors (threads) the connections are spread over.
-        #[arg(long, default_value_t = 1)]
-        threads: usize,
-        /// Produce requests outstanding per connection.
-        #[arg(long, default_value_t = 5)]
-        in_flight: usize,
-        /// Print the summary as one JSON object (the last line).
-        #[arg(long)]
-        json: bool,
-        /// Write the latency histograms (one per second) as an HdrHistogram interval log.
-        #[arg(long)]
-        hdr_out: Option<PathBuf>,
-        /// Write a self-contained HTML report with charts.
-        #[arg(long)]
-        report: Option<PathBuf>,
-    },
+    Load(LoadCmdArgs),
     /// Drive the storage engine directly: durable appends on every core, then a verified
     /// read-back, with latency percentiles. Runs on the embedded defaults (./data).
-    StorageLoad {
-        /// Data directory (created if missing).
-        #[arg(long, default_value = "./data")]
-        data_dir: PathBuf,
-        /// Shards (executors, one per core); default: every online CPU.
-        #[arg(long)]
-        cores: Option<usize>,
-        /// Partitions per shard.
-        #[arg(long, default_value_t = 4)]
-        partitions: usize,
-        /// Bytes per record value.
-        #[arg(long, default_value_t = 1024)]
-        record_size: usize,
-        /// Records per batch.
-        #[arg(long, default_value_t = 16)]
-        batch_records: usize,
-        /// Appends in flight per partition.
-        #[arg(long, default_value_t = 4)]
-        inflight: usize,
-        /// Seconds to run.
-        #[arg(long, default_value_t = 10)]
-        duration: u64,
-        /// Topic settings, as key=value (e.g. segment.bytes=134217728, flush.messages=1000).
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        settings: Vec<String>,
-        /// Print the summary as one JSON object.
-        #[arg(long)]
-        json: bool,
-    },
+    StorageLoad(StorageLoadArgs),
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    #[arg(long, default_value = "./data")]
+    data_dir: PathBuf,
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    listen: String,
+    /// Shards (one per core); default: every online CPU.
+    #[arg(long)]
+    cores: Option<usize>,
+    /// A properties file of broker and topic-default settings (flags override it).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Broker or topic-default settings, as key=value.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    settings: Vec<String>,
+    /// Serve per-stage latency histograms and counters as Prometheus text at
+    /// http://HOST:PORT/metrics.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_listen: Option<String>,
+    /// For tests: the metrics endpoint also installs disk faults (EIO, ENOSPC, short
+    /// writes, slow I/O) at /faults. Never on a production broker.
+    #[arg(long, requires = "metrics_listen")]
+    fault_injection: bool,
+}
+
+#[derive(Args, Debug)]
+struct DumpArgs {
+    /// Files to dump.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct LoadCmdArgs {
+    /// produce, consume or e2e (produce and consume together: send-to-arrival latency).
+    #[arg(value_parser = ["produce", "consume", "e2e"])]
+    mode: String,
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    bootstrap: String,
+    #[arg(long, default_value = "tidemark-load")]
+    topic: String,
+    /// Partitions of the topic if it has to be created.
+    #[arg(long, default_value_t = 1)]
+    partitions: i32,
+    /// Bytes per record value.
+    #[arg(long, default_value_t = 1024)]
+    record_size: usize,
+    /// Largest batch (one partition per produce request); as a producer's batch.size.
+    #[arg(long, default_value_t = 262144)]
+    batch_bytes: usize,
+    /// Open loop: how long the first record of a batch may wait for more.
+    #[arg(long, default_value_t = 5)]
+    linger_ms: u64,
+    /// 0, 1 or all.
+    #[arg(long, default_value = "all")]
+    acks: String,
+    /// none, gzip, snappy, lz4 or zstd.
+    #[arg(long, default_value = "none")]
+    compression: String,
+    /// Records per second (open loop, latency from the intended send time), or max.
+    #[arg(long, default_value = "max")]
+    rate: String,
+    /// Seconds to run (default 10 unless --records is given).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Records to produce (or consume) in all, then stop.
+    #[arg(long)]
+    records: Option<u64>,
+    /// Connections (each owns a share of the partitions).
+    #[arg(long, default_value_t = 1)]
+    connections: usize,
+    /// Executors (threads) the connections are spread over.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Produce requests outstanding per connection.
+    #[arg(long, default_value_t = 5)]
+    in_flight: usize,
+    /// Print the summary as one JSON object (the last line).
+    #[arg(long)]
+    json: bool,
+    /// Write the latency histograms (one per second) as an HdrHistogram interval log.
+    #[arg(long)]
+    hdr_out: Option<PathBuf>,
+    /// Write a self-contained HTML report with charts.
+    #[arg(long)]
+    report: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct StorageLoadArgs {
+    /// Data directory (created if missing).
+    #[arg(long, default_value = "./data")]
+    data_dir: PathBuf,
+    /// Shards (executors, one per core); default: every online CPU.
+    #[arg(long)]
+    cores: Option<usize>,
+    /// Partitions per shard.
+    #[arg(long, default_value_t = 4)]
+    partitions: usize,
+    /// Bytes per record value.
+    #[arg(long, default_value_t = 1024)]
+    record_size: usize,
+    /// Records per batch.
+    #[arg(long, default_value_t = 16)]
+    batch_records: usize,
+    /// Appends in flight per partition.
+    #[arg(long, default_value_t = 4)]
+    inflight: usize,
+    /// Seconds to run.
+    #[arg(long, default_value_t = 10)]
+    duration: u64,
+    /// Topic settings, as key=value (e.g. segment.bytes=134217728, flush.messages=1000).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    settings: Vec<String>,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 fn mode_name(m: tidemark::load::Mode) -> &'static str {
@@ -160,105 +172,123 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     init_logging(&cli.log_format);
     match cli.command {
-        Command::Serve { data_dir, listen, cores, config, settings, metrics_listen, fault_injection } => {
-            let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-            let shards = cores.unwrap_or(online);
-            anyhow::ensure!((1..=online).contains(&shards), "--cores {shards}: this machine has {online} online CPUs");
-            let mut broker = tidemark::server::BrokerConfig::new(data_dir, &listen, shards)?;
-            if let Some(path) = config {
-                broker.load_file(&path)?;
-            }
-            for s in &settings {
-                let (k, v) = s.split_once('=').with_context(|| format!("--set {s}: expected KEY=VALUE"))?;
-                broker.set(k, v)?;
-            }
-            if let Some(m) = metrics_listen {
-                use std::net::ToSocketAddrs;
-                let addr = m.to_socket_addrs().ok().and_then(|mut a| a.next());
-                broker.metrics_listen = Some(addr.with_context(|| format!("--metrics-listen {m}: not a host:port"))?);
-            }
-            broker.fault_injection = fault_injection;
-            if fault_injection {
-                tracing::warn!("fault injection enabled: /faults on the metrics endpoint can fail disk operations");
-            }
-            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-                signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
-            }
-            tidemark::server::run(broker, stop)?;
-        }
-        Command::Load {
-            mode,
-            bootstrap,
-            topic,
-            partitions,
-            record_size,
-            batch_bytes,
-            linger_ms,
-            acks,
-            compression,
-            rate,
-            duration,
-            records,
-            connections,
-            threads,
-            in_flight,
-            json,
-            hdr_out,
-            report,
-        } => {
-            use tidemark::load::{self, LoadArgs, Mode};
-            let mode = match mode.as_str() {
-                "produce" => Mode::Produce,
-                "consume" => Mode::Consume,
-                _ => Mode::E2e,
-            };
-            let mut args = LoadArgs::new(mode, &bootstrap, &topic)?;
-            args.partitions = partitions;
-            args.record_size = record_size;
-            args.batch_bytes = batch_bytes;
-            args.linger = std::time::Duration::from_millis(linger_ms);
-            args.acks = match acks.as_str() {
-                "all" | "-1" => -1,
-                a => a.parse().with_context(|| format!("--acks {a}: expected 0, 1 or all"))?,
-            };
-            args.compression = load::compression(&compression)?;
-            args.rate = match rate.as_str() {
-                "max" => None,
-                r => Some(r.parse().with_context(|| format!("--rate {r}: expected records per second or max"))?),
-            };
-            args.records = records;
-            args.duration = match (duration, records) {
-                (Some(d), _) => Some(std::time::Duration::from_secs_f64(d)),
-                (None, Some(_)) => None,
-                (None, None) => Some(std::time::Duration::from_secs(10)),
-            };
-            args.connections = connections;
-            args.threads = threads;
-            args.in_flight = in_flight;
-            let summary = load::run(&args, |line| eprintln!("{line}"))?;
-            if let Some(path) = hdr_out {
-                load::write_hdr_log(&summary, &path)?;
-            }
-            if let Some(path) = report {
-                let title = format!("tidemark load {} against {}", mode_name(mode), bootstrap);
-                std::fs::write(&path, load::report::html(&summary, &title))
-                    .with_context(|| format!("writing {}", path.display()))?;
-            }
-            if json {
-                eprintln!("{}", summary.to_text());
-                println!("{}", summary.to_json());
-            } else {
-                println!("{}", summary.to_text());
-            }
-        }
-        Command::Dump { paths } => {
-            for p in paths {
-                let out = tidemark::dump::dump(&p).with_context(|| format!("reading {}", p.display()))?;
-                print!("{out}");
-            }
-        }
-        Command::StorageLoad {
+        Command::Serve(args) => serve(args),
+        Command::Load(args) => load(args),
+        Command::Dump(args) => dump(args),
+        Command::StorageLoad(args) => storage_load(args),
+    }
+}
+
+fn serve(
+    ServeArgs { data_dir, listen, cores, config, settings, metrics_listen, fault_injection }: ServeArgs,
+) -> Result<()> {
+    let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let shards = cores.unwrap_or(online);
+    anyhow::ensure!((1..=online).contains(&shards), "--cores {shards}: this machine has {online} online CPUs");
+    let mut broker = tidemark::server::BrokerConfig::new(data_dir, &listen, shards)?;
+    if let Some(path) = config {
+        broker.load_file(&path)?;
+    }
+    for s in &settings {
+        let (k, v) = s.split_once('=').with_context(|| format!("--set {s}: expected KEY=VALUE"))?;
+        broker.set(k, v)?;
+    }
+    if let Some(m) = metrics_listen {
+        use std::net::ToSocketAddrs;
+        let addr = m.to_socket_addrs().ok().and_then(|mut a| a.next());
+        broker.metrics_listen = Some(addr.with_context(|| format!("--metrics-listen {m}: not a host:port"))?);
+    }
+    broker.fault_injection = fault_injection;
+    if fault_injection {
+        tracing::warn!("fault injection enabled: /faults on the metrics endpoint can fail disk operations");
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    tidemark::server::run(broker, stop)?;
+    Ok(())
+}
+
+fn load(
+    LoadCmdArgs {
+        mode,
+        bootstrap,
+        topic,
+        partitions,
+        record_size,
+        batch_bytes,
+        linger_ms,
+        acks,
+        compression,
+        rate,
+        duration,
+        records,
+        connections,
+        threads,
+        in_flight,
+        json,
+        hdr_out,
+        report,
+    }: LoadCmdArgs,
+) -> Result<()> {
+    use tidemark::load::{self, LoadArgs, Mode};
+    let mode = match mode.as_str() {
+        "produce" => Mode::Produce,
+        "consume" => Mode::Consume,
+        _ => Mode::E2e,
+    };
+    let mut args = LoadArgs::new(mode, &bootstrap, &topic)?;
+    args.partitions = partitions;
+    args.record_size = record_size;
+    args.batch_bytes = batch_bytes;
+    args.linger = std::time::Duration::from_millis(linger_ms);
+    args.acks = match acks.as_str() {
+        "all" | "-1" => -1,
+        a => a.parse().with_context(|| format!("--acks {a}: expected 0, 1 or all"))?,
+    };
+    args.compression = load::compression(&compression)?;
+    args.rate = match rate.as_str() {
+        "max" => None,
+        r => Some(r.parse().with_context(|| format!("--rate {r}: expected records per second or max"))?),
+    };
+    args.records = records;
+    args.duration = match (duration, records) {
+        (Some(d), _) => Some(std::time::Duration::from_secs_f64(d)),
+        (None, Some(_)) => None,
+        (None, None) => Some(std::time::Duration::from_secs(10)),
+    };
+    args.connections = connections;
+    args.threads = threads;
+    args.in_flight = in_flight;
+    let summary = load::run(&args, |line| eprintln!("{line}"))?;
+    if let Some(path) = hdr_out {
+        load::write_hdr_log(&summary, &path)?;
+    }
+    if let Some(path) = report {
+        let title = format!("tidemark load {} against {}", mode_name(mode), bootstrap);
+        std::fs::write(&path, load::report::html(&summary, &title))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if json {
+        eprintln!("{}", summary.to_text());
+        println!("{}", summary.to_json());
+    } else {
+        println!("{}", summary.to_text());
+    }
+    Ok(())
+}
+
+fn dump(DumpArgs { paths }: DumpArgs) -> Result<()> {
+    for p in paths {
+        let out = tidemark::dump::dump(&p).with_context(|| format!("reading {}", p.display()))?;
+        print!("{out}");
+    }
+    Ok(())
+}
+
+fn storage_load(
+    StorageLoadArgs {
             data_dir,
             cores,
             partitions,
@@ -268,30 +298,29 @@ fn main() -> Result<()> {
             duration,
             settings,
             json,
-        } => {
-            let mut config = LogConfig::default();
-            for s in &settings {
-                let (k, v) = s.split_once('=').with_context(|| format!("--set {s}: expected KEY=VALUE"))?;
-                config.set(k, v)?;
-            }
-            let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-            let opts = LoadOptions {
-                data_dir,
-                shards: cores.unwrap_or(online).clamp(1, online),
-                partitions_per_shard: partitions.max(1),
-                record_size,
-                batch_records: batch_records.max(1),
-                inflight: inflight.max(1),
-                duration: std::time::Duration::from_secs(duration),
-                config,
-            };
-            let summary = storage_load::run(&opts)?;
-            if json {
-                println!("{}", summary.to_json());
-            } else {
-                println!("{}", summary.to_text());
-            }
-        }
+        }: StorageLoadArgs,
+) -> Result<()> {
+    let mut config = LogConfig::default();
+    for s in &settings {
+        let (k, v) = s.split_once('=').with_context(|| format!("--set {s}: expected KEY=VALUE"))?;
+        config.set(k, v)?;
+    }
+    let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let opts = LoadOptions {
+        data_dir,
+        shards: cores.unwrap_or(online).clamp(1, online),
+        partitions_per_shard: partitions.max(1),
+        record_size,
+        batch_records: batch_records.max(1),
+        inflight: inflight.max(1),
+        duration: std::time::Duration::from_secs(duration),
+        config,
+    };
+    let summary = storage_load::run(&opts)?;
+    if json {
+        println!("{}", summary.to_json());
+    } else {
+        println!("{}", summary.to_text());
     }
     Ok(())
 }
