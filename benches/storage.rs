@@ -95,7 +95,7 @@ fn read_by_offset(c: &mut Criterion) {
             x ^= x >> 7;
             x ^= x << 17;
             let off = (x % end as u64) as i64;
-            ex.run(async { part.read(off, 64 * 1024, ReadUpTo::Durable).await.unwrap() })
+            ex.run(async { part.read(tidemark::types::Offset(off), 64 * 1024, ReadUpTo::Durable).await.unwrap() })
         })
     });
     g.finish();

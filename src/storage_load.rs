@@ -229,7 +229,7 @@ async fn run_shard(
         let end = p.log().log_end_offset();
         let mut at = from;
         while at < end {
-            let bytes = p.read(at, 1 << 20, ReadUpTo::Durable).await?;
+            let bytes = p.read(crate::types::Offset(at), 1 << 20, ReadUpTo::Durable).await?;
             let mut pos = 0;
             while pos < bytes.len() {
                 let h = crate::storage::format::BatchHeader::parse(&bytes[pos..])?;

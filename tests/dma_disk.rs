@@ -7,6 +7,7 @@ use std::rc::Rc;
 use tidemark::config::LogConfig;
 use tidemark::io::{DmaDisk, MemDisk};
 use tidemark::storage::{Partition, ReadUpTo};
+use tidemark::types::Offset;
 
 fn small_config() -> LogConfig {
     LogConfig { preallocate_bytes: 1 << 20, segment_bytes: 4 << 20, ..LogConfig::default() }
@@ -26,7 +27,7 @@ fn fresh_data_dir_first_write_then_read() {
             let info = p.append(&b).await.unwrap();
             assert_eq!((info.base_offset, info.last_offset), (0, 2));
             // Served from memory, then from disk after a reopen (a real DMA read).
-            let got = p.read(0, 1 << 20, ReadUpTo::Durable).await.unwrap();
+            let got = p.read(Offset(0), 1 << 20, ReadUpTo::Durable).await.unwrap();
             assert_eq!(batches(&got).len(), 1);
             p.close().await.unwrap();
             drop(p);
@@ -34,7 +35,7 @@ fn fresh_data_dir_first_write_then_read() {
             let (p, report) =
                 Partition::open(disk, &root.join("t-0"), small_config(), common::test_clock()).await.unwrap();
             assert!(report.clean);
-            let got = p.read(0, 1 << 20, ReadUpTo::Durable).await.expect("DMA read after reopen");
+            let got = p.read(Offset(0), 1 << 20, ReadUpTo::Durable).await.expect("DMA read after reopen");
             assert_eq!(&got[8..], &b[8..]);
         })
     });
@@ -139,7 +140,7 @@ fn acknowledged_appends_survive_an_unclean_stop() {
             let mut at = 0;
             let mut got = Vec::new();
             while at < p.log().log_end_offset() {
-                let bytes = p.read(at, 64 * 1024, ReadUpTo::Durable).await.unwrap();
+                let bytes = p.read(Offset(at), 64 * 1024, ReadUpTo::Durable).await.unwrap();
                 let bs = batches(&bytes);
                 at = bs.last().unwrap().0.next_offset();
                 got.extend(bs.into_iter().map(|(_, b)| b));

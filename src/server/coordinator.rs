@@ -21,6 +21,7 @@ use crate::protocol::groups::*;
 use crate::server::placement::owner;
 use crate::storage::manager::PartitionManager;
 use crate::storage::{Clock, ReadUpTo};
+use crate::types::Offset;
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -147,7 +148,7 @@ impl Coordinator {
                 continue;
             }
             let limit = p.log().config().decompress_limit();
-            let mut at = p.log().log_start_offset();
+            let mut at = p.log_start();
             loop {
                 let bytes = p.read(at, 1 << 20, ReadUpTo::Durable).await?;
                 if bytes.is_empty() {
@@ -156,7 +157,7 @@ impl Coordinator {
                 let mut walk = crate::storage::format::BatchWalk::new(&bytes, usize::MAX >> 1);
                 for item in walk.by_ref() {
                     let (_, info, _) = item?;
-                    at = info.next_offset();
+                    at = Offset(info.next_offset());
                 }
                 records += self
                     .offsets
@@ -226,7 +227,7 @@ impl Coordinator {
         }
         // Synchronously from here to the appends: no commit can slip in between.
         p.roll();
-        let from = p.log().log_end_offset();
+        let from = p.log_end();
         let now = self.now();
         let mut by_group: BTreeMap<&str, Vec<(Tp, Option<Committed>)>> = BTreeMap::new();
         for (g, tp, committed) in &live {
@@ -491,7 +492,7 @@ impl Coordinator {
                 table.apply(group, tp, value);
             }
         }
-        p.wait_durable(info.last_offset + 1).await.map_err(|e| {
+        p.wait_durable(Offset(info.last_offset + 1)).await.map_err(|e| {
             tracing::error!(group, partition = index, error = %e, "offsets not durable");
             code::COORDINATOR_NOT_AVAILABLE
         })

@@ -18,6 +18,7 @@ use crate::storage::access;
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::encode_clean_marker;
 use crate::storage::log::{AppendInfo, FlushDemand, Log, OpenReport, ReadUpTo, CLEAN_MARKER};
+use crate::types::{Offset, TimestampMs};
 use futures_channel::oneshot;
 use std::cell::{Cell, Ref, RefCell};
 use std::path::Path;
@@ -69,6 +70,21 @@ impl<D: Disk> Partition<D> {
         self.log.borrow_mut().set_config(config);
     }
 
+    /// The high watermark: every offset below it is durable (what readers may see).
+    pub fn high_watermark(&self) -> Offset {
+        Offset(self.log.borrow().durable_offset())
+    }
+
+    /// The log start offset (DeleteRecords and retention move it).
+    pub fn log_start(&self) -> Offset {
+        Offset(self.log.borrow().log_start_offset())
+    }
+
+    /// The log end offset: the next offset to be appended.
+    pub fn log_end(&self) -> Offset {
+        Offset(self.log.borrow().log_end_offset())
+    }
+
     /// Read-only access to the log (offsets, sizes). Never hold it across an await.
     pub fn log(&self) -> Ref<'_, Log<D>> {
         self.log.borrow()
@@ -83,7 +99,7 @@ impl<D: Disk> Partition<D> {
         let now = (self.clock)();
         let (info, demand) = self.log.borrow_mut().append(records, now)?;
         match demand {
-            FlushDemand::Wait => self.wait_durable(info.last_offset + 1).await?,
+            FlushDemand::Wait => self.wait_durable(Offset(info.last_offset + 1)).await?,
             FlushDemand::Kick => self.kick(),
             FlushDemand::None => self.arm_flush_timer(),
         }
@@ -118,7 +134,8 @@ impl<D: Disk> Partition<D> {
     }
 
     /// Wait until every offset below `offset` is durable.
-    pub async fn wait_durable(self: &Rc<Self>, offset: i64) -> StorageResult<()> {
+    pub async fn wait_durable(self: &Rc<Self>, offset: Offset) -> StorageResult<()> {
+        let offset = offset.get();
         if self.log.borrow().durable_offset() >= offset {
             return Ok(());
         }
@@ -130,7 +147,7 @@ impl<D: Disk> Partition<D> {
 
     /// Make everything appended so far durable.
     pub async fn flush(self: &Rc<Self>) -> StorageResult<()> {
-        let end = self.log.borrow().log_end_offset();
+        let end = self.log_end();
         self.wait_durable(end).await
     }
 
@@ -217,13 +234,18 @@ impl<D: Disk> Partition<D> {
     }
 
     /// Read whole batches from the one holding `offset`, up to about `max_bytes`.
-    pub async fn read(&self, offset: i64, max_bytes: usize, upto: ReadUpTo) -> StorageResult<bytes::Bytes> {
-        access::read(&self.log, offset, max_bytes, upto).await
+    pub async fn read(&self, offset: Offset, max_bytes: usize, upto: ReadUpTo) -> StorageResult<bytes::Bytes> {
+        access::read(&self.log, offset.get(), max_bytes, upto).await
     }
 
     /// ListOffsets by time (SPEC T6): (offset, timestamp), or `None` for Kafka's (-1, -1).
-    pub async fn offset_for_time(&self, t: i64, upto: ReadUpTo) -> StorageResult<Option<(i64, i64)>> {
-        access::offset_for_time(&self.log, t, upto).await
+    pub async fn offset_for_time(
+        &self,
+        t: TimestampMs,
+        upto: ReadUpTo,
+    ) -> StorageResult<Option<(Offset, TimestampMs)>> {
+        let found = access::offset_for_time(&self.log, t.get(), upto).await?;
+        Ok(found.map(|(offset, timestamp)| (Offset(offset), TimestampMs(timestamp))))
     }
 
     /// Periodic upkeep: time-based roll and retention by time and size (SPEC T7); returns
@@ -243,22 +265,22 @@ impl<D: Disk> Partition<D> {
     /// DeleteRecords (KIP-107): the log start moves to `offset` (`-1`: the high watermark),
     /// durably; returns the new log start. Reads below it are out of range, and the segments
     /// wholly below it are deleted now or, for an active one (rolled), at the next upkeep.
-    pub async fn delete_records(self: &Rc<Self>, offset: i64) -> StorageResult<i64> {
+    pub async fn delete_records(self: &Rc<Self>, offset: Offset) -> StorageResult<Offset> {
         let _one = self.deleting.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
         // Checked with the permit held: `close` takes it too, so no deletion writes into a
         // partition directory after its close (or its removal) began.
         if self.closed.get() {
             return Err(StorageError::Closed);
         }
-        let start = access::delete_records(&self.log, offset, (self.clock)()).await?;
+        let start = Offset(access::delete_records(&self.log, offset.get(), (self.clock)()).await?);
         self.notify_watchers();
         self.kick();
         Ok(start)
     }
 
     /// Delete the sealed segments wholly below `offset`; see [`Log::take_segments_before`].
-    pub async fn remove_before(&self, offset: i64) -> StorageResult<Vec<i64>> {
-        access::remove_before(&self.log, offset).await
+    pub async fn remove_before(&self, offset: Offset) -> StorageResult<Vec<i64>> {
+        access::remove_before(&self.log, offset.get()).await
     }
 
     /// Clean shutdown: refuse new appends, flush and seal the active segment, write the

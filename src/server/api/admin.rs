@@ -28,7 +28,7 @@ impl ShardCall<Shard> for DeleteRecords {
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let p = shard.partition(&self.topic, self.partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
-        p.delete_records(self.offset.get()).await.map(Offset).map_err(|e| {
+        p.delete_records(self.offset).await.map_err(|e| {
             tracing::debug!(topic = self.topic, partition = self.partition, offset = self.offset.get(), error = %e, "DeleteRecords refused");
             storage_code(&e)
         })

@@ -71,12 +71,9 @@ impl ShardCall<Shard> for Read {
         let read = if self.max_bytes == 0 {
             Ok(Bytes::new())
         } else {
-            p.read(self.offset.get(), self.max_bytes, ReadUpTo::Durable).await
+            p.read(self.offset, self.max_bytes, ReadUpTo::Durable).await
         };
-        let (high_watermark, log_start_offset) = {
-            let log = p.log();
-            (Offset(log.durable_offset()), Offset(log.log_start_offset()))
-        };
+        let (high_watermark, log_start_offset) = (p.high_watermark(), p.log_start());
         match read {
             Ok(records) => Ok(ReadOut { high_watermark, log_start_offset, records }),
             Err(e) => {
@@ -123,10 +120,7 @@ impl ShardCall<Shard> for Watch {
         for s in &self.partitions {
             // Gone (deleted, closed): the fetch will say so at once.
             let Some(p) = shard.partition(&s.topic, s.partition) else { return };
-            let now = {
-                let log = p.log();
-                (Offset(log.durable_offset()), Offset(log.log_start_offset()))
-            };
+            let now = (p.high_watermark(), p.log_start());
             if now != (s.high_watermark, s.log_start_offset) {
                 return;
             }

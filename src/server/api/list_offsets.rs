@@ -34,8 +34,8 @@ impl ShardCall<Shard> for Lookup {
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let p = shard.partition(&self.topic, self.partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
-        let found = p.offset_for_time(self.timestamp.get(), ReadUpTo::Durable).await.map_err(|e| storage_code(&e))?;
-        Ok(found.map(|(offset, timestamp)| Found { offset: Offset(offset), timestamp: TimestampMs(timestamp) }))
+        let found = p.offset_for_time(self.timestamp, ReadUpTo::Durable).await.map_err(|e| storage_code(&e))?;
+        Ok(found.map(|(offset, timestamp)| Found { offset, timestamp }))
     }
 }
 

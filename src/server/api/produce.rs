@@ -89,13 +89,13 @@ impl ShardCall<Shard> for Append {
                 Ok(Appended {
                     base_offset: Offset(info.base_offset),
                     log_append_time: TimestampMs(info.log_append_time),
-                    log_start_offset: Offset(p.log().log_start_offset()),
+                    log_start_offset: p.log_start(),
                 })
             }
             Err(e) => {
                 crate::metrics::count(crate::metrics::Counter::ProduceErrors, 1);
                 tracing::debug!(topic = self.topic, partition = self.partition, error = %e, "produce refused");
-                Err(ProduceRefused::from_storage(&e, Offset(p.log().log_start_offset())))
+                Err(ProduceRefused::from_storage(&e, p.log_start()))
             }
         }
     }
