@@ -1,8 +1,11 @@
-//! The request and response bodies tidemark implements, one `codec` function each, covering
-//! every supported version (field versions from Kafka's message JSON definitions). A field
-//! absent in a version keeps its default when decoding and is skipped when encoding.
+//! The request and response bodies of the produce, fetch, metadata, topic and config APIs (the
+//! consumer-group APIs are in [`super::groups`], the other admin APIs in [`super::admin`]),
+//! declared with [`schema!`](crate::schema) and covering every supported version (field
+//! versions from Kafka's message JSON definitions). A field absent in a version keeps its
+//! default when decoding and is skipped when encoding. The few bodies whose wire form is not a
+//! plain sequence of fields keep a hand-written [`Message`] impl, each saying why.
 
-use super::codec::{array, nullable_array, Codec, ProtoResult, TaggedFields};
+use super::codec::{array, Codec, ProtoResult, TaggedFields};
 use super::schema::kind;
 use bytes::Bytes;
 
@@ -481,157 +484,83 @@ crate::schema! {
 
 // ---------------------------------------------------------------- CreateTopics (19)
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreatableAssignment {
-    pub partition_index: i32,
-    pub broker_ids: Vec<i32>,
-    pub tags: TaggedFields,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreatableConfig {
-    pub name: String,
-    pub value: Option<String>,
-    pub tags: TaggedFields,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreatableTopic {
-    pub name: String,
-    pub num_partitions: i32,
-    pub replication_factor: i16,
-    pub assignments: Vec<CreatableAssignment>,
-    pub configs: Vec<CreatableConfig>,
-    pub tags: TaggedFields,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreateTopicsRequest {
-    pub topics: Vec<CreatableTopic>,
-    pub timeout_ms: i32,
-    pub validate_only: bool,
-    pub tags: TaggedFields,
-}
-
-impl Message for CreateTopicsRequest {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        array(c, &mut self.topics, |c, t| {
-            c.string(&mut t.name)?;
-            c.i32(&mut t.num_partitions)?;
-            c.i16(&mut t.replication_factor)?;
-            array(c, &mut t.assignments, |c, a| {
-                c.i32(&mut a.partition_index)?;
-                kind::int32_array(c, &mut a.broker_ids, v)?;
-                c.tagged(&mut a.tags)
-            })?;
-            array(c, &mut t.configs, |c, k| {
-                c.string(&mut k.name)?;
-                c.nullable_string(&mut k.value)?;
-                c.tagged(&mut k.tags)
-            })?;
-            c.tagged(&mut t.tags)
-        })?;
-        c.i32(&mut self.timeout_ms)?;
-        if v >= 1 {
-            c.bool(&mut self.validate_only)?;
-        }
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct CreatableAssignment {
+        pub partition_index: i32 => int32,
+        pub broker_ids: Vec<i32> => int32_array,
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreatableTopicConfigs {
-    pub name: String,
-    pub value: Option<String>,
-    pub read_only: bool,
-    pub config_source: i8,
-    pub is_sensitive: bool,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct CreatableConfig {
+        pub name: String => string,
+        pub value: Option<String> => nullable_string,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreatableTopicResult {
-    pub name: String,
-    pub topic_id: [u8; 16],
-    pub error_code: i16,
-    pub error_message: Option<String>,
-    pub num_partitions: i32,
-    pub replication_factor: i16,
-    pub configs: Option<Vec<CreatableTopicConfigs>>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct CreatableTopic {
+        pub name: String => string,
+        pub num_partitions: i32 => int32,
+        pub replication_factor: i16 => int16,
+        pub assignments: Vec<CreatableAssignment> => array,
+        pub configs: Vec<CreatableConfig> => array,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreateTopicsResponse {
-    pub throttle_time_ms: i32,
-    pub topics: Vec<CreatableTopicResult>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct CreateTopicsRequest {
+        pub topics: Vec<CreatableTopic> => array,
+        pub timeout_ms: i32 => int32,
+        pub validate_only: bool => boolean if 1..,
+    }
 }
 
-impl Message for CreateTopicsResponse {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        if v >= 2 {
-            c.i32(&mut self.throttle_time_ms)?;
-        }
-        array(c, &mut self.topics, |c, t| {
-            c.string(&mut t.name)?;
-            if v >= 7 {
-                c.uuid(&mut t.topic_id)?;
-            }
-            c.i16(&mut t.error_code)?;
-            if v >= 1 {
-                c.nullable_string(&mut t.error_message)?;
-            }
-            if v >= 5 {
-                c.i32(&mut t.num_partitions)?;
-                c.i16(&mut t.replication_factor)?;
-                nullable_array(c, &mut t.configs, |c, k| {
-                    c.string(&mut k.name)?;
-                    c.nullable_string(&mut k.value)?;
-                    c.bool(&mut k.read_only)?;
-                    c.i8(&mut k.config_source)?;
-                    c.bool(&mut k.is_sensitive)?;
-                    c.tagged(&mut k.tags)
-                })?;
-            }
-            c.tagged(&mut t.tags)
-        })?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct CreatableTopicConfigs {
+        pub name: String => string,
+        pub value: Option<String> => nullable_string,
+        pub read_only: bool => boolean,
+        pub config_source: i8 => int8,
+        pub is_sensitive: bool => boolean,
+    }
+}
+
+crate::schema! {
+    pub struct CreatableTopicResult {
+        pub name: String => string,
+        pub topic_id: [u8; 16] => uuid if 7..,
+        pub error_code: i16 => int16,
+        pub error_message: Option<String> => nullable_string if 1..,
+        pub num_partitions: i32 => int32 if 5..,
+        pub replication_factor: i16 => int16 if 5..,
+        pub configs: Option<Vec<CreatableTopicConfigs>> => nullable_array if 5..,
+    }
+}
+
+crate::schema! {
+    pub struct CreateTopicsResponse {
+        pub throttle_time_ms: i32 => int32 if 2..,
+        pub topics: Vec<CreatableTopicResult> => array,
     }
 }
 
 // ---------------------------------------------------------------- DeleteTopics (20)
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DeleteTopicState {
-    pub name: Option<String>,
-    pub topic_id: [u8; 16],
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct DeleteTopicState {
+        pub name: Option<String> => nullable_string,
+        pub topic_id: [u8; 16] => uuid,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DeleteTopicsRequest {
-    /// v6+
-    pub topics: Vec<DeleteTopicState>,
-    /// v0-5
-    pub topic_names: Vec<String>,
-    pub timeout_ms: i32,
-    pub tags: TaggedFields,
-}
-
-impl Message for DeleteTopicsRequest {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        if v >= 6 {
-            array(c, &mut self.topics, |c, t| {
-                c.nullable_string(&mut t.name)?;
-                c.uuid(&mut t.topic_id)?;
-                c.tagged(&mut t.tags)
-            })?;
-        } else {
-            array(c, &mut self.topic_names, |c, n| c.string(n))?;
-        }
-        c.i32(&mut self.timeout_ms)?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct DeleteTopicsRequest {
+        /// v6+
+        pub topics: Vec<DeleteTopicState> => array if 6..,
+        /// v0-5
+        pub topic_names: Vec<String> => string_array if ..=5,
+        pub timeout_ms: i32 => int32,
     }
 }
 
@@ -644,147 +573,86 @@ pub struct DeletableTopicResult {
     pub tags: TaggedFields,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DeleteTopicsResponse {
-    pub throttle_time_ms: i32,
-    pub responses: Vec<DeletableTopicResult>,
-    pub tags: TaggedFields,
+// Hand-written: the name is a string before v6 and a nullable string from v6.
+impl Message for DeletableTopicResult {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        if v >= 6 {
+            c.nullable_string(&mut self.name)?;
+            c.uuid(&mut self.topic_id)?;
+        } else {
+            let mut name = self.name.clone().unwrap_or_default();
+            c.string(&mut name)?;
+            self.name = Some(name);
+        }
+        c.i16(&mut self.error_code)?;
+        if v >= 5 {
+            c.nullable_string(&mut self.error_message)?;
+        }
+        c.tagged(&mut self.tags)
+    }
 }
 
-impl Message for DeleteTopicsResponse {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        if v >= 1 {
-            c.i32(&mut self.throttle_time_ms)?;
-        }
-        array(c, &mut self.responses, |c, r| {
-            if v >= 6 {
-                c.nullable_string(&mut r.name)?;
-                c.uuid(&mut r.topic_id)?;
-            } else {
-                let mut name = r.name.clone().unwrap_or_default();
-                c.string(&mut name)?;
-                r.name = Some(name);
-            }
-            c.i16(&mut r.error_code)?;
-            if v >= 5 {
-                c.nullable_string(&mut r.error_message)?;
-            }
-            c.tagged(&mut r.tags)
-        })?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct DeleteTopicsResponse {
+        pub throttle_time_ms: i32 => int32 if 1..,
+        pub responses: Vec<DeletableTopicResult> => array,
     }
 }
 
 // ---------------------------------------------------------------- DescribeConfigs (32)
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DescribeConfigsResource {
-    pub resource_type: i8,
-    pub resource_name: String,
-    pub configuration_keys: Option<Vec<String>>,
-    pub tags: TaggedFields,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DescribeConfigsRequest {
-    pub resources: Vec<DescribeConfigsResource>,
-    pub include_synonyms: bool,
-    pub include_documentation: bool,
-    pub tags: TaggedFields,
-}
-
-impl Message for DescribeConfigsRequest {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        array(c, &mut self.resources, |c, r| {
-            c.i8(&mut r.resource_type)?;
-            c.string(&mut r.resource_name)?;
-            nullable_array(c, &mut r.configuration_keys, |c, k| c.string(k))?;
-            c.tagged(&mut r.tags)
-        })?;
-        if v >= 1 {
-            c.bool(&mut self.include_synonyms)?;
-        }
-        if v >= 3 {
-            c.bool(&mut self.include_documentation)?;
-        }
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct DescribeConfigsResource {
+        pub resource_type: i8 => int8,
+        pub resource_name: String => string,
+        pub configuration_keys: Option<Vec<String>> => nullable_string_array,
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DescribeConfigsSynonym {
-    pub name: String,
-    pub value: Option<String>,
-    pub source: i8,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct DescribeConfigsRequest {
+        pub resources: Vec<DescribeConfigsResource> => array,
+        pub include_synonyms: bool => boolean if 1..,
+        pub include_documentation: bool => boolean if 3..,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DescribeConfigsEntry {
-    pub name: String,
-    pub value: Option<String>,
-    pub read_only: bool,
-    pub is_default: bool,
-    pub config_source: i8,
-    pub is_sensitive: bool,
-    pub synonyms: Vec<DescribeConfigsSynonym>,
-    pub config_type: i8,
-    pub documentation: Option<String>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct DescribeConfigsSynonym {
+        pub name: String => string,
+        pub value: Option<String> => nullable_string,
+        pub source: i8 => int8,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DescribeConfigsResult {
-    pub error_code: i16,
-    pub error_message: Option<String>,
-    pub resource_type: i8,
-    pub resource_name: String,
-    pub configs: Vec<DescribeConfigsEntry>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct DescribeConfigsEntry {
+        pub name: String => string,
+        pub value: Option<String> => nullable_string,
+        pub read_only: bool => boolean,
+        pub is_default: bool => boolean if ..=0,
+        pub config_source: i8 => int8 if 1..,
+        pub is_sensitive: bool => boolean,
+        pub synonyms: Vec<DescribeConfigsSynonym> => array if 1..,
+        pub config_type: i8 => int8 if 3..,
+        pub documentation: Option<String> => nullable_string if 3..,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DescribeConfigsResponse {
-    pub throttle_time_ms: i32,
-    pub results: Vec<DescribeConfigsResult>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct DescribeConfigsResult {
+        pub error_code: i16 => int16,
+        pub error_message: Option<String> => nullable_string,
+        pub resource_type: i8 => int8,
+        pub resource_name: String => string,
+        pub configs: Vec<DescribeConfigsEntry> => array,
+    }
 }
 
-impl Message for DescribeConfigsResponse {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        c.i32(&mut self.throttle_time_ms)?;
-        array(c, &mut self.results, |c, r| {
-            c.i16(&mut r.error_code)?;
-            c.nullable_string(&mut r.error_message)?;
-            c.i8(&mut r.resource_type)?;
-            c.string(&mut r.resource_name)?;
-            array(c, &mut r.configs, |c, e| {
-                c.string(&mut e.name)?;
-                c.nullable_string(&mut e.value)?;
-                c.bool(&mut e.read_only)?;
-                if v == 0 {
-                    c.bool(&mut e.is_default)?;
-                } else {
-                    c.i8(&mut e.config_source)?;
-                }
-                c.bool(&mut e.is_sensitive)?;
-                if v >= 1 {
-                    array(c, &mut e.synonyms, |c, s| {
-                        c.string(&mut s.name)?;
-                        c.nullable_string(&mut s.value)?;
-                        c.i8(&mut s.source)?;
-                        c.tagged(&mut s.tags)
-                    })?;
-                }
-                if v >= 3 {
-                    c.i8(&mut e.config_type)?;
-                    c.nullable_string(&mut e.documentation)?;
-                }
-                c.tagged(&mut e.tags)
-            })?;
-            c.tagged(&mut r.tags)
-        })?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct DescribeConfigsResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub results: Vec<DescribeConfigsResult> => array,
     }
 }
 
@@ -818,6 +686,7 @@ pub struct AlterConfigsRequest {
     pub tags: TaggedFields,
 }
 
+// Hand-written: each config's operation exists by API (`incremental`), not by version.
 impl Message for AlterConfigsRequest {
     fn codec<C: Codec>(&mut self, c: &mut C, _v: i16) -> ProtoResult<()> {
         let incremental = self.incremental;
@@ -839,32 +708,18 @@ impl Message for AlterConfigsRequest {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AlterConfigsResourceResponse {
-    pub error_code: i16,
-    pub error_message: Option<String>,
-    pub resource_type: i8,
-    pub resource_name: String,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct AlterConfigsResourceResponse {
+        pub error_code: i16 => int16,
+        pub error_message: Option<String> => nullable_string,
+        pub resource_type: i8 => int8,
+        pub resource_name: String => string,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AlterConfigsResponse {
-    pub throttle_time_ms: i32,
-    pub responses: Vec<AlterConfigsResourceResponse>,
-    pub tags: TaggedFields,
-}
-
-impl Message for AlterConfigsResponse {
-    fn codec<C: Codec>(&mut self, c: &mut C, _v: i16) -> ProtoResult<()> {
-        c.i32(&mut self.throttle_time_ms)?;
-        array(c, &mut self.responses, |c, r| {
-            c.i16(&mut r.error_code)?;
-            c.nullable_string(&mut r.error_message)?;
-            c.i8(&mut r.resource_type)?;
-            c.string(&mut r.resource_name)?;
-            c.tagged(&mut r.tags)
-        })?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct AlterConfigsResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub responses: Vec<AlterConfigsResourceResponse> => array,
     }
 }
