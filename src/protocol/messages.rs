@@ -1,8 +1,12 @@
-//! The request and response bodies tidemark implements, one `codec` function each, covering
-//! every supported version (field versions from Kafka's message JSON definitions). A field
-//! absent in a version keeps its default when decoding and is skipped when encoding.
+//! The request and response bodies of the produce, fetch, metadata, topic and config APIs (the
+//! consumer-group APIs are in [`super::groups`], the other admin APIs in [`super::admin`]),
+//! declared with [`schema!`](crate::schema) and covering every supported version (field
+//! versions from Kafka's message JSON definitions). A field absent in a version keeps its
+//! default when decoding and is skipped when encoding. The few bodies whose wire form is not a
+//! plain sequence of fields keep a hand-written [`Message`] impl, each saying why.
 
-use super::codec::{array, nullable_array, Codec, ProtoResult, TaggedFields};
+use super::codec::{array, Codec, ProtoResult, TaggedFields};
+use super::schema::kind;
 use bytes::Bytes;
 
 /// A message body of some API.
@@ -13,29 +17,19 @@ pub trait Message: Default + std::fmt::Debug + Clone + PartialEq {
 
 // ---------------------------------------------------------------- ApiVersions (18)
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ApiVersionsRequest {
-    pub client_software_name: String,
-    pub client_software_version: String,
-    pub tags: TaggedFields,
-}
-
-impl Message for ApiVersionsRequest {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        if v >= 3 {
-            c.string(&mut self.client_software_name)?;
-            c.string(&mut self.client_software_version)?;
-        }
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct ApiVersionsRequest {
+        pub client_software_name: String => string if 3..,
+        pub client_software_version: String => string if 3..,
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ApiVersion {
-    pub api_key: i16,
-    pub min_version: i16,
-    pub max_version: i16,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct ApiVersion {
+        pub api_key: i16 => int16,
+        pub min_version: i16 => int16,
+        pub max_version: i16 => int16,
+    }
 }
 
 /// A feature flag and a version range (SupportedFeatures: min and max version;
@@ -104,15 +98,12 @@ fn features_codec<C: Codec>(c: &mut C, v: &mut Vec<FeatureRange>, max_first: boo
     })
 }
 
+// Hand-written: the feature fields are tagged fields with meaning (KIP-584), and the two
+// feature arrays put their version fields in opposite orders.
 impl Message for ApiVersionsResponse {
     fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
         c.i16(&mut self.error_code)?;
-        array(c, &mut self.api_keys, |c, a| {
-            c.i16(&mut a.api_key)?;
-            c.i16(&mut a.min_version)?;
-            c.i16(&mut a.max_version)?;
-            c.tagged(&mut a.tags)
-        })?;
+        kind::array(c, &mut self.api_keys, v)?;
         if v >= 1 {
             c.i32(&mut self.throttle_time_ms)?;
         }
@@ -155,11 +146,11 @@ impl Message for ApiVersionsResponse {
 
 // ---------------------------------------------------------------- Metadata (3)
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct MetadataRequestTopic {
-    pub topic_id: [u8; 16],
-    pub name: Option<String>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct MetadataRequestTopic {
+        pub topic_id: [u8; 16] => uuid if 10..,
+        pub name: Option<String> => nullable_string,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -184,15 +175,10 @@ impl Default for MetadataRequest {
     }
 }
 
+// Hand-written: at v0 an empty topic array reads as `None` (all topics).
 impl Message for MetadataRequest {
     fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        nullable_array(c, &mut self.topics, |c, t| {
-            if v >= 10 {
-                c.uuid(&mut t.topic_id)?;
-            }
-            c.nullable_string(&mut t.name)?;
-            c.tagged(&mut t.tags)
-        })?;
+        kind::nullable_array(c, &mut self.topics, v)?;
         if v == 0 && c.reading() && self.topics.as_ref().is_some_and(|t| t.is_empty()) {
             self.topics = None; // v0: empty means all
         }
@@ -209,25 +195,25 @@ impl Message for MetadataRequest {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct MetadataBroker {
-    pub node_id: i32,
-    pub host: String,
-    pub port: i32,
-    pub rack: Option<String>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct MetadataBroker {
+        pub node_id: i32 => int32,
+        pub host: String => string,
+        pub port: i32 => int32,
+        pub rack: Option<String> => nullable_string if 1..,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct MetadataPartition {
-    pub error_code: i16,
-    pub partition_index: i32,
-    pub leader_id: i32,
-    pub leader_epoch: i32,
-    pub replica_nodes: Vec<i32>,
-    pub isr_nodes: Vec<i32>,
-    pub offline_replicas: Vec<i32>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct MetadataPartition {
+        pub error_code: i16 => int16,
+        pub partition_index: i32 => int32,
+        pub leader_id: i32 => int32,
+        pub leader_epoch: i32 => int32 if 7..,
+        pub replica_nodes: Vec<i32> => int32_array,
+        pub isr_nodes: Vec<i32> => int32_array,
+        pub offline_replicas: Vec<i32> => int32_array if 5..,
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -241,79 +227,39 @@ pub struct MetadataTopic {
     pub tags: TaggedFields,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct MetadataResponse {
-    pub throttle_time_ms: i32,
-    pub brokers: Vec<MetadataBroker>,
-    pub cluster_id: Option<String>,
-    pub controller_id: i32,
-    pub topics: Vec<MetadataTopic>,
-    pub cluster_authorized_operations: i32,
-    pub tags: TaggedFields,
-}
-
-fn int32_array<C: Codec>(c: &mut C, v: &mut Vec<i32>) -> ProtoResult<()> {
-    array(c, v, |c, x| c.i32(x))
-}
-
-impl Message for MetadataResponse {
+// Hand-written: the name is a string before v12 and a nullable string from v12.
+impl Message for MetadataTopic {
     fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        if v >= 3 {
-            c.i32(&mut self.throttle_time_ms)?;
+        c.i16(&mut self.error_code)?;
+        if v >= 12 {
+            c.nullable_string(&mut self.name)?;
+        } else {
+            let mut name = self.name.clone().unwrap_or_default();
+            c.string(&mut name)?;
+            self.name = Some(name);
         }
-        array(c, &mut self.brokers, |c, b| {
-            c.i32(&mut b.node_id)?;
-            c.string(&mut b.host)?;
-            c.i32(&mut b.port)?;
-            if v >= 1 {
-                c.nullable_string(&mut b.rack)?;
-            }
-            c.tagged(&mut b.tags)
-        })?;
-        if v >= 2 {
-            c.nullable_string(&mut self.cluster_id)?;
+        if v >= 10 {
+            c.uuid(&mut self.topic_id)?;
         }
         if v >= 1 {
-            c.i32(&mut self.controller_id)?;
+            c.bool(&mut self.is_internal)?;
         }
-        array(c, &mut self.topics, |c, t| {
-            c.i16(&mut t.error_code)?;
-            if v >= 12 {
-                c.nullable_string(&mut t.name)?;
-            } else {
-                let mut name = t.name.clone().unwrap_or_default();
-                c.string(&mut name)?;
-                t.name = Some(name);
-            }
-            if v >= 10 {
-                c.uuid(&mut t.topic_id)?;
-            }
-            if v >= 1 {
-                c.bool(&mut t.is_internal)?;
-            }
-            array(c, &mut t.partitions, |c, p| {
-                c.i16(&mut p.error_code)?;
-                c.i32(&mut p.partition_index)?;
-                c.i32(&mut p.leader_id)?;
-                if v >= 7 {
-                    c.i32(&mut p.leader_epoch)?;
-                }
-                int32_array(c, &mut p.replica_nodes)?;
-                int32_array(c, &mut p.isr_nodes)?;
-                if v >= 5 {
-                    int32_array(c, &mut p.offline_replicas)?;
-                }
-                c.tagged(&mut p.tags)
-            })?;
-            if v >= 8 {
-                c.i32(&mut t.topic_authorized_operations)?;
-            }
-            c.tagged(&mut t.tags)
-        })?;
-        if (8..=10).contains(&v) {
-            c.i32(&mut self.cluster_authorized_operations)?;
+        kind::array(c, &mut self.partitions, v)?;
+        if v >= 8 {
+            c.i32(&mut self.topic_authorized_operations)?;
         }
         c.tagged(&mut self.tags)
+    }
+}
+
+crate::schema! {
+    pub struct MetadataResponse {
+        pub throttle_time_ms: i32 => int32 if 3..,
+        pub brokers: Vec<MetadataBroker> => array,
+        pub cluster_id: Option<String> => nullable_string if 2..,
+        pub controller_id: i32 => int32 if 1..,
+        pub topics: Vec<MetadataTopic> => array,
+        pub cluster_authorized_operations: i32 => int32 if 8..=10,
     }
 }
 
@@ -379,29 +325,29 @@ crate::schema! {
 
 // ---------------------------------------------------------------- Fetch (1)
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FetchPartition {
-    pub partition: i32,
-    pub current_leader_epoch: i32,
-    pub fetch_offset: i64,
-    pub last_fetched_epoch: i32,
-    pub log_start_offset: i64,
-    pub partition_max_bytes: i32,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct FetchPartition {
+        pub partition: i32 => int32,
+        pub current_leader_epoch: i32 => int32 if 9..,
+        pub fetch_offset: i64 => int64,
+        pub last_fetched_epoch: i32 => int32 if 12..,
+        pub log_start_offset: i64 => int64 if 5..,
+        pub partition_max_bytes: i32 => int32,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FetchTopic {
-    pub topic: String,
-    pub partitions: Vec<FetchPartition>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct FetchTopic {
+        pub topic: String => string,
+        pub partitions: Vec<FetchPartition> => array,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ForgottenTopic {
-    pub topic: String,
-    pub partitions: Vec<i32>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct ForgottenTopic {
+        pub topic: String => string,
+        pub partitions: Vec<i32> => int32_array,
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -409,6 +355,7 @@ pub struct FetchRequest {
     pub replica_id: i32,
     pub max_wait_ms: i32,
     pub min_bytes: i32,
+    /// v3+; absent (v0-2) reads as `i32::MAX`, Kafka's default (`Default` keeps 0).
     pub max_bytes: i32,
     pub isolation_level: i8,
     pub session_id: i32,
@@ -419,6 +366,7 @@ pub struct FetchRequest {
     pub tags: TaggedFields,
 }
 
+// Hand-written: an absent MaxBytes (v0-2) reads as i32::MAX, not as its `Default` (0).
 impl Message for FetchRequest {
     fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
         c.i32(&mut self.replica_id)?;
@@ -436,31 +384,9 @@ impl Message for FetchRequest {
             c.i32(&mut self.session_id)?;
             c.i32(&mut self.session_epoch)?;
         }
-        array(c, &mut self.topics, |c, t| {
-            c.string(&mut t.topic)?;
-            array(c, &mut t.partitions, |c, p| {
-                c.i32(&mut p.partition)?;
-                if v >= 9 {
-                    c.i32(&mut p.current_leader_epoch)?;
-                }
-                c.i64(&mut p.fetch_offset)?;
-                if v >= 12 {
-                    c.i32(&mut p.last_fetched_epoch)?;
-                }
-                if v >= 5 {
-                    c.i64(&mut p.log_start_offset)?;
-                }
-                c.i32(&mut p.partition_max_bytes)?;
-                c.tagged(&mut p.tags)
-            })?;
-            c.tagged(&mut t.tags)
-        })?;
+        kind::array(c, &mut self.topics, v)?;
         if v >= 7 {
-            array(c, &mut self.forgotten_topics, |c, t| {
-                c.string(&mut t.topic)?;
-                int32_array(c, &mut t.partitions)?;
-                c.tagged(&mut t.tags)
-            })?;
+            kind::array(c, &mut self.forgotten_topics, v)?;
         }
         if v >= 11 {
             c.string(&mut self.rack_id)?;
@@ -469,338 +395,172 @@ impl Message for FetchRequest {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AbortedTransaction {
-    pub producer_id: i64,
-    pub first_offset: i64,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct AbortedTransaction {
+        pub producer_id: i64 => int64,
+        pub first_offset: i64 => int64,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FetchPartitionResponse {
-    pub partition_index: i32,
-    pub error_code: i16,
-    pub high_watermark: i64,
-    pub last_stable_offset: i64,
-    pub log_start_offset: i64,
-    pub aborted_transactions: Option<Vec<AbortedTransaction>>,
-    pub preferred_read_replica: i32,
-    pub records: Option<Bytes>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct FetchPartitionResponse {
+        pub partition_index: i32 => int32,
+        pub error_code: i16 => int16,
+        pub high_watermark: i64 => int64,
+        pub last_stable_offset: i64 => int64 if 4..,
+        pub log_start_offset: i64 => int64 if 5..,
+        pub aborted_transactions: Option<Vec<AbortedTransaction>> => nullable_array if 4..,
+        pub preferred_read_replica: i32 => int32 if 11..,
+        pub records: Option<Bytes> => nullable_bytes,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FetchTopicResponse {
-    pub topic: String,
-    pub partitions: Vec<FetchPartitionResponse>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct FetchTopicResponse {
+        pub topic: String => string,
+        pub partitions: Vec<FetchPartitionResponse> => array,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FetchResponse {
-    pub throttle_time_ms: i32,
-    pub error_code: i16,
-    pub session_id: i32,
-    pub topics: Vec<FetchTopicResponse>,
-    pub tags: TaggedFields,
-}
-
-impl Message for FetchResponse {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        if v >= 1 {
-            c.i32(&mut self.throttle_time_ms)?;
-        }
-        if v >= 7 {
-            c.i16(&mut self.error_code)?;
-            c.i32(&mut self.session_id)?;
-        }
-        array(c, &mut self.topics, |c, t| {
-            c.string(&mut t.topic)?;
-            array(c, &mut t.partitions, |c, p| {
-                c.i32(&mut p.partition_index)?;
-                c.i16(&mut p.error_code)?;
-                c.i64(&mut p.high_watermark)?;
-                if v >= 4 {
-                    c.i64(&mut p.last_stable_offset)?;
-                }
-                if v >= 5 {
-                    c.i64(&mut p.log_start_offset)?;
-                }
-                if v >= 4 {
-                    nullable_array(c, &mut p.aborted_transactions, |c, a| {
-                        c.i64(&mut a.producer_id)?;
-                        c.i64(&mut a.first_offset)?;
-                        c.tagged(&mut a.tags)
-                    })?;
-                }
-                if v >= 11 {
-                    c.i32(&mut p.preferred_read_replica)?;
-                }
-                c.nullable_bytes(&mut p.records)?;
-                c.tagged(&mut p.tags)
-            })?;
-            c.tagged(&mut t.tags)
-        })?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct FetchResponse {
+        pub throttle_time_ms: i32 => int32 if 1..,
+        pub error_code: i16 => int16 if 7..,
+        pub session_id: i32 => int32 if 7..,
+        pub topics: Vec<FetchTopicResponse> => array,
     }
 }
 
 // ---------------------------------------------------------------- ListOffsets (2)
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ListOffsetsPartition {
-    pub partition_index: i32,
-    pub current_leader_epoch: i32,
-    pub timestamp: i64,
-    pub max_num_offsets: i32,
-    pub tags: TaggedFields,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ListOffsetsTopic {
-    pub name: String,
-    pub partitions: Vec<ListOffsetsPartition>,
-    pub tags: TaggedFields,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ListOffsetsRequest {
-    pub replica_id: i32,
-    pub isolation_level: i8,
-    pub topics: Vec<ListOffsetsTopic>,
-    pub tags: TaggedFields,
-}
-
-impl Message for ListOffsetsRequest {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        c.i32(&mut self.replica_id)?;
-        if v >= 2 {
-            c.i8(&mut self.isolation_level)?;
-        }
-        array(c, &mut self.topics, |c, t| {
-            c.string(&mut t.name)?;
-            array(c, &mut t.partitions, |c, p| {
-                c.i32(&mut p.partition_index)?;
-                if v >= 4 {
-                    c.i32(&mut p.current_leader_epoch)?;
-                }
-                c.i64(&mut p.timestamp)?;
-                if v == 0 {
-                    c.i32(&mut p.max_num_offsets)?;
-                }
-                c.tagged(&mut p.tags)
-            })?;
-            c.tagged(&mut t.tags)
-        })?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct ListOffsetsPartition {
+        pub partition_index: i32 => int32,
+        pub current_leader_epoch: i32 => int32 if 4..,
+        pub timestamp: i64 => int64,
+        pub max_num_offsets: i32 => int32 if ..=0,
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ListOffsetsPartitionResponse {
-    pub partition_index: i32,
-    pub error_code: i16,
-    pub old_style_offsets: Vec<i64>,
-    pub timestamp: i64,
-    pub offset: i64,
-    pub leader_epoch: i32,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct ListOffsetsTopic {
+        pub name: String => string,
+        pub partitions: Vec<ListOffsetsPartition> => array,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ListOffsetsTopicResponse {
-    pub name: String,
-    pub partitions: Vec<ListOffsetsPartitionResponse>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct ListOffsetsRequest {
+        pub replica_id: i32 => int32,
+        pub isolation_level: i8 => int8 if 2..,
+        pub topics: Vec<ListOffsetsTopic> => array,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ListOffsetsResponse {
-    pub throttle_time_ms: i32,
-    pub topics: Vec<ListOffsetsTopicResponse>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct ListOffsetsPartitionResponse {
+        pub partition_index: i32 => int32,
+        pub error_code: i16 => int16,
+        pub old_style_offsets: Vec<i64> => int64_array if ..=0,
+        pub timestamp: i64 => int64 if 1..,
+        pub offset: i64 => int64 if 1..,
+        pub leader_epoch: i32 => int32 if 4..,
+    }
 }
 
-impl Message for ListOffsetsResponse {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        if v >= 2 {
-            c.i32(&mut self.throttle_time_ms)?;
-        }
-        array(c, &mut self.topics, |c, t| {
-            c.string(&mut t.name)?;
-            array(c, &mut t.partitions, |c, p| {
-                c.i32(&mut p.partition_index)?;
-                c.i16(&mut p.error_code)?;
-                if v == 0 {
-                    array(c, &mut p.old_style_offsets, |c, x| c.i64(x))?;
-                } else {
-                    c.i64(&mut p.timestamp)?;
-                    c.i64(&mut p.offset)?;
-                }
-                if v >= 4 {
-                    c.i32(&mut p.leader_epoch)?;
-                }
-                c.tagged(&mut p.tags)
-            })?;
-            c.tagged(&mut t.tags)
-        })?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct ListOffsetsTopicResponse {
+        pub name: String => string,
+        pub partitions: Vec<ListOffsetsPartitionResponse> => array,
+    }
+}
+
+crate::schema! {
+    pub struct ListOffsetsResponse {
+        pub throttle_time_ms: i32 => int32 if 2..,
+        pub topics: Vec<ListOffsetsTopicResponse> => array,
     }
 }
 
 // ---------------------------------------------------------------- CreateTopics (19)
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreatableAssignment {
-    pub partition_index: i32,
-    pub broker_ids: Vec<i32>,
-    pub tags: TaggedFields,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreatableConfig {
-    pub name: String,
-    pub value: Option<String>,
-    pub tags: TaggedFields,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreatableTopic {
-    pub name: String,
-    pub num_partitions: i32,
-    pub replication_factor: i16,
-    pub assignments: Vec<CreatableAssignment>,
-    pub configs: Vec<CreatableConfig>,
-    pub tags: TaggedFields,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreateTopicsRequest {
-    pub topics: Vec<CreatableTopic>,
-    pub timeout_ms: i32,
-    pub validate_only: bool,
-    pub tags: TaggedFields,
-}
-
-impl Message for CreateTopicsRequest {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        array(c, &mut self.topics, |c, t| {
-            c.string(&mut t.name)?;
-            c.i32(&mut t.num_partitions)?;
-            c.i16(&mut t.replication_factor)?;
-            array(c, &mut t.assignments, |c, a| {
-                c.i32(&mut a.partition_index)?;
-                int32_array(c, &mut a.broker_ids)?;
-                c.tagged(&mut a.tags)
-            })?;
-            array(c, &mut t.configs, |c, k| {
-                c.string(&mut k.name)?;
-                c.nullable_string(&mut k.value)?;
-                c.tagged(&mut k.tags)
-            })?;
-            c.tagged(&mut t.tags)
-        })?;
-        c.i32(&mut self.timeout_ms)?;
-        if v >= 1 {
-            c.bool(&mut self.validate_only)?;
-        }
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct CreatableAssignment {
+        pub partition_index: i32 => int32,
+        pub broker_ids: Vec<i32> => int32_array,
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreatableTopicConfigs {
-    pub name: String,
-    pub value: Option<String>,
-    pub read_only: bool,
-    pub config_source: i8,
-    pub is_sensitive: bool,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct CreatableConfig {
+        pub name: String => string,
+        pub value: Option<String> => nullable_string,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreatableTopicResult {
-    pub name: String,
-    pub topic_id: [u8; 16],
-    pub error_code: i16,
-    pub error_message: Option<String>,
-    pub num_partitions: i32,
-    pub replication_factor: i16,
-    pub configs: Option<Vec<CreatableTopicConfigs>>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct CreatableTopic {
+        pub name: String => string,
+        pub num_partitions: i32 => int32,
+        pub replication_factor: i16 => int16,
+        pub assignments: Vec<CreatableAssignment> => array,
+        pub configs: Vec<CreatableConfig> => array,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreateTopicsResponse {
-    pub throttle_time_ms: i32,
-    pub topics: Vec<CreatableTopicResult>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct CreateTopicsRequest {
+        pub topics: Vec<CreatableTopic> => array,
+        pub timeout_ms: i32 => int32,
+        pub validate_only: bool => boolean if 1..,
+    }
 }
 
-impl Message for CreateTopicsResponse {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        if v >= 2 {
-            c.i32(&mut self.throttle_time_ms)?;
-        }
-        array(c, &mut self.topics, |c, t| {
-            c.string(&mut t.name)?;
-            if v >= 7 {
-                c.uuid(&mut t.topic_id)?;
-            }
-            c.i16(&mut t.error_code)?;
-            if v >= 1 {
-                c.nullable_string(&mut t.error_message)?;
-            }
-            if v >= 5 {
-                c.i32(&mut t.num_partitions)?;
-                c.i16(&mut t.replication_factor)?;
-                nullable_array(c, &mut t.configs, |c, k| {
-                    c.string(&mut k.name)?;
-                    c.nullable_string(&mut k.value)?;
-                    c.bool(&mut k.read_only)?;
-                    c.i8(&mut k.config_source)?;
-                    c.bool(&mut k.is_sensitive)?;
-                    c.tagged(&mut k.tags)
-                })?;
-            }
-            c.tagged(&mut t.tags)
-        })?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct CreatableTopicConfigs {
+        pub name: String => string,
+        pub value: Option<String> => nullable_string,
+        pub read_only: bool => boolean,
+        pub config_source: i8 => int8,
+        pub is_sensitive: bool => boolean,
+    }
+}
+
+crate::schema! {
+    pub struct CreatableTopicResult {
+        pub name: String => string,
+        pub topic_id: [u8; 16] => uuid if 7..,
+        pub error_code: i16 => int16,
+        pub error_message: Option<String> => nullable_string if 1..,
+        pub num_partitions: i32 => int32 if 5..,
+        pub replication_factor: i16 => int16 if 5..,
+        pub configs: Option<Vec<CreatableTopicConfigs>> => nullable_array if 5..,
+    }
+}
+
+crate::schema! {
+    pub struct CreateTopicsResponse {
+        pub throttle_time_ms: i32 => int32 if 2..,
+        pub topics: Vec<CreatableTopicResult> => array,
     }
 }
 
 // ---------------------------------------------------------------- DeleteTopics (20)
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DeleteTopicState {
-    pub name: Option<String>,
-    pub topic_id: [u8; 16],
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct DeleteTopicState {
+        pub name: Option<String> => nullable_string,
+        pub topic_id: [u8; 16] => uuid,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DeleteTopicsRequest {
-    /// v6+
-    pub topics: Vec<DeleteTopicState>,
-    /// v0-5
-    pub topic_names: Vec<String>,
-    pub timeout_ms: i32,
-    pub tags: TaggedFields,
-}
-
-impl Message for DeleteTopicsRequest {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        if v >= 6 {
-            array(c, &mut self.topics, |c, t| {
-                c.nullable_string(&mut t.name)?;
-                c.uuid(&mut t.topic_id)?;
-                c.tagged(&mut t.tags)
-            })?;
-        } else {
-            array(c, &mut self.topic_names, |c, n| c.string(n))?;
-        }
-        c.i32(&mut self.timeout_ms)?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct DeleteTopicsRequest {
+        /// v6+
+        pub topics: Vec<DeleteTopicState> => array if 6..,
+        /// v0-5
+        pub topic_names: Vec<String> => string_array if ..=5,
+        pub timeout_ms: i32 => int32,
     }
 }
 
@@ -813,147 +573,86 @@ pub struct DeletableTopicResult {
     pub tags: TaggedFields,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DeleteTopicsResponse {
-    pub throttle_time_ms: i32,
-    pub responses: Vec<DeletableTopicResult>,
-    pub tags: TaggedFields,
+// Hand-written: the name is a string before v6 and a nullable string from v6.
+impl Message for DeletableTopicResult {
+    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
+        if v >= 6 {
+            c.nullable_string(&mut self.name)?;
+            c.uuid(&mut self.topic_id)?;
+        } else {
+            let mut name = self.name.clone().unwrap_or_default();
+            c.string(&mut name)?;
+            self.name = Some(name);
+        }
+        c.i16(&mut self.error_code)?;
+        if v >= 5 {
+            c.nullable_string(&mut self.error_message)?;
+        }
+        c.tagged(&mut self.tags)
+    }
 }
 
-impl Message for DeleteTopicsResponse {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        if v >= 1 {
-            c.i32(&mut self.throttle_time_ms)?;
-        }
-        array(c, &mut self.responses, |c, r| {
-            if v >= 6 {
-                c.nullable_string(&mut r.name)?;
-                c.uuid(&mut r.topic_id)?;
-            } else {
-                let mut name = r.name.clone().unwrap_or_default();
-                c.string(&mut name)?;
-                r.name = Some(name);
-            }
-            c.i16(&mut r.error_code)?;
-            if v >= 5 {
-                c.nullable_string(&mut r.error_message)?;
-            }
-            c.tagged(&mut r.tags)
-        })?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct DeleteTopicsResponse {
+        pub throttle_time_ms: i32 => int32 if 1..,
+        pub responses: Vec<DeletableTopicResult> => array,
     }
 }
 
 // ---------------------------------------------------------------- DescribeConfigs (32)
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DescribeConfigsResource {
-    pub resource_type: i8,
-    pub resource_name: String,
-    pub configuration_keys: Option<Vec<String>>,
-    pub tags: TaggedFields,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DescribeConfigsRequest {
-    pub resources: Vec<DescribeConfigsResource>,
-    pub include_synonyms: bool,
-    pub include_documentation: bool,
-    pub tags: TaggedFields,
-}
-
-impl Message for DescribeConfigsRequest {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        array(c, &mut self.resources, |c, r| {
-            c.i8(&mut r.resource_type)?;
-            c.string(&mut r.resource_name)?;
-            nullable_array(c, &mut r.configuration_keys, |c, k| c.string(k))?;
-            c.tagged(&mut r.tags)
-        })?;
-        if v >= 1 {
-            c.bool(&mut self.include_synonyms)?;
-        }
-        if v >= 3 {
-            c.bool(&mut self.include_documentation)?;
-        }
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct DescribeConfigsResource {
+        pub resource_type: i8 => int8,
+        pub resource_name: String => string,
+        pub configuration_keys: Option<Vec<String>> => nullable_string_array,
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DescribeConfigsSynonym {
-    pub name: String,
-    pub value: Option<String>,
-    pub source: i8,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct DescribeConfigsRequest {
+        pub resources: Vec<DescribeConfigsResource> => array,
+        pub include_synonyms: bool => boolean if 1..,
+        pub include_documentation: bool => boolean if 3..,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DescribeConfigsEntry {
-    pub name: String,
-    pub value: Option<String>,
-    pub read_only: bool,
-    pub is_default: bool,
-    pub config_source: i8,
-    pub is_sensitive: bool,
-    pub synonyms: Vec<DescribeConfigsSynonym>,
-    pub config_type: i8,
-    pub documentation: Option<String>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct DescribeConfigsSynonym {
+        pub name: String => string,
+        pub value: Option<String> => nullable_string,
+        pub source: i8 => int8,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DescribeConfigsResult {
-    pub error_code: i16,
-    pub error_message: Option<String>,
-    pub resource_type: i8,
-    pub resource_name: String,
-    pub configs: Vec<DescribeConfigsEntry>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct DescribeConfigsEntry {
+        pub name: String => string,
+        pub value: Option<String> => nullable_string,
+        pub read_only: bool => boolean,
+        pub is_default: bool => boolean if ..=0,
+        pub config_source: i8 => int8 if 1..,
+        pub is_sensitive: bool => boolean,
+        pub synonyms: Vec<DescribeConfigsSynonym> => array if 1..,
+        pub config_type: i8 => int8 if 3..,
+        pub documentation: Option<String> => nullable_string if 3..,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DescribeConfigsResponse {
-    pub throttle_time_ms: i32,
-    pub results: Vec<DescribeConfigsResult>,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct DescribeConfigsResult {
+        pub error_code: i16 => int16,
+        pub error_message: Option<String> => nullable_string,
+        pub resource_type: i8 => int8,
+        pub resource_name: String => string,
+        pub configs: Vec<DescribeConfigsEntry> => array,
+    }
 }
 
-impl Message for DescribeConfigsResponse {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        c.i32(&mut self.throttle_time_ms)?;
-        array(c, &mut self.results, |c, r| {
-            c.i16(&mut r.error_code)?;
-            c.nullable_string(&mut r.error_message)?;
-            c.i8(&mut r.resource_type)?;
-            c.string(&mut r.resource_name)?;
-            array(c, &mut r.configs, |c, e| {
-                c.string(&mut e.name)?;
-                c.nullable_string(&mut e.value)?;
-                c.bool(&mut e.read_only)?;
-                if v == 0 {
-                    c.bool(&mut e.is_default)?;
-                } else {
-                    c.i8(&mut e.config_source)?;
-                }
-                c.bool(&mut e.is_sensitive)?;
-                if v >= 1 {
-                    array(c, &mut e.synonyms, |c, s| {
-                        c.string(&mut s.name)?;
-                        c.nullable_string(&mut s.value)?;
-                        c.i8(&mut s.source)?;
-                        c.tagged(&mut s.tags)
-                    })?;
-                }
-                if v >= 3 {
-                    c.i8(&mut e.config_type)?;
-                    c.nullable_string(&mut e.documentation)?;
-                }
-                c.tagged(&mut e.tags)
-            })?;
-            c.tagged(&mut r.tags)
-        })?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct DescribeConfigsResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub results: Vec<DescribeConfigsResult> => array,
     }
 }
 
@@ -987,6 +686,7 @@ pub struct AlterConfigsRequest {
     pub tags: TaggedFields,
 }
 
+// Hand-written: each config's operation exists by API (`incremental`), not by version.
 impl Message for AlterConfigsRequest {
     fn codec<C: Codec>(&mut self, c: &mut C, _v: i16) -> ProtoResult<()> {
         let incremental = self.incremental;
@@ -1008,32 +708,18 @@ impl Message for AlterConfigsRequest {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AlterConfigsResourceResponse {
-    pub error_code: i16,
-    pub error_message: Option<String>,
-    pub resource_type: i8,
-    pub resource_name: String,
-    pub tags: TaggedFields,
+crate::schema! {
+    pub struct AlterConfigsResourceResponse {
+        pub error_code: i16 => int16,
+        pub error_message: Option<String> => nullable_string,
+        pub resource_type: i8 => int8,
+        pub resource_name: String => string,
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AlterConfigsResponse {
-    pub throttle_time_ms: i32,
-    pub responses: Vec<AlterConfigsResourceResponse>,
-    pub tags: TaggedFields,
-}
-
-impl Message for AlterConfigsResponse {
-    fn codec<C: Codec>(&mut self, c: &mut C, _v: i16) -> ProtoResult<()> {
-        c.i32(&mut self.throttle_time_ms)?;
-        array(c, &mut self.responses, |c, r| {
-            c.i16(&mut r.error_code)?;
-            c.nullable_string(&mut r.error_message)?;
-            c.i8(&mut r.resource_type)?;
-            c.string(&mut r.resource_name)?;
-            c.tagged(&mut r.tags)
-        })?;
-        c.tagged(&mut self.tags)
+crate::schema! {
+    pub struct AlterConfigsResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub responses: Vec<AlterConfigsResourceResponse> => array,
     }
 }

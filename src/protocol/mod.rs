@@ -1,7 +1,8 @@
 //! The Kafka wire protocol: request and response headers and the request and response bodies
 //! of every API tidemark implements ([`messages`]; the consumer-group APIs and InitProducerId in
-//! [`groups`]). Pure encoding and decoding: no storage and no glommio here, so it is tested and
-//! fuzzed without a runtime.
+//! [`groups`]; the other admin APIs in [`admin`]), declared with [`schema!`](crate::schema) over
+//! the primitive types of [`codec`]. Pure encoding and decoding: no storage and no glommio here,
+//! so it is tested and fuzzed without a runtime.
 //!
 //! A frame is an int32 size then the bytes. Request header v1 (`api_key`, `api_version`,
 //! `correlation_id`, `client_id` with an int16 length) or v2 for flexible versions (the same

@@ -25,8 +25,11 @@
 //!
 //! A field's wire type names a function of [`kind`]; `= value` after the type gives a default
 //! other than `Default::default()`; `if RANGE` (`3..`, `8..=10`, `..=4`) the versions it exists
-//! in. Messages whose wire form is not a plain sequence of fields (tagged fields with meaning,
-//! fields in another order by version) keep a hand-written [`Message`] impl beside the schemas.
+//! in. Messages whose wire form is not a plain sequence of fields (tagged fields with meaning, a
+//! field whose type changes with the version, a field that exists by API rather than by
+//! version, an absent field read as something other than its default) keep a hand-written
+//! [`Message`] impl beside the schemas, with a comment saying why; it reads its nested
+//! schema structs through [`kind`].
 
 use super::codec::{Codec, ProtoResult};
 use super::messages::Message;
