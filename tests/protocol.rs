@@ -7,6 +7,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use tidemark::protocol::admin::*;
 use tidemark::protocol::codec::{Reader, TaggedFields, Writer};
+use tidemark::protocol::errors::ErrorCode;
 use tidemark::protocol::groups::*;
 use tidemark::protocol::messages::*;
 use tidemark::protocol::*;
@@ -546,7 +547,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                         partitions: (0..g.len())
                             .map(|_| ProducePartitionResponse {
                                 index: g.i32(),
-                                error_code: g.i16(),
+                                error_code: ErrorCode(g.i16()),
                                 base_offset: g.i64(),
                                 log_append_time_ms: g.i64(),
                                 log_start_offset: g.i64(),
@@ -573,7 +574,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
         FETCH => out.take(
             &mut FetchResponse {
                 throttle_time_ms: g.i32(),
-                error_code: g.i16(),
+                error_code: ErrorCode(g.i16()),
                 session_id: g.i32(),
                 topics: (0..g.len())
                     .map(|_| FetchTopicResponse {
@@ -581,7 +582,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                         partitions: (0..g.len())
                             .map(|_| FetchPartitionResponse {
                                 partition_index: g.i32(),
-                                error_code: g.i16(),
+                                error_code: ErrorCode(g.i16()),
                                 high_watermark: g.i64(),
                                 last_stable_offset: g.i64(),
                                 log_start_offset: g.i64(),
@@ -620,7 +621,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                         partitions: (0..g.len())
                             .map(|_| ListOffsetsPartitionResponse {
                                 partition_index: g.i32(),
-                                error_code: g.i16(),
+                                error_code: ErrorCode(g.i16()),
                                 old_style_offsets: (0..g.len()).map(|_| g.i64()).collect(),
                                 timestamp: g.i64(),
                                 offset: g.i64(),
@@ -652,13 +653,13 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                 controller_id: g.i32(),
                 topics: (0..g.len())
                     .map(|_| MetadataTopic {
-                        error_code: g.i16(),
+                        error_code: ErrorCode(g.i16()),
                         name: Some(g.string()),
                         topic_id: g.uuid(),
                         is_internal: g.bool(),
                         partitions: (0..g.len())
                             .map(|_| MetadataPartition {
-                                error_code: g.i16(),
+                                error_code: ErrorCode(g.i16()),
                                 partition_index: g.i32(),
                                 leader_id: g.i32(),
                                 leader_epoch: g.i32(),
@@ -680,7 +681,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
         ),
         API_VERSIONS => out.take(
             &mut ApiVersionsResponse {
-                error_code: g.i16(),
+                error_code: ErrorCode(g.i16()),
                 api_keys: (0..g.len())
                     .map(|_| ApiVersion {
                         api_key: g.i16(),
@@ -710,7 +711,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                     .map(|_| CreatableTopicResult {
                         name: g.string(),
                         topic_id: g.uuid(),
-                        error_code: g.i16(),
+                        error_code: ErrorCode(g.i16()),
                         error_message: g.opt_string(),
                         num_partitions: g.i32(),
                         replication_factor: g.i16(),
@@ -745,7 +746,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                     .map(|_| DeletableTopicResult {
                         name: Some(g.string()),
                         topic_id: g.uuid(),
-                        error_code: g.i16(),
+                        error_code: ErrorCode(g.i16()),
                         error_message: g.opt_string(),
                         tags: g.tags(),
                     })
@@ -760,7 +761,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                 throttle_time_ms: g.i32(),
                 results: (0..g.len())
                     .map(|_| DescribeConfigsResult {
-                        error_code: g.i16(),
+                        error_code: ErrorCode(g.i16()),
                         error_message: g.opt_string(),
                         resource_type: g.i8(),
                         resource_name: g.string(),
@@ -798,7 +799,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                 throttle_time_ms: g.i32(),
                 responses: (0..g.len())
                     .map(|_| AlterConfigsResourceResponse {
-                        error_code: g.i16(),
+                        error_code: ErrorCode(g.i16()),
                         error_message: g.opt_string(),
                         resource_type: g.i8(),
                         resource_name: g.string(),
@@ -813,7 +814,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
         FIND_COORDINATOR => out.take(
             &mut FindCoordinatorResponse {
                 throttle_time_ms: g.i32(),
-                error_code: g.i16(),
+                error_code: ErrorCode(g.i16()),
                 error_message: g.opt_string(),
                 node_id: g.i32(),
                 host: g.string(),
@@ -824,7 +825,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                         node_id: g.i32(),
                         host: g.string(),
                         port: g.i32(),
-                        error_code: g.i16(),
+                        error_code: ErrorCode(g.i16()),
                         error_message: g.opt_string(),
                         tags: g.tags(),
                     })
@@ -843,7 +844,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                         partitions: (0..g.len())
                             .map(|_| OffsetCommitResponsePartition {
                                 partition_index: g.i32(),
-                                error_code: g.i16(),
+                                error_code: ErrorCode(g.i16()),
                                 tags: g.tags(),
                             })
                             .collect(),
@@ -866,7 +867,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                                 committed_offset: g.i64(),
                                 committed_leader_epoch: g.i32(),
                                 metadata: g.opt_string(),
-                                error_code: g.i16(),
+                                error_code: ErrorCode(g.i16()),
                                 tags: g.tags(),
                             })
                             .collect(),
@@ -878,12 +879,12 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                 &mut OffsetFetchResponse {
                     throttle_time_ms: g.i32(),
                     topics: topics(g),
-                    error_code: g.i16(),
+                    error_code: ErrorCode(g.i16()),
                     groups: (0..g.len())
                         .map(|_| OffsetFetchResponseGroup {
                             group_id: g.string(),
                             topics: topics(g),
-                            error_code: g.i16(),
+                            error_code: ErrorCode(g.i16()),
                             tags: g.tags(),
                         })
                         .collect(),
@@ -896,7 +897,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
         JOIN_GROUP => out.take(
             &mut JoinGroupResponse {
                 throttle_time_ms: g.i32(),
-                error_code: g.i16(),
+                error_code: ErrorCode(g.i16()),
                 generation_id: g.i32(),
                 protocol_type: g.opt_string(),
                 protocol_name: g.opt_string(),
@@ -917,19 +918,19 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
             version,
         ),
         HEARTBEAT => out.take(
-            &mut HeartbeatResponse { throttle_time_ms: g.i32(), error_code: g.i16(), tags: g.tags() },
+            &mut HeartbeatResponse { throttle_time_ms: g.i32(), error_code: ErrorCode(g.i16()), tags: g.tags() },
             api,
             version,
         ),
         LEAVE_GROUP => out.take(
             &mut LeaveGroupResponse {
                 throttle_time_ms: g.i32(),
-                error_code: g.i16(),
+                error_code: ErrorCode(g.i16()),
                 members: (0..g.len())
                     .map(|_| MemberResponse {
                         member_id: g.string(),
                         group_instance_id: g.opt_string(),
-                        error_code: g.i16(),
+                        error_code: ErrorCode(g.i16()),
                         tags: g.tags(),
                     })
                     .collect(),
@@ -941,7 +942,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
         SYNC_GROUP => out.take(
             &mut SyncGroupResponse {
                 throttle_time_ms: g.i32(),
-                error_code: g.i16(),
+                error_code: ErrorCode(g.i16()),
                 protocol_type: g.opt_string(),
                 protocol_name: g.opt_string(),
                 assignment: g.payload(),
@@ -955,7 +956,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                 throttle_time_ms: g.i32(),
                 groups: (0..g.len())
                     .map(|_| DescribedGroup {
-                        error_code: g.i16(),
+                        error_code: ErrorCode(g.i16()),
                         group_id: g.string(),
                         group_state: g.string(),
                         protocol_type: g.string(),
@@ -983,7 +984,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
         LIST_GROUPS => out.take(
             &mut ListGroupsResponse {
                 throttle_time_ms: g.i32(),
-                error_code: g.i16(),
+                error_code: ErrorCode(g.i16()),
                 groups: (0..g.len())
                     .map(|_| ListedGroup {
                         group_id: g.string(),
@@ -1001,7 +1002,11 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
             &mut DeleteGroupsResponse {
                 throttle_time_ms: g.i32(),
                 results: (0..g.len())
-                    .map(|_| DeletableGroupResult { group_id: g.string(), error_code: g.i16(), tags: g.tags() })
+                    .map(|_| DeletableGroupResult {
+                        group_id: g.string(),
+                        error_code: ErrorCode(g.i16()),
+                        tags: g.tags(),
+                    })
                     .collect(),
                 tags: g.tags(),
             },
@@ -1011,7 +1016,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
         INIT_PRODUCER_ID => out.take(
             &mut InitProducerIdResponse {
                 throttle_time_ms: g.i32(),
-                error_code: g.i16(),
+                error_code: ErrorCode(g.i16()),
                 producer_id: g.i64(),
                 producer_epoch: g.i16(),
                 tags: g.tags(),
@@ -1025,7 +1030,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                 results: (0..g.len())
                     .map(|_| CreatePartitionsTopicResult {
                         name: g.string(),
-                        error_code: g.i16(),
+                        error_code: ErrorCode(g.i16()),
                         error_message: g.opt_string(),
                         tags: g.tags(),
                     })
@@ -1045,7 +1050,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                             .map(|_| DeleteRecordsPartitionResult {
                                 partition_index: g.i32(),
                                 low_watermark: g.i64(),
-                                error_code: g.i16(),
+                                error_code: ErrorCode(g.i16()),
                                 tags: g.tags(),
                             })
                             .collect(),
@@ -1060,10 +1065,10 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
         DESCRIBE_LOG_DIRS => out.take(
             &mut DescribeLogDirsResponse {
                 throttle_time_ms: g.i32(),
-                error_code: g.i16(),
+                error_code: ErrorCode(g.i16()),
                 results: (0..g.len())
                     .map(|_| DescribeLogDirsResult {
-                        error_code: g.i16(),
+                        error_code: ErrorCode(g.i16()),
                         log_dir: g.string(),
                         topics: (0..g.len())
                             .map(|_| DescribeLogDirsTopic {
@@ -1093,7 +1098,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
         DESCRIBE_CLUSTER => out.take(
             &mut DescribeClusterResponse {
                 throttle_time_ms: g.i32(),
-                error_code: g.i16(),
+                error_code: ErrorCode(g.i16()),
                 error_message: g.opt_string(),
                 endpoint_type: g.i8(),
                 cluster_id: g.string(),
@@ -1123,7 +1128,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                         partitions: (0..g.len())
                             .map(|_| DescribeProducersPartition {
                                 partition_index: g.i32(),
-                                error_code: g.i16(),
+                                error_code: ErrorCode(g.i16()),
                                 error_message: g.opt_string(),
                                 active_producers: (0..g.len())
                                     .map(|_| ProducerStateEntry {
@@ -1337,7 +1342,7 @@ fn unsupported_requests_keep_their_header() {
     let v0 = RequestHeader { api_version: 0, ..header };
     let frame = encode_response(&v0, &mut resp).unwrap();
     let (cid, back): (i32, ApiVersionsResponse) = decode_response(&v0, frame.slice(4..)).unwrap();
-    assert_eq!((cid, back.error_code), (9, 35));
+    assert_eq!((cid, back.error_code), (9, ErrorCode(35)));
     assert_eq!(back.api_keys.len(), SUPPORTED.len());
 }
 
@@ -1497,7 +1502,7 @@ fn find_coordinator_exact_bytes() {
         B::default().i32(5).i16(15).s("busy").i32(-1).s("").i32(-1),
         FindCoordinatorResponse {
             throttle_time_ms: 5,
-            error_code: 15,
+            error_code: ErrorCode(15),
             error_message: Some("busy".into()),
             node_id: -1,
             port: -1,
@@ -1597,7 +1602,7 @@ fn offset_commit_exact_bytes() {
                 name: "t".into(),
                 partitions: vec![OffsetCommitResponsePartition {
                     partition_index: 2,
-                    error_code: 22,
+                    error_code: ErrorCode(22),
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -1673,7 +1678,7 @@ fn offset_fetch_exact_bytes() {
                 }],
                 ..Default::default()
             }],
-            error_code: 16,
+            error_code: ErrorCode(16),
             ..Default::default()
         },
     );
@@ -1706,7 +1711,7 @@ fn offset_fetch_exact_bytes() {
                     partitions: vec![OffsetFetchResponsePartition { committed_offset: -1, ..Default::default() }],
                     ..Default::default()
                 }],
-                error_code: 16,
+                error_code: ErrorCode(16),
                 ..Default::default()
             }],
             ..Default::default()
@@ -1793,7 +1798,7 @@ fn heartbeat_exact_bytes() {
         HEARTBEAT,
         4,
         B::default().i32(3).i16(27).tags(),
-        HeartbeatResponse { throttle_time_ms: 3, error_code: 27, ..Default::default() },
+        HeartbeatResponse { throttle_time_ms: 3, error_code: ErrorCode(27), ..Default::default() },
     );
 }
 
@@ -1827,7 +1832,7 @@ fn leave_group_exact_bytes() {
             members: vec![MemberResponse {
                 member_id: "m".into(),
                 group_instance_id: Some("i".into()),
-                error_code: 25,
+                error_code: ErrorCode(25),
                 ..Default::default()
             }],
             ..Default::default()
@@ -1982,7 +1987,11 @@ fn delete_groups_exact_bytes() {
         B::default().i32(4).arr(1).s("g").i16(69),
         DeleteGroupsResponse {
             throttle_time_ms: 4,
-            results: vec![DeletableGroupResult { group_id: "g".into(), error_code: 69, ..Default::default() }],
+            results: vec![DeletableGroupResult {
+                group_id: "g".into(),
+                error_code: ErrorCode(69),
+                ..Default::default()
+            }],
             ..Default::default()
         },
     );
@@ -2077,7 +2086,7 @@ fn create_partitions_exact_bytes() {
         CreatePartitionsResponse {
             results: vec![CreatePartitionsTopicResult {
                 name: "t".into(),
-                error_code: 37,
+                error_code: ErrorCode(37),
                 error_message: Some("no".into()),
                 ..Default::default()
             }],

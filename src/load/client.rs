@@ -3,6 +3,7 @@
 //! through ApiVersions, and the few calls a load test needs. Speaks the wire protocol through
 //! `crate::protocol`, so it works against any Kafka-compatible broker.
 
+use crate::protocol::errors as code;
 use crate::protocol::messages::*;
 use crate::protocol::{self, RequestHeader};
 use anyhow::{bail, Context};
@@ -85,7 +86,7 @@ impl Conn {
             Rc::new(Conn { frames: tx, waiting, next: Cell::new(1), versions: RefCell::new(HashMap::new()), closed });
         let mut req = protocol::messages::ApiVersionsRequest::default();
         let resp: ApiVersionsResponse = conn.call_at(protocol::API_VERSIONS, 0, &mut req).await?;
-        if resp.error_code != 0 {
+        if resp.error_code != code::NONE {
             bail!("{addr}: ApiVersions error {}", resp.error_code);
         }
         *conn.versions.borrow_mut() =
@@ -160,8 +161,7 @@ impl Conn {
         };
         let created: CreateTopicsResponse = self.call(protocol::CREATE_TOPICS, &mut create).await?;
         if let Some(t) = created.topics.first() {
-            // 36 = TOPIC_ALREADY_EXISTS
-            if t.error_code != 0 && t.error_code != 36 {
+            if t.error_code != code::NONE && t.error_code != code::TOPIC_ALREADY_EXISTS {
                 bail!("creating {topic}: error {} {}", t.error_code, t.error_message.clone().unwrap_or_default());
             }
         }
@@ -172,7 +172,8 @@ impl Conn {
                 ..Default::default()
             };
             let meta: MetadataResponse = self.call(protocol::METADATA, &mut m).await?;
-            if let Some(t) = meta.topics.iter().find(|t| t.name.as_deref() == Some(topic) && t.error_code == 0) {
+            if let Some(t) = meta.topics.iter().find(|t| t.name.as_deref() == Some(topic) && t.error_code == code::NONE)
+            {
                 if !t.partitions.is_empty() {
                     return Ok(t.partitions.len() as i32);
                 }

@@ -2,6 +2,7 @@
 
 use super::client::Conn;
 use super::{new_histogram, Interval, LoadArgs, Mode};
+use crate::protocol::errors as code;
 use crate::protocol::messages::*;
 use crate::protocol::{FETCH, PRODUCE};
 use crate::storage::format::batch::{records_section, BatchBuilder, BatchHeader, Records, MAGIC_V2};
@@ -272,7 +273,7 @@ async fn produce(
                 conn.send_only(PRODUCE, &mut req).await.is_ok()
             } else {
                 match conn.call::<_, ProduceResponse>(PRODUCE, &mut req).await {
-                    Ok(r) => r.topics.iter().flat_map(|t| &t.partitions).all(|p| p.error_code == 0),
+                    Ok(r) => r.topics.iter().flat_map(|t| &t.partitions).all(|p| p.error_code == code::NONE),
                     Err(_) => false,
                 }
             };
@@ -367,7 +368,7 @@ async fn consume(
         let arrived = micros_since_epoch();
         let (mut n_records, mut n_bytes) = (0u64, 0u64);
         for p in resp.topics.iter().flat_map(|t| &t.partitions) {
-            if p.error_code != 0 {
+            if p.error_code != code::NONE {
                 meter.errors.set(meter.errors.get() + 1);
                 continue;
             }

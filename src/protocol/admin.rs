@@ -4,6 +4,8 @@
 //! defaults follow Kafka's message JSON definitions
 //! (`clients/src/main/resources/common/message/*.json`).
 
+use super::errors::ErrorCode;
+
 // ---------------------------------------------------------------- CreatePartitions (37)
 
 crate::schema! {
@@ -33,7 +35,7 @@ crate::schema! {
 crate::schema! {
     pub struct CreatePartitionsTopicResult {
         pub name: String => string,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub error_message: Option<String> => nullable_string,
     }
 }
@@ -74,7 +76,7 @@ crate::schema! {
         pub partition_index: i32 => int32,
         /// The new log start offset, or -1 on error.
         pub low_watermark: i64 => int64,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
     }
 }
 
@@ -126,7 +128,7 @@ crate::schema! {
 
 crate::schema! {
     pub struct DescribeLogDirsResult {
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub log_dir: String => string,
         pub topics: Vec<DescribeLogDirsTopic> => array,
         /// v4+
@@ -140,7 +142,7 @@ crate::schema! {
     pub struct DescribeLogDirsResponse {
         pub throttle_time_ms: i32 => int32,
         /// v3+
-        pub error_code: i16 => int16 if 3..,
+        pub error_code: ErrorCode => error_code if 3..,
         pub results: Vec<DescribeLogDirsResult> => array,
     }
 }
@@ -171,7 +173,7 @@ crate::schema! {
 crate::schema! {
     pub struct DescribeClusterResponse {
         pub throttle_time_ms: i32 => int32,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub error_message: Option<String> => nullable_string,
         /// v1+
         pub endpoint_type: i8 = 1 => int8 if 1..,
@@ -211,7 +213,7 @@ crate::schema! {
 crate::schema! {
     pub struct DescribeProducersPartition {
         pub partition_index: i32 => int32,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub error_message: Option<String> => nullable_string,
         pub active_producers: Vec<ProducerStateEntry> => array,
     }

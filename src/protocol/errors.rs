@@ -1,47 +1,66 @@
-//! Kafka error codes tidemark returns.
+//! Kafka error codes tidemark returns, as [`ErrorCode`]: a type of its own, so a code is never
+//! taken for another `i16` of a message (a producer epoch, an API version, a partition count)
+//! or the other way round.
 
-pub const NONE: i16 = 0;
-pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-pub const CORRUPT_MESSAGE: i16 = 2;
-pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-pub const MESSAGE_TOO_LARGE: i16 = 10;
-pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-pub const REQUEST_TIMED_OUT: i16 = 7;
-pub const NOT_ENOUGH_REPLICAS: i16 = 19;
-pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
-pub const RECORD_LIST_TOO_LARGE: i16 = 18;
-pub const INVALID_REQUIRED_ACKS: i16 = 21;
-pub const INVALID_TIMESTAMP: i16 = 32;
-pub const UNSUPPORTED_VERSION: i16 = 35;
-pub const TOPIC_ALREADY_EXISTS: i16 = 36;
-pub const INVALID_PARTITIONS: i16 = 37;
-pub const INVALID_REPLICATION_FACTOR: i16 = 38;
-pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
-pub const INVALID_REQUEST: i16 = 42;
-pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
-pub const POLICY_VIOLATION: i16 = 44;
-pub const INVALID_CONFIG: i16 = 40;
-pub const KAFKA_STORAGE_ERROR: i16 = 56;
-pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
-pub const INVALID_RECORD: i16 = 87;
-pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
-pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-pub const NOT_COORDINATOR: i16 = 16;
-pub const ILLEGAL_GENERATION: i16 = 22;
-pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
-pub const INVALID_GROUP_ID: i16 = 24;
-pub const UNKNOWN_MEMBER_ID: i16 = 25;
-pub const INVALID_SESSION_TIMEOUT: i16 = 26;
-pub const REBALANCE_IN_PROGRESS: i16 = 27;
-pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
-pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-pub const UNKNOWN_PRODUCER_ID: i16 = 59;
-pub const NON_EMPTY_GROUP: i16 = 68;
-pub const GROUP_ID_NOT_FOUND: i16 = 69;
-pub const MEMBER_ID_REQUIRED: i16 = 79;
-pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
-pub const FENCED_INSTANCE_ID: i16 = 82;
-pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+/// A Kafka error code (0: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ErrorCode(pub i16);
+
+impl ErrorCode {
+    /// The code as Kafka numbers it.
+    pub const fn get(self) -> i16 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+pub const NONE: ErrorCode = ErrorCode(0);
+pub const OFFSET_OUT_OF_RANGE: ErrorCode = ErrorCode(1);
+pub const CORRUPT_MESSAGE: ErrorCode = ErrorCode(2);
+pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = ErrorCode(3);
+pub const MESSAGE_TOO_LARGE: ErrorCode = ErrorCode(10);
+pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = ErrorCode(6);
+pub const REQUEST_TIMED_OUT: ErrorCode = ErrorCode(7);
+pub const NOT_ENOUGH_REPLICAS: ErrorCode = ErrorCode(19);
+pub const INVALID_TOPIC_EXCEPTION: ErrorCode = ErrorCode(17);
+pub const RECORD_LIST_TOO_LARGE: ErrorCode = ErrorCode(18);
+pub const INVALID_REQUIRED_ACKS: ErrorCode = ErrorCode(21);
+pub const INVALID_TIMESTAMP: ErrorCode = ErrorCode(32);
+pub const UNSUPPORTED_VERSION: ErrorCode = ErrorCode(35);
+pub const TOPIC_ALREADY_EXISTS: ErrorCode = ErrorCode(36);
+pub const INVALID_PARTITIONS: ErrorCode = ErrorCode(37);
+pub const INVALID_REPLICATION_FACTOR: ErrorCode = ErrorCode(38);
+pub const INVALID_REPLICA_ASSIGNMENT: ErrorCode = ErrorCode(39);
+pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
+pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: ErrorCode = ErrorCode(43);
+pub const POLICY_VIOLATION: ErrorCode = ErrorCode(44);
+pub const INVALID_CONFIG: ErrorCode = ErrorCode(40);
+pub const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode(56);
+pub const UNSUPPORTED_COMPRESSION_TYPE: ErrorCode = ErrorCode(76);
+pub const INVALID_RECORD: ErrorCode = ErrorCode(87);
+pub const OFFSET_METADATA_TOO_LARGE: ErrorCode = ErrorCode(12);
+pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = ErrorCode(14);
+pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = ErrorCode(15);
+pub const NOT_COORDINATOR: ErrorCode = ErrorCode(16);
+pub const ILLEGAL_GENERATION: ErrorCode = ErrorCode(22);
+pub const INCONSISTENT_GROUP_PROTOCOL: ErrorCode = ErrorCode(23);
+pub const INVALID_GROUP_ID: ErrorCode = ErrorCode(24);
+pub const UNKNOWN_MEMBER_ID: ErrorCode = ErrorCode(25);
+pub const INVALID_SESSION_TIMEOUT: ErrorCode = ErrorCode(26);
+pub const REBALANCE_IN_PROGRESS: ErrorCode = ErrorCode(27);
+pub const OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode = ErrorCode(45);
+pub const DUPLICATE_SEQUENCE_NUMBER: ErrorCode = ErrorCode(46);
+pub const INVALID_PRODUCER_EPOCH: ErrorCode = ErrorCode(47);
+pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(53);
+pub const UNKNOWN_PRODUCER_ID: ErrorCode = ErrorCode(59);
+pub const NON_EMPTY_GROUP: ErrorCode = ErrorCode(68);
+pub const GROUP_ID_NOT_FOUND: ErrorCode = ErrorCode(69);
+pub const MEMBER_ID_REQUIRED: ErrorCode = ErrorCode(79);
+pub const GROUP_MAX_SIZE_REACHED: ErrorCode = ErrorCode(81);
+pub const FENCED_INSTANCE_ID: ErrorCode = ErrorCode(82);
+pub const UNKNOWN_SERVER_ERROR: ErrorCode = ErrorCode(-1);

@@ -15,6 +15,7 @@
 //! by the broker.
 
 use super::codec::{Codec, ProtoResult, TaggedFields};
+use super::errors::ErrorCode;
 use super::messages::Message;
 use super::schema::kind;
 use bytes::Bytes;
@@ -57,7 +58,7 @@ crate::schema! {
         pub node_id: i32 => int32,
         pub host: String => string,
         pub port: i32 => int32,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub error_message: Option<String> => nullable_string,
     }
 }
@@ -66,7 +67,7 @@ crate::schema! {
     pub struct FindCoordinatorResponse {
         pub throttle_time_ms: i32 => int32 if 1..,
         /// v0-3 (single key); v4+ carries these per key in `coordinators`.
-        pub error_code: i16 => int16 if ..=3,
+        pub error_code: ErrorCode => error_code if ..=3,
         /// v1-3
         pub error_message: Option<String> => nullable_string if 1..=3,
         /// v0-3
@@ -121,7 +122,7 @@ crate::schema! {
 crate::schema! {
     pub struct OffsetCommitResponsePartition {
         pub partition_index: i32 => int32,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
     }
 }
 
@@ -220,7 +221,7 @@ crate::schema! {
         /// v5+ (v5-7 and every batched, v8+, partition); -1 when absent or unknown.
         pub committed_leader_epoch: i32 = -1 => int32 if 5..,
         pub metadata: Option<String> => nullable_string,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
     }
 }
 
@@ -238,7 +239,7 @@ crate::schema! {
         pub group_id: String => string,
         pub topics: Vec<OffsetFetchResponseTopic> => array,
         /// The group-level error.
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
     }
 }
 
@@ -249,7 +250,7 @@ crate::schema! {
         /// v0-7
         pub topics: Vec<OffsetFetchResponseTopic> => array if ..=7,
         /// v2-7: the group-level error (v0-1 report it in every partition).
-        pub error_code: i16 => int16 if 2..=7,
+        pub error_code: ErrorCode => error_code if 2..=7,
         /// v8+
         pub groups: Vec<OffsetFetchResponseGroup> => array if 8..,
     }
@@ -301,7 +302,7 @@ crate::schema! {
 pub struct JoinGroupResponse {
     /// v2+
     pub throttle_time_ms: i32,
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub generation_id: i32,
     /// v7+ (KIP-559)
     pub protocol_type: Option<String>,
@@ -321,7 +322,7 @@ impl Default for JoinGroupResponse {
     fn default() -> Self {
         JoinGroupResponse {
             throttle_time_ms: 0,
-            error_code: 0,
+            error_code: ErrorCode(0),
             generation_id: -1,
             protocol_type: None,
             protocol_name: None,
@@ -340,7 +341,7 @@ impl Message for JoinGroupResponse {
         if v >= 2 {
             c.i32(&mut self.throttle_time_ms)?;
         }
-        c.i16(&mut self.error_code)?;
+        c.i16(&mut self.error_code.0)?;
         c.i32(&mut self.generation_id)?;
         if v >= 7 {
             c.nullable_string(&mut self.protocol_type)?;
@@ -372,7 +373,7 @@ crate::schema! {
     pub struct HeartbeatResponse {
         /// v1+
         pub throttle_time_ms: i32 => int32 if 1..,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
     }
 }
 
@@ -403,7 +404,7 @@ crate::schema! {
     pub struct MemberResponse {
         pub member_id: String => string,
         pub group_instance_id: Option<String> => nullable_string,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
     }
 }
 
@@ -412,7 +413,7 @@ crate::schema! {
         /// v1+
         pub throttle_time_ms: i32 => int32 if 1..,
         /// The request-level error (v3+: per member in `members` as well).
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         /// v3+
         pub members: Vec<MemberResponse> => array if 3..,
     }
@@ -449,7 +450,7 @@ crate::schema! {
     pub struct SyncGroupResponse {
         /// v1+
         pub throttle_time_ms: i32 => int32 if 1..,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         /// v5+
         pub protocol_type: Option<String> => nullable_string if 5..,
         /// v5+
@@ -486,7 +487,7 @@ crate::schema! {
 
 crate::schema! {
     pub struct DescribedGroup {
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub group_id: String => string,
         /// "Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead", or "".
         pub group_state: String => string,
@@ -531,7 +532,7 @@ crate::schema! {
     pub struct ListGroupsResponse {
         /// v1+
         pub throttle_time_ms: i32 => int32 if 1..,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub groups: Vec<ListedGroup> => array,
     }
 }
@@ -548,7 +549,7 @@ crate::schema! {
 crate::schema! {
     pub struct DeletableGroupResult {
         pub group_id: String => string,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
     }
 }
 
@@ -579,7 +580,7 @@ crate::schema! {
 crate::schema! {
     pub struct InitProducerIdResponse {
         pub throttle_time_ms: i32 => int32,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub producer_id: i64 = -1 => int64,
         pub producer_epoch: i16 => int16,
     }

@@ -6,6 +6,7 @@
 //! plain sequence of fields keep a hand-written [`Message`] impl, each saying why.
 
 use super::codec::{array, Codec, ProtoResult, TaggedFields};
+use super::errors::ErrorCode;
 use super::schema::kind;
 use bytes::Bytes;
 
@@ -44,7 +45,7 @@ pub struct FeatureRange {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiVersionsResponse {
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub api_keys: Vec<ApiVersion>,
     pub throttle_time_ms: i32,
     /// v3+, tag 0.
@@ -60,7 +61,7 @@ pub struct ApiVersionsResponse {
 impl Default for ApiVersionsResponse {
     fn default() -> Self {
         ApiVersionsResponse {
-            error_code: 0,
+            error_code: ErrorCode(0),
             api_keys: Vec::new(),
             throttle_time_ms: 0,
             supported_features: Vec::new(),
@@ -102,7 +103,7 @@ fn features_codec<C: Codec>(c: &mut C, v: &mut Vec<FeatureRange>, max_first: boo
 // feature arrays put their version fields in opposite orders.
 impl Message for ApiVersionsResponse {
     fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        c.i16(&mut self.error_code)?;
+        c.i16(&mut self.error_code.0)?;
         kind::array(c, &mut self.api_keys, v)?;
         if v >= 1 {
             c.i32(&mut self.throttle_time_ms)?;
@@ -206,7 +207,7 @@ crate::schema! {
 
 crate::schema! {
     pub struct MetadataPartition {
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub partition_index: i32 => int32,
         pub leader_id: i32 => int32,
         pub leader_epoch: i32 => int32 if 7..,
@@ -218,7 +219,7 @@ crate::schema! {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MetadataTopic {
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub name: Option<String>,
     pub topic_id: [u8; 16],
     pub is_internal: bool,
@@ -230,7 +231,7 @@ pub struct MetadataTopic {
 // Hand-written: the name is a string before v12 and a nullable string from v12.
 impl Message for MetadataTopic {
     fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        c.i16(&mut self.error_code)?;
+        c.i16(&mut self.error_code.0)?;
         if v >= 12 {
             c.nullable_string(&mut self.name)?;
         } else {
@@ -300,7 +301,7 @@ crate::schema! {
 crate::schema! {
     pub struct ProducePartitionResponse {
         pub index: i32 => int32,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub base_offset: i64 => int64,
         pub log_append_time_ms: i64 => int64 if 2..,
         pub log_start_offset: i64 => int64 if 5..,
@@ -405,7 +406,7 @@ crate::schema! {
 crate::schema! {
     pub struct FetchPartitionResponse {
         pub partition_index: i32 => int32,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub high_watermark: i64 => int64,
         pub last_stable_offset: i64 => int64 if 4..,
         pub log_start_offset: i64 => int64 if 5..,
@@ -425,7 +426,7 @@ crate::schema! {
 crate::schema! {
     pub struct FetchResponse {
         pub throttle_time_ms: i32 => int32 if 1..,
-        pub error_code: i16 => int16 if 7..,
+        pub error_code: ErrorCode => error_code if 7..,
         pub session_id: i32 => int32 if 7..,
         pub topics: Vec<FetchTopicResponse> => array,
     }
@@ -460,7 +461,7 @@ crate::schema! {
 crate::schema! {
     pub struct ListOffsetsPartitionResponse {
         pub partition_index: i32 => int32,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub old_style_offsets: Vec<i64> => int64_array if ..=0,
         pub timestamp: i64 => int64 if 1..,
         pub offset: i64 => int64 if 1..,
@@ -530,7 +531,7 @@ crate::schema! {
     pub struct CreatableTopicResult {
         pub name: String => string,
         pub topic_id: [u8; 16] => uuid if 7..,
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub error_message: Option<String> => nullable_string if 1..,
         pub num_partitions: i32 => int32 if 5..,
         pub replication_factor: i16 => int16 if 5..,
@@ -568,7 +569,7 @@ crate::schema! {
 pub struct DeletableTopicResult {
     pub name: Option<String>,
     pub topic_id: [u8; 16],
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     pub error_message: Option<String>,
     pub tags: TaggedFields,
 }
@@ -584,7 +585,7 @@ impl Message for DeletableTopicResult {
             c.string(&mut name)?;
             self.name = Some(name);
         }
-        c.i16(&mut self.error_code)?;
+        c.i16(&mut self.error_code.0)?;
         if v >= 5 {
             c.nullable_string(&mut self.error_message)?;
         }
@@ -641,7 +642,7 @@ crate::schema! {
 
 crate::schema! {
     pub struct DescribeConfigsResult {
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub error_message: Option<String> => nullable_string,
         pub resource_type: i8 => int8,
         pub resource_name: String => string,
@@ -710,7 +711,7 @@ impl Message for AlterConfigsRequest {
 
 crate::schema! {
     pub struct AlterConfigsResourceResponse {
-        pub error_code: i16 => int16,
+        pub error_code: ErrorCode => error_code,
         pub error_message: Option<String> => nullable_string,
         pub resource_type: i8 => int8,
         pub resource_name: String => string,

@@ -271,7 +271,7 @@ pub fn decode_response<M: Message>(header: &RequestHeader, frame: Bytes) -> Prot
 }
 
 /// The ApiVersions response advertising [`SUPPORTED`].
-pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
+pub fn api_versions_response(error_code: errors::ErrorCode) -> ApiVersionsResponse {
     ApiVersionsResponse {
         error_code,
         api_keys: SUPPORTED

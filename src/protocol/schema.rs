@@ -101,6 +101,11 @@ pub mod kind {
         c.i32(f)
     }
 
+    /// A Kafka error code (an int16 on the wire).
+    pub fn error_code<C: Codec>(c: &mut C, f: &mut crate::protocol::errors::ErrorCode, _: i16) -> ProtoResult<()> {
+        c.i16(&mut f.0)
+    }
+
     pub fn int64<C: Codec>(c: &mut C, f: &mut i64, _: i16) -> ProtoResult<()> {
         c.i64(f)
     }

@@ -16,7 +16,7 @@
 use crate::groups::group::{Group, GroupLimits, GroupState, Join, Sync};
 use crate::groups::offsets::{self, Committed, OffsetTable, Tp};
 use crate::io::DmaDisk;
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
 use crate::server::placement::owner;
 use crate::storage::manager::PartitionManager;
@@ -36,7 +36,7 @@ pub const TICK: Duration = Duration::from_millis(100);
 /// `max.message.bytes`).
 const COMPACTION_BATCH_BYTES: usize = 256 << 10;
 /// Kafka's INVALID_COMMIT_OFFSET_SIZE: a commit too large for one batch.
-const INVALID_COMMIT_OFFSET_SIZE: i16 = 28;
+const INVALID_COMMIT_OFFSET_SIZE: ErrorCode = ErrorCode(28);
 
 /// The `__consumer_offsets` partition of a group.
 pub fn offsets_partition(group: &str, partitions: u32) -> i32 {
@@ -247,7 +247,7 @@ impl Coordinator {
     /// The error for a group request this shard cannot serve, if any. An empty group id is
     /// refused for membership requests only (Kafka's rule); an id too long for the offsets
     /// records' int16 strings always.
-    fn unavailable(&self, group: &str, membership: bool) -> Option<i16> {
+    fn unavailable(&self, group: &str, membership: bool) -> Option<ErrorCode> {
         if (membership && group.is_empty()) || group.len() > i16::MAX as usize {
             return Some(code::INVALID_GROUP_ID);
         }
@@ -266,7 +266,8 @@ impl Coordinator {
         client_id: String,
         client_host: String,
     ) -> JoinGroupResponse {
-        let fail = |e: i16| JoinGroupResponse { error_code: e, member_id: j.member_id.clone(), ..Default::default() };
+        let fail =
+            |e: ErrorCode| JoinGroupResponse { error_code: e, member_id: j.member_id.clone(), ..Default::default() };
         if let Some(e) = self.unavailable(&j.group_id, true) {
             return fail(e);
         }
@@ -316,7 +317,7 @@ impl Coordinator {
     }
 
     pub async fn sync(&self, s: SyncGroupRequest) -> SyncGroupResponse {
-        let fail = |e: i16| SyncGroupResponse { error_code: e, ..Default::default() };
+        let fail = |e: ErrorCode| SyncGroupResponse { error_code: e, ..Default::default() };
         if let Some(e) = self.unavailable(&s.group_id, true) {
             return fail(e);
         }
@@ -349,7 +350,7 @@ impl Coordinator {
         }
     }
 
-    pub fn heartbeat(&self, h: HeartbeatRequest) -> i16 {
+    pub fn heartbeat(&self, h: HeartbeatRequest) -> ErrorCode {
         if let Some(e) = self.unavailable(&h.group_id, true) {
             return e;
         }
@@ -418,7 +419,7 @@ impl Coordinator {
         }
         let now = self.now();
         let mut accepted: Vec<(Tp, Option<Committed>)> = Vec::new();
-        let mut answers: Vec<(String, Vec<(i32, i16)>)> = Vec::new();
+        let mut answers: Vec<(String, Vec<(i32, ErrorCode)>)> = Vec::new();
         for t in &req.topics {
             let partitions = partitions_of(&t.name);
             let mut codes = Vec::new();
@@ -455,7 +456,7 @@ impl Coordinator {
     /// The group's verdict on a committer: its member and generation (a commit with generation
     /// -1 and no member id, from a standalone consumer or an admin, is taken when the group is
     /// unknown, and makes it known).
-    fn check_committer(&self, req: &OffsetCommitRequest) -> Option<i16> {
+    fn check_committer(&self, req: &OffsetCommitRequest) -> Option<ErrorCode> {
         let generation = req.generation_id_or_member_epoch;
         let mut groups = self.groups.borrow_mut();
         match groups.get_mut(&req.group_id) {
@@ -472,7 +473,7 @@ impl Coordinator {
     /// table at once (synchronously, so the table follows the log's order and a compaction
     /// snapshot includes every appended commit), then wait until they are durable: the
     /// answer, not the table, waits for the disk.
-    async fn persist(&self, group: &str, commits: Vec<(Tp, Option<Committed>)>) -> Result<(), i16> {
+    async fn persist(&self, group: &str, commits: Vec<(Tp, Option<Committed>)>) -> Result<(), ErrorCode> {
         let c = self;
         let partitions = self.offsets_partitions.get().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
         let index = offsets_partition(group, partitions);
@@ -605,7 +606,7 @@ impl Coordinator {
             .collect()
     }
 
-    pub async fn delete(&self, group: &str) -> i16 {
+    pub async fn delete(&self, group: &str) -> ErrorCode {
         if let Some(e) = self.unavailable(group, false) {
             return e;
         }
@@ -642,7 +643,7 @@ impl Coordinator {
 }
 
 /// An OffsetCommit response: each topic's partitions with their codes.
-fn commit_response(answers: Vec<(String, Vec<(i32, i16)>)>) -> OffsetCommitResponse {
+fn commit_response(answers: Vec<(String, Vec<(i32, ErrorCode)>)>) -> OffsetCommitResponse {
     OffsetCommitResponse {
         topics: answers
             .into_iter()

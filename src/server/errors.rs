@@ -1,7 +1,7 @@
 //! The one place internal errors become Kafka error codes (an exhaustive `match` each), and
 //! the refusals the control plane answers with.
 
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use crate::server::router::CallError;
 use crate::storage::format::FormatError;
 use crate::storage::producers::SequenceError;
@@ -12,12 +12,12 @@ use crate::storage::StorageError;
 /// the message the client shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminError {
-    pub code: i16,
+    pub code: ErrorCode,
     pub message: String,
 }
 
 impl AdminError {
-    pub fn new(code: i16, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         AdminError { code, message: message.into() }
     }
 }
@@ -38,14 +38,14 @@ impl From<&TopicError> for AdminError {
 /// still complete), `lost` when the shard stopped (each API names the retriable error its
 /// clients expect: NOT_LEADER_OR_FOLLOWER for a partition, COORDINATOR_NOT_AVAILABLE for a
 /// group).
-pub fn call_code(e: &CallError, lost: i16) -> i16 {
+pub fn call_code(e: &CallError, lost: ErrorCode) -> ErrorCode {
     match e {
         CallError::TimedOut { .. } => code::REQUEST_TIMED_OUT,
         CallError::Lost { .. } => lost,
     }
 }
 
-pub fn storage_code(e: &StorageError) -> i16 {
+pub fn storage_code(e: &StorageError) -> ErrorCode {
     match e {
         // Kafka: a bad record structure under a good CRC is InvalidRecordException (final for
         // clients); bad framing, CRC or compressed data is CorruptRecordException (retried).
@@ -69,7 +69,7 @@ pub fn storage_code(e: &StorageError) -> i16 {
     }
 }
 
-pub fn topic_code(e: &TopicError) -> i16 {
+pub fn topic_code(e: &TopicError) -> ErrorCode {
     match e {
         TopicError::AlreadyExists(_) => code::TOPIC_ALREADY_EXISTS,
         TopicError::Unknown(_) => code::UNKNOWN_TOPIC_OR_PARTITION,

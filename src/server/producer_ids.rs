@@ -5,7 +5,7 @@
 //! is used, so no id is given twice, across restarts too.
 
 use crate::io::{Disk, DmaDisk};
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
@@ -50,7 +50,7 @@ impl ProducerIds {
     }
 
     /// The next producer id, or Kafka's error code when the next block cannot be persisted.
-    pub async fn allocate(&self) -> Result<i64, i16> {
+    pub async fn allocate(&self) -> Result<i64, ErrorCode> {
         let _permit = self.lock.acquire_permit(1).await.map_err(|_| code::UNKNOWN_SERVER_ERROR)?;
         let next = self.next.get();
         if next >= self.end.get() {

@@ -2,6 +2,7 @@
 //! SyncGroup as the state machine takes them and the answers it gives, and DescribeGroups'
 //! view. Plain data.
 
+use crate::protocol::errors::ErrorCode;
 use bytes::Bytes;
 use futures_channel::oneshot;
 
@@ -88,7 +89,7 @@ pub struct JoinedMember {
 /// A JoinGroup answer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Joined {
-    pub error: i16,
+    pub error: ErrorCode,
     pub generation: i32,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
@@ -101,7 +102,7 @@ pub struct Joined {
 }
 
 impl Joined {
-    pub(super) fn error(error: i16, member_id: &str) -> Joined {
+    pub(super) fn error(error: ErrorCode, member_id: &str) -> Joined {
         Joined { error, generation: -1, member_id: member_id.to_string(), ..Default::default() }
     }
 }
@@ -121,14 +122,14 @@ pub struct Sync {
 /// A SyncGroup answer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Synced {
-    pub error: i16,
+    pub error: ErrorCode,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
     pub assignment: Bytes,
 }
 
 impl Synced {
-    pub(super) fn error(error: i16) -> Synced {
+    pub(super) fn error(error: ErrorCode) -> Synced {
         Synced { error, ..Default::default() }
     }
 }

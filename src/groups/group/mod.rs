@@ -25,7 +25,7 @@ mod messages;
 
 pub use messages::*;
 
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use bytes::Bytes;
 use futures_channel::oneshot;
 use std::collections::{BTreeMap, HashMap};
@@ -169,8 +169,8 @@ impl Group {
         j: Join,
         now: i64,
         tx: oneshot::Sender<Joined>,
-    ) -> Result<(), (i16, String, oneshot::Sender<Joined>)> {
-        let fail = |e: i16, tx| Err((e, j.member_id.clone(), tx));
+    ) -> Result<(), (ErrorCode, String, oneshot::Sender<Joined>)> {
+        let fail = |e: ErrorCode, tx| Err((e, j.member_id.clone(), tx));
         if self.state == GroupState::Dead {
             return fail(code::COORDINATOR_NOT_AVAILABLE, tx);
         }
@@ -263,7 +263,7 @@ impl Group {
         old_id: String,
         now: i64,
         tx: oneshot::Sender<Joined>,
-    ) -> Result<(), (i16, String, oneshot::Sender<Joined>)> {
+    ) -> Result<(), (ErrorCode, String, oneshot::Sender<Joined>)> {
         let new_id = self.ids.next(&j.client_id);
         let mut old = self.members.remove(&old_id).expect("statics maps to members (checked in try_join)");
         if let Some(w) = old.join.take() {
@@ -516,7 +516,7 @@ impl Group {
     }
 
     /// Check a request's member and generation: the error to answer, if any.
-    fn check_member(&self, member_id: &str, instance_id: Option<&str>, generation: Option<i32>) -> Option<i16> {
+    fn check_member(&self, member_id: &str, instance_id: Option<&str>, generation: Option<i32>) -> Option<ErrorCode> {
         if self.state == GroupState::Dead {
             return Some(code::COORDINATOR_NOT_AVAILABLE);
         }
@@ -597,7 +597,7 @@ impl Group {
     }
 
     /// Heartbeat: keeps the session alive; tells a member when it must rejoin.
-    pub fn heartbeat(&mut self, member_id: &str, instance_id: Option<&str>, generation: i32, now: i64) -> i16 {
+    pub fn heartbeat(&mut self, member_id: &str, instance_id: Option<&str>, generation: i32, now: i64) -> ErrorCode {
         if let Some(e) = self.check_member(member_id, instance_id, Some(generation)) {
             return e;
         }
@@ -610,7 +610,7 @@ impl Group {
     }
 
     /// LeaveGroup of one member, by member id or (v3+) by instance id.
-    pub fn leave(&mut self, member_id: &str, instance_id: Option<&str>, now: i64) -> i16 {
+    pub fn leave(&mut self, member_id: &str, instance_id: Option<&str>, now: i64) -> ErrorCode {
         let id = match instance_id {
             Some(instance) => match self.statics.get(instance) {
                 None => return code::UNKNOWN_MEMBER_ID,
@@ -640,7 +640,7 @@ impl Group {
         instance_id: Option<&str>,
         generation: i32,
         now: i64,
-    ) -> Option<i16> {
+    ) -> Option<ErrorCode> {
         if generation < 0 && member_id.is_empty() {
             return (!self.members.is_empty()).then_some(code::UNKNOWN_MEMBER_ID);
         }
@@ -705,7 +705,7 @@ impl Group {
     }
 
     /// DeleteGroups may delete only a group without members.
-    pub fn deletable(&self) -> Result<(), i16> {
+    pub fn deletable(&self) -> Result<(), ErrorCode> {
         if self.members.is_empty() {
             Ok(())
         } else {
@@ -715,10 +715,10 @@ impl Group {
 }
 
 fn fail_with_id(
-    e: i16,
+    e: ErrorCode,
     member_id: String,
     tx: oneshot::Sender<Joined>,
-) -> Result<(), (i16, String, oneshot::Sender<Joined>)> {
+) -> Result<(), (ErrorCode, String, oneshot::Sender<Joined>)> {
     Err((e, member_id, tx))
 }
 

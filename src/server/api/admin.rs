@@ -2,7 +2,7 @@
 //! (sizes and lag of the partitions each shard owns).
 
 use crate::protocol::admin::*;
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use crate::server::api::Cx;
 use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::{call_code, storage_code};
@@ -23,7 +23,7 @@ struct DeleteRecords {
 
 impl ShardCall<Shard> for DeleteRecords {
     /// The new log start offset, or an error code.
-    type Reply = Result<Offset, i16>;
+    type Reply = Result<Offset, ErrorCode>;
     const NAME: &'static str = "delete-records";
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {

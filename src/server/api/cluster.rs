@@ -3,7 +3,7 @@
 
 use crate::protocol::admin::{DescribeClusterBroker, DescribeClusterRequest, DescribeClusterResponse};
 use crate::protocol::api_versions_response;
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::*;
 use crate::server::api::Cx;
 use crate::server::control::ensure_topic;
@@ -92,8 +92,8 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
 /// an unknown type UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at v0), as Kafka answers.
 pub fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> DescribeClusterResponse {
     cx.release_turn();
-    const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
-    const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
+    const MISMATCHED_ENDPOINT_TYPE: ErrorCode = ErrorCode(114);
+    const UNSUPPORTED_ENDPOINT_TYPE: ErrorCode = ErrorCode(115);
     let version = cx.version();
     let error = match req.endpoint_type {
         1 => None,

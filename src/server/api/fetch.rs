@@ -4,7 +4,7 @@
 //! little waits on the owners ([`Watch`]) until a partition's high watermark or log start
 //! moves, or its `max_wait_ms` passes: an append wakes it, nothing polls.
 
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::fetch_reader_magic;
 use crate::protocol::messages::*;
 use crate::server::api::Cx;
@@ -49,13 +49,13 @@ pub struct ReadOut {
 /// Why a read failed, with the offsets the response still carries (-1 when unknown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadRefused {
-    pub code: i16,
+    pub code: ErrorCode,
     pub high_watermark: Offset,
     pub log_start_offset: Offset,
 }
 
 impl ReadRefused {
-    fn code(code: i16) -> Self {
+    fn code(code: ErrorCode) -> Self {
         ReadRefused { code, high_watermark: Offset::NONE, log_start_offset: Offset::NONE }
     }
 }
@@ -293,7 +293,7 @@ fn down_convert(
     records: Bytes,
     magic: i8,
     max: usize,
-) -> Result<Bytes, i16> {
+) -> Result<Bytes, ErrorCode> {
     let (limit, allowed) =
         shard.topic(topic, |i| (i.config.decompress_limit(), i.config.downconversion)).unwrap_or((64 << 20, true));
     match for_reader(records, magic, allowed, max, limit) {

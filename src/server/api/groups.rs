@@ -5,7 +5,7 @@
 //! not exist yet, is COORDINATOR_NOT_AVAILABLE (retriable): clients find the coordinator
 //! again.
 
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
 use crate::server::api::Cx;
 use crate::server::control::ensure_offsets_topic;
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// Send `call` to the shard coordinating `group`, releasing the turn once it is issued; the
 /// reply, or the error code for none.
-async fn to_coordinator<C: ShardCall<Shard>>(cx: &mut Cx<'_>, group: &str, call: C) -> Result<C::Reply, i16> {
+async fn to_coordinator<C: ShardCall<Shard>>(cx: &mut Cx<'_>, group: &str, call: C) -> Result<C::Reply, ErrorCode> {
     let Some(target) = cx.shard.coordinator().shard_of(group) else {
         cx.release_turn();
         return Err(code::COORDINATOR_NOT_AVAILABLE);
@@ -101,9 +101,9 @@ pub async fn sync(cx: &mut Cx<'_>, s: SyncGroupRequest) -> SyncGroupResponse {
 struct Heartbeat(HeartbeatRequest);
 
 impl ShardCall<Shard> for Heartbeat {
-    type Reply = i16;
+    type Reply = ErrorCode;
     const NAME: &'static str = "heartbeat";
-    async fn run(self, shard: Rc<Shard>) -> i16 {
+    async fn run(self, shard: Rc<Shard>) -> ErrorCode {
         shard.coordinator().heartbeat(self.0)
     }
 }
@@ -155,7 +155,7 @@ pub async fn offset_commit(cx: &mut Cx<'_>, c: OffsetCommitRequest) -> OffsetCom
 }
 
 /// An OffsetCommit answer with one error for every partition.
-fn commit_error(c: &OffsetCommitRequest, error_code: i16) -> OffsetCommitResponse {
+fn commit_error(c: &OffsetCommitRequest, error_code: ErrorCode) -> OffsetCommitResponse {
     OffsetCommitResponse {
         topics: c
             .topics
@@ -179,7 +179,7 @@ fn commit_error(c: &OffsetCommitRequest, error_code: i16) -> OffsetCommitRespons
 }
 
 /// `resp` (every partition failed) with `error_code` on every partition.
-fn commit_error_code(mut resp: OffsetCommitResponse, error_code: i16) -> OffsetCommitResponse {
+fn commit_error_code(mut resp: OffsetCommitResponse, error_code: ErrorCode) -> OffsetCommitResponse {
     for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
         p.error_code = error_code;
     }
@@ -302,9 +302,9 @@ pub async fn list_groups(cx: &mut Cx<'_>, l: ListGroupsRequest) -> ListGroupsRes
 struct Delete(String);
 
 impl ShardCall<Shard> for Delete {
-    type Reply = i16;
+    type Reply = ErrorCode;
     const NAME: &'static str = "delete-group";
-    async fn run(self, shard: Rc<Shard>) -> i16 {
+    async fn run(self, shard: Rc<Shard>) -> ErrorCode {
         shard.coordinator().delete(&self.0).await
     }
 }

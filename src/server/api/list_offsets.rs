@@ -1,7 +1,7 @@
 //! ListOffsets: each partition's lookup (by time, or `-1`/`-2`/`-3`, SPEC T6) runs on the
 //! shard that owns it ([`Lookup`]).
 
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::*;
 use crate::server::api::Cx;
 use crate::server::errors::{call_code, storage_code};
@@ -29,7 +29,7 @@ pub struct Found {
 
 impl ShardCall<Shard> for Lookup {
     /// `None`: no record matches (Kafka's -1, -1); or an error code.
-    type Reply = Result<Option<Found>, i16>;
+    type Reply = Result<Option<Found>, ErrorCode>;
     const NAME: &'static str = "lookup";
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {

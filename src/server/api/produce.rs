@@ -3,7 +3,7 @@
 //! (SPEC T3.5). Appends are issued in request order while the request holds its
 //! connection's turn, then awaited together.
 
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::*;
 use crate::server::api::Cx;
 use crate::server::control::ensure_topic;
@@ -39,14 +39,14 @@ pub struct Appended {
 /// the batch, why).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ProduceRefused {
-    pub code: i16,
+    pub code: ErrorCode,
     pub log_start_offset: Offset,
     pub message: Option<String>,
     pub record_errors: Vec<(i32, String)>,
 }
 
 impl ProduceRefused {
-    pub fn code(code: i16) -> Self {
+    pub fn code(code: ErrorCode) -> Self {
         ProduceRefused { code, log_start_offset: Offset::NONE, ..Default::default() }
     }
 
@@ -104,7 +104,7 @@ impl ShardCall<Shard> for Append {
 /// Kafka's checks of a Produce request's records for one partition before any append
 /// (`ProduceRequest.validateRecords`), from v3 on; v0-v2 carry legacy message sets (or v2
 /// batches from clients that send them): storage checks those.
-fn records_error(version: i16, records: &[u8]) -> Option<i16> {
+fn records_error(version: i16, records: &[u8]) -> Option<ErrorCode> {
     if version < 3 {
         return None;
     }
@@ -118,7 +118,7 @@ fn records_error(version: i16, records: &[u8]) -> Option<i16> {
 }
 
 /// The refusal of a partition before its records reach storage, if any.
-fn refusal(cx: &Cx<'_>, acks: i16, topic: &str, known: bool, part: &ProducePartition) -> Option<i16> {
+fn refusal(cx: &Cx<'_>, acks: i16, topic: &str, known: bool, part: &ProducePartition) -> Option<ErrorCode> {
     if !matches!(acks, -1..=1) {
         return Some(code::INVALID_REQUIRED_ACKS);
     }
@@ -140,7 +140,7 @@ fn refusal(cx: &Cx<'_>, acks: i16, topic: &str, known: bool, part: &ProduceParti
 }
 
 /// An append issued to its owner, or the code it was refused with before that.
-type Issued = Result<glommio::task::JoinHandle<Result<<Append as ShardCall<Shard>>::Reply, CallError>>, i16>;
+type Issued = Result<glommio::task::JoinHandle<Result<<Append as ShardCall<Shard>>::Reply, CallError>>, ErrorCode>;
 
 /// Produce; `None` for acks=0 (no response is due).
 pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceResponse> {

@@ -2,7 +2,7 @@
 //! DescribeProducers (what each partition's producer state holds, from its owner).
 
 use crate::protocol::admin::*;
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::server::api::Cx;
 use crate::server::control::AllocateProducerId;
@@ -40,7 +40,7 @@ struct Producers {
 }
 
 impl ShardCall<Shard> for Producers {
-    type Reply = Result<Vec<ActiveProducer>, i16>;
+    type Reply = Result<Vec<ActiveProducer>, ErrorCode>;
     const NAME: &'static str = "describe-producers";
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {

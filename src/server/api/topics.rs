@@ -5,7 +5,7 @@
 use crate::protocol::admin::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreatePartitionsTopic, CreatePartitionsTopicResult,
 };
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::*;
 use crate::server::api::Cx;
 use crate::server::control::{self, AdminResult};
@@ -22,7 +22,7 @@ pub(super) async fn on_shard0<C: ShardCall<Shard, Reply = AdminResult>>(shard: &
 }
 
 /// (error code, message) of an outcome, as responses carry them.
-pub(super) fn outcome(r: AdminResult) -> (i16, Option<String>) {
+pub(super) fn outcome(r: AdminResult) -> (ErrorCode, Option<String>) {
     match r {
         Ok(()) => (code::NONE, None),
         Err(e) => (e.code, Some(e.message)),

@@ -15,7 +15,7 @@
 pub mod broker;
 
 use crate::config::LogConfig;
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use crate::server::configs::{self, AlterOp};
 use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::{topic_code, AdminError};
@@ -195,10 +195,10 @@ impl ShardCall<Shard> for CreatePartitions {
 pub struct AllocateProducerId;
 
 impl ShardCall<Shard> for AllocateProducerId {
-    type Reply = Result<i64, i16>;
+    type Reply = Result<i64, ErrorCode>;
     const NAME: &'static str = "allocate-producer-id";
 
-    async fn run(self, shard: Rc<Shard>) -> Result<i64, i16> {
+    async fn run(self, shard: Rc<Shard>) -> Result<i64, ErrorCode> {
         let control = shard.control().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
         control.producer_ids.allocate().await
     }
