@@ -191,6 +191,75 @@ fn fill(value: &mut [u8], pool: &[u8], at: &mut usize) {
     *at = (*at + 61) % pool.len().max(1);
 }
 
+/// Open loop: the intended send times of records due but not sent yet (coordinated omission
+/// corrected: latency counts from these, not from when a batch went out).
+struct Schedule {
+    start: Instant,
+    due_sent: u64,
+    backlog: std::collections::VecDeque<Instant>,
+}
+
+impl Schedule {
+    /// How many records to send now at `rate` records/s: a full batch when one is due, or what
+    /// is due once the oldest has waited `linger`; 0 otherwise.
+    fn due(&mut self, rate: f64, now: Instant, per_batch: u64, linger: Duration) -> u64 {
+        let due = ((now - self.start).as_secs_f64() * rate) as u64;
+        while self.due_sent < due {
+            self.backlog.push_back(self.start + Duration::from_secs_f64(self.due_sent as f64 / rate));
+            self.due_sent += 1;
+        }
+        let oldest_waited = self.backlog.front().is_some_and(|&t| now.duration_since(t) >= linger);
+        if self.backlog.len() as u64 >= per_batch || oldest_waited {
+            (self.backlog.len() as u64).min(per_batch)
+        } else {
+            0
+        }
+    }
+}
+
+/// A batch on its way: its records and bytes, and when its records were meant to go.
+struct Sent {
+    n: u64,
+    bytes: u64,
+    intended: Vec<Instant>,
+    measure: bool,
+}
+
+/// Send one produce request and record its outcome: an error, or (when measuring) its records,
+/// bytes and latencies. The in-flight slot is held until the answer.
+async fn send_batch(
+    conn: Rc<Conn>,
+    mut req: ProduceRequest,
+    _permit: glommio::sync::StaticPermit,
+    meter: Rc<Meter>,
+    sent: Sent,
+) {
+    let ok = if req.acks == 0 {
+        conn.send_only(PRODUCE, &mut req).await.is_ok()
+    } else {
+        match conn.call::<_, ProduceResponse>(PRODUCE, &mut req).await {
+            Ok(r) => r.topics.iter().flat_map(|t| &t.partitions).all(|p| p.error_code == code::NONE),
+            Err(_) => false,
+        }
+    };
+    if !ok {
+        meter.errors.set(meter.errors.get() + 1);
+        return;
+    }
+    if sent.measure {
+        meter.records.set(meter.records.get() + sent.n);
+        meter.bytes.set(meter.bytes.get() + sent.bytes);
+        let done = Instant::now();
+        if sent.intended.len() == 1 && sent.n > 1 {
+            meter.record(done.duration_since(sent.intended[0]).as_micros() as u64, sent.n);
+        } else {
+            for t in sent.intended {
+                meter.record(done.duration_since(t).as_micros() as u64, 1);
+            }
+        }
+    }
+}
+
 /// Produce to `partitions` over `conn`: open loop at `rate` (records/s) or closed loop.
 /// With `measure`, each record's latency (from its intended send time) goes to the meter.
 async fn produce(
@@ -205,10 +274,9 @@ async fn produce(
     let per_batch = (args.batch_bytes / (args.record_size + 16)).max(1) as u64;
     let slots = Rc::new(glommio::sync::Semaphore::new(args.in_flight as u64));
     let start = Instant::now();
-    let (mut due_sent, mut next_partition, mut at) = (0u64, 0usize, 0usize);
+    let (mut next_partition, mut at) = (0usize, 0usize);
     let pool = letters(args.record_size.max(8) + (1 << 16), 0x9e37_79b9_7f4a_7c15 ^ partitions[0] as u64);
-    // Open loop: intended send times of records due but not sent yet.
-    let mut backlog: std::collections::VecDeque<Instant> = std::collections::VecDeque::new();
+    let mut schedule = Schedule { start, due_sent: 0, backlog: std::collections::VecDeque::new() };
     let mut value = vec![0u8; args.record_size];
     loop {
         let now = Instant::now();
@@ -216,19 +284,7 @@ async fn produce(
             break;
         }
         let want = match rate {
-            Some(r) => {
-                let due = ((now - start).as_secs_f64() * r) as u64;
-                while due_sent < due {
-                    backlog.push_back(start + Duration::from_secs_f64(due_sent as f64 / r));
-                    due_sent += 1;
-                }
-                let oldest_waited = backlog.front().is_some_and(|&t| now.duration_since(t) >= args.linger);
-                if backlog.len() as u64 >= per_batch || oldest_waited {
-                    (backlog.len() as u64).min(per_batch)
-                } else {
-                    0
-                }
-            }
+            Some(r) => schedule.due(r, now, per_batch, args.linger),
             None => per_batch,
         };
         if want == 0 {
@@ -242,7 +298,7 @@ async fn produce(
         }
         let permit = slots.acquire_static_permit(1).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
         let intended: Vec<Instant> = match rate {
-            Some(_) => backlog.drain(..n as usize).collect(),
+            Some(_) => schedule.backlog.drain(..n as usize).collect(),
             None => vec![Instant::now(); 1],
         };
         let mut b = BatchBuilder::new();
@@ -254,7 +310,7 @@ async fn produce(
         let batch = Bytes::from(b.finish_compressed(args.compression));
         let partition = partitions[next_partition % partitions.len()];
         next_partition += 1;
-        let mut req = ProduceRequest {
+        let req = ProduceRequest {
             acks: args.acks,
             timeout_ms: 30_000,
             topics: vec![ProduceTopic {
@@ -265,36 +321,8 @@ async fn produce(
             ..Default::default()
         };
         let bytes = (n as usize * args.record_size) as u64;
-        let (c, meter) = (conn.clone(), meter.clone());
-        glommio::spawn_local(async move {
-            let conn = c;
-            let _permit = permit;
-            let ok = if req.acks == 0 {
-                conn.send_only(PRODUCE, &mut req).await.is_ok()
-            } else {
-                match conn.call::<_, ProduceResponse>(PRODUCE, &mut req).await {
-                    Ok(r) => r.topics.iter().flat_map(|t| &t.partitions).all(|p| p.error_code == code::NONE),
-                    Err(_) => false,
-                }
-            };
-            if !ok {
-                meter.errors.set(meter.errors.get() + 1);
-                return;
-            }
-            if measure {
-                meter.records.set(meter.records.get() + n);
-                meter.bytes.set(meter.bytes.get() + bytes);
-                let done = Instant::now();
-                if intended.len() == 1 && n > 1 {
-                    meter.record(done.duration_since(intended[0]).as_micros() as u64, n);
-                } else {
-                    for t in intended {
-                        meter.record(done.duration_since(t).as_micros() as u64, 1);
-                    }
-                }
-            }
-        })
-        .detach();
+        let sent = Sent { n, bytes, intended, measure };
+        glommio::spawn_local(send_batch(conn.clone(), req, permit, meter.clone(), sent)).detach();
         if conn.is_closed() {
             anyhow::bail!("the broker closed the connection");
         }
