@@ -2,9 +2,9 @@
 //!
 //! A call is a value of its own type implementing [`ShardCall`], with its own reply type: the
 //! caller gets exactly that reply or a [`CallError`], never a reply of another kind. The call
-//! travels to the target shard over the glommio channel mesh (boxed, with a one-shot reply
-//! channel); the target runs it as a task of its own and sends the reply straight back. A call
-//! for the caller's own shard runs as a local task, through the same code.
+//! travels to the target shard over the glommio channel mesh (boxed, under an id); the target
+//! runs it as a task of its own and sends the reply back over the mesh under the same id, to
+//! the caller's pending entry. A call for the caller's own shard runs as a local task.
 //!
 //! Invariants:
 //! - Every call has a deadline (the call's own, or the router's default,
@@ -24,9 +24,10 @@ use crate::server::deadline::within;
 use crate::server::limits::LogEvery;
 use futures_channel::oneshot;
 use glommio::channels::channel_mesh::{Receivers, Senders};
-use std::cell::RefCell;
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -59,42 +60,48 @@ pub enum CallError {
     Lost { call: &'static str, shard: usize },
 }
 
-/// A call in transit, its reply channel inside.
-pub struct Envelope<S>(Box<dyn Erased<S>>);
+/// What travels over the mesh: a call for the target to run, or the reply to one, sent back
+/// to the caller's shard by id. Replies come back over the mesh, not by waking the caller's
+/// task from the target's thread: a glommio task woken from another thread is a path this
+/// code does not rely on (a version that did crashed under the kill -9 loop with a double
+/// free inside the runtime).
+pub enum Envelope<S> {
+    Call { from: usize, id: u64, call: Box<dyn Erased<S>> },
+    Reply { id: u64, reply: Box<dyn Any + Send> },
+}
 
 impl<S> std::fmt::Debug for Envelope<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Envelope({})", self.0.name())
+        match self {
+            Envelope::Call { from, id, call } => write!(f, "Call({} #{id} from {from})", call.name()),
+            Envelope::Reply { id, .. } => write!(f, "Reply(#{id})"),
+        }
     }
 }
 
-trait Erased<S>: Send {
+/// A call with its type erased for the trip; its reply comes back as `Any`, and only the
+/// caller that sent it (who knows its type) takes it back.
+pub trait Erased<S>: Send {
     fn name(&self) -> &'static str;
-    fn run(self: Box<Self>, shard: Rc<S>) -> Pin<Box<dyn Future<Output = ()>>>;
+    fn run(self: Box<Self>, shard: Rc<S>) -> Pin<Box<dyn Future<Output = Box<dyn Any + Send>>>>;
 }
 
-struct Sealed<S, C: ShardCall<S>>
-where
-    S: 'static,
-{
-    call: C,
-    reply: oneshot::Sender<C::Reply>,
-    _shard: PhantomData<fn(S)>,
-}
+struct Sealed<C>(C);
 
-impl<S: 'static, C: ShardCall<S>> Erased<S> for Sealed<S, C> {
+impl<S: 'static, C: ShardCall<S>> Erased<S> for Sealed<C> {
     fn name(&self) -> &'static str {
         C::NAME
     }
 
-    fn run(self: Box<Self>, shard: Rc<S>) -> Pin<Box<dyn Future<Output = ()>>> {
-        let Sealed { call, reply, .. } = *self;
-        Box::pin(async move {
-            let out = call.run(shard).await;
-            // The caller may have given up (deadline, closed connection): nothing to do.
-            let _ = reply.send(out);
-        })
+    fn run(self: Box<Self>, shard: Rc<S>) -> Pin<Box<dyn Future<Output = Box<dyn Any + Send>>>> {
+        let call = self.0;
+        Box::pin(async move { Box::new(call.run(shard).await) as Box<dyn Any + Send> })
     }
+}
+
+/// A shard that has a router (so the mesh loops can reach the pending replies).
+pub trait Routed: Sized + 'static {
+    fn router(&self) -> &Router<Self>;
 }
 
 /// A shard's end of the mesh: where calls go out and come in.
@@ -103,6 +110,9 @@ pub struct Router<S: 'static> {
     shards: usize,
     default_deadline: Duration,
     senders: RefCell<Option<Rc<Senders<Envelope<S>>>>>,
+    /// Calls sent and not answered yet, by id: where each reply goes (on this thread).
+    pending: RefCell<HashMap<u64, oneshot::Sender<Box<dyn Any + Send>>>>,
+    next_id: Cell<u64>,
     timeouts_log: LogEvery,
 }
 
@@ -112,9 +122,30 @@ impl<S: 'static> std::fmt::Debug for Router<S> {
     }
 }
 
-impl<S: 'static> Router<S> {
+/// Removes a call's pending entry however the wait ends (reply, deadline, a caller that goes
+/// away), so nothing is left behind.
+struct PendingEntry<'a> {
+    pending: &'a RefCell<HashMap<u64, oneshot::Sender<Box<dyn Any + Send>>>>,
+    id: u64,
+}
+
+impl Drop for PendingEntry<'_> {
+    fn drop(&mut self) {
+        self.pending.borrow_mut().remove(&self.id);
+    }
+}
+
+impl<S: Routed> Router<S> {
     pub fn new(id: usize, shards: usize, default_deadline: Duration) -> Self {
-        Router { id, shards, default_deadline, senders: RefCell::new(None), timeouts_log: LogEvery::default() }
+        Router {
+            id,
+            shards,
+            default_deadline,
+            senders: RefCell::new(None),
+            pending: RefCell::new(HashMap::new()),
+            next_id: Cell::new(1),
+            timeouts_log: LogEvery::default(),
+        }
     }
 
     pub fn id(&self) -> usize {
@@ -125,14 +156,32 @@ impl<S: 'static> Router<S> {
         self.shards
     }
 
-    /// Connect to the mesh and run every call that arrives, each as a task of its own.
+    /// Connect to the mesh: run every call that arrives, each as a task of its own, and send
+    /// its reply back; hand every reply that arrives to the call waiting for it.
     pub fn attach(&self, shard: &Rc<S>, senders: Senders<Envelope<S>>, mut receivers: Receivers<Envelope<S>>) {
-        *self.senders.borrow_mut() = Some(Rc::new(senders));
+        let senders = Rc::new(senders);
+        *self.senders.borrow_mut() = Some(senders.clone());
         for (_, rx) in receivers.streams() {
-            let shard = shard.clone();
+            let (shard, senders) = (shard.clone(), senders.clone());
             glommio::spawn_local(async move {
-                while let Some(Envelope(call)) = rx.recv().await {
-                    glommio::spawn_local(call.run(shard.clone())).detach();
+                while let Some(envelope) = rx.recv().await {
+                    match envelope {
+                        Envelope::Call { from, id, call } => {
+                            let (shard, senders) = (shard.clone(), senders.clone());
+                            glommio::spawn_local(async move {
+                                let reply = call.run(shard).await;
+                                // A caller whose shard is gone has nobody to answer.
+                                let _ = senders.send_to(from, Envelope::Reply { id, reply }).await;
+                            })
+                            .detach();
+                        }
+                        Envelope::Reply { id, reply } => {
+                            // The caller may have given up (deadline, closed connection).
+                            if let Some(tx) = shard.router().pending.borrow_mut().remove(&id) {
+                                let _ = tx.send(reply);
+                            }
+                        }
+                    }
                 }
             })
             .detach();
@@ -153,12 +202,16 @@ impl<S: 'static> Router<S> {
             };
         }
         let started = Instant::now();
-        let (tx, rx) = oneshot::channel();
-        let sealed = Box::new(Sealed { call, reply: tx, _shard: PhantomData });
         let senders = self.senders.borrow().clone();
         // Before the mesh is joined (startup) no call leaves the shard.
         let Some(senders) = senders else { return Err(lost) };
-        match within(limit, senders.send_to(target, Envelope(sealed))).await {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        let (tx, rx) = oneshot::channel();
+        self.pending.borrow_mut().insert(id, tx);
+        let _entry = PendingEntry { pending: &self.pending, id };
+        let envelope = Envelope::Call { from: self.id, id, call: Box::new(Sealed(call)) };
+        match within(limit, senders.send_to(target, envelope)).await {
             Some(Ok(())) => {}
             Some(Err(_)) => return Err(lost),
             None => return Err(self.timed_out::<C>(target, limit)),
@@ -170,7 +223,9 @@ impl<S: 'static> Router<S> {
             None => return Err(self.timed_out::<C>(target, limit)),
         };
         crate::metrics::since(crate::metrics::Stage::Hop, started);
-        Ok(reply)
+        // The id was this call's alone: its reply has its type.
+        let reply = reply.downcast::<C::Reply>().expect("a reply has the type of the call sent under its id");
+        Ok(*reply)
     }
 
     /// The same call on every shard, one after another (shard 0 first); the replies in shard
@@ -202,6 +257,12 @@ mod tests {
     /// A shard of the tests' own: a router and a name.
     struct Toy {
         router: Router<Toy>,
+    }
+
+    impl Routed for Toy {
+        fn router(&self) -> &Router<Toy> {
+            &self.router
+        }
     }
 
     #[derive(Clone)]

@@ -15,7 +15,7 @@ use crate::server::coordinator::{Coordinator, OFFSETS_TOPIC};
 use crate::server::limits::{Budget, ConnectionTable, LogEvery};
 use crate::server::placement::owner;
 use crate::server::producer_ids::ProducerIds;
-use crate::server::router::{CallError, Envelope, Router, ShardCall};
+use crate::server::router::{CallError, Envelope, Routed, Router, ShardCall};
 use crate::server::BrokerConfig;
 use crate::storage::manager::PartitionManager;
 use crate::storage::topics::TopicStore;
@@ -317,6 +317,12 @@ impl Shard {
             ("partitions_writes_suspended", "Partitions whose last flush failed (appends refused).", suspended as u64),
         ];
         m
+    }
+}
+
+impl Routed for Shard {
+    fn router(&self) -> &Router<Shard> {
+        &self.router
     }
 }
 
