@@ -643,7 +643,7 @@ impl Coordinator {
 }
 
 /// An OffsetCommit response: each topic's partitions with their codes.
-fn commit_response(answers: Vec<(String, Vec<(i32, ErrorCode)>)>) -> OffsetCommitResponse {
+pub fn commit_response(answers: Vec<(String, Vec<(i32, ErrorCode)>)>) -> OffsetCommitResponse {
     OffsetCommitResponse {
         topics: answers
             .into_iter()

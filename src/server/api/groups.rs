@@ -9,6 +9,7 @@ use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
 use crate::server::api::Cx;
 use crate::server::control::ensure_offsets_topic;
+use crate::server::coordinator::commit_response;
 use crate::server::errors::call_code;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
@@ -147,43 +148,15 @@ impl ShardCall<Shard> for Commit {
 
 pub async fn offset_commit(cx: &mut Cx<'_>, c: OffsetCommitRequest) -> OffsetCommitResponse {
     let group = c.group_id.clone();
-    let fallback = commit_error(&c, code::COORDINATOR_NOT_AVAILABLE);
+    // The partitions asked for, to answer each with the error when the coordinator does not.
+    let asked: Vec<(String, Vec<i32>)> =
+        c.topics.iter().map(|t| (t.name.clone(), t.partitions.iter().map(|p| p.partition_index).collect())).collect();
     match to_coordinator(cx, &group, Commit(c)).await {
         Ok(r) => r,
-        Err(e) => commit_error_code(fallback, e),
+        Err(e) => commit_response(
+            asked.into_iter().map(|(name, ps)| (name, ps.into_iter().map(|p| (p, e)).collect())).collect(),
+        ),
     }
-}
-
-/// An OffsetCommit answer with one error for every partition.
-fn commit_error(c: &OffsetCommitRequest, error_code: ErrorCode) -> OffsetCommitResponse {
-    OffsetCommitResponse {
-        topics: c
-            .topics
-            .iter()
-            .map(|t| OffsetCommitResponseTopic {
-                name: t.name.clone(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| OffsetCommitResponsePartition {
-                        partition_index: p.partition_index,
-                        error_code,
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            })
-            .collect(),
-        ..Default::default()
-    }
-}
-
-/// `resp` (every partition failed) with `error_code` on every partition.
-fn commit_error_code(mut resp: OffsetCommitResponse, error_code: ErrorCode) -> OffsetCommitResponse {
-    for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
-        p.error_code = error_code;
-    }
-    resp
 }
 
 #[derive(Debug)]
