@@ -78,84 +78,12 @@ pub async fn run_thread(
     });
     let deadline = args.duration.map(|d| start + d);
     let done = Rc::new(Cell::new(false));
-    let reporter = {
-        let (meter, done, tx) = (meter.clone(), done.clone(), tx.clone());
-        glommio::spawn_local(async move {
-            let mut tick = 1u64;
-            loop {
-                let next = start + Duration::from_secs(tick);
-                while Instant::now() < next && !done.get() {
-                    glommio::timer::sleep((next - Instant::now()).min(Duration::from_millis(50))).await;
-                }
-                let latency = std::mem::replace(&mut *meter.latency.borrow_mut(), new_histogram());
-                let interval = Interval {
-                    at: start.elapsed().as_secs_f64(),
-                    records: meter.records.replace(0),
-                    bytes: meter.bytes.replace(0),
-                    errors: meter.errors.replace(0),
-                    latency,
-                };
-                let _ = tx.send(interval);
-                if done.get() {
-                    break;
-                }
-                tick += 1;
-            }
-        })
-    };
+    let reporter = glommio::spawn_local(report_each_second(meter.clone(), start, done.clone(), tx));
     let mut tasks = Vec::new();
     for &c in &conns {
         let mine: Vec<i32> = (c as i32..partitions).step_by(args.connections).collect();
-        if mine.is_empty() {
-            continue;
-        }
-        let conn = Conn::connect(args.bootstrap).await?;
-        let per_conn_rate = args.rate.map(|r| r / args.connections as f64);
-        match args.mode {
-            Mode::Produce => {
-                tasks.push(glommio::spawn_local(produce(
-                    args.clone(),
-                    conn,
-                    mine,
-                    per_conn_rate,
-                    deadline,
-                    meter.clone(),
-                    true,
-                )));
-            }
-            Mode::Consume => {
-                let from = conn.offsets(&args.topic, partitions, -2).await?;
-                let until = conn.offsets(&args.topic, partitions, -1).await?;
-                tasks.push(glommio::spawn_local(consume(
-                    args.clone(),
-                    conn,
-                    mine,
-                    from,
-                    Some(until),
-                    deadline,
-                    meter.clone(),
-                    false,
-                )));
-            }
-            Mode::E2e => {
-                let from = conn.offsets(&args.topic, partitions, -1).await?;
-                let reader = Conn::connect(args.bootstrap).await?;
-                let producing = Rc::new(Cell::new(true));
-                let (p, m) = (producing.clone(), meter.clone());
-                let prod =
-                    glommio::spawn_local(produce(args.clone(), conn, mine.clone(), per_conn_rate, deadline, m, false));
-                let late = deadline.map(|d| d + Duration::from_secs(1));
-                let cons =
-                    glommio::spawn_local(consume(args.clone(), reader, mine, from, None, late, meter.clone(), true));
-                tasks.push(glommio::spawn_local(async move {
-                    let r = prod.await;
-                    p.set(false);
-                    // Let the consumer catch up with the last records for a moment.
-                    glommio::timer::sleep(Duration::from_millis(500)).await;
-                    drop(cons);
-                    r
-                }));
-            }
+        if !mine.is_empty() {
+            tasks.push(start_connection(args, mine, partitions, deadline, &meter).await?);
         }
     }
     let mut first_err = None;
@@ -167,6 +95,71 @@ pub async fn run_thread(
     done.set(true);
     reporter.await;
     first_err.map_or(Ok(()), Err)
+}
+
+/// Every second until `done`, the executor's [`Interval`] (its meter read and reset) to the
+/// main thread; one last one when `done`.
+async fn report_each_second(meter: Rc<Meter>, start: Instant, done: Rc<Cell<bool>>, tx: mpsc::Sender<Interval>) {
+    let mut tick = 1u64;
+    loop {
+        let next = start + Duration::from_secs(tick);
+        while Instant::now() < next && !done.get() {
+            glommio::timer::sleep((next - Instant::now()).min(Duration::from_millis(50))).await;
+        }
+        let latency = std::mem::replace(&mut *meter.latency.borrow_mut(), new_histogram());
+        let interval = Interval {
+            at: start.elapsed().as_secs_f64(),
+            records: meter.records.replace(0),
+            bytes: meter.bytes.replace(0),
+            errors: meter.errors.replace(0),
+            latency,
+        };
+        let _ = tx.send(interval);
+        if done.get() {
+            break;
+        }
+        tick += 1;
+    }
+}
+
+/// Open one connection for partitions `mine` and start its work for the run's mode: a
+/// producer, a consumer from the log start to today's end, or (end to end) a producer and a
+/// consumer of what it writes, the consumer measuring.
+async fn start_connection(
+    args: &LoadArgs,
+    mine: Vec<i32>,
+    partitions: i32,
+    deadline: Option<Instant>,
+    meter: &Rc<Meter>,
+) -> anyhow::Result<glommio::Task<anyhow::Result<()>>> {
+    let conn = Conn::connect(args.bootstrap).await?;
+    let per_conn_rate = args.rate.map(|r| r / args.connections as f64);
+    Ok(match args.mode {
+        Mode::Produce => {
+            glommio::spawn_local(produce(args.clone(), conn, mine, per_conn_rate, deadline, meter.clone(), true))
+        }
+        Mode::Consume => {
+            let from = conn.offsets(&args.topic, partitions, -2).await?;
+            let until = conn.offsets(&args.topic, partitions, -1).await?;
+            glommio::spawn_local(consume(args.clone(), conn, mine, from, Some(until), deadline, meter.clone(), false))
+        }
+        Mode::E2e => {
+            let from = conn.offsets(&args.topic, partitions, -1).await?;
+            let reader = Conn::connect(args.bootstrap).await?;
+            let m = meter.clone();
+            let prod =
+                glommio::spawn_local(produce(args.clone(), conn, mine.clone(), per_conn_rate, deadline, m, false));
+            let late = deadline.map(|d| d + Duration::from_secs(1));
+            let cons = glommio::spawn_local(consume(args.clone(), reader, mine, from, None, late, meter.clone(), true));
+            glommio::spawn_local(async move {
+                let r = prod.await;
+                // Let the consumer catch up with the last records for a moment.
+                glommio::timer::sleep(Duration::from_millis(500)).await;
+                drop(cons);
+                r
+            })
+        }
+    })
 }
 
 /// Random letters (they compress like text) that record values are cut from.
@@ -347,7 +340,6 @@ async fn consume(
     e2e: bool,
 ) -> anyhow::Result<()> {
     let mut next: Vec<(i32, i64)> = partitions.iter().map(|&p| (p, from[p as usize])).collect();
-    let limit = 4 << 20;
     loop {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
@@ -360,30 +352,7 @@ async fn consume(
         if !e2e && meter.budget.get() == Some(0) {
             break;
         }
-        let mut req = FetchRequest {
-            replica_id: -1,
-            max_wait_ms: 100,
-            min_bytes: 1,
-            max_bytes: 50 << 20,
-            session_epoch: -1,
-            topics: vec![FetchTopic {
-                topic: args.topic.clone(),
-                partitions: next
-                    .iter()
-                    .map(|&(p, o)| FetchPartition {
-                        partition: p,
-                        current_leader_epoch: -1,
-                        fetch_offset: o,
-                        log_start_offset: -1,
-                        last_fetched_epoch: -1,
-                        partition_max_bytes: 1 << 20,
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
+        let mut req = fetch_request(&args.topic, &next);
         let sent = Instant::now();
         let resp: FetchResponse = match conn.call(FETCH, &mut req).await {
             Ok(r) => r,
@@ -402,37 +371,9 @@ async fn consume(
             }
             let Some(records) = &p.records else { continue };
             let slot = next.iter_mut().find(|(q, _)| *q == p.partition_index).expect("asked for");
-            for item in BatchWalk::new(records, usize::MAX >> 1) {
-                let Ok((_, info, batch)) = item else { break };
-                let wanted = slot.1;
-                if info.last_offset < wanted {
-                    continue;
-                }
-                slot.1 = info.next_offset();
-                if info.magic == MAGIC_V2 {
-                    let h = BatchHeader::parse(batch)?;
-                    let section = records_section(&h, batch, limit)?;
-                    for r in Records::new(&section, h.record_count) {
-                        let r = r?;
-                        if h.base_offset + (r.offset_delta as i64) < wanted {
-                            continue; // before the fetch offset: already seen
-                        }
-                        let v = r.value.unwrap_or_default();
-                        n_records += 1;
-                        n_bytes += v.len() as u64;
-                        if e2e && v.len() >= 8 {
-                            let sent_us = u64::from_be_bytes(v[..8].try_into().expect("8 bytes"));
-                            meter.record(arrived.saturating_sub(sent_us), 1);
-                        }
-                    }
-                } else {
-                    let mut scratch = Vec::new();
-                    for r in legacy::records(batch, &mut scratch, limit)?.into_iter().filter(|r| r.offset >= wanted) {
-                        n_records += 1;
-                        n_bytes += r.value.map_or(0, |v| v.len()) as u64;
-                    }
-                }
-            }
+            let (records, bytes) = count_records(records, &mut slot.1, e2e.then_some((arrived, &*meter)))?;
+            n_records += records;
+            n_bytes += bytes;
         }
         if n_records > 0 {
             meter.records.set(meter.records.get() + n_records);
@@ -444,4 +385,72 @@ async fn consume(
         }
     }
     Ok(())
+}
+
+/// A fetch of every partition of `next` from its next offset, 100 ms of long poll, 1 MiB each.
+fn fetch_request(topic: &str, next: &[(i32, i64)]) -> FetchRequest {
+    FetchRequest {
+        replica_id: -1,
+        max_wait_ms: 100,
+        min_bytes: 1,
+        max_bytes: 50 << 20,
+        session_epoch: -1,
+        topics: vec![FetchTopic {
+            topic: topic.to_string(),
+            partitions: next
+                .iter()
+                .map(|&(p, o)| FetchPartition {
+                    partition: p,
+                    current_leader_epoch: -1,
+                    fetch_offset: o,
+                    log_start_offset: -1,
+                    last_fetched_epoch: -1,
+                    partition_max_bytes: 1 << 20,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// The records at or past `*next` in one partition's fetched `records` (any format) and their
+/// value bytes; moves `*next` past the last batch. End to end, `(arrived, meter)` records each
+/// record's latency from the send time its value starts with.
+fn count_records(records: &[u8], next: &mut i64, e2e: Option<(u64, &Meter)>) -> anyhow::Result<(u64, u64)> {
+    let limit = 4 << 20;
+    let (mut n_records, mut n_bytes) = (0u64, 0u64);
+    for item in BatchWalk::new(records, usize::MAX >> 1) {
+        let Ok((_, info, batch)) = item else { break };
+        let wanted = *next;
+        if info.last_offset < wanted {
+            continue;
+        }
+        *next = info.next_offset();
+        if info.magic == MAGIC_V2 {
+            let h = BatchHeader::parse(batch)?;
+            let section = records_section(&h, batch, limit)?;
+            for r in Records::new(&section, h.record_count) {
+                let r = r?;
+                if h.base_offset + (r.offset_delta as i64) < wanted {
+                    continue; // before the fetch offset: already seen
+                }
+                let v = r.value.unwrap_or_default();
+                n_records += 1;
+                n_bytes += v.len() as u64;
+                if let Some((arrived, meter)) = e2e.filter(|_| v.len() >= 8) {
+                    let sent_us = u64::from_be_bytes(v[..8].try_into().expect("8 bytes"));
+                    meter.record(arrived.saturating_sub(sent_us), 1);
+                }
+            }
+        } else {
+            let mut scratch = Vec::new();
+            for r in legacy::records(batch, &mut scratch, limit)?.into_iter().filter(|r| r.offset >= wanted) {
+                n_records += 1;
+                n_bytes += r.value.map_or(0, |v| v.len()) as u64;
+            }
+        }
+    }
+    Ok((n_records, n_bytes))
 }
