@@ -216,11 +216,30 @@ async fn run_shard(
     for t in tasks {
         t.await?;
     }
-    // Read back what this run appended, from disk (after a close and reopen), checking each
-    // batch's content.
+    let read_start = Instant::now();
+    let (read_bytes, verified) = read_back(&disk, parts, &opts, &batch).await?;
+    let hist = Rc::try_unwrap(hist).map_err(|_| anyhow::anyhow!("appenders still running"))?.into_inner();
+    Ok(ShardResult {
+        records: totals.0.get(),
+        bytes: totals.1.get(),
+        hist,
+        read_bytes,
+        read_time: read_start.elapsed(),
+        verified,
+    })
+}
+
+/// Read back what this run appended to each of `parts` (from the offset it started at), from
+/// disk after a close and reopen, checking every batch against `batch`: the bytes read and the
+/// batches checked.
+async fn read_back(
+    disk: &DmaDisk,
+    parts: Vec<(i64, Rc<Partition<DmaDisk>>)>,
+    opts: &LoadOptions,
+    batch: &[u8],
+) -> anyhow::Result<(u64, u64)> {
     let mut read_bytes = 0u64;
     let mut verified = 0u64;
-    let read_start = Instant::now();
     for (from, p) in parts {
         p.close().await?;
         let dir = p.log().dir().to_path_buf();
@@ -247,13 +266,5 @@ async fn run_shard(
         }
         p.close().await?;
     }
-    let hist = Rc::try_unwrap(hist).map_err(|_| anyhow::anyhow!("appenders still running"))?.into_inner();
-    Ok(ShardResult {
-        records: totals.0.get(),
-        bytes: totals.1.get(),
-        hist,
-        read_bytes,
-        read_time: read_start.elapsed(),
-        verified,
-    })
+    Ok((read_bytes, verified))
 }
