@@ -24,8 +24,10 @@
 //! ```
 //!
 //! A field's wire type names a function of [`kind`]; `= value` after the type gives a default
-//! other than `Default::default()`; `if RANGE` (`3..`, `8..=10`, `..=4`) the versions it exists
-//! in. Messages whose wire form is not a plain sequence of fields (tagged fields with meaning, a
+//! other than `Default::default()`; `tag N` makes it a tagged field (flexible versions only:
+//! written among the struct's tagged fields, under tag `N`, when it differs from its default;
+//! read from them when present, its default otherwise); `if RANGE` (`3..`, `8..=10`, `..=4`)
+//! the versions it exists in. Messages whose wire form is not a plain sequence of fields (tagged fields with meaning, a
 //! field whose type changes with the version, a field that exists by API rather than by
 //! version, an absent field read as something other than its default) keep a hand-written
 //! [`Message`] impl beside the schemas, with a comment saying why; it reads its nested
@@ -42,7 +44,7 @@ macro_rules! schema {
         pub struct $name:ident {
             $(
                 $(#[$fmeta:meta])*
-                pub $field:ident : $ty:ty $(= $default:expr)? => $kind:ident $(if $versions:expr)?
+                pub $field:ident : $ty:ty $(= $default:expr)? => $kind:ident $(tag $tag:literal)? $(if $versions:expr)?
             ),* $(,)?
         }
     ) => {
@@ -64,17 +66,42 @@ macro_rules! schema {
         }
 
         impl $crate::protocol::messages::Message for $name {
+            #[allow(unused_mut)]
             fn codec<C: $crate::protocol::codec::Codec>(
                 &mut self,
                 c: &mut C,
                 v: i16,
             ) -> $crate::protocol::codec::ProtoResult<()> {
+                // The tagged fields with meaning, to write (their tag and encoding).
+                let mut tagged: Vec<(u32, bytes::Bytes)> = Vec::new();
                 $(
                     if $crate::schema!(@in v $(, $versions)?) {
-                        $crate::protocol::schema::kind::$kind(c, &mut self.$field, v)?;
+                        $crate::schema!(@field [$($tag)?] c v tagged self.$field, $kind, [$($default)?]);
                     }
                 )*
-                c.tagged(&mut self.tags)
+                if tagged.is_empty() && !c.reading() {
+                    return c.tagged(&mut self.tags);
+                }
+                if !c.reading() {
+                    let mut all = $crate::protocol::codec::TaggedFields(tagged);
+                    all.0.extend(self.tags.0.iter().cloned());
+                    all.0.sort_by_key(|t| t.0);
+                    return c.tagged(&mut all);
+                }
+                c.tagged(&mut self.tags)?;
+                if self.tags.0.is_empty() {
+                    return Ok(());
+                }
+                for (t, raw) in std::mem::take(&mut self.tags.0) {
+                    let mut known = false;
+                    $(
+                        $crate::schema!(@untag [$($tag)?] t raw known v self.$field, $kind $(, $versions)?);
+                    )*
+                    if !known {
+                        self.tags.0.push((t, raw));
+                    }
+                }
+                Ok(())
             }
         }
     };
@@ -82,6 +109,27 @@ macro_rules! schema {
     (@default $default:expr) => { $default };
     (@in $v:ident) => { true };
     (@in $v:ident, $versions:expr) => { ($versions).contains(&$v) };
+    // A plain field: read or written in place.
+    (@field [] $c:ident $v:ident $tagged:ident $f:expr, $kind:ident, [$($default:expr)?]) => {
+        $crate::protocol::schema::kind::$kind($c, &mut $f, $v)?
+    };
+    // A tagged field: when writing a flexible version and it is not its default, encoded
+    // apart to go among the tagged fields (read after them, in `@untag`).
+    (@field [$tag:literal] $c:ident $v:ident $tagged:ident $f:expr, $kind:ident, [$($default:expr)?]) => {
+        if !$c.reading() && $c.flexible() && $f != $crate::schema!(@default $($default)?) {
+            let mut w = $crate::protocol::codec::Writer::new(true);
+            $crate::protocol::schema::kind::$kind(&mut w, &mut $f, $v)?;
+            $tagged.push(($tag, w.buf.freeze()));
+        }
+    };
+    (@untag [] $t:ident $raw:ident $known:ident $v:ident $f:expr, $kind:ident $(, $versions:expr)?) => {};
+    (@untag [$tag:literal] $t:ident $raw:ident $known:ident $v:ident $f:expr, $kind:ident $(, $versions:expr)?) => {
+        if !$known && $t == $tag && $crate::schema!(@in $v $(, $versions)?) {
+            let mut r = $crate::protocol::codec::Reader::new($raw.clone(), true);
+            $crate::protocol::schema::kind::$kind(&mut r, &mut $f, $v)?;
+            $known = true;
+        }
+    };
 }
 
 /// The wire types a schema field can have: each reads or writes one field at version `v`.
@@ -135,6 +183,11 @@ pub mod kind {
         c.nullable_bytes(f)
     }
 
+    /// One struct with its own schema (in Kafka's JSON, a field whose type is a struct).
+    pub fn structure<C: Codec, T: Message>(c: &mut C, f: &mut T, v: i16) -> ProtoResult<()> {
+        f.codec(c, v)
+    }
+
     /// An array of structs, each with its own schema.
     pub fn array<C: Codec, T: Message>(c: &mut C, f: &mut Vec<T>, v: i16) -> ProtoResult<()> {
         super::super::codec::array(c, f, |c, t| t.codec(c, v))
@@ -181,6 +234,47 @@ mod tests {
             pub items: Vec<Inner> => array,
             pub ids: Vec<i32> => int32_array if 4..,
         }
+    }
+
+    crate::schema! {
+        /// Tagged fields with meaning beside plain ones (as ProduceResponse v10's CurrentLeader).
+        pub struct WithTags {
+            pub id: i32 => int32,
+            pub leader: Inner => structure tag 0 if 2..,
+            pub epoch: i64 = -1 => int64 tag 3,
+        }
+    }
+
+    /// A tagged field is written only in flexible versions and only when not its default,
+    /// sorted by tag among the uninterpreted tagged fields; it is read back into its field,
+    /// while unknown tags stay in `tags`; outside its versions it is neither written nor read.
+    #[test]
+    fn tagged_fields_with_meaning_round_trip() {
+        let mut m = WithTags { id: 9, ..Default::default() };
+        let mut w = Writer::new(true);
+        m.codec(&mut w, 2).unwrap();
+        assert_eq!(w.buf.to_vec(), [0, 0, 0, 9, 0], "all defaults: no tagged field");
+        m.leader = Inner { id: 4, ..Default::default() };
+        m.epoch = 7;
+        m.tags.0.push((1, bytes::Bytes::from_static(&[0xAA])));
+        let mut w = Writer::new(true);
+        m.codec(&mut w, 2).unwrap();
+        let bytes = w.buf.to_vec();
+        // id, then 3 tagged fields: tag 0 (Inner: id, null name, no tags), tag 1, tag 3.
+        assert_eq!(bytes[..6], [0, 0, 0, 9, 3, 0]);
+        let mut back = WithTags::default();
+        back.codec(&mut Reader::new(bytes.clone().into(), true), 2).unwrap();
+        assert_eq!(back, m);
+        // v1: `leader` does not exist: its tag stays uninterpreted; `epoch` is read.
+        let mut v1 = WithTags::default();
+        v1.codec(&mut Reader::new(bytes.into(), true), 1).unwrap();
+        assert_eq!(v1.leader, Inner::default());
+        assert_eq!(v1.epoch, 7);
+        assert_eq!(v1.tags.0.iter().map(|t| t.0).collect::<Vec<_>>(), [0, 1]);
+        // Classic (not flexible) versions have no tagged fields at all.
+        let mut w = Writer::new(false);
+        m.codec(&mut w, 2).unwrap();
+        assert_eq!(w.buf.to_vec(), [0, 0, 0, 9]);
     }
 
     fn encode(m: &mut Outer, v: i16, flexible: bool) -> Vec<u8> {
