@@ -64,3 +64,7 @@ pub const MEMBER_ID_REQUIRED: ErrorCode = ErrorCode(79);
 pub const GROUP_MAX_SIZE_REACHED: ErrorCode = ErrorCode(81);
 pub const FENCED_INSTANCE_ID: ErrorCode = ErrorCode(82);
 pub const UNKNOWN_SERVER_ERROR: ErrorCode = ErrorCode(-1);
+/// KIP-516: a request names a topic by an id no topic has.
+pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode(100);
+/// KIP-516: a topic's id is not the one the request names (Fetch v13+ sessions).
+pub const INCONSISTENT_TOPIC_ID: ErrorCode = ErrorCode(103);

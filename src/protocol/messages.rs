@@ -299,6 +299,25 @@ crate::schema! {
 }
 
 crate::schema! {
+    /// KIP-951: who leads a partition now, sent with NOT_LEADER_OR_FOLLOWER so a client need
+    /// not ask Metadata first (Produce v10+, Fetch v12+).
+    pub struct LeaderIdAndEpoch {
+        pub leader_id: i32 = -1 => int32,
+        pub leader_epoch: i32 = -1 => int32,
+    }
+}
+
+crate::schema! {
+    /// KIP-951: the address of a broker named in a leader hint (Produce v10+, Fetch v16+).
+    pub struct NodeEndpoint {
+        pub node_id: i32 => int32,
+        pub host: String => string,
+        pub port: i32 => int32,
+        pub rack: Option<String> => nullable_string,
+    }
+}
+
+crate::schema! {
     pub struct ProducePartitionResponse {
         pub index: i32 => int32,
         pub error_code: ErrorCode => error_code,
@@ -307,6 +326,7 @@ crate::schema! {
         pub log_start_offset: i64 => int64 if 5..,
         pub record_errors: Vec<RecordError> => array if 8..,
         pub error_message: Option<String> => nullable_string if 8..,
+        pub current_leader: LeaderIdAndEpoch => structure tag 0 if 10..,
     }
 }
 
@@ -321,6 +341,7 @@ crate::schema! {
     pub struct ProduceResponse {
         pub topics: Vec<ProduceTopicResponse> => array,
         pub throttle_time_ms: i32 => int32 if 1..,
+        pub node_endpoints: Vec<NodeEndpoint> => array tag 0 if 10..,
     }
 }
 
@@ -329,70 +350,56 @@ crate::schema! {
 crate::schema! {
     pub struct FetchPartition {
         pub partition: i32 => int32,
-        pub current_leader_epoch: i32 => int32 if 9..,
+        pub current_leader_epoch: i32 = -1 => int32 if 9..,
         pub fetch_offset: i64 => int64,
-        pub last_fetched_epoch: i32 => int32 if 12..,
-        pub log_start_offset: i64 => int64 if 5..,
+        pub last_fetched_epoch: i32 = -1 => int32 if 12..,
+        pub log_start_offset: i64 = -1 => int64 if 5..,
         pub partition_max_bytes: i32 => int32,
+        /// KIP-853 (v17+): the follower's log directory (replication only).
+        pub replica_directory_id: [u8; 16] => uuid tag 0 if 17..,
     }
 }
 
 crate::schema! {
+    /// A topic to fetch from: by name before v13, by id (KIP-516) from v13.
     pub struct FetchTopic {
-        pub topic: String => string,
+        pub topic: String => string if ..=12,
+        pub topic_id: [u8; 16] => uuid if 13..,
         pub partitions: Vec<FetchPartition> => array,
     }
 }
 
 crate::schema! {
     pub struct ForgottenTopic {
-        pub topic: String => string,
+        pub topic: String => string if ..=12,
+        pub topic_id: [u8; 16] => uuid if 13..,
         pub partitions: Vec<i32> => int32_array,
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FetchRequest {
-    pub replica_id: i32,
-    pub max_wait_ms: i32,
-    pub min_bytes: i32,
-    /// v3+; absent (v0-2) reads as `i32::MAX`, Kafka's default (`Default` keeps 0).
-    pub max_bytes: i32,
-    pub isolation_level: i8,
-    pub session_id: i32,
-    pub session_epoch: i32,
-    pub topics: Vec<FetchTopic>,
-    pub forgotten_topics: Vec<ForgottenTopic>,
-    pub rack_id: String,
-    pub tags: TaggedFields,
+crate::schema! {
+    /// KIP-903 (v15+): the fetching replica and its broker epoch (replication only).
+    pub struct ReplicaState {
+        pub replica_id: i32 = -1 => int32,
+        pub replica_epoch: i64 = -1 => int64,
+    }
 }
 
-// Hand-written: an absent MaxBytes (v0-2) reads as i32::MAX, not as its `Default` (0).
-impl Message for FetchRequest {
-    fn codec<C: Codec>(&mut self, c: &mut C, v: i16) -> ProtoResult<()> {
-        c.i32(&mut self.replica_id)?;
-        c.i32(&mut self.max_wait_ms)?;
-        c.i32(&mut self.min_bytes)?;
-        if v >= 3 {
-            c.i32(&mut self.max_bytes)?;
-        } else if c.reading() {
-            self.max_bytes = i32::MAX;
-        }
-        if v >= 4 {
-            c.i8(&mut self.isolation_level)?;
-        }
-        if v >= 7 {
-            c.i32(&mut self.session_id)?;
-            c.i32(&mut self.session_epoch)?;
-        }
-        kind::array(c, &mut self.topics, v)?;
-        if v >= 7 {
-            kind::array(c, &mut self.forgotten_topics, v)?;
-        }
-        if v >= 11 {
-            c.string(&mut self.rack_id)?;
-        }
-        c.tagged(&mut self.tags)
+crate::schema! {
+    /// Fetch (1). An absent MaxBytes (v0-2) is Kafka's default, i32::MAX.
+    pub struct FetchRequest {
+        pub cluster_id: Option<String> => nullable_string tag 0 if 12..,
+        pub replica_id: i32 = -1 => int32 if ..=14,
+        pub replica_state: ReplicaState => structure tag 1 if 15..,
+        pub max_wait_ms: i32 => int32,
+        pub min_bytes: i32 => int32,
+        pub max_bytes: i32 = i32::MAX => int32 if 3..,
+        pub isolation_level: i8 => int8 if 4..,
+        pub session_id: i32 => int32 if 7..,
+        pub session_epoch: i32 = -1 => int32 if 7..,
+        pub topics: Vec<FetchTopic> => array,
+        pub forgotten_topics: Vec<ForgottenTopic> => array if 7..,
+        pub rack_id: String => string if 11..,
     }
 }
 
@@ -404,21 +411,42 @@ crate::schema! {
 }
 
 crate::schema! {
+    /// KIP-595: where a follower's log diverges from the leader's (replication only).
+    pub struct EpochEndOffset {
+        pub epoch: i32 = -1 => int32,
+        pub end_offset: i64 = -1 => int64,
+    }
+}
+
+crate::schema! {
+    /// KIP-630: a snapshot to fetch instead (the metadata log only).
+    pub struct SnapshotId {
+        pub end_offset: i64 = -1 => int64,
+        pub epoch: i32 = -1 => int32,
+    }
+}
+
+crate::schema! {
     pub struct FetchPartitionResponse {
         pub partition_index: i32 => int32,
         pub error_code: ErrorCode => error_code,
         pub high_watermark: i64 => int64,
-        pub last_stable_offset: i64 => int64 if 4..,
-        pub log_start_offset: i64 => int64 if 5..,
+        pub last_stable_offset: i64 = -1 => int64 if 4..,
+        pub log_start_offset: i64 = -1 => int64 if 5..,
+        pub diverging_epoch: EpochEndOffset => structure tag 0 if 12..,
+        pub current_leader: LeaderIdAndEpoch => structure tag 1 if 12..,
+        pub snapshot_id: SnapshotId => structure tag 2 if 12..,
         pub aborted_transactions: Option<Vec<AbortedTransaction>> => nullable_array if 4..,
-        pub preferred_read_replica: i32 => int32 if 11..,
+        pub preferred_read_replica: i32 = -1 => int32 if 11..,
         pub records: Option<Bytes> => nullable_bytes,
     }
 }
 
 crate::schema! {
+    /// One topic's answer: by name before v13, by id (KIP-516) from v13.
     pub struct FetchTopicResponse {
-        pub topic: String => string,
+        pub topic: String => string if ..=12,
+        pub topic_id: [u8; 16] => uuid if 13..,
         pub partitions: Vec<FetchPartitionResponse> => array,
     }
 }
@@ -429,6 +457,7 @@ crate::schema! {
         pub error_code: ErrorCode => error_code if 7..,
         pub session_id: i32 => int32 if 7..,
         pub topics: Vec<FetchTopicResponse> => array,
+        pub node_endpoints: Vec<NodeEndpoint> => array tag 0 if 16..,
     }
 }
 
@@ -455,6 +484,8 @@ crate::schema! {
         pub replica_id: i32 => int32,
         pub isolation_level: i8 => int8 if 2..,
         pub topics: Vec<ListOffsetsTopic> => array,
+        /// KIP-1075 (v10+): how long a lookup in remote storage may take (none here).
+        pub timeout_ms: i32 => int32 if 10..,
     }
 }
 

@@ -54,9 +54,9 @@ pub const DESCRIBE_PRODUCERS: i16 = 61;
 /// What tidemark implements: (API key, min version, max version, first flexible version).
 /// ApiVersions advertises exactly this table.
 pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
-    (PRODUCE, 0, 9, 9),
-    (FETCH, 0, 12, 12),
-    (LIST_OFFSETS, 0, 7, 6),
+    (PRODUCE, 0, 11, 9),
+    (FETCH, 0, 17, 12),
+    (LIST_OFFSETS, 0, 10, 6),
     (METADATA, 0, 12, 9),
     (OFFSET_COMMIT, 0, 8, 8),
     (OFFSET_FETCH, 0, 8, 6),

@@ -76,7 +76,7 @@ macro_rules! schema {
                 let mut tagged: Vec<(u32, bytes::Bytes)> = Vec::new();
                 $(
                     if $crate::schema!(@in v $(, $versions)?) {
-                        $crate::schema!(@field [$($tag)?] c v tagged self.$field, $kind, [$($default)?]);
+                        $crate::schema!(@field [$($tag)?] c v tagged self.$field, $kind, $ty, [$($default)?]);
                     }
                 )*
                 if tagged.is_empty() && !c.reading() {
@@ -110,13 +110,16 @@ macro_rules! schema {
     (@in $v:ident) => { true };
     (@in $v:ident, $versions:expr) => { ($versions).contains(&$v) };
     // A plain field: read or written in place.
-    (@field [] $c:ident $v:ident $tagged:ident $f:expr, $kind:ident, [$($default:expr)?]) => {
+    (@field [] $c:ident $v:ident $tagged:ident $f:expr, $kind:ident, $ty:ty, [$($default:expr)?]) => {
         $crate::protocol::schema::kind::$kind($c, &mut $f, $v)?
     };
     // A tagged field: when writing a flexible version and it is not its default, encoded
     // apart to go among the tagged fields (read after them, in `@untag`).
-    (@field [$tag:literal] $c:ident $v:ident $tagged:ident $f:expr, $kind:ident, [$($default:expr)?]) => {
-        if !$c.reading() && $c.flexible() && $f != $crate::schema!(@default $($default)?) {
+    (@field [$tag:literal] $c:ident $v:ident $tagged:ident $f:expr, $kind:ident, $ty:ty, [$($default:expr)?]) => {
+        if !$c.reading() && $c.flexible() && {
+            let default: $ty = $crate::schema!(@default $($default)?);
+            $f != default
+        } {
             let mut w = $crate::protocol::codec::Writer::new(true);
             $crate::protocol::schema::kind::$kind(&mut w, &mut $f, $v)?;
             $tagged.push(($tag, w.buf.freeze()));

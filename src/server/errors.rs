@@ -77,5 +77,6 @@ pub fn topic_code(e: &TopicError) -> ErrorCode {
         TopicError::InvalidPartitions(_) | TopicError::NotAnIncrease { .. } => code::INVALID_PARTITIONS,
         TopicError::InvalidConfig(_) => code::INVALID_CONFIG,
         TopicError::Corrupt(..) | TopicError::Storage(_) => code::KAFKA_STORAGE_ERROR,
+        TopicError::NoId(_) => code::UNKNOWN_SERVER_ERROR,
     }
 }

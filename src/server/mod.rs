@@ -10,7 +10,8 @@
 //! - [`router`], [`placement`], [`limits`], [`errors`], [`deadline`]: typed calls between
 //!   shards, which shard owns a partition, memory and connection limits, the one mapping of
 //!   errors to Kafka codes, bounded waits.
-//! - [`broker_config`], [`configs`]: the settings as given, and the dynamic layers over them.
+//! - [`broker_config`], [`configs`]: the settings as given, and the dynamic layers over them;
+//!   [`data_dir`]: the data directory's lock and identity (cluster id, node id).
 //! - [`coordinator`], [`producer_ids`]: a shard's consumer groups; shard 0's producer ids.
 //! - [`shard`]: one shard's state, private, behind methods.
 //! - [`control`]: shard 0's control plane (topics, dynamic settings, producer ids).
@@ -23,6 +24,7 @@ pub mod configs;
 pub mod connection;
 pub mod control;
 pub mod coordinator;
+pub mod data_dir;
 pub mod deadline;
 pub mod errors;
 pub mod limits;
@@ -72,38 +74,6 @@ thread_local! {
     static EXIT_REPORT: std::cell::RefCell<Option<ExitReport>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Take the data directory for this process: an exclusive `flock` on `<data-dir>/.lock`
-/// (holding our pid), held until the returned file drops. Fails fast, with a clear message,
-/// when the directory cannot be written or another broker holds it. The kernel releases the
-/// lock when a process dies, kill -9 included.
-fn lock_data_dir(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
-    use std::io::{Read, Seek, Write};
-    let path = dir.join(".lock");
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .with_context(|| format!("data dir {} is not writable (opening {})", dir.display(), path.display()))?;
-    match f.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut pid = String::new();
-            let _ = f.read_to_string(&mut pid);
-            bail!("data dir {} is in use by another tidemark process (pid {})", dir.display(), pid.trim());
-        }
-        Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", path.display())),
-    }
-    let written = f
-        .set_len(0)
-        .and_then(|_| f.rewind())
-        .and_then(|_| write!(f, "{}", std::process::id()))
-        .and_then(|_| f.sync_all());
-    written.with_context(|| format!("data dir {} is not writable (writing {})", dir.display(), path.display()))?;
-    Ok(f)
-}
-
 /// Fail fast, with a clear message, when another process serves the port. (Not a test bind:
 /// after a kill -9, connections of the old process linger and a plain bind fails, while the
 /// shards' SO_REUSEPORT listeners bind fine.)
@@ -132,8 +102,12 @@ fn check_port_free(listen: SocketAddr) -> anyhow::Result<()> {
 pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
-    let _lock = lock_data_dir(&config.data_dir)?;
+    let _lock = data_dir::lock(&config.data_dir)?;
     check_port_free(config.listen)?;
+    // The directory's identity (its cluster and node), and topic ids for topics that had none,
+    // before any shard reads it.
+    let identity = data_dir::Identity::load_or_create(&config.data_dir, config.node_id)?;
+    data_dir::upgrade_topics(&config.data_dir)?;
     // Dynamic broker settings, over the static ones: a bad file stops startup, naming it.
     let dynamic = configs::DynamicConfigs::load(&config.data_dir)?;
     let effective = configs::Effective::compute(&config, &dynamic)
@@ -145,12 +119,12 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     let mut handles = Vec::new();
     for id in 0..config.shards {
         let (config, mesh, stop, connections) = (config.clone(), mesh.clone(), stop.clone(), connections.clone());
-        let (dynamic, tx) = (dynamic.clone(), exits.clone());
+        let (dynamic, tx, identity) = (dynamic.clone(), exits.clone(), identity.clone());
         let h = LocalExecutorBuilder::new(Placement::Fixed(id))
             .name(&format!("shard-{id}"))
             .spawn(move || async move {
                 EXIT_REPORT.with(|r| *r.borrow_mut() = Some(ExitReport { id, exit: None, tx }));
-                let r = run_shard(id, config, dynamic, mesh, stop, connections).await;
+                let r = run_shard(id, config, dynamic, identity, mesh, stop, connections).await;
                 let exit = if r.is_ok() { Exit::Clean } else { Exit::Failed };
                 EXIT_REPORT.with(|report| report.borrow_mut().as_mut().map(|report| report.exit = Some(exit)));
                 r
@@ -202,11 +176,12 @@ async fn run_shard(
     id: usize,
     config: Arc<BrokerConfig>,
     dynamic: configs::DynamicConfigs,
+    identity: data_dir::Identity,
     mesh: MeshBuilder<Envelope<Shard>, glommio::channels::channel_mesh::Full>,
     stop: Arc<AtomicBool>,
     connections: Arc<limits::ConnectionTable>,
 ) -> anyhow::Result<()> {
-    let shard = match Shard::open(id, config.shards, config.clone(), dynamic, connections.clone()).await {
+    let shard = match Shard::open(id, config.shards, config.clone(), dynamic, connections.clone(), identity).await {
         Ok(s) => s,
         Err(e) => {
             // The other shards wait for this one at the mesh: release them.

@@ -12,6 +12,7 @@ use crate::config::LogConfig;
 use crate::io::DmaDisk;
 use crate::server::configs::{DynamicConfigs, Effective};
 use crate::server::coordinator::{Coordinator, OFFSETS_TOPIC};
+use crate::server::data_dir::Identity;
 use crate::server::limits::{Budget, ConnectionTable, LogEvery};
 use crate::server::placement::owner;
 use crate::server::producer_ids::ProducerIds;
@@ -20,6 +21,7 @@ use crate::server::BrokerConfig;
 use crate::storage::manager::PartitionManager;
 use crate::storage::topics::TopicStore;
 use crate::storage::{system_clock, Clock, Partition};
+use crate::types::Uuid;
 use glommio::channels::channel_mesh::{Receivers, Senders};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -29,6 +31,8 @@ use std::sync::Arc;
 /// What every shard knows about a topic.
 #[derive(Debug, Clone)]
 pub struct TopicInfo {
+    /// The topic's id (KIP-516).
+    pub id: Uuid,
     pub partitions: u32,
     pub config: LogConfig,
     /// The topic's own settings (the rest come from the broker defaults).
@@ -79,6 +83,8 @@ pub struct Shard {
     config: Arc<BrokerConfig>,
     manager: Rc<PartitionManager<DmaDisk>>,
     topics: RefCell<BTreeMap<String, TopicInfo>>,
+    /// Topic ids to names (KIP-516: Fetch v13+, DeleteTopics and Metadata by id).
+    topic_ids: RefCell<std::collections::HashMap<Uuid, String>>,
     coordinator: Rc<Coordinator>,
     /// This shard's share of `queued.max.request.bytes`: request frames read, not answered.
     request_memory: Budget,
@@ -89,6 +95,8 @@ pub struct Shard {
     effective: RefCell<Rc<Effective>>,
     /// Open connections of every shard (its limits are dynamic settings).
     connections: Arc<ConnectionTable>,
+    /// Whose data directory this is (cluster id, node id).
+    identity: Identity,
     /// Repeated log lines, at most one a second each: refused connections, failed reads.
     refusals_log: LogEvery,
     read_errors_log: LogEvery,
@@ -105,6 +113,7 @@ impl Shard {
         config: Arc<BrokerConfig>,
         dynamic: DynamicConfigs,
         connections: Arc<ConnectionTable>,
+        identity: Identity,
     ) -> anyhow::Result<Rc<Shard>> {
         let effective = Effective::compute(&config, &dynamic)?;
         let disk = DmaDisk::open(&config.data_dir).await?;
@@ -115,6 +124,7 @@ impl Shard {
         for name in store.names().map(str::to_string).collect::<Vec<_>>() {
             let meta = store.get(&name).expect("listed");
             let info = TopicInfo {
+                id: meta.id,
                 partitions: meta.partitions,
                 config: store.config(&name)?,
                 overrides: meta.overrides.clone(),
@@ -147,8 +157,12 @@ impl Shard {
             dynamic: RefCell::new(dynamic),
             effective: RefCell::new(Rc::new(effective)),
             connections,
+            identity,
             config,
             manager,
+            topic_ids: RefCell::new(
+                topics.iter().map(|(name, t): (&String, &TopicInfo)| (t.id, name.clone())).collect(),
+            ),
             topics: RefCell::new(topics),
             coordinator,
             clock,
@@ -248,9 +262,19 @@ impl Shard {
         self.control.as_ref()
     }
 
+    /// The cluster id, from the data directory.
+    pub fn cluster_id(&self) -> Uuid {
+        self.identity.cluster_id
+    }
+
     /// Look at a topic as this shard knows it.
     pub fn topic<R>(&self, name: &str, f: impl FnOnce(&TopicInfo) -> R) -> Option<R> {
         self.topics.borrow().get(name).map(f)
+    }
+
+    /// The name of the topic with this id (KIP-516), if this shard knows it.
+    pub fn topic_name(&self, id: Uuid) -> Option<String> {
+        self.topic_ids.borrow().get(&id).cloned()
     }
 
     pub fn has_topic(&self, name: &str) -> bool {
@@ -271,6 +295,7 @@ impl Shard {
         if name == OFFSETS_TOPIC {
             self.coordinator.set_offsets_partitions(Some(info.partitions));
         }
+        self.topic_ids.borrow_mut().insert(info.id, name.clone());
         self.topics.borrow_mut().insert(name, info);
     }
 
@@ -292,7 +317,9 @@ impl Shard {
 
     /// A topic is gone; its former view.
     pub fn remove_topic(&self, name: &str) -> Option<TopicInfo> {
-        self.topics.borrow_mut().remove(name)
+        let info = self.topics.borrow_mut().remove(name)?;
+        self.topic_ids.borrow_mut().remove(&info.id);
+        Some(info)
     }
 
     /// The dynamic broker settings changed, as shard 0 decided (and checked).

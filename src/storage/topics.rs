@@ -4,16 +4,20 @@
 //!
 //! One file per topic, `<data-dir>/topics/<topic>.topic`, replaced atomically on change:
 //! ```text
-//! tidemark-topic 1
+//! tidemark-topic 2
+//! id=<the topic id, KIP-516: 22 characters of URL-safe base64>
 //! partitions=<n>
 //! <key>=<value>          (one line per override, sorted)
 //! crc32c=<8 hex digits>  (CRC-32C of every line above, newlines included)
 //! ```
+//! Version 1 (before topic ids) had no `id` line: such a topic gets an id the first time its
+//! store opens, written back at once, and keeps it from then on.
 //! Partition data lives in `<data-dir>/<topic>-<partition>/`.
 
 use crate::config::{ConfigError, LogConfig};
 use crate::io::Disk;
 use crate::storage::error::StorageError;
+use crate::types::Uuid;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -36,6 +40,8 @@ pub enum TopicError {
     Corrupt(PathBuf, String),
     #[error(transparent)]
     Storage(#[from] StorageError),
+    #[error("cannot make a topic id: {0}")]
+    NoId(std::io::Error),
 }
 
 impl From<crate::io::IoError> for TopicError {
@@ -63,13 +69,15 @@ pub fn validate_topic_name(name: &str) -> Result<(), TopicError> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicMeta {
     pub name: String,
+    /// The topic's id (KIP-516), made at creation and kept for its life.
+    pub id: Uuid,
     pub partitions: u32,
     pub overrides: BTreeMap<String, String>,
 }
 
 impl TopicMeta {
     fn encode(&self) -> String {
-        let mut s = format!("tidemark-topic 1\npartitions={}\n", self.partitions);
+        let mut s = format!("tidemark-topic 2\nid={}\npartitions={}\n", self.id, self.partitions);
         for (k, v) in &self.overrides {
             s.push_str(&format!("{k}={v}\n"));
         }
@@ -85,10 +93,18 @@ impl TopicMeta {
         if crc32c::crc32c(body.as_bytes()) != crc {
             return Err("checksum mismatch".into());
         }
-        let mut lines = body.lines();
-        if lines.next() != Some("tidemark-topic 1") {
-            return Err("unknown version".into());
-        }
+        let mut lines = body.lines().peekable();
+        // Version 1 had no id: it reads as zero (the store gives the topic one when it opens).
+        let id = match lines.next() {
+            Some("tidemark-topic 1") => Uuid::ZERO,
+            Some("tidemark-topic 2") => lines
+                .next()
+                .and_then(|l| l.strip_prefix("id="))
+                .and_then(Uuid::parse)
+                .filter(|id| !id.is_zero())
+                .ok_or("bad id line")?,
+            _ => return Err("unknown version".into()),
+        };
         let partitions = lines
             .next()
             .and_then(|l| l.strip_prefix("partitions="))
@@ -99,7 +115,7 @@ impl TopicMeta {
             let (k, v) = l.split_once('=').ok_or("bad override line")?;
             overrides.insert(k.to_string(), v.to_string());
         }
-        Ok(TopicMeta { name: name.to_string(), partitions, overrides })
+        Ok(TopicMeta { name: name.to_string(), id, partitions, overrides })
     }
 }
 
@@ -128,7 +144,19 @@ impl<D: Disk> TopicStore<D> {
             defaults.with_overrides(meta.overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
             topics.insert(topic.to_string(), meta);
         }
-        Ok(TopicStore { disk, dir, defaults, topics })
+        let store = TopicStore { disk, dir, defaults, topics };
+        // Topics written before topic ids get theirs now, durably, before anyone sees them.
+        let mut upgraded = Vec::new();
+        for meta in store.topics.values().filter(|m| m.id.is_zero()) {
+            let meta = TopicMeta { id: Uuid::random().map_err(TopicError::NoId)?, ..meta.clone() };
+            store.persist(&meta).await?;
+            upgraded.push(meta);
+        }
+        let mut store = store;
+        for meta in upgraded {
+            store.topics.insert(meta.name.clone(), meta);
+        }
+        Ok(store)
     }
 
     pub fn defaults(&self) -> &LogConfig {
@@ -137,6 +165,11 @@ impl<D: Disk> TopicStore<D> {
 
     pub fn get(&self, name: &str) -> Option<&TopicMeta> {
         self.topics.get(name)
+    }
+
+    /// The name of the topic with this id.
+    pub fn name_of(&self, id: Uuid) -> Option<&str> {
+        self.topics.values().find(|m| m.id == id).map(|m| m.name.as_str())
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -170,8 +203,10 @@ impl<D: Disk> TopicStore<D> {
             return Err(TopicError::InvalidPartitions(partitions));
         }
         let config = self.defaults.with_overrides(overrides.iter().copied())?;
+        let id = Uuid::random().map_err(TopicError::NoId)?;
         let meta = TopicMeta {
             name: name.to_string(),
+            id,
             partitions: partitions as u32,
             overrides: overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         };

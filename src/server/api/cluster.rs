@@ -8,9 +8,7 @@ use crate::protocol::messages::*;
 use crate::server::api::Cx;
 use crate::server::control::ensure_topic;
 use crate::server::coordinator::OFFSETS_TOPIC;
-
-/// The cluster id this node reports (Metadata v2+, DescribeCluster): one node, one cluster.
-pub const CLUSTER_ID: &str = "tidemark";
+use crate::types::Uuid;
 
 /// ApiVersions: the table the decoder dispatches on. No side effects.
 pub fn api_versions(cx: &mut Cx<'_>, _: ApiVersionsRequest) -> ApiVersionsResponse {
@@ -24,17 +22,45 @@ pub fn api_versions(cx: &mut Cx<'_>, _: ApiVersionsRequest) -> ApiVersionsRespon
     resp
 }
 
-/// Metadata: every topic (or those named, auto-created when the client allows it) with this
-/// node as leader and only replica of each partition. Auto-creation completes before the
-/// connection's next request.
+/// Metadata: every topic (or those named, by name or from v12 by id (KIP-516), auto-created
+/// by name when the client allows it) with this node as leader and only replica of each
+/// partition, and each topic's id (v10+). Auto-creation completes before the connection's next
+/// request.
 pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
     let shard = cx.shard;
+    let version = cx.version();
+    let mut topics = Vec::new();
     let names: Vec<String> = match &m.topics {
         None => shard.topic_names(),
-        Some(ts) => ts.iter().filter_map(|t| t.name.clone()).collect(),
+        Some(ts) => {
+            let mut names = Vec::new();
+            for t in ts {
+                let id = Uuid(t.topic_id);
+                match (&t.name, id.is_zero()) {
+                    // Names only before v12, as Kafka checks.
+                    (None, _) | (Some(_), false) if version < 12 => topics.push(MetadataTopic {
+                        error_code: code::INVALID_REQUEST,
+                        name: t.name.clone(),
+                        ..Default::default()
+                    }),
+                    (_, false) => match shard.topic_name(id) {
+                        Some(name) => names.push(name),
+                        None => topics.push(MetadataTopic {
+                            error_code: code::UNKNOWN_TOPIC_ID,
+                            topic_id: id.0,
+                            ..Default::default()
+                        }),
+                    },
+                    (Some(name), true) => names.push(name.clone()),
+                    (None, true) => {
+                        topics.push(MetadataTopic { error_code: code::INVALID_REQUEST, ..Default::default() })
+                    }
+                }
+            }
+            names
+        }
     };
     let node = shard.config().node_id;
-    let mut topics = Vec::new();
     for name in names {
         if crate::storage::topics::validate_topic_name(&name).is_err() {
             topics.push(MetadataTopic {
@@ -46,16 +72,17 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
         }
         let exists = shard.has_topic(&name)
             || (m.allow_auto_topic_creation && m.topics.is_some() && ensure_topic(shard, &name).await);
-        match shard.topic(&name, |t| t.partitions).filter(|_| exists) {
+        match shard.topic(&name, |t| (t.partitions, t.id)).filter(|_| exists) {
             None => topics.push(MetadataTopic {
                 error_code: code::UNKNOWN_TOPIC_OR_PARTITION,
                 name: Some(name),
                 ..Default::default()
             }),
-            Some(n) => topics.push(MetadataTopic {
+            Some((n, id)) => topics.push(MetadataTopic {
                 error_code: code::NONE,
                 is_internal: name == OFFSETS_TOPIC,
                 name: Some(name),
+                topic_id: id.0,
                 topic_authorized_operations: i32::MIN,
                 partitions: (0..n as i32)
                     .map(|p| MetadataPartition {
@@ -79,7 +106,7 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
             port: c.advertised_port,
             ..Default::default()
         }],
-        cluster_id: Some(CLUSTER_ID.to_string()),
+        cluster_id: Some(shard.cluster_id().to_string()),
         controller_id: node,
         topics,
         cluster_authorized_operations: i32::MIN,
@@ -113,7 +140,7 @@ pub fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> Describ
             DescribeClusterResponse { error_code, error_message: Some(message), ..Default::default() }
         }
         None => DescribeClusterResponse {
-            cluster_id: CLUSTER_ID.to_string(),
+            cluster_id: cx.shard.cluster_id().to_string(),
             controller_id: c.node_id,
             brokers: vec![DescribeClusterBroker {
                 broker_id: c.node_id,

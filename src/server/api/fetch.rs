@@ -14,7 +14,7 @@ use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use crate::storage::format::convert::{for_reader, ForReader};
 use crate::storage::ReadUpTo;
-use crate::types::Offset;
+use crate::types::{Offset, Uuid};
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::BTreeMap;
@@ -147,9 +147,15 @@ struct Pass {
 
 /// Fetch with long polling: until `min_bytes` are there or `max_wait_ms` passes, waking when a
 /// partition changes.
-pub async fn handle(cx: &mut Cx<'_>, f: FetchRequest) -> FetchResponse {
+pub async fn handle(cx: &mut Cx<'_>, mut f: FetchRequest) -> FetchResponse {
     cx.release_turn();
     let shard = cx.shard;
+    if cx.version() >= 13 {
+        // KIP-516: topics by id; an unknown id keeps an empty name (UNKNOWN_TOPIC_ID below).
+        for t in &mut f.topics {
+            t.topic = shard.topic_name(Uuid(t.topic_id)).unwrap_or_default();
+        }
+    }
     let deadline = Instant::now() + Duration::from_millis(f.max_wait_ms.max(0) as u64).min(MAX_WAIT);
     loop {
         let pass = fetch_once(shard, cx.version(), &f, deadline).await;
@@ -215,6 +221,18 @@ async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest, deadline:
         Pass { resp: FetchResponse::default(), bytes: 0, held: Held::default(), seen: BTreeMap::new(), unread: false };
     for t in &f.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
+        if t.topic.is_empty() && version >= 13 {
+            let unknown = |p: &FetchPartition| FetchPartitionResponse {
+                partition_index: p.partition,
+                error_code: code::UNKNOWN_TOPIC_ID,
+                high_watermark: -1,
+                records: Some(Bytes::new()),
+                ..Default::default()
+            };
+            partitions.extend(t.partitions.iter().map(unknown));
+            pass.resp.topics.push(FetchTopicResponse { topic_id: t.topic_id, partitions, ..Default::default() });
+            continue;
+        }
         for p in &t.partitions {
             let mut max = if pass.bytes > 0 && budget == 0 {
                 0
@@ -279,7 +297,12 @@ async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest, deadline:
                 ..Default::default()
             });
         }
-        pass.resp.topics.push(FetchTopicResponse { topic: t.topic.clone(), partitions, ..Default::default() });
+        pass.resp.topics.push(FetchTopicResponse {
+            topic: t.topic.clone(),
+            topic_id: t.topic_id,
+            partitions,
+            ..Default::default()
+        });
     }
     pass
 }

@@ -1,5 +1,7 @@
 //! ListOffsets: each partition's lookup (by time, or `-1`/`-2`/`-3`, SPEC T6) runs on the
-//! shard that owns it ([`Lookup`]).
+//! shard that owns it ([`Lookup`]). Kafka's tiered-storage targets answer as Kafka does with
+//! no remote storage: `-4` (earliest local, v8+) is the log start, `-5` (latest tiered, v9+)
+//! is none. A special target older than the request's version is UNSUPPORTED_VERSION.
 
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::*;
@@ -46,12 +48,19 @@ pub async fn handle(cx: &mut Cx<'_>, l: ListOffsetsRequest) -> ListOffsetsRespon
     for t in l.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in t.partitions {
-            let owner = cx.shard.owner(&t.name, p.partition_index);
-            let call =
-                Lookup { topic: t.name.clone(), partition: p.partition_index, timestamp: TimestampMs(p.timestamp) };
-            let result = match cx.shard.call(owner, call).await {
-                Ok(r) => r,
-                Err(e) => Err(call_code(&e, code::NOT_LEADER_OR_FOLLOWER)),
+            let result = match special_target(p.timestamp, version) {
+                Err(c) => Err(c),
+                // KIP-1005, no tiered storage: nothing is tiered.
+                Ok(Some(LATEST_TIERED)) => Ok(None),
+                Ok(target) => {
+                    let timestamp = TimestampMs(target.unwrap_or(p.timestamp));
+                    let owner = cx.shard.owner(&t.name, p.partition_index);
+                    let call = Lookup { topic: t.name.clone(), partition: p.partition_index, timestamp };
+                    match cx.shard.call(owner, call).await {
+                        Ok(r) => r,
+                        Err(e) => Err(call_code(&e, code::NOT_LEADER_OR_FOLLOWER)),
+                    }
+                }
             };
             let (error_code, found) = match result {
                 Ok(found) => (code::NONE, found),
@@ -65,11 +74,34 @@ pub async fn handle(cx: &mut Cx<'_>, l: ListOffsetsRequest) -> ListOffsetsRespon
                 old_style_offsets: if version == 0 && found.is_some() { vec![offset.get()] } else { Vec::new() },
                 timestamp: timestamp.get(),
                 offset: offset.get(),
-                leader_epoch: 0,
+                leader_epoch: if found.is_some() { 0 } else { -1 },
                 ..Default::default()
             });
         }
         topics.push(ListOffsetsTopicResponse { name: t.name, partitions, ..Default::default() });
     }
     ListOffsetsResponse { topics, ..Default::default() }
+}
+
+/// ListOffsets' `-5`: the latest offset in tiered storage (KIP-1005).
+const LATEST_TIERED: i64 = -5;
+
+/// A target below zero names an offset rather than a time, each from the version Kafka gave
+/// it: `-1` latest and `-2` earliest (all), `-3` largest timestamp (v7, KIP-734), `-4` earliest
+/// local (v8, KIP-405: the log start here, as nothing is remote) and `-5` latest tiered (v9,
+/// KIP-1005). The target to look up instead (`None`: the time as given), or
+/// UNSUPPORTED_VERSION.
+fn special_target(timestamp: i64, version: i16) -> Result<Option<i64>, ErrorCode> {
+    let (since, target) = match timestamp {
+        0.. => return Ok(None),
+        -1 | -2 => (0, timestamp),
+        -3 => (7, -3),
+        -4 => (8, -2),
+        LATEST_TIERED => (9, LATEST_TIERED),
+        _ => return Err(code::UNSUPPORTED_VERSION),
+    };
+    if version < since {
+        return Err(code::UNSUPPORTED_VERSION);
+    }
+    Ok(Some(target))
 }

@@ -13,6 +13,7 @@ use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::AdminError;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
+use crate::types::Uuid;
 use std::collections::HashSet;
 use std::rc::Rc;
 
@@ -53,8 +54,12 @@ pub async fn create_topics(cx: &mut Cx<'_>, c: CreateTopicsRequest) -> CreateTop
             on_shard0(shard, call).await
         };
         let (error_code, error_message) = outcome(result);
+        // KIP-516 (v7+): the new topic's id.
+        let created = error_code == code::NONE && !c.validate_only;
+        let topic_id = if created { shard.topic(&t.name, |i| i.id.0).unwrap_or_default() } else { [0; 16] };
         topics.push(CreatableTopicResult {
             name: t.name,
+            topic_id,
             error_code,
             error_message,
             num_partitions: if error_code == code::NONE { partitions as i32 } else { -1 },
@@ -68,20 +73,43 @@ pub async fn create_topics(cx: &mut Cx<'_>, c: CreateTopicsRequest) -> CreateTop
     CreateTopicsResponse { topics, ..Default::default() }
 }
 
+/// DeleteTopics, by name or (v6+, KIP-516) by topic id: each answer names the topic both ways
+/// where it is known.
 pub async fn delete_topics(cx: &mut Cx<'_>, d: DeleteTopicsRequest) -> DeleteTopicsResponse {
-    let names: Vec<Option<String>> = if d.topics.is_empty() {
-        d.topic_names.into_iter().map(Some).collect()
+    let wanted: Vec<(Option<String>, Uuid)> = if d.topics.is_empty() {
+        d.topic_names.into_iter().map(|n| (Some(n), Uuid::ZERO)).collect()
     } else {
-        d.topics.into_iter().map(|t| t.name).collect()
+        d.topics.into_iter().map(|t| (t.name, Uuid(t.topic_id))).collect()
     };
-    let mut responses = Vec::with_capacity(names.len());
-    for name in names {
-        let (error_code, error_message) = match &name {
-            // Deletion by topic id: tidemark's topic ids are all zero.
-            None => (code::UNKNOWN_TOPIC_OR_PARTITION, Some("topic ids are not supported".to_string())),
-            Some(n) => outcome(on_shard0(cx.shard, control::DeleteTopic { name: n.clone() }).await),
+    let shard = cx.shard;
+    let mut responses = Vec::with_capacity(wanted.len());
+    for (name, id) in wanted {
+        let target = match (name, id.is_zero()) {
+            (Some(_), false) => {
+                Err((None, AdminError::new(code::INVALID_REQUEST, "name a topic by name or by id, not both")))
+            }
+            (Some(n), true) => Ok(n),
+            (None, true) => Err((None, AdminError::new(code::INVALID_REQUEST, "a topic needs a name or an id"))),
+            (None, false) => shard
+                .topic_name(id)
+                .ok_or_else(|| (None, AdminError::new(code::UNKNOWN_TOPIC_ID, format!("no topic has the id {id}")))),
         };
-        responses.push(DeletableTopicResult { name, error_code, error_message, ..Default::default() });
+        let (name, result) = match target {
+            Ok(n) => {
+                let id = shard.topic(&n, |t| t.id).unwrap_or(id);
+                let r = on_shard0(shard, control::DeleteTopic { name: n.clone() }).await;
+                ((Some(n), id), r)
+            }
+            Err((n, e)) => ((n, id), Err(e)),
+        };
+        let (error_code, error_message) = outcome(result);
+        responses.push(DeletableTopicResult {
+            name: name.0,
+            topic_id: name.1 .0,
+            error_code,
+            error_message,
+            ..Default::default()
+        });
     }
     DeleteTopicsResponse { responses, ..Default::default() }
 }

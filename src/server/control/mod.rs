@@ -77,10 +77,12 @@ impl ShardCall<Shard> for CreateTopic {
             return checked.map(|_| ()).map_err(|e| AdminError::new(code::INVALID_CONFIG, e.to_string()));
         }
         let config = store.create(&name, self.partitions, &pairs).await.map_err(|e| AdminError::from(&e))?;
+        let id = store.get(&name).expect("just created").id;
         let partitions = self.partitions as u32;
         let opened = open_everywhere(&shard, &name, 0, partitions, &config).await;
         let overrides: BTreeMap<String, String> = self.configs.into_iter().collect();
-        broadcast(&shard, TopicCreated { name: name.clone(), info: TopicInfo { partitions, config, overrides } }).await;
+        broadcast(&shard, TopicCreated { name: name.clone(), info: TopicInfo { id, partitions, config, overrides } })
+            .await;
         opened?;
         tracing::info!(topic = name, partitions, "topic created");
         Ok(())

@@ -1,0 +1,206 @@
+//! The data directory as a whole: the lock that gives it to one process, and its identity,
+//! `meta.properties` as Kafka keeps it (the cluster id, the node id, the directory id):
+//!
+//! ```text
+//! #tidemark: this data directory's identity; do not edit
+//! cluster.id=<22 characters: a Kafka UUID>
+//! directory.id=<22 characters>
+//! node.id=<n>
+//! version=1
+//! ```
+//!
+//! Made at the first start (a random cluster id, as Kafka's `kafka-storage format` makes one);
+//! checked at every later one: a node refuses a directory written by another node id, or one
+//! of another cluster ([`Identity::check_cluster`], once a cluster tells it its id), rather than
+//! serve data that is not its own. Before the shards start, topics written before topic ids
+//! get theirs ([`upgrade_topics`]).
+
+use crate::types::Uuid;
+use anyhow::{bail, Context};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The file's name in the data directory (Kafka's).
+pub const META_PROPERTIES: &str = "meta.properties";
+
+/// Who a data directory belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub cluster_id: Uuid,
+    pub node_id: i32,
+    pub directory_id: Uuid,
+}
+
+impl Identity {
+    /// Read `meta.properties` and check it belongs to `node_id`, or make it (durably) on a
+    /// directory that has none.
+    pub fn load_or_create(dir: &Path, node_id: i32) -> anyhow::Result<Identity> {
+        let path = dir.join(META_PROPERTIES);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let id = Identity::parse(&text).with_context(|| format!("reading {}", path.display()))?;
+                if id.node_id != node_id {
+                    bail!(
+                        "data dir {} belongs to node.id {}, but this broker is node.id {node_id}: \
+                         use that node id, or another data directory",
+                        dir.display(),
+                        id.node_id
+                    );
+                }
+                Ok(id)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let id = Identity { cluster_id: Uuid::random()?, node_id, directory_id: Uuid::random()? };
+                write_durably(dir, &path, id.encode().as_bytes())
+                    .with_context(|| format!("writing {}", path.display()))?;
+                tracing::info!(cluster_id = %id.cluster_id, "new data directory: cluster id made");
+                Ok(id)
+            }
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+
+    /// Refuse a directory of another cluster (a node joining a cluster checks the cluster's
+    /// id against its directory's).
+    pub fn check_cluster(&self, cluster_id: Uuid) -> anyhow::Result<()> {
+        if self.cluster_id != cluster_id {
+            bail!(
+                "this data directory belongs to cluster {}, not to cluster {cluster_id}: \
+                 use an empty data directory to join this cluster",
+                self.cluster_id
+            );
+        }
+        Ok(())
+    }
+
+    fn encode(&self) -> String {
+        format!(
+            "#tidemark: this data directory's identity; do not edit\ncluster.id={}\ndirectory.id={}\nnode.id={}\nversion=1\n",
+            self.cluster_id, self.directory_id, self.node_id
+        )
+    }
+
+    /// Kafka's properties form: `key=value` lines, `#` comments (Kafka's own files parse too).
+    fn parse(text: &str) -> anyhow::Result<Identity> {
+        let mut props = BTreeMap::new();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        {
+            let (k, v) = line.split_once('=').with_context(|| format!("not a key=value line: {line:?}"))?;
+            props.insert(k.trim(), v.trim());
+        }
+        let get = |k: &str| props.get(k).copied().with_context(|| format!("no {k}"));
+        if get("version")? != "1" {
+            bail!("version {} is not one this broker reads (1)", get("version")?);
+        }
+        let uuid = |k: &str| -> anyhow::Result<Uuid> {
+            Uuid::parse(get(k)?).with_context(|| format!("{k} is not a Kafka UUID (22 characters of base64)"))
+        };
+        let node_id = get("node.id")?.parse().context("node.id is not a number")?;
+        // Kafka's KRaft files may lack a directory id (older versions): make none up here.
+        let directory_id = if props.contains_key("directory.id") { uuid("directory.id")? } else { Uuid::ZERO };
+        Ok(Identity { cluster_id: uuid("cluster.id")?, node_id, directory_id })
+    }
+}
+
+/// Write a new file whole and durably: a temporary beside it, synced, renamed over, and the
+/// directory synced.
+fn write_durably(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Give topics written before topic ids (topic file version 1) their id, durably, before any
+/// shard reads them (each shard reads the topic files; only one may choose ids). Opening the
+/// topic store does it; this opens it once, alone, on an executor of its own.
+pub fn upgrade_topics(dir: &Path) -> anyhow::Result<()> {
+    let dir = dir.to_path_buf();
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .name("data-dir")
+        .spawn(move || async move {
+            let disk = crate::io::DmaDisk::open(&dir).await?;
+            // Overrides are checked against the defaults by each shard; any defaults do here.
+            let defaults = crate::config::LogConfig::default();
+            crate::storage::topics::TopicStore::open(disk, &dir, defaults).await.map(|_| ())
+        })
+        .map_err(|e| anyhow::anyhow!("starting the data-dir executor: {e}"))?
+        .join()
+        .map_err(|e| anyhow::anyhow!("data-dir executor: {e:?}"))?
+        .map_err(anyhow::Error::from)
+}
+
+/// Take the data directory for this process: an exclusive `flock` on `<data-dir>/.lock`
+/// (holding our pid), held until the returned file drops. Fails fast, with a clear message,
+/// when the directory cannot be written or another broker holds it. The kernel releases the
+/// lock when a process dies, kill -9 included.
+pub fn lock(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    use std::io::{Read, Seek, Write};
+    let path = dir.join(".lock");
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("data dir {} is not writable (opening {})", dir.display(), path.display()))?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = f.read_to_string(&mut pid);
+            bail!("data dir {} is in use by another tidemark process (pid {})", dir.display(), pid.trim());
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", path.display())),
+    }
+    let written = f
+        .set_len(0)
+        .and_then(|_| f.rewind())
+        .and_then(|_| write!(f, "{}", std::process::id()))
+        .and_then(|_| f.sync_all());
+    written.with_context(|| format!("data dir {} is not writable (writing {})", dir.display(), path.display()))?;
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// meta.properties: made once with a random cluster id and kept (the same identity on
+    /// every later start); a directory of another node id, or with a damaged or unknown file,
+    /// is refused with a message naming the file; Kafka's own file form (comments, a missing
+    /// directory id) reads; a directory of another cluster is refused by `check_cluster`.
+    #[test]
+    fn a_data_directory_keeps_its_identity() {
+        let tmp = tempfile::tempdir().unwrap();
+        let first = Identity::load_or_create(tmp.path(), 3).unwrap();
+        assert_eq!(first.cluster_id.to_string().len(), 22);
+        assert_eq!(Identity::load_or_create(tmp.path(), 3).unwrap(), first);
+        let e = Identity::load_or_create(tmp.path(), 4).unwrap_err().to_string();
+        assert!(e.contains("belongs to node.id 3"), "{e}");
+        assert!(first.check_cluster(first.cluster_id).is_ok());
+        let other = Uuid::random().unwrap();
+        let e = first.check_cluster(other).unwrap_err().to_string();
+        assert!(e.contains(&first.cluster_id.to_string()) && e.contains(&other.to_string()), "{e}");
+        let path = tmp.path().join(META_PROPERTIES);
+        std::fs::write(
+            &path,
+            "#\n#Thu Dec 03 09:00:00 UTC 2026\ncluster.id=MkU3OEVBNTcwNTJENDM2Qg\nnode.id=3\nversion=1\n",
+        )
+        .unwrap();
+        let kafka = Identity::load_or_create(tmp.path(), 3).unwrap();
+        assert_eq!(kafka.cluster_id.to_string(), "MkU3OEVBNTcwNTJENDM2Qg");
+        for bad in [
+            "cluster.id=x\nnode.id=3\nversion=1\n",
+            "cluster.id=MkU3OEVBNTcwNTJENDM2Qg\nnode.id=3\nversion=0\n",
+            "garbage",
+        ] {
+            std::fs::write(&path, bad).unwrap();
+            let e = format!("{:#}", Identity::load_or_create(tmp.path(), 3).unwrap_err());
+            assert!(e.contains("meta.properties"), "{e}");
+        }
+    }
+}
