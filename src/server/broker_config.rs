@@ -87,6 +87,11 @@ impl BrokerConfig {
         let int = |v: &str| v.trim().parse::<i64>().with_context(|| format!("{key}={v}: not an integer"));
         match key {
             "node.id" | "broker.id" => self.node_id = int(value)? as i32,
+            // Accepted in every form Kafka accepts, and inert: one protocol between tidemark
+            // nodes, whatever a server.properties names.
+            "inter.broker.protocol.version" => {
+                crate::config::kafka_version(key, value)?;
+            }
             "auto.create.topics.enable" => {
                 self.auto_create_topics = match value.trim() {
                     "true" => true,

@@ -190,6 +190,12 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     key("group.max.session.timeout.ms", ConfigType::Int, false, "The longest session timeout a member may ask for."),
     key("group.max.size", ConfigType::Int, false, "Members a group takes."),
     key("group.min.session.timeout.ms", ConfigType::Int, false, "The shortest session timeout a member may ask for."),
+    key(
+        "inter.broker.protocol.version",
+        ConfigType::String,
+        false,
+        "Accepted in Kafka's forms (0.10.0, 2.8, 3.0-IV1...) for server.properties files; no effect.",
+    ),
     key("listeners", ConfigType::String, false, "The address the broker listens on (--listen)."),
     key("log.dirs", ConfigType::String, false, "The data directory (--data-dir)."),
     key(

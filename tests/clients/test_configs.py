@@ -303,3 +303,32 @@ def test_settings_kafka_has_and_tidemark_applies(broker):
     create(broker.bootstrap, "inert", config={"unclean.leader.election.enable": "true"})
     u = describe(broker, ConfigResourceType.TOPIC, "inert")["unclean.leader.election.enable"]
     assert (u["value"], u["config_source"]) == ("true", "DYNAMIC_TOPIC_CONFIG")
+
+
+def test_version_valued_settings_take_kafkas_forms(start_broker):
+    """message.format.version (a topic's, and log.message.format.version as the broker's
+    default) and inter.broker.protocol.version take every form Kafka 3.x's
+    MetadataVersion.fromVersionString takes (0.10.0, 0.10.0.0, 0.10.0-IV1, 2.8, 2.8.1, 3.0-IV1),
+    are shown as given by DescribeConfigs, and change nothing stored: records produced to such a
+    topic come back as produced. Unknown versions get INVALID_CONFIG naming the value."""
+    broker = start_broker("--set", "log.message.format.version=2.8.1", "--set", "inter.broker.protocol.version=3.7")
+    b = describe(broker, ConfigResourceType.BROKER, "0")
+    assert b["inter.broker.protocol.version"]["value"] == "3.7"
+    for i, form in enumerate(["0.10.0", "0.10.0.0", "0.10.0-IV1", "2.8", "2.8.1", "3.0-IV1"]):
+        name = "mfv%d" % i
+        create(broker.bootstrap, name, config={"message.format.version": form})
+        entry = describe(broker, ConfigResourceType.TOPIC, name)["message.format.version"]
+        assert (entry["value"], entry["config_source"]) == (form, "DYNAMIC_TOPIC_CONFIG"), entry
+        produce(broker.bootstrap, name, [(b"k", b"v%d" % i, None)])
+        from test_clients import consume
+        got = consume(broker.bootstrap, name, 1)
+        assert [(m.key(), m.value()) for m in got] == [(b"k", b"v%d" % i)]
+    create(broker.bootstrap, "plain")
+    inherited = describe(broker, ConfigResourceType.TOPIC, "plain")["message.format.version"]
+    assert inherited["value"] == "2.8.1", inherited
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for bad in ("0.10", "3.0-IV9", "9.9", "three"):
+        fs = a.create_topics([NewTopic("badmfv", 1, 1, config={"message.format.version": bad})], request_timeout=TIMEOUT)
+        with pytest.raises(KafkaException) as e:
+            fs["badmfv"].result(TIMEOUT)
+        assert e.value.args[0].name() == "INVALID_CONFIG" and bad in e.value.args[0].str(), e.value

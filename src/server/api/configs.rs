@@ -30,6 +30,9 @@ fn broker_value(c: &BrokerConfig, e: &Effective, name: &str) -> Option<String> {
         "group.max.session.timeout.ms" => c.coordinator.limits.max_session_timeout_ms.to_string(),
         "group.max.size" => c.coordinator.limits.max_size.to_string(),
         "group.min.session.timeout.ms" => c.coordinator.limits.min_session_timeout_ms.to_string(),
+        "inter.broker.protocol.version" => {
+            c.settings.get("inter.broker.protocol.version").map_or("3.9-IV0", |v| v.as_str()).to_string()
+        }
         "listeners" => format!("PLAINTEXT://{}", c.listen),
         "log.dirs" => std::path::absolute(&c.data_dir).unwrap_or_else(|_| c.data_dir.clone()).display().to_string(),
         "log.retention.check.interval.ms" => c.retention_check_interval.as_millis().to_string(),
