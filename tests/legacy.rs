@@ -111,9 +111,9 @@ fn create_time_bound_checks_every_inner_message() {
 
 /// spec: T3.2 — on a LogAppendTime topic a plain v1 message gets `now` and the type bit (CRC
 /// recomputed, key and value untouched), a v1 wrapper gets them too with every inner timestamp
-/// -1 (recompressed because the producer's were not); magic 0 has no timestamp and is stored
-/// as sent. spec: T3.4 — the append reports the log-append time. spec: T4.2 — readers see
-/// `now` for every record of the wrapper.
+/// -1 (recompressed because the producer's were not); magic 0 (no timestamp field) is stored
+/// as magic 1 stamped the same way, plain or wrapped. spec: T3.4 — the append reports the
+/// log-append time. spec: T4.2 — readers see `now` for every record, magic 0's included.
 #[test]
 fn log_append_time_stamps_v1_messages_and_wrappers() {
     let config = cfg(&[("message.timestamp.type", "LogAppendTime")]);
@@ -139,14 +139,15 @@ fn log_append_time_stamps_v1_messages_and_wrappers() {
         let ts: Vec<i64> = legacy::Inner::new(&inner, 1).map(|i| i.unwrap().header.timestamp).collect();
         assert_eq!(ts, vec![-1, -1, -1], "inner timestamps are -1 under LogAppendTime");
     }
+    for (_, m0) in &batches[5..] {
+        let m = legacy::check(m0).unwrap();
+        assert_eq!((m.header.magic, m.header.timestamp), (1, NOW), "magic 0 stored as stamped magic 1");
+    }
     let recs = seen(&bytes);
     assert_eq!(recs.len(), 1 + 4 * 3 + 1 + 2);
     assert_eq!(recs.iter().map(|r| r.0).collect::<Vec<_>>(), (0..recs.len() as i64).collect::<Vec<_>>());
-    for r in &recs[..13] {
+    for r in &recs {
         assert_eq!((r.1, r.2), (NOW, TimestampType::LogAppendTime), "record {}", r.0);
-    }
-    for r in &recs[13..] {
-        assert_eq!(r.1, -1, "magic 0 has no timestamp");
     }
 }
 

@@ -403,14 +403,15 @@ def write_legacy_matrix(bootstrap, topic, per_batch=4, versions=(KP09, KP0101), 
 
 
 def check_confluent_view(msgs, expected, lat):
-    """T4.1 through Fetch v4+ (stored bytes): magic 0 has no timestamp; magic 1/v2 CreateTime keeps
-    the producer's; a LogAppendTime topic gives the broker's time of the append."""
+    """T4.1 through Fetch v4+ (stored bytes): magic 0 has no timestamp on a CreateTime topic;
+    magic 1/v2 CreateTime keeps the producer's; a LogAppendTime topic gives the broker's time of
+    the append to every record, magic 0 included (T3.2: stored as magic 1)."""
     assert [m.offset() for m in msgs] == [e.offset for e in expected] == list(range(len(expected)))
     assert [m.key() for m in msgs] == [e.key for e in expected]
     assert [m.value() for m in msgs] == [e.value for e in expected]
     for m, e in zip(msgs, expected):
         kind, ts = m.timestamp()
-        if e.magic == 0:
+        if e.magic == 0 and not lat:
             assert kind == TIMESTAMP_NOT_AVAILABLE, (e, kind, ts)
         elif lat:
             assert kind == TIMESTAMP_LOG_APPEND_TIME and e.lo - SLACK_MS <= ts <= e.hi + SLACK_MS, (e, kind, ts)
@@ -420,14 +421,15 @@ def check_confluent_view(msgs, expected, lat):
 
 def check_kp_view(recs, expected, lat, api_version, lat_times=None):
     """What kafka-python pinned to api_version sees (Fetch v1: magic 0, no timestamps; Fetch v3:
-    magic 0 stays without timestamp, magic 1 and v2 data carry CreateTime or LogAppendTime).
+    magic 0 stays without timestamp on a CreateTime topic, magic 1 and v2 data carry CreateTime,
+    everything on a LogAppendTime topic LogAppendTime).
     lat_times: offset -> the LogAppendTime confluent-kafka saw, which must be the same."""
     assert [r.offset for r in recs] == [e.offset for e in expected]
     assert [r.key for r in recs] == [e.key for e in expected]
     assert [r.value for r in recs] == [e.value for e in expected]
     for r, e in zip(recs, expected):
         assert r.headers == [], "no headers in legacy messages"
-        if api_version == KP09 or e.magic == 0:
+        if api_version == KP09 or (e.magic == 0 and not lat):
             assert (r.timestamp, r.timestamp_type) == (None, None), (e, r)
         elif lat:
             assert r.timestamp_type == 1 and e.lo - SLACK_MS <= r.timestamp <= e.hi + SLACK_MS, (e, r)
@@ -439,7 +441,8 @@ def check_kp_view(recs, expected, lat, api_version, lat_times=None):
 
 def check_down_converted(bootstrap, topic, expected, lat):
     """Fetch v0/v1 return only magic-0 messages, v2/v3 only magic <= 1 (stored magic 0 stays 0),
-    every CRC right, the same records at the same offsets (T1.1); timestamps as T4.1/T4.2 say."""
+    every CRC right, the same records at the same offsets (T1.1); timestamps as T4.1/T4.2 say
+    (on a LogAppendTime topic magic 0 was stored as magic 1 with the broker's time, T3.2)."""
     for version in (0, 1, 2, 3):
         entries = raw_entries(bootstrap, version, topic)
         limit = 0 if version <= 1 else 1
@@ -448,7 +451,7 @@ def check_down_converted(bootstrap, topic, expected, lat):
         got = flatten(entries)
         assert [(o, k, v) for o, k, v, _, _ in got] == [(e.offset, e.key, e.value) for e in expected], version
         for (o, k, v, ts, is_lat), e in zip(got, expected):
-            if version <= 1 or e.magic == 0:
+            if version <= 1 or (e.magic == 0 and not lat):
                 assert ts is None, (version, e)
             elif lat:
                 assert is_lat and e.lo - SLACK_MS <= ts <= e.hi + SLACK_MS, (version, e, ts)
@@ -494,7 +497,8 @@ def test_legacy_produce_read_by_confluent(broker):
 
 def test_legacy_produce_stored_as_kafka_stores_it(broker):
     """The bytes the broker keeps for legacy message sets (read raw with Fetch v4, which must
-    not convert anything), T1.1: magic 0 stays magic 0 and magic 1 stays magic 1 with its codec;
+    not convert anything), T1.1: magic 0 stays magic 0 (on a CreateTime topic; on a LogAppendTime
+    topic it becomes magic 1 with the broker's time, T3.2) and magic 1 stays magic 1 with its codec;
     every CRC-32 right; a magic-0 wrapper's inner offsets are absolute and the wrapper carries the
     last one; a magic-1 wrapper's inner offsets are relative (0..n-1) and the wrapper carries the
     absolute last offset. CreateTime magic-1 wrapper: timestamp = largest inner timestamp (T3.3;
@@ -514,7 +518,8 @@ def test_legacy_produce_stored_as_kafka_stores_it(broker):
         for magic, m in stored:
             assert magic in (0, 1) and m.crc_ok, (topic, m.offset)
             e = by_offset[m.offset]
-            assert magic == e.magic and (m.attrs & 7) == CODEC_IDS[e.codec], (topic, e, m.attrs)
+            stored_magic = 1 if is_lat else e.magic
+            assert magic == stored_magic and (m.attrs & 7) == CODEC_IDS[e.codec], (topic, e, m.attrs)
             if m.inner is not None:
                 n = len(m.inner)
                 first = m.offset - n + 1
@@ -544,6 +549,8 @@ def test_legacy_produce_stored_as_kafka_stores_it(broker):
         # Legacy entries are served as stored to every fetch version that can read their magic.
         for version in (2, 3):
             assert [x.raw for _, x in raw_entries(b, version, topic)] == [x.raw for _, x in stored], version
+        if is_lat:
+            continue  # nothing stored as magic 0 (T3.2)
         first_m1 = next(e.offset for e in expected if e.magic == 1)
         for version in (0, 1):
             got = [x.raw for _, x in raw_entries(b, version, topic) if x.offset < first_m1]

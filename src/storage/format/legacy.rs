@@ -495,6 +495,9 @@ pub fn stored_form(
     let h = p.header;
     let last = base + p.count as i64 - 1;
     let lat = t == TimestampType::LogAppendTime;
+    if lat && h.magic == MAGIC_V0 {
+        return Ok((Stored::Rebuilt(stamped_magic1(entry, base, now, limit)?), now));
+    }
     let (timestamp, attrs) = match (h.magic, lat, h.is_wrapper()) {
         (MAGIC_V0, _, _) => (-1, h.attributes),
         (_, true, _) => (now, h.attributes | ATTR_LOG_APPEND_TIME),
@@ -539,6 +542,29 @@ pub fn stored_form(
         prefix[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.finalize().to_be_bytes());
     }
     Ok((Stored::Prefix { prefix, len }, timestamp))
+}
+
+/// SPEC T3.2, magic 0 on a LogAppendTime topic: the entry (a plain message, or a wrapper of
+/// plain messages) as magic 1 stamped with `now`, at offsets from `base`: a plain message
+/// with `now` and the type bit; a wrapper of the same codec with `now` and the type bit around
+/// inner magic-1 messages at relative offsets with timestamp -1 (decompressed within `limit`).
+fn stamped_magic1(entry: &[u8], base: i64, now: i64, limit: usize) -> Result<Vec<u8>, FormatError> {
+    let m = check(entry)?;
+    let codec = m.header.compression()?;
+    let mut out = Vec::with_capacity(entry.len() + 64);
+    let lat = TimestampType::LogAppendTime;
+    if codec == Compression::None {
+        let one = SetRecord { offset: base, timestamp: now, key: m.key, value: m.value };
+        write_set(&mut out, MAGIC_V1, codec, lat, now, None, &[one]);
+        return Ok(out);
+    }
+    let inner = inner_bytes(&m, limit)?;
+    let recs: Vec<SetRecord<'_>> = Inner::new(&inner, MAGIC_V0)
+        .enumerate()
+        .map(|(n, i)| i.map(|i| SetRecord { offset: base + n as i64, timestamp: -1, key: i.key, value: i.value }))
+        .collect::<Result<_, _>>()?;
+    write_set(&mut out, MAGIC_V1, codec, lat, now, m.key, &recs);
+    Ok(out)
 }
 
 /// Builds legacy message sets, as old producers do: for tests, fixtures and down-conversion.
@@ -713,13 +739,69 @@ mod tests {
             stored_form(&set, &p, 0, TimestampType::CreateTime, 1, 1 << 20).unwrap().0,
             Stored::Prefix { .. }
         ));
-        let (stored, ts) = stored_form(&set, &p, 100, TimestampType::LogAppendTime, 1, 1 << 20).unwrap();
-        assert_eq!(ts, -1, "magic 0 has no timestamp to stamp");
+        let (stored, ts) = stored_form(&set, &p, 100, TimestampType::CreateTime, 1, 1 << 20).unwrap();
+        assert_eq!(ts, -1, "magic 0 has no timestamp");
         let Stored::Rebuilt(bytes) = stored else { panic!("offsets must become absolute") };
         let m = check(&bytes).unwrap();
         let inner = inner_bytes(&m, 1 << 20).unwrap();
         let offs: Vec<i64> = Inner::new(&inner, MAGIC_V0).map(|i| i.unwrap().header.offset).collect();
         assert_eq!((offs, m.header.offset), (vec![100, 101], 101));
+    }
+
+    // spec: T3.2 — magic 0 on a LogAppendTime topic becomes magic 1 stamped with the append
+    // time: a plain message with the time and the type bit, a wrapper (same codec, its key
+    // kept) with them around magic-1 inner messages at relative offsets with timestamp -1;
+    // keys and values unchanged.
+    #[test]
+    fn magic0_on_log_append_time_becomes_stamped_magic1() {
+        let mut plain = LegacyBuilder::new(MAGIC_V0, Compression::None);
+        plain.push(-1, Some(b"k"), Some(b"v"));
+        let set = plain.finish();
+        let p = check_produced(&set, 1 << 20).unwrap();
+        let (stored, ts) = stored_form(&set, &p, 5, TimestampType::LogAppendTime, 777, 1 << 20).unwrap();
+        assert_eq!(ts, 777);
+        let Stored::Rebuilt(bytes) = stored else { panic!("converted") };
+        let m = check(&bytes).unwrap();
+        assert_eq!((m.header.magic, m.header.offset, m.header.timestamp), (MAGIC_V1, 5, 777));
+        assert_eq!(m.header.timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!((m.key, m.value), (Some(&b"k"[..]), Some(&b"v"[..])));
+        for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4] {
+            let mut w = LegacyBuilder::new(MAGIC_V0, codec);
+            w.push(-1, None, Some(b"a"));
+            w.push(-1, Some(b"kb"), Some(b"b"));
+            let set = w.finish();
+            let p = check_produced(&set, 1 << 20).unwrap();
+            let (stored, ts) = stored_form(&set, &p, 100, TimestampType::LogAppendTime, 888, 1 << 20).unwrap();
+            assert_eq!(ts, 888);
+            let Stored::Rebuilt(bytes) = stored else { panic!("converted") };
+            let m = check(&bytes).unwrap();
+            assert_eq!((m.header.magic, m.header.offset, m.header.timestamp), (MAGIC_V1, 101, 888), "{codec:?}");
+            assert_eq!(
+                (m.header.timestamp_type(), m.header.compression().unwrap()),
+                (TimestampType::LogAppendTime, codec)
+            );
+            let inner = inner_bytes(&m, 1 << 20).unwrap();
+            let got: Vec<(i8, i64, i64, Option<Vec<u8>>, Option<Vec<u8>>)> = Inner::new(&inner, MAGIC_V1)
+                .map(|i| {
+                    let i = i.unwrap();
+                    (
+                        i.header.magic,
+                        i.header.offset,
+                        i.header.timestamp,
+                        i.key.map(<[u8]>::to_vec),
+                        i.value.map(<[u8]>::to_vec),
+                    )
+                })
+                .collect();
+            assert_eq!(
+                got,
+                vec![
+                    (MAGIC_V1, 0, -1, None, Some(b"a".to_vec())),
+                    (MAGIC_V1, 1, -1, Some(b"kb".to_vec()), Some(b"b".to_vec()))
+                ],
+                "{codec:?}"
+            );
+        }
     }
 
     #[test]
