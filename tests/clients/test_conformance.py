@@ -368,3 +368,144 @@ def test_delete_topics_v6_by_id(broker):
     r = delete_topics(broker, 6, ("kept", kept))
     assert [t.error_code for t in r.responses] == [INVALID_REQUEST], r
     assert topic_id(broker, "kept") == kept, "a refused delete deleted the topic"
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Fetch v13-v17 by topic id
+# ---------------------------------------------------------------------------------------------
+
+def test_fetch_v13_to_v17_by_topic_id(broker):
+    """KIP-516: Fetch v13 to v17 name topics by id. Records produced by confluent-kafka to two
+    partitions come back at every version by id (the response's topic id echoed, the v2
+    batches holding every offset and value, high watermark, last stable offset and log start
+    right); an unknown id gets UNKNOWN_TOPIC_ID on every partition asked (high watermark -1,
+    no records), also beside a known id in the same request; Fetch v12 by name still serves
+    the same records, and a real consumer (librdkafka) reads them all."""
+    assert create_topic(broker, "byid", partitions=2).error_code == NONE
+    data = {0: [b"p0-%d" % i for i in range(5)], 1: [b"p1-%d" % i for i in range(3)]}
+    for p, values in data.items():
+        produce(broker.bootstrap, "byid", [(None, v, None) for v in values], partition=p)
+    tid = topic_id(broker, "byid")
+    expected = {p: list(enumerate(values)) for p, values in data.items()}
+
+    def check(r, version):
+        assert r.error_code == NONE and len(r.responses) == 1, (version, r)
+        t = r.responses[0]
+        parts = by_partition(t)
+        assert sorted(parts) == [0, 1], (version, r)
+        for p, want in expected.items():
+            part = parts[p]
+            what = "v%d partition %d: %r" % (version, p, part)
+            assert part.error_code == NONE, what
+            assert part.high_watermark == len(want), what
+            assert part.last_stable_offset == len(want), what
+            assert part.log_start_offset == 0, what
+            assert part.records, what
+            assert v2_values(bytes(part.records)) == want, what
+        return t
+
+    for version in range(13, 18):
+        t = check(fetch(broker, version, [(0, 0), (1, 0)], tid=tid), version)
+        assert uid(t.topic_id) == tid, "v%d: topic id not echoed: %r" % (version, t)
+
+    unknown = uuid.uuid4()
+    for version in range(13, 18):
+        r = fetch(broker, version, [(0, 0), (1, 0)], tid=unknown)
+        assert len(r.responses) == 1 and uid(r.responses[0].topic_id) == unknown, (version, r)
+        parts = by_partition(r.responses[0])
+        assert sorted(parts) == [0, 1], (version, r)
+        for p in parts.values():
+            assert p.error_code == UNKNOWN_TOPIC_ID, (version, r)
+            assert p.high_watermark == -1 and not p.records, (version, r)
+
+    # A known and an unknown id in one request.
+    F = FetchRequest
+    part = lambda p: F.FetchTopic.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20,
+                                                 current_leader_epoch=-1, log_start_offset=-1, last_fetched_epoch=-1)
+    r = call(broker, F, 17, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+             session_epoch=-1, forgotten_topics_data=[], rack_id="",
+             topics=[F.FetchTopic(topic_id=unknown, partitions=[part(0)]),
+                     F.FetchTopic(topic_id=tid, partitions=[part(0)])])
+    got = {uid(t.topic_id): [(p.error_code, p.high_watermark) for p in t.partitions] for t in r.responses}
+    assert got == {unknown: [(UNKNOWN_TOPIC_ID, -1)], tid: [(NONE, 5)]}, r
+
+    t = check(fetch(broker, 12, [(0, 0), (1, 0)], name="byid"), 12)
+    assert t.topic == "byid", t
+
+    for p, values in data.items():
+        assert [m.value() for m in consume(broker.bootstrap, "byid", len(values), partition=p)] == values
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Produce v10 and v11
+# ---------------------------------------------------------------------------------------------
+
+def test_produce_v10_v11_append_and_answer_base_offsets(broker):
+    """KIP-951 versions of Produce (v10, v11: same body, new tagged fields in the answer):
+    each batch is appended and answered with its base offset (0, 2, 5, 6 for batches of 2, 3,
+    1 and 2 records), no error, log start 0 and LogAppendTime -1 (a CreateTime topic); a
+    partition the topic does not have gets UNKNOWN_TOPIC_OR_PARTITION; the records read back
+    in order."""
+    assert create_topic(broker, "prod").error_code == NONE
+    batches = [(10, [b"a", b"b"]), (11, [b"c", b"d", b"e"]), (10, [b"f"]), (11, [b"g", b"h"])]
+    base = 0
+    for version, values in batches:
+        p = produce_batch(broker, version, "prod", values)
+        what = "v%d: %r" % (version, p)
+        assert p.error_code == NONE, what
+        assert p.base_offset == base, what
+        assert p.log_start_offset == 0 and p.log_append_time_ms == -1, what
+        assert p.error_message is None and p.record_errors == [], what
+        base += len(values)
+
+    for version in (10, 11):
+        p = produce_batch(broker, version, "prod", [b"nowhere"], partition=7)
+        assert p.error_code == UNKNOWN_TOPIC_OR_PARTITION, (version, p)
+
+    r = fetch(broker, 12, [(0, 0)], name="prod")
+    part = r.responses[0].partitions[0]
+    assert part.error_code == NONE and part.high_watermark == base, part
+    assert v2_values(bytes(part.records)) == list(enumerate(v for _, vs in batches for v in vs)), part
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. ListOffsets v8-v10
+# ---------------------------------------------------------------------------------------------
+
+def test_list_offsets_v8_to_v10_special_targets(broker):
+    """KIP-405 and KIP-1005 in ListOffsets, with no tiered storage (as Kafka without remote
+    storage answers): -4 (earliest local, v8+) answers the log start offset, the same as -2
+    (here 2, after DeleteRecords); -5 (latest tiered, v9+) answers offset -1 and timestamp -1
+    with no error; a target newer than the request's version gets UNSUPPORTED_VERSION (-3 at
+    v6, -4 at v7, -5 at v8), and so does -6 (not a target of any version served)."""
+    assert create_topic(broker, "lo").error_code == NONE
+    base_ts = int(time.time() * 1000) - 60_000
+    produce(broker.bootstrap, "lo", [(None, b"r%d" % i, base_ts + i) for i in range(6)])
+    D = DeleteRecordsRequest
+    r = call(broker, D, 2, timeout_ms=TIMEOUT * 1000, topics=[
+        D.DeleteRecordsTopic(name="lo", partitions=[D.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0,
+                                                                                              offset=2)])])
+    p = r.topics[0].partitions[0]
+    assert (p.error_code, p.low_watermark) == (NONE, 2), r
+
+    for version in (8, 9, 10):
+        earliest = list_offsets(broker, version, "lo", -2)
+        assert (earliest.error_code, earliest.offset) == (NONE, 2), (version, earliest)
+        local = list_offsets(broker, version, "lo", -4)
+        assert local.error_code == NONE, (version, local)
+        assert (local.offset, local.timestamp, local.leader_epoch) == \
+               (earliest.offset, earliest.timestamp, earliest.leader_epoch), (version, local, earliest)
+        latest = list_offsets(broker, version, "lo", -1)
+        assert (latest.error_code, latest.offset) == (NONE, 6), (version, latest)
+        largest = list_offsets(broker, version, "lo", -3)
+        assert (largest.error_code, largest.offset, largest.timestamp) == (NONE, 5, base_ts + 5), \
+            (version, largest)
+    for version in (9, 10):
+        tiered = list_offsets(broker, version, "lo", -5)
+        assert (tiered.error_code, tiered.offset, tiered.timestamp) == (NONE, -1, -1), (version, tiered)
+
+    too_new = [(6, -3), (7, -4), (8, -5), (7, -5)] + [(v, -6) for v in (8, 9, 10)]
+    for version, target in too_new:
+        p = list_offsets(broker, version, "lo", target)
+        assert p.error_code == UNSUPPORTED_VERSION, "v%d target %d: %r" % (version, target, p)
+        assert (p.offset, p.timestamp) == (-1, -1), "v%d target %d: %r" % (version, target, p)
