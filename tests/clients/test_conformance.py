@@ -509,3 +509,159 @@ def test_list_offsets_v8_to_v10_special_targets(broker):
         p = list_offsets(broker, version, "lo", target)
         assert p.error_code == UNSUPPORTED_VERSION, "v%d target %d: %r" % (version, target, p)
         assert (p.offset, p.timestamp) == (-1, -1), "v%d target %d: %r" % (version, target, p)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. ApiVersions v3
+# ---------------------------------------------------------------------------------------------
+
+def supported_table():
+    """{api key: (min, max)} from `protocol::SUPPORTED` in src/protocol/mod.rs."""
+    with open(os.path.join(SOURCE, "src", "protocol", "mod.rs")) as f:
+        src = f.read()
+    keys = {name: int(n) for name, n in re.findall(r"pub const ([A-Z_]+): i16 = (\d+);", src)}
+    table = src[src.index("pub const SUPPORTED"):]
+    table = table[:table.index("];")]
+    rows = re.findall(r"\(([A-Z_]+), (\d+), (\d+), (\d+)\)", table)
+    assert len(rows) > 20, table
+    return {keys[name]: (int(lo), int(hi)) for name, lo, hi, _ in rows}
+
+
+def test_api_versions_v3_advertise_the_supported_table(broker):
+    """KIP-511 (ApiVersions v3) and KIP-516: the broker advertises exactly the table of
+    src/protocol/mod.rs (`SUPPORTED`), with the newest versions: Produce 11, Fetch 17,
+    ListOffsets 10, Metadata 12, CreateTopics 7, DeleteTopics 6; kafka-python infers a broker
+    version from them of at least (4, 0) (ListOffsets v10)."""
+    table = supported_table()
+    newest = {0: 11, 1: 17, 2: 10, 3: 12, 19: 7, 20: 6}
+    assert {k: table[k][1] for k in newest} == newest, "src/protocol/mod.rs: %r" % table
+
+    r = call(broker, ApiVersionsRequest, 3, client_software_name="conformance", client_software_version="1")
+    assert r.error_code == NONE, r
+    advertised = {a.api_key: (a.min_version, a.max_version) for a in r.api_keys}
+    assert len(r.api_keys) == len(advertised), "an API advertised twice: %r" % r
+    assert advertised == table, "advertised %r, SUPPORTED %r" % (advertised, table)
+    assert r.finalized_features_epoch == 0 and r.finalized_features == [] and r.supported_features == [], r
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=TIMEOUT * 1000)
+    try:
+        inferred = admin._client.check_version()
+    finally:
+        admin.close()
+    print("kafka-python infers broker version", inferred)
+    assert inferred >= (4, 0), inferred
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. Cluster id and node id
+# ---------------------------------------------------------------------------------------------
+
+def cluster_ids(broker):
+    """The cluster id answered by Metadata v12 and DescribeCluster v0-v2 (checked equal)."""
+    ids = {"Metadata v12": metadata(broker, 12, []).cluster_id}
+    for version in (0, 1, 2):
+        r = call(broker, DescribeClusterRequest, version, include_cluster_authorized_operations=False,
+                 endpoint_type=1, include_fenced_brokers=False)
+        assert r.error_code == NONE, r
+        ids["DescribeCluster v%d" % version] = r.cluster_id
+    assert len(set(ids.values())) == 1, ids
+    return ids["Metadata v12"]
+
+
+def test_cluster_id_persisted_and_node_id_checked(broker):
+    """KIP-78 cluster id, kept as Kafka keeps it: Metadata v12 and DescribeCluster v0-v2 answer
+    the same cluster id, 22 characters of URL-safe base64 (a non-zero 16-byte UUID), equal to
+    `cluster.id` in <data-dir>/meta.properties (node.id 0), and unchanged after a clean
+    restart. A broker started with --set node.id=5 on that directory refuses to start: it exits
+    non-zero with an error naming node.id, without changing meta.properties; node 0 then starts
+    on it again with the same cluster id."""
+    cid = cluster_ids(broker)
+    assert isinstance(cid, str) and re.fullmatch(r"[A-Za-z0-9_-]{22}", cid), cid
+    assert from_b64id(cid) != ZERO, cid
+    props = meta_properties(broker)
+    assert props["cluster.id"] == cid and props["node.id"] == "0", props
+
+    broker.stop()
+    broker.start()
+    assert cluster_ids(broker) == cid, "the cluster id changed over a restart"
+    broker.stop()
+
+    with open(os.path.join(broker.data_dir, "meta.properties"), "rb") as f:
+        before = f.read()
+    log = os.path.join(os.path.dirname(broker.data_dir), "node5.log")
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([BIN, "serve", "--data-dir", broker.data_dir, "--listen", broker.bootstrap,
+                                 "--set", "node.id=5"], stdout=err, stderr=subprocess.STDOUT)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+            raise AssertionError("a broker with node.id=5 served a directory of node.id 0 (still running after 30 s)")
+    with open(log, errors="replace") as f:
+        output = f.read()
+    assert code != 0, "node.id=5 exited with 0: " + output
+    print("node.id=5 on node 0's directory: exit code %d," % code,
+          " / ".join(line for line in output.splitlines() if "node.id" in line))
+    assert re.search(r"node\.id\D{0,3}5\b", output) and re.search(r"node\.id\D{0,3}0\b", output), \
+        "no error naming node.id (5, and the directory's 0): " + output
+    with open(os.path.join(broker.data_dir, "meta.properties"), "rb") as f:
+        assert f.read() == before, "the refused start changed meta.properties"
+
+    broker.start()
+    assert cluster_ids(broker) == cid
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. Topic file v1 to v2
+# ---------------------------------------------------------------------------------------------
+
+def test_topic_file_v1_upgraded_with_an_id(broker):
+    """KIP-516 on an upgrade: a topic written before topic ids (topic file version 1:
+    `tidemark-topic 1`, partitions, overrides, CRC-32C; no id) is served after a start with its
+    partitions, overrides and records intact and a new non-zero id (Metadata v12, and Fetch v17
+    by that id); the file is rewritten at once as version 2 with that id (checksum right,
+    everything else kept), and the id and the file stay the same over another restart."""
+    overrides = {"retention.ms": "86400000", "segment.bytes": "1048576"}
+    created = create_topic(broker, "legacy", partitions=2, configs=overrides)
+    assert created.error_code == NONE, created
+    old = uid(created.topic_id)
+    data = {0: [b"a%d" % i for i in range(4)], 1: [b"b%d" % i for i in range(3)]}
+    for p, values in data.items():
+        produce(broker.bootstrap, "legacy", [(None, v, None) for v in values], partition=p)
+    broker.stop()
+
+    version, fields = parse_topic_file(topic_file(broker, "legacy"))
+    assert version == 2 and fields == {"id": b64id(old), "partitions": "2", **overrides}, fields
+    v1 = "tidemark-topic 1\npartitions=2\n" + "".join("%s=%s\n" % kv for kv in sorted(overrides.items()))
+    v1 += "crc32c=%08x\n" % crc32c(v1.encode())
+    assert parse_topic_file(v1) == (1, {"partitions": "2", **overrides})
+    with open(os.path.join(broker.data_dir, "topics", "legacy.topic"), "w") as f:
+        f.write(v1)
+
+    broker.start()
+    new = topic_id(broker, "legacy")
+    assert new not in (ZERO, old), "the v1 topic was not given a new id: %s" % new
+    r = metadata(broker, 12, [new])
+    assert [(t.error_code, t.name, len(t.partitions)) for t in r.topics] == [(NONE, "legacy", 2)], r
+    upgraded = topic_file(broker, "legacy")
+    version, fields = parse_topic_file(upgraded)
+    assert version == 2 and fields == {"id": b64id(new), "partitions": "2", **overrides}, upgraded
+    assert upgraded.startswith("tidemark-topic 2\nid=%s\npartitions=2\n" % b64id(new)), upgraded
+
+    def check_data():
+        r = fetch(broker, 17, [(0, 0), (1, 0)], tid=new)
+        parts = by_partition(r.responses[0])
+        for p, values in data.items():
+            assert parts[p].error_code == NONE and parts[p].high_watermark == len(values), parts[p]
+            assert v2_values(bytes(parts[p].records)) == list(enumerate(values)), parts[p]
+        for p, values in data.items():
+            assert [m.value() for m in consume(broker.bootstrap, "legacy", len(values), partition=p)] == values
+
+    check_data()
+
+    broker.stop()
+    assert topic_file(broker, "legacy") == upgraded, "the topic file changed over a restart"
+    broker.start()
+    assert topic_id(broker, "legacy") == new, "the upgraded topic's id changed over a restart"
+    check_data()
