@@ -29,20 +29,27 @@ pub fn api_versions(cx: &mut Cx<'_>, _: ApiVersionsRequest) -> ApiVersionsRespon
 pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
     let shard = cx.shard;
     let version = cx.version();
-    let mut topics = Vec::new();
+    let mut topics: Vec<MetadataTopic> = Vec::new();
+    // Names only before v12 (Kafka refuses the whole request: every topic INVALID_REQUEST,
+    // as asked, with no partitions).
+    let by_id_too_early = |t: &MetadataRequestTopic| t.name.is_none() || !Uuid(t.topic_id).is_zero();
+    if let Some(ts) = m.topics.as_ref().filter(|ts| version < 12 && ts.iter().any(by_id_too_early)) {
+        let refused = |t: &MetadataRequestTopic| MetadataTopic {
+            error_code: code::INVALID_REQUEST,
+            name: Some(t.name.clone().unwrap_or_default()),
+            topic_id: t.topic_id,
+            ..Default::default()
+        };
+        topics = ts.iter().map(refused).collect();
+    }
     let names: Vec<String> = match &m.topics {
+        _ if !topics.is_empty() => Vec::new(),
         None => shard.topic_names(),
         Some(ts) => {
             let mut names = Vec::new();
             for t in ts {
                 let id = Uuid(t.topic_id);
                 match (&t.name, id.is_zero()) {
-                    // Names only before v12, as Kafka checks.
-                    (None, _) | (Some(_), false) if version < 12 => topics.push(MetadataTopic {
-                        error_code: code::INVALID_REQUEST,
-                        name: t.name.clone(),
-                        ..Default::default()
-                    }),
                     (_, false) => match shard.topic_name(id) {
                         Some(name) => names.push(name),
                         None => topics.push(MetadataTopic {
