@@ -417,6 +417,12 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
                 .collect(),
             tags: g.tags(),
         }),
+        DESCRIBE_TOPIC_PARTITIONS => Request::DescribeTopicPartitions(DescribeTopicPartitionsRequest {
+            topics: (0..g.len()).map(|_| DescribeTopicPartitionsTopic { name: g.string(), tags: g.tags() }).collect(),
+            response_partition_limit: g.i32(),
+            cursor: gen_cursor(g),
+            tags: g.tags(),
+        }),
         _ => unreachable!(),
     }
 }
@@ -468,6 +474,7 @@ fn encode_any_request(header: &RequestHeader, req: Request) -> Bytes {
         Request::DescribeLogDirs(mut m) => encode_request(header, &mut m),
         Request::DescribeCluster(mut m) => encode_request(header, &mut m),
         Request::DescribeProducers(mut m) => encode_request(header, &mut m),
+        Request::DescribeTopicPartitions(mut m) => encode_request(header, &mut m),
     }
     .unwrap()
 }
@@ -514,6 +521,7 @@ fn round_trip_request(req: Request, version: i16) {
         Request::DescribeLogDirs(mut m) => round_trip(&mut m, DESCRIBE_LOG_DIRS, version),
         Request::DescribeCluster(mut m) => round_trip(&mut m, DESCRIBE_CLUSTER, version),
         Request::DescribeProducers(mut m) => round_trip(&mut m, DESCRIBE_PRODUCERS, version),
+        Request::DescribeTopicPartitions(mut m) => round_trip(&mut m, DESCRIBE_TOPIC_PARTITIONS, version),
     }
 }
 
@@ -545,6 +553,7 @@ fn api_of(r: &Request) -> i16 {
         Request::DescribeLogDirs(_) => DESCRIBE_LOG_DIRS,
         Request::DescribeCluster(_) => DESCRIBE_CLUSTER,
         Request::DescribeProducers(_) => DESCRIBE_PRODUCERS,
+        Request::DescribeTopicPartitions(_) => DESCRIBE_TOPIC_PARTITIONS,
     }
 }
 
@@ -559,6 +568,15 @@ struct RoundTrip;
 impl Responses for RoundTrip {
     fn take<M: Message>(&mut self, m: &mut M, api: i16, version: i16) {
         round_trip(m, api, version)
+    }
+}
+
+/// A DescribeTopicPartitions cursor, or none.
+fn gen_cursor(g: &mut Gen) -> Option<DescribeTopicPartitionsCursor> {
+    if g.bool() {
+        None
+    } else {
+        Some(DescribeTopicPartitionsCursor { topic_name: g.string(), partition_index: g.i32(), tags: g.tags() })
     }
 }
 
@@ -1178,6 +1196,39 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                     })
                     .collect(),
                 cluster_authorized_operations: g.i32(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        DESCRIBE_TOPIC_PARTITIONS => out.take(
+            &mut DescribeTopicPartitionsResponse {
+                throttle_time_ms: g.i32(),
+                topics: (0..g.len())
+                    .map(|_| DescribeTopicPartitionsTopicResponse {
+                        error_code: ErrorCode(g.i16()),
+                        name: g.opt_string(),
+                        topic_id: g.uuid(),
+                        is_internal: g.bool(),
+                        partitions: (0..g.len())
+                            .map(|_| DescribeTopicPartitionsPartition {
+                                error_code: ErrorCode(g.i16()),
+                                partition_index: g.i32(),
+                                leader_id: g.i32(),
+                                leader_epoch: g.i32(),
+                                replica_nodes: g.ints(),
+                                isr_nodes: g.ints(),
+                                eligible_leader_replicas: if g.bool() { None } else { Some(g.ints()) },
+                                last_known_elr: if g.bool() { None } else { Some(g.ints()) },
+                                offline_replicas: g.ints(),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                        topic_authorized_operations: g.i32(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                next_cursor: gen_cursor(g),
                 tags: g.tags(),
             },
             api,

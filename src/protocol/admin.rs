@@ -1,5 +1,6 @@
 //! Admin APIs beyond topics and configs: CreatePartitions (37), DeleteRecords (21),
-//! DescribeLogDirs (35), DescribeCluster (60) and DescribeProducers (61). Every body is declared
+//! DescribeLogDirs (35), DescribeCluster (60), DescribeProducers (61) and
+//! DescribeTopicPartitions (75). Every body is declared
 //! with [`schema!`](crate::schema), covering every supported version; field versions and
 //! defaults follow Kafka's message JSON definitions
 //! (`clients/src/main/resources/common/message/*.json`).
@@ -230,5 +231,64 @@ crate::schema! {
     pub struct DescribeProducersResponse {
         pub throttle_time_ms: i32 => int32,
         pub topics: Vec<DescribeProducersTopicResponse> => array,
+    }
+}
+
+// ---------------------------------------------------------------- DescribeTopicPartitions (75)
+
+crate::schema! {
+    pub struct DescribeTopicPartitionsTopic {
+        pub name: String => string,
+    }
+}
+
+crate::schema! {
+    /// Where a paginated description goes on: this topic, from this partition.
+    pub struct DescribeTopicPartitionsCursor {
+        pub topic_name: String => string,
+        pub partition_index: i32 => int32,
+    }
+}
+
+crate::schema! {
+    /// KIP-966: topics and their partitions, paginated (what current admin clients use to
+    /// describe topics).
+    pub struct DescribeTopicPartitionsRequest {
+        pub topics: Vec<DescribeTopicPartitionsTopic> => array,
+        pub response_partition_limit: i32 = 2000 => int32,
+        pub cursor: Option<DescribeTopicPartitionsCursor> => nullable_structure,
+    }
+}
+
+crate::schema! {
+    pub struct DescribeTopicPartitionsPartition {
+        pub error_code: ErrorCode => error_code,
+        pub partition_index: i32 => int32,
+        pub leader_id: i32 => int32,
+        pub leader_epoch: i32 = -1 => int32,
+        pub replica_nodes: Vec<i32> => int32_array,
+        pub isr_nodes: Vec<i32> => int32_array,
+        pub eligible_leader_replicas: Option<Vec<i32>> => nullable_int32_array,
+        pub last_known_elr: Option<Vec<i32>> => nullable_int32_array,
+        pub offline_replicas: Vec<i32> => int32_array,
+    }
+}
+
+crate::schema! {
+    pub struct DescribeTopicPartitionsTopicResponse {
+        pub error_code: ErrorCode => error_code,
+        pub name: Option<String> => nullable_string,
+        pub topic_id: [u8; 16] => uuid,
+        pub is_internal: bool => boolean,
+        pub partitions: Vec<DescribeTopicPartitionsPartition> => array,
+        pub topic_authorized_operations: i32 = i32::MIN => int32,
+    }
+}
+
+crate::schema! {
+    pub struct DescribeTopicPartitionsResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub topics: Vec<DescribeTopicPartitionsTopicResponse> => array,
+        pub next_cursor: Option<DescribeTopicPartitionsCursor> => nullable_structure,
     }
 }

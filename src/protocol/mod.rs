@@ -50,6 +50,7 @@ pub const DELETE_GROUPS: i16 = 42;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 pub const DESCRIBE_CLUSTER: i16 = 60;
 pub const DESCRIBE_PRODUCERS: i16 = 61;
+pub const DESCRIBE_TOPIC_PARTITIONS: i16 = 75;
 
 /// What tidemark implements: (API key, min version, max version, first flexible version).
 /// ApiVersions advertises exactly this table.
@@ -80,6 +81,7 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
     (DESCRIBE_CLUSTER, 0, 2, 0),
     (DESCRIBE_PRODUCERS, 0, 0, 0),
+    (DESCRIBE_TOPIC_PARTITIONS, 0, 0, 0),
 ];
 
 /// Whether `version` of `api` is flexible. Unknown APIs are treated as not flexible (their
@@ -149,6 +151,7 @@ pub enum Request {
     DescribeLogDirs(DescribeLogDirsRequest),
     DescribeCluster(DescribeClusterRequest),
     DescribeProducers(DescribeProducersRequest),
+    DescribeTopicPartitions(DescribeTopicPartitionsRequest),
 }
 
 /// Why a request frame could not be decoded: with the header when it could be read, so the
@@ -223,6 +226,7 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         DESCRIBE_LOG_DIRS => body(&mut r, version).map(Request::DescribeLogDirs),
         DESCRIBE_CLUSTER => body(&mut r, version).map(Request::DescribeCluster),
         DESCRIBE_PRODUCERS => body(&mut r, version).map(Request::DescribeProducers),
+        DESCRIBE_TOPIC_PARTITIONS => body(&mut r, version).map(Request::DescribeTopicPartitions),
         _ => unreachable!("checked against SUPPORTED"),
     }
     .map_err(|e| fail(&h, e))?;

@@ -191,6 +191,18 @@ pub mod kind {
         f.codec(c, v)
     }
 
+    /// A struct that may be null (Kafka's `nullableVersions` on a struct field): an int8, -1
+    /// for null or 1 then the struct.
+    pub fn nullable_structure<C: Codec, T: Message>(c: &mut C, f: &mut Option<T>, v: i16) -> ProtoResult<()> {
+        let mut present: i8 = if f.is_some() { 1 } else { -1 };
+        c.i8(&mut present)?;
+        if present < 0 {
+            *f = None;
+            return Ok(());
+        }
+        f.get_or_insert_with(T::default).codec(c, v)
+    }
+
     /// An array of structs, each with its own schema.
     pub fn array<C: Codec, T: Message>(c: &mut C, f: &mut Vec<T>, v: i16) -> ProtoResult<()> {
         super::super::codec::array(c, f, |c, t| t.codec(c, v))
@@ -203,6 +215,10 @@ pub mod kind {
 
     pub fn int32_array<C: Codec>(c: &mut C, f: &mut Vec<i32>, _: i16) -> ProtoResult<()> {
         super::super::codec::array(c, f, |c, x| c.i32(x))
+    }
+
+    pub fn nullable_int32_array<C: Codec>(c: &mut C, f: &mut Option<Vec<i32>>, _: i16) -> ProtoResult<()> {
+        super::super::codec::nullable_array(c, f, |c, x| c.i32(x))
     }
 
     pub fn int64_array<C: Codec>(c: &mut C, f: &mut Vec<i64>, _: i16) -> ProtoResult<()> {

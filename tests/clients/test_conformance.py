@@ -21,7 +21,7 @@ import time
 import uuid
 
 from kafka import KafkaAdminClient
-from kafka.protocol.admin import (CreateTopicsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+from kafka.protocol.admin import (CreateTopicsRequest, DescribeTopicPartitionsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
                                   DescribeClusterRequest)
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
@@ -665,3 +665,48 @@ def test_topic_file_v1_upgraded_with_an_id(broker):
     broker.start()
     assert topic_id(broker, "legacy") == new, "the upgraded topic's id changed over a restart"
     check_data()
+
+
+def describe_topic_partitions(broker, names, limit=2000, cursor=None):
+    """DescribeTopicPartitions v0: (topics as (error, name, id, [partition indexes]), next cursor
+    as (topic, partition) or None)."""
+    D = DescribeTopicPartitionsRequest
+    r = call(broker, D, 0, topics=[D.TopicRequest(name=n) for n in names], response_partition_limit=limit,
+             cursor=None if cursor is None else D.Cursor(topic_name=cursor[0], partition_index=cursor[1]))
+    topics = [(t.error_code, t.name, t.topic_id, [p.partition_index for p in t.partitions]) for t in r.topics]
+    nxt = None if r.next_cursor is None else (r.next_cursor.topic_name, r.next_cursor.partition_index)
+    return topics, nxt
+
+
+def test_describe_topic_partitions_pages_through_topics(broker):
+    """KIP-966 DescribeTopicPartitions v0, as Kafka's broker answers it: topics in name order
+    with their ids (as Metadata's) and every partition led by this node; a partition limit
+    splits the answer, the cursor names where the next one starts, and following cursors
+    visits every partition of every topic once; no topics asked means every topic; an asked
+    topic that does not exist gets UNKNOWN_TOPIC_OR_PARTITION; a cursor naming a topic not
+    asked for, or a negative partition, gets INVALID_REQUEST on every topic asked."""
+    for name, n in (("dtp-b", 3), ("dtp-a", 2), ("dtp-c", 1)):
+        create_topic(broker, name, partitions=n)
+    ids = {name: topic_id(broker, name) for name in ("dtp-a", "dtp-b", "dtp-c")}
+    topics, nxt = describe_topic_partitions(broker, ["dtp-c", "dtp-a", "dtp-b", "dtp-none"])
+    assert nxt is None
+    assert [(e, n, [*ps]) for e, n, _, ps in topics] == [
+        (0, "dtp-a", [0, 1]), (0, "dtp-b", [0, 1, 2]), (0, "dtp-c", [0]), (3, "dtp-none", [])]
+    assert all(uid(t[2]) == ids[t[1]] for t in topics[:3])
+    # Two partitions at a time: every (topic, partition) exactly once, in order.
+    seen, cursor, pages = [], None, 0
+    while pages < 10:
+        topics, cursor = describe_topic_partitions(broker, ["dtp-a", "dtp-b", "dtp-c"], limit=2, cursor=cursor)
+        seen += [(n, p) for _, n, _, ps in topics for p in ps]
+        pages += 1
+        if cursor is None:
+            break
+    assert seen == [("dtp-a", 0), ("dtp-a", 1), ("dtp-b", 0), ("dtp-b", 1), ("dtp-b", 2), ("dtp-c", 0)]
+    assert pages == 3
+    # All topics (none asked), from a cursor in the middle.
+    topics, nxt = describe_topic_partitions(broker, [], cursor=("dtp-b", 1))
+    names = [n for _, n, _, _ in topics]
+    assert names[:2] == ["dtp-b", "dtp-c"] and topics[0][3] == [1, 2] and "dtp-a" not in names, topics
+    for bad in (("dtp-x", 0), ("dtp-a", -1)):
+        topics, nxt = describe_topic_partitions(broker, ["dtp-a", "dtp-b"], cursor=bad)
+        assert [(e, n) for e, n, _, _ in topics] == [(42, "dtp-a"), (42, "dtp-b")], (bad, topics)

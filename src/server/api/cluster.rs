@@ -1,7 +1,12 @@
-//! What a client learns about the cluster: ApiVersions, Metadata (with topic auto-creation)
-//! and DescribeCluster. One node is the whole cluster, its own controller.
+//! What a client learns about the cluster: ApiVersions, Metadata (with topic auto-creation),
+//! DescribeTopicPartitions and DescribeCluster. One node is the whole cluster, its own
+//! controller.
 
-use crate::protocol::admin::{DescribeClusterBroker, DescribeClusterRequest, DescribeClusterResponse};
+use crate::protocol::admin::{
+    DescribeClusterBroker, DescribeClusterRequest, DescribeClusterResponse, DescribeTopicPartitionsCursor,
+    DescribeTopicPartitionsPartition, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    DescribeTopicPartitionsTopicResponse,
+};
 use crate::protocol::api_versions_response;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::*;
@@ -158,4 +163,90 @@ pub fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> Describ
             ..Default::default()
         },
     }
+}
+
+/// The most partitions one DescribeTopicPartitions answer describes, whatever it asks (Kafka's
+/// `max.request.partition.size.limit` default).
+const DESCRIBE_PARTITIONS_LIMIT: i32 = 2000;
+
+/// DescribeTopicPartitions (KIP-966), as Kafka's broker answers it: the topics asked (none: all
+/// topics) in name order from the cursor's, their partitions from the cursor's, at most
+/// `response_partition_limit` partitions (capped at 2000) in one answer, with a cursor to the
+/// next one when some are left. A cursor naming a topic not asked for, or a negative partition,
+/// refuses the request (INVALID_REQUEST on every topic asked). Asked topics that do not exist
+/// get UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an invalid name).
+pub fn describe_topic_partitions(
+    cx: &mut Cx<'_>,
+    req: DescribeTopicPartitionsRequest,
+) -> DescribeTopicPartitionsResponse {
+    cx.release_turn();
+    let shard = cx.shard;
+    let all = req.topics.is_empty();
+    let (cursor_topic, cursor_partition) =
+        req.cursor.as_ref().map_or((String::new(), 0), |c| (c.topic_name.clone(), c.partition_index));
+    let mut names: Vec<String> =
+        if all { shard.topic_names() } else { req.topics.iter().map(|t| t.name.clone()).collect() };
+    names.retain(|n| *n >= cursor_topic);
+    names.sort();
+    names.dedup();
+    let bad_cursor = req.cursor.is_some() && ((!all && !names.contains(&cursor_topic)) || cursor_partition < 0);
+    if bad_cursor {
+        let refused = |name: &String| DescribeTopicPartitionsTopicResponse {
+            error_code: code::INVALID_REQUEST,
+            name: Some(name.clone()),
+            ..Default::default()
+        };
+        let topics = req.topics.iter().map(|t| refused(&t.name)).collect();
+        return DescribeTopicPartitionsResponse { topics, ..Default::default() };
+    }
+    let node = shard.config().node_id;
+    let mut remaining = req.response_partition_limit.clamp(1, DESCRIBE_PARTITIONS_LIMIT);
+    let mut resp = DescribeTopicPartitionsResponse::default();
+    for name in names {
+        if remaining == 0 {
+            // The answer is full: the next one starts at this topic.
+            resp.next_cursor = Some(DescribeTopicPartitionsCursor { topic_name: name, ..Default::default() });
+            break;
+        }
+        let Some((count, id)) = shard.topic(&name, |t| (t.partitions as i32, t.id)) else {
+            if !all {
+                let invalid = crate::storage::topics::validate_topic_name(&name).is_err();
+                resp.topics.push(DescribeTopicPartitionsTopicResponse {
+                    error_code: if invalid { code::INVALID_TOPIC_EXCEPTION } else { code::UNKNOWN_TOPIC_OR_PARTITION },
+                    is_internal: name == OFFSETS_TOPIC,
+                    name: Some(name),
+                    ..Default::default()
+                });
+            }
+            continue;
+        };
+        let first = if name == cursor_topic { cursor_partition } else { 0 };
+        let upper = count.min(first.saturating_add(remaining));
+        let partitions: Vec<_> = (first..upper)
+            .map(|p| DescribeTopicPartitionsPartition {
+                partition_index: p,
+                leader_id: node,
+                leader_epoch: 0,
+                replica_nodes: vec![node],
+                isr_nodes: vec![node],
+                eligible_leader_replicas: Some(Vec::new()),
+                last_known_elr: Some(Vec::new()),
+                ..Default::default()
+            })
+            .collect();
+        remaining -= partitions.len() as i32;
+        resp.topics.push(DescribeTopicPartitionsTopicResponse {
+            is_internal: name == OFFSETS_TOPIC,
+            name: Some(name.clone()),
+            topic_id: id.0,
+            partitions,
+            ..Default::default()
+        });
+        if upper < count {
+            resp.next_cursor =
+                Some(DescribeTopicPartitionsCursor { topic_name: name, partition_index: upper, ..Default::default() });
+            break;
+        }
+    }
+    resp
 }

@@ -92,6 +92,7 @@ pub async fn handle(
         Request::ApiVersions(r) => reply(h, cluster::api_versions(cx, r)),
         Request::Metadata(r) => reply(h, cluster::metadata(cx, r).await),
         Request::DescribeCluster(r) => reply(h, cluster::describe_cluster(cx, r)),
+        Request::DescribeTopicPartitions(r) => reply(h, cluster::describe_topic_partitions(cx, r)),
         Request::Produce(r) => match produce::handle(cx, r).await {
             Some(resp) => reply(h, resp),
             None => Ok(None),
