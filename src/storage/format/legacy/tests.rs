@@ -2,6 +2,9 @@
 use super::*;
 use proptest::prelude::*;
 
+/// An inner message as a test sees it: magic, offset, timestamp, key, value.
+type InnerSeen = (i8, i64, i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
 const CODECS: [Compression; 5] =
     [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
 
@@ -154,7 +157,7 @@ fn magic0_on_log_append_time_becomes_stamped_magic1() {
         assert_eq!((m.header.magic, m.header.offset, m.header.timestamp), (MAGIC_V1, 101, 888), "{codec:?}");
         assert_eq!((m.header.timestamp_type(), m.header.compression().unwrap()), (TimestampType::LogAppendTime, codec));
         let inner = inner_bytes(&m, 1 << 20).unwrap();
-        let got: Vec<(i8, i64, i64, Option<Vec<u8>>, Option<Vec<u8>>)> = Inner::new(&inner, MAGIC_V1)
+        let got: Vec<InnerSeen> = Inner::new(&inner, MAGIC_V1)
             .map(|i| {
                 let i = i.unwrap();
                 (
