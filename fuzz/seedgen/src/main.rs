@@ -52,7 +52,23 @@ fn requests(out: &Path) {
                     }],
                     ..Default::default()
                 }),
-                1 => frame(api, v, FetchRequest::default()),
+                1 => frame(api, v, FetchRequest {
+                    max_wait_ms: 100,
+                    min_bytes: 1,
+                    cluster_id: Some("c".into()),
+                    replica_state: ReplicaState { replica_id: 1, replica_epoch: 2, ..Default::default() },
+                    topics: vec![FetchTopic {
+                        topic: "t".into(),
+                        topic_id: [7; 16],
+                        partitions: vec![FetchPartition {
+                            partition_max_bytes: 1 << 20,
+                            replica_directory_id: [9; 16],
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
                 2 => frame(api, v, ListOffsetsRequest::default()),
                 3 => frame(api, v, MetadataRequest::default()),
                 8 => frame(api, v, OffsetCommitRequest::default()),
@@ -96,6 +112,11 @@ fn requests(out: &Path) {
                     ..Default::default()
                 }),
                 60 => frame(api, v, DescribeClusterRequest::default()),
+                75 => frame(api, v, DescribeTopicPartitionsRequest {
+                    topics: vec![DescribeTopicPartitionsTopic { name: "t".into(), ..Default::default() }],
+                    cursor: Some(DescribeTopicPartitionsCursor { topic_name: "t".into(), partition_index: 1, ..Default::default() }),
+                    ..Default::default()
+                }),
                 61 => frame(api, v, DescribeProducersRequest {
                     topics: vec![DescribeProducersTopic { name: "t".into(), partition_indexes: vec![0], ..Default::default() }],
                     ..Default::default()
