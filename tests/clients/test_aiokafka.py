@@ -30,8 +30,8 @@ def run(coro):
 
 
 def stored_batches(broker, topic, partition):
-    """(base offset, record count, codec name) of every batch stored in a partition, from a raw
-    Fetch v4 at offset 0: what the broker holds, not what a client decoded."""
+    """(base offset, record count, codec name, producer id) of every batch stored in a partition,
+    from a raw Fetch v4 at offset 0: what the broker holds, not what a client decoded."""
     with Conn(broker) as c:
         error, _, buf = fetch(c, topic, partition, 0, max_bytes=16 << 20)
     assert error == NONE, error
@@ -41,8 +41,9 @@ def stored_batches(broker, topic, partition):
         if pos + 12 + length > len(buf):
             break
         attributes, = struct.unpack_from(">h", buf, pos + 21)
+        producer_id, = struct.unpack_from(">q", buf, pos + 43)
         count, = struct.unpack_from(">i", buf, pos + 57)
-        out.append((base, count, CODECS[attributes & 7]))
+        out.append((base, count, CODECS[attributes & 7], producer_id))
         pos += 12 + length
     return out
 
@@ -89,8 +90,8 @@ def by_partition(records):
 def test_produce_keys_headers_codecs(broker):
     """An acks=all aiokafka producer writes to 3 partitions: records with keys and headers
     (including a null value and empty header), one batch per codec (none, gzip, snappy, lz4,
-    zstd) to explicit partitions, keyed records left to its partitioner, and records with an
-    explicit timestamp. Every send's metadata (offset, CreateTime) is right; the broker stores each
+    zstd) to explicit partitions; then an idempotent one (InitProducerId) keyed records left to
+    its partitioner, and records with an explicit timestamp. Every send's metadata (offset, CreateTime) is right; the broker stores each
     batch with the codec it was sent with; a consumer from the beginning reads every record
     exactly once, in offset order per partition matching the send order, keys, values, headers
     and timestamps intact."""
@@ -122,8 +123,9 @@ def test_produce_keys_headers_codecs(broker):
                 offs = [m.offset for m in metas if m.partition == part]
                 assert offs == list(range(offs[0], offs[0] + 20)), (codec, part, offs)
             assert all(m.timestamp_type == 0 for m in metas)
-        # Keyed records without a partition: the partitioner keeps a key on one partition.
-        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+        # Keyed records without a partition, from an idempotent producer: the partitioner keeps
+        # a key on one partition.
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", enable_idempotence=True)
         await p.start()
         keyed = {}
         try:
@@ -142,10 +144,13 @@ def test_produce_keys_headers_codecs(broker):
         after = int(time.time() * 1000)
         assert all(len(ps) == 1 for ps in keyed.values()), keyed
         assert len(set().union(*keyed.values())) > 1, "6 keys over 3 partitions all in one"
-        # What the broker stored: per partition, one batch per codec in the order sent.
+        # What the broker stored: per partition, one batch per codec in the order sent, then the
+        # idempotent producer's batches (with its producer id).
         for part in range(3):
-            codecs = [c for _, _, c in stored_batches(broker, "aio-p", part)]
-            assert codecs[:5] == [None, "gzip", "snappy", "lz4", "zstd"], (part, codecs)
+            batches = stored_batches(broker, "aio-p", part)
+            assert [c for _, _, c, _ in batches[:5]] == [None, "gzip", "snappy", "lz4", "zstd"], (part, batches)
+            assert all(pid == -1 for _, _, _, pid in batches[:5])
+            assert all(pid >= 0 for _, _, _, pid in batches[5:]), (part, batches)
         # Read back.
         c = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, group_id=None,
                              auto_offset_reset="earliest", fetch_max_wait_ms=200)
