@@ -89,12 +89,13 @@ def by_partition(records):
 
 def test_produce_keys_headers_codecs(broker):
     """An acks=all aiokafka producer writes to 3 partitions: records with keys and headers
-    (including a null value and empty header), one batch per codec (none, gzip, snappy, lz4,
-    zstd) to explicit partitions; then an idempotent one (InitProducerId) keyed records left to
-    its partitioner, and records with an explicit timestamp. Every send's metadata (offset, CreateTime) is right; the broker stores each
-    batch with the codec it was sent with; a consumer from the beginning reads every record
-    exactly once, in offset order per partition matching the send order, keys, values, headers
-    and timestamps intact."""
+    (including a null value and an empty header), batched with each codec in turn (none, gzip,
+    snappy, lz4, zstd) to explicit partitions; then an idempotent one (InitProducerId) writes
+    keyed records left to its partitioner and records with explicit timestamps. Every send's
+    metadata (offset, CreateTime) is right; the broker stores each batch with the codec it was
+    sent with (and the producer id); a consumer from the beginning reads every record exactly
+    once, in offset order per partition matching the send order, keys, values, headers and
+    timestamps intact."""
     async def main():
         await create_topic(broker, "aio-p", 3)
         before = int(time.time() * 1000)
@@ -104,7 +105,7 @@ def test_produce_keys_headers_codecs(broker):
                                  compression_type=None if codec == "none" else codec)
             await p.start()
             try:
-                # One batch per partition: send without awaiting, then flush.
+                # Batches of several records: send without awaiting, then flush.
                 futures = []
                 for part in range(3):
                     for i in range(20):
@@ -144,13 +145,18 @@ def test_produce_keys_headers_codecs(broker):
         after = int(time.time() * 1000)
         assert all(len(ps) == 1 for ps in keyed.values()), keyed
         assert len(set().union(*keyed.values())) > 1, "6 keys over 3 partitions all in one"
-        # What the broker stored: per partition, one batch per codec in the order sent, then the
-        # idempotent producer's batches (with its producer id).
+        # What the broker stored: per partition, offsets 0-19 in uncompressed batches, 20-39 gzip,
+        # 40-59 snappy, 60-79 lz4, 80-99 zstd (no producer id), then the idempotent producer's.
+        order = [None, "gzip", "snappy", "lz4", "zstd"]
         for part in range(3):
             batches = stored_batches(broker, "aio-p", part)
-            assert [c for _, _, c, _ in batches[:5]] == [None, "gzip", "snappy", "lz4", "zstd"], (part, batches)
-            assert all(pid == -1 for _, _, _, pid in batches[:5])
-            assert all(pid >= 0 for _, _, _, pid in batches[5:]), (part, batches)
+            for base, count, codec, pid in batches:
+                if base < 100:
+                    assert (codec, pid) == (order[base // 20], -1) and base // 20 == (base + count - 1) // 20, \
+                        (part, batches)
+                else:
+                    assert pid >= 0, (part, batches)
+            assert {c for _, _, c, _ in batches} >= set(order), (part, batches)
         # Read back.
         c = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, group_id=None,
                              auto_offset_reset="earliest", fetch_max_wait_ms=200)
@@ -318,7 +324,8 @@ def test_admin_client(broker):
                                                             {"retention.ms": "7200000"})])
             assert [r[0] for r in resp.resources] == [NONE], resp
             got = await configs("retention.ms", "max.message.bytes")
-            assert got == {"retention.ms": ("7200000", TOPIC_CONFIG), "max.message.bytes": ("1048588", DEFAULT_CONFIG)}, got
+            assert got == {"retention.ms": ("7200000", TOPIC_CONFIG),
+                           "max.message.bytes": ("1048588", DEFAULT_CONFIG)}, got
             # CreatePartitions: 2 -> 4; 3 is not an increase.
             await a.create_partitions({"aio-adm": NewPartitions(4)})
             (t,) = await a.describe_topics(["aio-adm"])
