@@ -34,7 +34,8 @@ def node():
 def run(node, script, **args):
     """Runs tests/clients/js/<script> with args; its result (the last line of stdout)."""
     r = subprocess.run([node, os.path.join(JS, script), json.dumps(args)], capture_output=True, timeout=TIMEOUT)
-    assert r.returncode == 0, "%s failed (exit %d):\n%s" % (script, r.returncode, r.stderr.decode(errors="replace")[-6000:])
+    log = r.stderr.decode(errors="replace")[-6000:]
+    assert r.returncode == 0, "%s failed (exit %d):\n%s" % (script, r.returncode, log)
     return json.loads(r.stdout.decode().splitlines()[-1])
 
 

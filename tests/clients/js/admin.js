@@ -25,10 +25,12 @@ main(async ({ bootstrap, topic }) => {
     .map(p => ({ partition: p.partition, low: Number(p.low), high: Number(p.high) }))
     .sort((a, b) => a.partition - b.partition)
   const configs = async names => {
-    const r = await admin.describeConfigs({ resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: names }], includeSynonyms: false })
+    const resources = [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: names }]
+    const r = await admin.describeConfigs({ resources, includeSynonyms: false })
     return r.resources.map(res => ({
       errorCode: res.errorCode,
-      entries: Object.fromEntries(res.configEntries.map(e => [e.configName, [e.configValue, e.configSource, e.isDefault, e.readOnly]]))
+      entries: Object.fromEntries(res.configEntries.map(e =>
+        [e.configName, [e.configValue, e.configSource, e.isDefault, e.readOnly]]))
     }))
   }
 
@@ -36,15 +38,22 @@ main(async ({ bootstrap, topic }) => {
   const configEntries = [{ name: 'retention.ms', value: '3600000' }, { name: 'max.message.bytes', value: '200000' }]
   await attempt('create', () => admin.createTopics({ topics: [{ topic, numPartitions: 2, configEntries }] }))
   await attempt('createAgain', () => admin.createTopics({ topics: [{ topic, numPartitions: 2 }] }))
-  await attempt('createBadConfig', () => admin.createTopics({ topics: [{ topic: `${topic}-bad`, configEntries: [{ name: 'retention.ms', value: 'soon' }] }] }))
-  await attempt('createValidateOnly', () => admin.createTopics({ topics: [{ topic: `${topic}-validate` }], validateOnly: true, waitForLeaders: false }))
+  await attempt('createBadConfig', () => admin.createTopics({
+    topics: [{ topic: `${topic}-bad`, configEntries: [{ name: 'retention.ms', value: 'soon' }] }]
+  }))
+  await attempt('createValidateOnly', () => admin.createTopics({
+    topics: [{ topic: `${topic}-validate` }], validateOnly: true, waitForLeaders: false
+  }))
   await attempt('listTopics', () => admin.listTopics())
   await attempt('metadata', () => admin.fetchTopicMetadata({ topics: [topic] }))
   await attempt('cluster', () => admin.describeCluster())
 
   // Configs.
   await attempt('configs', () => configs(['retention.ms', 'max.message.bytes', 'cleanup.policy']))
-  await attempt('alter', () => admin.alterConfigs({ resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configEntries: [{ name: 'retention.ms', value: '7200000' }] }] }))
+  const retention = [{ name: 'retention.ms', value: '7200000' }]
+  await attempt('alter', () => admin.alterConfigs({
+    resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configEntries: retention }]
+  }))
   await attempt('configsAfter', () => configs(['retention.ms', 'max.message.bytes']))
 
   // Partitions: 2 -> 4, then 3 (not an increase).
@@ -58,7 +67,9 @@ main(async ({ bootstrap, topic }) => {
   await producer.connect()
   const messages = []
   for (let partition = 0; partition < 4; partition++) {
-    for (let i = 0; i < 10; i++) messages.push({ partition, value: `${partition}-${i}`, timestamp: String(start + i * 1000) })
+    for (let i = 0; i < 10; i++) {
+      messages.push({ partition, value: `${partition}-${i}`, timestamp: String(start + i * 1000) })
+    }
   }
   await producer.send({ topic, acks: -1, messages })
   await producer.disconnect()
@@ -93,18 +104,24 @@ main(async ({ bootstrap, topic }) => {
   })
   await attempt('deleteNonEmptyGroup', () => admin.deleteGroups([groupId]))
   await consumer.disconnect()
-  await attempt('describeEmptyGroup', async () => (await admin.describeGroups([groupId])).groups.map(g => ({ state: g.state, members: g.members.length })))
+  await attempt('describeEmptyGroup', async () =>
+    (await admin.describeGroups([groupId])).groups.map(g => ({ state: g.state, members: g.members.length })))
   await attempt('fetchOffsets', () => admin.fetchOffsets({ groupId, topics: [topic] }))
   await attempt('fetchOffsetsAllTopics', () => admin.fetchOffsets({ groupId }))
   // The admin moves the empty group's offsets (kafkajs joins the group with a paused member to
   // commit them; that takes its 5 s idle wait, so only once).
-  await attempt('setOffsets', () => admin.setOffsets({ groupId, topic, partitions: [{ partition: 0, offset: '3' }, { partition: 3, offset: '7' }] }))
+  await attempt('setOffsets', () => admin.setOffsets({
+    groupId, topic, partitions: [{ partition: 0, offset: '3' }, { partition: 3, offset: '7' }]
+  }))
   await attempt('offsetsAfterSet', () => admin.fetchOffsets({ groupId, topics: [topic] }))
 
   // DeleteRecords: partition 1 below offset 6, partition 2 up to the high watermark (-1).
-  await attempt('deleteRecords', () => admin.deleteTopicRecords({ topic, partitions: [{ partition: 1, offset: '6' }, { partition: 2, offset: '-1' }] }))
+  await attempt('deleteRecords', () => admin.deleteTopicRecords({
+    topic, partitions: [{ partition: 1, offset: '6' }, { partition: 2, offset: '-1' }]
+  }))
   await attempt('offsetsAfterDelete', offsets)
-  await attempt('deleteRecordsPastEnd', () => admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '11' }] }))
+  await attempt('deleteRecordsPastEnd', () =>
+    admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '11' }] }))
 
   // Deleting: the group, then the topic.
   await attempt('deleteGroup', () => admin.deleteGroups([groupId]))

@@ -80,7 +80,8 @@ function main (fn) {
     // Exit once the result is written: stdout to a pipe is asynchronous.
     process.stdout.write(JSON.stringify(result) + '\n', () => process.exit(0))
   }, e => {
-    process.stderr.write(`${process.argv[1]} failed: ${e && e.stack ? e.stack : e}\n${JSON.stringify(e)}\n`, () => process.exit(1))
+    const text = `${process.argv[1]} failed: ${e && e.stack ? e.stack : e}\n${JSON.stringify(e)}\n`
+    process.stderr.write(text, () => process.exit(1))
   })
 }
 

@@ -20,7 +20,8 @@ function member (k, groupId, index, reads) {
   })
   const m = { consumer, index, assignment: null, joins: 0 }
   consumer.on(consumer.events.GROUP_JOIN, e => {
-    m.assignment = (e.payload.memberAssignment[Object.keys(e.payload.memberAssignment)[0]] || []).slice().sort((a, b) => a - b)
+    const partitions = Object.values(e.payload.memberAssignment)[0] || []
+    m.assignment = partitions.slice().sort((a, b) => a - b)
     m.joins++
   })
   m.start = async topic => {
@@ -28,14 +29,17 @@ function member (k, groupId, index, reads) {
     await consumer.subscribe({ topics: [topic], fromBeginning: true })
     await consumer.run({
       autoCommit: false,
-      eachMessage: async ({ topic, partition, message }) => { reads.push({ member: index, ...encodeMessage(topic, partition, message) }) }
+      eachMessage: async ({ topic, partition, message }) => {
+        reads.push({ member: index, ...encodeMessage(topic, partition, message) })
+      }
     })
   }
   // Commits, per partition, the offset after the last record this member read.
   m.commit = async (topic, records) => {
     const last = {}
     for (const r of records) if (r.member === index) last[r.partition] = r.offset + 1
-    const offsets = Object.entries(last).map(([partition, offset]) => ({ topic, partition: Number(partition), offset: String(offset) }))
+    const offsets = Object.entries(last)
+      .map(([partition, offset]) => ({ topic, partition: Number(partition), offset: String(offset) }))
     if (offsets.length) await consumer.commitOffsets(offsets)
   }
   return m
@@ -46,7 +50,9 @@ async function produce (k, topic, tag, perPartition) {
   await producer.connect()
   const messages = []
   for (let partition = 0; partition < PARTITIONS; partition++) {
-    for (let i = 0; i < perPartition; i++) messages.push({ partition, key: `k${i}`, value: `${tag}-${partition}-${i}`, headers: { tag } })
+    for (let i = 0; i < perPartition; i++) {
+      messages.push({ partition, key: `k${i}`, value: `${tag}-${partition}-${i}`, headers: { tag } })
+    }
   }
   await producer.send({ topic, acks: -1, messages })
   await producer.disconnect()

@@ -31,7 +31,8 @@ main(async ({ bootstrap, topic, other }) => {
           headers: { codec, i: String(i), empty: '', bin: Buffer.from([0, 255, i]), twice: ['a', 'b'] }
         }
         messages.push(m)
-        sent.push({ topic, partition, key: b64(Buffer.from(m.key)), value: m.value === null ? null : b64(Buffer.from(m.value)), timestamp: null, codec })
+        const value = m.value === null ? null : b64(Buffer.from(m.value))
+        sent.push({ topic, partition, key: b64(Buffer.from(m.key)), value, timestamp: null, codec })
       }
     }
     for (const r of await producer.send({ topic, acks: -1, compression, messages })) results.push({ codec, ...r })
@@ -47,7 +48,8 @@ main(async ({ bootstrap, topic, other }) => {
   // Explicit CreateTime timestamps, one at a time.
   const stamps = [before - 60000, before - 1, before + 5]
   for (let i = 0; i < stamps.length; i++) {
-    const [r] = await idempotent.send({ topic, acks: -1, messages: [{ partition: 0, value: `ts-${i}`, timestamp: String(stamps[i]) }] })
+    const messages = [{ partition: 0, value: `ts-${i}`, timestamp: String(stamps[i]) }]
+    const [r] = await idempotent.send({ topic, acks: -1, messages })
     results.push({ codec: 'ts', ...r })
     sent.push({ topic, partition: 0, key: null, value: b64(Buffer.from(`ts-${i}`)), timestamp: stamps[i], codec: 'ts' })
   }
@@ -65,10 +67,14 @@ main(async ({ bootstrap, topic, other }) => {
 
   const expected = sent.length + keyed.length + 1 + 2
   const read = []
-  const consumer = k.consumer({ groupId: 'kafkajs-reader', maxWaitTimeInMs: 200, heartbeatInterval: 500, sessionTimeout: 10000 })
+  const consumer = k.consumer({
+    groupId: 'kafkajs-reader', maxWaitTimeInMs: 200, heartbeatInterval: 500, sessionTimeout: 10000
+  })
   await consumer.connect()
   await consumer.subscribe({ topics: [topic, other], fromBeginning: true })
-  await consumer.run({ eachMessage: async ({ topic, partition, message }) => { read.push(encodeMessage(topic, partition, message)) } })
+  await consumer.run({
+    eachMessage: async ({ topic, partition, message }) => { read.push(encodeMessage(topic, partition, message)) }
+  })
   await until(() => read.length >= expected, `${expected} records`)
   await consumer.disconnect()
   return { before, after, sent, results, keyed, keyedResults, batchResults, read }
