@@ -166,21 +166,26 @@ impl Conn {
             }
         }
         for _ in 0..50 {
-            let mut m = MetadataRequest {
-                topics: Some(vec![MetadataRequestTopic { name: Some(topic.to_string()), ..Default::default() }]),
-                allow_auto_topic_creation: false,
-                ..Default::default()
-            };
-            let meta: MetadataResponse = self.call(protocol::METADATA, &mut m).await?;
-            if let Some(t) = meta.topics.iter().find(|t| t.name.as_deref() == Some(topic) && t.error_code == code::NONE)
-            {
-                if !t.partitions.is_empty() {
-                    return Ok(t.partitions.len() as i32);
+            if let Some((partitions, _)) = self.describe_topic(topic).await? {
+                if partitions > 0 {
+                    return Ok(partitions);
                 }
             }
             glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
         }
         bail!("{topic}: no metadata after creating it")
+    }
+
+    /// A topic's partition count and id (zero from a broker without topic ids), if it exists.
+    pub async fn describe_topic(&self, topic: &str) -> anyhow::Result<Option<(i32, [u8; 16])>> {
+        let mut m = MetadataRequest {
+            topics: Some(vec![MetadataRequestTopic { name: Some(topic.to_string()), ..Default::default() }]),
+            allow_auto_topic_creation: false,
+            ..Default::default()
+        };
+        let meta: MetadataResponse = self.call(protocol::METADATA, &mut m).await?;
+        let found = meta.topics.iter().find(|t| t.name.as_deref() == Some(topic) && t.error_code == code::NONE);
+        Ok(found.map(|t| (t.partitions.len() as i32, t.topic_id)))
     }
 
     /// The latest (-1) or earliest (-2) offset of each partition.

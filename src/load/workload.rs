@@ -7,6 +7,7 @@ use crate::protocol::messages::*;
 use crate::protocol::{FETCH, PRODUCE};
 use crate::storage::format::batch::{records_section, BatchBuilder, BatchHeader, Records, MAGIC_V2};
 use crate::storage::format::{legacy, BatchWalk};
+use anyhow::Context;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use std::cell::{Cell, RefCell};
@@ -340,6 +341,8 @@ async fn consume(
     e2e: bool,
 ) -> anyhow::Result<()> {
     let mut next: Vec<(i32, i64)> = partitions.iter().map(|&p| (p, from[p as usize])).collect();
+    // Fetch v13+ names topics by id.
+    let (_, topic_id) = conn.describe_topic(&args.topic).await?.with_context(|| format!("no topic {}", args.topic))?;
     loop {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
@@ -352,7 +355,7 @@ async fn consume(
         if !e2e && meter.budget.get() == Some(0) {
             break;
         }
-        let mut req = fetch_request(&args.topic, &next);
+        let mut req = fetch_request(&args.topic, topic_id, &next);
         let sent = Instant::now();
         let resp: FetchResponse = match conn.call(FETCH, &mut req).await {
             Ok(r) => r,
@@ -387,8 +390,9 @@ async fn consume(
     Ok(())
 }
 
-/// A fetch of every partition of `next` from its next offset, 100 ms of long poll, 1 MiB each.
-fn fetch_request(topic: &str, next: &[(i32, i64)]) -> FetchRequest {
+/// A fetch of every partition of `next` from its next offset, 100 ms of long poll, 1 MiB each
+/// (the topic by name and by id: each version sends the one it has).
+fn fetch_request(topic: &str, topic_id: [u8; 16], next: &[(i32, i64)]) -> FetchRequest {
     FetchRequest {
         replica_id: -1,
         max_wait_ms: 100,
@@ -397,6 +401,7 @@ fn fetch_request(topic: &str, next: &[(i32, i64)]) -> FetchRequest {
         session_epoch: -1,
         topics: vec![FetchTopic {
             topic: topic.to_string(),
+            topic_id,
             partitions: next
                 .iter()
                 .map(|&(p, o)| FetchPartition {

@@ -687,7 +687,7 @@ def test_unknown_api_keys_and_versions(broker):
     closes the connection on an unknown key; tidemark documents answering instead.)"""
     with Conn(broker) as c:
         error, supported = api_versions_v2(c)
-        assert error == NONE and supported[API_VERSIONS] == (0, 4) and supported[PRODUCE] == (0, 9)
+        assert error == NONE and supported[API_VERSIONS] == (0, 4) and supported[PRODUCE] == (0, 11)
         requests = [(key, 0) for key in (24, 26, 55, 999, 32767, -1)]
         for key, (lo, hi) in sorted(supported.items()):
             requests += [(key, hi + 1), (key, 32767), (key, -1)]

@@ -170,8 +170,12 @@ def test_admin_client(broker, node):
     assert t["name"] == "js-adm"
     assert [(p["partitionId"], p["leader"], p["replicas"], p["partitionErrorCode"]) for p in t["partitions"]] == \
         [(0, 0, [0], NONE), (1, 0, [0], NONE)]
+    # The cluster id is the data directory's (meta.properties), a Kafka UUID of 22 characters.
+    with open(os.path.join(broker.data_dir, "meta.properties")) as f:
+        cluster_id = dict(line.strip().split("=", 1) for line in f if "=" in line)["cluster.id"]
+    assert len(cluster_id) == 22
     assert ok["cluster"] == {"brokers": [{"nodeId": 0, "host": "127.0.0.1", "port": broker.port}],
-                             "controller": 0, "clusterId": "tidemark"}
+                             "controller": 0, "clusterId": cluster_id}
 
     # [value, source, isDefault, readOnly]
     assert ok["configs"] == [{"errorCode": NONE, "entries": {
