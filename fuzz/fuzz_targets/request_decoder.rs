@@ -44,6 +44,7 @@ fn encode(h: &RequestHeader, req: Request) -> Option<Bytes> {
         Request::DescribeLogDirs(mut m) => encode_request(h, &mut m),
         Request::DescribeCluster(mut m) => encode_request(h, &mut m),
         Request::DescribeProducers(mut m) => encode_request(h, &mut m),
+        Request::DescribeTopicPartitions(mut m) => encode_request(h, &mut m),
     };
     // A decoded value the encoder refuses is not a decoder bug; only what it writes is checked.
     frame.ok()
