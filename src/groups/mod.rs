@@ -3,5 +3,6 @@
 //! runtime; `server::coordinator` drives them on the shard that owns each group, with the
 //! clock, the log and the network.
 
+pub mod consumer;
 pub mod group;
 pub mod offsets;

@@ -68,3 +68,11 @@ pub const UNKNOWN_SERVER_ERROR: ErrorCode = ErrorCode(-1);
 pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode(100);
 /// KIP-516: a topic's id is not the one the request names (Fetch v13+ sessions).
 pub const INCONSISTENT_TOPIC_ID: ErrorCode = ErrorCode(103);
+/// KIP-848: a member's epoch is newer than the coordinator's, or too old to accept.
+pub const FENCED_MEMBER_EPOCH: ErrorCode = ErrorCode(110);
+/// KIP-848: a static member's instance id is still held by a member that has not left.
+pub const UNRELEASED_INSTANCE_ID: ErrorCode = ErrorCode(111);
+/// KIP-848: the server-side assignor asked for is not one the broker has.
+pub const UNSUPPORTED_ASSIGNOR: ErrorCode = ErrorCode(112);
+/// KIP-848: an offset commit or fetch from a member epoch that is not the member's current one.
+pub const STALE_MEMBER_EPOCH: ErrorCode = ErrorCode(113);

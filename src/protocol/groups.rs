@@ -156,6 +156,10 @@ crate::schema! {
     /// One group of a v8+ (batched) OffsetFetch.
     pub struct OffsetFetchRequestGroup {
         pub group_id: String => string,
+        /// v9+ (KIP-848): the fetching member of a consumer group and its epoch (null and -1
+        /// from outside the group).
+        pub member_id: Option<String> => nullable_string if 9..,
+        pub member_epoch: i32 = -1 => int32 if 9..,
         /// `None`: every topic the group has offsets for.
         pub topics: Option<Vec<OffsetFetchRequestTopic>> => nullable_array,
     }
@@ -583,5 +587,114 @@ crate::schema! {
         pub error_code: ErrorCode => error_code,
         pub producer_id: i64 = -1 => int64,
         pub producer_epoch: i16 => int16,
+    }
+}
+
+// ---------------------------------------------------------------- ConsumerGroupHeartbeat (68)
+
+crate::schema! {
+    /// Partitions of one topic, by topic id (KIP-848 assignments).
+    pub struct TopicPartitions {
+        pub topic_id: [u8; 16] => uuid,
+        pub partitions: Vec<i32> => int32_array,
+    }
+}
+
+crate::schema! {
+    /// KIP-848: a member's heartbeat, which is also how it joins (epoch 0), leaves (-1; -2 for
+    /// a static member leaving for a while), reports the partitions it owns and learns its
+    /// assignment. Null fields are "unchanged".
+    pub struct ConsumerGroupHeartbeatRequest {
+        pub group_id: String => string,
+        pub member_id: String => string,
+        pub member_epoch: i32 => int32,
+        pub instance_id: Option<String> => nullable_string,
+        pub rack_id: Option<String> => nullable_string,
+        pub rebalance_timeout_ms: i32 = -1 => int32,
+        pub subscribed_topic_names: Option<Vec<String>> => nullable_string_array,
+        /// v1+
+        pub subscribed_topic_regex: Option<String> => nullable_string if 1..,
+        pub server_assignor: Option<String> => nullable_string,
+        pub topic_partitions: Option<Vec<TopicPartitions>> => nullable_array,
+    }
+}
+
+crate::schema! {
+    pub struct ConsumerGroupAssignment {
+        pub topic_partitions: Vec<TopicPartitions> => array,
+    }
+}
+
+crate::schema! {
+    pub struct ConsumerGroupHeartbeatResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+        pub member_id: Option<String> => nullable_string,
+        pub member_epoch: i32 => int32,
+        pub heartbeat_interval_ms: i32 => int32,
+        /// `None`: no change.
+        pub assignment: Option<ConsumerGroupAssignment> => nullable_structure,
+    }
+}
+
+// ---------------------------------------------------------------- ConsumerGroupDescribe (69)
+
+crate::schema! {
+    pub struct ConsumerGroupDescribeRequest {
+        pub group_ids: Vec<String> => string_array,
+        pub include_authorized_operations: bool => boolean,
+    }
+}
+
+crate::schema! {
+    pub struct DescribedTopicPartitions {
+        pub topic_id: [u8; 16] => uuid,
+        pub topic_name: String => string,
+        pub partitions: Vec<i32> => int32_array,
+    }
+}
+
+crate::schema! {
+    pub struct DescribedAssignment {
+        pub topic_partitions: Vec<DescribedTopicPartitions> => array,
+    }
+}
+
+crate::schema! {
+    pub struct ConsumerGroupDescribeMember {
+        pub member_id: String => string,
+        pub instance_id: Option<String> => nullable_string,
+        pub rack_id: Option<String> => nullable_string,
+        pub member_epoch: i32 => int32,
+        pub client_id: String => string,
+        pub client_host: String => string,
+        pub subscribed_topic_names: Vec<String> => string_array,
+        pub subscribed_topic_regex: Option<String> => nullable_string,
+        pub assignment: DescribedAssignment => structure,
+        pub target_assignment: DescribedAssignment => structure,
+        /// v1+ (KIP-1099): -1 unknown, 0 classic, 1 consumer.
+        pub member_type: i8 = -1 => int8 if 1..,
+    }
+}
+
+crate::schema! {
+    pub struct ConsumerGroupDescribeGroup {
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+        pub group_id: String => string,
+        pub group_state: String => string,
+        pub group_epoch: i32 => int32,
+        pub assignment_epoch: i32 => int32,
+        pub assignor_name: String => string,
+        pub members: Vec<ConsumerGroupDescribeMember> => array,
+        pub authorized_operations: i32 = i32::MIN => int32,
+    }
+}
+
+crate::schema! {
+    pub struct ConsumerGroupDescribeResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub groups: Vec<ConsumerGroupDescribeGroup> => array,
     }
 }
