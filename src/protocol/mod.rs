@@ -50,6 +50,8 @@ pub const DELETE_GROUPS: i16 = 42;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 pub const DESCRIBE_CLUSTER: i16 = 60;
 pub const DESCRIBE_PRODUCERS: i16 = 61;
+pub const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
+pub const CONSUMER_GROUP_DESCRIBE: i16 = 69;
 pub const DESCRIBE_TOPIC_PARTITIONS: i16 = 75;
 
 /// What tidemark implements: (API key, min version, max version, first flexible version).
@@ -59,8 +61,8 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (FETCH, 0, 17, 12),
     (LIST_OFFSETS, 0, 10, 6),
     (METADATA, 0, 12, 9),
-    (OFFSET_COMMIT, 0, 8, 8),
-    (OFFSET_FETCH, 0, 8, 6),
+    (OFFSET_COMMIT, 0, 9, 8),
+    (OFFSET_FETCH, 0, 9, 6),
     (FIND_COORDINATOR, 0, 4, 3),
     (JOIN_GROUP, 0, 9, 6),
     (HEARTBEAT, 0, 4, 4),
@@ -81,6 +83,8 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
     (DESCRIBE_CLUSTER, 0, 2, 0),
     (DESCRIBE_PRODUCERS, 0, 0, 0),
+    (CONSUMER_GROUP_HEARTBEAT, 0, 1, 0),
+    (CONSUMER_GROUP_DESCRIBE, 0, 1, 0),
     (DESCRIBE_TOPIC_PARTITIONS, 0, 0, 0),
 ];
 
@@ -152,6 +156,8 @@ pub enum Request {
     DescribeCluster(DescribeClusterRequest),
     DescribeProducers(DescribeProducersRequest),
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
+    ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
+    ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
 }
 
 /// Why a request frame could not be decoded: with the header when it could be read, so the
@@ -227,6 +233,8 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         DESCRIBE_CLUSTER => body(&mut r, version).map(Request::DescribeCluster),
         DESCRIBE_PRODUCERS => body(&mut r, version).map(Request::DescribeProducers),
         DESCRIBE_TOPIC_PARTITIONS => body(&mut r, version).map(Request::DescribeTopicPartitions),
+        CONSUMER_GROUP_HEARTBEAT => body(&mut r, version).map(Request::ConsumerGroupHeartbeat),
+        CONSUMER_GROUP_DESCRIBE => body(&mut r, version).map(Request::ConsumerGroupDescribe),
         _ => unreachable!("checked against SUPPORTED"),
     }
     .map_err(|e| fail(&h, e))?;

@@ -153,6 +153,17 @@ impl BrokerConfig {
                     bounded(key, int(value)?, 0, i32::MAX as i64)? as i32
             }
             "group.max.size" => self.coordinator.limits.max_size = bounded(key, int(value)?, 1, 1_000_000)? as usize,
+            // KIP-848 consumer groups. Kafka bounds the interval and timeout by min/max
+            // settings; tidemark takes any positive value (tests use short ones).
+            "group.consumer.heartbeat.interval.ms" => {
+                self.coordinator.consumer.heartbeat_interval_ms = bounded(key, int(value)?, 1, i32::MAX as i64)? as i32
+            }
+            "group.consumer.session.timeout.ms" => {
+                self.coordinator.consumer.session_timeout_ms = bounded(key, int(value)?, 1, i32::MAX as i64)? as i32
+            }
+            "group.consumer.max.size" => {
+                self.coordinator.consumer.max_size = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize
+            }
             "offsets.topic.num.partitions" => {
                 self.coordinator.offsets_partitions = bounded(key, int(value)?, 1, 1000)? as u32
             }

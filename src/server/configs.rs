@@ -188,6 +188,19 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         "How long the first rebalance of an empty group waits for more members.",
     ),
     key("group.max.session.timeout.ms", ConfigType::Int, false, "The longest session timeout a member may ask for."),
+    key(
+        "group.consumer.heartbeat.interval.ms",
+        ConfigType::Int,
+        false,
+        "How often consumer-protocol members heartbeat (KIP-848).",
+    ),
+    key("group.consumer.max.size", ConfigType::Int, false, "Members a consumer-protocol group takes (KIP-848)."),
+    key(
+        "group.consumer.session.timeout.ms",
+        ConfigType::Int,
+        false,
+        "A consumer-protocol member silent this long is removed (KIP-848).",
+    ),
     key("group.max.size", ConfigType::Int, false, "Members a group takes."),
     key("group.min.session.timeout.ms", ConfigType::Int, false, "The shortest session timeout a member may ask for."),
     key(

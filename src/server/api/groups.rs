@@ -18,7 +18,7 @@ use std::time::Duration;
 
 /// Send `call` to the shard coordinating `group`, releasing the turn once it is issued; the
 /// reply, or the error code for none.
-async fn to_coordinator<C: ShardCall<Shard>>(cx: &mut Cx<'_>, group: &str, call: C) -> Result<C::Reply, ErrorCode> {
+pub(super) async fn to_coordinator<C: ShardCall<Shard>>(cx: &mut Cx<'_>, group: &str, call: C) -> Result<C::Reply, ErrorCode> {
     let Some(target) = cx.shard.coordinator().shard_of(group) else {
         cx.release_turn();
         return Err(code::COORDINATOR_NOT_AVAILABLE);
@@ -135,14 +135,14 @@ pub async fn leave(cx: &mut Cx<'_>, l: LeaveGroupRequest) -> LeaveGroupResponse 
 }
 
 #[derive(Debug)]
-struct Commit(OffsetCommitRequest);
+struct Commit(i16, OffsetCommitRequest);
 
 impl ShardCall<Shard> for Commit {
     type Reply = OffsetCommitResponse;
     const NAME: &'static str = "offset-commit";
     async fn run(self, shard: Rc<Shard>) -> OffsetCommitResponse {
         let partitions_of = |topic: &str| shard.topic(topic, |t| t.partitions);
-        shard.coordinator().commit(self.0, partitions_of).await
+        shard.coordinator().commit(self.0, self.1, partitions_of).await
     }
 }
 
@@ -151,7 +151,8 @@ pub async fn offset_commit(cx: &mut Cx<'_>, c: OffsetCommitRequest) -> OffsetCom
     // The partitions asked for, to answer each with the error when the coordinator does not.
     let asked: Vec<(String, Vec<i32>)> =
         c.topics.iter().map(|t| (t.name.clone(), t.partitions.iter().map(|p| p.partition_index).collect())).collect();
-    match to_coordinator(cx, &group, Commit(c)).await {
+    let version = cx.version();
+    match to_coordinator(cx, &group, Commit(version, c)).await {
         Ok(r) => r,
         Err(e) => commit_response(
             asked.into_iter().map(|(name, ps)| (name, ps.into_iter().map(|p| (p, e)).collect())).collect(),

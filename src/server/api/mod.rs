@@ -12,6 +12,7 @@
 mod admin;
 mod cluster;
 mod configs;
+mod consumer_groups;
 mod fetch;
 mod groups;
 mod list_offsets;
@@ -114,6 +115,8 @@ pub async fn handle(
         Request::DescribeGroups(r) => reply(h, groups::describe_groups(cx, r).await),
         Request::ListGroups(r) => reply(h, groups::list_groups(cx, r).await),
         Request::DeleteGroups(r) => reply(h, groups::delete_groups(cx, r).await),
+        Request::ConsumerGroupHeartbeat(r) => reply(h, consumer_groups::heartbeat(cx, r).await),
+        Request::ConsumerGroupDescribe(r) => reply(h, consumer_groups::describe(cx, r).await),
         Request::InitProducerId(r) => reply(h, producers::init_producer_id(cx, r).await),
         Request::DescribeProducers(r) => reply(h, producers::describe_producers(cx, r).await),
         Request::DeleteRecords(r) => reply(h, admin::delete_records(cx, r).await),

@@ -13,6 +13,9 @@
 //! past `tidemark.offsets.compaction.bytes`: it rolls, writes every live offset again, and
 //! deletes the segments before them.
 
+mod consumer;
+
+use crate::groups::consumer::{ConsumerGroup, ConsumerLimits};
 use crate::groups::group::{Group, GroupLimits, GroupState, Join, Sync};
 use crate::groups::offsets::{self, Committed, OffsetTable, Tp};
 use crate::io::DmaDisk;
@@ -52,6 +55,8 @@ pub fn group_shard(group: &str, partitions: u32, shards: usize) -> usize {
 #[derive(Debug, Clone)]
 pub struct CoordinatorConfig {
     pub limits: GroupLimits,
+    /// `group.consumer.*`: groups of the consumer protocol (KIP-848).
+    pub consumer: ConsumerLimits,
     /// `offsets.topic.num.partitions` (when the topic is created).
     pub offsets_partitions: u32,
     /// `offsets.topic.segment.bytes`
@@ -69,6 +74,7 @@ impl Default for CoordinatorConfig {
     fn default() -> Self {
         CoordinatorConfig {
             limits: GroupLimits::default(),
+            consumer: ConsumerLimits::default(),
             offsets_partitions: 8,
             offsets_segment_bytes: 100 << 20,
             metadata_max_bytes: 4096,
@@ -88,6 +94,8 @@ pub struct Coordinator {
     /// current).
     offsets_partitions: Cell<Option<u32>>,
     groups: RefCell<HashMap<String, Group>>,
+    /// Groups of the consumer protocol (KIP-848); a group id is in one map or the other.
+    consumer_groups: RefCell<HashMap<String, ConsumerGroup>>,
     offsets: RefCell<OffsetTable>,
     seed: Cell<u64>,
     ticks: Cell<u64>,
@@ -110,6 +118,7 @@ impl Coordinator {
             clock,
             offsets_partitions: Cell::new(None),
             groups: RefCell::new(HashMap::new()),
+            consumer_groups: RefCell::new(HashMap::new()),
             offsets: RefCell::new(OffsetTable::default()),
             seed: Cell::new(seed ^ ((shard_id as u64) << 56)),
             ticks: Cell::new(0),
@@ -186,6 +195,13 @@ impl Coordinator {
                     // Forget groups with nothing left: no member and no offset.
                     groups
                         .retain(|id, g| !(g.is_empty() && g.state() == GroupState::Empty && table.group(id).is_none()));
+                    let mut consumer_groups = c.consumer_groups.borrow_mut();
+                    for g in consumer_groups.values_mut() {
+                        for member in g.tick(now) {
+                            tracing::info!(group = g.id, member, "consumer group member fenced (session or rebalance timeout)");
+                        }
+                    }
+                    consumer_groups.retain(|id, g| !(g.is_empty() && table.group(id).is_none()));
                 }
                 let n = c.ticks.get() + 1;
                 c.ticks.set(n);
@@ -285,6 +301,9 @@ impl Coordinator {
             require_known_member_id: version >= 4,
             skip_assignment_supported: version >= 9,
         };
+        if let Some(e) = self.consumer_group_refuses_classic(&j.group_id) {
+            return fail(e);
+        }
         let pending = {
             let mut groups = c.groups.borrow_mut();
             let g = groups.entry(j.group_id.clone()).or_insert_with(|| c.new_group(&j.group_id));
@@ -403,12 +422,13 @@ impl Coordinator {
     /// that do not exist are refused).
     pub async fn commit(
         &self,
+        version: i16,
         req: OffsetCommitRequest,
         partitions_of: impl Fn(&str) -> Option<u32>,
     ) -> OffsetCommitResponse {
         let refused = match self.unavailable(&req.group_id, false) {
             Some(e) => Some(e),
-            None => self.check_committer(&req),
+            None => self.check_committer(&req, version),
         };
         if let Some(e) = refused {
             let codes = req
@@ -456,8 +476,11 @@ impl Coordinator {
     /// The group's verdict on a committer: its member and generation (a commit with generation
     /// -1 and no member id, from a standalone consumer or an admin, is taken when the group is
     /// unknown, and makes it known).
-    fn check_committer(&self, req: &OffsetCommitRequest) -> Option<ErrorCode> {
+    fn check_committer(&self, req: &OffsetCommitRequest, version: i16) -> Option<ErrorCode> {
         let generation = req.generation_id_or_member_epoch;
+        if let Some(g) = self.consumer_groups.borrow().get(&req.group_id) {
+            return consumer::check_member(g, &req.member_id, generation, Some(version));
+        }
         let mut groups = self.groups.borrow_mut();
         match groups.get_mut(&req.group_id) {
             Some(g) => g.check_commit(&req.member_id, req.group_instance_id.as_deref(), generation, self.now()),
@@ -465,6 +488,8 @@ impl Coordinator {
                 groups.insert(req.group_id.clone(), self.new_group(&req.group_id));
                 None
             }
+            // KIP-848: v9 says the group is not there.
+            None if version >= 9 => Some(code::GROUP_ID_NOT_FOUND),
             None => Some(code::ILLEGAL_GENERATION),
         }
     }
@@ -500,7 +525,13 @@ impl Coordinator {
     }
 
     pub fn fetch(&self, f: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup {
-        if let Some(e) = self.unavailable(&f.group_id, false) {
+        let checked = self.unavailable(&f.group_id, false).or_else(|| {
+            // KIP-848 (v9): a member of a consumer group fetches at its current epoch.
+            let groups = self.consumer_groups.borrow();
+            let g = groups.get(&f.group_id)?;
+            consumer::check_member(g, f.member_id.as_deref().unwrap_or(""), f.member_epoch, None)
+        });
+        if let Some(e) = checked {
             return OffsetFetchResponseGroup { group_id: f.group_id, error_code: e, ..Default::default() };
         }
         let table = self.offsets.borrow();
@@ -594,7 +625,8 @@ impl Coordinator {
         for (id, g) in groups.iter() {
             out.insert(id.clone(), (g.protocol_type().unwrap_or_default().to_string(), g.state()));
         }
-        out.into_iter()
+        let mut listed: Vec<ListedGroup> = out
+            .into_iter()
             .filter(|(_, (_, s))| *s != GroupState::Dead)
             .filter(|(_, (_, s))| states.is_empty() || states.iter().any(|w| w.eq_ignore_ascii_case(s.name())))
             .map(|(group_id, (protocol_type, s))| ListedGroup {
@@ -603,7 +635,19 @@ impl Coordinator {
                 group_state: s.name().to_string(),
                 ..Default::default()
             })
-            .collect()
+            .collect();
+        for (id, g) in c.consumer_groups.borrow().iter() {
+            listed.retain(|l| l.group_id != *id);
+            if states.is_empty() || states.iter().any(|w| w.eq_ignore_ascii_case(g.state())) {
+                listed.push(ListedGroup {
+                    group_id: id.clone(),
+                    protocol_type: "consumer".into(),
+                    group_state: g.state().to_string(),
+                    ..Default::default()
+                });
+            }
+        }
+        listed
     }
 
     pub async fn delete(&self, group: &str) -> ErrorCode {
@@ -612,13 +656,17 @@ impl Coordinator {
         }
         let c = self;
         let has_offsets = c.offsets.borrow().group(group).is_some();
+        let consumer = c.consumer_groups.borrow().get(group).map(|g| g.is_empty());
+        if consumer == Some(false) {
+            return code::NON_EMPTY_GROUP;
+        }
         match c.groups.borrow().get(group) {
             Some(g) => {
                 if let Err(e) = g.deletable() {
                     return e;
                 }
             }
-            None if !has_offsets => return code::GROUP_ID_NOT_FOUND,
+            None if !has_offsets && consumer.is_none() => return code::GROUP_ID_NOT_FOUND,
             None => {}
         }
         let tombstones: Vec<(Tp, Option<Committed>)> = c
@@ -636,6 +684,10 @@ impl Coordinator {
         let mut groups = c.groups.borrow_mut();
         if groups.get(group).is_some_and(|g| g.deletable().is_ok()) {
             groups.remove(group);
+        }
+        let mut consumer_groups = c.consumer_groups.borrow_mut();
+        if consumer_groups.get(group).is_some_and(|g| g.is_empty()) {
+            consumer_groups.remove(group);
         }
         tracing::info!(group, "group deleted");
         code::NONE

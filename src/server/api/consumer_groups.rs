@@ -1,0 +1,68 @@
+//! The consumer group protocol (KIP-848): ConsumerGroupHeartbeat and ConsumerGroupDescribe,
+//! each sent to the shard that coordinates its group (as the classic group APIs are), where
+//! [`crate::server::coordinator`] answers them from the group's state and the topics as that
+//! shard knows them.
+
+use crate::protocol::errors::ErrorCode;
+use crate::protocol::groups::*;
+use crate::server::api::groups::to_coordinator;
+use crate::server::api::Cx;
+use crate::server::router::ShardCall;
+use crate::server::shard::Shard;
+use crate::types::Uuid;
+use std::rc::Rc;
+
+#[derive(Debug)]
+struct Beat {
+    version: i16,
+    req: ConsumerGroupHeartbeatRequest,
+    client_id: String,
+    client_host: String,
+}
+
+impl ShardCall<Shard> for Beat {
+    type Reply = ConsumerGroupHeartbeatResponse;
+    const NAME: &'static str = "consumer-group-heartbeat";
+    async fn run(self, shard: Rc<Shard>) -> ConsumerGroupHeartbeatResponse {
+        let topics = |name: &str| shard.topic(name, |t| (t.id, t.partitions as i32));
+        shard.coordinator().consumer_heartbeat(self.version, self.req, self.client_id, self.client_host, &topics)
+    }
+}
+
+/// ConsumerGroupHeartbeat: join, heartbeat, reconcile or leave.
+pub async fn heartbeat(cx: &mut Cx<'_>, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse {
+    let group = req.group_id.clone();
+    let client_id = cx.header.client_id.clone().unwrap_or_default();
+    let client_host = format!("/{}", cx.peer.rsplit_once(':').map_or(cx.peer, |(h, _)| h));
+    let call = Beat { version: cx.version(), req, client_id, client_host };
+    to_coordinator(cx, &group, call).await.unwrap_or_else(|error_code: ErrorCode| ConsumerGroupHeartbeatResponse {
+        error_code,
+        ..Default::default()
+    })
+}
+
+#[derive(Debug)]
+struct Describe(String);
+
+impl ShardCall<Shard> for Describe {
+    type Reply = ConsumerGroupDescribeGroup;
+    const NAME: &'static str = "consumer-group-describe";
+    async fn run(self, shard: Rc<Shard>) -> ConsumerGroupDescribeGroup {
+        let names = |id: Uuid| shard.topic_name(id);
+        shard.coordinator().consumer_describe(&self.0, &names)
+    }
+}
+
+/// ConsumerGroupDescribe: each group from its coordinating shard.
+pub async fn describe(cx: &mut Cx<'_>, req: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse {
+    let mut groups = Vec::with_capacity(req.group_ids.len());
+    for id in req.group_ids {
+        let described = to_coordinator(cx, &id, Describe(id.clone())).await;
+        groups.push(described.unwrap_or_else(|error_code| ConsumerGroupDescribeGroup {
+            error_code,
+            group_id: id,
+            ..Default::default()
+        }));
+    }
+    ConsumerGroupDescribeResponse { groups, ..Default::default() }
+}

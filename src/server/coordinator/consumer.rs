@@ -1,0 +1,230 @@
+//! The coordinator's side of the consumer protocol (KIP-848): ConsumerGroupHeartbeat and
+//! ConsumerGroupDescribe on the groups this shard coordinates ([`crate::groups::consumer`]),
+//! and the member checks of OffsetCommit and OffsetFetch v9 for them.
+//!
+//! A group id belongs to one protocol at a time: a heartbeat to a classic group with members
+//! is GROUP_ID_NOT_FOUND (no online conversion yet), to an empty one replaces it; a JoinGroup
+//! to a consumer group with members is INCONSISTENT_GROUP_PROTOCOL. Consumer-group state is
+//! not persisted yet: after a restart members rejoin (their heartbeats get
+//! UNKNOWN_MEMBER_ID, on which clients rejoin with epoch 0).
+
+use super::Coordinator;
+use crate::groups::consumer::{Assignment, ConsumerGroup, Heartbeat, TopicMeta, ASSIGNORS};
+use crate::protocol::errors::{self as code, ErrorCode};
+use crate::protocol::groups::*;
+use crate::types::Uuid;
+
+/// The request's own checks (Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid`).
+fn invalid(h: &ConsumerGroupHeartbeatRequest, version: i16) -> Option<(ErrorCode, String)> {
+    let bad = |m: &str| Some((code::INVALID_REQUEST, m.to_string()));
+    if h.group_id.trim().is_empty() {
+        return bad("GroupId can't be empty.");
+    }
+    if h.instance_id.as_deref().is_some_and(|s| s.trim().is_empty()) {
+        return bad("InstanceId can't be empty.");
+    }
+    if h.rack_id.as_deref().is_some_and(|s| s.trim().is_empty()) {
+        return bad("RackId can't be empty.");
+    }
+    if (h.member_epoch != 0 || version >= 1) && h.member_id.trim().is_empty() {
+        return bad("MemberId can't be empty.");
+    }
+    match h.member_epoch {
+        0 => {
+            if h.rebalance_timeout_ms == -1 {
+                return bad("RebalanceTimeoutMs must be provided in first request.");
+            }
+            if h.topic_partitions.as_ref().is_none_or(|t| !t.is_empty()) {
+                return bad("TopicPartitions must be empty when (re-)joining.");
+            }
+            let regex = h.subscribed_topic_regex.as_deref().filter(|r| !r.is_empty());
+            if h.subscribed_topic_names.is_none() && regex.is_none() {
+                return bad("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.");
+            }
+        }
+        -2 if h.instance_id.is_none() => return bad("InstanceId can't be null."),
+        e if e < -2 => return bad("MemberEpoch is invalid."),
+        _ => {}
+    }
+    if let Some(a) = h.server_assignor.as_deref().filter(|a| !ASSIGNORS.contains(a)) {
+        return Some((code::UNSUPPORTED_ASSIGNOR, format!("ServerAssignor {a} is not supported. Supported assignors: uniform, range.")));
+    }
+    if h.subscribed_topic_regex.as_deref().is_some_and(|r| !r.is_empty()) {
+        return bad("SubscribedTopicRegex is not supported yet.");
+    }
+    None
+}
+
+fn to_assignment(parts: &[TopicPartitions]) -> Assignment {
+    let mut a = Assignment::new();
+    for t in parts {
+        a.entry(Uuid(t.topic_id)).or_default().extend(t.partitions.iter().copied());
+    }
+    a
+}
+
+fn from_assignment(a: &Assignment) -> Vec<TopicPartitions> {
+    a.iter()
+        .map(|(t, ps)| TopicPartitions { topic_id: t.0, partitions: ps.iter().copied().collect(), ..Default::default() })
+        .collect()
+}
+
+/// A member of a consumer group checked for an offset commit (`commit_version`) or fetch
+/// (`None`): from outside the group (epoch < 0, no member id) only while it has no members;
+/// otherwise a known member at its current epoch (STALE_MEMBER_EPOCH otherwise), committing
+/// with OffsetCommit v9 or later.
+pub(super) fn check_member(g: &ConsumerGroup, member: &str, epoch: i32, commit_version: Option<i16>) -> Option<ErrorCode> {
+    if epoch < 0 && member.is_empty() {
+        return (commit_version.is_some() && !g.is_empty()).then_some(code::UNKNOWN_MEMBER_ID);
+    }
+    let Some(m) = g.member(member) else { return Some(code::UNKNOWN_MEMBER_ID) };
+    if commit_version.is_some_and(|v| v < 9) {
+        return Some(code::UNSUPPORTED_VERSION);
+    }
+    (epoch != m.epoch).then_some(code::STALE_MEMBER_EPOCH)
+}
+
+impl Coordinator {
+    /// A JoinGroup's refusal when the group id is a consumer group with members (its empty
+    /// consumer group gives way to the classic one).
+    pub(super) fn consumer_group_refuses_classic(&self, group: &str) -> Option<ErrorCode> {
+        let mut groups = self.consumer_groups.borrow_mut();
+        match groups.get(group) {
+            Some(g) if !g.is_empty() => Some(code::INCONSISTENT_GROUP_PROTOCOL),
+            Some(_) => {
+                groups.remove(group);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// ConsumerGroupHeartbeat; `topics` looks a topic up by name (id, partition count).
+    pub fn consumer_heartbeat(
+        &self,
+        version: i16,
+        h: ConsumerGroupHeartbeatRequest,
+        client_id: String,
+        client_host: String,
+        topics: &dyn Fn(&str) -> Option<TopicMeta>,
+    ) -> ConsumerGroupHeartbeatResponse {
+        let fail = |(error_code, message): (ErrorCode, String)| ConsumerGroupHeartbeatResponse {
+            error_code,
+            error_message: Some(message),
+            ..Default::default()
+        };
+        if let Some(e) = self.unavailable(&h.group_id, true) {
+            return fail((e, "the coordinator cannot serve this group".into()));
+        }
+        if let Some(refused) = invalid(&h, version) {
+            return fail(refused);
+        }
+        {
+            let mut classic = self.groups.borrow_mut();
+            match classic.get(&h.group_id) {
+                Some(g) if !g.is_empty() => {
+                    return fail((code::GROUP_ID_NOT_FOUND, format!("Group {} is not a consumer group.", h.group_id)));
+                }
+                Some(_) => {
+                    classic.remove(&h.group_id);
+                }
+                None => {}
+            }
+        }
+        let mut groups = self.consumer_groups.borrow_mut();
+        if !groups.contains_key(&h.group_id) {
+            if h.member_epoch != 0 {
+                // Kafka answers GROUP_ID_NOT_FOUND; until consumer groups survive a restart,
+                // UNKNOWN_MEMBER_ID makes a client of a restarted broker rejoin.
+                let message = format!("group {} has no member {}", h.group_id, h.member_id);
+                return fail((code::UNKNOWN_MEMBER_ID, message));
+            }
+            let seed = self.seed.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            self.seed.set(seed);
+            groups.insert(h.group_id.clone(), ConsumerGroup::new(&h.group_id, self.config.consumer, seed));
+        }
+        let g = groups.get_mut(&h.group_id).expect("present");
+        let hb = Heartbeat {
+            member_id: h.member_id,
+            member_epoch: h.member_epoch,
+            instance_id: h.instance_id,
+            rack_id: h.rack_id,
+            rebalance_timeout_ms: h.rebalance_timeout_ms,
+            subscribed_topic_names: h.subscribed_topic_names,
+            subscribed_topic_regex: h.subscribed_topic_regex,
+            server_assignor: h.server_assignor,
+            owned: h.topic_partitions.as_deref().map(to_assignment),
+            client_id,
+            client_host,
+        };
+        match g.heartbeat(hb, &topics, self.now()) {
+            Ok(beat) => ConsumerGroupHeartbeatResponse {
+                member_id: Some(beat.member_id),
+                member_epoch: beat.member_epoch,
+                heartbeat_interval_ms: beat.heartbeat_interval_ms,
+                assignment: beat.assignment.map(|a| ConsumerGroupAssignment {
+                    topic_partitions: from_assignment(&a),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            Err(e) => fail(e),
+        }
+    }
+
+    /// ConsumerGroupDescribe of one group; `names` gives a topic id's name.
+    pub fn consumer_describe(&self, group: &str, names: &dyn Fn(Uuid) -> Option<String>) -> ConsumerGroupDescribeGroup {
+        let fail = |error_code: ErrorCode, message: String| ConsumerGroupDescribeGroup {
+            error_code,
+            error_message: Some(message),
+            group_id: group.to_string(),
+            ..Default::default()
+        };
+        if let Some(e) = self.unavailable(group, true) {
+            return fail(e, "the coordinator cannot serve this group".into());
+        }
+        let groups = self.consumer_groups.borrow();
+        let Some(g) = groups.get(group) else {
+            return fail(code::GROUP_ID_NOT_FOUND, format!("Group {group} not found."));
+        };
+        let described = |a: &Assignment| DescribedAssignment {
+            topic_partitions: a
+                .iter()
+                .filter_map(|(t, ps)| {
+                    Some(DescribedTopicPartitions {
+                        topic_id: t.0,
+                        topic_name: names(*t)?,
+                        partitions: ps.iter().copied().collect(),
+                        ..Default::default()
+                    })
+                })
+                .collect(),
+            ..Default::default()
+        };
+        ConsumerGroupDescribeGroup {
+            group_id: group.to_string(),
+            group_state: g.state().to_string(),
+            group_epoch: g.group_epoch,
+            assignment_epoch: g.assignment_epoch,
+            assignor_name: g.assignor().to_string(),
+            members: g
+                .members()
+                .map(|m| ConsumerGroupDescribeMember {
+                    member_id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    rack_id: m.rack_id.clone(),
+                    member_epoch: m.epoch,
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    subscribed_topic_names: m.subscribed.clone(),
+                    subscribed_topic_regex: m.regex.clone(),
+                    assignment: described(&m.assigned),
+                    target_assignment: described(&g.target_of(&m.id)),
+                    member_type: 1,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+}
