@@ -302,7 +302,17 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
                 group_id: g.string(),
                 topics: topics(g),
                 groups: (0..g.len())
-                    .map(|_| OffsetFetchRequestGroup { group_id: g.string(), topics: topics(g), tags: g.tags() })
+                    .map(|_| {
+                        // v9's member fields from their own generator: earlier frames unchanged.
+                        let mut n = Gen(g.0.rotate_left(17) | 1);
+                        OffsetFetchRequestGroup {
+                            group_id: g.string(),
+                            member_id: n.opt_string(),
+                            member_epoch: n.i32(),
+                            topics: topics(g),
+                            tags: g.tags(),
+                        }
+                    })
                     .collect(),
                 require_stable: g.bool(),
                 tags: g.tags(),
@@ -358,7 +368,11 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
             include_authorized_operations: g.bool(),
             tags: g.tags(),
         }),
-        LIST_GROUPS => Request::ListGroups(ListGroupsRequest { states_filter: g.strings(), tags: g.tags() }),
+        LIST_GROUPS => Request::ListGroups(ListGroupsRequest {
+            states_filter: g.strings(),
+            types_filter: Gen(g.0.rotate_left(17) | 1).strings(),
+            tags: g.tags(),
+        }),
         DELETE_GROUPS => Request::DeleteGroups(DeleteGroupsRequest { groups_names: g.strings(), tags: g.tags() }),
         INIT_PRODUCER_ID => Request::InitProducerId(InitProducerIdRequest {
             transactional_id: g.opt_string(),
@@ -415,6 +429,24 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
             topics: (0..g.len())
                 .map(|_| DescribeProducersTopic { name: g.string(), partition_indexes: g.ints(), tags: g.tags() })
                 .collect(),
+            tags: g.tags(),
+        }),
+        CONSUMER_GROUP_HEARTBEAT => Request::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest {
+            group_id: g.string(),
+            member_id: g.string(),
+            member_epoch: g.i32(),
+            instance_id: g.opt_string(),
+            rack_id: g.opt_string(),
+            rebalance_timeout_ms: g.i32(),
+            subscribed_topic_names: if g.bool() { None } else { Some(g.strings()) },
+            subscribed_topic_regex: g.opt_string(),
+            server_assignor: g.opt_string(),
+            topic_partitions: if g.bool() { None } else { Some(topic_partitions(g)) },
+            tags: g.tags(),
+        }),
+        CONSUMER_GROUP_DESCRIBE => Request::ConsumerGroupDescribe(ConsumerGroupDescribeRequest {
+            group_ids: g.strings(),
+            include_authorized_operations: g.bool(),
             tags: g.tags(),
         }),
         DESCRIBE_TOPIC_PARTITIONS => Request::DescribeTopicPartitions(DescribeTopicPartitionsRequest {
@@ -475,6 +507,8 @@ fn encode_any_request(header: &RequestHeader, req: Request) -> Bytes {
         Request::DescribeCluster(mut m) => encode_request(header, &mut m),
         Request::DescribeProducers(mut m) => encode_request(header, &mut m),
         Request::DescribeTopicPartitions(mut m) => encode_request(header, &mut m),
+        Request::ConsumerGroupHeartbeat(mut m) => encode_request(header, &mut m),
+        Request::ConsumerGroupDescribe(mut m) => encode_request(header, &mut m),
     }
     .unwrap()
 }
@@ -522,6 +556,8 @@ fn round_trip_request(req: Request, version: i16) {
         Request::DescribeCluster(mut m) => round_trip(&mut m, DESCRIBE_CLUSTER, version),
         Request::DescribeProducers(mut m) => round_trip(&mut m, DESCRIBE_PRODUCERS, version),
         Request::DescribeTopicPartitions(mut m) => round_trip(&mut m, DESCRIBE_TOPIC_PARTITIONS, version),
+        Request::ConsumerGroupHeartbeat(mut m) => round_trip(&mut m, CONSUMER_GROUP_HEARTBEAT, version),
+        Request::ConsumerGroupDescribe(mut m) => round_trip(&mut m, CONSUMER_GROUP_DESCRIBE, version),
     }
 }
 
@@ -554,6 +590,8 @@ fn api_of(r: &Request) -> i16 {
         Request::DescribeCluster(_) => DESCRIBE_CLUSTER,
         Request::DescribeProducers(_) => DESCRIBE_PRODUCERS,
         Request::DescribeTopicPartitions(_) => DESCRIBE_TOPIC_PARTITIONS,
+        Request::ConsumerGroupHeartbeat(_) => CONSUMER_GROUP_HEARTBEAT,
+        Request::ConsumerGroupDescribe(_) => CONSUMER_GROUP_DESCRIBE,
     }
 }
 
@@ -569,6 +607,11 @@ impl Responses for RoundTrip {
     fn take<M: Message>(&mut self, m: &mut M, api: i16, version: i16) {
         round_trip(m, api, version)
     }
+}
+
+/// KIP-848 partitions by topic id.
+fn topic_partitions(g: &mut Gen) -> Vec<TopicPartitions> {
+    (0..g.len()).map(|_| TopicPartitions { topic_id: g.uuid(), partitions: g.ints(), tags: g.tags() }).collect()
 }
 
 /// A DescribeTopicPartitions cursor, or none.
@@ -1072,6 +1115,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                         group_id: g.string(),
                         protocol_type: g.string(),
                         group_state: g.string(),
+                        group_type: Gen(g.0.rotate_left(17) | 1).string(),
                         tags: g.tags(),
                     })
                     .collect(),
@@ -1201,6 +1245,74 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
             api,
             version,
         ),
+        CONSUMER_GROUP_HEARTBEAT => out.take(
+            &mut ConsumerGroupHeartbeatResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                error_message: g.opt_string(),
+                member_id: g.opt_string(),
+                member_epoch: g.i32(),
+                heartbeat_interval_ms: g.i32(),
+                assignment: if g.bool() {
+                    None
+                } else {
+                    Some(ConsumerGroupAssignment { topic_partitions: topic_partitions(g), tags: g.tags() })
+                },
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        CONSUMER_GROUP_DESCRIBE => {
+            let described = |g: &mut Gen| DescribedAssignment {
+                topic_partitions: (0..g.len())
+                    .map(|_| DescribedTopicPartitions {
+                        topic_id: g.uuid(),
+                        topic_name: g.string(),
+                        partitions: g.ints(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            };
+            out.take(
+                &mut ConsumerGroupDescribeResponse {
+                    throttle_time_ms: g.i32(),
+                    groups: (0..g.len())
+                        .map(|_| ConsumerGroupDescribeGroup {
+                            error_code: ErrorCode(g.i16()),
+                            error_message: g.opt_string(),
+                            group_id: g.string(),
+                            group_state: g.string(),
+                            group_epoch: g.i32(),
+                            assignment_epoch: g.i32(),
+                            assignor_name: g.string(),
+                            members: (0..g.len())
+                                .map(|_| ConsumerGroupDescribeMember {
+                                    member_id: g.string(),
+                                    instance_id: g.opt_string(),
+                                    rack_id: g.opt_string(),
+                                    member_epoch: g.i32(),
+                                    client_id: g.string(),
+                                    client_host: g.string(),
+                                    subscribed_topic_names: g.strings(),
+                                    subscribed_topic_regex: g.opt_string(),
+                                    assignment: described(g),
+                                    target_assignment: described(g),
+                                    member_type: g.i8(),
+                                    tags: g.tags(),
+                                })
+                                .collect(),
+                            authorized_operations: g.i32(),
+                            tags: g.tags(),
+                        })
+                        .collect(),
+                    tags: g.tags(),
+                },
+                api,
+                version,
+            )
+        }
         DESCRIBE_TOPIC_PARTITIONS => out.take(
             &mut DescribeTopicPartitionsResponse {
                 throttle_time_ms: g.i32(),

@@ -45,6 +45,8 @@ fn encode(h: &RequestHeader, req: Request) -> Option<Bytes> {
         Request::DescribeCluster(mut m) => encode_request(h, &mut m),
         Request::DescribeProducers(mut m) => encode_request(h, &mut m),
         Request::DescribeTopicPartitions(mut m) => encode_request(h, &mut m),
+        Request::ConsumerGroupHeartbeat(mut m) => encode_request(h, &mut m),
+        Request::ConsumerGroupDescribe(mut m) => encode_request(h, &mut m),
     };
     // A decoded value the encoder refuses is not a decoder bug; only what it writes is checked.
     frame.ok()

@@ -520,6 +520,8 @@ crate::schema! {
     pub struct ListGroupsRequest {
         /// v4+ (KIP-518): only groups in these states; empty means all.
         pub states_filter: Vec<String> => string_array if 4..,
+        /// v5+ (KIP-848): only groups of these types ("classic", "consumer"); empty means all.
+        pub types_filter: Vec<String> => string_array if 5..,
     }
 }
 
@@ -529,6 +531,8 @@ crate::schema! {
         pub protocol_type: String => string,
         /// v4+
         pub group_state: String => string if 4..,
+        /// v5+ (KIP-848): "classic" or "consumer".
+        pub group_type: String => string if 5..,
     }
 }
 

@@ -69,7 +69,7 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (LEAVE_GROUP, 0, 5, 4),
     (SYNC_GROUP, 0, 5, 4),
     (DESCRIBE_GROUPS, 0, 5, 5),
-    (LIST_GROUPS, 0, 4, 3),
+    (LIST_GROUPS, 0, 5, 3),
     (API_VERSIONS, 0, 4, 3),
     (CREATE_TOPICS, 0, 7, 5),
     (DELETE_TOPICS, 0, 6, 4),

@@ -73,7 +73,8 @@ pub fn uniform(
                 out[from].iter().flat_map(|(t, ps)| ps.iter().rev().map(move |p| (*t, *p))).collect();
             for (t, p) in owned {
                 let subs = &subscribers[&t].1;
-                let Some(to) = subs.iter().filter(|m| load[**m] + 1 < load[from]).min_by_key(|m| (load[**m], **m)) else {
+                let Some(to) = subs.iter().filter(|m| load[**m] + 1 < load[from]).min_by_key(|m| (load[**m], **m))
+                else {
                     continue;
                 };
                 let to = *to;

@@ -202,12 +202,7 @@ impl ConsumerGroup {
     }
 
     /// One heartbeat at `now`: the member's answer, or Kafka's error code and message.
-    pub fn heartbeat(
-        &mut self,
-        hb: Heartbeat,
-        topics: &dyn Topics,
-        now: i64,
-    ) -> Result<Beat, (ErrorCode, String)> {
+    pub fn heartbeat(&mut self, hb: Heartbeat, topics: &dyn Topics, now: i64) -> Result<Beat, (ErrorCode, String)> {
         if hb.member_epoch < 0 {
             return self.leave(&hb);
         }
@@ -339,7 +334,8 @@ impl ConsumerGroup {
             return Ok((hb.member_id.clone(), false));
         }
         let fenced = || {
-            let message = format!("member {} is at epoch {}, the coordinator knows {}", hb.member_id, hb.member_epoch, m.epoch);
+            let message =
+                format!("member {} is at epoch {}, the coordinator knows {}", hb.member_id, hb.member_epoch, m.epoch);
             (code::FENCED_MEMBER_EPOCH, message)
         };
         if hb.member_epoch > m.epoch {

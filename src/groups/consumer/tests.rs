@@ -32,7 +32,12 @@ fn join(g: &mut ConsumerGroup, id: &str, subscribed: &[&str], now: i64) -> Beat 
 /// (what it was given, minus what it was asked to revoke: revocation is immediate).
 fn beat(g: &mut ConsumerGroup, id: &str, now: i64) -> Result<Beat, (ErrorCode, String)> {
     let m = g.member(id).expect("a member").clone();
-    let hb = Heartbeat { member_id: id.into(), member_epoch: m.epoch, owned: Some(m.assigned.clone()), ..Default::default() };
+    let hb = Heartbeat {
+        member_id: id.into(),
+        member_epoch: m.epoch,
+        owned: Some(m.assigned.clone()),
+        ..Default::default()
+    };
     g.heartbeat(hb, &topics, now)
 }
 
@@ -104,9 +109,17 @@ fn epochs_are_checked() {
     join(&mut g, "m2", &["a"], 0);
     settle(&mut g, 0);
     let m1 = g.member("m1").unwrap().clone();
-    let at = |epoch: i32, owned: Option<Assignment>| Heartbeat { member_id: "m1".into(), member_epoch: epoch, owned, ..Default::default() };
+    let at = |epoch: i32, owned: Option<Assignment>| Heartbeat {
+        member_id: "m1".into(),
+        member_epoch: epoch,
+        owned,
+        ..Default::default()
+    };
     assert_eq!(g.heartbeat(at(m1.epoch + 1, None), &topics, 0).unwrap_err().0, code::FENCED_MEMBER_EPOCH);
-    assert_eq!(g.heartbeat(at(m1.previous_epoch, Some(m1.assigned.clone())), &topics, 0).unwrap().member_epoch, m1.epoch);
+    assert_eq!(
+        g.heartbeat(at(m1.previous_epoch, Some(m1.assigned.clone())), &topics, 0).unwrap().member_epoch,
+        m1.epoch
+    );
     let mut more = m1.assigned.clone();
     more.entry(topic(9)).or_default().insert(0);
     assert_eq!(g.heartbeat(at(m1.previous_epoch, Some(more)), &topics, 0).unwrap_err().0, code::FENCED_MEMBER_EPOCH);
@@ -181,8 +194,10 @@ fn range_assignor_by_majority() {
     }
     settle(&mut g, 0);
     assert_eq!(g.assignor(), "range");
-    let got: Vec<Vec<i32>> =
-        ["m1", "m2", "m3", "m4"].iter().map(|m| g.target_of(m).get(&topic(1)).map_or(vec![], |s| s.iter().copied().collect())).collect();
+    let got: Vec<Vec<i32>> = ["m1", "m2", "m3", "m4"]
+        .iter()
+        .map(|m| g.target_of(m).get(&topic(1)).map_or(vec![], |s| s.iter().copied().collect()))
+        .collect();
     assert_eq!(got, vec![vec![0, 1], vec![2, 3], vec![4], vec![5]]);
 }
 

@@ -35,10 +35,9 @@ pub async fn heartbeat(cx: &mut Cx<'_>, req: ConsumerGroupHeartbeatRequest) -> C
     let client_id = cx.header.client_id.clone().unwrap_or_default();
     let client_host = format!("/{}", cx.peer.rsplit_once(':').map_or(cx.peer, |(h, _)| h));
     let call = Beat { version: cx.version(), req, client_id, client_host };
-    to_coordinator(cx, &group, call).await.unwrap_or_else(|error_code: ErrorCode| ConsumerGroupHeartbeatResponse {
-        error_code,
-        ..Default::default()
-    })
+    to_coordinator(cx, &group, call)
+        .await
+        .unwrap_or_else(|error_code: ErrorCode| ConsumerGroupHeartbeatResponse { error_code, ..Default::default() })
 }
 
 #[derive(Debug)]

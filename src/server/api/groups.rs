@@ -18,7 +18,11 @@ use std::time::Duration;
 
 /// Send `call` to the shard coordinating `group`, releasing the turn once it is issued; the
 /// reply, or the error code for none.
-pub(super) async fn to_coordinator<C: ShardCall<Shard>>(cx: &mut Cx<'_>, group: &str, call: C) -> Result<C::Reply, ErrorCode> {
+pub(super) async fn to_coordinator<C: ShardCall<Shard>>(
+    cx: &mut Cx<'_>,
+    group: &str,
+    call: C,
+) -> Result<C::Reply, ErrorCode> {
     let Some(target) = cx.shard.coordinator().shard_of(group) else {
         cx.release_turn();
         return Err(code::COORDINATOR_NOT_AVAILABLE);
@@ -261,12 +265,15 @@ pub async fn list_groups(cx: &mut Cx<'_>, l: ListGroupsRequest) -> ListGroupsRes
     cx.release_turn();
     let mut groups = Vec::new();
     let mut error_code = code::NONE;
-    for r in cx.shard.call_each(List(l.states_filter)).await {
+    for r in cx.shard.call_each(List(l.states_filter.clone())).await {
         match r {
             Ok(mut gs) => groups.append(&mut gs),
             // Kafka answers with what it has and the error of the coordinator that failed.
             Err(e) => error_code = call_code(&e, code::COORDINATOR_NOT_AVAILABLE),
         }
+    }
+    if !l.types_filter.is_empty() {
+        groups.retain(|g| l.types_filter.iter().any(|t| t.eq_ignore_ascii_case(&g.group_type)));
     }
     groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     ListGroupsResponse { error_code, groups, ..Default::default() }

@@ -47,7 +47,10 @@ fn invalid(h: &ConsumerGroupHeartbeatRequest, version: i16) -> Option<(ErrorCode
         _ => {}
     }
     if let Some(a) = h.server_assignor.as_deref().filter(|a| !ASSIGNORS.contains(a)) {
-        return Some((code::UNSUPPORTED_ASSIGNOR, format!("ServerAssignor {a} is not supported. Supported assignors: uniform, range.")));
+        return Some((
+            code::UNSUPPORTED_ASSIGNOR,
+            format!("ServerAssignor {a} is not supported. Supported assignors: uniform, range."),
+        ));
     }
     if h.subscribed_topic_regex.as_deref().is_some_and(|r| !r.is_empty()) {
         return bad("SubscribedTopicRegex is not supported yet.");
@@ -65,7 +68,11 @@ fn to_assignment(parts: &[TopicPartitions]) -> Assignment {
 
 fn from_assignment(a: &Assignment) -> Vec<TopicPartitions> {
     a.iter()
-        .map(|(t, ps)| TopicPartitions { topic_id: t.0, partitions: ps.iter().copied().collect(), ..Default::default() })
+        .map(|(t, ps)| TopicPartitions {
+            topic_id: t.0,
+            partitions: ps.iter().copied().collect(),
+            ..Default::default()
+        })
         .collect()
 }
 
@@ -73,7 +80,12 @@ fn from_assignment(a: &Assignment) -> Vec<TopicPartitions> {
 /// (`None`): from outside the group (epoch < 0, no member id) only while it has no members;
 /// otherwise a known member at its current epoch (STALE_MEMBER_EPOCH otherwise), committing
 /// with OffsetCommit v9 or later.
-pub(super) fn check_member(g: &ConsumerGroup, member: &str, epoch: i32, commit_version: Option<i16>) -> Option<ErrorCode> {
+pub(super) fn check_member(
+    g: &ConsumerGroup,
+    member: &str,
+    epoch: i32,
+    commit_version: Option<i16>,
+) -> Option<ErrorCode> {
     if epoch < 0 && member.is_empty() {
         return (commit_version.is_some() && !g.is_empty()).then_some(code::UNKNOWN_MEMBER_ID);
     }
@@ -162,10 +174,9 @@ impl Coordinator {
                 member_id: Some(beat.member_id),
                 member_epoch: beat.member_epoch,
                 heartbeat_interval_ms: beat.heartbeat_interval_ms,
-                assignment: beat.assignment.map(|a| ConsumerGroupAssignment {
-                    topic_partitions: from_assignment(&a),
-                    ..Default::default()
-                }),
+                assignment: beat
+                    .assignment
+                    .map(|a| ConsumerGroupAssignment { topic_partitions: from_assignment(&a), ..Default::default() }),
                 ..Default::default()
             },
             Err(e) => fail(e),

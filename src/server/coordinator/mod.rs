@@ -198,7 +198,11 @@ impl Coordinator {
                     let mut consumer_groups = c.consumer_groups.borrow_mut();
                     for g in consumer_groups.values_mut() {
                         for member in g.tick(now) {
-                            tracing::info!(group = g.id, member, "consumer group member fenced (session or rebalance timeout)");
+                            tracing::info!(
+                                group = g.id,
+                                member,
+                                "consumer group member fenced (session or rebalance timeout)"
+                            );
                         }
                     }
                     consumer_groups.retain(|id, g| !(g.is_empty() && table.group(id).is_none()));
@@ -633,6 +637,7 @@ impl Coordinator {
                 group_id,
                 protocol_type,
                 group_state: s.name().to_string(),
+                group_type: "classic".into(),
                 ..Default::default()
             })
             .collect();
@@ -643,6 +648,7 @@ impl Coordinator {
                     group_id: id.clone(),
                     protocol_type: "consumer".into(),
                     group_state: g.state().to_string(),
+                    group_type: "consumer".into(),
                     ..Default::default()
                 });
             }
