@@ -112,6 +112,17 @@ fn requests(out: &Path) {
                     ..Default::default()
                 }),
                 60 => frame(api, v, DescribeClusterRequest::default()),
+                68 => frame(api, v, ConsumerGroupHeartbeatRequest {
+                    group_id: "g".into(),
+                    member_id: "m".into(),
+                    rebalance_timeout_ms: 30_000,
+                    subscribed_topic_names: Some(vec!["t".into()]),
+                    subscribed_topic_regex: Some(String::new()),
+                    server_assignor: Some("uniform".into()),
+                    topic_partitions: Some(vec![TopicPartitions { topic_id: [3; 16], partitions: vec![0, 1], ..Default::default() }]),
+                    ..Default::default()
+                }),
+                69 => frame(api, v, ConsumerGroupDescribeRequest { group_ids: vec!["g".into()], ..Default::default() }),
                 75 => frame(api, v, DescribeTopicPartitionsRequest {
                     topics: vec![DescribeTopicPartitionsTopic { name: "t".into(), ..Default::default() }],
                     cursor: Some(DescribeTopicPartitionsCursor { topic_name: "t".into(), partition_index: 1, ..Default::default() }),
