@@ -161,6 +161,29 @@ pub fn chunks<'a>(
     })
 }
 
+/// Call `f` with the key, value and offset of every record of the stored v2 batches (the
+/// broker writes `__consumer_offsets` in v2 batches only; others are skipped). A batch that
+/// does not parse is an error.
+pub fn for_each_record(
+    stored: &[u8],
+    limit: usize,
+    mut f: impl FnMut(Option<&[u8]>, Option<&[u8]>, i64),
+) -> Result<(), FormatError> {
+    for item in crate::storage::format::BatchWalk::new(stored, usize::MAX >> 1) {
+        let (_, info, bytes) = item?;
+        if info.magic != 2 {
+            continue;
+        }
+        let h = BatchHeader::parse(bytes)?;
+        let section = records_section(&h, bytes, limit)?;
+        for r in Records::new(&section, h.record_count) {
+            let r = r?;
+            f(r.key, r.value, h.base_offset + r.offset_delta as i64);
+        }
+    }
+    Ok(())
+}
+
 /// The committed offsets of the groups one shard coordinates, replayed from their records.
 #[derive(Debug, Default)]
 pub struct OffsetTable {
@@ -189,28 +212,15 @@ impl OffsetTable {
     /// does not parse is an error.
     pub fn replay(&mut self, stored: &[u8], limit: usize) -> Result<usize, FormatError> {
         let mut applied = 0;
-        for item in crate::storage::format::BatchWalk::new(stored, usize::MAX >> 1) {
-            let (_, info, bytes) = item?;
-            if info.magic != 2 {
-                continue; // only the broker writes here, in v2 batches
+        for_each_record(stored, limit, |key, value, offset| match decode(key, value) {
+            Ok(OffsetRecord::Commit { group, tp, value }) => {
+                self.apply(&group, tp, value);
+                applied += 1;
             }
-            let h = BatchHeader::parse(bytes)?;
-            let section = records_section(&h, bytes, limit)?;
-            for r in Records::new(&section, h.record_count) {
-                let r = r?;
-                match decode(r.key, r.value) {
-                    Ok(OffsetRecord::Commit { group, tp, value }) => {
-                        self.apply(&group, tp, value);
-                        applied += 1;
-                    }
-                    Ok(OffsetRecord::Other) => {}
-                    // Not ours to fail startup on: skipped, the rest replayed.
-                    Err(e) => {
-                        tracing::warn!(offset = h.base_offset + r.offset_delta as i64, error = %e, "undecodable offset record skipped")
-                    }
-                }
-            }
-        }
+            Ok(OffsetRecord::Other) => {}
+            // Not ours to fail startup on: skipped, the rest replayed.
+            Err(e) => tracing::warn!(offset, error = %e, "undecodable offset record skipped"),
+        })?;
         Ok(applied)
     }
 

@@ -195,3 +195,37 @@ def test_server_assignor_and_bad_requests(broker):
     assert error is not None and error.code() == KafkaError._FATAL, error
     assert "assignor or its version range is not supported" in error.str(), error
     bad.close()
+
+
+def test_group_state_survives_a_broker_restart(start_broker):
+    """KIP-848 group state is written to __consumer_offsets in Kafka's record layout and
+    replayed at startup: after a clean restart of the broker, two consumer-protocol members
+    that kept running keep their member epochs and their partitions (no reassignment: the
+    admin view shows the same group epoch and assignments) and go on consuming new records,
+    each read once."""
+    broker = start_broker(*FAST)
+    create(broker.bootstrap, "cz", partitions=4)
+    cs = [consumer(broker, "g-cz") for _ in range(2)]
+    for c in cs:
+        c.subscribe(["cz"])
+    deadline = time.time() + TIMEOUT
+    while time.time() < deadline and sorted(len(assigned(c)) for c in cs) != [2, 2]:
+        for c in cs:
+            c.poll(0.1)
+    before = [assigned(c) for c in cs]
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    d = a.describe_consumer_groups(["g-cz"])["g-cz"].result(TIMEOUT)
+    epochs_before = sorted((m.member_id, sorted(tp.partition for tp in m.assignment.topic_partitions)) for m in d.members)
+    broker.stop()
+    broker.start(*FAST)
+    produce_n(broker, "cz", 4, 40)
+    seen = [[], []]
+    poll_until(cs, lambda: sum(map(len, seen)) == 40, seen)
+    assert [assigned(c) for c in cs] == before, "no reassignment after the restart"
+    assert sorted(int(v) for s in seen for _, _, v in s) == list(range(40))
+    a2 = AdminClient({"bootstrap.servers": broker.bootstrap})
+    d = a2.describe_consumer_groups(["g-cz"])["g-cz"].result(TIMEOUT)
+    after = sorted((m.member_id, sorted(tp.partition for tp in m.assignment.topic_partitions)) for m in d.members)
+    assert after == epochs_before, (after, epochs_before)
+    for c in cs:
+        c.close()

@@ -24,6 +24,7 @@
 //! - `assignment_epoch <= group_epoch`, and every member epoch `<= assignment_epoch`.
 
 pub mod assignor;
+pub mod records;
 
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::types::Uuid;

@@ -262,3 +262,77 @@ proptest! {
         }
     }
 }
+
+/// Replaying a group's records (all of them, or a snapshot then the records of each later
+/// change) gives back the same group: epochs, members with their subscriptions, assignments,
+/// pending revocations and targets; a member removed and the group's tombstones replay too.
+#[test]
+fn records_replay_to_the_same_group() {
+    fn replay(records: &[records::Record], into: &mut Option<ConsumerGroup>) {
+        for (k, v) in records {
+            let r = records::decode(k, v.as_deref()).unwrap().expect("a consumer group record");
+            if r.ends_group() {
+                *into = None;
+                continue;
+            }
+            into.get_or_insert_with(|| ConsumerGroup::new("g", ConsumerLimits::default(), 1)).replay(r, 0);
+        }
+    }
+    fn same(a: &ConsumerGroup, b: &ConsumerGroup) {
+        assert_eq!((a.group_epoch, a.assignment_epoch), (b.group_epoch, b.assignment_epoch));
+        assert_eq!(a.target, b.target);
+        let view = |g: &ConsumerGroup| {
+            g.members()
+                .map(|m| {
+                    (
+                        m.id.clone(),
+                        m.subscribed.clone(),
+                        m.epoch,
+                        m.previous_epoch,
+                        m.state,
+                        m.assigned.clone(),
+                        m.pending_revocation.clone(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(view(a), view(b));
+    }
+    let mut g = ConsumerGroup::new("g", ConsumerLimits::default(), 7);
+    join(&mut g, "m1", &["a", "b"], 0);
+    let mut replayed = None;
+    replay(&g.records_since(None), &mut replayed);
+    same(&g, replayed.as_ref().unwrap());
+    type Step = Box<dyn Fn(&mut ConsumerGroup)>;
+    let steps: Vec<Step> = vec![
+        Box::new(|g| {
+            join(g, "m2", &["a"], 0);
+        }),
+        Box::new(|g| {
+            beat(g, "m1", 0).unwrap();
+        }),
+        Box::new(|g| settle(g, 0)),
+        Box::new(|g| {
+            let leave = Heartbeat { member_id: "m1".into(), member_epoch: -1, ..Default::default() };
+            g.heartbeat(leave, &topics, 0).unwrap();
+        }),
+        Box::new(|g| settle(g, 0)),
+    ];
+    for step in steps {
+        let before = g.clone();
+        step(&mut g);
+        replay(&g.records_since(Some(&before)), &mut replayed);
+        same(&g, replayed.as_ref().unwrap());
+        let mut whole = None;
+        replay(&g.records(), &mut whole);
+        same(&g, whole.as_ref().unwrap());
+    }
+    assert!(g.member("m1").is_none() && replayed.as_ref().unwrap().member("m1").is_none());
+    // The group's end.
+    let leave = Heartbeat { member_id: "m2".into(), member_epoch: -1, ..Default::default() };
+    g.heartbeat(leave, &topics, 0).unwrap();
+    let before = g.clone();
+    replay(&before.records_since(Some(&before)), &mut replayed);
+    replay(&g.tombstones(), &mut replayed);
+    assert!(replayed.is_none());
+}

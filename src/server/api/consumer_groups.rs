@@ -25,7 +25,7 @@ impl ShardCall<Shard> for Beat {
     const NAME: &'static str = "consumer-group-heartbeat";
     async fn run(self, shard: Rc<Shard>) -> ConsumerGroupHeartbeatResponse {
         let topics = |name: &str| shard.topic(name, |t| (t.id, t.partitions as i32));
-        shard.coordinator().consumer_heartbeat(self.version, self.req, self.client_id, self.client_host, &topics)
+        shard.coordinator().consumer_heartbeat(self.version, self.req, self.client_id, self.client_host, &topics).await
     }
 }
 

@@ -4,12 +4,15 @@
 //!
 //! A group id belongs to one protocol at a time: a heartbeat to a classic group with members
 //! is GROUP_ID_NOT_FOUND (no online conversion yet), to an empty one replaces it; a JoinGroup
-//! to a consumer group with members is INCONSISTENT_GROUP_PROTOCOL. Consumer-group state is
-//! not persisted yet: after a restart members rejoin (their heartbeats get
-//! UNKNOWN_MEMBER_ID, on which clients rejoin with epoch 0).
+//! to a consumer group with members is INCONSISTENT_GROUP_PROTOCOL.
+//!
+//! Every change of a group's state is written to its `__consumer_offsets` partition in Kafka's
+//! record layout ([`crate::groups::consumer::records`]) before the heartbeat is answered, and
+//! replayed at startup: after a restart members keep their epochs and partitions, and their
+//! sessions start again.
 
 use super::Coordinator;
-use crate::groups::consumer::{Assignment, ConsumerGroup, Heartbeat, TopicMeta, ASSIGNORS};
+use crate::groups::consumer::{records, Assignment, ConsumerGroup, Heartbeat, TopicMeta, ASSIGNORS};
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
 use crate::types::Uuid;
@@ -97,6 +100,59 @@ pub(super) fn check_member(
 }
 
 impl Coordinator {
+    /// Replay the consumer-group records of stored `__consumer_offsets` batches (startup).
+    pub(super) fn replay_consumer_groups(
+        &self,
+        stored: &[u8],
+        limit: usize,
+    ) -> Result<(), crate::storage::format::FormatError> {
+        let now = self.now();
+        let mut groups = self.consumer_groups.borrow_mut();
+        crate::groups::offsets::for_each_record(stored, limit, |key, value, offset| {
+            let Some(key) = key else { return };
+            match records::decode(key, value) {
+                Ok(Some(r)) if r.ends_group() => {
+                    groups.remove(r.group());
+                }
+                Ok(Some(r)) => {
+                    let id = r.group().to_string();
+                    let limits = self.config.consumer;
+                    groups
+                        .entry(id.clone())
+                        .or_insert_with(|| ConsumerGroup::new(&id, limits, offset as u64))
+                        .replay(r, now);
+                }
+                Ok(None) => {}
+                Err(_) => tracing::warn!(offset, "undecodable consumer group record skipped"),
+            }
+        })
+    }
+
+    /// Write what changed in `group` since `before` (a new group: `None`) and wait until it
+    /// is durable; on failure the group goes back to `before`.
+    pub(super) async fn persist_group(&self, group: &str, before: Option<ConsumerGroup>) -> Result<(), ErrorCode> {
+        let records = match self.consumer_groups.borrow().get(group) {
+            Some(g) => g.records_since(before.as_ref()),
+            None => before.as_ref().map(|b| b.tombstones()).unwrap_or_default(),
+        };
+        if records.is_empty() {
+            return Ok(());
+        }
+        let written = self.append(group, records, || {}).await;
+        if written.is_err() {
+            let mut groups = self.consumer_groups.borrow_mut();
+            match before {
+                Some(b) => {
+                    groups.insert(group.to_string(), b);
+                }
+                None => {
+                    groups.remove(group);
+                }
+            }
+        }
+        written
+    }
+
     /// A JoinGroup's refusal when the group id is a consumer group with members (its empty
     /// consumer group gives way to the classic one).
     pub(super) fn consumer_group_refuses_classic(&self, group: &str) -> Option<ErrorCode> {
@@ -112,7 +168,7 @@ impl Coordinator {
     }
 
     /// ConsumerGroupHeartbeat; `topics` looks a topic up by name (id, partition count).
-    pub fn consumer_heartbeat(
+    pub async fn consumer_heartbeat(
         &self,
         version: i16,
         h: ConsumerGroupHeartbeatRequest,
@@ -143,43 +199,82 @@ impl Coordinator {
                 None => {}
             }
         }
-        let mut groups = self.consumer_groups.borrow_mut();
-        if !groups.contains_key(&h.group_id) {
-            if h.member_epoch != 0 {
-                // Kafka answers GROUP_ID_NOT_FOUND; until consumer groups survive a restart,
-                // UNKNOWN_MEMBER_ID makes a client of a restarted broker rejoin.
-                let message = format!("group {} has no member {}", h.group_id, h.member_id);
-                return fail((code::UNKNOWN_MEMBER_ID, message));
+        let (before, beat) = {
+            let mut groups = self.consumer_groups.borrow_mut();
+            if !groups.contains_key(&h.group_id) && h.member_epoch != 0 {
+                let message = format!("Group {} not found.", h.group_id);
+                return fail((code::GROUP_ID_NOT_FOUND, message));
             }
+            let before = groups.get(&h.group_id).cloned();
             let seed = self.seed.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             self.seed.set(seed);
-            groups.insert(h.group_id.clone(), ConsumerGroup::new(&h.group_id, self.config.consumer, seed));
-        }
-        let g = groups.get_mut(&h.group_id).expect("present");
-        let hb = Heartbeat {
-            member_id: h.member_id,
-            member_epoch: h.member_epoch,
-            instance_id: h.instance_id,
-            rack_id: h.rack_id,
-            rebalance_timeout_ms: h.rebalance_timeout_ms,
-            subscribed_topic_names: h.subscribed_topic_names,
-            subscribed_topic_regex: h.subscribed_topic_regex,
-            server_assignor: h.server_assignor,
-            owned: h.topic_partitions.as_deref().map(to_assignment),
-            client_id,
-            client_host,
+            let limits = self.config.consumer;
+            let g = groups.entry(h.group_id.clone()).or_insert_with(|| ConsumerGroup::new(&h.group_id, limits, seed));
+            let hb = Heartbeat {
+                member_id: h.member_id,
+                member_epoch: h.member_epoch,
+                instance_id: h.instance_id,
+                rack_id: h.rack_id,
+                rebalance_timeout_ms: h.rebalance_timeout_ms,
+                subscribed_topic_names: h.subscribed_topic_names,
+                subscribed_topic_regex: h.subscribed_topic_regex,
+                server_assignor: h.server_assignor,
+                owned: h.topic_partitions.as_deref().map(to_assignment),
+                client_id,
+                client_host,
+            };
+            (before, g.heartbeat(hb, &topics, self.now()))
         };
-        match g.heartbeat(hb, &topics, self.now()) {
-            Ok(beat) => ConsumerGroupHeartbeatResponse {
-                member_id: Some(beat.member_id),
-                member_epoch: beat.member_epoch,
-                heartbeat_interval_ms: beat.heartbeat_interval_ms,
-                assignment: beat
-                    .assignment
-                    .map(|a| ConsumerGroupAssignment { topic_partitions: from_assignment(&a), ..Default::default() }),
-                ..Default::default()
-            },
-            Err(e) => fail(e),
+        let beat = match beat {
+            Ok(beat) => beat,
+            Err(e) => return fail(e),
+        };
+        // The answer waits until the group's new state is durable, as a commit's does.
+        if let Err(e) = self.persist_group(&h.group_id, before).await {
+            return fail((e, "the group's state could not be written".into()));
+        }
+        ConsumerGroupHeartbeatResponse {
+            member_id: Some(beat.member_id),
+            member_epoch: beat.member_epoch,
+            heartbeat_interval_ms: beat.heartbeat_interval_ms,
+            assignment: beat
+                .assignment
+                .map(|a| ConsumerGroupAssignment { topic_partitions: from_assignment(&a), ..Default::default() }),
+            ..Default::default()
+        }
+    }
+
+    /// Fence the members of consumer groups whose session or rebalance timeout passed, and
+    /// forget empty groups without offsets; their records are written (nobody waits).
+    pub(super) async fn tick_consumer_groups(&self, now: i64) {
+        let mut changed = Vec::new();
+        {
+            let table = self.offsets.borrow();
+            let mut groups = self.consumer_groups.borrow_mut();
+            for g in groups.values_mut() {
+                let before = g.clone();
+                let fenced = g.tick(now);
+                for member in &fenced {
+                    tracing::info!(group = g.id, member, "consumer group member fenced (session or rebalance timeout)");
+                }
+                if !fenced.is_empty() {
+                    changed.push((g.id.clone(), before));
+                }
+            }
+            let gone: Vec<String> = groups
+                .iter()
+                .filter(|(id, g)| g.is_empty() && table.group(id).is_none())
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in gone {
+                let g = groups.remove(&id).expect("listed");
+                changed.retain(|(c, _)| *c != id);
+                changed.push((id, g));
+            }
+        }
+        for (group, before) in changed {
+            // A failed write keeps the group in memory as it was; the next sweep tries again.
+            let _ = self.persist_group(&group, Some(before)).await;
         }
     }
 

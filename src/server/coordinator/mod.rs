@@ -15,6 +15,7 @@
 
 mod consumer;
 
+use crate::groups::consumer::records::Record;
 use crate::groups::consumer::{ConsumerGroup, ConsumerLimits};
 use crate::groups::group::{Group, GroupLimits, GroupState, Join, Sync};
 use crate::groups::offsets::{self, Committed, OffsetTable, Tp};
@@ -173,6 +174,8 @@ impl Coordinator {
                     .borrow_mut()
                     .replay(&bytes, limit)
                     .map_err(|e| anyhow::anyhow!("{OFFSETS_TOPIC}-{index}: unreadable offset records: {e}"))?;
+                self.replay_consumer_groups(&bytes, limit)
+                    .map_err(|e| anyhow::anyhow!("{OFFSETS_TOPIC}-{index}: unreadable group records: {e}"))?;
             }
         }
         Ok(records)
@@ -195,18 +198,8 @@ impl Coordinator {
                     // Forget groups with nothing left: no member and no offset.
                     groups
                         .retain(|id, g| !(g.is_empty() && g.state() == GroupState::Empty && table.group(id).is_none()));
-                    let mut consumer_groups = c.consumer_groups.borrow_mut();
-                    for g in consumer_groups.values_mut() {
-                        for member in g.tick(now) {
-                            tracing::info!(
-                                group = g.id,
-                                member,
-                                "consumer group member fenced (session or rebalance timeout)"
-                            );
-                        }
-                    }
-                    consumer_groups.retain(|id, g| !(g.is_empty() && table.group(id).is_none()));
                 }
+                me.tick_consumer_groups(now).await;
                 let n = c.ticks.get() + 1;
                 c.ticks.set(n);
                 let every = (c.config.compaction_check.as_millis() / TICK.as_millis()).max(1) as u64;
@@ -257,6 +250,14 @@ impl Coordinator {
             for chunk in offsets::chunks(g, &commits, COMPACTION_BATCH_BYTES) {
                 p.append_nowait(&offsets::batch(g, chunk, now))?;
             }
+        }
+        // Consumer groups (KIP-848): their live state again, one batch per group.
+        for g in self.consumer_groups.borrow().values().filter(|g| offsets_partition(&g.id, partitions) == index) {
+            let mut b = crate::storage::format::batch::BatchBuilder::new();
+            for (k, v) in g.records() {
+                b.push(now, Some(&k), v.as_deref(), &[]);
+            }
+            p.append_nowait(&b.finish())?;
         }
         p.flush().await?;
         let removed = p.remove_before(from).await?;
@@ -503,27 +504,45 @@ impl Coordinator {
     /// snapshot includes every appended commit), then wait until they are durable: the
     /// answer, not the table, waits for the disk.
     async fn persist(&self, group: &str, commits: Vec<(Tp, Option<Committed>)>) -> Result<(), ErrorCode> {
-        let c = self;
+        let records = commits
+            .iter()
+            .map(|((topic, partition), c)| {
+                (offsets::encode_key(group, topic, *partition), c.as_ref().map(offsets::encode_value))
+            })
+            .collect();
+        self.append(group, records, || {
+            let mut table = self.offsets.borrow_mut();
+            for (tp, value) in commits {
+                table.apply(group, tp, value);
+            }
+        })
+        .await
+    }
+
+    /// Append `records` (key, value or tombstone) of `group` as one batch to its offsets
+    /// partition, run `applied` once they are in the log (synchronously, before any other
+    /// append), then wait until they are durable.
+    async fn append(&self, group: &str, records: Vec<Record>, applied: impl FnOnce()) -> Result<(), ErrorCode> {
         let partitions = self.offsets_partitions.get().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
         let index = offsets_partition(group, partitions);
         let p = self.manager.get(OFFSETS_TOPIC, index).ok_or(code::NOT_COORDINATOR)?;
-        let batch = offsets::batch(group, &commits, self.now());
+        let mut b = crate::storage::format::batch::BatchBuilder::new();
+        let now = self.now();
+        for (k, v) in &records {
+            b.push(now, Some(k), v.as_deref(), &[]);
+        }
+        let batch = b.finish();
         if batch.len() as u64 > p.log().config().max_message_bytes {
             return Err(INVALID_COMMIT_OFFSET_SIZE);
         }
         let appended = p.append_nowait(&batch);
         let info = appended.map_err(|e| {
-            tracing::error!(group, partition = index, error = %e, "cannot write offsets");
+            tracing::error!(group, partition = index, error = %e, "cannot write to {OFFSETS_TOPIC}");
             code::COORDINATOR_NOT_AVAILABLE
         })?;
-        {
-            let mut table = c.offsets.borrow_mut();
-            for (tp, value) in commits {
-                table.apply(group, tp, value);
-            }
-        }
+        applied();
         p.wait_durable(Offset(info.last_offset + 1)).await.map_err(|e| {
-            tracing::error!(group, partition = index, error = %e, "offsets not durable");
+            tracing::error!(group, partition = index, error = %e, "{OFFSETS_TOPIC} records not durable");
             code::COORDINATOR_NOT_AVAILABLE
         })
     }
@@ -687,13 +706,23 @@ impl Coordinator {
             }
         }
         // Forget the group unless members joined while the tombstones were written.
-        let mut groups = c.groups.borrow_mut();
-        if groups.get(group).is_some_and(|g| g.deletable().is_ok()) {
-            groups.remove(group);
+        {
+            let mut groups = c.groups.borrow_mut();
+            if groups.get(group).is_some_and(|g| g.deletable().is_ok()) {
+                groups.remove(group);
+            }
         }
-        let mut consumer_groups = c.consumer_groups.borrow_mut();
-        if consumer_groups.get(group).is_some_and(|g| g.is_empty()) {
-            consumer_groups.remove(group);
+        let emptied = {
+            let mut consumer_groups = c.consumer_groups.borrow_mut();
+            match consumer_groups.get(group) {
+                Some(g) if g.is_empty() => consumer_groups.remove(group),
+                _ => None,
+            }
+        };
+        if let Some(before) = emptied {
+            if let Err(e) = self.persist_group(group, Some(before)).await {
+                return e;
+            }
         }
         tracing::info!(group, "group deleted");
         code::NONE
