@@ -76,3 +76,5 @@ pub const UNRELEASED_INSTANCE_ID: ErrorCode = ErrorCode(111);
 pub const UNSUPPORTED_ASSIGNOR: ErrorCode = ErrorCode(112);
 /// KIP-848: an offset commit or fetch from a member epoch that is not the member's current one.
 pub const STALE_MEMBER_EPOCH: ErrorCode = ErrorCode(113);
+/// KIP-848: a subscription's regular expression does not compile.
+pub const INVALID_REGULAR_EXPRESSION: ErrorCode = ErrorCode(128);

@@ -229,3 +229,29 @@ def test_group_state_survives_a_broker_restart(start_broker):
     assert after == epochs_before, (after, epochs_before)
     for c in cs:
         c.close()
+
+
+def test_regex_subscription_takes_new_topics(broker):
+    """KIP-848 regular-expression subscriptions, resolved by the broker: a consumer subscribed
+    to `^rx-.*` (librdkafka sends it as SubscribedTopicRegex) is assigned every partition of
+    the matching topics and none of others, and a matching topic created afterwards is
+    assigned to it too (the group epoch moves on its next heartbeat); its records are read."""
+    create(broker.bootstrap, "rx-one", partitions=2)
+    create(broker.bootstrap, "other", partitions=2)
+    c = consumer(broker, "g-rx", **{"topic.metadata.refresh.interval.ms": 1000})
+    c.subscribe(["^rx-.*"])
+    def topics_held():
+        return sorted({(tp.topic, tp.partition) for tp in c.assignment()})
+    deadline = time.time() + TIMEOUT
+    while time.time() < deadline and topics_held() != [("rx-one", 0), ("rx-one", 1)]:
+        c.poll(0.1)
+    assert topics_held() == [("rx-one", 0), ("rx-one", 1)]
+    create(broker.bootstrap, "rx-two", partitions=1)
+    deadline = time.time() + TIMEOUT
+    while time.time() < deadline and ("rx-two", 0) not in topics_held():
+        c.poll(0.1)
+    assert topics_held() == [("rx-one", 0), ("rx-one", 1), ("rx-two", 0)]
+    produce_n(broker, "rx-two", 1, 5)
+    seen = [[]]
+    poll_until([c], lambda: len(seen[0]) == 5, seen)
+    c.close()

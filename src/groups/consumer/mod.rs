@@ -39,6 +39,10 @@ pub type TopicMeta = (Uuid, i32);
 /// How the group looks topics up by name.
 pub trait Topics {
     fn get(&self, name: &str) -> Option<TopicMeta>;
+    /// Every topic's name, for regular-expression subscriptions (internal topics left out).
+    fn names(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl<F: Fn(&str) -> Option<TopicMeta>> Topics for F {
@@ -119,6 +123,12 @@ pub struct Beat {
     pub assignment: Option<Assignment>,
 }
 
+/// A subscription's regular expression as Kafka applies it (RE2, the whole topic name), or
+/// `None` if it does not compile.
+pub fn full_match(regex: &str) -> Option<regex::Regex> {
+    regex::Regex::new(&format!("^(?:{regex})$")).ok()
+}
+
 /// The server-side assignors, by the names clients ask for (`group.remote.assignor`).
 pub const ASSIGNORS: [&str; 2] = ["uniform", "range"];
 
@@ -132,6 +142,8 @@ pub struct ConsumerGroup {
     target: BTreeMap<String, Assignment>,
     /// The subscribed topics as of the last target computation.
     metadata: BTreeMap<String, TopicMeta>,
+    /// Each member regular expression's topics, as of the same computation.
+    resolved: BTreeMap<String, Vec<String>>,
     limits: ConsumerLimits,
     seed: u64,
 }
@@ -145,6 +157,7 @@ impl ConsumerGroup {
             members: BTreeMap::new(),
             target: BTreeMap::new(),
             metadata: BTreeMap::new(),
+            resolved: BTreeMap::new(),
             limits,
             seed: seed | 1,
         }
@@ -247,9 +260,10 @@ impl ConsumerGroup {
         m.client_id = hb.client_id;
         m.client_host = hb.client_host;
         m.session_deadline = now + self.limits.session_timeout_ms as i64;
-        let metadata = self.subscribed_metadata(topics);
-        if metadata != self.metadata {
+        let (metadata, resolved) = self.subscribed_metadata(topics);
+        if metadata != self.metadata || resolved != self.resolved {
             self.metadata = metadata;
+            self.resolved = resolved;
             bump = true;
         }
         if bump {
@@ -404,11 +418,22 @@ impl ConsumerGroup {
         expired
     }
 
-    /// The subscribed topics that exist, with their ids and partition counts.
-    fn subscribed_metadata(&self, topics: &dyn Topics) -> BTreeMap<String, TopicMeta> {
+    /// The subscribed topics that exist, with their ids and partition counts, and the topics
+    /// each member regular expression matches (the whole name, as Kafka's RE2 `matches`).
+    fn subscribed_metadata(&self, topics: &dyn Topics) -> (BTreeMap<String, TopicMeta>, BTreeMap<String, Vec<String>>) {
+        let mut resolved: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let regexes: BTreeSet<&String> = self.members.values().filter_map(|m| m.regex.as_ref()).collect();
+        if !regexes.is_empty() {
+            let names = topics.names();
+            for r in regexes {
+                let Some(re) = full_match(r) else { continue };
+                resolved.insert(r.clone(), names.iter().filter(|n| re.is_match(n)).cloned().collect());
+            }
+        }
         let mut out = BTreeMap::new();
         for m in self.members.values() {
-            for name in &m.subscribed {
+            let matched = m.regex.as_ref().and_then(|r| resolved.get(r)).into_iter().flatten();
+            for name in m.subscribed.iter().chain(matched) {
                 if !out.contains_key(name) {
                     if let Some(meta) = topics.get(name) {
                         out.insert(name.clone(), meta);
@@ -416,16 +441,20 @@ impl ConsumerGroup {
                 }
             }
         }
-        out
+        (out, resolved)
+    }
+
+    /// A member's topics: the names it subscribed to and those its expression matched.
+    fn member_topics(&self, m: &Member) -> Vec<TopicMeta> {
+        let matched = m.regex.as_ref().and_then(|r| self.resolved.get(r)).into_iter().flatten();
+        let names: BTreeSet<&String> = m.subscribed.iter().chain(matched).collect();
+        names.into_iter().filter_map(|n| self.metadata.get(n).copied()).collect()
     }
 
     /// A new target assignment at the group epoch.
     fn compute_target(&mut self) {
-        let subscriptions: BTreeMap<String, Vec<TopicMeta>> = self
-            .members
-            .iter()
-            .map(|(id, m)| (id.clone(), m.subscribed.iter().filter_map(|n| self.metadata.get(n).copied()).collect()))
-            .collect();
+        let subscriptions: BTreeMap<String, Vec<TopicMeta>> =
+            self.members.iter().map(|(id, m)| (id.clone(), self.member_topics(m))).collect();
         let instances: BTreeMap<String, Option<String>> =
             self.members.iter().map(|(id, m)| (id.clone(), m.instance_id.clone())).collect();
         self.target = match self.assignor() {

@@ -336,3 +336,59 @@ fn records_replay_to_the_same_group() {
     replay(&g.tombstones(), &mut replayed);
     assert!(replayed.is_none());
 }
+
+/// Topics "a", "b" and, after `grown`, "a2": for regular-expression subscriptions.
+struct Named {
+    grown: bool,
+}
+
+impl Topics for Named {
+    fn get(&self, name: &str) -> Option<TopicMeta> {
+        match name {
+            "a2" if self.grown => Some((topic(3), 2)),
+            _ => topics(name),
+        }
+    }
+    fn names(&self) -> Vec<String> {
+        let mut n = vec!["a".to_string(), "b".to_string()];
+        if self.grown {
+            n.push("a2".into());
+        }
+        n
+    }
+}
+
+/// KIP-848 regular-expression subscriptions: the expression matches whole topic names (`a.*`
+/// takes "a" and later "a2", never "b"); a topic created later that matches bumps the group
+/// epoch at the next heartbeat and is assigned; an expression that does not compile is not a
+/// subscription.
+#[test]
+fn regex_subscriptions_follow_new_topics() {
+    let mut g = ConsumerGroup::new("r", ConsumerLimits::default(), 7);
+    let hb = Heartbeat {
+        member_id: "m".into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 1000,
+        subscribed_topic_names: Some(vec![]),
+        subscribed_topic_regex: Some("a.*".into()),
+        owned: Some(Assignment::new()),
+        ..Default::default()
+    };
+    let b = g.heartbeat(hb, &Named { grown: false }, 0).unwrap();
+    assert_eq!(b.assignment.unwrap().keys().copied().collect::<Vec<_>>(), vec![topic(1)]);
+    let epoch = g.group_epoch;
+    let m = g.member("m").unwrap().clone();
+    let again = Heartbeat {
+        member_id: "m".into(),
+        member_epoch: m.epoch,
+        owned: Some(m.assigned.clone()),
+        ..Default::default()
+    };
+    let b = g.heartbeat(again, &Named { grown: true }, 0).unwrap();
+    assert_eq!(g.group_epoch, epoch + 1, "a new matching topic moves the group epoch");
+    let got = b.assignment.unwrap();
+    assert_eq!(got.keys().copied().collect::<Vec<_>>(), vec![topic(1), topic(3)]);
+    assert_eq!(count(&got), 8);
+    assert!(full_match("a.*").unwrap().is_match("a2") && !full_match("a").unwrap().is_match("a2"));
+    assert!(full_match("(unclosed").is_none());
+}

@@ -12,7 +12,7 @@
 //! sessions start again.
 
 use super::Coordinator;
-use crate::groups::consumer::{records, Assignment, ConsumerGroup, Heartbeat, TopicMeta, ASSIGNORS};
+use crate::groups::consumer::{self, records, Assignment, ConsumerGroup, Heartbeat, Topics, ASSIGNORS};
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
 use crate::types::Uuid;
@@ -55,8 +55,12 @@ fn invalid(h: &ConsumerGroupHeartbeatRequest, version: i16) -> Option<(ErrorCode
             format!("ServerAssignor {a} is not supported. Supported assignors: uniform, range."),
         ));
     }
-    if h.subscribed_topic_regex.as_deref().is_some_and(|r| !r.is_empty()) {
-        return bad("SubscribedTopicRegex is not supported yet.");
+    if let Some(r) = h.subscribed_topic_regex.as_deref().filter(|r| !r.is_empty() && consumer::full_match(r).is_none())
+    {
+        return Some((
+            code::INVALID_REGULAR_EXPRESSION,
+            format!("SubscribedTopicRegex `{r}` is not a valid regular expression."),
+        ));
     }
     None
 }
@@ -174,7 +178,7 @@ impl Coordinator {
         h: ConsumerGroupHeartbeatRequest,
         client_id: String,
         client_host: String,
-        topics: &dyn Fn(&str) -> Option<TopicMeta>,
+        topics: &dyn Topics,
     ) -> ConsumerGroupHeartbeatResponse {
         let fail = |(error_code, message): (ErrorCode, String)| ConsumerGroupHeartbeatResponse {
             error_code,
@@ -223,7 +227,7 @@ impl Coordinator {
                 client_id,
                 client_host,
             };
-            (before, g.heartbeat(hb, &topics, self.now()))
+            (before, g.heartbeat(hb, topics, self.now()))
         };
         let beat = match beat {
             Ok(beat) => beat,
