@@ -83,6 +83,30 @@ pub struct Member {
     rebalance_deadline: Option<i64>,
 }
 
+impl Member {
+    /// A member that has just joined: nothing subscribed, assigned or owned yet, epoch 0.
+    pub fn new(id: &str, rebalance_timeout_ms: i32) -> Member {
+        Member {
+            id: id.to_string(),
+            instance_id: None,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            subscribed: Vec::new(),
+            regex: None,
+            rebalance_timeout_ms,
+            server_assignor: None,
+            epoch: 0,
+            previous_epoch: 0,
+            state: MemberState::Stable,
+            assigned: Assignment::new(),
+            pending_revocation: Assignment::new(),
+            session_deadline: 0,
+            rebalance_deadline: None,
+        }
+    }
+}
+
 /// Settings of consumer groups (Kafka's `group.consumer.*`).
 #[derive(Debug, Clone, Copy)]
 pub struct ConsumerLimits {
@@ -314,24 +338,7 @@ impl ConsumerGroup {
                 return Err((code::GROUP_MAX_SIZE_REACHED, format!("group {} is full", self.id)));
             }
             let id = if hb.member_id.is_empty() { self.next_member_id() } else { hb.member_id.clone() };
-            let m = Member {
-                id: id.clone(),
-                instance_id: None,
-                rack_id: None,
-                client_id: String::new(),
-                client_host: String::new(),
-                subscribed: Vec::new(),
-                regex: None,
-                rebalance_timeout_ms: hb.rebalance_timeout_ms,
-                server_assignor: None,
-                epoch: 0,
-                previous_epoch: 0,
-                state: MemberState::Stable,
-                assigned: Assignment::new(),
-                pending_revocation: Assignment::new(),
-                session_deadline: 0,
-                rebalance_deadline: None,
-            };
+            let m = Member::new(&id, hb.rebalance_timeout_ms);
             self.members.insert(id.clone(), m);
             return Ok((id, true));
         }

@@ -88,7 +88,8 @@ fn value<M: Message>(mut m: M) -> Vec<u8> {
     w.buf.to_vec()
 }
 
-fn parts(a: &Assignment) -> Vec<TopicPartitions> {
+/// An assignment as the wire and the records carry it: partitions by topic id.
+pub fn parts(a: &Assignment) -> Vec<TopicPartitions> {
     a.iter()
         .map(|(t, ps)| TopicPartitions {
             topic_id: t.0,
@@ -98,7 +99,8 @@ fn parts(a: &Assignment) -> Vec<TopicPartitions> {
         .collect()
 }
 
-fn assignment(parts: &[TopicPartitions]) -> Assignment {
+/// Partitions by topic id, from the wire or a record.
+pub fn assignment(parts: &[TopicPartitions]) -> Assignment {
     let mut a = Assignment::new();
     for t in parts {
         a.entry(Uuid(t.topic_id)).or_default().extend(t.partitions.iter().copied());
@@ -301,24 +303,15 @@ pub fn decode(k: &[u8], v: Option<&[u8]>) -> Result<Option<Replayed>, ErrorCode>
         }
         _ => {
             let m = v.map(read::<MemberValue>).transpose()?.map(|m| {
-                Box::new(Member {
-                    id: member.clone(),
-                    instance_id: m.instance_id,
-                    rack_id: m.rack_id,
-                    client_id: m.client_id,
-                    client_host: m.client_host,
-                    subscribed: m.subscribed_topic_names,
-                    regex: m.subscribed_topic_regex,
-                    rebalance_timeout_ms: m.rebalance_timeout_ms,
-                    server_assignor: m.server_assignor,
-                    epoch: 0,
-                    previous_epoch: 0,
-                    state: MemberState::Stable,
-                    assigned: Assignment::new(),
-                    pending_revocation: Assignment::new(),
-                    session_deadline: 0,
-                    rebalance_deadline: None,
-                })
+                let mut replayed = Member::new(&member, m.rebalance_timeout_ms);
+                replayed.instance_id = m.instance_id;
+                replayed.rack_id = m.rack_id;
+                replayed.client_id = m.client_id;
+                replayed.client_host = m.client_host;
+                replayed.subscribed = m.subscribed_topic_names;
+                replayed.regex = m.subscribed_topic_regex;
+                replayed.server_assignor = m.server_assignor;
+                Box::new(replayed)
             });
             Replayed::Member(group, member, m)
         }

@@ -65,24 +65,6 @@ fn invalid(h: &ConsumerGroupHeartbeatRequest, version: i16) -> Option<(ErrorCode
     None
 }
 
-fn to_assignment(parts: &[TopicPartitions]) -> Assignment {
-    let mut a = Assignment::new();
-    for t in parts {
-        a.entry(Uuid(t.topic_id)).or_default().extend(t.partitions.iter().copied());
-    }
-    a
-}
-
-fn from_assignment(a: &Assignment) -> Vec<TopicPartitions> {
-    a.iter()
-        .map(|(t, ps)| TopicPartitions {
-            topic_id: t.0,
-            partitions: ps.iter().copied().collect(),
-            ..Default::default()
-        })
-        .collect()
-}
-
 /// A member of a consumer group checked for an offset commit (`commit_version`) or fetch
 /// (`None`): from outside the group (epoch < 0, no member id) only while it has no members;
 /// otherwise a known member at its current epoch (STALE_MEMBER_EPOCH otherwise), committing
@@ -223,7 +205,7 @@ impl Coordinator {
                 subscribed_topic_names: h.subscribed_topic_names,
                 subscribed_topic_regex: h.subscribed_topic_regex,
                 server_assignor: h.server_assignor,
-                owned: h.topic_partitions.as_deref().map(to_assignment),
+                owned: h.topic_partitions.as_deref().map(records::assignment),
                 client_id,
                 client_host,
             };
@@ -243,7 +225,7 @@ impl Coordinator {
             heartbeat_interval_ms: beat.heartbeat_interval_ms,
             assignment: beat
                 .assignment
-                .map(|a| ConsumerGroupAssignment { topic_partitions: from_assignment(&a), ..Default::default() }),
+                .map(|a| ConsumerGroupAssignment { topic_partitions: records::parts(&a), ..Default::default() }),
             ..Default::default()
         }
     }
