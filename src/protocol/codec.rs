@@ -120,6 +120,9 @@ pub trait Codec {
                 self.raw(&mut b, size as usize)?;
                 v.0.push((tag, b));
             }
+            // Kafka writes tags in ascending order but reads any order; kept in ascending order
+            // (stable for repeated tags), a frame re-encodes to one that decodes to the same.
+            v.0.sort_by_key(|t| t.0);
         } else {
             for (tag, b) in v.0.iter_mut() {
                 let mut size = b.len() as u32;
