@@ -84,6 +84,11 @@ pub struct Member {
 }
 
 impl Member {
+    /// Its session expired, or it kept partitions to revoke past its rebalance timeout.
+    fn is_due(&self, now: i64) -> bool {
+        self.session_deadline <= now || self.rebalance_deadline.is_some_and(|d| d <= now)
+    }
+
     /// A member that has just joined: nothing subscribed, assigned or owned yet, epoch 0.
     pub fn new(id: &str, rebalance_timeout_ms: i32) -> Member {
         Member {
@@ -413,16 +418,17 @@ impl ConsumerGroup {
     /// Fence members whose session expired, or that kept partitions to revoke past their
     /// rebalance timeout. The members removed.
     pub fn tick(&mut self, now: i64) -> Vec<String> {
-        let expired: Vec<String> = self
-            .members
-            .values()
-            .filter(|m| m.session_deadline <= now || m.rebalance_deadline.is_some_and(|d| d <= now))
-            .map(|m| m.id.clone())
-            .collect();
+        let expired: Vec<String> = self.members.values().filter(|m| m.is_due(now)).map(|m| m.id.clone()).collect();
         for id in &expired {
             self.remove(id);
         }
         expired
+    }
+
+    /// Whether [`ConsumerGroup::tick`] at `now` would fence anyone (the sweep copies a group
+    /// only then, to write what changed).
+    pub fn has_due(&self, now: i64) -> bool {
+        self.members.values().any(|m| m.is_due(now))
     }
 
     /// The subscribed topics that exist, with their ids and partition counts, and the topics

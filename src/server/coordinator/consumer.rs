@@ -237,7 +237,7 @@ impl Coordinator {
         {
             let table = self.offsets.borrow();
             let mut groups = self.consumer_groups.borrow_mut();
-            for g in groups.values_mut() {
+            for g in groups.values_mut().filter(|g| g.has_due(now)) {
                 let before = g.clone();
                 let fenced = g.tick(now);
                 for member in &fenced {
