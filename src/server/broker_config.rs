@@ -164,6 +164,12 @@ impl BrokerConfig {
             "group.consumer.max.size" => {
                 self.coordinator.consumer.max_size = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize
             }
+            "group.consumer.migration.policy" => {
+                let Some(policy) = crate::groups::consumer::MigrationPolicy::parse(value) else {
+                    bail!("{key}={value}: must be bidirectional, upgrade, downgrade or disabled");
+                };
+                self.coordinator.consumer.migration = policy
+            }
             "offsets.topic.num.partitions" => {
                 self.coordinator.offsets_partitions = bounded(key, int(value)?, 1, 1000)? as u32
             }

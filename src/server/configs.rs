@@ -196,6 +196,12 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     ),
     key("group.consumer.max.size", ConfigType::Int, false, "Members a consumer-protocol group takes (KIP-848)."),
     key(
+        "group.consumer.migration.policy",
+        ConfigType::String,
+        false,
+        "Which online conversions between the classic and consumer protocols a group with members may make.",
+    ),
+    key(
         "group.consumer.session.timeout.ms",
         ConfigType::Int,
         false,

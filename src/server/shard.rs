@@ -9,6 +9,7 @@
 //! [`ControlState`]); the operations on it are [`crate::server::control`]'s.
 
 use crate::config::LogConfig;
+use crate::groups::consumer::{TopicMeta, Topics};
 use crate::io::DmaDisk;
 use crate::server::configs::{DynamicConfigs, Effective};
 use crate::server::coordinator::{Coordinator, OFFSETS_TOPIC};
@@ -75,6 +76,28 @@ impl ControlState {
         let permit = self.lock.acquire_permit(1).await.expect("the store lock is never closed");
         let store = self.store.borrow_mut().take().expect("the store is back whenever the lock is free");
         StoreLease { state: self, store: Some(store), _permit: permit }
+    }
+}
+
+/// The topics as a shard knows them, for consumer groups: subscriptions by name, assignments
+/// by id, and names again for their classic members. Held weakly by the shard's coordinator
+/// (the shard owns the coordinator).
+pub struct ShardTopics(std::rc::Weak<Shard>);
+
+impl Topics for ShardTopics {
+    fn get(&self, name: &str) -> Option<TopicMeta> {
+        self.0.upgrade()?.topic(name, |t| (t.id, t.partitions as i32))
+    }
+
+    fn names(&self) -> Vec<String> {
+        let Some(shard) = self.0.upgrade() else { return Vec::new() };
+        let mut names = shard.topic_names();
+        names.retain(|n| n != OFFSETS_TOPIC);
+        names
+    }
+
+    fn name_of(&self, id: Uuid) -> Option<String> {
+        self.0.upgrade()?.topic_name(id)
     }
 }
 
@@ -168,6 +191,7 @@ impl Shard {
             clock,
             control,
         });
+        shard.coordinator.attach_topics(Rc::new(ShardTopics(Rc::downgrade(&shard))));
         let records = shard.coordinator.load().await?;
         if records > 0 {
             tracing::info!(shard = id, records, "committed offsets loaded");

@@ -255,3 +255,57 @@ def test_regex_subscription_takes_new_topics(broker):
     seen = [[]]
     poll_until([c], lambda: len(seen[0]) == 5, seen)
     c.close()
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_online_upgrade_and_downgrade(broker, strategy):
+    """KIP-848 online migration with live consumers, both ways. Two classic consumers
+    (librdkafka, `strategy`: eager or cooperative) split a topic; a consumer-protocol member
+    joins the same group, which becomes a consumer group (ConsumerGroupDescribe: type CONSUMER,
+    three members) with the classic members still in it, and the partitions are split three
+    ways; when the consumer-protocol member leaves, the group becomes classic again (ListGroups:
+    CLASSIC) and the two classic members cover every partition. Every record produced along
+    the way is read (at least once)."""
+    topic, group = "mig-" + strategy, "g-mig-" + strategy
+    create(broker.bootstrap, topic, partitions=6)
+    classic = [Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "classic",
+                         "partition.assignment.strategy": strategy, "session.timeout.ms": 6000,
+                         "heartbeat.interval.ms": 300, "auto.offset.reset": "earliest",
+                         "auto.commit.interval.ms": 200}) for _ in range(2)]
+    for c in classic:
+        c.subscribe([topic])
+    values = set()
+
+    def run(consumers, done, what):
+        deadline = time.time() + TIMEOUT
+        while time.time() < deadline and not done():
+            for c in consumers:
+                m = c.poll(0.05)
+                if m is not None and m.error() is None:
+                    values.add(int(m.value()))
+        assert done(), "%s: %s" % (what, [assigned(c) for c in consumers])
+
+    def split(consumers, sizes):
+        return lambda: (sorted(p for c in consumers for p in assigned(c)) == list(range(6))
+                        and sorted(len(assigned(c)) for c in consumers) == sizes)
+
+    run(classic, split(classic, [3, 3]), "classic group")
+    produce_n(broker, topic, 6, 60)
+    run(classic, lambda: values >= set(range(60)), "read by the classic group")
+    modern = consumer(broker, group)
+    modern.subscribe([topic])
+    everyone = classic + [modern]
+    run(everyone, split(everyone, [2, 2, 2]), "upgraded group")
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    d = a.describe_consumer_groups([group])[group].result(TIMEOUT)
+    assert d.type == ConsumerGroupType.CONSUMER and len(d.members) == 3, (d.type, d.members)
+    produce_n(broker, topic, 6, 60, start=60)
+    run(everyone, lambda: values >= set(range(120)), "read by the upgraded group")
+    modern.close()
+    run(classic, split(classic, [3, 3]), "downgraded group")
+    kinds = {g.group_id: g.type for g in a.list_consumer_groups().result(TIMEOUT).valid}
+    assert kinds.get(group) == ConsumerGroupType.CLASSIC, kinds
+    produce_n(broker, topic, 6, 60, start=120)
+    run(classic, lambda: values >= set(range(180)), "read by the downgraded group")
+    for c in classic:
+        c.close()

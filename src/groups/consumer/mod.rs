@@ -24,10 +24,15 @@
 //! - `assignment_epoch <= group_epoch`, and every member epoch `<= assignment_epoch`.
 
 pub mod assignor;
+mod classic;
+pub mod embedded;
 pub mod records;
+
+pub use classic::{ClassicJoin, ClassicJoined, MigrationPolicy};
 
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::types::Uuid;
+use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Partitions by topic id.
@@ -42,6 +47,10 @@ pub trait Topics {
     /// Every topic's name, for regular-expression subscriptions (internal topics left out).
     fn names(&self) -> Vec<String> {
         Vec::new()
+    }
+    /// A topic's name by id (classic members speak in names).
+    fn name_of(&self, _id: Uuid) -> Option<String> {
+        None
     }
 }
 
@@ -61,6 +70,15 @@ pub enum MemberState {
     UnreleasedPartitions,
 }
 
+/// What a member that speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat) inside a
+/// consumer group brings with it (Kafka's ClassicMemberMetadata).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassicMember {
+    pub session_timeout_ms: i32,
+    /// Its protocols (assignor name, ConsumerProtocol subscription), in its order of preference.
+    pub protocols: Vec<(String, Bytes)>,
+}
+
 /// One member of a consumer group.
 #[derive(Debug, Clone)]
 pub struct Member {
@@ -78,8 +96,12 @@ pub struct Member {
     pub state: MemberState,
     pub assigned: Assignment,
     pub pending_revocation: Assignment,
+    /// `Some` for a member of the classic protocol (online migration, KIP-848).
+    pub classic: Option<ClassicMember>,
     session_deadline: i64,
-    /// Set while it has partitions to revoke: fenced if it has not by then.
+    /// Fenced if still set by then. A consumer-protocol member: set while it has partitions
+    /// to revoke. A classic member: set when it joined (it must SyncGroup in time) and when
+    /// it was told to rejoin (it must JoinGroup in time).
     rebalance_deadline: Option<i64>,
 }
 
@@ -87,6 +109,20 @@ impl Member {
     /// Its session expired, or it kept partitions to revoke past its rebalance timeout.
     fn is_due(&self, now: i64) -> bool {
         self.session_deadline <= now || self.rebalance_deadline.is_some_and(|d| d <= now)
+    }
+
+    /// How long its session lasts without a heartbeat: its own for a classic member.
+    fn session_timeout_ms(&self, limits: &ConsumerLimits) -> i64 {
+        self.classic.as_ref().map_or(limits.session_timeout_ms, |c| c.session_timeout_ms) as i64
+    }
+
+    /// Subscribe to `names` (sorted, without duplicates); whether that changed its subscription.
+    fn subscribe(&mut self, mut names: Vec<String>) -> bool {
+        names.sort();
+        names.dedup();
+        let changed = names != self.subscribed;
+        self.subscribed = names;
+        changed
     }
 
     /// A member that has just joined: nothing subscribed, assigned or owned yet, epoch 0.
@@ -106,6 +142,7 @@ impl Member {
             state: MemberState::Stable,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
+            classic: None,
             session_deadline: 0,
             rebalance_deadline: None,
         }
@@ -118,11 +155,19 @@ pub struct ConsumerLimits {
     pub heartbeat_interval_ms: i32,
     pub session_timeout_ms: i32,
     pub max_size: usize,
+    /// `group.consumer.migration.policy`: which online conversions of a group with members
+    /// between the classic and the consumer protocol are allowed.
+    pub migration: MigrationPolicy,
 }
 
 impl Default for ConsumerLimits {
     fn default() -> Self {
-        ConsumerLimits { heartbeat_interval_ms: 5000, session_timeout_ms: 45000, max_size: i32::MAX as usize }
+        ConsumerLimits {
+            heartbeat_interval_ms: 5000,
+            session_timeout_ms: 45000,
+            max_size: i32::MAX as usize,
+            migration: MigrationPolicy::Bidirectional,
+        }
     }
 }
 
@@ -257,13 +302,7 @@ impl ConsumerGroup {
         let owned = if hb.member_epoch == 0 { Some(Assignment::new()) } else { hb.owned.clone() };
         let mut bump = new;
         if let Some(names) = hb.subscribed_topic_names {
-            let mut names: Vec<String> = names;
-            names.sort();
-            names.dedup();
-            if names != m.subscribed {
-                m.subscribed = names;
-                bump = true;
-            }
+            bump |= m.subscribe(names);
         }
         if let Some(regex) = hb.subscribed_topic_regex.filter(|r| !r.is_empty()) {
             if m.regex.as_deref() != Some(regex.as_str()) {
@@ -288,7 +327,24 @@ impl ConsumerGroup {
         }
         m.client_id = hb.client_id;
         m.client_host = hb.client_host;
+        // A classic member that heartbeats this way has moved to the consumer protocol.
+        m.classic = None;
         m.session_deadline = now + self.limits.session_timeout_ms as i64;
+        let changed = self.advance(&member_id, bump, owned.as_ref(), topics, now);
+        let m = &self.members[&member_id];
+        Ok(Beat {
+            member_id: member_id.clone(),
+            member_epoch: m.epoch,
+            heartbeat_interval_ms: self.limits.heartbeat_interval_ms,
+            assignment: (full || changed).then(|| m.assigned.clone()),
+        })
+    }
+
+    /// After a member's subscription or identity changed (`bump`: it is new or its subscription
+    /// changed): take the subscribed topics again (their change bumps the group epoch too),
+    /// compute a target at the new epoch if one is due, and reconcile the member with what it
+    /// reported owning. Whether its assignment changed.
+    fn advance(&mut self, id: &str, mut bump: bool, owned: Option<&Assignment>, topics: &dyn Topics, now: i64) -> bool {
         let (metadata, resolved) = self.subscribed_metadata(topics);
         if metadata != self.metadata || resolved != self.resolved {
             self.metadata = metadata;
@@ -301,16 +357,9 @@ impl ConsumerGroup {
         if self.group_epoch > self.assignment_epoch {
             self.compute_target();
         }
-        let before = self.members[&member_id].assigned.clone();
-        self.reconcile(&member_id, owned.as_ref(), now);
-        let m = &self.members[&member_id];
-        let changed = m.assigned != before;
-        Ok(Beat {
-            member_id: member_id.clone(),
-            member_epoch: m.epoch,
-            heartbeat_interval_ms: self.limits.heartbeat_interval_ms,
-            assignment: (full || changed).then(|| m.assigned.clone()),
-        })
+        let before = self.members[id].assigned.clone();
+        self.reconcile(id, owned, now);
+        self.members[id].assigned != before
     }
 
     /// The member a heartbeat speaks for, new (epoch 0) or known and at an acceptable epoch,
@@ -319,23 +368,13 @@ impl ConsumerGroup {
         if hb.member_epoch == 0 && !self.members.contains_key(&hb.member_id) {
             if let Some(instance) = &hb.instance_id {
                 if let Some(old) = self.members.values().find(|m| m.instance_id.as_ref() == Some(instance)) {
-                    if old.epoch != -2 {
+                    if old.epoch != -2 && old.classic.is_none() {
                         let message = format!("static member {instance} is still held by member {}", old.id);
                         return Err((code::UNRELEASED_INSTANCE_ID, message));
                     }
-                    // The static member comes back: its target carries over to the new id.
                     let old_id = old.id.clone();
-                    let mut m = self.members.remove(&old_id).expect("found");
-                    let target = self.target.remove(&old_id);
                     let id = if hb.member_id.is_empty() { self.next_member_id() } else { hb.member_id.clone() };
-                    m.id = id.clone();
-                    m.epoch = 0;
-                    m.previous_epoch = 0;
-                    m.state = MemberState::Stable;
-                    if let Some(t) = target {
-                        self.target.insert(id.clone(), t);
-                    }
-                    self.members.insert(id.clone(), m);
+                    self.replace(&old_id, &id);
                     return Ok((id, false));
                 }
             }
@@ -406,6 +445,21 @@ impl ConsumerGroup {
             heartbeat_interval_ms: self.limits.heartbeat_interval_ms,
             assignment: None,
         })
+    }
+
+    /// A static member comes back under a new member id: it is the old one at epoch 0, its
+    /// target carried over.
+    fn replace(&mut self, old_id: &str, id: &str) {
+        let mut m = self.members.remove(old_id).expect("a member");
+        let target = self.target.remove(old_id);
+        m.id = id.to_string();
+        m.epoch = 0;
+        m.previous_epoch = 0;
+        m.state = MemberState::Stable;
+        if let Some(t) = target {
+            self.target.insert(id.to_string(), t);
+        }
+        self.members.insert(id.to_string(), m);
     }
 
     /// Fence a member out: it and its target go, the group epoch moves.
@@ -529,7 +583,9 @@ impl ConsumerGroup {
             m.epoch = from_epoch;
             m.assigned = keep;
             m.pending_revocation = revoke;
-            m.rebalance_deadline = Some(now + m.rebalance_timeout_ms.max(0) as i64);
+            if m.classic.is_none() {
+                m.rebalance_deadline = Some(now + m.rebalance_timeout_ms.max(0) as i64);
+            }
         } else {
             for (t, ps) in add {
                 keep.entry(t).or_default().extend(ps);
@@ -538,7 +594,9 @@ impl ConsumerGroup {
             m.epoch = target_epoch;
             m.assigned = keep;
             m.pending_revocation.clear();
-            m.rebalance_deadline = None;
+            if m.classic.is_none() {
+                m.rebalance_deadline = None;
+            }
         }
         if m.epoch != previous {
             m.previous_epoch = previous;

@@ -17,7 +17,7 @@
 //! 6 and 3. Kafka's subscription-metadata record (key 4) is not written: the broker computes
 //! the subscribed topics again from its topics at the first heartbeat after a restart.
 
-use super::{Assignment, ConsumerGroup, Member, MemberState};
+use super::{Assignment, ClassicMember, ConsumerGroup, Member, MemberState};
 use crate::protocol::codec::{Codec, Reader, Writer};
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::groups::TopicPartitions;
@@ -32,6 +32,21 @@ crate::schema! {
 }
 
 crate::schema! {
+    pub struct ClassicProtocol {
+        pub name: String => string,
+        pub metadata: Bytes => bytes,
+    }
+}
+
+crate::schema! {
+    /// A member of the classic protocol: its session timeout and protocols.
+    pub struct ClassicMemberMetadata {
+        pub session_timeout_ms: i32 => int32,
+        pub supported_protocols: Vec<ClassicProtocol> => array,
+    }
+}
+
+crate::schema! {
     pub struct MemberValue {
         pub instance_id: Option<String> => nullable_string,
         pub rack_id: Option<String> => nullable_string,
@@ -41,6 +56,7 @@ crate::schema! {
         pub subscribed_topic_regex: Option<String> => nullable_string,
         pub rebalance_timeout_ms: i32 => int32,
         pub server_assignor: Option<String> => nullable_string,
+        pub classic_member_metadata: Option<ClassicMemberMetadata> => nullable_structure tag 0,
     }
 }
 
@@ -126,6 +142,19 @@ fn member_record(g: &str, m: &Member) -> Record {
         subscribed_topic_regex: m.regex.clone(),
         rebalance_timeout_ms: m.rebalance_timeout_ms,
         server_assignor: m.server_assignor.clone(),
+        classic_member_metadata: m.classic.as_ref().map(|c| ClassicMemberMetadata {
+            session_timeout_ms: c.session_timeout_ms,
+            supported_protocols: c
+                .protocols
+                .iter()
+                .map(|(name, metadata)| ClassicProtocol {
+                    name: name.clone(),
+                    metadata: metadata.clone(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     (key(MEMBER, g, Some(&m.id)), Some(value(v)))
@@ -162,6 +191,7 @@ fn metadata_differs(a: &Member, b: &Member) -> bool {
         &a.regex,
         a.rebalance_timeout_ms,
         &a.server_assignor,
+        &a.classic,
     ) != (
         &b.instance_id,
         &b.rack_id,
@@ -171,6 +201,7 @@ fn metadata_differs(a: &Member, b: &Member) -> bool {
         &b.regex,
         b.rebalance_timeout_ms,
         &b.server_assignor,
+        &b.classic,
     )
 }
 
@@ -200,11 +231,7 @@ impl ConsumerGroup {
         let mut out = Vec::new();
         for id in b.members.keys() {
             if !self.members.contains_key(id) {
-                out.push((key(CURRENT, g, Some(id)), None));
-                if b.target.contains_key(id) {
-                    out.push((key(TARGET, g, Some(id)), None));
-                }
-                out.push((key(MEMBER, g, Some(id)), None));
+                out.extend(b.member_tombstones(id));
             }
         }
         for (id, m) in &self.members {
@@ -240,9 +267,29 @@ impl ConsumerGroup {
         out
     }
 
-    /// The tombstones of a group that is gone (DeleteGroups, or emptied and forgotten).
+    /// A member's tombstones, in Kafka's order: current assignment, target (if it has one),
+    /// metadata.
+    fn member_tombstones(&self, id: &str) -> Vec<Record> {
+        let g = &self.id;
+        let mut out = vec![(key(CURRENT, g, Some(id)), None)];
+        if self.target.contains_key(id) {
+            out.push((key(TARGET, g, Some(id)), None));
+        }
+        out.push((key(MEMBER, g, Some(id)), None));
+        out
+    }
+
+    /// The tombstones of a group that is gone (DeleteGroups, emptied and forgotten, or
+    /// converted to a classic group): each member's (8, 7, 5), then the group's (6, 3).
     pub fn tombstones(&self) -> Vec<Record> {
-        vec![(key(TARGET_EPOCH, &self.id, None), None), (key(GROUP, &self.id, None), None)]
+        let g = &self.id;
+        let mut out = Vec::new();
+        for id in self.members.keys() {
+            out.extend(self.member_tombstones(id));
+        }
+        out.push((key(TARGET_EPOCH, g, None), None));
+        out.push((key(GROUP, g, None), None));
+        out
     }
 }
 
@@ -311,6 +358,10 @@ pub fn decode(k: &[u8], v: Option<&[u8]>) -> Result<Option<Replayed>, ErrorCode>
                 replayed.subscribed = m.subscribed_topic_names;
                 replayed.regex = m.subscribed_topic_regex;
                 replayed.server_assignor = m.server_assignor;
+                replayed.classic = m.classic_member_metadata.map(|c| ClassicMember {
+                    session_timeout_ms: c.session_timeout_ms,
+                    protocols: c.supported_protocols.into_iter().map(|p| (p.name, p.metadata)).collect(),
+                });
                 Box::new(replayed)
             });
             Replayed::Member(group, member, m)
@@ -321,7 +372,6 @@ pub fn decode(k: &[u8], v: Option<&[u8]>) -> Result<Option<Replayed>, ErrorCode>
 impl ConsumerGroup {
     /// Apply one replayed record of this group. A member's session starts again at `now`.
     pub fn replay(&mut self, r: Replayed, now: i64) {
-        let session = now + self.limits.session_timeout_ms as i64;
         match r {
             Replayed::GroupEpoch(_, e) => self.group_epoch = e.unwrap_or(0),
             Replayed::TargetEpoch(_, e) => self.assignment_epoch = e.unwrap_or(0),
@@ -335,7 +385,7 @@ impl ConsumerGroup {
                     (m.epoch, m.previous_epoch, m.state) = (old.epoch, old.previous_epoch, old.state);
                     (m.assigned, m.pending_revocation) = (old.assigned, old.pending_revocation);
                 }
-                m.session_deadline = session;
+                m.session_deadline = now + m.session_timeout_ms(&self.limits);
                 self.members.insert(id, m);
             }
             Replayed::Target(_, id, a) => match a {

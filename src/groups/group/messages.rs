@@ -157,3 +157,28 @@ pub struct Description {
 
 /// An answer that will come: JoinGroup and SyncGroup may wait for the rest of the group.
 pub type Pending<T> = oneshot::Receiver<T>;
+
+/// A member of the classic protocol as it moves between a classic group and a consumer group
+/// (KIP-848's online migration, either way).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Migrating {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    /// Its protocols (name, metadata), in its order of preference.
+    pub protocols: Vec<(String, Bytes)>,
+    /// Its assignment as the classic protocol carries it (empty: none yet).
+    pub assignment: Bytes,
+}
+
+/// A classic group as it is converted to a consumer group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exported {
+    pub generation: i32,
+    /// The protocol its members agreed on (none before its first rebalance completed).
+    pub protocol: Option<String>,
+    pub members: Vec<Migrating>,
+}

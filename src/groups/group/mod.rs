@@ -22,6 +22,7 @@
 //! - a static member (`group.instance.id`) maps to exactly one member id (`statics`).
 
 mod messages;
+mod migrate;
 
 pub use messages::*;
 

@@ -32,6 +32,7 @@ fn broker_value(c: &BrokerConfig, e: &Effective, name: &str) -> Option<String> {
         "group.consumer.heartbeat.interval.ms" => c.coordinator.consumer.heartbeat_interval_ms.to_string(),
         "group.consumer.session.timeout.ms" => c.coordinator.consumer.session_timeout_ms.to_string(),
         "group.consumer.max.size" => c.coordinator.consumer.max_size.to_string(),
+        "group.consumer.migration.policy" => c.coordinator.consumer.migration.name().to_string(),
         "group.min.session.timeout.ms" => c.coordinator.limits.min_session_timeout_ms.to_string(),
         "inter.broker.protocol.version" => {
             c.settings.get("inter.broker.protocol.version").map_or("3.9-IV0", |v| v.as_str()).to_string()

@@ -3,15 +3,12 @@
 //! [`crate::server::coordinator`] answers them from the group's state and the topics as that
 //! shard knows them.
 
-use crate::groups::consumer::{TopicMeta, Topics};
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::groups::*;
 use crate::server::api::groups::to_coordinator;
 use crate::server::api::Cx;
-use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
-use crate::types::Uuid;
 use std::rc::Rc;
 
 #[derive(Debug)]
@@ -26,23 +23,7 @@ impl ShardCall<Shard> for Beat {
     type Reply = ConsumerGroupHeartbeatResponse;
     const NAME: &'static str = "consumer-group-heartbeat";
     async fn run(self, shard: Rc<Shard>) -> ConsumerGroupHeartbeatResponse {
-        let topics = ShardTopics(&shard);
-        shard.coordinator().consumer_heartbeat(self.version, self.req, self.client_id, self.client_host, &topics).await
-    }
-}
-
-/// The topics as this shard knows them, for a group's subscriptions.
-struct ShardTopics<'a>(&'a Shard);
-
-impl Topics for ShardTopics<'_> {
-    fn get(&self, name: &str) -> Option<TopicMeta> {
-        self.0.topic(name, |t| (t.id, t.partitions as i32))
-    }
-
-    fn names(&self) -> Vec<String> {
-        let mut names = self.0.topic_names();
-        names.retain(|n| n != OFFSETS_TOPIC);
-        names
+        shard.coordinator().consumer_heartbeat(self.version, self.req, self.client_id, self.client_host).await
     }
 }
 
@@ -64,8 +45,7 @@ impl ShardCall<Shard> for Describe {
     type Reply = ConsumerGroupDescribeGroup;
     const NAME: &'static str = "consumer-group-describe";
     async fn run(self, shard: Rc<Shard>) -> ConsumerGroupDescribeGroup {
-        let names = |id: Uuid| shard.topic_name(id);
-        shard.coordinator().consumer_describe(&self.0, &names)
+        shard.coordinator().consumer_describe(&self.0)
     }
 }
 

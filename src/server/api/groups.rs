@@ -126,7 +126,7 @@ impl ShardCall<Shard> for Leave {
     type Reply = LeaveGroupResponse;
     const NAME: &'static str = "leave-group";
     async fn run(self, shard: Rc<Shard>) -> LeaveGroupResponse {
-        shard.coordinator().leave(self.0, self.1)
+        shard.coordinator().leave(self.0, self.1).await
     }
 }
 

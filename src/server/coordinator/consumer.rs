@@ -2,9 +2,9 @@
 //! ConsumerGroupDescribe on the groups this shard coordinates ([`crate::groups::consumer`]),
 //! and the member checks of OffsetCommit and OffsetFetch v9 for them.
 //!
-//! A group id belongs to one protocol at a time: a heartbeat to a classic group with members
-//! is GROUP_ID_NOT_FOUND (no online conversion yet), to an empty one replaces it; a JoinGroup
-//! to a consumer group with members is INCONSISTENT_GROUP_PROTOCOL.
+//! A group id belongs to one protocol at a time. A heartbeat to an empty classic group
+//! replaces it, to one with members converts it ([`super::migration`]); a JoinGroup to an
+//! empty consumer group replaces it, to one with members joins it as a classic member.
 //!
 //! Every change of a group's state is written to its `__consumer_offsets` partition in Kafka's
 //! record layout ([`crate::groups::consumer::records`]) before the heartbeat is answered, and
@@ -12,10 +12,9 @@
 //! sessions start again.
 
 use super::Coordinator;
-use crate::groups::consumer::{self, records, Assignment, ConsumerGroup, Heartbeat, Topics, ASSIGNORS};
+use crate::groups::consumer::{self, records, Assignment, ConsumerGroup, Heartbeat, ASSIGNORS};
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
-use crate::types::Uuid;
 
 /// The request's own checks (Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid`).
 fn invalid(h: &ConsumerGroupHeartbeatRequest, version: i16) -> Option<(ErrorCode, String)> {
@@ -68,7 +67,7 @@ fn invalid(h: &ConsumerGroupHeartbeatRequest, version: i16) -> Option<(ErrorCode
 /// A member of a consumer group checked for an offset commit (`commit_version`) or fetch
 /// (`None`): from outside the group (epoch < 0, no member id) only while it has no members;
 /// otherwise a known member at its current epoch (STALE_MEMBER_EPOCH otherwise), committing
-/// with OffsetCommit v9 or later.
+/// with OffsetCommit v9 or later; a classic member at its generation (ILLEGAL_GENERATION).
 pub(super) fn check_member(
     g: &ConsumerGroup,
     member: &str,
@@ -79,6 +78,10 @@ pub(super) fn check_member(
         return (commit_version.is_some() && !g.is_empty()).then_some(code::UNKNOWN_MEMBER_ID);
     }
     let Some(m) = g.member(member) else { return Some(code::UNKNOWN_MEMBER_ID) };
+    if m.classic.is_some() {
+        // A classic member commits with its generation (its member epoch), at any version.
+        return (epoch != m.epoch).then_some(code::ILLEGAL_GENERATION);
+    }
     if commit_version.is_some_and(|v| v < 9) {
         return Some(code::UNSUPPORTED_VERSION);
     }
@@ -139,28 +142,13 @@ impl Coordinator {
         written
     }
 
-    /// A JoinGroup's refusal when the group id is a consumer group with members (its empty
-    /// consumer group gives way to the classic one).
-    pub(super) fn consumer_group_refuses_classic(&self, group: &str) -> Option<ErrorCode> {
-        let mut groups = self.consumer_groups.borrow_mut();
-        match groups.get(group) {
-            Some(g) if !g.is_empty() => Some(code::INCONSISTENT_GROUP_PROTOCOL),
-            Some(_) => {
-                groups.remove(group);
-                None
-            }
-            None => None,
-        }
-    }
-
-    /// ConsumerGroupHeartbeat; `topics` looks a topic up by name (id, partition count).
+    /// ConsumerGroupHeartbeat.
     pub async fn consumer_heartbeat(
         &self,
         version: i16,
         h: ConsumerGroupHeartbeatRequest,
         client_id: String,
         client_host: String,
-        topics: &dyn Topics,
     ) -> ConsumerGroupHeartbeatResponse {
         let fail = |(error_code, message): (ErrorCode, String)| ConsumerGroupHeartbeatResponse {
             error_code,
@@ -173,28 +161,20 @@ impl Coordinator {
         if let Some(refused) = invalid(&h, version) {
             return fail(refused);
         }
-        {
-            let mut classic = self.groups.borrow_mut();
-            match classic.get(&h.group_id) {
-                Some(g) if !g.is_empty() => {
-                    return fail((code::GROUP_ID_NOT_FOUND, format!("Group {} is not a consumer group.", h.group_id)));
-                }
-                Some(_) => {
-                    classic.remove(&h.group_id);
-                }
-                None => {}
-            }
-        }
+        let upgraded = match self.take_classic(&h.group_id, h.member_epoch) {
+            Ok(upgraded) => upgraded,
+            Err(refused) => return fail(refused),
+        };
+        let topics = self.topics();
         let (before, beat) = {
             let mut groups = self.consumer_groups.borrow_mut();
             if !groups.contains_key(&h.group_id) && h.member_epoch != 0 {
                 let message = format!("Group {} not found.", h.group_id);
                 return fail((code::GROUP_ID_NOT_FOUND, message));
             }
-            let before = groups.get(&h.group_id).cloned();
-            let seed = self.seed.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            self.seed.set(seed);
-            let limits = self.config.consumer;
+            // A group just converted is written whole.
+            let before = if upgraded { None } else { groups.get(&h.group_id).cloned() };
+            let (limits, seed) = (self.config.consumer, self.next_seed());
             let g = groups.entry(h.group_id.clone()).or_insert_with(|| ConsumerGroup::new(&h.group_id, limits, seed));
             let hb = Heartbeat {
                 member_id: h.member_id,
@@ -209,14 +189,22 @@ impl Coordinator {
                 client_id,
                 client_host,
             };
-            (before, g.heartbeat(hb, topics, self.now()))
+            (before, g.heartbeat(hb, &*topics, self.now()))
         };
         let beat = match beat {
             Ok(beat) => beat,
             Err(e) => return fail(e),
         };
-        // The answer waits until the group's new state is durable, as a commit's does.
-        if let Err(e) = self.persist_group(&h.group_id, before).await {
+        // The answer waits until the group's new state is durable, as a commit's does. A
+        // member of the consumer protocol that left may leave only classic members: the group
+        // becomes a classic one again.
+        let written = match before {
+            Some(b) if beat.member_epoch == -1 && self.downgrade_due(&h.group_id, &b) => {
+                self.downgrade(&h.group_id, b, true).await
+            }
+            before => self.persist_group(&h.group_id, before).await,
+        };
+        if let Err(e) = written {
             return fail((e, "the group's state could not be written".into()));
         }
         ConsumerGroupHeartbeatResponse {
@@ -260,12 +248,16 @@ impl Coordinator {
         }
         for (group, before) in changed {
             // A failed write keeps the group in memory as it was; the next sweep tries again.
-            let _ = self.persist_group(&group, Some(before)).await;
+            let _ = if self.downgrade_due(&group, &before) {
+                self.downgrade(&group, before, true).await
+            } else {
+                self.persist_group(&group, Some(before)).await
+            };
         }
     }
 
-    /// ConsumerGroupDescribe of one group; `names` gives a topic id's name.
-    pub fn consumer_describe(&self, group: &str, names: &dyn Fn(Uuid) -> Option<String>) -> ConsumerGroupDescribeGroup {
+    /// ConsumerGroupDescribe of one group.
+    pub fn consumer_describe(&self, group: &str) -> ConsumerGroupDescribeGroup {
         let fail = |error_code: ErrorCode, message: String| ConsumerGroupDescribeGroup {
             error_code,
             error_message: Some(message),
@@ -279,13 +271,14 @@ impl Coordinator {
         let Some(g) = groups.get(group) else {
             return fail(code::GROUP_ID_NOT_FOUND, format!("Group {group} not found."));
         };
+        let topics = self.topics();
         let described = |a: &Assignment| DescribedAssignment {
             topic_partitions: a
                 .iter()
                 .filter_map(|(t, ps)| {
                     Some(DescribedTopicPartitions {
                         topic_id: t.0,
-                        topic_name: names(*t)?,
+                        topic_name: topics.name_of(*t)?,
                         partitions: ps.iter().copied().collect(),
                         ..Default::default()
                     })
@@ -312,7 +305,8 @@ impl Coordinator {
                     subscribed_topic_regex: m.regex.clone(),
                     assignment: described(&m.assigned),
                     target_assignment: described(&g.target_of(&m.id)),
-                    member_type: 1,
+                    // KIP-1099: 0 a classic member, 1 a consumer-protocol one.
+                    member_type: if m.classic.is_some() { 0 } else { 1 },
                     ..Default::default()
                 })
                 .collect(),

@@ -14,9 +14,10 @@
 //! deletes the segments before them.
 
 mod consumer;
+mod migration;
 
 use crate::groups::consumer::records::Record;
-use crate::groups::consumer::{ConsumerGroup, ConsumerLimits};
+use crate::groups::consumer::{ConsumerGroup, ConsumerLimits, TopicMeta, Topics};
 use crate::groups::group::{Group, GroupLimits, GroupState, Join, Sync};
 use crate::groups::offsets::{self, Committed, OffsetTable, Tp};
 use crate::io::DmaDisk;
@@ -98,6 +99,8 @@ pub struct Coordinator {
     /// Groups of the consumer protocol (KIP-848); a group id is in one map or the other.
     consumer_groups: RefCell<HashMap<String, ConsumerGroup>>,
     offsets: RefCell<OffsetTable>,
+    /// The shard's topics, as consumer groups see them ([`Coordinator::attach_topics`]).
+    topics: RefCell<Option<Rc<dyn Topics>>>,
     seed: Cell<u64>,
     ticks: Cell<u64>,
 }
@@ -121,9 +124,26 @@ impl Coordinator {
             groups: RefCell::new(HashMap::new()),
             consumer_groups: RefCell::new(HashMap::new()),
             offsets: RefCell::new(OffsetTable::default()),
+            topics: RefCell::new(None),
             seed: Cell::new(seed ^ ((shard_id as u64) << 56)),
             ticks: Cell::new(0),
         }
+    }
+
+    /// How consumer groups look the shard's topics up (set once the shard exists).
+    pub fn attach_topics(&self, topics: Rc<dyn Topics>) {
+        *self.topics.borrow_mut() = Some(topics);
+    }
+
+    /// The shard's topics (none before [`Coordinator::attach_topics`]).
+    fn topics(&self) -> Rc<dyn Topics> {
+        self.topics.borrow().clone().unwrap_or_else(|| Rc::new(|_: &str| None::<TopicMeta>))
+    }
+
+    fn next_seed(&self) -> u64 {
+        let seed = self.seed.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.seed.set(seed);
+        seed
     }
 
     pub fn config(&self) -> &CoordinatorConfig {
@@ -145,9 +165,7 @@ impl Coordinator {
     }
 
     fn new_group(&self, id: &str) -> Group {
-        let seed = self.seed.get().wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.seed.set(seed);
-        Group::new(id, self.config.limits, seed)
+        Group::new(id, self.config.limits, self.next_seed())
     }
 
     /// Replay this shard's `__consumer_offsets` partitions into the offset table (startup).
@@ -306,8 +324,8 @@ impl Coordinator {
             require_known_member_id: version >= 4,
             skip_assignment_supported: version >= 9,
         };
-        if let Some(e) = self.consumer_group_refuses_classic(&j.group_id) {
-            return fail(e);
+        if let Some(joined) = self.join_consumer_group(version, &j, &join.client_id, &join.client_host).await {
+            return joined;
         }
         let pending = {
             let mut groups = c.groups.borrow_mut();
@@ -345,6 +363,9 @@ impl Coordinator {
         if let Some(e) = self.unavailable(&s.group_id, true) {
             return fail(e);
         }
+        if let Some(synced) = self.sync_consumer_group(&s) {
+            return synced;
+        }
         let sync = Sync {
             generation: s.generation_id,
             member_id: s.member_id,
@@ -378,6 +399,9 @@ impl Coordinator {
         if let Some(e) = self.unavailable(&h.group_id, true) {
             return e;
         }
+        if let Some(e) = self.heartbeat_consumer_group(&h) {
+            return e;
+        }
         let mut groups = self.groups.borrow_mut();
         match groups.get_mut(&h.group_id) {
             None => code::UNKNOWN_MEMBER_ID,
@@ -385,9 +409,12 @@ impl Coordinator {
         }
     }
 
-    pub fn leave(&self, version: i16, l: LeaveGroupRequest) -> LeaveGroupResponse {
+    pub async fn leave(&self, version: i16, l: LeaveGroupRequest) -> LeaveGroupResponse {
         if let Some(e) = self.unavailable(&l.group_id, true) {
             return LeaveGroupResponse { error_code: e, ..Default::default() };
+        }
+        if let Some(left) = self.leave_consumer_group(version, &l).await {
+            return left;
         }
         let now = self.now();
         let mut groups = self.groups.borrow_mut();
