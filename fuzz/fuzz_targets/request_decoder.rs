@@ -5,11 +5,15 @@
 //! replaced by a supported pair picked from its first two bytes, so most inputs reach a body
 //! decoder of every API and version instead of stopping at UNKNOWN_API or
 //! UNSUPPORTED_VERSION. A frame that decodes is encoded again and must decode to the same
-//! header and request (the codec is one description read both ways).
+//! header and request (the codec is one description read both ways). The ConsumerProtocol
+//! payloads inside JoinGroup and SyncGroup, which the broker reads for classic members of
+//! consumer groups, are decoded and re-encoded the same way.
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
+use tidemark::groups::consumer::embedded::{self, Assignment, Subscription};
+use tidemark::protocol::messages::Message;
 use tidemark::protocol::{decode_request, encode_request, Request, RequestHeader, SUPPORTED};
 
 /// Every supported (API key, version), in table order.
@@ -52,8 +56,23 @@ fn encode(h: &RequestHeader, req: Request) -> Option<Bytes> {
     frame.ok()
 }
 
+/// A ConsumerProtocol payload that decodes is encoded again in its version and decodes to the
+/// same value.
+fn embedded_round_trip<M: Message + Clone + PartialEq + std::fmt::Debug>(payload: &[u8]) {
+    let Some(m) = embedded::decode::<M>(payload) else { return };
+    let again = embedded::encode(m.clone(), embedded::version(payload));
+    assert_eq!(embedded::decode::<M>(&again), Some(m), "a re-encoded ConsumerProtocol payload changed");
+}
+
 fn decode(frame: Vec<u8>) {
     let Ok((h, req)) = decode_request(Bytes::from(frame)) else { return };
+    // The client payloads the broker reads for classic members of consumer groups (KIP-848
+    // migration): their ConsumerProtocol subscriptions and assignments.
+    match &req {
+        Request::JoinGroup(j) => j.protocols.iter().for_each(|p| embedded_round_trip::<Subscription>(&p.metadata)),
+        Request::SyncGroup(s) => s.assignments.iter().for_each(|a| embedded_round_trip::<Assignment>(&a.assignment)),
+        _ => {}
+    }
     let Some(again) = encode(&h, req.clone()) else { return };
     assert!(again.len() >= 4, "encode_request writes a size prefix");
     match decode_request(again.slice(4..)) {

@@ -124,41 +124,34 @@ pub fn decode(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<OffsetRecord, 
     Ok(OffsetRecord::Commit { group, tp: (topic, partition), value })
 }
 
-/// One v2 batch holding these commits (`None`: a tombstone), stamped `now`.
-pub fn batch(group: &str, commits: &[(Tp, Option<Committed>)], now: i64) -> Vec<u8> {
-    let mut b = BatchBuilder::new();
-    for ((topic, partition), c) in commits {
-        let value = c.as_ref().map(encode_value);
-        b.push(now, Some(&encode_key(group, topic, *partition)), value.as_deref(), &[]);
-    }
-    b.finish()
+/// One record of `__consumer_offsets`: its key and value (`None`: a tombstone).
+pub type Record = (Vec<u8>, Option<Vec<u8>>);
+
+/// The record of one commit (`None`: its tombstone).
+pub fn record(group: &str, (topic, partition): &Tp, c: Option<&Committed>) -> Record {
+    (encode_key(group, topic, *partition), c.map(encode_value))
 }
 
-/// Split `commits` of `group` into runs whose batches stay near `max_bytes`.
-pub fn chunks<'a>(
-    group: &'a str,
-    commits: &'a [(Tp, Option<Committed>)],
-    max_bytes: usize,
-) -> impl Iterator<Item = &'a [(Tp, Option<Committed>)]> + 'a {
-    let mut rest = commits;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
+/// `records` in v2 batches stamped `now`, each of about `max_bytes` at most (one record
+/// larger than that makes a batch of its own), in order.
+pub fn batches(records: &[Record], max_bytes: usize, now: i64) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut b = BatchBuilder::new();
+    let (mut n, mut size) = (0, 0usize);
+    for (k, v) in records {
+        let one = 24 + k.len() + v.as_ref().map_or(0, Vec::len);
+        if n > 0 && size + one > max_bytes {
+            out.push(std::mem::replace(&mut b, BatchBuilder::new()).finish());
+            (n, size) = (0, 0);
         }
-        let (mut n, mut size) = (0, 0usize);
-        while n < rest.len() {
-            let ((topic, _), c) = &rest[n];
-            let one = 40 + group.len() + topic.len() + c.as_ref().map_or(0, |c| c.metadata.len() + 24);
-            if n > 0 && size + one > max_bytes {
-                break;
-            }
-            size += one;
-            n += 1;
-        }
-        let (head, tail) = rest.split_at(n);
-        rest = tail;
-        Some(head)
-    })
+        b.push(now, Some(k), v.as_deref(), &[]);
+        n += 1;
+        size += one;
+    }
+    if n > 0 {
+        out.push(b.finish());
+    }
+    out
 }
 
 /// Call `f` with the key, value and offset of every record of the stored v2 batches (the
@@ -254,10 +247,36 @@ mod tests {
         Committed { offset, leader_epoch: 7, metadata: "m".into(), commit_timestamp: 1234 }
     }
 
+    /// Records are split into batches of about the size asked (a larger record alone), in
+    /// order, none lost: what a group of thousands of members writes stays under the
+    /// partition's max.message.bytes.
+    #[test]
+    fn batches_split_by_size_in_order() {
+        let records: Vec<Record> = (0..1000u32)
+            .map(|i| (i.to_be_bytes().to_vec(), Some(vec![0u8; if i == 500 { 5000 } else { 100 }])))
+            .collect();
+        let out = batches(&records, 4096, 1);
+        assert!(out.len() > 25, "{} batches", out.len());
+        let mut keys = Vec::new();
+        for b in &out {
+            let before = keys.len();
+            for_each_record(b, 1 << 20, |k, v, _| keys.push((k.unwrap().to_vec(), v.map(<[u8]>::len)))).unwrap();
+            let big = keys[before..].iter().any(|(_, v)| *v == Some(5000));
+            assert!(b.len() <= 4096 + 200 || (big && keys.len() - before == 1), "batch of {} bytes", b.len());
+        }
+        let expected: Vec<_> = records.iter().map(|(k, v)| (k.clone(), v.as_ref().map(Vec::len))).collect();
+        assert_eq!(keys, expected);
+        assert!(batches(&[], 10, 1).is_empty());
+    }
+
     /// Records round-trip; later records win; tombstones delete; Kafka's value v1 is read.
     #[test]
     fn records_replay_to_the_latest_commit() {
         let tp = ("orders".to_string(), 3);
+        let batch = |group: &str, commits: &[(Tp, Option<Committed>)], now: i64| {
+            let records: Vec<Record> = commits.iter().map(|(tp, c)| record(group, tp, c.as_ref())).collect();
+            batches(&records, usize::MAX, now).concat()
+        };
         let mut stored = batch("g", &[(tp.clone(), Some(committed(10)))], 1);
         stored.extend(batch("g", &[(tp.clone(), Some(committed(20))), (("x".into(), 0), Some(committed(5)))], 2));
         stored.extend(batch("h", &[(tp.clone(), Some(committed(1)))], 3));

@@ -19,7 +19,7 @@
 
 use super::embedded::{self, Subscription, TopicPartition};
 use super::{Assignment, ClassicMember, ConsumerGroup, ConsumerLimits, Member, MemberState, Topics};
-use crate::groups::group::{Exported, Migrating};
+use crate::groups::group::{Exported, Join, Migrating};
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::types::Uuid;
 use bytes::Bytes;
@@ -61,22 +61,6 @@ impl MigrationPolicy {
     pub fn downgrades(self) -> bool {
         matches!(self, MigrationPolicy::Bidirectional | MigrationPolicy::Downgrade)
     }
-}
-
-/// A JoinGroup to a consumer group.
-#[derive(Debug, Clone, Default)]
-pub struct ClassicJoin {
-    /// Empty for a member without an id yet.
-    pub member_id: String,
-    pub instance_id: Option<String>,
-    pub session_timeout_ms: i32,
-    pub rebalance_timeout_ms: i32,
-    pub protocol_type: String,
-    pub protocols: Vec<(String, Bytes)>,
-    /// JoinGroup v4+: a dynamic member without an id gets one with MEMBER_ID_REQUIRED.
-    pub require_known_member_id: bool,
-    pub client_id: String,
-    pub client_host: String,
 }
 
 /// A JoinGroup's answer from a consumer group.
@@ -187,7 +171,7 @@ impl ConsumerGroup {
     /// whose second part is the member id to join with.
     pub fn classic_join(
         &mut self,
-        j: ClassicJoin,
+        j: Join,
         topics: &dyn Topics,
         now: i64,
     ) -> Result<ClassicJoined, (ErrorCode, String)> {
@@ -239,18 +223,8 @@ impl ConsumerGroup {
             }
         };
         let m = self.members.get_mut(&id).expect("a member");
-        if j.instance_id.is_some() {
-            m.instance_id = j.instance_id;
-        }
-        if subscription.rack_id.is_some() {
-            m.rack_id = subscription.rack_id;
-        }
-        if j.rebalance_timeout_ms != -1 {
-            m.rebalance_timeout_ms = j.rebalance_timeout_ms;
-        }
+        m.identify(j.instance_id, subscription.rack_id, j.rebalance_timeout_ms, j.client_id, j.client_host);
         let bump = m.subscribe(subscription.topics) || new;
-        m.client_id = j.client_id;
-        m.client_host = j.client_host;
         let protocol_name = j.protocols[0].0.clone();
         m.classic = Some(ClassicMember { session_timeout_ms: j.session_timeout_ms, protocols: j.protocols });
         let owned = by_id(&subscription.owned_partitions, topics);

@@ -28,7 +28,7 @@ mod classic;
 pub mod embedded;
 pub mod records;
 
-pub use classic::{ClassicJoin, ClassicJoined, MigrationPolicy};
+pub use classic::{ClassicJoined, MigrationPolicy};
 
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::types::Uuid;
@@ -114,6 +114,29 @@ impl Member {
     /// How long its session lasts without a heartbeat: its own for a classic member.
     fn session_timeout_ms(&self, limits: &ConsumerLimits) -> i64 {
         self.classic.as_ref().map_or(limits.session_timeout_ms, |c| c.session_timeout_ms) as i64
+    }
+
+    /// What a request says of the member: instance and rack ids and rebalance timeout when
+    /// given (`None`, -1: unchanged), the client's id and address always.
+    fn identify(
+        &mut self,
+        instance_id: Option<String>,
+        rack_id: Option<String>,
+        rebalance_timeout_ms: i32,
+        client_id: String,
+        client_host: String,
+    ) {
+        if instance_id.is_some() {
+            self.instance_id = instance_id;
+        }
+        if rack_id.is_some() {
+            self.rack_id = rack_id;
+        }
+        if rebalance_timeout_ms != -1 {
+            self.rebalance_timeout_ms = rebalance_timeout_ms;
+        }
+        self.client_id = client_id;
+        self.client_host = client_host;
     }
 
     /// Subscribe to `names` (sorted, without duplicates); whether that changed its subscription.
@@ -310,23 +333,13 @@ impl ConsumerGroup {
                 bump = true;
             }
         }
-        if hb.instance_id.is_some() {
-            m.instance_id = hb.instance_id;
-        }
-        if hb.rack_id.is_some() {
-            m.rack_id = hb.rack_id;
-        }
-        if hb.rebalance_timeout_ms != -1 {
-            m.rebalance_timeout_ms = hb.rebalance_timeout_ms;
-        }
+        m.identify(hb.instance_id, hb.rack_id, hb.rebalance_timeout_ms, hb.client_id, hb.client_host);
         if let Some(a) = hb.server_assignor {
             if m.server_assignor.as_deref() != Some(a.as_str()) {
                 m.server_assignor = Some(a);
                 bump = true;
             }
         }
-        m.client_id = hb.client_id;
-        m.client_host = hb.client_host;
         // A classic member that heartbeats this way has moved to the consumer protocol.
         m.classic = None;
         m.session_deadline = now + self.limits.session_timeout_ms as i64;

@@ -76,8 +76,7 @@ crate::schema! {
     }
 }
 
-/// One record: its key and value (`None`: a tombstone).
-pub type Record = (Vec<u8>, Option<Vec<u8>>);
+pub use crate::groups::offsets::Record;
 
 const GROUP: i16 = 3;
 const MEMBER: i16 = 5;

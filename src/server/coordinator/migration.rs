@@ -16,11 +16,10 @@
 //! persisted (see [`super`]), so a downgrade writes only the consumer group's tombstones.
 
 use super::Coordinator;
-use crate::groups::consumer::{embedded, ClassicJoin, ConsumerGroup};
-use crate::groups::group::Group;
+use crate::groups::consumer::{embedded, ConsumerGroup};
+use crate::groups::group::{Group, Join};
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
-use bytes::Bytes;
 
 impl Coordinator {
     /// Before a ConsumerGroupHeartbeat at `epoch`: a classic group of the same id without
@@ -84,14 +83,7 @@ impl Coordinator {
     /// JoinGroup to a consumer group with members: the member joins it with the classic
     /// protocol (`None`: not such a group; an empty consumer group gives way to the classic
     /// one).
-    pub(super) async fn join_consumer_group(
-        &self,
-        version: i16,
-        j: &JoinGroupRequest,
-        client_id: &str,
-        client_host: &str,
-    ) -> Option<JoinGroupResponse> {
-        let group = j.group_id.as_str();
+    pub(super) async fn join_consumer_group(&self, group: &str, join: &Join) -> Option<JoinGroupResponse> {
         let fail = |error_code: ErrorCode, member_id: String| JoinGroupResponse {
             error_code,
             member_id,
@@ -105,29 +97,18 @@ impl Coordinator {
                 return None;
             }
             let limits = self.config.limits;
-            if !(limits.min_session_timeout_ms..=limits.max_session_timeout_ms).contains(&j.session_timeout_ms) {
-                return Some(fail(code::INVALID_SESSION_TIMEOUT, j.member_id.clone()));
+            if !(limits.min_session_timeout_ms..=limits.max_session_timeout_ms).contains(&join.session_timeout_ms) {
+                return Some(fail(code::INVALID_SESSION_TIMEOUT, join.member_id.clone()));
             }
             let before = g.clone();
-            let join = ClassicJoin {
-                member_id: j.member_id.clone(),
-                instance_id: j.group_instance_id.clone(),
-                session_timeout_ms: j.session_timeout_ms,
-                rebalance_timeout_ms: j.rebalance_timeout_ms,
-                protocol_type: j.protocol_type.clone(),
-                protocols: j.protocols.iter().map(|p| (p.name.clone(), Bytes::copy_from_slice(&p.metadata))).collect(),
-                require_known_member_id: version >= 4,
-                client_id: client_id.to_string(),
-                client_host: client_host.to_string(),
-            };
-            (before, g.classic_join(join, &*self.topics(), self.now()))
+            (before, g.classic_join(join.clone(), &*self.topics(), self.now()))
         };
         let joined = match joined {
             Ok(joined) => joined,
             Err((code::MEMBER_ID_REQUIRED, member_id)) => return Some(fail(code::MEMBER_ID_REQUIRED, member_id)),
             Err((e, message)) => {
                 tracing::debug!(group, error = message, "JoinGroup to a consumer group refused");
-                return Some(fail(e, j.member_id.clone()));
+                return Some(fail(e, join.member_id.clone()));
             }
         };
         let written = if joined.replaced_consumer_member && self.downgrade_due(group, &before) {
@@ -136,7 +117,7 @@ impl Coordinator {
             self.persist_group(group, Some(before)).await
         };
         if let Err(e) = written {
-            return Some(fail(e, j.member_id.clone()));
+            return Some(fail(e, join.member_id.clone()));
         }
         Some(JoinGroupResponse {
             member_id: joined.member_id,

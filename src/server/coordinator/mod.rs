@@ -16,9 +16,9 @@
 mod consumer;
 mod migration;
 
-use crate::groups::consumer::records::Record;
 use crate::groups::consumer::{ConsumerGroup, ConsumerLimits, TopicMeta, Topics};
 use crate::groups::group::{Group, GroupLimits, GroupState, Join, Sync};
+use crate::groups::offsets::Record;
 use crate::groups::offsets::{self, Committed, OffsetTable, Tp};
 use crate::io::DmaDisk;
 use crate::protocol::errors::{self as code, ErrorCode};
@@ -37,9 +37,9 @@ use std::time::Duration;
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// How often deadlines are applied.
 pub const TICK: Duration = Duration::from_millis(100);
-/// Compaction writes live offsets in batches of about this size (well below any
-/// `max.message.bytes`).
-const COMPACTION_BATCH_BYTES: usize = 256 << 10;
+/// Compaction, and a consumer group's change, are written in batches of about this size
+/// (well below any `max.message.bytes`).
+const BATCH_BYTES: usize = 256 << 10;
 /// Kafka's INVALID_COMMIT_OFFSET_SIZE: a commit too large for one batch.
 const INVALID_COMMIT_OFFSET_SIZE: ErrorCode = ErrorCode(28);
 
@@ -260,22 +260,13 @@ impl Coordinator {
         p.roll();
         let from = p.log_end();
         let now = self.now();
-        let mut by_group: BTreeMap<&str, Vec<(Tp, Option<Committed>)>> = BTreeMap::new();
-        for (g, tp, committed) in &live {
-            by_group.entry(g.as_str()).or_default().push((tp.clone(), Some(committed.clone())));
-        }
-        for (g, commits) in by_group {
-            for chunk in offsets::chunks(g, &commits, COMPACTION_BATCH_BYTES) {
-                p.append_nowait(&offsets::batch(g, chunk, now))?;
-            }
-        }
-        // Consumer groups (KIP-848): their live state again, one batch per group.
+        let mut records: Vec<Record> = live.iter().map(|(g, tp, c)| offsets::record(g, tp, Some(c))).collect();
+        // Consumer groups (KIP-848): their live state again.
         for g in self.consumer_groups.borrow().values().filter(|g| offsets_partition(&g.id, partitions) == index) {
-            let mut b = crate::storage::format::batch::BatchBuilder::new();
-            for (k, v) in g.records() {
-                b.push(now, Some(&k), v.as_deref(), &[]);
-            }
-            p.append_nowait(&b.finish())?;
+            records.extend(g.records());
+        }
+        for batch in offsets::batches(&records, BATCH_BYTES, now) {
+            p.append_nowait(&batch)?;
         }
         p.flush().await?;
         let removed = p.remove_before(from).await?;
@@ -324,7 +315,7 @@ impl Coordinator {
             require_known_member_id: version >= 4,
             skip_assignment_supported: version >= 9,
         };
-        if let Some(joined) = self.join_consumer_group(version, &j, &join.client_id, &join.client_host).await {
+        if let Some(joined) = self.join_consumer_group(&j.group_id, &join).await {
             return joined;
         }
         let pending = {
@@ -496,7 +487,7 @@ impl Coordinator {
             answers.push((t.name.clone(), codes));
         }
         if !accepted.is_empty() {
-            if let Err(e) = self.persist(&req.group_id, accepted).await {
+            if let Err(e) = self.persist(&req.group_id, accepted, false).await {
                 for (_, codes) in answers.iter_mut() {
                     codes.iter_mut().for_each(|c| c.1 = e);
                 }
@@ -529,15 +520,11 @@ impl Coordinator {
     /// Append commits (or tombstones) of `group` to its offsets partition and apply them to the
     /// table at once (synchronously, so the table follows the log's order and a compaction
     /// snapshot includes every appended commit), then wait until they are durable: the
-    /// answer, not the table, waits for the disk.
-    async fn persist(&self, group: &str, commits: Vec<(Tp, Option<Committed>)>) -> Result<(), ErrorCode> {
-        let records = commits
-            .iter()
-            .map(|((topic, partition), c)| {
-                (offsets::encode_key(group, topic, *partition), c.as_ref().map(offsets::encode_value))
-            })
-            .collect();
-        self.append(group, records, || {
+    /// answer, not the table, waits for the disk. One batch, or with `split` (DeleteGroups'
+    /// tombstones, however many) several.
+    async fn persist(&self, group: &str, commits: Vec<(Tp, Option<Committed>)>, split: bool) -> Result<(), ErrorCode> {
+        let records = commits.iter().map(|(tp, c)| offsets::record(group, tp, c.as_ref())).collect();
+        self.append(group, records, split, || {
             let mut table = self.offsets.borrow_mut();
             for (tp, value) in commits {
                 table.apply(group, tp, value);
@@ -546,29 +533,36 @@ impl Coordinator {
         .await
     }
 
-    /// Append `records` (key, value or tombstone) of `group` as one batch to its offsets
-    /// partition, run `applied` once they are in the log (synchronously, before any other
-    /// append), then wait until they are durable.
-    async fn append(&self, group: &str, records: Vec<Record>, applied: impl FnOnce()) -> Result<(), ErrorCode> {
+    /// Append `records` (key, value or tombstone) of `group` to its offsets partition, run
+    /// `applied` once they are in the log (synchronously, before any other append), then wait
+    /// until they are durable. Commits are one batch (a commit too large for one is refused,
+    /// as Kafka's); a consumer group's change (`split`) may take several, appended together
+    /// (a group of thousands of members writes more than `max.message.bytes` at once).
+    async fn append(
+        &self,
+        group: &str,
+        records: Vec<Record>,
+        split: bool,
+        applied: impl FnOnce(),
+    ) -> Result<(), ErrorCode> {
         let partitions = self.offsets_partitions.get().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
         let index = offsets_partition(group, partitions);
         let p = self.manager.get(OFFSETS_TOPIC, index).ok_or(code::NOT_COORDINATOR)?;
-        let mut b = crate::storage::format::batch::BatchBuilder::new();
-        let now = self.now();
-        for (k, v) in &records {
-            b.push(now, Some(k), v.as_deref(), &[]);
-        }
-        let batch = b.finish();
-        if batch.len() as u64 > p.log().config().max_message_bytes {
+        let batches = offsets::batches(&records, if split { BATCH_BYTES } else { usize::MAX }, self.now());
+        if batches.iter().any(|b| b.len() as u64 > p.log().config().max_message_bytes) {
             return Err(INVALID_COMMIT_OFFSET_SIZE);
         }
-        let appended = p.append_nowait(&batch);
-        let info = appended.map_err(|e| {
-            tracing::error!(group, partition = index, error = %e, "cannot write to {OFFSETS_TOPIC}");
-            code::COORDINATOR_NOT_AVAILABLE
-        })?;
+        let mut next = None;
+        for batch in &batches {
+            let info = p.append_nowait(batch).map_err(|e| {
+                tracing::error!(group, partition = index, error = %e, "cannot write to {OFFSETS_TOPIC}");
+                code::COORDINATOR_NOT_AVAILABLE
+            })?;
+            next = Some(Offset(info.last_offset + 1));
+        }
         applied();
-        p.wait_durable(Offset(info.last_offset + 1)).await.map_err(|e| {
+        let Some(next) = next else { return Ok(()) };
+        p.wait_durable(next).await.map_err(|e| {
             tracing::error!(group, partition = index, error = %e, "{OFFSETS_TOPIC} records not durable");
             code::COORDINATOR_NOT_AVAILABLE
         })
@@ -728,7 +722,7 @@ impl Coordinator {
             .map(|o| o.keys().map(|tp| (tp.clone(), None)).collect())
             .unwrap_or_default();
         if !tombstones.is_empty() {
-            if let Err(e) = self.persist(group, tombstones).await {
+            if let Err(e) = self.persist(group, tombstones, true).await {
                 return e;
             }
         }

@@ -42,8 +42,8 @@ fn subscription(topics: &[&str], owned: Vec<TopicPartition>) -> Bytes {
     embedded::encode(s, 1)
 }
 
-fn classic_join(id: &str, topics: &[&str], owned: Vec<TopicPartition>) -> ClassicJoin {
-    ClassicJoin {
+fn classic_join(id: &str, topics: &[&str], owned: Vec<TopicPartition>) -> Join {
+    Join {
         member_id: id.into(),
         session_timeout_ms: 10_000,
         rebalance_timeout_ms: 20_000,
@@ -224,7 +224,7 @@ fn classic_requests_are_checked() {
 fn classic_timers() {
     let mut g = ConsumerGroup::new("g", ConsumerLimits::default(), 1);
     consumer_join(&mut g, "k1", 0);
-    let slow = |id: &str| ClassicJoin { session_timeout_ms: 30_000, ..classic_join(id, &["a"], vec![]) };
+    let slow = |id: &str| Join { session_timeout_ms: 30_000, ..classic_join(id, &["a"], vec![]) };
     g.classic_join(slow("lazy"), &Ab, 0).unwrap();
     let j = g.classic_join(slow("busy"), &Ab, 0).unwrap();
     g.classic_sync("busy", None, j.generation, (None, None), &Ab, 0).unwrap();
