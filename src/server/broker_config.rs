@@ -2,6 +2,7 @@
 //! where Kafka has one, each validated as it is set. Dynamic settings layer over these
 //! ([`crate::server::configs`]).
 
+use crate::server::listeners::{self, Listener};
 use crate::server::{configs, coordinator, limits};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
@@ -13,9 +14,11 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub data_dir: PathBuf,
+    /// `--listen`: the PLAINTEXT listener when `listeners` is not set.
     pub listen: SocketAddr,
-    pub advertised_host: String,
-    pub advertised_port: i32,
+    /// `listeners` with their protocols and advertised addresses: `--listen` alone until
+    /// [`BrokerConfig::resolve_listeners`] (at startup) reads the listener settings.
+    pub listeners: Vec<Listener>,
     pub shards: usize,
     /// `node.id`
     pub node_id: i32,
@@ -54,10 +57,7 @@ impl BrokerConfig {
         Ok(BrokerConfig {
             data_dir,
             listen: addr,
-            // A wildcard address is no use to clients: advertise the host name instead
-            // (override with advertised.host).
-            advertised_host: if addr.ip().is_unspecified() { host_name() } else { addr.ip().to_string() },
-            advertised_port: addr.port() as i32,
+            listeners: listeners::resolve(None, None, None, addr, &host_name())?,
             shards,
             node_id: 0,
             auto_create_topics: true,
@@ -120,7 +120,10 @@ impl BrokerConfig {
                 }
                 self.max_request_bytes = n as usize;
             }
-            "advertised.host" => self.advertised_host = value.trim().to_string(),
+            // tidemark's own: the host advertised by every listener `advertised.listeners`
+            // does not name.
+            "advertised.host" => {}
+            "listeners" | "advertised.listeners" | "listener.security.protocol.map" => listeners::check(key, value)?,
             "max.connections" => self.limits.max_connections = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize,
             "max.connections.per.ip" => {
                 self.limits.max_connections_per_ip = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize
@@ -201,6 +204,27 @@ impl BrokerConfig {
                 configs::topic_defaults(|name| settings.get(name))?;
             }
         }
+        Ok(())
+    }
+
+    /// Resolve `listeners`, `advertised.listeners` and `listener.security.protocol.map` (with
+    /// `--listen` and `advertised.host`) once every setting is known: at startup.
+    pub fn resolve_listeners(&mut self) -> anyhow::Result<()> {
+        let get = |k: &str| self.settings.get(k).map(String::as_str);
+        let mut resolved =
+            listeners::resolve(get("listeners"), get("advertised.listeners"), get("listener.security.protocol.map"), self.listen, &host_name())?;
+        if let Some(host) = get("advertised.host").map(str::trim) {
+            let named = get("advertised.listeners").unwrap_or_default().to_ascii_uppercase();
+            for l in resolved.iter_mut().filter(|l| !named.contains(&format!("{}://", l.name))) {
+                l.advertised_host = host.to_string();
+            }
+        }
+        for l in &resolved {
+            if l.protocol != listeners::SecurityProtocol::Plaintext {
+                bail!("listeners: {} uses {}, which this broker does not serve yet", l.name, l.protocol.name());
+            }
+        }
+        self.listeners = resolved;
         Ok(())
     }
 

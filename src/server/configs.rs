@@ -163,13 +163,13 @@ const fn key(name: &'static str, kind: ConfigType, dynamic: bool, doc: &'static 
 
 /// The broker's own settings (topic defaults are the synonyms of [`TOPIC_KEYS`]).
 pub const BROKER_KEYS: &[BrokerKey] = &[
-    key("advertised.host", ConfigType::String, false, "The host clients are told to connect to."),
     key(
-        "advertised.listeners",
+        "advertised.host",
         ConfigType::String,
         false,
-        "The listener clients are told to use (from advertised.host and the listen port).",
+        "The host advertised by every listener advertised.listeners does not name.",
     ),
+    key("advertised.listeners", ConfigType::String, false, "The address each listener's clients are told to use."),
     key(
         "auto.create.topics.enable",
         ConfigType::Boolean,
@@ -215,7 +215,13 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         false,
         "Accepted in Kafka's forms (0.10.0, 2.8, 3.0-IV1...) for server.properties files; no effect.",
     ),
-    key("listeners", ConfigType::String, false, "The address the broker listens on (--listen)."),
+    key("listeners", ConfigType::String, false, "Where the broker accepts connections, NAME://host:port each (--listen: one PLAINTEXT)."),
+    key(
+        "listener.security.protocol.map",
+        ConfigType::String,
+        false,
+        "Each listener name's security protocol, NAME:PROTOCOL each.",
+    ),
     key("log.dirs", ConfigType::String, false, "The data directory (--data-dir)."),
     key(
         "log.retention.check.interval.ms",

@@ -12,6 +12,7 @@ use crate::protocol::decode_request;
 use crate::server::api::{error_response, handle, Dispatched};
 use crate::server::deadline::within;
 use crate::server::limits::{Admitted, Held};
+use crate::server::listeners::Listener;
 use crate::server::shard::Shard;
 use bytes::Bytes;
 use futures_channel::oneshot;
@@ -28,14 +29,14 @@ type Outcome = (Result<Option<(Bytes, Held)>, ()>, glommio::sync::StaticPermit);
 
 /// Serve one connection until the client closes it, it idles past `connections.max.idle.ms`,
 /// or a frame is out of bounds.
-pub async fn serve(shard: Rc<Shard>, stream: TcpStream, admitted: Admitted) {
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<Listener>, admitted: Admitted) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     metrics::count(Counter::Connections, 1);
     let _ = stream.set_nodelay(true);
     let (reader, writer) = futures_lite::io::split(stream);
     let limits = shard.config().limits.clone();
     let (tx, rx) = local_channel::new_bounded::<glommio::Task<Outcome>>(limits.max_inflight_per_connection);
-    let reading = glommio::spawn_local(read_requests(shard, reader, tx, peer.clone()));
+    let reading = glommio::spawn_local(read_requests(shard, reader, tx, peer.clone(), listener));
     write_responses(writer, rx, limits.connections_max_idle, &peer).await;
     reading.cancel().await;
     drop(admitted);
@@ -48,7 +49,13 @@ type Writer = futures_lite::io::WriteHalf<TcpStream>;
 /// handed to the writer in request order. Each request waits for the one before it to have
 /// issued its side effects. An idle or out-of-bounds connection ends with an `Err` outcome,
 /// which closes it.
-async fn read_requests(shard: Rc<Shard>, mut reader: Reader, tx: LocalSender<glommio::Task<Outcome>>, peer: String) {
+async fn read_requests(
+    shard: Rc<Shard>,
+    mut reader: Reader,
+    tx: LocalSender<glommio::Task<Outcome>>,
+    peer: String,
+    listener: Rc<Listener>,
+) {
     let limits = shard.config().limits.clone();
     let (idle, max) = (limits.connections_max_idle, shard.config().max_request_bytes);
     let in_flight = Rc::new(Semaphore::new(limits.max_inflight_per_connection as u64));
@@ -94,14 +101,14 @@ async fn read_requests(shard: Rc<Shard>, mut reader: Reader, tx: LocalSender<glo
         metrics::since(Stage::NetworkRead, started);
         metrics::count(Counter::BytesIn, n as u64 + 4);
         metrics::count(Counter::Requests, 1);
-        let (shard, peer) = (shard.clone(), peer.clone());
+        let (shard, peer, listener) = (shard.clone(), peer.clone(), listener.clone());
         let (done_tx, done_rx) = oneshot::channel();
         let wait = turn.replace(done_rx);
         let task = glommio::spawn_local(async move {
             if let Some(w) = wait {
                 let _ = w.await; // a dropped sender (error, closed) also ends the wait
             }
-            let outcome = answer(&shard, &peer, Bytes::from(buf), Dispatched::new(done_tx)).await;
+            let outcome = answer(&shard, &peer, &listener, Bytes::from(buf), Dispatched::new(done_tx)).await;
             drop(frame_held);
             (outcome, permit)
         });
@@ -153,6 +160,7 @@ async fn write_responses(
 async fn answer(
     shard: &Rc<Shard>,
     peer: &str,
+    listener: &Listener,
     frame: Bytes,
     dispatched: Dispatched,
 ) -> Result<Option<(Bytes, Held)>, ()> {
@@ -164,7 +172,7 @@ async fn answer(
                 crate::protocol::FETCH => Stage::RequestFetch,
                 _ => Stage::RequestOther,
             };
-            let answer = handle(shard, peer, &header, request, dispatched).await;
+            let answer = handle(shard, peer, listener, &header, request, dispatched).await;
             metrics::since(stage, started);
             answer.map_err(|e| {
                 tracing::warn!(peer, api = header.api_key, version = header.api_version, error = %e, "cannot encode response; closing");

@@ -10,7 +10,8 @@
 //! - [`router`], [`placement`], [`limits`], [`errors`], [`deadline`]: typed calls between
 //!   shards, which shard owns a partition, memory and connection limits, the one mapping of
 //!   errors to Kafka codes, bounded waits.
-//! - [`broker_config`], [`configs`]: the settings as given, and the dynamic layers over them;
+//! - [`broker_config`], [`listeners`], [`configs`]: the settings as given (the listeners among
+//!   them), and the dynamic layers over them;
 //!   [`data_dir`]: the data directory's lock and identity (cluster id, node id).
 //! - [`coordinator`], [`producer_ids`]: a shard's consumer groups; shard 0's producer ids.
 //! - [`shard`]: one shard's state, private, behind methods.
@@ -28,6 +29,7 @@ pub mod data_dir;
 pub mod deadline;
 pub mod errors;
 pub mod limits;
+pub mod listeners;
 pub mod metrics_http;
 pub mod placement;
 pub mod producer_ids;
@@ -40,8 +42,10 @@ use anyhow::{bail, Context};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement};
 use router::Envelope;
+use listeners::Listener;
 use shard::Shard;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -99,11 +103,14 @@ fn check_port_free(listen: SocketAddr) -> anyhow::Result<()> {
 
 /// Run the broker until `stop` is set (by SIGTERM/SIGINT in the binary), or until a shard
 /// stops on its own: then every other shard stops cleanly and the error names the shard.
-pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    config.resolve_listeners()?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
     let _lock = data_dir::lock(&config.data_dir)?;
-    check_port_free(config.listen)?;
+    for l in &config.listeners {
+        check_port_free(l.addr)?;
+    }
     // The directory's identity (its cluster and node), and topic ids for topics that had none,
     // before any shard reads it.
     let identity = data_dir::Identity::load_or_create(&config.data_dir, config.node_id)?;
@@ -133,7 +140,8 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
         handles.push(h);
     }
     drop(exits);
-    tracing::info!(listen = %config.listen, shards = config.shards, data_dir = %config.data_dir.display(), "tidemark serving");
+    let listening: Vec<String> = config.listeners.iter().map(Listener::endpoint).collect();
+    tracing::info!(listeners = listening.join(","), shards = config.shards, data_dir = %config.data_dir.display(), "tidemark serving");
     let unexpected = supervise(config.shards, &exited, &stop);
     // Join every shard, then report the first error.
     let mut first_err = None;
@@ -221,10 +229,17 @@ async fn run_shard(
         })
         .detach();
     }
-    let listener = glommio::net::TcpListener::bind(config.listen)
-        .map_err(std::io::Error::from)
-        .with_context(|| format!("listening on {}", config.listen))?;
-    accept_until_stopped(&shard, listener, &stop).await;
+    let mut accepting = Vec::new();
+    for l in &config.listeners {
+        let bound = glommio::net::TcpListener::bind(l.addr)
+            .map_err(std::io::Error::from)
+            .with_context(|| format!("listener {}", l.endpoint()))?;
+        let (shard, stop, l) = (shard.clone(), stop.clone(), Rc::new(l.clone()));
+        accepting.push(glommio::spawn_local(async move { accept_until_stopped(&shard, bound, l, &stop).await }));
+    }
+    for a in accepting {
+        a.await;
+    }
     // Let in-flight requests finish, then close every partition cleanly.
     glommio::timer::sleep(Duration::from_millis(200)).await;
     shard.manager().close_all().await?;
@@ -233,7 +248,7 @@ async fn run_shard(
 }
 
 /// Accept connections (within the connection limits) until `stop` is set.
-async fn accept_until_stopped(shard: &std::rc::Rc<Shard>, listener: glommio::net::TcpListener, stop: &AtomicBool) {
+async fn accept_until_stopped(shard: &Rc<Shard>, listener: glommio::net::TcpListener, l: Rc<Listener>, stop: &AtomicBool) {
     let stopped = || async {
         while !stop.load(Ordering::Relaxed) {
             glommio::timer::sleep(Duration::from_millis(50)).await;
@@ -249,7 +264,7 @@ async fn accept_until_stopped(shard: &std::rc::Rc<Shard>, listener: glommio::net
                 let ip = peer.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip());
                 match shard.connections().admit(ip) {
                     Ok(admitted) => {
-                        glommio::spawn_local(connection::serve(shard.clone(), stream, admitted)).detach();
+                        glommio::spawn_local(connection::serve(shard.clone(), stream, l.clone(), admitted)).detach();
                     }
                     Err(why) => {
                         crate::metrics::count(crate::metrics::Counter::ConnectionsRefused, 1);

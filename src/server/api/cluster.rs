@@ -110,12 +110,11 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
             }),
         }
     }
-    let c = shard.config();
     MetadataResponse {
         brokers: vec![MetadataBroker {
             node_id: node,
-            host: c.advertised_host.clone(),
-            port: c.advertised_port,
+            host: cx.listener.advertised_host.clone(),
+            port: cx.listener.advertised_port,
             ..Default::default()
         }],
         cluster_id: Some(shard.cluster_id().to_string()),
@@ -156,8 +155,8 @@ pub fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> Describ
             controller_id: c.node_id,
             brokers: vec![DescribeClusterBroker {
                 broker_id: c.node_id,
-                host: c.advertised_host.clone(),
-                port: c.advertised_port,
+                host: cx.listener.advertised_host.clone(),
+                port: cx.listener.advertised_port,
                 ..Default::default()
             }],
             ..Default::default()

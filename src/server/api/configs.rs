@@ -6,6 +6,7 @@
 use crate::config::{ConfigType, LogConfig, TOPIC_KEYS};
 use crate::protocol::errors as code;
 use crate::protocol::messages::*;
+use crate::server::listeners;
 use crate::server::api::topics::{on_shard0, outcome};
 use crate::server::api::Cx;
 use crate::server::configs::*;
@@ -18,8 +19,8 @@ use crate::server::BrokerConfig;
 /// The current value of a broker-only setting, as this shard applies it.
 fn broker_value(c: &BrokerConfig, e: &Effective, name: &str) -> Option<String> {
     let v = match name {
-        "advertised.host" => c.advertised_host.clone(),
-        "advertised.listeners" => format!("PLAINTEXT://{}:{}", c.advertised_host, c.advertised_port),
+        "advertised.host" => c.listeners.first().map(|l| l.advertised_host.clone()).unwrap_or_default(),
+        "advertised.listeners" => c.listeners.iter().map(|l| l.advertised_endpoint()).collect::<Vec<_>>().join(","),
         "auto.create.topics.enable" => e.auto_create_topics.to_string(),
         "broker.id" | "node.id" => c.node_id.to_string(),
         "connections.max.idle.ms" => c.limits.connections_max_idle.as_millis().to_string(),
@@ -37,7 +38,17 @@ fn broker_value(c: &BrokerConfig, e: &Effective, name: &str) -> Option<String> {
         "inter.broker.protocol.version" => {
             c.settings.get("inter.broker.protocol.version").map_or("3.9-IV0", |v| v.as_str()).to_string()
         }
-        "listeners" => format!("PLAINTEXT://{}", c.listen),
+        "listeners" => c.listeners.iter().map(|l| l.endpoint()).collect::<Vec<_>>().join(","),
+        "listener.security.protocol.map" => {
+            let mut map: Vec<String> = c.listeners.iter().map(|l| format!("{}:{}", l.name, l.protocol.name())).collect();
+            map.extend(
+                listeners::SecurityProtocol::ALL
+                    .iter()
+                    .filter(|p| !c.listeners.iter().any(|l| l.name == p.name()))
+                    .map(|p| format!("{0}:{0}", p.name())),
+            );
+            map.join(",")
+        }
         "log.dirs" => std::path::absolute(&c.data_dir).unwrap_or_else(|_| c.data_dir.clone()).display().to_string(),
         "log.retention.check.interval.ms" => c.retention_check_interval.as_millis().to_string(),
         "max.connections" => e.max_connections.to_string(),

@@ -322,8 +322,8 @@ pub async fn find_coordinator(cx: &mut Cx<'_>, f: FindCoordinatorRequest) -> Fin
             Coordinator {
                 key,
                 node_id: if found { c.node_id } else { -1 },
-                host: if found { c.advertised_host.clone() } else { String::new() },
-                port: if found { c.advertised_port } else { -1 },
+                host: if found { cx.listener.advertised_host.clone() } else { String::new() },
+                port: if found { cx.listener.advertised_port } else { -1 },
                 error_code,
                 error_message,
                 ..Default::default()

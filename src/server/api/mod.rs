@@ -24,6 +24,7 @@ use crate::protocol::errors as code;
 use crate::protocol::messages::Message;
 use crate::protocol::{api_versions_response, encode_response, ProtoError, ProtoResult, Request, RequestHeader};
 use crate::server::limits::Held;
+use crate::server::listeners::Listener;
 use crate::server::shard::Shard;
 use bytes::Bytes;
 use std::rc::Rc;
@@ -51,6 +52,8 @@ pub struct Cx<'a> {
     pub header: &'a RequestHeader,
     /// The client's address (`host:port`).
     pub peer: &'a str,
+    /// The listener the client came in on (its advertised address is the broker's, for it).
+    pub listener: &'a Listener,
     turn: Dispatched,
     /// Fetch memory the response's records hold, given back once it is written.
     held: Held,
@@ -82,12 +85,13 @@ fn reply<M: Message>(header: &RequestHeader, mut body: M) -> ProtoResult<Option<
 pub async fn handle(
     shard: &Rc<Shard>,
     peer: &str,
+    listener: &Listener,
     header: &RequestHeader,
     req: Request,
     turn: Dispatched,
 ) -> ProtoResult<Option<(Bytes, Held)>> {
     let h = header;
-    let mut cx = Cx { shard, header, peer, turn, held: Held::default() };
+    let mut cx = Cx { shard, header, peer, listener, turn, held: Held::default() };
     let cx = &mut cx;
     let out = match req {
         Request::ApiVersions(r) => reply(h, cluster::api_versions(cx, r)),
