@@ -73,9 +73,11 @@ pub enum Counter {
     Connections,
     ConnectionsRefused,
     ShardCallTimeouts,
+    TlsHandshakeFailures,
+    AuthenticationFailures,
 }
 
-pub const COUNTERS: [Counter; 8] = [
+pub const COUNTERS: [Counter; 10] = [
     Counter::Requests,
     Counter::BytesIn,
     Counter::BytesOut,
@@ -84,6 +86,8 @@ pub const COUNTERS: [Counter; 8] = [
     Counter::Connections,
     Counter::ConnectionsRefused,
     Counter::ShardCallTimeouts,
+    Counter::TlsHandshakeFailures,
+    Counter::AuthenticationFailures,
 ];
 
 impl Counter {
@@ -97,6 +101,8 @@ impl Counter {
             Counter::Connections => "connections_total",
             Counter::ConnectionsRefused => "connections_refused_total",
             Counter::ShardCallTimeouts => "shard_call_timeouts_total",
+            Counter::TlsHandshakeFailures => "tls_handshake_failures_total",
+            Counter::AuthenticationFailures => "authentication_failures_total",
         }
     }
 }

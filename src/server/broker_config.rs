@@ -3,6 +3,7 @@
 //! ([`crate::server::configs`]).
 
 use crate::server::listeners::{self, Listener};
+use crate::server::tls;
 use crate::server::{configs, coordinator, limits};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
@@ -124,6 +125,16 @@ impl BrokerConfig {
             // does not name.
             "advertised.host" => {}
             "listeners" | "advertised.listeners" | "listener.security.protocol.map" => listeners::check(key, value)?,
+            k if tls::SETTINGS.contains(&k) => tls::check(k, value)?,
+            k if k.starts_with("listener.name.") => {
+                let (_, setting) = k["listener.name.".len()..]
+                    .split_once('.')
+                    .with_context(|| format!("{k}: expected listener.name.<listener>.<setting>"))?;
+                if !tls::SETTINGS.contains(&setting) {
+                    bail!("{k}: unknown listener setting ({setting})");
+                }
+                tls::check(setting, value)?
+            }
             "max.connections" => self.limits.max_connections = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize,
             "max.connections.per.ip" => {
                 self.limits.max_connections_per_ip = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize
@@ -211,17 +222,25 @@ impl BrokerConfig {
     /// `--listen` and `advertised.host`) once every setting is known: at startup.
     pub fn resolve_listeners(&mut self) -> anyhow::Result<()> {
         let get = |k: &str| self.settings.get(k).map(String::as_str);
-        let mut resolved =
-            listeners::resolve(get("listeners"), get("advertised.listeners"), get("listener.security.protocol.map"), self.listen, &host_name())?;
+        let mut resolved = listeners::resolve(
+            get("listeners"),
+            get("advertised.listeners"),
+            get("listener.security.protocol.map"),
+            self.listen,
+            &host_name(),
+        )?;
         if let Some(host) = get("advertised.host").map(str::trim) {
             let named = get("advertised.listeners").unwrap_or_default().to_ascii_uppercase();
             for l in resolved.iter_mut().filter(|l| !named.contains(&format!("{}://", l.name))) {
                 l.advertised_host = host.to_string();
             }
         }
-        for l in &resolved {
-            if l.protocol != listeners::SecurityProtocol::Plaintext {
+        for l in resolved.iter_mut() {
+            if l.protocol.sasl() {
                 bail!("listeners: {} uses {}, which this broker does not serve yet", l.name, l.protocol.name());
+            }
+            if l.protocol.tls() {
+                l.tls = Some(tls::Tls::new(tls::acceptor(&self.settings, &l.name)?));
             }
         }
         self.listeners = resolved;

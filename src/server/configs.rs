@@ -215,7 +215,12 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         false,
         "Accepted in Kafka's forms (0.10.0, 2.8, 3.0-IV1...) for server.properties files; no effect.",
     ),
-    key("listeners", ConfigType::String, false, "Where the broker accepts connections, NAME://host:port each (--listen: one PLAINTEXT)."),
+    key(
+        "listeners",
+        ConfigType::String,
+        false,
+        "Where the broker accepts connections, NAME://host:port each (--listen: one PLAINTEXT).",
+    ),
     key(
         "listener.security.protocol.map",
         ConfigType::String,

@@ -14,9 +14,10 @@ use crate::server::deadline::within;
 use crate::server::limits::{Admitted, Held};
 use crate::server::listeners::Listener;
 use crate::server::shard::Shard;
+use crate::server::tls;
 use bytes::Bytes;
 use futures_channel::oneshot;
-use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::net::TcpStream;
 use glommio::sync::Semaphore;
@@ -28,34 +29,77 @@ use std::time::Duration;
 type Outcome = (Result<Option<(Bytes, Held)>, ()>, glommio::sync::StaticPermit);
 
 /// Serve one connection until the client closes it, it idles past `connections.max.idle.ms`,
-/// or a frame is out of bounds.
+/// or a frame is out of bounds. On a TLS listener the handshake comes first (within
+/// `connections.max.idle.ms`); a failed one closes the connection with a log line.
 pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<Listener>, admitted: Admitted) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     metrics::count(Counter::Connections, 1);
     let _ = stream.set_nodelay(true);
+    let Some(tls) = &listener.tls else {
+        let session = Rc::new(Session { peer, principal: tls::ANONYMOUS.to_string(), listener: listener.clone() });
+        return serve_stream(shard, stream, session, admitted).await;
+    };
+    let idle = shard.config().limits.connections_max_idle;
+    match within(idle, tls.acceptor().accept(stream)).await {
+        Some(Ok(stream)) => {
+            let principal = tls::principal(stream.get_ref().1);
+            tracing::debug!(peer, principal, listener = listener.name, "TLS connection");
+            let session = Rc::new(Session { peer, principal, listener: listener.clone() });
+            serve_stream(shard, stream, session, admitted).await
+        }
+        Some(Err(error)) => {
+            metrics::count(Counter::TlsHandshakeFailures, 1);
+            tracing::info!(peer, listener = listener.name, %error, "TLS handshake failed; closing");
+        }
+        None => {
+            metrics::count(Counter::TlsHandshakeFailures, 1);
+            tracing::info!(
+                peer,
+                listener = listener.name,
+                "TLS handshake not done within connections.max.idle.ms; closing"
+            );
+        }
+    }
+}
+
+/// Who is on the other end of a connection, and where it came in.
+#[derive(Debug)]
+pub struct Session {
+    /// The client's address (`host:port`).
+    pub peer: String,
+    /// Kafka's principal: `User:ANONYMOUS`, or a client certificate's subject.
+    pub principal: String,
+    pub listener: Rc<Listener>,
+}
+
+/// Serve requests on a connection (plain or TLS).
+async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin + 'static>(
+    shard: Rc<Shard>,
+    stream: S,
+    session: Rc<Session>,
+    admitted: Admitted,
+) {
     let (reader, writer) = futures_lite::io::split(stream);
     let limits = shard.config().limits.clone();
     let (tx, rx) = local_channel::new_bounded::<glommio::Task<Outcome>>(limits.max_inflight_per_connection);
-    let reading = glommio::spawn_local(read_requests(shard, reader, tx, peer.clone(), listener));
+    let peer = session.peer.clone();
+    let reading = glommio::spawn_local(read_requests(shard, reader, tx, session));
     write_responses(writer, rx, limits.connections_max_idle, &peer).await;
     reading.cancel().await;
     drop(admitted);
 }
 
-type Reader = futures_lite::io::ReadHalf<TcpStream>;
-type Writer = futures_lite::io::WriteHalf<TcpStream>;
-
 /// The reader: frames in, one handler task per request (at most the in-flight limit), each
 /// handed to the writer in request order. Each request waits for the one before it to have
 /// issued its side effects. An idle or out-of-bounds connection ends with an `Err` outcome,
 /// which closes it.
-async fn read_requests(
+async fn read_requests<R: AsyncRead + Unpin>(
     shard: Rc<Shard>,
-    mut reader: Reader,
+    mut reader: R,
     tx: LocalSender<glommio::Task<Outcome>>,
-    peer: String,
-    listener: Rc<Listener>,
+    session: Rc<Session>,
 ) {
+    let peer = session.peer.as_str();
     let limits = shard.config().limits.clone();
     let (idle, max) = (limits.connections_max_idle, shard.config().max_request_bytes);
     let in_flight = Rc::new(Semaphore::new(limits.max_inflight_per_connection as u64));
@@ -101,14 +145,14 @@ async fn read_requests(
         metrics::since(Stage::NetworkRead, started);
         metrics::count(Counter::BytesIn, n as u64 + 4);
         metrics::count(Counter::Requests, 1);
-        let (shard, peer, listener) = (shard.clone(), peer.clone(), listener.clone());
+        let (shard, session) = (shard.clone(), session.clone());
         let (done_tx, done_rx) = oneshot::channel();
         let wait = turn.replace(done_rx);
         let task = glommio::spawn_local(async move {
             if let Some(w) = wait {
                 let _ = w.await; // a dropped sender (error, closed) also ends the wait
             }
-            let outcome = answer(&shard, &peer, &listener, Bytes::from(buf), Dispatched::new(done_tx)).await;
+            let outcome = answer(&shard, &session, Bytes::from(buf), Dispatched::new(done_tx)).await;
             drop(frame_held);
             (outcome, permit)
         });
@@ -121,8 +165,8 @@ async fn read_requests(
 /// The writer: each handler's outcome in request order, written within `write_limit` (a
 /// client that stops reading holds its responses' memory that long at most), then the
 /// memory and the in-flight slot go back.
-async fn write_responses(
-    mut writer: Writer,
+async fn write_responses<W: AsyncWrite + Unpin>(
+    mut writer: W,
     rx: LocalReceiver<glommio::Task<Outcome>>,
     write_limit: Duration,
     peer: &str,
@@ -159,11 +203,11 @@ async fn write_responses(
 
 async fn answer(
     shard: &Rc<Shard>,
-    peer: &str,
-    listener: &Listener,
+    session: &Session,
     frame: Bytes,
     dispatched: Dispatched,
 ) -> Result<Option<(Bytes, Held)>, ()> {
+    let peer = session.peer.as_str();
     match decode_request(frame) {
         Ok((header, request)) => {
             let started = std::time::Instant::now();
@@ -172,7 +216,7 @@ async fn answer(
                 crate::protocol::FETCH => Stage::RequestFetch,
                 _ => Stage::RequestOther,
             };
-            let answer = handle(shard, peer, listener, &header, request, dispatched).await;
+            let answer = handle(shard, session, &header, request, dispatched).await;
             metrics::since(stage, started);
             answer.map_err(|e| {
                 tracing::warn!(peer, api = header.api_key, version = header.api_version, error = %e, "cannot encode response; closing");

@@ -25,8 +25,12 @@ pub enum SecurityProtocol {
 }
 
 impl SecurityProtocol {
-    pub const ALL: [SecurityProtocol; 4] =
-        [SecurityProtocol::Plaintext, SecurityProtocol::Ssl, SecurityProtocol::SaslPlaintext, SecurityProtocol::SaslSsl];
+    pub const ALL: [SecurityProtocol; 4] = [
+        SecurityProtocol::Plaintext,
+        SecurityProtocol::Ssl,
+        SecurityProtocol::SaslPlaintext,
+        SecurityProtocol::SaslSsl,
+    ];
 
     pub fn parse(s: &str) -> Option<SecurityProtocol> {
         SecurityProtocol::ALL.into_iter().find(|p| p.name().eq_ignore_ascii_case(s.trim()))
@@ -63,6 +67,8 @@ pub struct Listener {
     /// Where its clients are told to connect.
     pub advertised_host: String,
     pub advertised_port: i32,
+    /// SSL and SASL_SSL: its TLS acceptor (made from its settings at startup).
+    pub tls: Option<crate::server::tls::Tls>,
 }
 
 impl Listener {
@@ -94,7 +100,7 @@ fn endpoint(s: &str) -> anyhow::Result<(String, String, u16)> {
 fn endpoints(key: &str, s: &str) -> anyhow::Result<Vec<(String, String, u16)>> {
     let mut out: Vec<(String, String, u16)> = Vec::new();
     for part in s.split(',').filter(|p| !p.trim().is_empty()) {
-        let e = endpoint(part).with_context(|| format!("{key}"))?;
+        let e = endpoint(part).with_context(|| key.to_string())?;
         if out.iter().any(|(n, _, _)| *n == e.0) {
             bail!("{key}: listener {} appears twice", e.0);
         }
@@ -112,7 +118,8 @@ pub fn protocol_map(s: Option<&str>) -> anyhow::Result<BTreeMap<String, Security
     };
     let mut map = BTreeMap::new();
     for part in s.split(',').filter(|p| !p.trim().is_empty()) {
-        let (name, protocol) = part.split_once(':').with_context(|| format!("{key}: {part}: expected NAME:PROTOCOL"))?;
+        let (name, protocol) =
+            part.split_once(':').with_context(|| format!("{key}: {part}: expected NAME:PROTOCOL"))?;
         let protocol = SecurityProtocol::parse(protocol).with_context(|| {
             format!("{key}: {part}: the protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
         })?;
@@ -179,7 +186,14 @@ pub fn resolve(
             None if addr.ip().is_unspecified() => (host_name.to_string(), port),
             None => (addr.ip().to_string(), port),
         };
-        out.push(Listener { name, protocol, addr, advertised_host, advertised_port: advertised_port as i32 });
+        out.push(Listener {
+            name,
+            protocol,
+            addr,
+            advertised_host,
+            advertised_port: advertised_port as i32,
+            tls: None,
+        });
     }
     Ok(out)
 }
@@ -197,7 +211,10 @@ mod tests {
     fn the_default_is_one_plaintext_listener() {
         let l = resolve(None, None, None, default(), "h").unwrap();
         assert_eq!(l.len(), 1);
-        assert_eq!((l[0].name.as_str(), l[0].protocol, l[0].addr), ("PLAINTEXT", SecurityProtocol::Plaintext, default()));
+        assert_eq!(
+            (l[0].name.as_str(), l[0].protocol, l[0].addr),
+            ("PLAINTEXT", SecurityProtocol::Plaintext, default())
+        );
         assert_eq!((l[0].advertised_host.as_str(), l[0].advertised_port), ("127.0.0.1", 9092));
     }
 
@@ -214,15 +231,23 @@ mod tests {
             "myhost",
         )
         .unwrap();
-        let view: Vec<(&str, SecurityProtocol, String, String)> = l
-            .iter()
-            .map(|l| (l.name.as_str(), l.protocol, l.addr.to_string(), l.advertised_endpoint()))
-            .collect();
+        let view: Vec<(&str, SecurityProtocol, String, String)> =
+            l.iter().map(|l| (l.name.as_str(), l.protocol, l.addr.to_string(), l.advertised_endpoint())).collect();
         assert_eq!(
             view,
             vec![
-                ("PLAINTEXT", SecurityProtocol::Plaintext, "127.0.0.1:9092".into(), "PLAINTEXT://127.0.0.1:9092".into()),
-                ("CLIENT", SecurityProtocol::SaslSsl, "0.0.0.0:9094".into(), "CLIENT://broker1.example.com:19094".into()),
+                (
+                    "PLAINTEXT",
+                    SecurityProtocol::Plaintext,
+                    "127.0.0.1:9092".into(),
+                    "PLAINTEXT://127.0.0.1:9092".into()
+                ),
+                (
+                    "CLIENT",
+                    SecurityProtocol::SaslSsl,
+                    "0.0.0.0:9094".into(),
+                    "CLIENT://broker1.example.com:19094".into()
+                ),
                 ("SSL", SecurityProtocol::Ssl, "[::1]:9095".into(), "SSL://::1:9095".into()),
             ]
         );

@@ -17,7 +17,8 @@
 //! - [`shard`]: one shard's state, private, behind methods.
 //! - [`control`]: shard 0's control plane (topics, dynamic settings, producer ids).
 //! - [`api`]: one module per API family and the dispatch table.
-//! - [`connection`], [`metrics_http`]: a client connection; the metrics endpoint.
+//! - [`tls`], [`connection`], [`metrics_http`]: TLS for a listener, a client connection; the
+//!   metrics endpoint.
 
 pub mod api;
 pub mod broker_config;
@@ -35,14 +36,15 @@ pub mod placement;
 pub mod producer_ids;
 pub mod router;
 pub mod shard;
+pub mod tls;
 
 pub use broker_config::BrokerConfig;
 
 use anyhow::{bail, Context};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement};
-use router::Envelope;
 use listeners::Listener;
+use router::Envelope;
 use shard::Shard;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -248,7 +250,12 @@ async fn run_shard(
 }
 
 /// Accept connections (within the connection limits) until `stop` is set.
-async fn accept_until_stopped(shard: &Rc<Shard>, listener: glommio::net::TcpListener, l: Rc<Listener>, stop: &AtomicBool) {
+async fn accept_until_stopped(
+    shard: &Rc<Shard>,
+    listener: glommio::net::TcpListener,
+    l: Rc<Listener>,
+    stop: &AtomicBool,
+) {
     let stopped = || async {
         while !stop.load(Ordering::Relaxed) {
             glommio::timer::sleep(Duration::from_millis(50)).await;

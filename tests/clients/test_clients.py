@@ -37,8 +37,9 @@ def consume(bootstrap, topic, n, partition=0, offset=0):
     return out
 
 
-def create(bootstrap, name, partitions=1, config=None):
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create(bootstrap, name, partitions=1, config=None, admin=None):
+    if admin is None:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
     fs = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})], request_timeout=TIMEOUT)
     fs[name].result(TIMEOUT)
 

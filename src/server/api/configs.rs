@@ -6,13 +6,13 @@
 use crate::config::{ConfigType, LogConfig, TOPIC_KEYS};
 use crate::protocol::errors as code;
 use crate::protocol::messages::*;
-use crate::server::listeners;
 use crate::server::api::topics::{on_shard0, outcome};
 use crate::server::api::Cx;
 use crate::server::configs::*;
 use crate::server::control;
 use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::AdminError;
+use crate::server::listeners;
 use crate::server::shard::Shard;
 use crate::server::BrokerConfig;
 
@@ -40,7 +40,8 @@ fn broker_value(c: &BrokerConfig, e: &Effective, name: &str) -> Option<String> {
         }
         "listeners" => c.listeners.iter().map(|l| l.endpoint()).collect::<Vec<_>>().join(","),
         "listener.security.protocol.map" => {
-            let mut map: Vec<String> = c.listeners.iter().map(|l| format!("{}:{}", l.name, l.protocol.name())).collect();
+            let mut map: Vec<String> =
+                c.listeners.iter().map(|l| format!("{}:{}", l.name, l.protocol.name())).collect();
             map.extend(
                 listeners::SecurityProtocol::ALL
                     .iter()

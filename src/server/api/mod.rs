@@ -23,6 +23,7 @@ mod topics;
 use crate::protocol::errors as code;
 use crate::protocol::messages::Message;
 use crate::protocol::{api_versions_response, encode_response, ProtoError, ProtoResult, Request, RequestHeader};
+use crate::server::connection::Session;
 use crate::server::limits::Held;
 use crate::server::listeners::Listener;
 use crate::server::shard::Shard;
@@ -54,6 +55,8 @@ pub struct Cx<'a> {
     pub peer: &'a str,
     /// The listener the client came in on (its advertised address is the broker's, for it).
     pub listener: &'a Listener,
+    /// The client's principal (`User:ANONYMOUS`, a certificate's subject).
+    pub principal: &'a str,
     turn: Dispatched,
     /// Fetch memory the response's records hold, given back once it is written.
     held: Held,
@@ -84,14 +87,14 @@ fn reply<M: Message>(header: &RequestHeader, mut body: M) -> ProtoResult<Option<
 /// is due: produce with acks=0) with the fetch memory they hold.
 pub async fn handle(
     shard: &Rc<Shard>,
-    peer: &str,
-    listener: &Listener,
+    session: &Session,
     header: &RequestHeader,
     req: Request,
     turn: Dispatched,
 ) -> ProtoResult<Option<(Bytes, Held)>> {
     let h = header;
-    let mut cx = Cx { shard, header, peer, listener, turn, held: Held::default() };
+    let (peer, listener, principal) = (session.peer.as_str(), &*session.listener, session.principal.as_str());
+    let mut cx = Cx { shard, header, peer, listener, principal, turn, held: Held::default() };
     let cx = &mut cx;
     let out = match req {
         Request::ApiVersions(r) => reply(h, cluster::api_versions(cx, r)),

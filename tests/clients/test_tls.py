@@ -1,0 +1,140 @@
+"""TLS listeners (SSL) on the real binary with real clients: confluent-kafka (librdkafka, its
+own OpenSSL) and kafka-python (Python's ssl) produce and consume over TLS with a CA made by the
+test; `ssl.client.auth=required` admits a client certificate from the trusted CA and refuses
+none or another CA's; plaintext or garbage on the TLS port is closed while other clients are
+served; a broker with a PLAINTEXT and an SSL listener advertises each to its own clients."""
+import socket
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaConsumer, KafkaProducer
+
+from certs import Authority
+from conftest import free_port
+from test_clients import TIMEOUT, create
+
+
+@pytest.fixture
+def ca(tmp_path):
+    return Authority(str(tmp_path))
+
+
+def tls_broker(start_broker, ca, *extra):
+    b = start_broker()
+    b.stop()
+    b.start("--set", "listeners=SSL://%s" % b.bootstrap, "--set", "ssl.keystore.type=PEM",
+            "--set", "ssl.keystore.location=%s" % ca.broker(), *extra)
+    return b
+
+
+def ssl_conf(b, ca, **extra):
+    conf = {"bootstrap.servers": b.bootstrap, "security.protocol": "SSL", "ssl.ca.location": ca.ca_file}
+    conf.update(extra)
+    return conf
+
+
+def consume(conf, topic, n):
+    c = Consumer(dict(conf, **{"group.id": "g-" + topic, "auto.offset.reset": "earliest"}))
+    c.subscribe([topic])
+    seen = set()
+    deadline = time.time() + TIMEOUT
+    while time.time() < deadline and len(seen) < n:
+        m = c.poll(0.2)
+        if m is not None and m.error() is None:
+            seen.add(int(m.value()))
+    c.close()
+    return seen
+
+
+def test_produce_and_consume_over_tls(start_broker, ca):
+    """librdkafka and kafka-python, each verifying the broker's certificate against the test
+    CA (and its host name), create a topic, produce and consume over TLS; Metadata over TLS
+    names the TLS listener."""
+    b = tls_broker(start_broker, ca)
+    admin = AdminClient(ssl_conf(b, ca))
+    md = admin.list_topics(timeout=TIMEOUT)
+    assert [(x.host, x.port) for x in md.brokers.values()] == [("127.0.0.1", b.port)]
+    create(None, "tls-t", partitions=2, admin=admin)
+    p = Producer(ssl_conf(b, ca))
+    for i in range(50):
+        p.produce("tls-t", value=b"%d" % i, partition=i % 2)
+    assert p.flush(TIMEOUT) == 0
+    assert consume(ssl_conf(b, ca), "tls-t", 50) == set(range(50))
+    kp = KafkaProducer(bootstrap_servers=b.bootstrap, security_protocol="SSL", ssl_cafile=ca.ca_file)
+    for i in range(50, 60):
+        kp.send("tls-t", value=b"%d" % i, partition=0)
+    kp.flush(TIMEOUT)
+    kp.close()
+    kc = KafkaConsumer("tls-t", bootstrap_servers=b.bootstrap, security_protocol="SSL", ssl_cafile=ca.ca_file,
+                       auto_offset_reset="earliest", consumer_timeout_ms=10000)
+    values = set()
+    for m in kc:
+        values.add(int(m.value))
+        if len(values) == 60:
+            break
+    kc.close()
+    assert values == set(range(60))
+
+
+def test_client_certificates_required(start_broker, ca, tmp_path):
+    """With ssl.client.auth=required and the test CA as truststore, a client presenting a
+    certificate from that CA is served; one without a certificate, or with one from another
+    CA, fails its handshake (librdkafka reports an SSL error) and is never served."""
+    b = tls_broker(start_broker, ca, "--set", "ssl.client.auth=required",
+                   "--set", "ssl.truststore.location=%s" % ca.ca_file)
+    cert, key = ca.client(CN="alice", OU="Eng", O="Acme, Inc", C="US")
+    good = AdminClient(ssl_conf(b, ca, **{"ssl.certificate.location": cert, "ssl.key.location": key}))
+    assert good.list_topics(timeout=TIMEOUT).brokers
+    other = Authority(str(tmp_path), name="another CA")
+    ocert, okey = other.client(CN="mallory")
+    for conf in (ssl_conf(b, ca), ssl_conf(b, ca, **{"ssl.certificate.location": ocert, "ssl.key.location": okey})):
+        errors = []
+        bad = AdminClient(dict(conf, error_cb=errors.append))
+        with pytest.raises(Exception):
+            bad.list_topics(timeout=5)
+        bad.poll(1)  # serves error_cb
+        assert any(e.code() in (KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN) for e in errors), errors
+
+
+def test_plaintext_and_garbage_on_the_tls_port(start_broker, ca):
+    """A client speaking plaintext Kafka to the TLS port, one sending garbage and one that
+    connects and says nothing are closed (the first two at once) while a TLS client is
+    served; the broker keeps running."""
+    b = tls_broker(start_broker, ca, "--set", "connections.max.idle.ms=3000")
+    silent = socket.create_connection(("127.0.0.1", b.port))
+    for payload in (b"\x00\x00\x00\x0e\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00" * 4, b"\x16\x03\x01\xff\xff" + b"x" * 200):
+        s = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        s.sendall(payload)
+        try:
+            got = s.recv(4096)
+            while got and got[:1] == b"\x15":  # a TLS alert, then the close
+                got = s.recv(4096)
+        except (ConnectionResetError, socket.timeout):
+            got = b""
+        assert got == b"", got
+        s.close()
+    assert AdminClient(ssl_conf(b, ca)).list_topics(timeout=TIMEOUT).brokers
+    silent.settimeout(10)
+    assert silent.recv(1) == b"", "a silent connection is closed after connections.max.idle.ms"
+    assert b.proc.poll() is None
+
+
+def test_plaintext_and_ssl_listeners_side_by_side(start_broker, ca):
+    """PLAINTEXT and SSL listeners on one broker: each client is told its own listener's
+    address, and both read the same records."""
+    b = start_broker()
+    b.stop()
+    ssl_port = free_port()
+    b.start("--set", "listeners=PLAINTEXT://%s,SSL://127.0.0.1:%d" % (b.bootstrap, ssl_port),
+            "--set", "ssl.keystore.location=%s" % ca.broker())
+    conf = {"bootstrap.servers": "127.0.0.1:%d" % ssl_port, "security.protocol": "SSL", "ssl.ca.location": ca.ca_file}
+    md = AdminClient(conf).list_topics(timeout=TIMEOUT)
+    assert [(x.host, x.port) for x in md.brokers.values()] == [("127.0.0.1", ssl_port)]
+    create(b.bootstrap, "both", partitions=1)
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(10):
+        p.produce("both", value=b"%d" % i)
+    assert p.flush(TIMEOUT) == 0
+    assert consume(conf, "both", 10) == set(range(10))
