@@ -4,7 +4,7 @@
 # local corpus (fuzz/corpus/<target>, which keeps what the runs found). Fails, naming the
 # reproducer, if any target panics, crashes, leaks past the memory limit or hangs.
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]    targets: request_decoder batch_parser recovery
+#   scripts/fuzz.sh [SECONDS] [TARGET...]    targets: request_decoder batch_parser recovery sasl_exchange
 #   scripts/fuzz.sh --ci                      the test command's run: reproducible (below)
 #
 # --ci: a fixed number of inputs per target (about 20 s each here), a fixed random seed, the
@@ -28,7 +28,7 @@ fi
 seconds="${1:-20}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(request_decoder batch_parser recovery)
+[ ${#targets[@]} -gt 0 ] || targets=(request_decoder batch_parser recovery sasl_exchange)
 sanitizer="${FUZZ_SANITIZER:-address}"
 cargo_fuzz_version=0.13.2
 
@@ -56,6 +56,7 @@ for t in "${targets[@]}"; do
     case $t in
       request_decoder) runs=400000 ;;
       batch_parser) runs=50000 ;;
+      sasl_exchange) runs=5000 ;;
       *) runs=15000 ;;
     esac
     # A scratch corpus (the seeds are only read), so every run starts from the same inputs.

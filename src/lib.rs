@@ -16,6 +16,7 @@
 //!   no runtime, so it is tested and fuzzed alone.
 //! - [`groups`]: consumer-group membership and the committed-offsets table (pure state over
 //!   `storage::format` and `protocol`'s error codes).
+//! - [`security`]: SCRAM credentials and the SASL mechanisms (pure: no I/O, no runtime).
 //! - [`server`]: the broker: shards, typed calls between them, the control plane on shard 0,
 //!   one module per API family (`server::api`), connections.
 //! - [`load`]: `tidemark load`, a load generator for any Kafka-compatible broker.
@@ -35,6 +36,7 @@ pub mod io;
 pub mod load;
 pub mod metrics;
 pub mod protocol;
+pub mod security;
 pub mod server;
 pub mod storage;
 pub mod storage_load;

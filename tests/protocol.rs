@@ -10,6 +10,7 @@ use tidemark::protocol::codec::{Reader, TaggedFields, Writer};
 use tidemark::protocol::errors::ErrorCode;
 use tidemark::protocol::groups::*;
 use tidemark::protocol::messages::*;
+use tidemark::protocol::security::*;
 use tidemark::protocol::*;
 
 /// A deterministic generator of field values.
@@ -455,6 +456,34 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
             cursor: gen_cursor(g),
             tags: g.tags(),
         }),
+        SASL_HANDSHAKE => Request::SaslHandshake(SaslHandshakeRequest { mechanism: g.string(), tags: g.tags() }),
+        SASL_AUTHENTICATE => {
+            Request::SaslAuthenticate(SaslAuthenticateRequest { auth_bytes: g.payload(), tags: g.tags() })
+        }
+        DESCRIBE_USER_SCRAM_CREDENTIALS => Request::DescribeUserScramCredentials(DescribeUserScramCredentialsRequest {
+            users: if g.bool() {
+                None
+            } else {
+                Some((0..g.len()).map(|_| UserName { name: g.string(), tags: g.tags() }).collect())
+            },
+            tags: g.tags(),
+        }),
+        ALTER_USER_SCRAM_CREDENTIALS => Request::AlterUserScramCredentials(AlterUserScramCredentialsRequest {
+            deletions: (0..g.len())
+                .map(|_| ScramCredentialDeletion { name: g.string(), mechanism: g.i8(), tags: g.tags() })
+                .collect(),
+            upsertions: (0..g.len())
+                .map(|_| ScramCredentialUpsertion {
+                    name: g.string(),
+                    mechanism: g.i8(),
+                    iterations: g.i32(),
+                    salt: g.payload(),
+                    salted_password: g.payload(),
+                    tags: g.tags(),
+                })
+                .collect(),
+            tags: g.tags(),
+        }),
         _ => unreachable!(),
     }
 }
@@ -509,6 +538,10 @@ fn encode_any_request(header: &RequestHeader, req: Request) -> Bytes {
         Request::DescribeTopicPartitions(mut m) => encode_request(header, &mut m),
         Request::ConsumerGroupHeartbeat(mut m) => encode_request(header, &mut m),
         Request::ConsumerGroupDescribe(mut m) => encode_request(header, &mut m),
+        Request::SaslHandshake(mut m) => encode_request(header, &mut m),
+        Request::SaslAuthenticate(mut m) => encode_request(header, &mut m),
+        Request::DescribeUserScramCredentials(mut m) => encode_request(header, &mut m),
+        Request::AlterUserScramCredentials(mut m) => encode_request(header, &mut m),
     }
     .unwrap()
 }
@@ -558,6 +591,10 @@ fn round_trip_request(req: Request, version: i16) {
         Request::DescribeTopicPartitions(mut m) => round_trip(&mut m, DESCRIBE_TOPIC_PARTITIONS, version),
         Request::ConsumerGroupHeartbeat(mut m) => round_trip(&mut m, CONSUMER_GROUP_HEARTBEAT, version),
         Request::ConsumerGroupDescribe(mut m) => round_trip(&mut m, CONSUMER_GROUP_DESCRIBE, version),
+        Request::SaslHandshake(mut m) => round_trip(&mut m, SASL_HANDSHAKE, version),
+        Request::SaslAuthenticate(mut m) => round_trip(&mut m, SASL_AUTHENTICATE, version),
+        Request::DescribeUserScramCredentials(mut m) => round_trip(&mut m, DESCRIBE_USER_SCRAM_CREDENTIALS, version),
+        Request::AlterUserScramCredentials(mut m) => round_trip(&mut m, ALTER_USER_SCRAM_CREDENTIALS, version),
     }
 }
 
@@ -592,6 +629,10 @@ fn api_of(r: &Request) -> i16 {
         Request::DescribeTopicPartitions(_) => DESCRIBE_TOPIC_PARTITIONS,
         Request::ConsumerGroupHeartbeat(_) => CONSUMER_GROUP_HEARTBEAT,
         Request::ConsumerGroupDescribe(_) => CONSUMER_GROUP_DESCRIBE,
+        Request::SaslHandshake(_) => SASL_HANDSHAKE,
+        Request::SaslAuthenticate(_) => SASL_AUTHENTICATE,
+        Request::DescribeUserScramCredentials(_) => DESCRIBE_USER_SCRAM_CREDENTIALS,
+        Request::AlterUserScramCredentials(_) => ALTER_USER_SCRAM_CREDENTIALS,
     }
 }
 
@@ -1371,6 +1412,59 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                                 tags: g.tags(),
                             })
                             .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        SASL_HANDSHAKE => out.take(
+            &mut SaslHandshakeResponse { error_code: ErrorCode(g.i16()), mechanisms: g.strings(), tags: g.tags() },
+            api,
+            version,
+        ),
+        SASL_AUTHENTICATE => out.take(
+            &mut SaslAuthenticateResponse {
+                error_code: ErrorCode(g.i16()),
+                error_message: g.opt_string(),
+                auth_bytes: g.payload(),
+                session_lifetime_ms: g.i64(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        DESCRIBE_USER_SCRAM_CREDENTIALS => out.take(
+            &mut DescribeUserScramCredentialsResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                error_message: g.opt_string(),
+                results: (0..g.len())
+                    .map(|_| DescribeUserScramCredentialsResult {
+                        user: g.string(),
+                        error_code: ErrorCode(g.i16()),
+                        error_message: g.opt_string(),
+                        credential_infos: (0..g.len())
+                            .map(|_| CredentialInfo { mechanism: g.i8(), iterations: g.i32(), tags: g.tags() })
+                            .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        ALTER_USER_SCRAM_CREDENTIALS => out.take(
+            &mut AlterUserScramCredentialsResponse {
+                throttle_time_ms: g.i32(),
+                results: (0..g.len())
+                    .map(|_| AlterUserScramCredentialsResult {
+                        user: g.string(),
+                        error_code: ErrorCode(g.i16()),
+                        error_message: g.opt_string(),
                         tags: g.tags(),
                     })
                     .collect(),

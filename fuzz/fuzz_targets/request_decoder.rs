@@ -51,6 +51,10 @@ fn encode(h: &RequestHeader, req: Request) -> Option<Bytes> {
         Request::DescribeTopicPartitions(mut m) => encode_request(h, &mut m),
         Request::ConsumerGroupHeartbeat(mut m) => encode_request(h, &mut m),
         Request::ConsumerGroupDescribe(mut m) => encode_request(h, &mut m),
+        Request::SaslHandshake(mut m) => encode_request(h, &mut m),
+        Request::SaslAuthenticate(mut m) => encode_request(h, &mut m),
+        Request::DescribeUserScramCredentials(mut m) => encode_request(h, &mut m),
+        Request::AlterUserScramCredentials(mut m) => encode_request(h, &mut m),
     };
     // A decoded value the encoder refuses is not a decoder bug; only what it writes is checked.
     frame.ok()

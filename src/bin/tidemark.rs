@@ -29,6 +29,36 @@ enum Command {
     /// Drive the storage engine directly: durable appends on every core, then a verified
     /// read-back, with latency percentiles. Runs on the embedded defaults (./data).
     StorageLoad(StorageLoadArgs),
+    /// Manage SASL/SCRAM users of a data directory the broker is not running on (online:
+    /// AlterUserScramCredentials, e.g. kafka-configs.sh --alter --entity-type users).
+    #[command(subcommand)]
+    User(UserCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum UserCommand {
+    /// Add a user, or set its password for a mechanism (stored salted and hashed).
+    Add(UserAddArgs),
+}
+
+#[derive(Args, Debug)]
+struct UserAddArgs {
+    /// The user name (clients' `sasl.username`).
+    name: String,
+    #[arg(long, default_value = "./data")]
+    data_dir: PathBuf,
+    /// SCRAM-SHA-256 or SCRAM-SHA-512 (PLAIN logins are checked against either).
+    #[arg(long, default_value = "SCRAM-SHA-256")]
+    mechanism: String,
+    /// The password (visible to other local users in the process list: prefer --password-file).
+    #[arg(long, conflicts_with = "password_file", required_unless_present = "password_file")]
+    password: Option<String>,
+    /// A file whose first line is the password.
+    #[arg(long)]
+    password_file: Option<PathBuf>,
+    /// SCRAM iterations (4096 to 16384).
+    #[arg(long, default_value_t = 4096)]
+    iterations: i32,
 }
 
 #[derive(Args, Debug)]
@@ -176,7 +206,24 @@ fn main() -> Result<()> {
         Command::Load(args) => load(args),
         Command::Dump(args) => dump(args),
         Command::StorageLoad(args) => storage_load(args),
+        Command::User(UserCommand::Add(args)) => user_add(args),
     }
+}
+
+fn user_add(a: UserAddArgs) -> Result<()> {
+    let mechanism = tidemark::security::Mechanism::parse(&a.mechanism)
+        .with_context(|| format!("--mechanism {}: SCRAM-SHA-256 or SCRAM-SHA-512", a.mechanism))?;
+    let password = match (a.password, a.password_file) {
+        (Some(p), _) => p,
+        (None, Some(f)) => {
+            let text = std::fs::read_to_string(&f).with_context(|| format!("--password-file {}", f.display()))?;
+            text.lines().next().unwrap_or_default().to_string()
+        }
+        (None, None) => anyhow::bail!("give --password or --password-file"),
+    };
+    tidemark::server::data_dir::add_user(&a.data_dir, &a.name, mechanism, &password, a.iterations)?;
+    println!("user {} set for {} in {}", a.name, mechanism.name(), a.data_dir.display());
+    Ok(())
 }
 
 fn serve(

@@ -78,3 +78,17 @@ pub const UNSUPPORTED_ASSIGNOR: ErrorCode = ErrorCode(112);
 pub const STALE_MEMBER_EPOCH: ErrorCode = ErrorCode(113);
 /// KIP-848: a subscription's regular expression does not compile.
 pub const INVALID_REGULAR_EXPRESSION: ErrorCode = ErrorCode(128);
+/// The operation needs the cluster resource, which the principal may not use.
+pub const CLUSTER_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(31);
+/// SaslHandshake: a mechanism this listener does not offer (the answer lists those it does).
+pub const UNSUPPORTED_SASL_MECHANISM: ErrorCode = ErrorCode(33);
+/// A SASL request where none belongs (another request during the exchange, or after it).
+pub const ILLEGAL_SASL_STATE: ErrorCode = ErrorCode(34);
+/// SaslAuthenticate: the credentials were not accepted.
+pub const SASL_AUTHENTICATION_FAILED: ErrorCode = ErrorCode(58);
+/// KIP-554: a user's credential that does not exist.
+pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(91);
+/// KIP-554: one user named twice in a request.
+pub const DUPLICATE_RESOURCE: ErrorCode = ErrorCode(92);
+/// KIP-554: a credential refused (iterations out of range, an empty name).
+pub const UNACCEPTABLE_CREDENTIAL: ErrorCode = ErrorCode(93);

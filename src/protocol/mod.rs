@@ -15,6 +15,7 @@ pub mod errors;
 pub mod groups;
 pub mod messages;
 pub mod schema;
+pub mod security;
 
 pub use codec::{ProtoError, ProtoResult};
 
@@ -23,6 +24,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use codec::{Codec, Reader, TaggedFields, Writer};
 use groups::*;
 use messages::*;
+use security::*;
 
 pub const PRODUCE: i16 = 0;
 pub const FETCH: i16 = 1;
@@ -37,6 +39,7 @@ pub const LEAVE_GROUP: i16 = 13;
 pub const SYNC_GROUP: i16 = 14;
 pub const DESCRIBE_GROUPS: i16 = 15;
 pub const LIST_GROUPS: i16 = 16;
+pub const SASL_HANDSHAKE: i16 = 17;
 pub const API_VERSIONS: i16 = 18;
 pub const CREATE_TOPICS: i16 = 19;
 pub const DELETE_TOPICS: i16 = 20;
@@ -48,6 +51,9 @@ pub const DESCRIBE_LOG_DIRS: i16 = 35;
 pub const CREATE_PARTITIONS: i16 = 37;
 pub const DELETE_GROUPS: i16 = 42;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
+pub const SASL_AUTHENTICATE: i16 = 36;
+pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 50;
+pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
 pub const DESCRIBE_CLUSTER: i16 = 60;
 pub const DESCRIBE_PRODUCERS: i16 = 61;
 pub const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
@@ -70,6 +76,7 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (SYNC_GROUP, 0, 5, 4),
     (DESCRIBE_GROUPS, 0, 5, 5),
     (LIST_GROUPS, 0, 5, 3),
+    (SASL_HANDSHAKE, 0, 1, i16::MAX),
     (API_VERSIONS, 0, 4, 3),
     (CREATE_TOPICS, 0, 7, 5),
     (DELETE_TOPICS, 0, 6, 4),
@@ -81,6 +88,9 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (CREATE_PARTITIONS, 0, 3, 2),
     (DELETE_GROUPS, 0, 2, 2),
     (INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
+    (SASL_AUTHENTICATE, 0, 2, 2),
+    (DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, 0),
+    (ALTER_USER_SCRAM_CREDENTIALS, 0, 0, 0),
     (DESCRIBE_CLUSTER, 0, 2, 0),
     (DESCRIBE_PRODUCERS, 0, 0, 0),
     (CONSUMER_GROUP_HEARTBEAT, 0, 1, 0),
@@ -158,6 +168,10 @@ pub enum Request {
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
+    SaslHandshake(SaslHandshakeRequest),
+    SaslAuthenticate(SaslAuthenticateRequest),
+    DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest),
 }
 
 /// Why a request frame could not be decoded: with the header when it could be read, so the
@@ -235,6 +249,10 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         DESCRIBE_TOPIC_PARTITIONS => body(&mut r, version).map(Request::DescribeTopicPartitions),
         CONSUMER_GROUP_HEARTBEAT => body(&mut r, version).map(Request::ConsumerGroupHeartbeat),
         CONSUMER_GROUP_DESCRIBE => body(&mut r, version).map(Request::ConsumerGroupDescribe),
+        SASL_HANDSHAKE => body(&mut r, version).map(Request::SaslHandshake),
+        SASL_AUTHENTICATE => body(&mut r, version).map(Request::SaslAuthenticate),
+        DESCRIBE_USER_SCRAM_CREDENTIALS => body(&mut r, version).map(Request::DescribeUserScramCredentials),
+        ALTER_USER_SCRAM_CREDENTIALS => body(&mut r, version).map(Request::AlterUserScramCredentials),
         _ => unreachable!("checked against SUPPORTED"),
     }
     .map_err(|e| fail(&h, e))?;

@@ -11,6 +11,26 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Settings of the SASL exchange on SASL listeners.
+#[derive(Debug, Clone)]
+pub struct SaslConfig {
+    /// `sasl.server.max.receive.size`: the largest frame before authentication.
+    pub max_receive_size: usize,
+    /// `connection.failed.authentication.delay.ms`: how long a failed client waits for its
+    /// answer (and the close), slowing password guessing.
+    pub failed_authentication_delay: Duration,
+}
+
+impl Default for SaslConfig {
+    fn default() -> Self {
+        SaslConfig { max_receive_size: 524_288, failed_authentication_delay: Duration::from_millis(100) }
+    }
+}
+
+/// The SASL mechanisms a listener offers when `sasl.enabled.mechanisms` is not set (Kafka's
+/// default, GSSAPI, is not served; PLAIN sends passwords as they are, so it is opt-in).
+pub const DEFAULT_SASL_MECHANISMS: &str = "SCRAM-SHA-256,SCRAM-SHA-512";
+
 /// Broker settings (Kafka's names where Kafka has one).
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -39,6 +59,8 @@ pub struct BrokerConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// `--fault-injection`: the metrics endpoint also takes disk faults at `/faults` (tests).
     pub fault_injection: bool,
+    /// SASL listeners' exchange (`sasl.*`, `connection.failed.authentication.delay.ms`).
+    pub sasl: SaslConfig,
     /// `tidemark.shard.call.timeout.ms`: how long a call to another shard may take before the
     /// client gets REQUEST_TIMED_OUT (calls that wait by design, a long poll, a rebalance,
     /// name their own).
@@ -70,6 +92,7 @@ impl BrokerConfig {
             metrics_listen: None,
             fault_injection: false,
             shard_call_timeout: crate::server::router::DEFAULT_CALL_TIMEOUT,
+            sasl: SaslConfig::default(),
             settings: BTreeMap::new(),
         })
     }
@@ -126,14 +149,27 @@ impl BrokerConfig {
             "advertised.host" => {}
             "listeners" | "advertised.listeners" | "listener.security.protocol.map" => listeners::check(key, value)?,
             k if tls::SETTINGS.contains(&k) => tls::check(k, value)?,
+            "sasl.enabled.mechanisms" => {
+                sasl_mechanisms(value)?;
+            }
+            "sasl.server.max.receive.size" => {
+                self.sasl.max_receive_size = bounded(key, int(value)?, 1024, i32::MAX as i64)? as usize
+            }
+            "connection.failed.authentication.delay.ms" => {
+                self.sasl.failed_authentication_delay =
+                    Duration::from_millis(bounded(key, int(value)?, 0, 60_000)? as u64)
+            }
             k if k.starts_with("listener.name.") => {
                 let (_, setting) = k["listener.name.".len()..]
                     .split_once('.')
                     .with_context(|| format!("{k}: expected listener.name.<listener>.<setting>"))?;
-                if !tls::SETTINGS.contains(&setting) {
-                    bail!("{k}: unknown listener setting ({setting})");
+                match setting {
+                    "sasl.enabled.mechanisms" => {
+                        sasl_mechanisms(value)?;
+                    }
+                    s if tls::SETTINGS.contains(&s) => tls::check(s, value)?,
+                    _ => bail!("{k}: unknown listener setting ({setting})"),
                 }
-                tls::check(setting, value)?
             }
             "max.connections" => self.limits.max_connections = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize,
             "max.connections.per.ip" => {
@@ -237,7 +273,9 @@ impl BrokerConfig {
         }
         for l in resolved.iter_mut() {
             if l.protocol.sasl() {
-                bail!("listeners: {} uses {}, which this broker does not serve yet", l.name, l.protocol.name());
+                let enabled = tls::listener_setting(&self.settings, &l.name, "sasl.enabled.mechanisms")
+                    .unwrap_or(DEFAULT_SASL_MECHANISMS);
+                l.sasl_mechanisms = sasl_mechanisms(enabled).with_context(|| format!("listener {}", l.name))?;
             }
             if l.protocol.tls() {
                 l.tls = Some(tls::Tls::new(tls::acceptor(&self.settings, &l.name)?));
@@ -263,6 +301,22 @@ impl BrokerConfig {
         }
         Ok(())
     }
+}
+
+/// `sasl.enabled.mechanisms`: mechanisms tidemark serves, at least one.
+fn sasl_mechanisms(value: &str) -> anyhow::Result<Vec<String>> {
+    let served = crate::security::sasl::MECHANISMS;
+    let mut out = Vec::new();
+    for m in value.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+        if !served.contains(&m) {
+            bail!("sasl.enabled.mechanisms: {m} is not served (only {})", served.join(", "));
+        }
+        out.push(m.to_string());
+    }
+    if out.is_empty() {
+        bail!("sasl.enabled.mechanisms: no mechanism");
+    }
+    Ok(out)
 }
 
 fn bounded(key: &str, n: i64, lo: i64, hi: i64) -> anyhow::Result<i64> {

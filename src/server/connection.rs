@@ -10,6 +10,7 @@
 use crate::metrics::{self, Counter, Stage};
 use crate::protocol::decode_request;
 use crate::server::api::{error_response, handle, Dispatched};
+use crate::server::authenticate::authenticate;
 use crate::server::deadline::within;
 use crate::server::limits::{Admitted, Held};
 use crate::server::listeners::Listener;
@@ -36,16 +37,14 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<Listener>, 
     metrics::count(Counter::Connections, 1);
     let _ = stream.set_nodelay(true);
     let Some(tls) = &listener.tls else {
-        let session = Rc::new(Session { peer, principal: tls::ANONYMOUS.to_string(), listener: listener.clone() });
-        return serve_stream(shard, stream, session, admitted).await;
+        return open(shard, stream, peer, tls::ANONYMOUS.to_string(), listener, admitted).await;
     };
     let idle = shard.config().limits.connections_max_idle;
     match within(idle, tls.acceptor().accept(stream)).await {
         Some(Ok(stream)) => {
             let principal = tls::principal(stream.get_ref().1);
             tracing::debug!(peer, principal, listener = listener.name, "TLS connection");
-            let session = Rc::new(Session { peer, principal, listener: listener.clone() });
-            serve_stream(shard, stream, session, admitted).await
+            open(shard, stream, peer, principal, listener, admitted).await
         }
         Some(Err(error)) => {
             metrics::count(Counter::TlsHandshakeFailures, 1);
@@ -60,6 +59,31 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<Listener>, 
             );
         }
     }
+}
+
+/// A connection past TLS: on a SASL listener the SASL exchange comes first and names the
+/// principal (`User:<name>`; a client certificate does not count there, as in Kafka).
+async fn open<S: AsyncRead + AsyncWrite + Unpin + 'static>(
+    shard: Rc<Shard>,
+    mut stream: S,
+    peer: String,
+    principal: String,
+    listener: Rc<Listener>,
+    admitted: Admitted,
+) {
+    let principal = if listener.protocol.sasl() {
+        match authenticate(&shard, &mut stream, &peer, &listener.sasl_mechanisms).await {
+            Some(user) => {
+                tracing::debug!(peer, user, listener = listener.name, "SASL authenticated");
+                format!("User:{user}")
+            }
+            None => return,
+        }
+    } else {
+        principal
+    };
+    let session = Rc::new(Session { peer, principal, listener });
+    serve_stream(shard, stream, session, admitted).await
 }
 
 /// Who is on the other end of a connection, and where it came in.

@@ -165,6 +165,32 @@ pub fn lock(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
     Ok(f)
 }
 
+/// `tidemark user add`: set a user's SCRAM credential in a data directory the broker is not
+/// running on (the first user, made before the first start; online, AlterUserScramCredentials
+/// does it). The password is salted and hashed; it is not kept.
+pub fn add_user(
+    dir: &Path,
+    user: &str,
+    mechanism: crate::security::Mechanism,
+    password: &str,
+    iterations: i32,
+) -> anyhow::Result<()> {
+    use crate::security::{Credential, Credentials, CREDENTIALS_FILE, MAX_ITERATIONS, MIN_ITERATIONS};
+    if user.is_empty() || password.is_empty() {
+        bail!("the user name and the password must not be empty");
+    }
+    if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&iterations) {
+        bail!("--iterations {iterations}: must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}");
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating data dir {}", dir.display()))?;
+    let _lock =
+        lock(dir).context("the broker runs on this data directory: change users online (AlterUserScramCredentials)")?;
+    let mut credentials = Credentials::load(dir)?;
+    credentials.set(user, mechanism, Some(Credential::from_password(mechanism, password.as_bytes(), iterations)));
+    let path = dir.join(CREDENTIALS_FILE);
+    write_durably(dir, &path, credentials.encode().as_bytes()).with_context(|| format!("writing {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

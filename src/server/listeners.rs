@@ -69,6 +69,8 @@ pub struct Listener {
     pub advertised_port: i32,
     /// SSL and SASL_SSL: its TLS acceptor (made from its settings at startup).
     pub tls: Option<crate::server::tls::Tls>,
+    /// SASL_PLAINTEXT and SASL_SSL: the mechanisms it offers (`sasl.enabled.mechanisms`).
+    pub sasl_mechanisms: Vec<String>,
 }
 
 impl Listener {
@@ -193,6 +195,7 @@ pub fn resolve(
             advertised_host,
             advertised_port: advertised_port as i32,
             tls: None,
+            sasl_mechanisms: Vec::new(),
         });
     }
     Ok(out)

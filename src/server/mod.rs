@@ -17,10 +17,11 @@
 //! - [`shard`]: one shard's state, private, behind methods.
 //! - [`control`]: shard 0's control plane (topics, dynamic settings, producer ids).
 //! - [`api`]: one module per API family and the dispatch table.
-//! - [`tls`], [`connection`], [`metrics_http`]: TLS for a listener, a client connection; the
-//!   metrics endpoint.
+//! - [`tls`], [`authenticate`], [`connection`], [`metrics_http`]: TLS for a listener, the SASL
+//!   exchange, a client connection; the metrics endpoint.
 
 pub mod api;
+pub mod authenticate;
 pub mod broker_config;
 pub mod configs;
 pub mod connection;

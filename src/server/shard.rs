@@ -11,6 +11,7 @@
 use crate::config::LogConfig;
 use crate::groups::consumer::{TopicMeta, Topics};
 use crate::io::DmaDisk;
+use crate::security::Credentials;
 use crate::server::configs::{DynamicConfigs, Effective};
 use crate::server::coordinator::{Coordinator, OFFSETS_TOPIC};
 use crate::server::data_dir::Identity;
@@ -120,6 +121,8 @@ pub struct Shard {
     connections: Arc<ConnectionTable>,
     /// Whose data directory this is (cluster id, node id).
     identity: Identity,
+    /// Users' SCRAM credentials (`<data-dir>/credentials`; changed by shard 0, broadcast).
+    credentials: RefCell<Rc<Credentials>>,
     /// Repeated log lines, at most one a second each: refused connections, failed reads.
     refusals_log: LogEvery,
     read_errors_log: LogEvery,
@@ -170,6 +173,7 @@ impl Shard {
         let coordinator =
             Rc::new(Coordinator::new(config.coordinator.clone(), id, shards, manager.clone(), clock.clone()));
         coordinator.set_offsets_partitions(topics.get(OFFSETS_TOPIC).map(|t: &TopicInfo| t.partitions));
+        let credentials = Credentials::load(&config.data_dir)?;
         let share = |total: u64| total / shards as u64;
         let shard = Rc::new(Shard {
             router: Router::new(id, shards, config.shard_call_timeout),
@@ -181,6 +185,7 @@ impl Shard {
             effective: RefCell::new(Rc::new(effective)),
             connections,
             identity,
+            credentials: RefCell::new(Rc::new(credentials)),
             config,
             manager,
             topic_ids: RefCell::new(
@@ -234,6 +239,15 @@ impl Shard {
     /// The settings in force (static with dynamic over them).
     pub fn effective(&self) -> Rc<Effective> {
         self.effective.borrow().clone()
+    }
+
+    /// Users' SCRAM credentials as this shard knows them.
+    pub fn credentials(&self) -> Rc<Credentials> {
+        self.credentials.borrow().clone()
+    }
+
+    pub fn set_credentials(&self, credentials: Credentials) {
+        *self.credentials.borrow_mut() = Rc::new(credentials);
     }
 
     /// The dynamic broker settings as this shard applies them.

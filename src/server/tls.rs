@@ -138,18 +138,14 @@ pub fn acceptor(settings: &BTreeMap<String, String>, listener: &str) -> anyhow::
             check(key, v).with_context(|| format!("listener {listener}"))?;
         }
     }
-    let keystore = pem(
-        settings,
-        listener,
-        "ssl.keystore.location",
-        &["ssl.keystore.key", "ssl.keystore.certificate.chain"],
-    )?
-    .with_context(|| {
-        format!(
+    let keystore =
+        pem(settings, listener, "ssl.keystore.location", &["ssl.keystore.key", "ssl.keystore.certificate.chain"])?
+            .with_context(|| {
+                format!(
             "listener {listener} uses TLS: set ssl.keystore.location (a PEM file with the key and certificate chain) \
                  or ssl.keystore.key and ssl.keystore.certificate.chain"
         )
-    })?;
+            })?;
     if keystore.contains("ENCRYPTED PRIVATE KEY") {
         bail!("listener {listener}: the keystore's private key is encrypted; give it unencrypted (ssl.key.password is not supported)");
     }

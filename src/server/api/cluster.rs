@@ -18,6 +18,11 @@ use crate::types::Uuid;
 /// ApiVersions: the table the decoder dispatches on. No side effects.
 pub fn api_versions(cx: &mut Cx<'_>, _: ApiVersionsRequest) -> ApiVersionsResponse {
     cx.release_turn();
+    api_versions_body()
+}
+
+/// The ApiVersions answer (also before a SASL exchange).
+pub fn api_versions_body() -> ApiVersionsResponse {
     let mut resp = api_versions_response(code::NONE);
     // No feature flag is finalized here: every one Kafka defines (metadata.version,
     // kraft.version, group.version, transaction.version, ...) names KRaft or protocols

@@ -10,7 +10,7 @@
 //! changes) completes before the next request starts.
 
 mod admin;
-mod cluster;
+pub(crate) mod cluster;
 mod configs;
 mod consumer_groups;
 mod fetch;
@@ -19,6 +19,7 @@ mod list_offsets;
 mod produce;
 mod producers;
 mod topics;
+mod users;
 
 use crate::protocol::errors as code;
 use crate::protocol::messages::Message;
@@ -128,6 +129,10 @@ pub async fn handle(
         Request::DescribeProducers(r) => reply(h, producers::describe_producers(cx, r).await),
         Request::DeleteRecords(r) => reply(h, admin::delete_records(cx, r).await),
         Request::DescribeLogDirs(r) => reply(h, admin::describe_log_dirs(cx, r).await),
+        Request::SaslHandshake(r) => reply(h, users::handshake(cx, r)),
+        Request::SaslAuthenticate(r) => reply(h, users::authenticate(cx, r)),
+        Request::DescribeUserScramCredentials(r) => reply(h, users::describe(cx, r)),
+        Request::AlterUserScramCredentials(r) => reply(h, users::alter(cx, r).await),
     };
     let held = std::mem::take(&mut cx.held);
     out.map(|o| o.map(|bytes| (bytes, held)))

@@ -13,6 +13,7 @@
 //! InitProducerId, auto-creation in Metadata and Produce, the offsets topic at startup).
 
 pub mod broker;
+pub mod users;
 
 use crate::config::LogConfig;
 use crate::protocol::errors::{self as code, ErrorCode};
@@ -25,6 +26,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 pub use broker::AlterBroker;
+pub use users::AlterUsers;
 
 /// The outcome of a control-plane change.
 pub type AdminResult = Result<(), AdminError>;

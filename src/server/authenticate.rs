@@ -1,0 +1,205 @@
+//! The SASL exchange that opens every connection of a SASL listener (SASL_PLAINTEXT,
+//! SASL_SSL), before any other request is served, as Kafka's SaslServerAuthenticator runs it:
+//!
+//! ```text
+//!  ApiVersions (at most once) ─► SaslHandshake v0 ─► raw SASL tokens (size-prefixed frames)
+//!                            └─► SaslHandshake v1 ─► SaslAuthenticate requests (v0-2)
+//!                                                      └─► authenticated: User:<name>
+//! ```
+//!
+//! Any other request before authentication closes the connection without an answer. A
+//! mechanism the listener does not offer is answered UNSUPPORTED_SASL_MECHANISM with the ones
+//! it does; failed credentials SASL_AUTHENTICATION_FAILED with Kafka's message (which does not
+//! say whether the user exists); then, after `connection.failed.authentication.delay.ms`, the
+//! connection closes. Each failure is logged with the client's address and counted at
+//! `/metrics`. Frames are bounded by `sasl.server.max.receive.size`; the whole exchange by
+//! `connections.max.idle.ms` per frame.
+
+use crate::metrics::{self, Counter};
+use crate::protocol::errors::{self as code, ErrorCode};
+use crate::protocol::messages::Message;
+use crate::protocol::security::{SaslAuthenticateResponse, SaslHandshakeResponse};
+use crate::protocol::{decode_request, encode_response, Request, RequestHeader};
+use crate::security::sasl::{Exchange, Step};
+use crate::server::api::error_response;
+use crate::server::deadline::within;
+use crate::server::shard::Shard;
+use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use std::time::Duration;
+
+/// How tokens travel after the handshake.
+#[derive(Clone, Copy, PartialEq)]
+enum Framing {
+    /// SaslHandshake v0: raw size-prefixed tokens.
+    Raw,
+    /// SaslHandshake v1: SaslAuthenticate requests.
+    Requests,
+}
+
+/// Run the exchange on a new connection from `peer`, offering `mechanisms`: the authenticated
+/// user, or `None` (the connection is to be closed; the client was told why where Kafka tells).
+pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
+    shard: &Shard,
+    stream: &mut S,
+    peer: &str,
+    mechanisms: &[String],
+) -> Option<String> {
+    let c = shard.config();
+    let (idle, max) = (c.limits.connections_max_idle, c.sasl.max_receive_size);
+    let delay = c.sasl.failed_authentication_delay;
+    let mut versions_seen = false;
+    let mut exchange: Option<(Exchange, Framing)> = None;
+    loop {
+        let frame = read_frame(stream, idle, max, peer).await?;
+        if let Some((x, Framing::Raw)) = exchange.as_mut() {
+            // A raw token: answered with a raw token, failures close without a word.
+            match x.step(&frame, &shard.credentials()) {
+                Ok(Step::Continue(reply)) => write_frame(stream, &reply).await?,
+                Ok(Step::Done { user, reply }) => {
+                    write_frame(stream, &reply).await?;
+                    return Some(user);
+                }
+                Err(failed) => {
+                    return fail::<_, SaslAuthenticateResponse>(stream, None, delay, peer, x.mechanism(), &failed.0)
+                        .await
+                }
+            }
+            continue;
+        }
+        let (header, request) = match decode_request(bytes::Bytes::from(frame)) {
+            Ok(decoded) => decoded,
+            Err(failure) => {
+                // An ApiVersions of a version we do not have is answered (the client retries
+                // at one we do); anything else undecodable closes.
+                let answer = failure.header.as_ref().and_then(|h| error_response(h, &failure.error));
+                match (answer, failure.header.map(|h| h.api_key)) {
+                    (Some(a), Some(crate::protocol::API_VERSIONS)) if !versions_seen => {
+                        write_all(stream, &a).await?;
+                        continue;
+                    }
+                    _ => return closing(peer, "an undecodable request before authentication"),
+                }
+            }
+        };
+        match (request, exchange.as_mut()) {
+            (Request::ApiVersions(_), None) if !versions_seen => {
+                versions_seen = true;
+                respond(stream, &header, crate::server::api::cluster::api_versions_body()).await?;
+            }
+            (Request::SaslHandshake(h), None) => {
+                let offered = mechanisms.contains(&h.mechanism);
+                let started = if offered { Exchange::start(&h.mechanism) } else { None };
+                let Some(x) = started else {
+                    let answer = SaslHandshakeResponse {
+                        error_code: code::UNSUPPORTED_SASL_MECHANISM,
+                        mechanisms: mechanisms.to_vec(),
+                        ..Default::default()
+                    };
+                    let reason = format!("unsupported SASL mechanism {}", h.mechanism);
+                    return fail(stream, Some((&header, answer)), delay, peer, "-", &reason).await;
+                };
+                let answer = SaslHandshakeResponse { mechanisms: mechanisms.to_vec(), ..Default::default() };
+                respond(stream, &header, answer).await?;
+                let framing = if header.api_version == 0 { Framing::Raw } else { Framing::Requests };
+                exchange = Some((x, framing));
+            }
+            (Request::SaslAuthenticate(a), Some((x, Framing::Requests))) => {
+                let authenticated = |error_code: ErrorCode, error_message: Option<String>, auth_bytes: Vec<u8>| {
+                    SaslAuthenticateResponse {
+                        error_code,
+                        error_message,
+                        auth_bytes: auth_bytes.into(),
+                        session_lifetime_ms: 0,
+                        ..Default::default()
+                    }
+                };
+                match x.step(&a.auth_bytes, &shard.credentials()) {
+                    Ok(Step::Continue(reply)) => {
+                        respond(stream, &header, authenticated(code::NONE, None, reply)).await?
+                    }
+                    Ok(Step::Done { user, reply }) => {
+                        respond(stream, &header, authenticated(code::NONE, None, reply)).await?;
+                        return Some(user);
+                    }
+                    Err(failed) => {
+                        let answer =
+                            authenticated(code::SASL_AUTHENTICATION_FAILED, Some(failed.0.clone()), Vec::new());
+                        return fail(stream, Some((&header, answer)), delay, peer, x.mechanism(), &failed.0).await;
+                    }
+                }
+            }
+            (other, _) => {
+                let api = header.api_key;
+                tracing::info!(peer, api, request = ?std::mem::discriminant(&other), "a request before SASL authentication; closing");
+                return closing(peer, "a request before authentication");
+            }
+        }
+    }
+}
+
+fn closing(peer: &str, why: &str) -> Option<String> {
+    metrics::count(Counter::AuthenticationFailures, 1);
+    tracing::info!(peer, why, "SASL authentication failed; closing");
+    None
+}
+
+/// A failed exchange: the answer (where Kafka gives one), the delay, then the end, once the
+/// client has closed or a second has passed (what it sends meanwhile is read and dropped): a
+/// client that reads the answer and the close in one go may drop the answer (kafka-python
+/// does), and a socket closed with unread bytes resets the connection.
+async fn fail<S: AsyncRead + AsyncWrite + Unpin, M: Message>(
+    stream: &mut S,
+    answer: Option<(&RequestHeader, M)>,
+    delay: Duration,
+    peer: &str,
+    mechanism: &str,
+    reason: &str,
+) -> Option<String> {
+    metrics::count(Counter::AuthenticationFailures, 1);
+    tracing::info!(peer, mechanism, reason, "SASL authentication failed; closing");
+    glommio::timer::sleep(delay).await;
+    if let Some((header, body)) = answer {
+        let _ = respond(stream, header, body).await;
+    }
+    let mut sink = [0u8; 4096];
+    let linger = async {
+        while let Ok(n) = stream.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    within(Duration::from_secs(1), linger).await;
+    let _ = stream.close().await;
+    None
+}
+
+async fn respond<S: AsyncWrite + Unpin, M: Message>(stream: &mut S, header: &RequestHeader, mut body: M) -> Option<()> {
+    let bytes = encode_response(header, &mut body).ok()?;
+    write_all(stream, &bytes).await
+}
+
+async fn write_all<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> Option<()> {
+    stream.write_all(bytes).await.ok()?;
+    stream.flush().await.ok()
+}
+
+async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, body: &[u8]) -> Option<()> {
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    write_all(stream, &frame).await
+}
+
+/// One size-prefixed frame, within `idle` and at most `max` bytes (`None`: closed, idle, too
+/// large: the connection ends).
+async fn read_frame<S: AsyncRead + Unpin>(stream: &mut S, idle: Duration, max: usize, peer: &str) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    within(idle, stream.read_exact(&mut len)).await?.ok()?;
+    let n = i32::from_be_bytes(len);
+    if n < 0 || n as usize > max {
+        return closing(peer, "a frame larger than sasl.server.max.receive.size").map(|_| Vec::new());
+    }
+    let mut buf = vec![0u8; n as usize];
+    within(idle, stream.read_exact(&mut buf)).await?.ok()?;
+    Some(buf)
+}
