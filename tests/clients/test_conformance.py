@@ -522,7 +522,7 @@ def supported_table():
     keys = {name: int(n) for name, n in re.findall(r"pub const ([A-Z_]+): i16 = (\d+);", src)}
     table = src[src.index("pub const SUPPORTED"):]
     table = table[:table.index("];")]
-    rows = re.findall(r"\(([A-Z_]+), (\d+), (\d+), (\d+)\)", table)
+    rows = re.findall(r"\(([A-Z_]+), (\d+), (\d+), (\d+|i16::MAX)\)", table)
     assert len(rows) > 20, table
     return {keys[name]: (int(lo), int(hi)) for name, lo, hi, _ in rows}
 
