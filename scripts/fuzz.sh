@@ -56,7 +56,7 @@ for t in "${targets[@]}"; do
     case $t in
       request_decoder) runs=400000 ;;
       batch_parser) runs=50000 ;;
-      sasl_exchange) runs=5000 ;;
+      sasl_exchange) runs=30000 ;;
       *) runs=15000 ;;
     esac
     # A scratch corpus (the seeds are only read), so every run starts from the same inputs.

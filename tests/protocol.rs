@@ -484,7 +484,39 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
                 .collect(),
             tags: g.tags(),
         }),
+        DESCRIBE_ACLS => Request::DescribeAcls(acl_filter(g)),
+        CREATE_ACLS => Request::CreateAcls(CreateAclsRequest {
+            creations: (0..g.len())
+                .map(|_| AclCreation {
+                    resource_type: g.i8(),
+                    resource_name: g.string(),
+                    // The default: v0 has no pattern type, so a decoded v0 creation carries it.
+                    resource_pattern_type: 3,
+                    principal: g.string(),
+                    host: g.string(),
+                    operation: g.i8(),
+                    permission_type: g.i8(),
+                    tags: g.tags(),
+                })
+                .collect(),
+            tags: g.tags(),
+        }),
+        DELETE_ACLS => Request::DeleteAcls(DeleteAclsRequest { filters: (0..g.len()).map(|_| acl_filter(g)).collect(), tags: g.tags() }),
         _ => unreachable!(),
+    }
+}
+
+/// A DescribeAcls request or DeleteAcls filter (pattern type the default: v0 has none).
+fn acl_filter(g: &mut Gen) -> AclFilter {
+    AclFilter {
+        resource_type_filter: g.i8(),
+        resource_name_filter: g.opt_string(),
+        pattern_type_filter: 3,
+        principal_filter: g.opt_string(),
+        host_filter: g.opt_string(),
+        operation: g.i8(),
+        permission_type: g.i8(),
+        tags: g.tags(),
     }
 }
 
@@ -542,6 +574,9 @@ fn encode_any_request(header: &RequestHeader, req: Request) -> Bytes {
         Request::SaslAuthenticate(mut m) => encode_request(header, &mut m),
         Request::DescribeUserScramCredentials(mut m) => encode_request(header, &mut m),
         Request::AlterUserScramCredentials(mut m) => encode_request(header, &mut m),
+        Request::DescribeAcls(mut m) => encode_request(header, &mut m),
+        Request::CreateAcls(mut m) => encode_request(header, &mut m),
+        Request::DeleteAcls(mut m) => encode_request(header, &mut m),
     }
     .unwrap()
 }
@@ -595,6 +630,9 @@ fn round_trip_request(req: Request, version: i16) {
         Request::SaslAuthenticate(mut m) => round_trip(&mut m, SASL_AUTHENTICATE, version),
         Request::DescribeUserScramCredentials(mut m) => round_trip(&mut m, DESCRIBE_USER_SCRAM_CREDENTIALS, version),
         Request::AlterUserScramCredentials(mut m) => round_trip(&mut m, ALTER_USER_SCRAM_CREDENTIALS, version),
+        Request::DescribeAcls(mut m) => round_trip(&mut m, DESCRIBE_ACLS, version),
+        Request::CreateAcls(mut m) => round_trip(&mut m, CREATE_ACLS, version),
+        Request::DeleteAcls(mut m) => round_trip(&mut m, DELETE_ACLS, version),
     }
 }
 
@@ -633,6 +671,9 @@ fn api_of(r: &Request) -> i16 {
         Request::SaslAuthenticate(_) => SASL_AUTHENTICATE,
         Request::DescribeUserScramCredentials(_) => DESCRIBE_USER_SCRAM_CREDENTIALS,
         Request::AlterUserScramCredentials(_) => ALTER_USER_SCRAM_CREDENTIALS,
+        Request::DescribeAcls(_) => DESCRIBE_ACLS,
+        Request::CreateAcls(_) => CREATE_ACLS,
+        Request::DeleteAcls(_) => DELETE_ACLS,
     }
 }
 
@@ -1465,6 +1506,73 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                         user: g.string(),
                         error_code: ErrorCode(g.i16()),
                         error_message: g.opt_string(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        DESCRIBE_ACLS => out.take(
+            &mut DescribeAclsResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                error_message: g.opt_string(),
+                resources: (0..g.len())
+                    .map(|_| DescribeAclsResource {
+                        resource_type: g.i8(),
+                        resource_name: g.string(),
+                        pattern_type: 3,
+                        acls: (0..g.len())
+                            .map(|_| AclDescription {
+                                principal: g.string(),
+                                host: g.string(),
+                                operation: g.i8(),
+                                permission_type: g.i8(),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        CREATE_ACLS => out.take(
+            &mut CreateAclsResponse {
+                throttle_time_ms: g.i32(),
+                results: (0..g.len())
+                    .map(|_| AclCreationResult { error_code: ErrorCode(g.i16()), error_message: g.opt_string(), tags: g.tags() })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        DELETE_ACLS => out.take(
+            &mut DeleteAclsResponse {
+                throttle_time_ms: g.i32(),
+                filter_results: (0..g.len())
+                    .map(|_| DeleteAclsFilterResult {
+                        error_code: ErrorCode(g.i16()),
+                        error_message: g.opt_string(),
+                        matching_acls: (0..g.len())
+                            .map(|_| DeleteAclsMatchingAcl {
+                                error_code: ErrorCode(g.i16()),
+                                error_message: g.opt_string(),
+                                resource_type: g.i8(),
+                                resource_name: g.string(),
+                                pattern_type: 3,
+                                principal: g.string(),
+                                host: g.string(),
+                                operation: g.i8(),
+                                permission_type: g.i8(),
+                                tags: g.tags(),
+                            })
+                            .collect(),
                         tags: g.tags(),
                     })
                     .collect(),

@@ -55,6 +55,9 @@ fn encode(h: &RequestHeader, req: Request) -> Option<Bytes> {
         Request::SaslAuthenticate(mut m) => encode_request(h, &mut m),
         Request::DescribeUserScramCredentials(mut m) => encode_request(h, &mut m),
         Request::AlterUserScramCredentials(mut m) => encode_request(h, &mut m),
+        Request::DescribeAcls(mut m) => encode_request(h, &mut m),
+        Request::CreateAcls(mut m) => encode_request(h, &mut m),
+        Request::DeleteAcls(mut m) => encode_request(h, &mut m),
     };
     // A decoded value the encoder refuses is not a decoder bug; only what it writes is checked.
     frame.ok()

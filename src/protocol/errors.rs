@@ -92,3 +92,11 @@ pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(91);
 pub const DUPLICATE_RESOURCE: ErrorCode = ErrorCode(92);
 /// KIP-554: a credential refused (iterations out of range, an empty name).
 pub const UNACCEPTABLE_CREDENTIAL: ErrorCode = ErrorCode(93);
+/// The principal may not use the topic for that operation.
+pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(29);
+/// The principal may not use the group for that operation.
+pub const GROUP_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(30);
+/// The principal may not use the transactional id.
+pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(53);
+/// The ACL APIs without an authorizer (`authorizer.class.name` unset).
+pub const SECURITY_DISABLED: ErrorCode = ErrorCode(54);

@@ -45,6 +45,9 @@ pub const CREATE_TOPICS: i16 = 19;
 pub const DELETE_TOPICS: i16 = 20;
 pub const DELETE_RECORDS: i16 = 21;
 pub const INIT_PRODUCER_ID: i16 = 22;
+pub const DESCRIBE_ACLS: i16 = 29;
+pub const CREATE_ACLS: i16 = 30;
+pub const DELETE_ACLS: i16 = 31;
 pub const DESCRIBE_CONFIGS: i16 = 32;
 pub const ALTER_CONFIGS: i16 = 33;
 pub const DESCRIBE_LOG_DIRS: i16 = 35;
@@ -82,6 +85,9 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (DELETE_TOPICS, 0, 6, 4),
     (DELETE_RECORDS, 0, 2, 2),
     (INIT_PRODUCER_ID, 0, 4, 2),
+    (DESCRIBE_ACLS, 0, 3, 2),
+    (CREATE_ACLS, 0, 3, 2),
+    (DELETE_ACLS, 0, 3, 2),
     (DESCRIBE_CONFIGS, 0, 4, 4),
     (ALTER_CONFIGS, 0, 2, 2),
     (DESCRIBE_LOG_DIRS, 0, 4, 2),
@@ -172,6 +178,9 @@ pub enum Request {
     SaslAuthenticate(SaslAuthenticateRequest),
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
     AlterUserScramCredentials(AlterUserScramCredentialsRequest),
+    DescribeAcls(AclFilter),
+    CreateAcls(CreateAclsRequest),
+    DeleteAcls(DeleteAclsRequest),
 }
 
 /// Why a request frame could not be decoded: with the header when it could be read, so the
@@ -253,6 +262,9 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         SASL_AUTHENTICATE => body(&mut r, version).map(Request::SaslAuthenticate),
         DESCRIBE_USER_SCRAM_CREDENTIALS => body(&mut r, version).map(Request::DescribeUserScramCredentials),
         ALTER_USER_SCRAM_CREDENTIALS => body(&mut r, version).map(Request::AlterUserScramCredentials),
+        DESCRIBE_ACLS => body(&mut r, version).map(Request::DescribeAcls),
+        CREATE_ACLS => body(&mut r, version).map(Request::CreateAcls),
+        DELETE_ACLS => body(&mut r, version).map(Request::DeleteAcls),
         _ => unreachable!("checked against SUPPORTED"),
     }
     .map_err(|e| fail(&h, e))?;

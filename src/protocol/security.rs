@@ -1,6 +1,7 @@
 //! The security APIs: SaslHandshake (17) and SaslAuthenticate (36), the SASL exchange of a
 //! SASL listener; DescribeUserScramCredentials (50) and AlterUserScramCredentials (51), the
-//! SCRAM credentials store (KIP-554). Declared with [`schema!`](crate::schema) from Kafka's
+//! SCRAM credentials store (KIP-554); DescribeAcls (29), CreateAcls (30) and DeleteAcls (31).
+//! Declared with [`schema!`](crate::schema) from Kafka's
 //! message JSON.
 
 use super::errors::ErrorCode;
@@ -112,6 +113,113 @@ crate::schema! {
     pub struct AlterUserScramCredentialsResponse {
         pub throttle_time_ms: i32 => int32,
         pub results: Vec<AlterUserScramCredentialsResult> => array,
+    }
+}
+
+crate::schema! {
+    pub struct AclCreation {
+        pub resource_type: i8 => int8,
+        pub resource_name: String => string,
+        pub resource_pattern_type: i8 = 3 => int8 if 1..,
+        pub principal: String => string,
+        pub host: String => string,
+        pub operation: i8 => int8,
+        pub permission_type: i8 => int8,
+    }
+}
+
+crate::schema! {
+    pub struct CreateAclsRequest {
+        pub creations: Vec<AclCreation> => array,
+    }
+}
+
+crate::schema! {
+    pub struct AclCreationResult {
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+    }
+}
+
+crate::schema! {
+    pub struct CreateAclsResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub results: Vec<AclCreationResult> => array,
+    }
+}
+
+crate::schema! {
+    /// DescribeAcls's request, and each filter of DeleteAcls.
+    pub struct AclFilter {
+        pub resource_type_filter: i8 => int8,
+        pub resource_name_filter: Option<String> => nullable_string,
+        pub pattern_type_filter: i8 = 3 => int8 if 1..,
+        pub principal_filter: Option<String> => nullable_string,
+        pub host_filter: Option<String> => nullable_string,
+        pub operation: i8 => int8,
+        pub permission_type: i8 => int8,
+    }
+}
+
+crate::schema! {
+    pub struct AclDescription {
+        pub principal: String => string,
+        pub host: String => string,
+        pub operation: i8 => int8,
+        pub permission_type: i8 => int8,
+    }
+}
+
+crate::schema! {
+    pub struct DescribeAclsResource {
+        pub resource_type: i8 => int8,
+        pub resource_name: String => string,
+        pub pattern_type: i8 = 3 => int8 if 1..,
+        pub acls: Vec<AclDescription> => array,
+    }
+}
+
+crate::schema! {
+    pub struct DescribeAclsResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+        pub resources: Vec<DescribeAclsResource> => array,
+    }
+}
+
+crate::schema! {
+    pub struct DeleteAclsRequest {
+        pub filters: Vec<AclFilter> => array,
+    }
+}
+
+crate::schema! {
+    pub struct DeleteAclsMatchingAcl {
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+        pub resource_type: i8 => int8,
+        pub resource_name: String => string,
+        pub pattern_type: i8 = 3 => int8 if 1..,
+        pub principal: String => string,
+        pub host: String => string,
+        pub operation: i8 => int8,
+        pub permission_type: i8 => int8,
+    }
+}
+
+crate::schema! {
+    pub struct DeleteAclsFilterResult {
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+        pub matching_acls: Vec<DeleteAclsMatchingAcl> => array,
+    }
+}
+
+crate::schema! {
+    pub struct DeleteAclsResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub filter_results: Vec<DeleteAclsFilterResult> => array,
     }
 }
 

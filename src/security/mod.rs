@@ -8,6 +8,7 @@
 //! user exists; an unknown user goes through the whole exchange with a made-up salt, failing
 //! where a wrong password does.
 
+pub mod acl;
 pub mod sasl;
 
 use base64::engine::general_purpose::STANDARD as B64;

@@ -11,6 +11,10 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Kafka's authorizer class names; tidemark's authorizer decides as they do.
+pub const AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+pub const LEGACY_AUTHORIZER: &str = "kafka.security.authorizer.AclAuthorizer";
+
 /// Settings of the SASL exchange on SASL listeners.
 #[derive(Debug, Clone)]
 pub struct SaslConfig {
@@ -61,6 +65,10 @@ pub struct BrokerConfig {
     pub fault_injection: bool,
     /// SASL listeners' exchange (`sasl.*`, `connection.failed.authentication.delay.ms`).
     pub sasl: SaslConfig,
+    /// `authorizer.class.name` set: every request is checked against the ACLs.
+    pub authorizer_enabled: bool,
+    /// `super.users`, `allow.everyone.if.no.acl.found`.
+    pub authorizer: crate::security::acl::AuthorizerConfig,
     /// `tidemark.shard.call.timeout.ms`: how long a call to another shard may take before the
     /// client gets REQUEST_TIMED_OUT (calls that wait by design, a long poll, a rebalance,
     /// name their own).
@@ -93,6 +101,8 @@ impl BrokerConfig {
             fault_injection: false,
             shard_call_timeout: crate::server::router::DEFAULT_CALL_TIMEOUT,
             sasl: SaslConfig::default(),
+            authorizer_enabled: false,
+            authorizer: Default::default(),
             settings: BTreeMap::new(),
         })
     }
@@ -151,6 +161,30 @@ impl BrokerConfig {
             k if tls::SETTINGS.contains(&k) => tls::check(k, value)?,
             "sasl.enabled.mechanisms" => {
                 sasl_mechanisms(value)?;
+            }
+            "authorizer.class.name" => {
+                self.authorizer_enabled = match value.trim() {
+                    "" => false,
+                    AUTHORIZER | LEGACY_AUTHORIZER => true,
+                    other => bail!("{key}={other}: tidemark authorizes as Kafka's {AUTHORIZER} (or {LEGACY_AUTHORIZER}); name one of them, or nothing"),
+                }
+            }
+            "super.users" => {
+                let mut users = Vec::new();
+                for u in value.split(';').map(str::trim).filter(|u| !u.is_empty()) {
+                    if !u.split_once(':').is_some_and(|(t, n)| !t.is_empty() && !n.is_empty()) {
+                        bail!("{key}: {u} is not a principal (Type:name, e.g. User:admin)");
+                    }
+                    users.push(u.to_string());
+                }
+                self.authorizer.super_users = users;
+            }
+            "allow.everyone.if.no.acl.found" => {
+                self.authorizer.allow_if_no_acl = match value.trim() {
+                    "true" => true,
+                    "false" => false,
+                    _ => bail!("{key}={value}: expected true or false"),
+                }
             }
             "sasl.server.max.receive.size" => {
                 self.sasl.max_receive_size = bounded(key, int(value)?, 1024, i32::MAX as i64)? as usize

@@ -11,6 +11,7 @@
 use crate::config::LogConfig;
 use crate::groups::consumer::{TopicMeta, Topics};
 use crate::io::DmaDisk;
+use crate::security::acl::Acls;
 use crate::security::Credentials;
 use crate::server::configs::{DynamicConfigs, Effective};
 use crate::server::coordinator::{Coordinator, OFFSETS_TOPIC};
@@ -123,6 +124,8 @@ pub struct Shard {
     identity: Identity,
     /// Users' SCRAM credentials (`<data-dir>/credentials`; changed by shard 0, broadcast).
     credentials: RefCell<Rc<Credentials>>,
+    /// ACL bindings (`<data-dir>/acls`; changed by shard 0, broadcast).
+    acls: RefCell<Rc<Acls>>,
     /// Repeated log lines, at most one a second each: refused connections, failed reads.
     refusals_log: LogEvery,
     read_errors_log: LogEvery,
@@ -174,6 +177,7 @@ impl Shard {
             Rc::new(Coordinator::new(config.coordinator.clone(), id, shards, manager.clone(), clock.clone()));
         coordinator.set_offsets_partitions(topics.get(OFFSETS_TOPIC).map(|t: &TopicInfo| t.partitions));
         let credentials = Credentials::load(&config.data_dir)?;
+        let acls = Acls::load(&config.data_dir)?;
         let share = |total: u64| total / shards as u64;
         let shard = Rc::new(Shard {
             router: Router::new(id, shards, config.shard_call_timeout),
@@ -186,6 +190,7 @@ impl Shard {
             connections,
             identity,
             credentials: RefCell::new(Rc::new(credentials)),
+            acls: RefCell::new(Rc::new(acls)),
             config,
             manager,
             topic_ids: RefCell::new(
@@ -248,6 +253,15 @@ impl Shard {
 
     pub fn set_credentials(&self, credentials: Credentials) {
         *self.credentials.borrow_mut() = Rc::new(credentials);
+    }
+
+    /// The ACL bindings as this shard knows them.
+    pub fn acls(&self) -> Rc<Acls> {
+        self.acls.borrow().clone()
+    }
+
+    pub fn set_acls(&self, acls: Acls) {
+        *self.acls.borrow_mut() = Rc::new(acls);
     }
 
     /// The dynamic broker settings as this shard applies them.

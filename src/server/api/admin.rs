@@ -3,6 +3,7 @@
 
 use crate::protocol::admin::*;
 use crate::protocol::errors::{self as code, ErrorCode};
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::Cx;
 use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::{call_code, storage_code};
@@ -42,8 +43,11 @@ pub async fn delete_records(cx: &mut Cx<'_>, req: DeleteRecordsRequest) -> Delet
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
+        let allowed = cx.allowed(Operation::Delete, ResourceType::Topic, &t.name);
         for p in t.partitions {
-            let result = if t.name == OFFSETS_TOPIC {
+            let result = if !allowed {
+                Err(code::TOPIC_AUTHORIZATION_FAILED)
+            } else if t.name == OFFSETS_TOPIC {
                 // Kafka: a compacted topic's records cannot be deleted this way.
                 Err(code::POLICY_VIOLATION)
             } else if validate_topic_name(&t.name).is_err() || p.partition_index < 0 {
@@ -119,6 +123,9 @@ impl ShardCall<Shard> for LogDirs {
 /// error.
 pub async fn describe_log_dirs(cx: &mut Cx<'_>, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
     cx.release_turn();
+    if !cx.allowed_on_cluster(Operation::Describe) {
+        return DescribeLogDirsResponse { error_code: code::CLUSTER_AUTHORIZATION_FAILED, ..Default::default() };
+    }
     let only: Option<Vec<(String, Vec<i32>)>> =
         req.topics.map(|ts| ts.into_iter().map(|t| (t.topic, t.partitions)).collect());
     let mut all = Vec::new();

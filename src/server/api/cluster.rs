@@ -10,6 +10,7 @@ use crate::protocol::admin::{
 use crate::protocol::api_versions_response;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::*;
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::Cx;
 use crate::server::control::ensure_topic;
 use crate::server::coordinator::OFFSETS_TOPIC;
@@ -78,10 +79,34 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
         }
     };
     let node = shard.config().node_id;
+    let all_topics = m.topics.is_none();
     for name in names {
+        // DESCRIBE on the topic, before anything is said of it: every topic listed leaves out
+        // those denied; one asked for is TOPIC_AUTHORIZATION_FAILED, exists or not.
+        if !cx.allowed(Operation::Describe, ResourceType::Topic, &name) {
+            if !all_topics {
+                topics.push(MetadataTopic {
+                    error_code: code::TOPIC_AUTHORIZATION_FAILED,
+                    name: Some(name),
+                    ..Default::default()
+                });
+            }
+            continue;
+        }
         if crate::storage::topics::validate_topic_name(&name).is_err() {
             topics.push(MetadataTopic {
                 error_code: code::INVALID_TOPIC_EXCEPTION,
+                name: Some(name),
+                ..Default::default()
+            });
+            continue;
+        }
+        let may_create = || {
+            cx.allowed_on_cluster(Operation::Create) || cx.allowed(Operation::Create, ResourceType::Topic, &name)
+        };
+        if !shard.has_topic(&name) && m.allow_auto_topic_creation && !all_topics && !may_create() {
+            topics.push(MetadataTopic {
+                error_code: code::TOPIC_AUTHORIZATION_FAILED,
                 name: Some(name),
                 ..Default::default()
             });
@@ -100,7 +125,12 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
                 is_internal: name == OFFSETS_TOPIC,
                 name: Some(name),
                 topic_id: id.0,
-                topic_authorized_operations: i32::MIN,
+                // KIP-430, when asked.
+                topic_authorized_operations: if m.include_topic_authorized_operations {
+                    cx.authorized_operations(ResourceType::Topic, &name)
+                } else {
+                    i32::MIN
+                },
                 partitions: (0..n as i32)
                     .map(|p| MetadataPartition {
                         partition_index: p,
@@ -125,8 +155,21 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
         cluster_id: Some(shard.cluster_id().to_string()),
         controller_id: node,
         topics,
-        cluster_authorized_operations: i32::MIN,
+        cluster_authorized_operations: if m.include_cluster_authorized_operations {
+            cluster_operations(cx)
+        } else {
+            i32::MIN
+        },
         ..Default::default()
+    }
+}
+
+/// KIP-430: the cluster operations the client may do (0 without DESCRIBE on the cluster).
+fn cluster_operations(cx: &Cx<'_>) -> i32 {
+    if cx.allowed_on_cluster(Operation::Describe) {
+        cx.authorized_operations(ResourceType::Cluster, crate::security::acl::CLUSTER_NAME)
+    } else {
+        0
     }
 }
 
@@ -164,6 +207,11 @@ pub fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> Describ
                 port: cx.listener.advertised_port,
                 ..Default::default()
             }],
+            cluster_authorized_operations: if req.include_cluster_authorized_operations {
+                cluster_operations(cx)
+            } else {
+                i32::MIN
+            },
             ..Default::default()
         },
     }
@@ -207,6 +255,17 @@ pub fn describe_topic_partitions(
     let mut remaining = req.response_partition_limit.clamp(1, DESCRIBE_PARTITIONS_LIMIT);
     let mut resp = DescribeTopicPartitionsResponse::default();
     for name in names {
+        if !cx.allowed(Operation::Describe, ResourceType::Topic, &name) {
+            if !all {
+                resp.topics.push(DescribeTopicPartitionsTopicResponse {
+                    error_code: code::TOPIC_AUTHORIZATION_FAILED,
+                    name: Some(name),
+                    topic_authorized_operations: i32::MIN,
+                    ..Default::default()
+                });
+            }
+            continue;
+        }
         if remaining == 0 {
             // The answer is full: the next one starts at this topic.
             resp.next_cursor = Some(DescribeTopicPartitionsCursor { topic_name: name, ..Default::default() });
@@ -244,6 +303,7 @@ pub fn describe_topic_partitions(
             name: Some(name.clone()),
             topic_id: id.0,
             partitions,
+            topic_authorized_operations: cx.authorized_operations(ResourceType::Topic, &name),
             ..Default::default()
         });
         if upper < count {

@@ -6,6 +6,7 @@
 use crate::config::{ConfigType, LogConfig, TOPIC_KEYS};
 use crate::protocol::errors as code;
 use crate::protocol::messages::*;
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::topics::{on_shard0, outcome};
 use crate::server::api::Cx;
 use crate::server::configs::*;
@@ -72,6 +73,24 @@ fn broker_value(c: &BrokerConfig, e: &Effective, name: &str) -> Option<String> {
 /// DescribeConfigs for topics and this broker: every setting (or those asked for; an empty
 /// list means all), with its value, source, type, synonyms (on request) and documentation (on
 /// request, v3+).
+/// May the client do `op` (DESCRIBE_CONFIGS, ALTER_CONFIGS) on a config resource: the cluster
+/// for a broker, the topic for a topic.
+fn config_allowed(cx: &Cx<'_>, op: Operation, resource_type: i8, name: &str) -> bool {
+    match resource_type {
+        RESOURCE_TOPIC => cx.allowed(op, ResourceType::Topic, name),
+        _ => cx.allowed_on_cluster(op),
+    }
+}
+
+/// The authorization error of a config resource type.
+fn denied(resource_type: i8) -> code::ErrorCode {
+    if resource_type == RESOURCE_TOPIC {
+        code::TOPIC_AUTHORIZATION_FAILED
+    } else {
+        code::CLUSTER_AUTHORIZATION_FAILED
+    }
+}
+
 pub fn describe_configs(cx: &mut Cx<'_>, d: DescribeConfigsRequest) -> DescribeConfigsResponse {
     cx.release_turn();
     let (shard, version) = (cx.shard, cx.version());
@@ -100,6 +119,13 @@ pub fn describe_configs(cx: &mut Cx<'_>, d: DescribeConfigsRequest) -> DescribeC
             }
         };
         let result = match r.resource_type {
+            t if !config_allowed(cx, Operation::DescribeConfigs, t, &r.resource_name) => DescribeConfigsResult {
+                error_code: denied(t),
+                error_message: Some("Authorization failed.".into()),
+                resource_type: r.resource_type,
+                resource_name: r.resource_name.clone(),
+                ..Default::default()
+            },
             RESOURCE_TOPIC => match shard.topic(&r.resource_name, |t| t.clone()) {
                 None => DescribeConfigsResult {
                     error_code: code::UNKNOWN_TOPIC_OR_PARTITION,
@@ -261,7 +287,12 @@ pub async fn alter_configs(cx: &mut Cx<'_>, a: AlterConfigsRequest) -> AlterConf
     let (incremental, validate_only) = (a.incremental, a.validate_only);
     for r in a.resources {
         let twice = twice.contains(&(r.resource_type, r.resource_name.clone()));
-        let (error_code, error_message) = outcome(alter_resource(shard, incremental, validate_only, &r, twice).await);
+        let (error_code, error_message) = if config_allowed(cx, Operation::AlterConfigs, r.resource_type, &r.resource_name)
+        {
+            outcome(alter_resource(shard, incremental, validate_only, &r, twice).await)
+        } else {
+            (denied(r.resource_type), Some("Authorization failed.".to_string()))
+        };
         responses.push(AlterConfigsResourceResponse {
             error_code,
             error_message,

@@ -5,6 +5,7 @@
 
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::groups::*;
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::groups::to_coordinator;
 use crate::server::api::Cx;
 use crate::server::router::ShardCall;
@@ -30,6 +31,11 @@ impl ShardCall<Shard> for Beat {
 /// ConsumerGroupHeartbeat: join, heartbeat, reconcile or leave.
 pub async fn heartbeat(cx: &mut Cx<'_>, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse {
     let group = req.group_id.clone();
+    if !cx.allowed(Operation::Read, ResourceType::Group, &group) {
+        cx.release_turn();
+        let error_code = crate::protocol::errors::GROUP_AUTHORIZATION_FAILED;
+        return ConsumerGroupHeartbeatResponse { error_code, ..Default::default() };
+    }
     let client_id = cx.header.client_id.clone().unwrap_or_default();
     let client_host = format!("/{}", cx.peer.rsplit_once(':').map_or(cx.peer, |(h, _)| h));
     let call = Beat { version: cx.version(), req, client_id, client_host };
@@ -53,6 +59,11 @@ impl ShardCall<Shard> for Describe {
 pub async fn describe(cx: &mut Cx<'_>, req: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse {
     let mut groups = Vec::with_capacity(req.group_ids.len());
     for id in req.group_ids {
+        if !cx.allowed(Operation::Describe, ResourceType::Group, &id) {
+            let error_code = crate::protocol::errors::GROUP_AUTHORIZATION_FAILED;
+            groups.push(ConsumerGroupDescribeGroup { error_code, group_id: id, ..Default::default() });
+            continue;
+        }
         let described = to_coordinator(cx, &id, Describe(id.clone())).await;
         groups.push(described.unwrap_or_else(|error_code| ConsumerGroupDescribeGroup {
             error_code,

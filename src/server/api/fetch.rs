@@ -7,6 +7,7 @@
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::fetch_reader_magic;
 use crate::protocol::messages::*;
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::Cx;
 use crate::server::errors::{call_code, storage_code};
 use crate::server::limits::Held;
@@ -156,9 +157,16 @@ pub async fn handle(cx: &mut Cx<'_>, mut f: FetchRequest) -> FetchResponse {
             t.topic = shard.topic_name(Uuid(t.topic_id)).unwrap_or_default();
         }
     }
+    // READ on each topic; a denied one is answered TOPIC_AUTHORIZATION_FAILED, never read.
+    let denied: std::collections::BTreeSet<String> = f
+        .topics
+        .iter()
+        .filter(|t| !t.topic.is_empty() && !cx.allowed(Operation::Read, ResourceType::Topic, &t.topic))
+        .map(|t| t.topic.clone())
+        .collect();
     let deadline = Instant::now() + Duration::from_millis(f.max_wait_ms.max(0) as u64).min(MAX_WAIT);
     loop {
-        let pass = fetch_once(shard, cx.version(), &f, deadline).await;
+        let pass = fetch_once(shard, cx.version(), &f, &denied, deadline).await;
         let has_error = pass.resp.topics.iter().flat_map(|t| &t.partitions).any(|p| p.error_code != code::NONE);
         let left = deadline.saturating_duration_since(Instant::now());
         if pass.bytes >= f.min_bytes.max(0) as usize || has_error || left.is_zero() {
@@ -213,7 +221,13 @@ async fn reserve_share(shard: &Shard, max: usize, holding: bool, deadline: Insta
 /// One pass over every requested partition, within the request's byte budgets (KIP-74: only
 /// the first partition with data may exceed the budget, by one batch; once it is spent, the
 /// rest report offsets only). The records are held against the shard's fetch memory.
-async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest, deadline: Instant) -> Pass {
+async fn fetch_once(
+    shard: &Rc<Shard>,
+    version: i16,
+    f: &FetchRequest,
+    denied: &std::collections::BTreeSet<String>,
+    deadline: Instant,
+) -> Pass {
     let magic = fetch_reader_magic(version);
     // The request's total, capped by the broker's `fetch.max.bytes`.
     let mut budget = (f.max_bytes.max(0) as usize).min(shard.config().limits.fetch_max_bytes);
@@ -221,16 +235,28 @@ async fn fetch_once(shard: &Rc<Shard>, version: i16, f: &FetchRequest, deadline:
         Pass { resp: FetchResponse::default(), bytes: 0, held: Held::default(), seen: BTreeMap::new(), unread: false };
     for t in &f.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
-        if t.topic.is_empty() && version >= 13 {
+        let refused = if t.topic.is_empty() && version >= 13 {
+            Some(code::UNKNOWN_TOPIC_ID)
+        } else if denied.contains(&t.topic) {
+            Some(code::TOPIC_AUTHORIZATION_FAILED)
+        } else {
+            None
+        };
+        if let Some(error_code) = refused {
             let unknown = |p: &FetchPartition| FetchPartitionResponse {
                 partition_index: p.partition,
-                error_code: code::UNKNOWN_TOPIC_ID,
+                error_code,
                 high_watermark: -1,
                 records: Some(Bytes::new()),
                 ..Default::default()
             };
             partitions.extend(t.partitions.iter().map(unknown));
-            pass.resp.topics.push(FetchTopicResponse { topic_id: t.topic_id, partitions, ..Default::default() });
+            pass.resp.topics.push(FetchTopicResponse {
+                topic: t.topic.clone(),
+                topic_id: t.topic_id,
+                partitions,
+                ..Default::default()
+            });
             continue;
         }
         for p in &t.partitions {

@@ -7,6 +7,7 @@
 
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::Cx;
 use crate::server::control::ensure_offsets_topic;
 use crate::server::coordinator::commit_response;
@@ -65,9 +66,18 @@ impl ShardCall<Shard> for Join {
     }
 }
 
+/// May the client do `op` on the group?
+pub(super) fn group_allowed(cx: &Cx<'_>, op: Operation, group: &str) -> bool {
+    cx.allowed(op, ResourceType::Group, group)
+}
+
 pub async fn join(cx: &mut Cx<'_>, j: JoinGroupRequest) -> JoinGroupResponse {
     let group = j.group_id.clone();
     let member_id = j.member_id.clone();
+    if !group_allowed(cx, Operation::Read, &group) {
+        cx.release_turn();
+        return JoinGroupResponse { error_code: code::GROUP_AUTHORIZATION_FAILED, member_id, ..Default::default() };
+    }
     let client_id = cx.header.client_id.clone().unwrap_or_default();
     // Kafka's form of the client host.
     let client_host = format!("/{}", cx.peer.rsplit_once(':').map_or(cx.peer, |(h, _)| h));
@@ -96,6 +106,10 @@ impl ShardCall<Shard> for Sync {
 
 pub async fn sync(cx: &mut Cx<'_>, s: SyncGroupRequest) -> SyncGroupResponse {
     let group = s.group_id.clone();
+    if !group_allowed(cx, Operation::Read, &group) {
+        cx.release_turn();
+        return SyncGroupResponse { error_code: code::GROUP_AUTHORIZATION_FAILED, ..Default::default() };
+    }
     let deadline = membership_deadline(0, cx.shard);
     to_coordinator(cx, &group, Sync(s, deadline))
         .await
@@ -115,6 +129,10 @@ impl ShardCall<Shard> for Heartbeat {
 
 pub async fn heartbeat(cx: &mut Cx<'_>, h: HeartbeatRequest) -> HeartbeatResponse {
     let group = h.group_id.clone();
+    if !group_allowed(cx, Operation::Read, &group) {
+        cx.release_turn();
+        return HeartbeatResponse { error_code: code::GROUP_AUTHORIZATION_FAILED, ..Default::default() };
+    }
     let error_code = to_coordinator(cx, &group, Heartbeat(h)).await.unwrap_or_else(|e| e);
     HeartbeatResponse { error_code, ..Default::default() }
 }
@@ -132,6 +150,10 @@ impl ShardCall<Shard> for Leave {
 
 pub async fn leave(cx: &mut Cx<'_>, l: LeaveGroupRequest) -> LeaveGroupResponse {
     let group = l.group_id.clone();
+    if !group_allowed(cx, Operation::Read, &group) {
+        cx.release_turn();
+        return LeaveGroupResponse { error_code: code::GROUP_AUTHORIZATION_FAILED, ..Default::default() };
+    }
     let call = Leave(cx.version(), l);
     to_coordinator(cx, &group, call)
         .await
@@ -150,18 +172,31 @@ impl ShardCall<Shard> for Commit {
     }
 }
 
-pub async fn offset_commit(cx: &mut Cx<'_>, c: OffsetCommitRequest) -> OffsetCommitResponse {
+pub async fn offset_commit(cx: &mut Cx<'_>, mut c: OffsetCommitRequest) -> OffsetCommitResponse {
     let group = c.group_id.clone();
     // The partitions asked for, to answer each with the error when the coordinator does not.
     let asked: Vec<(String, Vec<i32>)> =
         c.topics.iter().map(|t| (t.name.clone(), t.partitions.iter().map(|p| p.partition_index).collect())).collect();
-    let version = cx.version();
-    match to_coordinator(cx, &group, Commit(version, c)).await {
-        Ok(r) => r,
-        Err(e) => commit_response(
-            asked.into_iter().map(|(name, ps)| (name, ps.into_iter().map(|p| (p, e)).collect())).collect(),
-        ),
+    let every = |asked: Vec<(String, Vec<i32>)>, e: ErrorCode| {
+        commit_response(asked.into_iter().map(|(name, ps)| (name, ps.into_iter().map(|p| (p, e)).collect())).collect())
+    };
+    // READ on the group, then on each topic (a denied topic's partitions are not committed).
+    if !group_allowed(cx, Operation::Read, &group) {
+        cx.release_turn();
+        return every(asked, code::GROUP_AUTHORIZATION_FAILED);
     }
+    let (allowed, denied): (Vec<_>, Vec<_>) =
+        std::mem::take(&mut c.topics).into_iter().partition(|t| cx.allowed(Operation::Read, ResourceType::Topic, &t.name));
+    c.topics = allowed;
+    let denied: Vec<(String, Vec<i32>)> =
+        denied.into_iter().map(|t| (t.name, t.partitions.iter().map(|p| p.partition_index).collect())).collect();
+    let version = cx.version();
+    let mut answer = match to_coordinator(cx, &group, Commit(version, c)).await {
+        Ok(r) => r,
+        Err(e) => every(asked.into_iter().filter(|(n, _)| !denied.iter().any(|d| d.0 == *n)).collect(), e),
+    };
+    answer.topics.extend(every(denied, code::TOPIC_AUTHORIZATION_FAILED).topics);
+    answer
 }
 
 #[derive(Debug)]
@@ -188,10 +223,25 @@ pub async fn offset_fetch(cx: &mut Cx<'_>, f: OffsetFetchRequest) -> OffsetFetch
     let mut out = Vec::with_capacity(groups.len());
     for g in groups {
         let id = g.group_id.clone();
-        out.push(match to_coordinator(cx, &id, FetchOffsets(g)).await {
+        if !group_allowed(cx, Operation::Describe, &id) {
+            let error_code = code::GROUP_AUTHORIZATION_FAILED;
+            out.push(OffsetFetchResponseGroup { group_id: id, error_code, ..Default::default() });
+            continue;
+        }
+        let mut answer = match to_coordinator(cx, &id, FetchOffsets(g)).await {
             Ok(r) => r,
             Err(error_code) => OffsetFetchResponseGroup { group_id: id, error_code, ..Default::default() },
-        });
+        };
+        // Topics the client may not describe: their offsets are not told.
+        for t in answer.topics.iter_mut() {
+            if !cx.allowed(Operation::Describe, ResourceType::Topic, &t.name) {
+                for p in t.partitions.iter_mut() {
+                    (p.committed_offset, p.committed_leader_epoch, p.metadata) = (-1, -1, Some(String::new()));
+                    p.error_code = code::TOPIC_AUTHORIZATION_FAILED;
+                }
+            }
+        }
+        out.push(answer);
     }
     cx.release_turn();
     if version >= 8 {
@@ -239,6 +289,11 @@ pub async fn describe_groups(cx: &mut Cx<'_>, d: DescribeGroupsRequest) -> Descr
     cx.release_turn();
     let mut groups = Vec::with_capacity(d.groups.len());
     for g in d.groups {
+        if !group_allowed(cx, Operation::Describe, &g) {
+            let error_code = code::GROUP_AUTHORIZATION_FAILED;
+            groups.push(DescribedGroup { error_code, group_id: g, authorized_operations: i32::MIN, ..Default::default() });
+            continue;
+        }
         groups.push(match to_coordinator(cx, &g, Describe(g.clone())).await {
             Ok(r) => r,
             Err(error_code) => {
@@ -275,6 +330,10 @@ pub async fn list_groups(cx: &mut Cx<'_>, l: ListGroupsRequest) -> ListGroupsRes
     if !l.types_filter.is_empty() {
         groups.retain(|g| l.types_filter.iter().any(|t| t.eq_ignore_ascii_case(&g.group_type)));
     }
+    // Every group with DESCRIBE on the cluster; else those the client may describe.
+    if !cx.allowed_on_cluster(Operation::Describe) {
+        groups.retain(|g| group_allowed(cx, Operation::Describe, &g.group_id));
+    }
     groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     ListGroupsResponse { error_code, groups, ..Default::default() }
 }
@@ -293,7 +352,11 @@ impl ShardCall<Shard> for Delete {
 pub async fn delete_groups(cx: &mut Cx<'_>, d: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let mut results = Vec::with_capacity(d.groups_names.len());
     for g in d.groups_names {
-        let error_code = to_coordinator(cx, &g, Delete(g.clone())).await.unwrap_or_else(|e| e);
+        let error_code = if group_allowed(cx, Operation::Delete, &g) {
+            to_coordinator(cx, &g, Delete(g.clone())).await.unwrap_or_else(|e| e)
+        } else {
+            code::GROUP_AUTHORIZATION_FAILED
+        };
         results.push(DeletableGroupResult { group_id: g, error_code, ..Default::default() });
     }
     cx.release_turn();
@@ -311,7 +374,11 @@ pub async fn find_coordinator(cx: &mut Cx<'_>, f: FindCoordinatorRequest) -> Fin
     let coordinators: Vec<Coordinator> = keys
         .into_iter()
         .map(|key| {
-            let (error_code, error_message) = if f.key_type == COORDINATOR_TRANSACTION {
+            let (error_code, error_message) = if f.key_type != COORDINATOR_TRANSACTION
+                && !group_allowed(cx, Operation::Describe, &key)
+            {
+                (code::GROUP_AUTHORIZATION_FAILED, Some("Group authorization failed.".to_string()))
+            } else if f.key_type == COORDINATOR_TRANSACTION {
                 (code::COORDINATOR_NOT_AVAILABLE, Some("transactions are not supported by tidemark".to_string()))
             } else if !ready {
                 (code::COORDINATOR_NOT_AVAILABLE, Some("the offsets topic is not available yet".to_string()))

@@ -5,6 +5,7 @@
 
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::*;
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::Cx;
 use crate::server::errors::{call_code, storage_code};
 use crate::server::router::ShardCall;
@@ -47,8 +48,10 @@ pub async fn handle(cx: &mut Cx<'_>, l: ListOffsetsRequest) -> ListOffsetsRespon
     let mut topics = Vec::with_capacity(l.topics.len());
     for t in l.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
+        let allowed = cx.allowed(Operation::Describe, ResourceType::Topic, &t.name);
         for p in t.partitions {
             let result = match special_target(p.timestamp, version) {
+                _ if !allowed => Err(code::TOPIC_AUTHORIZATION_FAILED),
                 Err(c) => Err(c),
                 // KIP-1005, no tiered storage: nothing is tiered.
                 Ok(Some(LATEST_TIERED)) => Ok(None),

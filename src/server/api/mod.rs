@@ -9,6 +9,7 @@
 //! a request without side effects releases it at once; one that does not release it (topic
 //! changes) completes before the next request starts.
 
+mod acls;
 mod admin;
 pub(crate) mod cluster;
 mod configs;
@@ -24,6 +25,7 @@ mod users;
 use crate::protocol::errors as code;
 use crate::protocol::messages::Message;
 use crate::protocol::{api_versions_response, encode_response, ProtoError, ProtoResult, Request, RequestHeader};
+use crate::security::acl::{Asker, Operation, ResourceType, CLUSTER_NAME};
 use crate::server::connection::Session;
 use crate::server::limits::Held;
 use crate::server::listeners::Listener;
@@ -71,6 +73,38 @@ impl Cx<'_> {
     /// This request's side effects are issued: the connection's next request may start.
     pub fn release_turn(&mut self) {
         self.turn.done();
+    }
+
+    /// May this client do `op` on the resource `name` of type `rt`? (Always, without an
+    /// authorizer.)
+    pub fn allowed(&self, op: Operation, rt: ResourceType, name: &str) -> bool {
+        let c = self.shard.config();
+        !c.authorizer_enabled || self.shard.acls().authorize(&c.authorizer, self.asker(), op, rt, name)
+    }
+
+    /// May this client do `op` on the cluster?
+    pub fn allowed_on_cluster(&self, op: Operation) -> bool {
+        self.allowed(op, ResourceType::Cluster, CLUSTER_NAME)
+    }
+
+    /// KIP-679: may it do `op` on some resource of type `rt`?
+    pub fn allowed_on_any(&self, op: Operation, rt: ResourceType) -> bool {
+        let c = self.shard.config();
+        !c.authorizer_enabled || self.shard.acls().authorize_any(&c.authorizer, self.asker(), op, rt)
+    }
+
+    /// KIP-430: what it may do on a resource, as a bit field.
+    pub fn authorized_operations(&self, rt: ResourceType, name: &str) -> i32 {
+        let c = self.shard.config();
+        if !c.authorizer_enabled {
+            return crate::security::acl::all_operations(rt);
+        }
+        self.shard.acls().authorized_operations(&c.authorizer, self.asker(), rt, name)
+    }
+
+    fn asker(&self) -> Asker<'_> {
+        let host = self.peer.rsplit_once(':').map_or(self.peer, |(h, _)| h);
+        Asker { principal: self.principal, host: host.trim_start_matches('[').trim_end_matches(']') }
     }
 
     /// Keep `held` until the response is written.
@@ -133,6 +167,9 @@ pub async fn handle(
         Request::SaslAuthenticate(r) => reply(h, users::authenticate(cx, r)),
         Request::DescribeUserScramCredentials(r) => reply(h, users::describe(cx, r)),
         Request::AlterUserScramCredentials(r) => reply(h, users::alter(cx, r).await),
+        Request::DescribeAcls(r) => reply(h, acls::describe(cx, r)),
+        Request::CreateAcls(r) => reply(h, acls::create(cx, r).await),
+        Request::DeleteAcls(r) => reply(h, acls::delete(cx, r).await),
     };
     let held = std::mem::take(&mut cx.held);
     out.map(|o| o.map(|bytes| (bytes, held)))

@@ -5,6 +5,7 @@
 
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::*;
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::Cx;
 use crate::server::control::ensure_topic;
 use crate::server::coordinator::OFFSETS_TOPIC;
@@ -146,18 +147,22 @@ type Issued = Result<glommio::task::JoinHandle<Result<<Append as ShardCall<Shard
 pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceResponse> {
     let acks_ok = matches!(p.acks, -1..=1);
     // Topics first (auto-creation), in request order, while this request holds the turn.
+    // Authorization first (WRITE on each topic): a topic the client may not write is
+    // TOPIC_AUTHORIZATION_FAILED whether it exists or not, and is never auto-created.
+    let allowed: Vec<bool> = p.topics.iter().map(|t| cx.allowed(Operation::Write, ResourceType::Topic, &t.name)).collect();
     let mut known = Vec::with_capacity(p.topics.len());
-    for t in &p.topics {
-        known.push(acks_ok && ensure_topic(cx.shard, &t.name).await);
+    for (t, ok) in p.topics.iter().zip(&allowed) {
+        known.push(*ok && acks_ok && ensure_topic(cx.shard, &t.name).await);
     }
     // Issue every append in request order: glommio runs spawned tasks first in, first out, so
     // the appends happen in this order, before the next request's (which waits for the turn).
     // Detached: a closed connection does not cancel an append half done.
     let mut pending: Vec<(String, Vec<(i32, Issued)>)> = Vec::with_capacity(p.topics.len());
-    for (t, known) in p.topics.into_iter().zip(known) {
+    for ((t, known), allowed) in p.topics.into_iter().zip(known).zip(allowed) {
         let mut parts = Vec::with_capacity(t.partitions.len());
         for part in t.partitions {
-            let refused = refusal(cx, p.acks, &t.name, known, &part);
+            let refused =
+                if allowed { refusal(cx, p.acks, &t.name, known, &part) } else { Some(code::TOPIC_AUTHORIZATION_FAILED) };
             let outcome = match (refused, part.records) {
                 (Some(c), _) => Err(c),
                 (None, None) => Err(code::CORRUPT_MESSAGE),

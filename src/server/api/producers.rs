@@ -4,6 +4,7 @@
 use crate::protocol::admin::*;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::{InitProducerIdRequest, InitProducerIdResponse};
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::Cx;
 use crate::server::control::AllocateProducerId;
 use crate::server::errors::call_code;
@@ -17,8 +18,13 @@ pub async fn init_producer_id(cx: &mut Cx<'_>, i: InitProducerIdRequest) -> Init
     cx.release_turn();
     // An idempotent producer gets a new id, epoch 0 (Kafka does the same for one without a
     // transactional id, also when it asks to bump an epoch). No transactions here.
+    // KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some
+    // topic.
+    let may = || cx.allowed_on_cluster(Operation::IdempotentWrite) || cx.allowed_on_any(Operation::Write, ResourceType::Topic);
     let result = if i.transactional_id.is_some() {
         Err(code::COORDINATOR_NOT_AVAILABLE)
+    } else if !may() {
+        Err(code::CLUSTER_AUTHORIZATION_FAILED)
     } else {
         match cx.shard.call(0, AllocateProducerId).await {
             Ok(r) => r,
@@ -58,9 +64,11 @@ pub async fn describe_producers(cx: &mut Cx<'_>, req: DescribeProducersRequest) 
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let mut partitions = Vec::with_capacity(t.partition_indexes.len());
+        let allowed = cx.allowed(Operation::Read, ResourceType::Topic, &t.name);
         for p in t.partition_indexes {
             let result = match validate_topic_name(&t.name) {
                 Err(e) => Err((code::INVALID_TOPIC_EXCEPTION, Some(e.to_string()))),
+                Ok(()) if !allowed => Err((code::TOPIC_AUTHORIZATION_FAILED, None)),
                 Ok(()) if p < 0 => Err((code::UNKNOWN_TOPIC_OR_PARTITION, None)),
                 Ok(()) => {
                     let call = Producers { topic: t.name.clone(), partition: p };

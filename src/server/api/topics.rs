@@ -7,6 +7,7 @@ use crate::protocol::admin::{
 };
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::*;
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::Cx;
 use crate::server::control::{self, AdminResult};
 use crate::server::coordinator::OFFSETS_TOPIC;
@@ -39,7 +40,11 @@ pub async fn create_topics(cx: &mut Cx<'_>, c: CreateTopicsRequest) -> CreateTop
             (-1, n) => n as i64,
             (n, _) => n as i64,
         };
-        let result = if t.name == OFFSETS_TOPIC {
+        let may_create =
+            cx.allowed_on_cluster(Operation::Create) || cx.allowed(Operation::Create, ResourceType::Topic, &t.name);
+        let result = if !may_create {
+            Err(AdminError::new(code::TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
+        } else if t.name == OFFSETS_TOPIC {
             let exists = shard.offsets_partitions().is_some();
             let c = if exists { code::TOPIC_ALREADY_EXISTS } else { code::INVALID_TOPIC_EXCEPTION };
             Err(AdminError::new(c, format!("{OFFSETS_TOPIC} is internal: the broker creates it")))
@@ -95,6 +100,12 @@ pub async fn delete_topics(cx: &mut Cx<'_>, d: DeleteTopicsRequest) -> DeleteTop
                 .ok_or_else(|| (None, AdminError::new(code::UNKNOWN_TOPIC_ID, format!("no topic has the id {id}")))),
         };
         let (name, result) = match target {
+            Ok(n) if !cx.allowed(Operation::Delete, ResourceType::Topic, &n) => {
+                let denied = AdminError::new(code::TOPIC_AUTHORIZATION_FAILED, "Authorization failed.");
+                // A name is told only to who may describe the topic.
+                let told = cx.allowed(Operation::Describe, ResourceType::Topic, &n).then_some(n);
+                ((told, id), Err(denied))
+            }
             Ok(n) => {
                 let id = shard.topic(&n, |t| t.id).unwrap_or(id);
                 let r = on_shard0(shard, control::DeleteTopic { name: n.clone() }).await;
@@ -125,6 +136,8 @@ pub async fn create_partitions(cx: &mut Cx<'_>, req: CreatePartitionsRequest) ->
     for t in req.topics {
         let result = if duplicated.contains(&t.name) {
             Err(AdminError::new(code::INVALID_REQUEST, "Duplicate topic name."))
+        } else if !cx.allowed(Operation::Alter, ResourceType::Topic, &t.name) {
+            Err(AdminError::new(code::TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
         } else if let Err(e) = check_assignments(shard, &t) {
             Err(e)
         } else {

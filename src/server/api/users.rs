@@ -5,12 +5,23 @@
 
 use crate::protocol::errors::{self as code};
 use crate::protocol::security::*;
+use crate::security::acl::Operation;
 use crate::server::api::Cx;
 use crate::server::control::AlterUsers;
 use crate::server::errors::call_code;
 
 pub fn describe(cx: &mut Cx<'_>, req: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse {
     cx.release_turn();
+    if !cx.allowed_on_cluster(Operation::Describe) {
+        let error_code = code::CLUSTER_AUTHORIZATION_FAILED;
+        let results = req
+            .users
+            .unwrap_or_default()
+            .into_iter()
+            .map(|u| DescribeUserScramCredentialsResult { user: u.name, error_code, ..Default::default() })
+            .collect();
+        return DescribeUserScramCredentialsResponse { error_code, results, ..Default::default() };
+    }
     let credentials = cx.shard.credentials();
     let asked: Vec<String> = match req.users {
         None => credentials.users.keys().cloned().collect(),
@@ -59,6 +70,16 @@ pub async fn alter(cx: &mut Cx<'_>, req: AlterUserScramCredentialsRequest) -> Al
     let deletions: Vec<(String, i8)> = req.deletions.into_iter().map(|d| (d.name, d.mechanism)).collect();
     let users: Vec<String> =
         deletions.iter().map(|d| d.0.clone()).chain(req.upsertions.iter().map(|u| u.name.clone())).collect();
+    if !cx.allowed_on_cluster(Operation::Alter) {
+        cx.release_turn();
+        let mut users = users;
+        users.sort();
+        users.dedup();
+        let error_code = code::CLUSTER_AUTHORIZATION_FAILED;
+        let results =
+            users.into_iter().map(|user| AlterUserScramCredentialsResult { user, error_code, ..Default::default() }).collect();
+        return AlterUserScramCredentialsResponse { results, ..Default::default() };
+    }
     let outcome = cx.shard.call(0, AlterUsers { deletions, upsertions: req.upsertions }).await;
     cx.release_turn();
     let results = match outcome {

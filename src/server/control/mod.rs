@@ -12,6 +12,7 @@
 //! Who calls it: the API modules (CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions,
 //! InitProducerId, auto-creation in Metadata and Produce, the offsets topic at startup).
 
+pub mod acls;
 pub mod broker;
 pub mod users;
 

@@ -1,0 +1,78 @@
+//! ACL bindings on shard 0 (CreateAcls, DeleteAcls): applied, persisted in `<data-dir>/acls`,
+//! then applied on every shard. One change at a time (the control plane's lease).
+
+use crate::io::Disk;
+use crate::protocol::errors::{self as code, ErrorCode};
+use crate::security::acl::{Acls, Binding, Filter, ACLS_FILE};
+use crate::server::control::{broadcast, control_of};
+use crate::server::router::ShardCall;
+use crate::server::shard::Shard;
+use std::rc::Rc;
+
+/// What to change: bindings to add (already checked), or filters whose matches to delete.
+#[derive(Debug)]
+pub enum AclChange {
+    Create(Vec<Binding>),
+    Delete(Vec<Filter>),
+}
+
+/// To shard 0: the change; per binding created, or per filter (with the bindings deleted),
+/// its outcome.
+#[derive(Debug)]
+pub struct ChangeAcls(pub AclChange);
+
+pub type AclOutcome = Vec<(ErrorCode, Option<String>, Vec<Binding>)>;
+
+impl ShardCall<Shard> for ChangeAcls {
+    type Reply = AclOutcome;
+    const NAME: &'static str = "change-acls";
+
+    async fn run(self, shard: Rc<Shard>) -> AclOutcome {
+        let n = match &self.0 {
+            AclChange::Create(b) => b.len(),
+            AclChange::Delete(f) => f.len(),
+        };
+        let control = match control_of(&shard) {
+            Ok(c) => c,
+            Err(e) => return vec![(e.code, Some(e.message), Vec::new()); n],
+        };
+        let _lease = control.lease().await;
+        let mut next: Acls = (*shard.acls()).clone();
+        let outcome: AclOutcome = match self.0 {
+            AclChange::Create(bindings) => bindings
+                .into_iter()
+                .map(|b| {
+                    next.bindings.insert(b);
+                    (code::NONE, None, Vec::new())
+                })
+                .collect(),
+            AclChange::Delete(filters) => filters.iter().map(|f| (code::NONE, None, next.delete(f))).collect(),
+        };
+        if next == *shard.acls() {
+            return outcome;
+        }
+        let path = shard.config().data_dir.join(ACLS_FILE);
+        if let Err(e) = control.disk.write_file_atomic(&path, next.encode().as_bytes()).await {
+            tracing::error!(error = %e, "cannot write the ACL file");
+            let message = format!("the ACLs could not be written: {e}");
+            return vec![(code::KAFKA_STORAGE_ERROR, Some(message), Vec::new()); n];
+        }
+        let count = next.bindings.len();
+        broadcast(&shard, AclsChanged(next)).await;
+        tracing::info!(bindings = count, "ACLs changed");
+        outcome
+    }
+}
+
+/// From shard 0 to every shard: the bindings changed.
+#[derive(Debug, Clone)]
+pub struct AclsChanged(pub Acls);
+
+impl ShardCall<Shard> for AclsChanged {
+    type Reply = ();
+    const NAME: &'static str = "acls-changed";
+
+    async fn run(self, shard: Rc<Shard>) {
+        shard.set_acls(self.0);
+    }
+}
