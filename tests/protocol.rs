@@ -501,7 +501,10 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
                 .collect(),
             tags: g.tags(),
         }),
-        DELETE_ACLS => Request::DeleteAcls(DeleteAclsRequest { filters: (0..g.len()).map(|_| acl_filter(g)).collect(), tags: g.tags() }),
+        DELETE_ACLS => Request::DeleteAcls(DeleteAclsRequest {
+            filters: (0..g.len()).map(|_| acl_filter(g)).collect(),
+            tags: g.tags(),
+        }),
         _ => unreachable!(),
     }
 }
@@ -1545,7 +1548,11 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
             &mut CreateAclsResponse {
                 throttle_time_ms: g.i32(),
                 results: (0..g.len())
-                    .map(|_| AclCreationResult { error_code: ErrorCode(g.i16()), error_message: g.opt_string(), tags: g.tags() })
+                    .map(|_| AclCreationResult {
+                        error_code: ErrorCode(g.i16()),
+                        error_message: g.opt_string(),
+                        tags: g.tags(),
+                    })
                     .collect(),
                 tags: g.tags(),
             },

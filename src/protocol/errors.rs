@@ -96,7 +96,5 @@ pub const UNACCEPTABLE_CREDENTIAL: ErrorCode = ErrorCode(93);
 pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(29);
 /// The principal may not use the group for that operation.
 pub const GROUP_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(30);
-/// The principal may not use the transactional id.
-pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(53);
 /// The ACL APIs without an authorizer (`authorizer.class.name` unset).
 pub const SECURITY_DISABLED: ErrorCode = ErrorCode(54);

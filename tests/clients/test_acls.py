@@ -136,9 +136,10 @@ def test_acl_admin_apis_and_restart(broker):
     gone = admin.delete_acls([alice_topics])[alice_topics].result(TIMEOUT)
     assert [(x.name, x.principal) for x in gone] == [("t1", "User:alice")]
     assert len(admin.describe_acls(everything).result(TIMEOUT)) == 2
-    sneaky = allow("User:alice", ResourceType.CLUSTER, "kafka-cluster", AclOperation.ALTER)
+    sneaky = allow("User:alice", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER)
+    alice = AdminClient(conf(b, "alice"))
     with pytest.raises(KafkaException) as refused:
-        AdminClient(conf(b, "alice")).create_acls([sneaky])[sneaky].result(TIMEOUT)
+        alice.create_acls([sneaky])[sneaky].result(TIMEOUT)
     assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED, refused.value
 
 

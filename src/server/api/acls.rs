@@ -110,10 +110,13 @@ pub async fn create(cx: &mut Cx<'_>, req: CreateAclsRequest) -> CreateAclsRespon
         .into_iter()
         .map(|c| match c {
             Ok(_) => {
-                let (error_code, error_message, _) = applied.next().unwrap_or((code::UNKNOWN_SERVER_ERROR, None, Vec::new()));
+                let (error_code, error_message, _) =
+                    applied.next().unwrap_or((code::UNKNOWN_SERVER_ERROR, None, Vec::new()));
                 AclCreationResult { error_code, error_message, ..Default::default() }
             }
-            Err(why) => AclCreationResult { error_code: code::INVALID_REQUEST, error_message: Some(why), ..Default::default() },
+            Err(why) => {
+                AclCreationResult { error_code: code::INVALID_REQUEST, error_message: Some(why), ..Default::default() }
+            }
         })
         .collect();
     CreateAclsResponse { results, ..Default::default() }
@@ -156,7 +159,8 @@ pub async fn delete(cx: &mut Cx<'_>, req: DeleteAclsRequest) -> DeleteAclsRespon
                 ..Default::default()
             },
             None => {
-                let (error_code, error_message, gone) = applied.next().unwrap_or((code::UNKNOWN_SERVER_ERROR, None, Vec::new()));
+                let (error_code, error_message, gone) =
+                    applied.next().unwrap_or((code::UNKNOWN_SERVER_ERROR, None, Vec::new()));
                 DeleteAclsFilterResult {
                     error_code,
                     error_message,

@@ -101,9 +101,8 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
             });
             continue;
         }
-        let may_create = || {
-            cx.allowed_on_cluster(Operation::Create) || cx.allowed(Operation::Create, ResourceType::Topic, &name)
-        };
+        let may_create =
+            || cx.allowed_on_cluster(Operation::Create) || cx.allowed(Operation::Create, ResourceType::Topic, &name);
         if !shard.has_topic(&name) && m.allow_auto_topic_creation && !all_topics && !may_create() {
             topics.push(MetadataTopic {
                 error_code: code::TOPIC_AUTHORIZATION_FAILED,
@@ -123,14 +122,14 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
             Some((n, id)) => topics.push(MetadataTopic {
                 error_code: code::NONE,
                 is_internal: name == OFFSETS_TOPIC,
-                name: Some(name),
-                topic_id: id.0,
                 // KIP-430, when asked.
                 topic_authorized_operations: if m.include_topic_authorized_operations {
                     cx.authorized_operations(ResourceType::Topic, &name)
                 } else {
                     i32::MIN
                 },
+                name: Some(name),
+                topic_id: id.0,
                 partitions: (0..n as i32)
                     .map(|p| MetadataPartition {
                         partition_index: p,

@@ -287,12 +287,12 @@ pub async fn alter_configs(cx: &mut Cx<'_>, a: AlterConfigsRequest) -> AlterConf
     let (incremental, validate_only) = (a.incremental, a.validate_only);
     for r in a.resources {
         let twice = twice.contains(&(r.resource_type, r.resource_name.clone()));
-        let (error_code, error_message) = if config_allowed(cx, Operation::AlterConfigs, r.resource_type, &r.resource_name)
-        {
-            outcome(alter_resource(shard, incremental, validate_only, &r, twice).await)
-        } else {
-            (denied(r.resource_type), Some("Authorization failed.".to_string()))
-        };
+        let (error_code, error_message) =
+            if config_allowed(cx, Operation::AlterConfigs, r.resource_type, &r.resource_name) {
+                outcome(alter_resource(shard, incremental, validate_only, &r, twice).await)
+            } else {
+                (denied(r.resource_type), Some("Authorization failed.".to_string()))
+            };
         responses.push(AlterConfigsResourceResponse {
             error_code,
             error_message,

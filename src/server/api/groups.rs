@@ -185,8 +185,9 @@ pub async fn offset_commit(cx: &mut Cx<'_>, mut c: OffsetCommitRequest) -> Offse
         cx.release_turn();
         return every(asked, code::GROUP_AUTHORIZATION_FAILED);
     }
-    let (allowed, denied): (Vec<_>, Vec<_>) =
-        std::mem::take(&mut c.topics).into_iter().partition(|t| cx.allowed(Operation::Read, ResourceType::Topic, &t.name));
+    let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut c.topics)
+        .into_iter()
+        .partition(|t| cx.allowed(Operation::Read, ResourceType::Topic, &t.name));
     c.topics = allowed;
     let denied: Vec<(String, Vec<i32>)> =
         denied.into_iter().map(|t| (t.name, t.partitions.iter().map(|p| p.partition_index).collect())).collect();
@@ -291,7 +292,12 @@ pub async fn describe_groups(cx: &mut Cx<'_>, d: DescribeGroupsRequest) -> Descr
     for g in d.groups {
         if !group_allowed(cx, Operation::Describe, &g) {
             let error_code = code::GROUP_AUTHORIZATION_FAILED;
-            groups.push(DescribedGroup { error_code, group_id: g, authorized_operations: i32::MIN, ..Default::default() });
+            groups.push(DescribedGroup {
+                error_code,
+                group_id: g,
+                authorized_operations: i32::MIN,
+                ..Default::default()
+            });
             continue;
         }
         groups.push(match to_coordinator(cx, &g, Describe(g.clone())).await {
@@ -374,17 +380,16 @@ pub async fn find_coordinator(cx: &mut Cx<'_>, f: FindCoordinatorRequest) -> Fin
     let coordinators: Vec<Coordinator> = keys
         .into_iter()
         .map(|key| {
-            let (error_code, error_message) = if f.key_type != COORDINATOR_TRANSACTION
-                && !group_allowed(cx, Operation::Describe, &key)
-            {
-                (code::GROUP_AUTHORIZATION_FAILED, Some("Group authorization failed.".to_string()))
-            } else if f.key_type == COORDINATOR_TRANSACTION {
-                (code::COORDINATOR_NOT_AVAILABLE, Some("transactions are not supported by tidemark".to_string()))
-            } else if !ready {
-                (code::COORDINATOR_NOT_AVAILABLE, Some("the offsets topic is not available yet".to_string()))
-            } else {
-                (code::NONE, None)
-            };
+            let (error_code, error_message) =
+                if f.key_type != COORDINATOR_TRANSACTION && !group_allowed(cx, Operation::Describe, &key) {
+                    (code::GROUP_AUTHORIZATION_FAILED, Some("Group authorization failed.".to_string()))
+                } else if f.key_type == COORDINATOR_TRANSACTION {
+                    (code::COORDINATOR_NOT_AVAILABLE, Some("transactions are not supported by tidemark".to_string()))
+                } else if !ready {
+                    (code::COORDINATOR_NOT_AVAILABLE, Some("the offsets topic is not available yet".to_string()))
+                } else {
+                    (code::NONE, None)
+                };
             let found = error_code == code::NONE;
             Coordinator {
                 key,

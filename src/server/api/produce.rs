@@ -149,7 +149,8 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
     // Topics first (auto-creation), in request order, while this request holds the turn.
     // Authorization first (WRITE on each topic): a topic the client may not write is
     // TOPIC_AUTHORIZATION_FAILED whether it exists or not, and is never auto-created.
-    let allowed: Vec<bool> = p.topics.iter().map(|t| cx.allowed(Operation::Write, ResourceType::Topic, &t.name)).collect();
+    let allowed: Vec<bool> =
+        p.topics.iter().map(|t| cx.allowed(Operation::Write, ResourceType::Topic, &t.name)).collect();
     let mut known = Vec::with_capacity(p.topics.len());
     for (t, ok) in p.topics.iter().zip(&allowed) {
         known.push(*ok && acks_ok && ensure_topic(cx.shard, &t.name).await);
@@ -161,8 +162,11 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
     for ((t, known), allowed) in p.topics.into_iter().zip(known).zip(allowed) {
         let mut parts = Vec::with_capacity(t.partitions.len());
         for part in t.partitions {
-            let refused =
-                if allowed { refusal(cx, p.acks, &t.name, known, &part) } else { Some(code::TOPIC_AUTHORIZATION_FAILED) };
+            let refused = if allowed {
+                refusal(cx, p.acks, &t.name, known, &part)
+            } else {
+                Some(code::TOPIC_AUTHORIZATION_FAILED)
+            };
             let outcome = match (refused, part.records) {
                 (Some(c), _) => Err(c),
                 (None, None) => Err(code::CORRUPT_MESSAGE),

@@ -20,7 +20,9 @@ pub async fn init_producer_id(cx: &mut Cx<'_>, i: InitProducerIdRequest) -> Init
     // transactional id, also when it asks to bump an epoch). No transactions here.
     // KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some
     // topic.
-    let may = || cx.allowed_on_cluster(Operation::IdempotentWrite) || cx.allowed_on_any(Operation::Write, ResourceType::Topic);
+    let may = || {
+        cx.allowed_on_cluster(Operation::IdempotentWrite) || cx.allowed_on_any(Operation::Write, ResourceType::Topic)
+    };
     let result = if i.transactional_id.is_some() {
         Err(code::COORDINATOR_NOT_AVAILABLE)
     } else if !may() {

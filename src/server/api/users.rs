@@ -76,8 +76,10 @@ pub async fn alter(cx: &mut Cx<'_>, req: AlterUserScramCredentialsRequest) -> Al
         users.sort();
         users.dedup();
         let error_code = code::CLUSTER_AUTHORIZATION_FAILED;
-        let results =
-            users.into_iter().map(|user| AlterUserScramCredentialsResult { user, error_code, ..Default::default() }).collect();
+        let results = users
+            .into_iter()
+            .map(|user| AlterUserScramCredentialsResult { user, error_code, ..Default::default() })
+            .collect();
         return AlterUserScramCredentialsResponse { results, ..Default::default() };
     }
     let outcome = cx.shard.call(0, AlterUsers { deletions, upsertions: req.upsertions }).await;
