@@ -505,8 +505,37 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
             filters: (0..g.len()).map(|_| acl_filter(g)).collect(),
             tags: g.tags(),
         }),
+        DESCRIBE_CLIENT_QUOTAS => Request::DescribeClientQuotas(DescribeClientQuotasRequest {
+            components: (0..g.len())
+                .map(|_| QuotaComponent {
+                    entity_type: g.string(),
+                    match_type: g.i8(),
+                    match_name: g.opt_string(),
+                    tags: g.tags(),
+                })
+                .collect(),
+            strict: g.bool(),
+            tags: g.tags(),
+        }),
+        ALTER_CLIENT_QUOTAS => Request::AlterClientQuotas(AlterClientQuotasRequest {
+            entries: (0..g.len())
+                .map(|_| QuotaAlteration {
+                    entity: quota_entity(g),
+                    ops: (0..g.len())
+                        .map(|_| QuotaOp { key: g.string(), value: g.i32() as f64 / 8.0, remove: g.bool(), tags: g.tags() })
+                        .collect(),
+                    tags: g.tags(),
+                })
+                .collect(),
+            validate_only: g.bool(),
+            tags: g.tags(),
+        }),
         _ => unreachable!(),
     }
+}
+
+fn quota_entity(g: &mut Gen) -> Vec<QuotaEntityData> {
+    (0..g.len()).map(|_| QuotaEntityData { entity_type: g.string(), entity_name: g.opt_string(), tags: g.tags() }).collect()
 }
 
 /// A DescribeAcls request or DeleteAcls filter (pattern type the default: v0 has none).
@@ -580,6 +609,8 @@ fn encode_any_request(header: &RequestHeader, req: Request) -> Bytes {
         Request::DescribeAcls(mut m) => encode_request(header, &mut m),
         Request::CreateAcls(mut m) => encode_request(header, &mut m),
         Request::DeleteAcls(mut m) => encode_request(header, &mut m),
+        Request::DescribeClientQuotas(mut m) => encode_request(header, &mut m),
+        Request::AlterClientQuotas(mut m) => encode_request(header, &mut m),
     }
     .unwrap()
 }
@@ -636,6 +667,8 @@ fn round_trip_request(req: Request, version: i16) {
         Request::DescribeAcls(mut m) => round_trip(&mut m, DESCRIBE_ACLS, version),
         Request::CreateAcls(mut m) => round_trip(&mut m, CREATE_ACLS, version),
         Request::DeleteAcls(mut m) => round_trip(&mut m, DELETE_ACLS, version),
+        Request::DescribeClientQuotas(mut m) => round_trip(&mut m, DESCRIBE_CLIENT_QUOTAS, version),
+        Request::AlterClientQuotas(mut m) => round_trip(&mut m, ALTER_CLIENT_QUOTAS, version),
     }
 }
 
@@ -677,6 +710,8 @@ fn api_of(r: &Request) -> i16 {
         Request::DescribeAcls(_) => DESCRIBE_ACLS,
         Request::CreateAcls(_) => CREATE_ACLS,
         Request::DeleteAcls(_) => DELETE_ACLS,
+        Request::DescribeClientQuotas(_) => DESCRIBE_CLIENT_QUOTAS,
+        Request::AlterClientQuotas(_) => ALTER_CLIENT_QUOTAS,
     }
 }
 
@@ -1580,6 +1615,47 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                                 tags: g.tags(),
                             })
                             .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        DESCRIBE_CLIENT_QUOTAS => out.take(
+            &mut DescribeClientQuotasResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                error_message: g.opt_string(),
+                entries: if g.bool() {
+                    None
+                } else {
+                    Some(
+                        (0..g.len())
+                            .map(|_| QuotaEntry {
+                                entity: quota_entity(g),
+                                values: (0..g.len())
+                                    .map(|_| QuotaValue { key: g.string(), value: g.i64() as f64, tags: g.tags() })
+                                    .collect(),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                    )
+                },
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        ALTER_CLIENT_QUOTAS => out.take(
+            &mut AlterClientQuotasResponse {
+                throttle_time_ms: g.i32(),
+                entries: (0..g.len())
+                    .map(|_| QuotaAlterationResult {
+                        error_code: ErrorCode(g.i16()),
+                        error_message: g.opt_string(),
+                        entity: quota_entity(g),
                         tags: g.tags(),
                     })
                     .collect(),

@@ -58,6 +58,8 @@ fn encode(h: &RequestHeader, req: Request) -> Option<Bytes> {
         Request::DescribeAcls(mut m) => encode_request(h, &mut m),
         Request::CreateAcls(mut m) => encode_request(h, &mut m),
         Request::DeleteAcls(mut m) => encode_request(h, &mut m),
+        Request::DescribeClientQuotas(mut m) => encode_request(h, &mut m),
+        Request::AlterClientQuotas(mut m) => encode_request(h, &mut m),
     };
     // A decoded value the encoder refuses is not a decoder bug; only what it writes is checked.
     frame.ok()

@@ -55,6 +55,8 @@ pub const CREATE_PARTITIONS: i16 = 37;
 pub const DELETE_GROUPS: i16 = 42;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 pub const SASL_AUTHENTICATE: i16 = 36;
+pub const DESCRIBE_CLIENT_QUOTAS: i16 = 48;
+pub const ALTER_CLIENT_QUOTAS: i16 = 49;
 pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 50;
 pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
 pub const DESCRIBE_CLUSTER: i16 = 60;
@@ -95,6 +97,8 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (DELETE_GROUPS, 0, 2, 2),
     (INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
     (SASL_AUTHENTICATE, 0, 2, 2),
+    (DESCRIBE_CLIENT_QUOTAS, 0, 1, 1),
+    (ALTER_CLIENT_QUOTAS, 0, 1, 1),
     (DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, 0),
     (ALTER_USER_SCRAM_CREDENTIALS, 0, 0, 0),
     (DESCRIBE_CLUSTER, 0, 2, 0),
@@ -181,6 +185,8 @@ pub enum Request {
     DescribeAcls(AclFilter),
     CreateAcls(CreateAclsRequest),
     DeleteAcls(DeleteAclsRequest),
+    DescribeClientQuotas(DescribeClientQuotasRequest),
+    AlterClientQuotas(AlterClientQuotasRequest),
 }
 
 /// Why a request frame could not be decoded: with the header when it could be read, so the
@@ -265,6 +271,8 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         DESCRIBE_ACLS => body(&mut r, version).map(Request::DescribeAcls),
         CREATE_ACLS => body(&mut r, version).map(Request::CreateAcls),
         DELETE_ACLS => body(&mut r, version).map(Request::DeleteAcls),
+        DESCRIBE_CLIENT_QUOTAS => body(&mut r, version).map(Request::DescribeClientQuotas),
+        ALTER_CLIENT_QUOTAS => body(&mut r, version).map(Request::AlterClientQuotas),
         _ => unreachable!("checked against SUPPORTED"),
     }
     .map_err(|e| fail(&h, e))?;

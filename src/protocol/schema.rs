@@ -157,6 +157,14 @@ pub mod kind {
         c.i16(&mut f.0)
     }
 
+    /// Kafka's float64: the IEEE 754 bits, big-endian.
+    pub fn float64<C: Codec>(c: &mut C, f: &mut f64, _: i16) -> ProtoResult<()> {
+        let mut bits = f.to_bits() as i64;
+        c.i64(&mut bits)?;
+        *f = f64::from_bits(bits as u64);
+        Ok(())
+    }
+
     pub fn int64<C: Codec>(c: &mut C, f: &mut i64, _: i16) -> ProtoResult<()> {
         c.i64(f)
     }

@@ -223,6 +223,90 @@ crate::schema! {
     }
 }
 
+crate::schema! {
+    pub struct QuotaComponent {
+        pub entity_type: String => string,
+        /// 0 the name in `match`, 1 the default entity, 2 any name.
+        pub match_type: i8 => int8,
+        pub match_name: Option<String> => nullable_string,
+    }
+}
+
+crate::schema! {
+    pub struct DescribeClientQuotasRequest {
+        pub components: Vec<QuotaComponent> => array,
+        pub strict: bool => boolean,
+    }
+}
+
+crate::schema! {
+    pub struct QuotaEntityData {
+        pub entity_type: String => string,
+        /// `None`: the default entity.
+        pub entity_name: Option<String> => nullable_string,
+    }
+}
+
+crate::schema! {
+    pub struct QuotaValue {
+        pub key: String => string,
+        pub value: f64 => float64,
+    }
+}
+
+crate::schema! {
+    pub struct QuotaEntry {
+        pub entity: Vec<QuotaEntityData> => array,
+        pub values: Vec<QuotaValue> => array,
+    }
+}
+
+crate::schema! {
+    pub struct DescribeClientQuotasResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+        pub entries: Option<Vec<QuotaEntry>> => nullable_array,
+    }
+}
+
+crate::schema! {
+    pub struct QuotaOp {
+        pub key: String => string,
+        pub value: f64 => float64,
+        pub remove: bool => boolean,
+    }
+}
+
+crate::schema! {
+    pub struct QuotaAlteration {
+        pub entity: Vec<QuotaEntityData> => array,
+        pub ops: Vec<QuotaOp> => array,
+    }
+}
+
+crate::schema! {
+    pub struct AlterClientQuotasRequest {
+        pub entries: Vec<QuotaAlteration> => array,
+        pub validate_only: bool => boolean,
+    }
+}
+
+crate::schema! {
+    pub struct QuotaAlterationResult {
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+        pub entity: Vec<QuotaEntityData> => array,
+    }
+}
+
+crate::schema! {
+    pub struct AlterClientQuotasResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub entries: Vec<QuotaAlterationResult> => array,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

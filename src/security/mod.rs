@@ -9,6 +9,7 @@
 //! where a wrong password does.
 
 pub mod acl;
+pub mod quota;
 pub mod sasl;
 
 use base64::engine::general_purpose::STANDARD as B64;

@@ -82,7 +82,7 @@ async fn open<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     } else {
         principal
     };
-    let session = Rc::new(Session { peer, principal, listener });
+    let session = Rc::new(Session { peer, principal, listener, muted_until: Default::default() });
     serve_stream(shard, stream, session, admitted).await
 }
 
@@ -94,6 +94,8 @@ pub struct Session {
     /// Kafka's principal: `User:ANONYMOUS`, or a client certificate's subject.
     pub principal: String,
     pub listener: Rc<Listener>,
+    /// A quota violation mutes the connection (no request read) until then (KIP-219).
+    pub muted_until: std::cell::Cell<Option<std::time::Instant>>,
 }
 
 /// Serve requests on a connection (plain or TLS).
@@ -131,6 +133,13 @@ async fn read_requests<R: AsyncRead + Unpin>(
     let mut turn: Option<oneshot::Receiver<()>> = None;
     loop {
         let Ok(permit) = in_flight.acquire_static_permit(1).await else { return };
+        // A client over its quota waits before its next request is read (KIP-219).
+        if let Some(until) = session.muted_until.take() {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if !left.is_zero() {
+                glommio::timer::sleep(left).await;
+            }
+        }
         let mut len = [0u8; 4];
         match within(idle, reader.read_exact(&mut len)).await {
             Some(Ok(())) => {}

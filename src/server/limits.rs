@@ -12,6 +12,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::rc::Rc;
+use crate::security::quota::{Quotas, Sensors};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -73,6 +74,10 @@ impl std::fmt::Display for Refused {
 pub struct ConnectionTable {
     /// (open connections, per address), and the limits (dynamic broker settings).
     open: Mutex<Open>,
+    /// Client quotas and every client's rates, shared by the shards: a quota is the broker's,
+    /// whichever shards a client's connections land on (as Kafka's are per broker).
+    quotas: std::sync::RwLock<Arc<Quotas>>,
+    sensors: Mutex<Sensors>,
 }
 
 #[derive(Debug)]
@@ -85,7 +90,31 @@ struct Open {
 
 impl ConnectionTable {
     pub fn new(max: usize, max_per_ip: usize) -> Arc<Self> {
-        Arc::new(ConnectionTable { open: Mutex::new(Open { total: 0, per_ip: HashMap::new(), max, max_per_ip }) })
+        Arc::new(ConnectionTable {
+            open: Mutex::new(Open { total: 0, per_ip: HashMap::new(), max, max_per_ip }),
+            quotas: Default::default(),
+            sensors: Default::default(),
+        })
+    }
+
+    /// The client quotas in force.
+    pub fn quotas(&self) -> Arc<Quotas> {
+        self.quotas.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_quotas(&self, quotas: Quotas) {
+        *self.quotas.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(quotas);
+    }
+
+    /// Count `value` against a client's `key` quota (`who`: user, client id): the throttle
+    /// time (ms) it earns, 0 if none or no quota applies; `keep` false forgets a value that
+    /// violates (a throttled fetch returns nothing).
+    pub fn record(&self, key: &str, who: (&str, &str), value: f64, now: i64, keep: bool) -> i64 {
+        let quotas = self.quotas();
+        if quotas.entries.is_empty() {
+            return 0;
+        }
+        self.sensors.lock().unwrap_or_else(|e| e.into_inner()).record(&quotas, key, who, value, now, keep)
     }
 
     /// New limits (`max.connections`, `max.connections.per.ip` changed at runtime): they apply

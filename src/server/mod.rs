@@ -125,6 +125,7 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     let config = Arc::new(config);
     let mesh = MeshBuilder::<Envelope<Shard>, _>::full(config.shards, 1024);
     let connections = limits::ConnectionTable::new(effective.max_connections, effective.max_connections_per_ip);
+    connections.set_quotas(crate::security::quota::Quotas::load(&config.data_dir)?);
     let (exits, exited) = mpsc::channel();
     let mut handles = Vec::new();
     for id in 0..config.shards {

@@ -8,6 +8,7 @@ use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::fetch_reader_magic;
 use crate::protocol::messages::*;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::quota::CONSUMER_BYTE_RATE;
 use crate::server::api::Cx;
 use crate::server::errors::{call_code, storage_code};
 use crate::server::limits::Held;
@@ -170,6 +171,12 @@ pub async fn handle(cx: &mut Cx<'_>, mut f: FetchRequest) -> FetchResponse {
         let has_error = pass.resp.topics.iter().flat_map(|t| &t.partitions).any(|p| p.error_code != code::NONE);
         let left = deadline.saturating_duration_since(Instant::now());
         if pass.bytes >= f.min_bytes.max(0) as usize || has_error || left.is_zero() {
+            // KIP-219: over its consumer_byte_rate, the client gets nothing now (the bytes are
+            // not counted) and is throttled.
+            let throttle_time_ms = cx.quota(CONSUMER_BYTE_RATE, pass.bytes as f64, false);
+            if throttle_time_ms > 0 {
+                return FetchResponse { throttle_time_ms, ..Default::default() };
+            }
             cx.hold(pass.held);
             return pass.resp;
         }

@@ -19,6 +19,7 @@ mod groups;
 mod list_offsets;
 mod produce;
 mod producers;
+mod quotas;
 mod topics;
 mod users;
 
@@ -60,6 +61,8 @@ pub struct Cx<'a> {
     pub listener: &'a Listener,
     /// The client's principal (`User:ANONYMOUS`, a certificate's subject).
     pub principal: &'a str,
+    /// Set to mute the connection after this answer (a quota violation).
+    muted_until: &'a std::cell::Cell<Option<std::time::Instant>>,
     turn: Dispatched,
     /// Fetch memory the response's records hold, given back once it is written.
     held: Held,
@@ -107,6 +110,20 @@ impl Cx<'_> {
         Asker { principal: self.principal, host: host.trim_start_matches('[').trim_end_matches(']') }
     }
 
+    /// Count `value` against the client's `key` quota (user: the principal's name; client:
+    /// the client id); the throttle time (ms) it earns, and the connection muted that long
+    /// after this answer. `keep` false forgets a value that violates.
+    pub fn quota(&self, key: &str, value: f64, keep: bool) -> i32 {
+        let user = self.principal.split_once(':').map_or(self.principal, |(_, n)| n);
+        let client = self.header.client_id.as_deref().unwrap_or("");
+        let ms = self.shard.connections().record(key, (user, client), value, self.shard.now(), keep);
+        if ms > 0 {
+            let until = std::time::Instant::now() + std::time::Duration::from_millis(ms as u64);
+            self.muted_until.set(Some(self.muted_until.get().map_or(until, |u| u.max(until))));
+        }
+        ms.min(i32::MAX as i64) as i32
+    }
+
     /// Keep `held` until the response is written.
     pub fn hold(&mut self, held: Held) {
         self.held.absorb(held);
@@ -129,7 +146,8 @@ pub async fn handle(
 ) -> ProtoResult<Option<(Bytes, Held)>> {
     let h = header;
     let (peer, listener, principal) = (session.peer.as_str(), &*session.listener, session.principal.as_str());
-    let mut cx = Cx { shard, header, peer, listener, principal, turn, held: Held::default() };
+    let muted_until = &session.muted_until;
+    let mut cx = Cx { shard, header, peer, listener, principal, muted_until, turn, held: Held::default() };
     let cx = &mut cx;
     let out = match req {
         Request::ApiVersions(r) => reply(h, cluster::api_versions(cx, r)),
@@ -170,6 +188,8 @@ pub async fn handle(
         Request::DescribeAcls(r) => reply(h, acls::describe(cx, r)),
         Request::CreateAcls(r) => reply(h, acls::create(cx, r).await),
         Request::DeleteAcls(r) => reply(h, acls::delete(cx, r).await),
+        Request::DescribeClientQuotas(r) => reply(h, quotas::describe(cx, r)),
+        Request::AlterClientQuotas(r) => reply(h, quotas::alter(cx, r).await),
     };
     let held = std::mem::take(&mut cx.held);
     out.map(|o| o.map(|bytes| (bytes, held)))

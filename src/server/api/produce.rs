@@ -6,6 +6,7 @@
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::*;
 use crate::security::acl::{Operation, ResourceType};
+use crate::security::quota::PRODUCER_BYTE_RATE;
 use crate::server::api::Cx;
 use crate::server::control::ensure_topic;
 use crate::server::coordinator::OFFSETS_TOPIC;
@@ -155,6 +156,10 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
     for (t, ok) in p.topics.iter().zip(&allowed) {
         known.push(*ok && acks_ok && ensure_topic(cx.shard, &t.name).await);
     }
+    // KIP-219: the request's bytes count against the client's producer_byte_rate; the records
+    // are appended anyway, and the answer says how long the client is throttled.
+    let bytes: usize = p.topics.iter().flat_map(|t| &t.partitions).filter_map(|x| x.records.as_ref()).map(|r| r.len()).sum();
+    let throttle_time_ms = cx.quota(PRODUCER_BYTE_RATE, bytes as f64, true);
     // Issue every append in request order: glommio runs spawned tasks first in, first out, so
     // the appends happen in this order, before the next request's (which waits for the turn).
     // Detached: a closed connection does not cancel an append half done.
@@ -201,7 +206,7 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
         }
         topics.push(ProduceTopicResponse { name, partitions, ..Default::default() });
     }
-    (p.acks != 0).then(|| ProduceResponse { topics, ..Default::default() })
+    (p.acks != 0).then(|| ProduceResponse { topics, throttle_time_ms, ..Default::default() })
 }
 
 fn partition_response(index: i32, result: Result<Appended, ProduceRefused>) -> ProducePartitionResponse {

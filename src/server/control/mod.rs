@@ -14,6 +14,7 @@
 
 pub mod acls;
 pub mod broker;
+pub mod quotas;
 pub mod users;
 
 use crate::config::LogConfig;

@@ -1,0 +1,347 @@
+//! Client quotas as Kafka keeps and enforces them (KIP-546 entities, KIP-219 throttling),
+//! without I/O: quota values per entity (user, client-id, or both; a missing name is the
+//! default entity), the most specific one that applies to a client (Kafka's 8 levels), rates
+//! measured over 11 windows of 1 s, and the throttle time a violation earns.
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// An entity: its components, (type, name) sorted by type; a `None` name is the default.
+pub type Entity = Vec<(String, Option<String>)>;
+
+/// The quota keys tidemark enforces.
+pub const PRODUCER_BYTE_RATE: &str = "producer_byte_rate";
+pub const CONSUMER_BYTE_RATE: &str = "consumer_byte_rate";
+pub const REQUEST_PERCENTAGE: &str = "request_percentage";
+/// Keys Kafka has for user and client-id entities (all accepted; the first three enforced).
+const KEYS: [&str; 4] = [PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, "controller_mutation_rate"];
+
+pub const USER: &str = "user";
+pub const CLIENT_ID: &str = "client-id";
+
+/// Every entity's quota values.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Quotas {
+    pub entries: BTreeMap<Entity, BTreeMap<String, f64>>,
+}
+
+/// The quotas file in the data directory.
+pub const QUOTAS_FILE: &str = "quotas";
+
+/// One change: an entity and its operations (key, value or `None` to remove).
+pub type Change = (Entity, Vec<(String, Option<f64>)>);
+
+impl Quotas {
+    /// Check a change as Kafka's controller does; the reason it is refused, if it is.
+    pub fn invalid(change: &Change) -> Option<String> {
+        let (entity, ops) = change;
+        if entity.is_empty() {
+            return Some("Invalid empty client quota entity".into());
+        }
+        for (i, (t, name)) in entity.iter().enumerate() {
+            if entity[..i].iter().any(|(u, _)| u == t) {
+                return Some(format!("Duplicate {t} entity type"));
+            }
+            if t != USER && t != CLIENT_ID {
+                return Some(format!("Unhandled client quota entity type: {t}"));
+            }
+            if name.as_deref() == Some("") {
+                return Some(format!("Empty {t} not supported"));
+            }
+        }
+        for (i, (k, v)) in ops.iter().enumerate() {
+            if !KEYS.contains(&k.as_str()) {
+                return Some(format!("Invalid configuration key {k}"));
+            }
+            if ops[..i].iter().any(|(j, _)| j == k) {
+                return Some(format!("Duplicate quota key {k}"));
+            }
+            if let Some(v) = v {
+                if !(*v > 0.0) || !v.is_finite() {
+                    return Some(format!("Illegal value for {k}: {v}"));
+                }
+                if k.ends_with("_byte_rate") && v.fract() != 0.0 {
+                    return Some(format!("{k} must be a whole number"));
+                }
+            }
+        }
+        None
+    }
+
+    /// Apply a checked change.
+    pub fn apply(&mut self, (entity, ops): Change) {
+        let mut entity = entity;
+        entity.sort();
+        let values = self.entries.entry(entity.clone()).or_default();
+        for (k, v) in ops {
+            match v {
+                Some(v) => {
+                    values.insert(k, v);
+                }
+                None => {
+                    values.remove(&k);
+                }
+            }
+        }
+        if values.is_empty() {
+            self.entries.remove(&entity);
+        }
+    }
+
+    /// The quota of `key` for a client, by Kafka's precedence (user and client-id, user with
+    /// the default client, user, default user with client, defaults, default user, client-id,
+    /// default client-id), with the sensor it is counted in: the entity's names with the
+    /// client's actual ones for default components (so each user of a default quota has its
+    /// own rate).
+    pub fn applicable(&self, key: &str, user: &str, client: &str) -> Option<(f64, (String, String))> {
+        let e = |u: Option<Option<&str>>, c: Option<Option<&str>>| {
+            let mut v: Entity = Vec::new();
+            if let Some(c) = c {
+                v.push((CLIENT_ID.to_string(), c.map(str::to_string)));
+            }
+            if let Some(u) = u {
+                v.push((USER.to_string(), u.map(str::to_string)));
+            }
+            v
+        };
+        let levels = [
+            e(Some(Some(user)), Some(Some(client))),
+            e(Some(Some(user)), Some(None)),
+            e(Some(Some(user)), None),
+            e(Some(None), Some(Some(client))),
+            e(Some(None), Some(None)),
+            e(Some(None), None),
+            e(None, Some(Some(client))),
+            e(None, Some(None)),
+        ];
+        for level in levels {
+            if let Some(v) = self.entries.get(&level).and_then(|vals| vals.get(key)) {
+                let has = |t: &str| level.iter().any(|(x, _)| x == t);
+                let tags = (
+                    if has(USER) { user.to_string() } else { String::new() },
+                    if has(CLIENT_ID) { client.to_string() } else { String::new() },
+                );
+                return Some((*v, tags));
+            }
+        }
+        None
+    }
+
+    /// DescribeClientQuotas: the entries whose entity matches every component (type, match
+    /// type 0 exact name, 1 default, 2 any name), with no other type when `strict`.
+    pub fn describe(&self, components: &[(String, i8, Option<String>)], strict: bool) -> Vec<(Entity, Vec<(String, f64)>)> {
+        self.entries
+            .iter()
+            .filter(|(entity, _)| {
+                components.iter().all(|(t, m, name)| {
+                    entity.iter().any(|(et, en)| {
+                        et == t
+                            && match m {
+                                0 => en == name,
+                                1 => en.is_none(),
+                                _ => true,
+                            }
+                    })
+                }) && (!strict || entity.iter().all(|(et, _)| components.iter().any(|(t, _, _)| t == et)))
+            })
+            .map(|(e, v)| (e.clone(), v.iter().map(|(k, x)| (k.clone(), *x)).collect()))
+            .collect()
+    }
+
+    /// The file's text: `version=1`, then one line per entity and key: the key, its value, and
+    /// the entity's components as `type=name` in base64 (`type=` for the default).
+    pub fn encode(&self) -> String {
+        let mut out = String::from("version=1\n");
+        for (entity, values) in &self.entries {
+            let e: Vec<String> = entity
+                .iter()
+                .map(|(t, n)| format!("{t}={}", n.as_ref().map(|n| B64.encode(n)).unwrap_or_default()))
+                .collect();
+            for (k, v) in values {
+                out.push_str(&format!("{k} {v} {}\n", e.join(" ")));
+            }
+        }
+        out
+    }
+
+    pub fn decode(text: &str) -> Result<Quotas, String> {
+        let mut lines = text.lines();
+        if lines.next() != Some("version=1") {
+            return Err("the first line is not version=1".into());
+        }
+        let mut out = Quotas::default();
+        for (i, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let bad = |what: &str| format!("line {}: {what}", i + 2);
+            let mut f = line.split(' ');
+            let key = f.next().ok_or_else(|| bad("no key"))?.to_string();
+            let value: f64 = f.next().and_then(|v| v.parse().ok()).ok_or_else(|| bad("value"))?;
+            let mut entity: Entity = Vec::new();
+            for c in f {
+                let (t, n) = c.split_once('=').ok_or_else(|| bad("component"))?;
+                let name = if n.is_empty() {
+                    None
+                } else {
+                    Some(B64.decode(n).ok().and_then(|b| String::from_utf8(b).ok()).ok_or_else(|| bad("name"))?)
+                };
+                entity.push((t.to_string(), name));
+            }
+            out.apply((entity, vec![(key, Some(value))]));
+        }
+        Ok(out)
+    }
+
+    pub fn load(data_dir: &std::path::Path) -> anyhow::Result<Quotas> {
+        let path = data_dir.join(QUOTAS_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Quotas::decode(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Quotas::default()),
+            Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
+        }
+    }
+}
+
+/// Kafka's `quota.window.num` and `quota.window.size.seconds`.
+const SAMPLES: usize = 11;
+const WINDOW_MS: i64 = 1000;
+
+/// A rate over the last [`SAMPLES`] windows.
+#[derive(Debug, Clone, Default)]
+pub struct Rate {
+    samples: VecDeque<(i64, f64)>,
+}
+
+impl Rate {
+    /// Add `value` at `now` (ms).
+    pub fn record(&mut self, value: f64, now: i64) {
+        let start = now - now.rem_euclid(WINDOW_MS);
+        match self.samples.back_mut() {
+            Some((s, v)) if *s == start => *v += value,
+            _ => self.samples.push_back((start, value)),
+        }
+        while self.samples.front().is_some_and(|(s, _)| *s <= now - SAMPLES as i64 * WINDOW_MS) {
+            self.samples.pop_front();
+        }
+    }
+
+    /// Per second, over the time since the oldest sample kept, at least (samples - 1) windows
+    /// (Kafka's `Rate`: early bursts are averaged over 10 s).
+    pub fn per_second(&self, now: i64) -> (f64, i64) {
+        let total: f64 = self.samples.iter().map(|(_, v)| v).sum();
+        let oldest = self.samples.front().map_or(now, |(s, _)| *s);
+        let window = (now - oldest).max((SAMPLES as i64 - 1) * WINDOW_MS).max(1);
+        (total * 1000.0 / window as f64, window)
+    }
+
+    /// The throttle time (ms) of a rate against `bound`: `(rate - bound) / bound * window`.
+    pub fn throttle(&self, bound: f64, now: i64) -> i64 {
+        let (rate, window) = self.per_second(now);
+        if rate <= bound {
+            return 0;
+        }
+        ((rate - bound) / bound * window as f64).round() as i64
+    }
+}
+
+/// Every client's rates, by quota key and sensor.
+#[derive(Debug, Default)]
+pub struct Sensors {
+    rates: HashMap<(String, String, String), Rate>,
+}
+
+impl Sensors {
+    /// Record `value` for the client's `key` and the throttle time (ms) it earns (0: none, or
+    /// no quota applies). `keep`: false un-records it when it violates (Kafka's fetch).
+    pub fn record(
+        &mut self,
+        quotas: &Quotas,
+        key: &str,
+        (user, client): (&str, &str),
+        value: f64,
+        now: i64,
+        keep: bool,
+    ) -> i64 {
+        let Some((bound, (u, c))) = quotas.applicable(key, user, client) else { return 0 };
+        let rate = self.rates.entry((key.to_string(), u, c)).or_default();
+        rate.record(value, now);
+        let throttle = rate.throttle(bound, now);
+        if throttle > 0 && !keep {
+            rate.record(-value, now);
+        }
+        throttle
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entity(parts: &[(&str, Option<&str>)]) -> Entity {
+        let mut e: Entity = parts.iter().map(|(t, n)| (t.to_string(), n.map(str::to_string))).collect();
+        e.sort();
+        e
+    }
+
+    /// Kafka's precedence: user+client over user over default user over client-id; a default
+    /// quota's sensor is per actual user.
+    #[test]
+    fn precedence() {
+        let mut q = Quotas::default();
+        for (e, v) in [
+            (entity(&[(USER, None)]), 100.0),
+            (entity(&[(USER, Some("alice"))]), 200.0),
+            (entity(&[(USER, Some("alice")), (CLIENT_ID, Some("app"))]), 300.0),
+            (entity(&[(CLIENT_ID, Some("tool"))]), 400.0),
+        ] {
+            q.apply((e, vec![(PRODUCER_BYTE_RATE.into(), Some(v))]));
+        }
+        let get = |u, c| q.applicable(PRODUCER_BYTE_RATE, u, c);
+        assert_eq!(get("alice", "app"), Some((300.0, ("alice".into(), "app".into()))));
+        assert_eq!(get("alice", "other"), Some((200.0, ("alice".into(), String::new()))));
+        assert_eq!(get("bob", "tool"), Some((100.0, ("bob".into(), String::new()))), "a default user beats a client-id");
+        assert_eq!(q.applicable(CONSUMER_BYTE_RATE, "bob", "tool"), None);
+        assert_eq!(Quotas::decode(&q.encode()), Ok(q.clone()));
+        assert_eq!(q.describe(&[(USER.into(), 0, Some("alice".into()))], false).len(), 2);
+        assert_eq!(q.describe(&[(USER.into(), 0, Some("alice".into()))], true).len(), 1);
+        assert_eq!(q.describe(&[(USER.into(), 1, None)], false).len(), 1);
+    }
+
+    /// A rate over 11 windows of 1 s, early bursts averaged over 10 s; a violation throttles
+    /// for `(rate - bound) / bound * window`; an un-recorded fetch leaves the rate as it was.
+    #[test]
+    fn rates_and_throttles() {
+        let mut r = Rate::default();
+        r.record(5000.0, 0);
+        assert_eq!(r.per_second(500), (500.0, 10_000));
+        assert_eq!(r.throttle(1000.0, 500), 0);
+        r.record(15_000.0, 900);
+        assert_eq!(r.throttle(1000.0, 900), 10_000, "2000/s against 1000/s over 10 s");
+        for t in 1..30 {
+            r.record(100.0, t * 1000);
+        }
+        assert!(r.per_second(29_500).0 < 200.0, "old samples age out");
+        let mut q = Quotas::default();
+        q.apply((entity(&[(USER, None)]), vec![(CONSUMER_BYTE_RATE.into(), Some(1000.0))]));
+        let mut s = Sensors::default();
+        assert!(s.record(&q, CONSUMER_BYTE_RATE, ("u", "c"), 50_000.0, 0, false) > 0);
+        assert_eq!(s.record(&q, CONSUMER_BYTE_RATE, ("u", "c"), 100.0, 0, false), 0, "the refused fetch was not counted");
+    }
+
+    /// Kafka's checks of a change.
+    #[test]
+    fn invalid_changes() {
+        let ok = (entity(&[(USER, Some("a"))]), vec![(PRODUCER_BYTE_RATE.to_string(), Some(1024.0))]);
+        assert_eq!(Quotas::invalid(&ok), None);
+        let bad = [
+            (vec![], vec![]),
+            (entity(&[(USER, Some(""))]), vec![]),
+            (entity(&[("ip", Some("1.2.3.4"))]), vec![]),
+            (entity(&[(USER, None)]), vec![("bogus".to_string(), Some(1.0))]),
+            (entity(&[(USER, None)]), vec![(PRODUCER_BYTE_RATE.to_string(), Some(-1.0))]),
+            (entity(&[(USER, None)]), vec![(PRODUCER_BYTE_RATE.to_string(), Some(1.5))]),
+        ];
+        for change in bad {
+            assert!(Quotas::invalid(&change).is_some(), "{change:?}");
+        }
+    }
+}

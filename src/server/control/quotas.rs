@@ -1,0 +1,65 @@
+//! Client quotas on shard 0 (AlterClientQuotas, KIP-546): each entry checked as Kafka's
+//! controller does, the new quotas written to `<data-dir>/quotas`, then put in force for every
+//! shard at once (the quotas live in the table the shards share,
+//! [`crate::server::limits::ConnectionTable`]).
+
+use crate::io::Disk;
+use crate::protocol::errors::{self as code, ErrorCode};
+use crate::security::quota::{Change, Quotas, QUOTAS_FILE};
+use crate::server::control::control_of;
+use crate::server::router::ShardCall;
+use crate::server::shard::Shard;
+use std::rc::Rc;
+
+/// To shard 0: the changes (each entity's), and whether only to check them; each one's outcome.
+#[derive(Debug)]
+pub struct AlterQuotas {
+    pub changes: Vec<Change>,
+    pub validate_only: bool,
+}
+
+impl ShardCall<Shard> for AlterQuotas {
+    type Reply = Vec<(ErrorCode, Option<String>)>;
+    const NAME: &'static str = "alter-quotas";
+
+    async fn run(self, shard: Rc<Shard>) -> Vec<(ErrorCode, Option<String>)> {
+        let n = self.changes.len();
+        let control = match control_of(&shard) {
+            Ok(c) => c,
+            Err(e) => return vec![(e.code, Some(e.message)); n],
+        };
+        let _lease = control.lease().await;
+        let table = shard.connections();
+        let mut next: Quotas = (*table.quotas()).clone();
+        let mut outcome = Vec::with_capacity(n);
+        for (i, change) in self.changes.iter().enumerate() {
+            let mut sorted = change.0.clone();
+            sorted.sort();
+            let twice = self.changes[..i].iter().any(|(e, _)| {
+                let mut e = e.clone();
+                e.sort();
+                e == sorted
+            });
+            match Quotas::invalid(change) {
+                _ if twice => outcome.push((code::INVALID_REQUEST, Some("Duplicate quota entity".to_string()))),
+                Some(why) => outcome.push((code::INVALID_REQUEST, Some(why))),
+                None => {
+                    next.apply(change.clone());
+                    outcome.push((code::NONE, None));
+                }
+            }
+        }
+        if self.validate_only || next == *table.quotas() {
+            return outcome;
+        }
+        let path = shard.config().data_dir.join(QUOTAS_FILE);
+        if let Err(e) = control.disk.write_file_atomic(&path, next.encode().as_bytes()).await {
+            tracing::error!(error = %e, "cannot write the quotas file");
+            let message = format!("the quotas could not be written: {e}");
+            return vec![(code::KAFKA_STORAGE_ERROR, Some(message)); n];
+        }
+        table.set_quotas(next);
+        tracing::info!("client quotas changed");
+        outcome
+    }
+}

@@ -1,0 +1,85 @@
+"""Client quotas (KIP-546, KIP-219) on the real binary: AlterClientQuotas and
+DescribeClientQuotas with kafka-python's protocol classes (validation as Kafka's, kept across a
+restart), and a producer_byte_rate quota that holds librdkafka's producer near its rate while an
+unquoted client is not held back."""
+import time
+
+from confluent_kafka import Producer
+from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+from test_clients import TIMEOUT, create
+from test_conformance import call
+
+A, D = AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+
+def alter(broker, entity, ops, validate_only=False):
+    """One entity's change: [(error code, message)]."""
+    e = A.EntryData(entity=[A.EntryData.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                    ops=[A.EntryData.OpData(key=k, value=float(v or 0), remove=v is None) for k, v in ops])
+    r = call(broker, A, 1, entries=[e], validate_only=validate_only)
+    return [(x.error_code, x.error_message) for x in r.entries]
+
+
+def describe(broker, components, strict=False):
+    r = call(broker, D, 1, components=[D.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components],
+             strict=strict)
+    assert r.error_code == 0, r
+    return sorted((tuple((e.entity_type, e.entity_name) for e in x.entity), tuple((v.key, v.value) for v in x.values))
+                  for x in r.entries)
+
+
+def test_quotas_are_kept_and_described(start_broker):
+    """Quotas set for a client id and for the default user are described back (exact,
+    default and any-name matches, strict), survive a restart, and can be removed; bad changes
+    (unknown key, negative or fractional byte rate, unknown entity type) are INVALID_REQUEST
+    with Kafka's messages and change nothing."""
+    b = start_broker()
+    assert alter(b, [("client-id", "slow")], [("producer_byte_rate", 1024)]) == [(0, None)]
+    assert alter(b, [("user", None)], [("consumer_byte_rate", 2048)]) == [(0, None)]
+    for entity, ops, why in [([("client-id", "x")], [("bogus", 1)], "Invalid configuration key"),
+                             ([("client-id", "x")], [("producer_byte_rate", -5)], "Illegal value"),
+                             ([("client-id", "x")], [("producer_byte_rate", 1.5)], "whole number"),
+                             ([("group", "x")], [("producer_byte_rate", 1)], "entity type")]:
+        [(code, message)] = alter(b, entity, ops)
+        assert code == 42 and why in message, (entity, ops, code, message)
+    slow = ((("client-id", "slow"),), (("producer_byte_rate", 1024.0),))
+    everyone = ((("user", None),), (("consumer_byte_rate", 2048.0),))
+    assert describe(b, [("client-id", 0, "slow")]) == [slow]
+    assert describe(b, [("user", 1, None)]) == [everyone]
+    assert describe(b, []) == sorted([slow, everyone])
+    b.stop()
+    b.start()
+    assert describe(b, []) == sorted([slow, everyone]), "kept across a restart"
+    assert alter(b, [("client-id", "slow")], [("producer_byte_rate", None)]) == [(0, None)]
+    assert describe(b, []) == [everyone]
+
+
+def produced_rate(broker, topic, client_id, seconds):
+    """Bytes per second librdkafka's producer gets through in `seconds` of trying."""
+    p = Producer({"bootstrap.servers": broker.bootstrap, "client.id": client_id, "linger.ms": 5,
+                  "queue.buffering.max.kbytes": 256})
+    value = b"x" * 1000
+    sent = 0
+    start = time.time()
+    while time.time() - start < seconds:
+        try:
+            p.produce(topic, value=value, on_delivery=lambda err, m: None)
+            sent += 1
+        except BufferError:
+            p.poll(0.01)
+    p.flush(TIMEOUT)
+    return sent * len(value) / (time.time() - start)
+
+
+def test_producer_byte_rate_holds_a_producer_to_its_rate(start_broker):
+    """A 200 KB/s producer_byte_rate on client id `slow`: its producer, trying as fast as it
+    can for 12 s, gets within 25% of 200 KB/s (Kafka's window is 10 s, so the first seconds
+    may go faster); a producer with another client id is not held back (well over 1 MB/s)."""
+    b = start_broker()
+    create(b.bootstrap, "q", partitions=1)
+    assert alter(b, [("client-id", "slow")], [("producer_byte_rate", 200_000)]) == [(0, None)]
+    fast = produced_rate(b, "q", "fast", 3)
+    slow = produced_rate(b, "q", "slow", 12)
+    assert fast > 1_000_000, fast
+    assert 150_000 < slow < 250_000, slow
