@@ -522,7 +522,12 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
                 .map(|_| QuotaAlteration {
                     entity: quota_entity(g),
                     ops: (0..g.len())
-                        .map(|_| QuotaOp { key: g.string(), value: g.i32() as f64 / 8.0, remove: g.bool(), tags: g.tags() })
+                        .map(|_| QuotaOp {
+                            key: g.string(),
+                            value: g.i32() as f64 / 8.0,
+                            remove: g.bool(),
+                            tags: g.tags(),
+                        })
                         .collect(),
                     tags: g.tags(),
                 })
@@ -535,7 +540,9 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
 }
 
 fn quota_entity(g: &mut Gen) -> Vec<QuotaEntityData> {
-    (0..g.len()).map(|_| QuotaEntityData { entity_type: g.string(), entity_name: g.opt_string(), tags: g.tags() }).collect()
+    (0..g.len())
+        .map(|_| QuotaEntityData { entity_type: g.string(), entity_name: g.opt_string(), tags: g.tags() })
+        .collect()
 }
 
 /// A DescribeAcls request or DeleteAcls filter (pattern type the default: v0 has none).

@@ -58,7 +58,7 @@ impl Quotas {
                 return Some(format!("Duplicate quota key {k}"));
             }
             if let Some(v) = v {
-                if !(*v > 0.0) || !v.is_finite() {
+                if !v.is_finite() || *v <= 0.0 {
                     return Some(format!("Illegal value for {k}: {v}"));
                 }
                 if k.ends_with("_byte_rate") && v.fract() != 0.0 {
@@ -130,7 +130,11 @@ impl Quotas {
 
     /// DescribeClientQuotas: the entries whose entity matches every component (type, match
     /// type 0 exact name, 1 default, 2 any name), with no other type when `strict`.
-    pub fn describe(&self, components: &[(String, i8, Option<String>)], strict: bool) -> Vec<(Entity, Vec<(String, f64)>)> {
+    pub fn describe(
+        &self,
+        components: &[(String, i8, Option<String>)],
+        strict: bool,
+    ) -> Vec<(Entity, Vec<(String, f64)>)> {
         self.entries
             .iter()
             .filter(|(entity, _)| {
@@ -298,7 +302,11 @@ mod tests {
         let get = |u, c| q.applicable(PRODUCER_BYTE_RATE, u, c);
         assert_eq!(get("alice", "app"), Some((300.0, ("alice".into(), "app".into()))));
         assert_eq!(get("alice", "other"), Some((200.0, ("alice".into(), String::new()))));
-        assert_eq!(get("bob", "tool"), Some((100.0, ("bob".into(), String::new()))), "a default user beats a client-id");
+        assert_eq!(
+            get("bob", "tool"),
+            Some((100.0, ("bob".into(), String::new()))),
+            "a default user beats a client-id"
+        );
         assert_eq!(q.applicable(CONSUMER_BYTE_RATE, "bob", "tool"), None);
         assert_eq!(Quotas::decode(&q.encode()), Ok(q.clone()));
         assert_eq!(q.describe(&[(USER.into(), 0, Some("alice".into()))], false).len(), 2);
@@ -324,7 +332,11 @@ mod tests {
         q.apply((entity(&[(USER, None)]), vec![(CONSUMER_BYTE_RATE.into(), Some(1000.0))]));
         let mut s = Sensors::default();
         assert!(s.record(&q, CONSUMER_BYTE_RATE, ("u", "c"), 50_000.0, 0, false) > 0);
-        assert_eq!(s.record(&q, CONSUMER_BYTE_RATE, ("u", "c"), 100.0, 0, false), 0, "the refused fetch was not counted");
+        assert_eq!(
+            s.record(&q, CONSUMER_BYTE_RATE, ("u", "c"), 100.0, 0, false),
+            0,
+            "the refused fetch was not counted"
+        );
     }
 
     /// Kafka's checks of a change.

@@ -114,6 +114,14 @@ fn sasl_name(s: &str) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
+/// A stable salt for a name nobody has: HMAC of the name under a secret of this process.
+fn fake_salt(m: Mechanism, user: &str) -> Vec<u8> {
+    static SECRET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let secret = SECRET.get_or_init(|| random_token(32));
+    let mac = m.mac(secret.as_bytes(), user.as_bytes());
+    B64.encode(&mac[..18]).into_bytes()
+}
+
 /// client-first: `n,[a=authzid],n=user,r=nonce[,ext=value...]`. `Err(None)`: the generic
 /// failure; `Err(Some(_))`: a failure Kafka names.
 fn client_first(m: Mechanism, text: &str, credentials: &Credentials) -> Result<(Scram, String), Option<Failed>> {
@@ -142,7 +150,9 @@ fn client_first(m: Mechanism, text: &str, credentials: &Credentials) -> Result<(
     let (credential, unknown) = match credentials.get(&user, m) {
         Some(c) => (c.clone(), false),
         None => {
-            let salt = random_token(24).into_bytes();
+            // RFC 5802 §9: a made-up salt that is the same on every attempt for this name, so
+            // two exchanges do not tell an unknown user from a known one.
+            let salt = fake_salt(m, &user);
             (Credential::from_salted(m, &salt, &random_token(32).into_bytes(), MIN_ITERATIONS), true)
         }
     };
@@ -208,7 +218,19 @@ fn plain(message: &[u8], credentials: &Credentials) -> Result<Step, Failed> {
         let message = "Authentication failed: Client requested an authorization id that is different from username";
         return Err(Failed(message.into()));
     }
-    let ok = Mechanism::ALL.iter().any(|&m| credentials.get(user, m).is_some_and(|c| c.matches(m, password)));
+    // Every mechanism's credential is tried (no early exit), and an unknown user costs one
+    // hash too: the answer's timing does not tell whether the user exists.
+    let mut ok = false;
+    let mut tried = false;
+    for m in Mechanism::ALL {
+        if let Some(c) = credentials.get(user, m) {
+            ok |= c.matches(m, password);
+            tried = true;
+        }
+    }
+    if !tried {
+        let _ = Mechanism::ScramSha256.salted_password(password, b"no such user", MIN_ITERATIONS);
+    }
     if !ok {
         return Err(Failed("Authentication failed: Invalid username or password".into()));
     }

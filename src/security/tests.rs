@@ -167,3 +167,18 @@ fn credentials_file_round_trips() {
     assert!(Credentials::decode("version=2\n").is_err());
     assert!(Credentials::decode("version=1\nSCRAM-SHA-256 4096 !! a b c\n").is_err());
 }
+
+/// An unknown user's server-first message carries the same salt and iteration count on
+/// every attempt (RFC 5802 §9), so repeating the exchange does not tell it from a real user.
+#[test]
+fn unknown_users_get_a_stable_salt() {
+    let creds = Credentials::default();
+    let salt_of = |msg: &[u8]| {
+        let mut x = Exchange::start("SCRAM-SHA-256").unwrap();
+        let Step::Continue(b) = x.step(msg, &creds).unwrap() else { panic!() };
+        let s = String::from_utf8(b).unwrap();
+        s.split(',').skip(1).map(str::to_string).collect::<Vec<_>>()
+    };
+    assert_eq!(salt_of(b"n,,n=ghost,r=a"), salt_of(b"n,,n=ghost,r=b"));
+    assert_ne!(salt_of(b"n,,n=ghost,r=a"), salt_of(b"n,,n=other,r=a"));
+}

@@ -300,8 +300,8 @@ impl BrokerConfig {
             &host_name(),
         )?;
         if let Some(host) = get("advertised.host").map(str::trim) {
-            let named = get("advertised.listeners").unwrap_or_default().to_ascii_uppercase();
-            for l in resolved.iter_mut().filter(|l| !named.contains(&format!("{}://", l.name))) {
+            let named = listeners::names(get("advertised.listeners").unwrap_or_default());
+            for l in resolved.iter_mut().filter(|l| !named.contains(&l.name)) {
                 l.advertised_host = host.to_string();
             }
         }

@@ -82,7 +82,8 @@ async fn open<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     } else {
         principal
     };
-    let session = Rc::new(Session { peer, principal, listener, muted_until: Default::default() });
+    let host = acl_host(&peer);
+    let session = Rc::new(Session { peer, principal, listener, host, muted_until: Default::default() });
     serve_stream(shard, stream, session, admitted).await
 }
 
@@ -94,8 +95,20 @@ pub struct Session {
     /// Kafka's principal: `User:ANONYMOUS`, or a client certificate's subject.
     pub principal: String,
     pub listener: Rc<Listener>,
+    /// The client's address as Kafka's ACLs name hosts (an IPv4 client on a dual-stack
+    /// listener as IPv4; IPv6 uncompressed, as Java's `getHostAddress`).
+    pub host: String,
     /// A quota violation mutes the connection (no request read) until then (KIP-219).
     pub muted_until: std::cell::Cell<Option<std::time::Instant>>,
+}
+
+/// A peer address (`ip:port`) as an ACL host.
+fn acl_host(peer: &str) -> String {
+    match peer.parse::<std::net::SocketAddr>().map(|a| a.ip().to_canonical()) {
+        Ok(std::net::IpAddr::V4(ip)) => ip.to_string(),
+        Ok(std::net::IpAddr::V6(ip)) => ip.segments().iter().map(|s| format!("{s:x}")).collect::<Vec<_>>().join(":"),
+        Err(_) => peer.to_string(),
+    }
 }
 
 /// Serve requests on a connection (plain or TLS).
@@ -262,5 +275,17 @@ async fn answer(
                 Err(())
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// ACL hosts as Kafka names them: an IPv4 client on a dual-stack listener as IPv4, IPv6
+    /// uncompressed (Java's `getHostAddress`).
+    #[test]
+    fn acl_hosts() {
+        assert_eq!(super::acl_host("10.0.0.1:5000"), "10.0.0.1");
+        assert_eq!(super::acl_host("[::ffff:10.0.0.1]:5000"), "10.0.0.1");
+        assert_eq!(super::acl_host("[::1]:5000"), "0:0:0:0:0:0:0:1");
     }
 }

@@ -8,11 +8,11 @@
 //! Who uses it: the accept loops (connection table, shared by every shard) and the connection
 //! tasks (the budgets, one pair per shard).
 
+use crate::security::quota::{Quotas, Sensors};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::rc::Rc;
-use crate::security::quota::{Quotas, Sensors};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

@@ -111,6 +111,11 @@ fn endpoints(key: &str, s: &str) -> anyhow::Result<Vec<(String, String, u16)>> {
     Ok(out)
 }
 
+/// The listener names of a list of endpoints (upper case; malformed entries left out).
+pub fn names(list: &str) -> Vec<String> {
+    list.split(',').filter_map(|e| endpoint(e).ok()).map(|(name, _, _)| name).collect()
+}
+
 /// `listener.security.protocol.map`: `NAME:PROTOCOL,...`. Kafka's default maps each protocol's
 /// name to itself.
 pub fn protocol_map(s: Option<&str>) -> anyhow::Result<BTreeMap<String, SecurityProtocol>> {

@@ -61,6 +61,18 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
             for t in ts {
                 let id = Uuid(t.topic_id);
                 match (&t.name, id.is_zero()) {
+                    // Asked by id and not describable: the id, never the name (Kafka's rule).
+                    (_, false)
+                        if shard
+                            .topic_name(id)
+                            .is_some_and(|n| !cx.allowed(Operation::Describe, ResourceType::Topic, &n)) =>
+                    {
+                        topics.push(MetadataTopic {
+                            error_code: code::TOPIC_AUTHORIZATION_FAILED,
+                            topic_id: id.0,
+                            ..Default::default()
+                        })
+                    }
                     (_, false) => match shard.topic_name(id) {
                         Some(name) => names.push(name),
                         None => topics.push(MetadataTopic {

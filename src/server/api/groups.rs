@@ -229,11 +229,16 @@ pub async fn offset_fetch(cx: &mut Cx<'_>, f: OffsetFetchRequest) -> OffsetFetch
             out.push(OffsetFetchResponseGroup { group_id: id, error_code, ..Default::default() });
             continue;
         }
+        let every_topic = g.topics.is_none();
         let mut answer = match to_coordinator(cx, &id, FetchOffsets(g)).await {
             Ok(r) => r,
             Err(error_code) => OffsetFetchResponseGroup { group_id: id, error_code, ..Default::default() },
         };
-        // Topics the client may not describe: their offsets are not told.
+        // Topics the client may not describe: left out of an answer for every topic, their
+        // offsets not told when named.
+        if every_topic {
+            answer.topics.retain(|t| cx.allowed(Operation::Describe, ResourceType::Topic, &t.name));
+        }
         for t in answer.topics.iter_mut() {
             if !cx.allowed(Operation::Describe, ResourceType::Topic, &t.name) {
                 for p in t.partitions.iter_mut() {

@@ -61,6 +61,8 @@ pub struct Cx<'a> {
     pub listener: &'a Listener,
     /// The client's principal (`User:ANONYMOUS`, a certificate's subject).
     pub principal: &'a str,
+    /// The client's address as ACL hosts name it (Java's `getHostAddress`).
+    host: &'a str,
     /// Set to mute the connection after this answer (a quota violation).
     muted_until: &'a std::cell::Cell<Option<std::time::Instant>>,
     turn: Dispatched,
@@ -106,8 +108,7 @@ impl Cx<'_> {
     }
 
     fn asker(&self) -> Asker<'_> {
-        let host = self.peer.rsplit_once(':').map_or(self.peer, |(h, _)| h);
-        Asker { principal: self.principal, host: host.trim_start_matches('[').trim_end_matches(']') }
+        Asker { principal: self.principal, host: self.host }
     }
 
     /// Count `value` against the client's `key` quota (user: the principal's name; client:
@@ -146,8 +147,9 @@ pub async fn handle(
 ) -> ProtoResult<Option<(Bytes, Held)>> {
     let h = header;
     let (peer, listener, principal) = (session.peer.as_str(), &*session.listener, session.principal.as_str());
+    let host = session.host.as_str();
     let muted_until = &session.muted_until;
-    let mut cx = Cx { shard, header, peer, listener, principal, muted_until, turn, held: Held::default() };
+    let mut cx = Cx { shard, header, peer, listener, principal, host, muted_until, turn, held: Held::default() };
     let cx = &mut cx;
     let out = match req {
         Request::ApiVersions(r) => reply(h, cluster::api_versions(cx, r)),

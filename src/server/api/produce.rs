@@ -154,11 +154,16 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
         p.topics.iter().map(|t| cx.allowed(Operation::Write, ResourceType::Topic, &t.name)).collect();
     let mut known = Vec::with_capacity(p.topics.len());
     for (t, ok) in p.topics.iter().zip(&allowed) {
-        known.push(*ok && acks_ok && ensure_topic(cx.shard, &t.name).await);
+        // Auto-creation also needs CREATE (on the cluster or the topic), as Metadata's does.
+        let may_create =
+            || cx.allowed_on_cluster(Operation::Create) || cx.allowed(Operation::Create, ResourceType::Topic, &t.name);
+        let exists_or_made = cx.shard.has_topic(&t.name) || (may_create() && ensure_topic(cx.shard, &t.name).await);
+        known.push(*ok && acks_ok && exists_or_made);
     }
     // KIP-219: the request's bytes count against the client's producer_byte_rate; the records
     // are appended anyway, and the answer says how long the client is throttled.
-    let bytes: usize = p.topics.iter().flat_map(|t| &t.partitions).filter_map(|x| x.records.as_ref()).map(|r| r.len()).sum();
+    let bytes: usize =
+        p.topics.iter().flat_map(|t| &t.partitions).filter_map(|x| x.records.as_ref()).map(|r| r.len()).sum();
     let throttle_time_ms = cx.quota(PRODUCER_BYTE_RATE, bytes as f64, true);
     // Issue every append in request order: glommio runs spawned tasks first in, first out, so
     // the appends happen in this order, before the next request's (which waits for the turn).

@@ -7,7 +7,7 @@
 use crate::protocol::errors::{self as code};
 use crate::protocol::security::*;
 use crate::security::acl::Operation;
-use crate::security::quota::{Entity, USER, CLIENT_ID};
+use crate::security::quota::{Entity, CLIENT_ID, USER};
 use crate::server::api::Cx;
 use crate::server::control::quotas::AlterQuotas;
 use crate::server::errors::call_code;
@@ -76,8 +76,11 @@ pub async fn alter(cx: &mut Cx<'_>, req: AlterClientQuotasRequest) -> AlterClien
     if !cx.allowed_on_cluster(Operation::AlterConfigs) {
         cx.release_turn();
         let message = Some("Cluster authorization failed.".to_string());
-        let entries =
-            req.entries.iter().map(|e| result(code::CLUSTER_AUTHORIZATION_FAILED, message.clone(), &e.entity)).collect();
+        let entries = req
+            .entries
+            .iter()
+            .map(|e| result(code::CLUSTER_AUTHORIZATION_FAILED, message.clone(), &e.entity))
+            .collect();
         return AlterClientQuotasResponse { entries, ..Default::default() };
     }
     let changes = req

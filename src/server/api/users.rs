@@ -23,7 +23,8 @@ pub fn describe(cx: &mut Cx<'_>, req: DescribeUserScramCredentialsRequest) -> De
         return DescribeUserScramCredentialsResponse { error_code, results, ..Default::default() };
     }
     let credentials = cx.shard.credentials();
-    let asked: Vec<String> = match req.users {
+    // None or empty: every user (Kafka's rule; Java's admin sends an empty list).
+    let asked: Vec<String> = match req.users.filter(|u| !u.is_empty()) {
         None => credentials.users.keys().cloned().collect(),
         Some(users) => users.into_iter().map(|u| u.name).collect(),
     };

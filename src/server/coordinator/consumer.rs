@@ -193,7 +193,14 @@ impl Coordinator {
         };
         let beat = match beat {
             Ok(beat) => beat,
-            Err(e) => return fail(e),
+            Err(e) => {
+                // A group converted for this heartbeat is kept (written whole) even though the
+                // heartbeat itself is refused.
+                if upgraded {
+                    let _ = self.persist_group(&h.group_id, None).await;
+                }
+                return fail(e);
+            }
         };
         // The answer waits until the group's new state is durable, as a commit's does. A
         // member of the consumer protocol that left may leave only classic members: the group

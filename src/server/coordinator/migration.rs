@@ -100,6 +100,13 @@ impl Coordinator {
             if !(limits.min_session_timeout_ms..=limits.max_session_timeout_ms).contains(&join.session_timeout_ms) {
                 return Some(fail(code::INVALID_SESSION_TIMEOUT, join.member_id.clone()));
             }
+            // The classic group's bounds on what a member offers.
+            if join.protocol_type.is_empty()
+                || join.protocols.is_empty()
+                || join.protocols.len() > crate::groups::group::MAX_PROTOCOLS
+            {
+                return Some(fail(code::INCONSISTENT_GROUP_PROTOCOL, join.member_id.clone()));
+            }
             let before = g.clone();
             (before, g.classic_join(join.clone(), &*self.topics(), self.now()))
         };
