@@ -13,6 +13,15 @@ use std::collections::BTreeMap;
 
 const DISABLED: &str = "No Authorizer is configured on the broker";
 
+/// Why the ACL APIs refuse this client, if they do: no authorizer (SECURITY_DISABLED), or not
+/// allowed `op` on the cluster.
+fn refused(cx: &Cx<'_>, op: Operation) -> Option<(ErrorCode, &'static str)> {
+    if !cx.shard.config().authorizer_enabled {
+        return Some((code::SECURITY_DISABLED, DISABLED));
+    }
+    (!cx.allowed_on_cluster(op)).then_some((code::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."))
+}
+
 fn filter(f: &AclFilter) -> Filter {
     Filter {
         resource_type: f.resource_type_filter,
@@ -32,11 +41,8 @@ pub fn describe(cx: &mut Cx<'_>, f: AclFilter) -> DescribeAclsResponse {
         error_message: Some(message.to_string()),
         ..Default::default()
     };
-    if !cx.shard.config().authorizer_enabled {
-        return fail(code::SECURITY_DISABLED, DISABLED);
-    }
-    if !cx.allowed_on_cluster(Operation::Describe) {
-        return fail(code::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.");
+    if let Some((error_code, message)) = refused(cx, Operation::Describe) {
+        return fail(error_code, message);
     }
     let f = filter(&f);
     if let Some(why) = f.invalid() {
@@ -90,13 +96,9 @@ pub async fn create(cx: &mut Cx<'_>, req: CreateAclsRequest) -> CreateAclsRespon
             .collect(),
         ..Default::default()
     };
-    if !cx.shard.config().authorizer_enabled {
+    if let Some((error_code, message)) = refused(cx, Operation::Alter) {
         cx.release_turn();
-        return all(code::SECURITY_DISABLED, DISABLED);
-    }
-    if !cx.allowed_on_cluster(Operation::Alter) {
-        cx.release_turn();
-        return all(code::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.");
+        return all(error_code, message);
     }
     let checked: Vec<Result<Binding, String>> = req.creations.iter().map(binding).collect();
     let valid: Vec<Binding> = checked.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
@@ -134,13 +136,9 @@ pub async fn delete(cx: &mut Cx<'_>, req: DeleteAclsRequest) -> DeleteAclsRespon
             .collect(),
         ..Default::default()
     };
-    if !cx.shard.config().authorizer_enabled {
+    if let Some((error_code, message)) = refused(cx, Operation::Alter) {
         cx.release_turn();
-        return all(code::SECURITY_DISABLED, DISABLED);
-    }
-    if !cx.allowed_on_cluster(Operation::Alter) {
-        cx.release_turn();
-        return all(code::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.");
+        return all(error_code, message);
     }
     let filters: Vec<Filter> = req.filters.iter().map(filter).collect();
     let valid: Vec<Filter> = filters.iter().filter(|f| f.invalid().is_none()).cloned().collect();

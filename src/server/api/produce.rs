@@ -157,8 +157,9 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
         // Auto-creation also needs CREATE (on the cluster or the topic), as Metadata's does.
         let may_create =
             || cx.allowed_on_cluster(Operation::Create) || cx.allowed(Operation::Create, ResourceType::Topic, &t.name);
-        let exists_or_made = cx.shard.has_topic(&t.name) || (may_create() && ensure_topic(cx.shard, &t.name).await);
-        known.push(*ok && acks_ok && exists_or_made);
+        let usable =
+            *ok && acks_ok && (cx.shard.has_topic(&t.name) || (may_create() && ensure_topic(cx.shard, &t.name).await));
+        known.push(usable);
     }
     // KIP-219: the request's bytes count against the client's producer_byte_rate; the records
     // are appended anyway, and the answer says how long the client is throttled.
