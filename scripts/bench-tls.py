@@ -73,7 +73,8 @@ def main():
             plain_conf = {"bootstrap.servers": "127.0.0.1:%d" % plain}
             tls_conf = {"bootstrap.servers": "127.0.0.1:%d" % tls, "security.protocol": "SSL",
                         "ssl.ca.location": ca.ca_file}
-            AdminClient(plain_conf).create_topics([NewTopic("bench-tls", 8, 1)])["bench-tls"].result(30)
+            admin = AdminClient(plain_conf)
+            admin.create_topics([NewTopic("bench-tls", 8, 1)])["bench-tls"].result(30)
             rates = {"plaintext": [], "tls": []}
             for _ in range(a.rounds):
                 rates["plaintext"].append(produce(plain_conf, a.seconds))
