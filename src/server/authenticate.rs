@@ -179,10 +179,18 @@ async fn respond<S: AsyncWrite + Unpin, M: Message>(stream: &mut S, header: &Req
     write_all(stream, &bytes).await
 }
 
+/// Write and flush, within [`WRITE_LIMIT`] (a client that stops reading mid-exchange is
+/// dropped, not waited for).
 async fn write_all<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> Option<()> {
-    stream.write_all(bytes).await.ok()?;
-    stream.flush().await.ok()
+    within(WRITE_LIMIT, async {
+        stream.write_all(bytes).await.ok()?;
+        stream.flush().await.ok()
+    })
+    .await?
 }
+
+/// How long one answer of the SASL exchange may take to be taken by the client.
+const WRITE_LIMIT: Duration = Duration::from_secs(30);
 
 async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, body: &[u8]) -> Option<()> {
     let mut frame = (body.len() as u32).to_be_bytes().to_vec();

@@ -78,6 +78,8 @@ pub struct ConnectionTable {
     /// whichever shards a client's connections land on (as Kafka's are per broker).
     quotas: std::sync::RwLock<Arc<Quotas>>,
     sensors: Mutex<Sensors>,
+    /// Whether any quota is set: without one, Produce and Fetch touch neither lock.
+    any_quota: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug)]
@@ -94,6 +96,7 @@ impl ConnectionTable {
             open: Mutex::new(Open { total: 0, per_ip: HashMap::new(), max, max_per_ip }),
             quotas: Default::default(),
             sensors: Default::default(),
+            any_quota: Default::default(),
         })
     }
 
@@ -103,6 +106,7 @@ impl ConnectionTable {
     }
 
     pub fn set_quotas(&self, quotas: Quotas) {
+        self.any_quota.store(!quotas.entries.is_empty(), std::sync::atomic::Ordering::Relaxed);
         *self.quotas.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(quotas);
     }
 
@@ -110,10 +114,10 @@ impl ConnectionTable {
     /// time (ms) it earns, 0 if none or no quota applies; `keep` false forgets a value that
     /// violates (a throttled fetch returns nothing).
     pub fn record(&self, key: &str, who: (&str, &str), value: f64, now: i64, keep: bool) -> i64 {
-        let quotas = self.quotas();
-        if quotas.entries.is_empty() {
+        if !self.any_quota.load(std::sync::atomic::Ordering::Relaxed) {
             return 0;
         }
+        let quotas = self.quotas();
         self.sensors.lock().unwrap_or_else(|e| e.into_inner()).record(&quotas, key, who, value, now, keep)
     }
 

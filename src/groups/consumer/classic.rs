@@ -194,7 +194,8 @@ impl ConsumerGroup {
         if j.require_known_member_id && unknown && j.instance_id.is_none() {
             return Err((code::MEMBER_ID_REQUIRED, member_id));
         }
-        let Some(subscription) = embedded::decode::<Subscription>(&j.protocols[0].1) else {
+        // `supports_classic` made sure there is a protocol.
+        let Some(subscription) = j.protocols.first().and_then(|p| embedded::decode::<Subscription>(&p.1)) else {
             let message = format!("Member {member_id}'s subscription is not a valid consumer protocol one.");
             return Err((code::INCONSISTENT_GROUP_PROTOCOL, message));
         };
@@ -291,7 +292,9 @@ impl ConsumerGroup {
     ) -> Result<Bytes, (ErrorCode, String)> {
         let id = self.classic_at(member_id, instance_id, generation)?;
         let m = &self.members[&id];
-        let (name, metadata) = m.classic.as_ref().expect("classic").protocols[0].clone();
+        let Some((name, metadata)) = m.classic.as_ref().and_then(|c| c.protocols.first()).cloned() else {
+            return Err((code::INCONSISTENT_GROUP_PROTOCOL, format!("member {id} has no protocol")));
+        };
         if protocol.0.is_some_and(|t| t != embedded::PROTOCOL_TYPE) || protocol.1.is_some_and(|p| p != name) {
             return Err((code::INCONSISTENT_GROUP_PROTOCOL, format!("member {id} joined with protocol {name}")));
         }
