@@ -1,11 +1,11 @@
 //! Client quotas as Kafka keeps and enforces them (KIP-546 entities, KIP-219 throttling),
 //! without I/O: quota values per entity (user, client-id, or both; a missing name is the
-//! default entity), the most specific one that applies to a client (Kafka's 8 levels), rates
-//! measured over 11 windows of 1 s, and the throttle time a violation earns.
+//! default entity), the most specific one that applies to a client (Kafka's 8 levels), what
+//! each client uses counted in a token bucket, and the throttle time a violation earns.
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 
 /// An entity: its components, (type, name) sorted by type; a `None` name is the default.
 pub type Entity = Vec<(String, Option<String>)>;
@@ -205,57 +205,71 @@ impl Quotas {
     }
 }
 
-/// Kafka's `quota.window.num` and `quota.window.size.seconds`.
-const SAMPLES: usize = 11;
-const WINDOW_MS: i64 = 1000;
+/// Kafka's `quota.window.num` × `quota.window.size.seconds`: how many seconds of its quota a
+/// client that was idle may spend at once (Kafka's sampled rate lets an idle client burst
+/// as much).
+const BURST_SECONDS: f64 = 11.0;
 
-/// A rate over the last [`SAMPLES`] windows.
-#[derive(Debug, Clone, Default)]
-pub struct Rate {
-    samples: VecDeque<(i64, f64)>,
+/// A token bucket (as Kafka's KIP-599 controller mutation quota and Redpanda's quotas are):
+/// it fills at the quota's rate up to [`BURST_SECONDS`] of it; what a client uses is taken
+/// out, and a client in debt is throttled until the bucket is back to zero. Unlike Kafka's
+/// rate over 11 sampled windows, which forgets a burst when its window expires and lets a
+/// client run 10-30% over its quota in steady state (measured), a bucket holds it to the
+/// quota over any period longer than the burst.
+#[derive(Debug, Clone)]
+pub struct Bucket {
+    tokens: f64,
+    at: i64,
+    /// The quota at the last use.
+    bound: f64,
 }
 
-impl Rate {
-    /// Add `value` at `now` (ms).
-    pub fn record(&mut self, value: f64, now: i64) {
-        let start = now - now.rem_euclid(WINDOW_MS);
-        match self.samples.back_mut() {
-            Some((s, v)) if *s == start => *v += value,
-            _ => self.samples.push_back((start, value)),
-        }
-        while self.samples.front().is_some_and(|(s, _)| *s <= now - SAMPLES as i64 * WINDOW_MS) {
-            self.samples.pop_front();
-        }
+impl Bucket {
+    /// A full bucket at `now` (ms).
+    pub fn new(bound: f64, now: i64) -> Bucket {
+        Bucket { tokens: bound * BURST_SECONDS, at: now, bound }
     }
 
-    /// Per second, over the time since the oldest sample kept, at least (samples - 1) windows
-    /// (Kafka's `Rate`: early bursts are averaged over 10 s).
-    pub fn per_second(&self, now: i64) -> (f64, i64) {
-        let total: f64 = self.samples.iter().map(|(_, v)| v).sum();
-        let oldest = self.samples.front().map_or(now, |(s, _)| *s);
-        let window = (now - oldest).max((SAMPLES as i64 - 1) * WINDOW_MS).max(1);
-        (total * 1000.0 / window as f64, window)
-    }
-
-    /// The throttle time (ms) of a rate against `bound`: `(rate - bound) / bound * window`.
-    pub fn throttle(&self, bound: f64, now: i64) -> i64 {
-        let (rate, window) = self.per_second(now);
-        if rate <= bound {
+    /// Take `value` out at `now` for a quota of `bound` per second: the throttle time (ms)
+    /// the client earns, until the bucket is back to zero. `keep` false puts back a value
+    /// that leaves the bucket in debt (the client is throttled for it all the same).
+    pub fn take(&mut self, bound: f64, value: f64, now: i64, keep: bool) -> i64 {
+        let elapsed = (now - self.at).max(0) as f64 / 1000.0;
+        self.at = self.at.max(now);
+        self.bound = bound;
+        self.tokens = (self.tokens + elapsed * bound).min(bound * BURST_SECONDS);
+        let left = self.tokens - value;
+        if left >= 0.0 {
+            self.tokens = left;
             return 0;
         }
-        ((rate - bound) / bound * window as f64).round() as i64
+        if keep {
+            self.tokens = left;
+        }
+        (-left / bound * 1000.0).ceil() as i64
     }
 }
 
-/// Every client's rates, by quota key and sensor.
+impl Bucket {
+    /// Whether the bucket is full at `now` at the quota it was last used with.
+    fn full(&self, now: i64) -> bool {
+        let elapsed = (now - self.at).max(0) as f64 / 1000.0;
+        self.tokens + elapsed * self.bound >= self.bound * BURST_SECONDS
+    }
+}
+
+/// Every client's buckets, by quota key and sensor.
 #[derive(Debug, Default)]
 pub struct Sensors {
-    rates: HashMap<(String, String, String), Rate>,
+    buckets: HashMap<(String, String, String), Bucket>,
+    /// Records since the last sweep of full buckets.
+    since_sweep: usize,
 }
 
 impl Sensors {
-    /// Record `value` for the client's `key` and the throttle time (ms) it earns (0: none, or
-    /// no quota applies). `keep`: false un-records it when it violates (Kafka's fetch).
+    /// Count `value` against the client's `key` quota and the throttle time (ms) it earns
+    /// (0: none, or no quota applies). `keep`: false does not count a value that violates
+    /// (Kafka's fetch, whose throttled answer is empty).
     pub fn record(
         &mut self,
         quotas: &Quotas,
@@ -266,13 +280,15 @@ impl Sensors {
         keep: bool,
     ) -> i64 {
         let Some((bound, (u, c))) = quotas.applicable(key, user, client) else { return 0 };
-        let rate = self.rates.entry((key.to_string(), u, c)).or_default();
-        rate.record(value, now);
-        let throttle = rate.throttle(bound, now);
-        if throttle > 0 && !keep {
-            rate.record(-value, now);
+        // A full bucket is a new one: forget those of clients gone quiet (every client id
+        // ever seen would otherwise stay), now and then.
+        self.since_sweep += 1;
+        if self.since_sweep >= 4096 {
+            self.since_sweep = 0;
+            self.buckets.retain(|_, b| !b.full(now));
         }
-        throttle
+        let bucket = self.buckets.entry((key.to_string(), u, c)).or_insert_with(|| Bucket::new(bound, now));
+        bucket.take(bound, value, now, keep)
     }
 }
 
@@ -314,20 +330,23 @@ mod tests {
         assert_eq!(q.describe(&[(USER.into(), 1, None)], false).len(), 1);
     }
 
-    /// A rate over 11 windows of 1 s, early bursts averaged over 10 s; a violation throttles
-    /// for `(rate - bound) / bound * window`; an un-recorded fetch leaves the rate as it was.
+    /// A bucket starts full (11 s of its quota), fills at the quota's rate, throttles a
+    /// client in debt until it is back to zero; over a long run it lets through the quota's
+    /// rate (plus the first burst) exactly; a refused fetch is not counted.
     #[test]
-    fn rates_and_throttles() {
-        let mut r = Rate::default();
-        r.record(5000.0, 0);
-        assert_eq!(r.per_second(500), (500.0, 10_000));
-        assert_eq!(r.throttle(1000.0, 500), 0);
-        r.record(15_000.0, 900);
-        assert_eq!(r.throttle(1000.0, 900), 10_000, "2000/s against 1000/s over 10 s");
-        for t in 1..30 {
-            r.record(100.0, t * 1000);
+    fn buckets_and_throttles() {
+        let mut b = Bucket::new(1000.0, 0);
+        assert_eq!(b.take(1000.0, 11_000.0, 0, true), 0, "an idle client's burst");
+        assert_eq!(b.take(1000.0, 500.0, 0, true), 500, "500 in debt at 1000/s");
+        assert_eq!(b.take(1000.0, 0.0, 500, true), 0, "back to zero after the throttle");
+        // A client sending as fast as the throttles allow, 300 a time for 60 s.
+        let (mut now, mut sent) = (500, 0.0);
+        while now < 60_500 {
+            now += b.take(1000.0, 300.0, now, true).max(1);
+            sent += 300.0;
         }
-        assert!(r.per_second(29_500).0 < 200.0, "old samples age out");
+        let rate = sent / 60.0;
+        assert!((1000.0..1006.0).contains(&rate), "the quota's rate: {rate}");
         let mut q = Quotas::default();
         q.apply((entity(&[(USER, None)]), vec![(CONSUMER_BYTE_RATE.into(), Some(1000.0))]));
         let mut s = Sensors::default();
@@ -337,6 +356,13 @@ mod tests {
             0,
             "the refused fetch was not counted"
         );
+        // Sweeps forget full buckets only: a client in debt stays in debt.
+        assert!(s.record(&q, CONSUMER_BYTE_RATE, ("debtor", "c"), 40_000.0, 0, true) > 0);
+        for i in 0..5000 {
+            s.record(&q, CONSUMER_BYTE_RATE, (&format!("u{i}"), "c"), 1.0, 20_000 + i, true);
+        }
+        assert!(s.buckets.len() < 5000, "full buckets swept");
+        assert!(s.record(&q, CONSUMER_BYTE_RATE, ("debtor", "c"), 1.0, 25_000, true) > 0, "debt kept");
     }
 
     /// Kafka's checks of a change.

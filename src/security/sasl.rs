@@ -183,7 +183,10 @@ fn client_final(
     let (without_proof, proof) = (&text[..at], &text[at + 3..]);
     let mut fields = without_proof.split(',');
     fields.next()?.strip_prefix("c=")?;
-    if fields.next()?.strip_prefix("r=")? != nonce {
+    // The nonce must end with the one the server sent, as Kafka checks it: librdkafka before
+    // 2.6.1 (Debian's kcat) repeats its own nonce in front of it. The proof below covers
+    // this message, nonce included, so the check is no weaker for it.
+    if !fields.next()?.strip_prefix("r=")?.ends_with(nonce) {
         return None;
     }
     let proof = B64.decode(proof).ok()?;

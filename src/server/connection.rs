@@ -102,6 +102,20 @@ pub struct Session {
     pub muted_until: std::cell::Cell<Option<std::time::Instant>>,
 }
 
+impl Session {
+    /// Wait out a quota violation's mute, if one is in force.
+    async fn unmuted(&self) {
+        while let Some(until) = self.muted_until.get() {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                self.muted_until.set(None);
+                return;
+            }
+            glommio::timer::sleep(left).await;
+        }
+    }
+}
+
 /// A peer address (`ip:port`) as an ACL host.
 fn acl_host(peer: &str) -> String {
     match peer.parse::<std::net::SocketAddr>().map(|a| a.ip().to_canonical()) {
@@ -147,12 +161,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
     loop {
         let Ok(permit) = in_flight.acquire_static_permit(1).await else { return };
         // A client over its quota waits before its next request is read (KIP-219).
-        if let Some(until) = session.muted_until.take() {
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            if !left.is_zero() {
-                glommio::timer::sleep(left).await;
-            }
-        }
+        session.unmuted().await;
         let mut len = [0u8; 4];
         match within(idle, reader.read_exact(&mut len)).await {
             Some(Ok(())) => {}
@@ -198,6 +207,9 @@ async fn read_requests<R: AsyncRead + Unpin>(
             if let Some(w) = wait {
                 let _ = w.await; // a dropped sender (error, closed) also ends the wait
             }
+            // A request read while the one before it earned a throttle waits it out too, as
+            // if it had not been read yet: pipelining does not let a client past its quota.
+            session.unmuted().await;
             let outcome = answer(&shard, &session, Bytes::from(buf), Dispatched::new(done_tx)).await;
             drop(frame_held);
             (outcome, permit)
