@@ -290,7 +290,7 @@ impl BrokerConfig {
 
     /// Resolve `listeners`, `advertised.listeners` and `listener.security.protocol.map` (with
     /// `--listen` and `advertised.host`) once every setting is known: at startup.
-    pub fn resolve_listeners(&mut self) -> anyhow::Result<()> {
+    pub fn resolve_listeners(&mut self, node: &BTreeMap<String, String>) -> anyhow::Result<()> {
         let get = |k: &str| self.settings.get(k).map(String::as_str);
         let mut resolved = listeners::resolve(
             get("listeners"),
@@ -311,12 +311,27 @@ impl BrokerConfig {
                     .unwrap_or(DEFAULT_SASL_MECHANISMS);
                 l.sasl_mechanisms = sasl_mechanisms(enabled).with_context(|| format!("listener {}", l.name))?;
             }
-            if l.protocol.tls() {
-                l.tls = Some(tls::Tls::new(tls::acceptor(&self.settings, &l.name)?));
-            }
         }
         self.listeners = resolved;
+        for (i, acceptor) in self.tls_acceptors(node)? {
+            self.listeners[i].tls = Some(tls::Tls::new(acceptor));
+        }
         Ok(())
+    }
+
+    /// Every TLS listener's acceptor (by its index in `listeners`), from the static settings
+    /// with this node's dynamic ones (`node`) over them; the first problem is an error naming
+    /// the listener and the setting.
+    pub fn tls_acceptors(
+        &self,
+        node: &BTreeMap<String, String>,
+    ) -> anyhow::Result<Vec<(usize, futures_rustls::TlsAcceptor)>> {
+        let mut settings = self.settings.clone();
+        settings.extend(
+            node.iter().filter(|(k, _)| crate::server::configs::dynamic_tls(k)).map(|(k, v)| (k.clone(), v.clone())),
+        );
+        let tls = self.listeners.iter().enumerate().filter(|(_, l)| l.protocol.tls());
+        tls.map(|(i, l)| Ok((i, tls::acceptor(&settings, &l.name)?))).collect()
     }
 
     /// Read a settings file: `key=value` lines (a Kafka server.properties) or simple TOML

@@ -38,12 +38,15 @@ pub struct DynamicConfigs {
 }
 
 impl DynamicConfigs {
-    /// `tidemark-broker-configs 1`, then `default <key>=<value>` and `node <key>=<value>`
-    /// lines, then `crc32c=<hex>` over everything before it (docs/format.md section 9c).
+    /// `tidemark-broker-configs 2`, then `default <key>=<value>` and `node <key>=<value>`
+    /// lines (in values, `\\` is a backslash and `\n` a line feed: an inline PEM key spans
+    /// lines), then `crc32c=<hex>` over everything before it (docs/format.md section 9c).
+    /// Version 1 (no escapes) is still read.
     pub fn encode(&self) -> String {
-        let mut s = String::from("tidemark-broker-configs 1\n");
+        let mut s = String::from("tidemark-broker-configs 2\n");
         for (scope, map) in [("default", &self.default), ("node", &self.node)] {
             for (k, v) in map {
+                let v = v.replace('\\', "\\\\").replace('\n', "\\n");
                 s.push_str(&format!("{scope} {k}={v}\n"));
             }
         }
@@ -60,9 +63,11 @@ impl DynamicConfigs {
             return Err("checksum mismatch".into());
         }
         let mut lines = body.lines();
-        if lines.next() != Some("tidemark-broker-configs 1") {
-            return Err("unknown version".into());
-        }
+        let escaped = match lines.next() {
+            Some("tidemark-broker-configs 1") => false,
+            Some("tidemark-broker-configs 2") => true,
+            _ => return Err("unknown version".into()),
+        };
         let mut d = DynamicConfigs::default();
         for l in lines {
             let (scope, kv) = l.split_once(' ').ok_or("bad line")?;
@@ -72,7 +77,7 @@ impl DynamicConfigs {
                 "node" => &mut d.node,
                 _ => return Err(format!("unknown scope {scope}")),
             };
-            map.insert(k.to_string(), v.to_string());
+            map.insert(k.to_string(), if escaped { unescape(v)? } else { v.to_string() });
         }
         Ok(d)
     }
@@ -86,6 +91,24 @@ impl DynamicConfigs {
             Err(e) => Err(anyhow::anyhow!("reading {}: {e}", path.display())),
         }
     }
+}
+
+/// A value as [`DynamicConfigs::encode`] wrote it.
+fn unescape(v: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(v.len());
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('\\') => out.push('\\'),
+            other => return Err(format!("bad escape {other:?}")),
+        }
+    }
+    Ok(out)
 }
 
 /// Which layer set a value.
@@ -289,12 +312,52 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
 /// Topic defaults: the first synonym of each topic setting is dynamic, the others are not
 /// (Kafka's rule: `log.retention.ms` is, `log.retention.hours` is not).
 pub fn broker_key(name: &str) -> Option<(ConfigType, bool, &'static str)> {
+    let tls_setting = listener_key(name).map_or(name, |(_, setting)| setting);
+    if DYNAMIC_TLS.contains(&tls_setting) {
+        return Some((ConfigType::String, true, DYNAMIC_TLS_DOC));
+    }
+    if let Some((_, setting)) = listener_key(name) {
+        let known = crate::server::tls::SETTINGS.contains(&setting) || setting == "sasl.enabled.mechanisms";
+        return known.then_some((ConfigType::String, false, "A listener's own value of a setting."));
+    }
     if let Some(b) = BROKER_KEYS.iter().find(|b| b.name == name) {
         return Some((b.kind, b.dynamic, b.doc));
     }
     let (k, _) = topic_key_of_broker_name(name)?;
     let first = k.synonyms.first().is_some_and(|s| s.name == name);
     Some((k.kind, first, k.doc))
+}
+
+/// The TLS settings that change at runtime (KIP-226), per broker only, with or without a
+/// `listener.name.<l>.` prefix: new connections use the new key store or trust store, open
+/// ones keep theirs.
+pub const DYNAMIC_TLS: &[&str] = &[
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+];
+
+const DYNAMIC_TLS_DOC: &str =
+    "A TLS listener's key store or trust store (dynamic per broker: new connections use it, open ones keep theirs).";
+
+/// Settings whose values DescribeConfigs does not show (Kafka's sensitive ones).
+pub fn sensitive(name: &str) -> bool {
+    let setting = listener_key(name).map_or(name, |(_, s)| s);
+    setting == "ssl.keystore.key" || setting.ends_with(".password") || setting.ends_with(".jaas.config")
+}
+
+/// A `listener.name.<listener>.<setting>` key: the listener and the setting.
+pub fn listener_key(name: &str) -> Option<(&str, &str)> {
+    name.strip_prefix("listener.name.")?.split_once('.')
+}
+
+/// Whether a setting is a TLS setting that changes at runtime.
+pub fn dynamic_tls(name: &str) -> bool {
+    DYNAMIC_TLS.contains(&listener_key(name).map_or(name, |(_, s)| s))
 }
 
 /// One change of a setting (IncrementalAlterConfigs' operations; AlterConfigs sets).
@@ -359,14 +422,20 @@ pub fn topic_kind(name: &str) -> Option<ConfigType> {
 mod tests {
     use super::*;
 
-    // The dynamic settings file round-trips and is refused when damaged.
+    // The dynamic settings file round-trips (multi-line values too) and is refused when
+    // damaged; version 1 files are read.
     #[test]
     fn dynamic_configs_file_round_trips() {
         let mut d = DynamicConfigs::default();
         d.default.insert("num.partitions".into(), "3".into());
         d.node.insert("log.retention.ms".into(), "1000".into());
+        d.node.insert("ssl.keystore.key".into(), "-----BEGIN\nAB\\C\n-----END".into());
         let text = d.encode();
+        assert_eq!(text.lines().count(), 5, "a multi-line value is one line");
         assert_eq!(DynamicConfigs::decode(&text).unwrap(), d);
+        let v1 = "tidemark-broker-configs 1\nnode a=b\\n\n";
+        let v1 = format!("{v1}crc32c={:08x}\n", crc32c::crc32c(v1.as_bytes()));
+        assert_eq!(DynamicConfigs::decode(&v1).unwrap().node["a"], "b\\n", "version 1 has no escapes");
         assert!(DynamicConfigs::decode(&text.replace("=3", "=4")).is_err());
         assert!(DynamicConfigs::decode("tidemark-broker-configs 2\ncrc32c=0\n").is_err());
     }

@@ -107,10 +107,13 @@ fn check_port_free(listen: SocketAddr) -> anyhow::Result<()> {
 /// Run the broker until `stop` is set (by SIGTERM/SIGINT in the binary), or until a shard
 /// stops on its own: then every other shard stops cleanly and the error names the shard.
 pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
-    config.resolve_listeners()?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
     let _lock = data_dir::lock(&config.data_dir)?;
+    // Dynamic broker settings, over the static ones: a bad file stops startup, naming it.
+    let dynamic = configs::DynamicConfigs::load(&config.data_dir)?;
+    // The listeners, with their TLS stores as last changed at runtime.
+    config.resolve_listeners(&dynamic.node)?;
     for l in &config.listeners {
         check_port_free(l.addr)?;
     }
@@ -118,8 +121,6 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     // before any shard reads it.
     let identity = data_dir::Identity::load_or_create(&config.data_dir, config.node_id)?;
     data_dir::upgrade_topics(&config.data_dir)?;
-    // Dynamic broker settings, over the static ones: a bad file stops startup, naming it.
-    let dynamic = configs::DynamicConfigs::load(&config.data_dir)?;
     let effective = configs::Effective::compute(&config, &dynamic)
         .with_context(|| format!("applying {}", config.data_dir.join(configs::BROKER_CONFIGS_FILE).display()))?;
     let config = Arc::new(config);

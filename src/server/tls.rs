@@ -37,6 +37,11 @@ impl Tls {
     pub fn acceptor(&self) -> TlsAcceptor {
         self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// New connections from now on use `acceptor` (on every shard); open ones keep theirs.
+    pub fn replace(&self, acceptor: TlsAcceptor) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = acceptor;
+    }
 }
 
 impl std::fmt::Debug for Tls {

@@ -4,6 +4,8 @@ test; `ssl.client.auth=required` admits a client certificate from the trusted CA
 none or another CA's; plaintext or garbage on the TLS port is closed while other clients are
 served; a broker with a PLAINTEXT and an SSL listener advertises each to its own clients."""
 import socket
+import ssl
+import struct
 import time
 
 import pytest
@@ -138,3 +140,71 @@ def test_plaintext_and_ssl_listeners_side_by_side(start_broker, ca):
         p.produce("both", value=b"%d" % i)
     assert p.flush(TIMEOUT) == 0
     assert consume(conf, "both", 10) == set(range(10))
+
+
+def alter_broker(admin, resource, entries):
+    """IncrementalAlterConfigs SET of `entries` on BROKER `resource`: None, or the error."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    r = ConfigResource(ResourceType.BROKER, resource, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()])
+    try:
+        admin.incremental_alter_configs([r])[r].result(TIMEOUT)
+    except Exception as e:  # KafkaException carrying the broker's error
+        return e.args[0]
+    return None
+
+
+def test_certificates_rotate_without_a_restart(start_broker, ca, tmp_path):
+    """KIP-226: a TLS listener's key store changes at runtime with IncrementalAlterConfigs
+    (`listener.name.ssl.ssl.keystore.location`, per broker): new connections get the new
+    certificate (a client trusting only the new CA is served, one trusting only the old CA is
+    refused), while a producer connected before keeps its connection and keeps producing. A
+    key store that cannot be read is INVALID_CONFIG and changes nothing; the cluster-wide
+    default level is refused; the change is described as a dynamic broker setting and kept
+    across a restart."""
+    b = tls_broker(start_broker, ca)
+    admin = AdminClient(ssl_conf(b, ca))
+    create(None, "rot", partitions=1, admin=admin)
+    old = Producer(ssl_conf(b, ca))
+    old.produce("rot", value=b"0")
+    assert old.flush(TIMEOUT) == 0
+    new_ca = Authority(str(tmp_path), name="next CA")
+    key = "listener.name.ssl.ssl.keystore.location"
+    assert alter_broker(admin, "0", {key: new_ca.broker()}) is None
+
+    def served(authority):
+        a = AdminClient(ssl_conf(b, authority))
+        try:
+            return bool(a.list_topics(timeout=5).brokers)
+        except Exception:
+            return False
+    assert served(new_ca), "new connections use the new certificate"
+    assert not served(ca), "a client trusting only the old CA no longer verifies the broker"
+    old.produce("rot", value=b"1")
+    assert old.flush(TIMEOUT) == 0, "an open connection keeps its certificate"
+    new_admin = AdminClient(ssl_conf(b, new_ca))
+    err = alter_broker(new_admin, "0", {key: str(tmp_path / "missing.pem")})
+    assert err is not None and err.code() == KafkaError.INVALID_CONFIG and "missing.pem" in err.str(), err
+    # The cluster-wide default level (resource ""), which librdkafka will not send: raw.
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest as I
+    req = I[1](resources=[(4, "", [(key, 0, new_ca.broker())])], validate_only=False)
+    req.with_header(correlation_id=7, client_id="t")
+    with ssl.create_default_context(cafile=new_ca.ca_file).wrap_socket(
+            socket.create_connection(("127.0.0.1", b.port), timeout=TIMEOUT), server_hostname="127.0.0.1") as s:
+        s.sendall(req.encode(header=True, framed=True))
+        got = b""
+        while len(got) < 4 or len(got) < 4 + struct.unpack(">i", got[:4])[0]:
+            got += s.recv(65536)
+        body = got[4:]
+    [r] = req.header.get_response_class().decode(body, version=1, header=True).responses
+    code, message = r.error_code, r.error_message
+    assert code == 42 and "broker id must be specified" in message, (code, message)
+    assert served(new_ca), "the refused changes changed nothing"
+    from confluent_kafka.admin import ConfigResource, ResourceType
+    r = ConfigResource(ResourceType.BROKER, "0")
+    entry = new_admin.describe_configs([r])[r].result(TIMEOUT)[key]
+    assert entry.source == 2 and not entry.is_read_only, entry  # DYNAMIC_BROKER_CONFIG
+    b.stop()
+    b.start("--set", "listeners=SSL://%s" % b.bootstrap, "--set", "ssl.keystore.location=%s" % ca.broker())
+    assert served(new_ca) and not served(ca), "kept across a restart, over the static key store"
+    assert consume(ssl_conf(b, new_ca), "rot", 2) == {0, 1}

@@ -244,6 +244,22 @@ fn describe_broker(
         }
         configs.push(shape(b.name, value, b.kind, !b.dynamic, b.doc, chain));
     }
+    // TLS and other listener settings that are set (a key store's key is sensitive: no value).
+    let set: std::collections::BTreeSet<&String> = layers(shard.config(), &dynamic)
+        .into_iter()
+        .flat_map(|(_, m)| m.keys())
+        .filter(|k| listener_key(k).is_some() || DYNAMIC_TLS.contains(&k.as_str()))
+        .collect();
+    for k in set.into_iter().filter(|k| wanted(k)) {
+        let Some((kind, dynamic_key, doc)) = broker_key(k) else { continue };
+        let mut chain = Vec::new();
+        broker_chain(shard.config(), &dynamic, &[k.as_str()], &mut chain);
+        let value = lookup(shard.config(), &dynamic, k).map(|(_, v)| v.clone()).filter(|_| !sensitive(k));
+        if sensitive(k) {
+            chain.iter_mut().for_each(|s| s.value = None);
+        }
+        configs.push(shape(k, value, kind, !dynamic_key, doc, chain));
+    }
     // Topic defaults under their broker names: the first synonym carries the value in force,
     // the others the value set for them, if any.
     for k in TOPIC_KEYS {

@@ -1,7 +1,8 @@
 //! Dynamic broker settings on shard 0: (Incremental)AlterConfigs of this node's settings or
 //! the cluster defaults, validated with the others, persisted in `<data-dir>/broker-configs`,
 //! then applied on every shard; topics whose settings follow a changed default are updated
-//! everywhere.
+//! everywhere; a TLS listener's new key store or trust store (KIP-226) is read, checked and
+//! then taken by new connections on every shard.
 
 use crate::io::Disk;
 use crate::protocol::errors as code;
@@ -41,6 +42,23 @@ impl ShardCall<Shard> for AlterBroker {
             let message = format!("Cannot update these configs dynamically: Set({})", fixed.join(", "));
             return Err(AdminError::new(code::INVALID_REQUEST, message));
         }
+        let tls: Vec<&str> = keys().filter(|k| configs::dynamic_tls(k)).collect();
+        if !self.node && !tls.is_empty() {
+            // Kafka's rule: a key store belongs to one broker.
+            let message = format!(
+                "Cannot update these configs at default cluster level, broker id must be specified: Set({})",
+                tls.join(", ")
+            );
+            return Err(AdminError::new(code::INVALID_REQUEST, message));
+        }
+        if let Some(k) = tls.iter().find(|k| {
+            configs::listener_key(k).is_some_and(|(l, _)| {
+                !shard.config().listeners.iter().any(|x| x.protocol.tls() && x.name.eq_ignore_ascii_case(l))
+            })
+        }) {
+            let message = format!("{k}: this broker has no TLS listener of that name");
+            return Err(AdminError::new(code::INVALID_REQUEST, message));
+        }
         let control = control_of(&shard)?;
         let mut lease = control.lease().await;
         let store = lease.store();
@@ -58,6 +76,18 @@ impl ShardCall<Shard> for AlterBroker {
         let changed = store
             .with_defaults(&effective.log_defaults)
             .map_err(|e| AdminError::new(code::INVALID_REQUEST, e.to_string()))?;
+        // New TLS stores are read and checked now (files included; a file changed in place is
+        // read again), and used by new connections only once they are persisted.
+        let acceptors = if tls.is_empty() {
+            Vec::new()
+        } else {
+            shard.config().tls_acceptors(&next.node).map_err(|e| {
+                AdminError::new(
+                    code::INVALID_CONFIG,
+                    format!("Validation of dynamic config update of SSLFactory failed: {e:#}"),
+                )
+            })?
+        };
         if self.validate_only {
             return Ok(());
         }
@@ -65,6 +95,13 @@ impl ShardCall<Shard> for AlterBroker {
         let written = control.disk.write_file_atomic(&path, next.encode().as_bytes()).await;
         written.map_err(|e| AdminError::new(code::KAFKA_STORAGE_ERROR, e.to_string()))?;
         store.set_defaults(effective.log_defaults.clone());
+        for (i, acceptor) in acceptors {
+            let listener = &shard.config().listeners[i];
+            if let Some(t) = &listener.tls {
+                t.replace(acceptor);
+                tracing::info!(listener = %listener.name, "TLS stores changed: new connections use them");
+            }
+        }
         broadcast(&shard, BrokerConfigs { dynamic: next }).await;
         for (name, config) in changed {
             let overrides = shard.topic(&name, |t| t.overrides.clone()).unwrap_or_default();
