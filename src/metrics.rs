@@ -75,9 +75,11 @@ pub enum Counter {
     ShardCallTimeouts,
     TlsHandshakeFailures,
     AuthenticationFailures,
+    Reauthentications,
+    ExpiredSessionsClosed,
 }
 
-pub const COUNTERS: [Counter; 10] = [
+pub const COUNTERS: [Counter; 12] = [
     Counter::Requests,
     Counter::BytesIn,
     Counter::BytesOut,
@@ -88,6 +90,8 @@ pub const COUNTERS: [Counter; 10] = [
     Counter::ShardCallTimeouts,
     Counter::TlsHandshakeFailures,
     Counter::AuthenticationFailures,
+    Counter::Reauthentications,
+    Counter::ExpiredSessionsClosed,
 ];
 
 impl Counter {
@@ -103,6 +107,8 @@ impl Counter {
             Counter::ShardCallTimeouts => "shard_call_timeouts_total",
             Counter::TlsHandshakeFailures => "tls_handshake_failures_total",
             Counter::AuthenticationFailures => "authentication_failures_total",
+            Counter::Reauthentications => "reauthentications_total",
+            Counter::ExpiredSessionsClosed => "expired_sessions_closed_total",
         }
     }
 }

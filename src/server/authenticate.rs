@@ -14,6 +14,13 @@
 //! connection closes. Each failure is logged with the client's address and counted at
 //! `/metrics`. Frames are bounded by `sasl.server.max.receive.size`; the whole exchange by
 //! `connections.max.idle.ms` per frame.
+//!
+//! With `connections.max.reauth.ms` (KIP-368) an authentication lasts that long: SaslAuthenticate
+//! v1+ tells the client (`session_lifetime_ms`), which authenticates again on the same
+//! connection before then (SaslHandshake v1 and SaslAuthenticate among its requests, handled by
+//! [`Reauth`]: same mechanism, same user, else SASL_AUTHENTICATION_FAILED and the close). A
+//! request other than those after the session ended closes the connection, as Kafka's
+//! processor does (clients that cannot re-authenticate reconnect).
 
 use crate::metrics::{self, Counter};
 use crate::protocol::errors::{self as code, ErrorCode};
@@ -25,7 +32,131 @@ use crate::server::api::error_response;
 use crate::server::deadline::within;
 use crate::server::shard::Shard;
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// A connection's SASL session once authenticated, and a re-authentication under way.
+#[derive(Default)]
+pub struct SaslSession {
+    /// The authenticated user and the mechanism it used (empty on other listeners).
+    pub user: String,
+    pub mechanism: String,
+    /// When the session ends (`connections.max.reauth.ms`); `None`: never.
+    pub expires: Option<Instant>,
+    reauth: Option<Reauth>,
+}
+
+impl std::fmt::Debug for SaslSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslSession")
+            .field("user", &self.user)
+            .field("mechanism", &self.mechanism)
+            .field("expires", &self.expires)
+            .field("reauthenticating", &self.reauth.is_some())
+            .finish()
+    }
+}
+
+impl SaslSession {
+    /// Whether the session has ended at `now`.
+    pub fn expired(&self, now: Instant) -> bool {
+        self.expires.is_some_and(|e| now >= e) && self.reauth.is_none()
+    }
+}
+
+/// A re-authentication under way: its exchange, or why it is to fail (another mechanism).
+struct Reauth {
+    exchange: Exchange,
+    refused: Option<String>,
+}
+
+/// The session lifetime that starts now: when it ends and what SaslAuthenticate v1+ says.
+fn lifetime(shard: &Shard) -> (Option<Instant>, i64) {
+    match shard.config().sasl.max_reauth {
+        Some(d) => (Some(Instant::now() + d), d.as_millis().min(i64::MAX as u128) as i64),
+        None => (None, 0),
+    }
+}
+
+/// SaslHandshake on an authenticated connection (KIP-368): a re-authentication starts, with
+/// the session's mechanism (another one offered here is answered, and fails at the
+/// SaslAuthenticate that follows, as in Kafka).
+pub fn reauth_handshake(
+    session: &mut SaslSession,
+    mechanisms: &[String],
+    version: i16,
+    mechanism: &str,
+) -> SaslHandshakeResponse {
+    let refuse =
+        |error_code| SaslHandshakeResponse { error_code, mechanisms: mechanisms.to_vec(), ..Default::default() };
+    if session.mechanism.is_empty() || version == 0 || session.reauth.is_some() {
+        return refuse(code::ILLEGAL_SASL_STATE);
+    }
+    if !mechanisms.iter().any(|m| m == mechanism) {
+        return refuse(code::UNSUPPORTED_SASL_MECHANISM);
+    }
+    let Some(exchange) = Exchange::start(&session.mechanism) else { return refuse(code::ILLEGAL_SASL_STATE) };
+    let refused = (mechanism != session.mechanism).then(|| {
+        format!(
+            "SASL mechanism '{mechanism}' requested by client is not supported for re-authentication of mechanism '{}'",
+            session.mechanism
+        )
+    });
+    session.reauth = Some(Reauth { exchange, refused });
+    SaslHandshakeResponse { mechanisms: mechanisms.to_vec(), ..Default::default() }
+}
+
+/// SaslAuthenticate on an authenticated connection: the next step of a re-authentication.
+/// `Err`: the answer to send before the connection closes (a failure, counted and logged).
+pub fn reauth_step(
+    shard: &Shard,
+    session: &mut SaslSession,
+    auth_bytes: &[u8],
+    peer: &str,
+) -> Result<SaslAuthenticateResponse, SaslAuthenticateResponse> {
+    let Some(r) = session.reauth.as_mut() else {
+        let message = "SaslAuthenticate request received after successful authentication".to_string();
+        return Ok(SaslAuthenticateResponse {
+            error_code: code::ILLEGAL_SASL_STATE,
+            error_message: Some(message),
+            ..Default::default()
+        });
+    };
+    let failed = |reason: String| {
+        metrics::count(Counter::AuthenticationFailures, 1);
+        tracing::info!(peer, reason, "SASL re-authentication failed; closing");
+        SaslAuthenticateResponse {
+            error_code: code::SASL_AUTHENTICATION_FAILED,
+            error_message: Some(reason),
+            ..Default::default()
+        }
+    };
+    if let Some(reason) = r.refused.take() {
+        session.reauth = None;
+        return Err(failed(reason));
+    }
+    match r.exchange.step(auth_bytes, &shard.credentials()) {
+        Ok(Step::Continue(reply)) => Ok(SaslAuthenticateResponse { auth_bytes: reply.into(), ..Default::default() }),
+        Ok(Step::Done { user, reply }) => {
+            session.reauth = None;
+            if user != session.user {
+                let reason = format!(
+                    "Cannot change principals during re-authentication from User.{}: User.{user}",
+                    session.user
+                );
+                return Err(failed(reason));
+            }
+            let (expires, session_lifetime_ms) = lifetime(shard);
+            session.expires = expires;
+            metrics::count(Counter::Reauthentications, 1);
+            tracing::debug!(peer, user, "SASL re-authenticated");
+            Ok(SaslAuthenticateResponse { auth_bytes: reply.into(), session_lifetime_ms, ..Default::default() })
+        }
+        Err(e) => {
+            session.reauth = None;
+            Err(failed(e.0))
+        }
+    }
+}
 
 /// How tokens travel after the handshake.
 #[derive(Clone, Copy, PartialEq)]
@@ -37,13 +168,14 @@ enum Framing {
 }
 
 /// Run the exchange on a new connection from `peer`, offering `mechanisms`: the authenticated
-/// user, or `None` (the connection is to be closed; the client was told why where Kafka tells).
+/// session, or `None` (the connection is to be closed; the client was told why where Kafka
+/// tells).
 pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     shard: &Shard,
     stream: &mut S,
     peer: &str,
     mechanisms: &[String],
-) -> Option<String> {
+) -> Option<SaslSession> {
     let c = shard.config();
     let (idle, max) = (c.limits.connections_max_idle, c.sasl.max_receive_size);
     let delay = c.sasl.failed_authentication_delay;
@@ -57,7 +189,8 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                 Ok(Step::Continue(reply)) => write_frame(stream, &reply).await?,
                 Ok(Step::Done { user, reply }) => {
                     write_frame(stream, &reply).await?;
-                    return Some(user);
+                    let mechanism = x.mechanism().to_string();
+                    return Some(SaslSession { user, mechanism, expires: lifetime(shard).0, reauth: None });
                 }
                 Err(failed) => {
                     return fail::<_, SaslAuthenticateResponse>(stream, None, delay, peer, x.mechanism(), &failed.0)
@@ -109,7 +242,6 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                         error_code,
                         error_message,
                         auth_bytes: auth_bytes.into(),
-                        session_lifetime_ms: 0,
                         ..Default::default()
                     }
                 };
@@ -118,8 +250,12 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                         respond(stream, &header, authenticated(code::NONE, None, reply)).await?
                     }
                     Ok(Step::Done { user, reply }) => {
-                        respond(stream, &header, authenticated(code::NONE, None, reply)).await?;
-                        return Some(user);
+                        let (expires, session_lifetime_ms) = lifetime(shard);
+                        let answer =
+                            SaslAuthenticateResponse { session_lifetime_ms, ..authenticated(code::NONE, None, reply) };
+                        respond(stream, &header, answer).await?;
+                        let mechanism = x.mechanism().to_string();
+                        return Some(SaslSession { user, mechanism, expires, reauth: None });
                     }
                     Err(failed) => {
                         let answer =
@@ -137,7 +273,7 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-fn closing(peer: &str, why: &str) -> Option<String> {
+fn closing<T>(peer: &str, why: &str) -> Option<T> {
     metrics::count(Counter::AuthenticationFailures, 1);
     tracing::info!(peer, why, "SASL authentication failed; closing");
     None
@@ -154,7 +290,7 @@ async fn fail<S: AsyncRead + AsyncWrite + Unpin, M: Message>(
     peer: &str,
     mechanism: &str,
     reason: &str,
-) -> Option<String> {
+) -> Option<SaslSession> {
     metrics::count(Counter::AuthenticationFailures, 1);
     tracing::info!(peer, mechanism, reason, "SASL authentication failed; closing");
     glommio::timer::sleep(delay).await;
@@ -205,7 +341,7 @@ async fn read_frame<S: AsyncRead + Unpin>(stream: &mut S, idle: Duration, max: u
     within(idle, stream.read_exact(&mut len)).await?.ok()?;
     let n = i32::from_be_bytes(len);
     if n < 0 || n as usize > max {
-        return closing(peer, "a frame larger than sasl.server.max.receive.size").map(|_| Vec::new());
+        return closing(peer, "a frame larger than sasl.server.max.receive.size");
     }
     let mut buf = vec![0u8; n as usize];
     within(idle, stream.read_exact(&mut buf)).await?.ok()?;

@@ -23,11 +23,18 @@ pub struct SaslConfig {
     /// `connection.failed.authentication.delay.ms`: how long a failed client waits for its
     /// answer (and the close), slowing password guessing.
     pub failed_authentication_delay: Duration,
+    /// `connections.max.reauth.ms` (KIP-368): how long an authentication lasts before the
+    /// client must authenticate again on its connection; `None` (0, the default): for ever.
+    pub max_reauth: Option<Duration>,
 }
 
 impl Default for SaslConfig {
     fn default() -> Self {
-        SaslConfig { max_receive_size: 524_288, failed_authentication_delay: Duration::from_millis(100) }
+        SaslConfig {
+            max_receive_size: 524_288,
+            failed_authentication_delay: Duration::from_millis(100),
+            max_reauth: None,
+        }
     }
 }
 
@@ -188,6 +195,10 @@ impl BrokerConfig {
             }
             "sasl.server.max.receive.size" => {
                 self.sasl.max_receive_size = bounded(key, int(value)?, 1024, i32::MAX as i64)? as usize
+            }
+            "connections.max.reauth.ms" => {
+                let ms = bounded(key, int(value)?, 0, i64::MAX)? as u64;
+                self.sasl.max_reauth = (ms > 0).then(|| Duration::from_millis(ms));
             }
             "connection.failed.authentication.delay.ms" => {
                 self.sasl.failed_authentication_delay =

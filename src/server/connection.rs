@@ -10,7 +10,7 @@
 use crate::metrics::{self, Counter, Stage};
 use crate::protocol::decode_request;
 use crate::server::api::{error_response, handle, Dispatched};
-use crate::server::authenticate::authenticate;
+use crate::server::authenticate::{authenticate, SaslSession};
 use crate::server::deadline::within;
 use crate::server::limits::{Admitted, Held};
 use crate::server::listeners::Listener;
@@ -71,19 +71,27 @@ async fn open<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     listener: Rc<Listener>,
     admitted: Admitted,
 ) {
-    let principal = if listener.protocol.sasl() {
+    let (principal, sasl) = if listener.protocol.sasl() {
         match authenticate(&shard, &mut stream, &peer, &listener.sasl_mechanisms).await {
-            Some(user) => {
-                tracing::debug!(peer, user, listener = listener.name, "SASL authenticated");
-                format!("User:{user}")
+            Some(sasl) => {
+                tracing::debug!(peer, user = sasl.user, listener = listener.name, "SASL authenticated");
+                (format!("User:{}", sasl.user), sasl)
             }
             None => return,
         }
     } else {
-        principal
+        (principal, SaslSession::default())
     };
     let host = acl_host(&peer);
-    let session = Rc::new(Session { peer, principal, listener, host, muted_until: Default::default() });
+    let session = Rc::new(Session {
+        peer,
+        principal,
+        listener,
+        host,
+        muted_until: Default::default(),
+        sasl: std::cell::RefCell::new(sasl),
+        closing: Default::default(),
+    });
     serve_stream(shard, stream, session, admitted).await
 }
 
@@ -100,6 +108,11 @@ pub struct Session {
     pub host: String,
     /// A quota violation mutes the connection (no request read) until then (KIP-219).
     pub muted_until: std::cell::Cell<Option<std::time::Instant>>,
+    /// The SASL session (KIP-368: its end, a re-authentication under way).
+    pub sasl: std::cell::RefCell<SaslSession>,
+    /// Set by a handler whose answer is the last (a failed re-authentication): the
+    /// connection closes once it is written.
+    pub closing: std::cell::Cell<bool>,
 }
 
 impl Session {
@@ -135,9 +148,8 @@ async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     let (reader, writer) = futures_lite::io::split(stream);
     let limits = shard.config().limits.clone();
     let (tx, rx) = local_channel::new_bounded::<glommio::Task<Outcome>>(limits.max_inflight_per_connection);
-    let peer = session.peer.clone();
-    let reading = glommio::spawn_local(read_requests(shard, reader, tx, session));
-    write_responses(writer, rx, limits.connections_max_idle, &peer).await;
+    let reading = glommio::spawn_local(read_requests(shard, reader, tx, session.clone()));
+    write_responses(writer, rx, limits.connections_max_idle, &session).await;
     reading.cancel().await;
     drop(admitted);
 }
@@ -197,6 +209,18 @@ async fn read_requests<R: AsyncRead + Unpin>(
                 return;
             }
         }
+        // A session past connections.max.reauth.ms takes nothing but a re-authentication
+        // (KIP-368; Kafka's processor closes it the same way); a failed one closes.
+        let api_key = i16::from_be_bytes([buf[0], buf[1]]);
+        let reauth = matches!(api_key, crate::protocol::SASL_HANDSHAKE | crate::protocol::SASL_AUTHENTICATE);
+        if session.closing.get() || (!reauth && session.sasl.borrow().expired(std::time::Instant::now())) {
+            if !session.closing.get() {
+                metrics::count(Counter::ExpiredSessionsClosed, 1);
+                tracing::info!(peer, "SASL session expired (connections.max.reauth.ms); closing");
+            }
+            let _ = tx.send(close(permit)).await;
+            return;
+        }
         metrics::since(Stage::NetworkRead, started);
         metrics::count(Counter::BytesIn, n as u64 + 4);
         metrics::count(Counter::Requests, 1);
@@ -210,6 +234,9 @@ async fn read_requests<R: AsyncRead + Unpin>(
             // A request read while the one before it earned a throttle waits it out too, as
             // if it had not been read yet: pipelining does not let a client past its quota.
             session.unmuted().await;
+            if session.closing.get() {
+                return (Err(()), permit); // read after a failed re-authentication
+            }
             let outcome = answer(&shard, &session, Bytes::from(buf), Dispatched::new(done_tx)).await;
             drop(frame_held);
             (outcome, permit)
@@ -227,8 +254,9 @@ async fn write_responses<W: AsyncWrite + Unpin>(
     mut writer: W,
     rx: LocalReceiver<glommio::Task<Outcome>>,
     write_limit: Duration,
-    peer: &str,
+    session: &Session,
 ) {
+    let peer = session.peer.as_str();
     while let Some(task) = rx.recv().await {
         let (outcome, permit) = task.await;
         match outcome {
@@ -249,6 +277,9 @@ async fn write_responses<W: AsyncWrite + Unpin>(
                 metrics::since(Stage::ResponseWrite, started);
                 metrics::count(Counter::BytesOut, bytes.len() as u64);
                 drop(held);
+                if session.closing.get() {
+                    break; // that was the last answer
+                }
             }
             Ok(None) => {}
             Err(()) => break,

@@ -4,6 +4,7 @@ the first user made offline (`tidemark user add`), more online (KIP-554
 AlterUserScramCredentials), kept across a restart; wrong passwords and unknown users refused
 alike; a mechanism the listener does not offer refused with the ones it does; nothing but
 ApiVersions and the SASL exchange served before authentication."""
+import os
 import socket
 import struct
 import subprocess
@@ -157,3 +158,104 @@ def test_sasl_over_tls(start_broker, tmp_path):
     for i in range(10):
         p.produce("sasl-ssl", value=b"%d" % i)
     assert p.flush(TIMEOUT) == 0
+
+
+class RawSasl:
+    """A raw connection speaking SaslHandshake v1 and SaslAuthenticate v1 with PLAIN (and
+    Metadata v1), to check KIP-368's rules exactly."""
+
+    def __init__(self, b):
+        self.s = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        self.corr = 0
+
+    def call(self, api, version, body):
+        self.corr += 1
+        frame = struct.pack(">hhih", api, version, self.corr, 1) + b"t" + body
+        self.s.sendall(struct.pack(">i", len(frame)) + frame)
+        got = b""
+        while len(got) < 4 or len(got) < 4 + struct.unpack(">i", got[:4])[0]:
+            more = self.s.recv(65536)
+            if not more:
+                return None  # closed
+            got += more
+        assert struct.unpack(">i", got[4:8])[0] == self.corr
+        return got[8:]
+
+    def handshake(self, mechanism):
+        body = self.call(17, 1, struct.pack(">h", len(mechanism)) + mechanism.encode())
+        return struct.unpack(">h", body[:2])[0]
+
+    def authenticate(self, token):
+        """(error code, message, session lifetime ms), or None if the connection closed."""
+        body = self.call(36, 1, struct.pack(">i", len(token)) + token)
+        if body is None:
+            return None
+        code, n = struct.unpack(">hh", body[:4])
+        message = body[4:4 + n].decode() if n >= 0 else None
+        rest = body[4 + max(n, 0):]
+        (size,) = struct.unpack(">i", rest[:4])
+        (lifetime,) = struct.unpack(">q", rest[4 + max(size, 0):12 + max(size, 0)])
+        return code, message, lifetime
+
+    def plain(self, user, password, mechanism="PLAIN"):
+        assert self.handshake(mechanism) == 0
+        return self.authenticate(b"\0" + user.encode() + b"\0" + password.encode())
+
+    def metadata(self):
+        return self.call(3, 1, struct.pack(">i", -1))
+
+    def closed(self):
+        try:
+            return self.s.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+
+def test_reauthentication(start_broker):
+    """KIP-368 with connections.max.reauth.ms=2000: SaslAuthenticate v1 tells the session
+    lifetime; the client re-authenticates on the same connection (same user, same mechanism)
+    and is served on; a request after the session ended closes the connection; re-authenticating
+    as another user, or with another mechanism, is SASL_AUTHENTICATION_FAILED with Kafka's
+    message and the connection closes. librdkafka's producer, re-authenticating with
+    SCRAM-SHA-256 by itself, delivers every record over three lifetimes without a disconnect."""
+    b = sasl_broker(start_broker, "--set", "connections.max.reauth.ms=2000",
+                    users=(("alice", "alice-pw", "SCRAM-SHA-256"), ("bob", "bob-pw", "SCRAM-SHA-256")))
+    c = RawSasl(b)
+    assert c.plain("alice", "alice-pw") == (0, None, 2000)
+    assert c.metadata() is not None
+    time.sleep(1.2)
+    assert c.plain("alice", "alice-pw") == (0, None, 2000), "re-authenticated on the same connection"
+    time.sleep(1.2)
+    assert c.metadata() is not None, "served past the first lifetime"
+    time.sleep(2.2)
+    assert c.metadata() is None, "a request after the session ended closes the connection"
+
+    other = RawSasl(b)
+    assert other.plain("alice", "alice-pw")[0] == 0
+    code, message, _ = other.plain("bob", "bob-pw")
+    assert code == 58 and "Cannot change principals during re-authentication" in message, message
+    assert other.closed()
+
+    mech = RawSasl(b)
+    assert mech.plain("alice", "alice-pw")[0] == 0
+    assert mech.handshake("SCRAM-SHA-256") == 0
+    code, message, _ = mech.authenticate(b"n,,n=alice,r=abc")
+    assert code == 58 and "not supported for re-authentication" in message, message
+    assert mech.closed()
+
+    create(None, "reauth", partitions=1, admin=AdminClient(conf(b, "alice", "alice-pw")))
+    errors, delivered = [], []
+    p = Producer(conf(b, "alice", "alice-pw", error_cb=errors.append))
+    deadline = time.time() + 6.5
+    n = 0
+    while time.time() < deadline:
+        p.produce("reauth", value=b"%d" % n, on_delivery=lambda e, m: delivered.append(e))
+        n += 1
+        p.poll(0.05)
+    assert p.flush(TIMEOUT) == 0
+    assert len(delivered) == n and all(e is None for e in delivered), delivered[:5]
+    assert errors == [], errors
+    with open(os.path.join(b.data_dir, "broker.log"), encoding="utf-8", errors="replace") as f:
+        expired = f.read().count("SASL session expired")
+    assert expired == 1, "only the raw connection outlived its session, not librdkafka's"
+    assert b.proc.poll() is None

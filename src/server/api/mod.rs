@@ -65,6 +65,8 @@ pub struct Cx<'a> {
     host: &'a str,
     /// Set to mute the connection after this answer (a quota violation).
     muted_until: &'a std::cell::Cell<Option<std::time::Instant>>,
+    /// The connection's session (its SASL state).
+    pub session: &'a Session,
     turn: Dispatched,
     /// Fetch memory the response's records hold, given back once it is written.
     held: Held,
@@ -149,7 +151,8 @@ pub async fn handle(
     let (peer, listener, principal) = (session.peer.as_str(), &*session.listener, session.principal.as_str());
     let host = session.host.as_str();
     let muted_until = &session.muted_until;
-    let mut cx = Cx { shard, header, peer, listener, principal, host, muted_until, turn, held: Held::default() };
+    let mut cx =
+        Cx { shard, header, peer, listener, principal, host, muted_until, session, turn, held: Held::default() };
     let cx = &mut cx;
     let out = match req {
         Request::ApiVersions(r) => reply(h, cluster::api_versions(cx, r)),

@@ -109,19 +109,25 @@ pub async fn alter(cx: &mut Cx<'_>, req: AlterUserScramCredentialsRequest) -> Al
     AlterUserScramCredentialsResponse { results, ..Default::default() }
 }
 
-/// SaslHandshake once authenticated, or on a listener without SASL.
-pub fn handshake(cx: &mut Cx<'_>, _: SaslHandshakeRequest) -> SaslHandshakeResponse {
+/// SaslHandshake once authenticated: a re-authentication (KIP-368) on a SASL listener,
+/// ILLEGAL_SASL_STATE anywhere else.
+pub fn handshake(cx: &mut Cx<'_>, r: SaslHandshakeRequest) -> SaslHandshakeResponse {
     cx.release_turn();
-    SaslHandshakeResponse { error_code: code::ILLEGAL_SASL_STATE, ..Default::default() }
+    let mut sasl = cx.session.sasl.borrow_mut();
+    let version = cx.header.api_version;
+    crate::server::authenticate::reauth_handshake(&mut sasl, &cx.listener.sasl_mechanisms, version, &r.mechanism)
 }
 
-/// SaslAuthenticate once authenticated, or on a listener without SASL.
-pub fn authenticate(cx: &mut Cx<'_>, _: SaslAuthenticateRequest) -> SaslAuthenticateResponse {
+/// SaslAuthenticate once authenticated: the next step of a re-authentication (a failed one
+/// is answered, then the connection closes), ILLEGAL_SASL_STATE without one.
+pub fn authenticate(cx: &mut Cx<'_>, r: SaslAuthenticateRequest) -> SaslAuthenticateResponse {
     cx.release_turn();
-    let message = "SaslAuthenticate request received after successful authentication".to_string();
-    SaslAuthenticateResponse {
-        error_code: code::ILLEGAL_SASL_STATE,
-        error_message: Some(message),
-        ..Default::default()
+    let mut sasl = cx.session.sasl.borrow_mut();
+    match crate::server::authenticate::reauth_step(cx.shard, &mut sasl, &r.auth_bytes, cx.peer) {
+        Ok(answer) => answer,
+        Err(answer) => {
+            cx.session.closing.set(true);
+            answer
+        }
     }
 }
