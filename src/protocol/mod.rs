@@ -346,3 +346,62 @@ pub fn fetch_reader_magic(version: i16) -> i8 {
         _ => 2,
     }
 }
+
+/// A response's `throttle_time_ms` (KIP-219), so that a quota's throttle can be set in any
+/// answer (those without the field have none to set).
+pub trait Throttled {
+    fn throttle_time_ms(&mut self) -> Option<&mut i32> {
+        None
+    }
+}
+
+macro_rules! throttled {
+    ($($t:ty),* $(,)?) => {
+        $(impl Throttled for $t {
+            fn throttle_time_ms(&mut self) -> Option<&mut i32> {
+                Some(&mut self.throttle_time_ms)
+            }
+        })*
+    };
+}
+
+throttled!(
+    ApiVersionsResponse,
+    MetadataResponse,
+    DescribeClusterResponse,
+    DescribeTopicPartitionsResponse,
+    ProduceResponse,
+    FetchResponse,
+    ListOffsetsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    CreatePartitionsResponse,
+    DescribeConfigsResponse,
+    AlterConfigsResponse,
+    FindCoordinatorResponse,
+    JoinGroupResponse,
+    SyncGroupResponse,
+    HeartbeatResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    DescribeGroupsResponse,
+    ListGroupsResponse,
+    DeleteGroupsResponse,
+    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupDescribeResponse,
+    InitProducerIdResponse,
+    DescribeProducersResponse,
+    DeleteRecordsResponse,
+    DescribeLogDirsResponse,
+    DescribeUserScramCredentialsResponse,
+    AlterUserScramCredentialsResponse,
+    DescribeAclsResponse,
+    CreateAclsResponse,
+    DeleteAclsResponse,
+    DescribeClientQuotasResponse,
+    AlterClientQuotasResponse,
+);
+
+impl Throttled for SaslHandshakeResponse {}
+impl Throttled for SaslAuthenticateResponse {}

@@ -100,6 +100,11 @@ impl ConnectionTable {
         })
     }
 
+    /// Whether any client quota is set.
+    pub fn any_quota(&self) -> bool {
+        self.any_quota.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The client quotas in force.
     pub fn quotas(&self) -> Arc<Quotas> {
         self.quotas.read().unwrap_or_else(|e| e.into_inner()).clone()

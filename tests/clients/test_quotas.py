@@ -87,3 +87,42 @@ def test_producer_byte_rate_holds_a_producer_to_its_rate(start_broker):
     slow = produced_rate(b, "q", "slow", 16, skip=4)
     assert fast > 1_000_000, fast
     assert 180_000 < slow < 220_000, slow
+
+
+def metadata_loop(broker, client_id, seconds):
+    """Metadata requests one after another on one connection for `seconds`: (answered in the
+    last half of the time, throttle_time_ms of every answer)."""
+    from kafka.protocol.metadata import MetadataRequest
+    import socket
+    import struct
+    s = socket.create_connection(("127.0.0.1", broker.port), timeout=TIMEOUT)
+    start, late, throttles, corr = time.time(), 0, [], 0
+    while time.time() - start < seconds:
+        corr += 1
+        req = MetadataRequest[4](topics=None, allow_auto_topic_creation=False)
+        req.with_header(correlation_id=corr, client_id=client_id)
+        s.sendall(req.encode(header=True, framed=True))
+        got = b""
+        while len(got) < 4 or len(got) < 4 + struct.unpack(">i", got[:4])[0]:
+            got += s.recv(65536)
+        r = req.header.get_response_class().decode(got[4:], version=4, header=True)
+        throttles.append(r.throttle_time_ms)
+        if time.time() - start > seconds / 2:
+            late += 1
+    s.close()
+    return late, throttles
+
+
+def test_request_percentage_throttles_a_busy_client(start_broker):
+    """A request_percentage of 0.05 (0.5 ms of a thread's time per second) on client id
+    `busy`: its back-to-back Metadata requests soon carry throttle_time_ms and are held back
+    (the connection muted), so it gets far fewer answers than a client without a quota in the
+    same time; the unquoted client is never throttled."""
+    b = start_broker()
+    create(b.bootstrap, "r", partitions=4)
+    assert alter(b, [("client-id", "busy")], [("request_percentage", 0.05)]) == [(0, None)]
+    free, free_throttles = metadata_loop(b, "free", 3)
+    busy, busy_throttles = metadata_loop(b, "busy", 3)
+    assert not any(free_throttles), free_throttles[:10]
+    assert any(t > 0 for t in busy_throttles), busy_throttles[-10:]
+    assert busy * 5 < free, (busy, free)

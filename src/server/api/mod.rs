@@ -25,8 +25,11 @@ mod users;
 
 use crate::protocol::errors as code;
 use crate::protocol::messages::Message;
-use crate::protocol::{api_versions_response, encode_response, ProtoError, ProtoResult, Request, RequestHeader};
+use crate::protocol::{
+    api_versions_response, encode_response, ProtoError, ProtoResult, Request, RequestHeader, Throttled,
+};
 use crate::security::acl::{Asker, Operation, ResourceType, CLUSTER_NAME};
+use crate::security::quota::REQUEST_PERCENTAGE;
 use crate::server::connection::Session;
 use crate::server::limits::Held;
 use crate::server::listeners::Listener;
@@ -67,6 +70,8 @@ pub struct Cx<'a> {
     muted_until: &'a std::cell::Cell<Option<std::time::Instant>>,
     /// The connection's session (its SASL state).
     pub session: &'a Session,
+    /// The handler's time on the thread, when quotas are set.
+    busy: Option<&'a Busy>,
     turn: Dispatched,
     /// Fetch memory the response's records hold, given back once it is written.
     held: Held,
@@ -133,9 +138,51 @@ impl Cx<'_> {
     }
 }
 
-/// Encode `body` as the response to `header`.
-fn reply<M: Message>(header: &RequestHeader, mut body: M) -> ProtoResult<Option<Bytes>> {
-    encode_response(header, &mut body).map(Some)
+/// Encode `body` as the response to the request, after counting the time the request took
+/// on this shard's thread against the client's `request_percentage` quota: a throttle it
+/// earns goes into the answer (the longer of it and the byte-rate one already there) and
+/// mutes the connection.
+fn reply<M: Message + Throttled>(cx: &Cx<'_>, mut body: M) -> ProtoResult<Option<Bytes>> {
+    let ms = request_time(cx);
+    if let Some(t) = body.throttle_time_ms().filter(|_| ms > 0) {
+        *t = (*t).max(ms);
+    }
+    encode_response(cx.header, &mut body).map(Some)
+}
+
+/// Count the request's time on the thread against `request_percentage` (Kafka's unit: the
+/// percentage of one thread's second, 100 = a whole thread): the throttle it earns, in ms.
+fn request_time(cx: &Cx<'_>) -> i32 {
+    cx.busy.map_or(0, |busy| cx.quota(REQUEST_PERCENTAGE, busy.so_far().as_secs_f64() * 100.0, true))
+}
+
+/// The time a request's handler has spent on the shard's thread (its polls), for the
+/// `request_percentage` quota (Kafka's request handler time).
+#[derive(Debug, Default)]
+pub struct Busy {
+    spent: std::cell::Cell<std::time::Duration>,
+    since: std::cell::Cell<Option<std::time::Instant>>,
+}
+
+impl Busy {
+    /// The time spent so far, the poll under way included.
+    fn so_far(&self) -> std::time::Duration {
+        self.spent.get() + self.since.get().map_or(std::time::Duration::ZERO, |s| s.elapsed())
+    }
+
+    /// Run `f`, timing its polls.
+    async fn time<F: std::future::Future>(&self, f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        futures_lite::future::poll_fn(|cx| {
+            let start = std::time::Instant::now();
+            self.since.set(Some(start));
+            let out = f.as_mut().poll(cx);
+            self.since.set(None);
+            self.spent.set(self.spent.get() + start.elapsed());
+            out
+        })
+        .await
+    }
 }
 
 /// Answer one request from the client at `peer`: the response bytes (`None` when no response
@@ -147,54 +194,79 @@ pub async fn handle(
     req: Request,
     turn: Dispatched,
 ) -> ProtoResult<Option<(Bytes, Held)>> {
-    let h = header;
+    // Timed only while some quota is set (request_percentage may apply to this client).
+    if !shard.connections().any_quota() {
+        return dispatch(shard, session, header, req, turn, None).await;
+    }
+    let busy = Busy::default();
+    busy.time(dispatch(shard, session, header, req, turn, Some(&busy))).await
+}
+
+async fn dispatch(
+    shard: &Rc<Shard>,
+    session: &Session,
+    header: &RequestHeader,
+    req: Request,
+    turn: Dispatched,
+    busy: Option<&Busy>,
+) -> ProtoResult<Option<(Bytes, Held)>> {
     let (peer, listener, principal) = (session.peer.as_str(), &*session.listener, session.principal.as_str());
     let host = session.host.as_str();
     let muted_until = &session.muted_until;
     let mut cx =
-        Cx { shard, header, peer, listener, principal, host, muted_until, session, turn, held: Held::default() };
+        Cx { shard, header, peer, listener, principal, host, muted_until, session, busy, turn, held: Held::default() };
     let cx = &mut cx;
+    // The handler's response, then the reply (which reads `cx` once the handler is done).
+    macro_rules! answer {
+        ($body:expr) => {{
+            let body = $body;
+            reply(cx, body)
+        }};
+    }
     let out = match req {
-        Request::ApiVersions(r) => reply(h, cluster::api_versions(cx, r)),
-        Request::Metadata(r) => reply(h, cluster::metadata(cx, r).await),
-        Request::DescribeCluster(r) => reply(h, cluster::describe_cluster(cx, r)),
-        Request::DescribeTopicPartitions(r) => reply(h, cluster::describe_topic_partitions(cx, r)),
+        Request::ApiVersions(r) => answer!(cluster::api_versions(cx, r)),
+        Request::Metadata(r) => answer!(cluster::metadata(cx, r).await),
+        Request::DescribeCluster(r) => answer!(cluster::describe_cluster(cx, r)),
+        Request::DescribeTopicPartitions(r) => answer!(cluster::describe_topic_partitions(cx, r)),
         Request::Produce(r) => match produce::handle(cx, r).await {
-            Some(resp) => reply(h, resp),
-            None => Ok(None),
+            Some(resp) => reply(cx, resp),
+            None => {
+                request_time(cx); // acks=0: no answer, the connection is muted all the same
+                Ok(None)
+            }
         },
-        Request::Fetch(r) => reply(h, fetch::handle(cx, r).await),
-        Request::ListOffsets(r) => reply(h, list_offsets::handle(cx, r).await),
-        Request::CreateTopics(r) => reply(h, topics::create_topics(cx, r).await),
-        Request::DeleteTopics(r) => reply(h, topics::delete_topics(cx, r).await),
-        Request::CreatePartitions(r) => reply(h, topics::create_partitions(cx, r).await),
-        Request::DescribeConfigs(r) => reply(h, configs::describe_configs(cx, r)),
-        Request::AlterConfigs(r) => reply(h, configs::alter_configs(cx, r).await),
-        Request::FindCoordinator(r) => reply(h, groups::find_coordinator(cx, r).await),
-        Request::JoinGroup(r) => reply(h, groups::join(cx, r).await),
-        Request::SyncGroup(r) => reply(h, groups::sync(cx, r).await),
-        Request::Heartbeat(r) => reply(h, groups::heartbeat(cx, r).await),
-        Request::LeaveGroup(r) => reply(h, groups::leave(cx, r).await),
-        Request::OffsetCommit(r) => reply(h, groups::offset_commit(cx, r).await),
-        Request::OffsetFetch(r) => reply(h, groups::offset_fetch(cx, r).await),
-        Request::DescribeGroups(r) => reply(h, groups::describe_groups(cx, r).await),
-        Request::ListGroups(r) => reply(h, groups::list_groups(cx, r).await),
-        Request::DeleteGroups(r) => reply(h, groups::delete_groups(cx, r).await),
-        Request::ConsumerGroupHeartbeat(r) => reply(h, consumer_groups::heartbeat(cx, r).await),
-        Request::ConsumerGroupDescribe(r) => reply(h, consumer_groups::describe(cx, r).await),
-        Request::InitProducerId(r) => reply(h, producers::init_producer_id(cx, r).await),
-        Request::DescribeProducers(r) => reply(h, producers::describe_producers(cx, r).await),
-        Request::DeleteRecords(r) => reply(h, admin::delete_records(cx, r).await),
-        Request::DescribeLogDirs(r) => reply(h, admin::describe_log_dirs(cx, r).await),
-        Request::SaslHandshake(r) => reply(h, users::handshake(cx, r)),
-        Request::SaslAuthenticate(r) => reply(h, users::authenticate(cx, r)),
-        Request::DescribeUserScramCredentials(r) => reply(h, users::describe(cx, r)),
-        Request::AlterUserScramCredentials(r) => reply(h, users::alter(cx, r).await),
-        Request::DescribeAcls(r) => reply(h, acls::describe(cx, r)),
-        Request::CreateAcls(r) => reply(h, acls::create(cx, r).await),
-        Request::DeleteAcls(r) => reply(h, acls::delete(cx, r).await),
-        Request::DescribeClientQuotas(r) => reply(h, quotas::describe(cx, r)),
-        Request::AlterClientQuotas(r) => reply(h, quotas::alter(cx, r).await),
+        Request::Fetch(r) => answer!(fetch::handle(cx, r).await),
+        Request::ListOffsets(r) => answer!(list_offsets::handle(cx, r).await),
+        Request::CreateTopics(r) => answer!(topics::create_topics(cx, r).await),
+        Request::DeleteTopics(r) => answer!(topics::delete_topics(cx, r).await),
+        Request::CreatePartitions(r) => answer!(topics::create_partitions(cx, r).await),
+        Request::DescribeConfigs(r) => answer!(configs::describe_configs(cx, r)),
+        Request::AlterConfigs(r) => answer!(configs::alter_configs(cx, r).await),
+        Request::FindCoordinator(r) => answer!(groups::find_coordinator(cx, r).await),
+        Request::JoinGroup(r) => answer!(groups::join(cx, r).await),
+        Request::SyncGroup(r) => answer!(groups::sync(cx, r).await),
+        Request::Heartbeat(r) => answer!(groups::heartbeat(cx, r).await),
+        Request::LeaveGroup(r) => answer!(groups::leave(cx, r).await),
+        Request::OffsetCommit(r) => answer!(groups::offset_commit(cx, r).await),
+        Request::OffsetFetch(r) => answer!(groups::offset_fetch(cx, r).await),
+        Request::DescribeGroups(r) => answer!(groups::describe_groups(cx, r).await),
+        Request::ListGroups(r) => answer!(groups::list_groups(cx, r).await),
+        Request::DeleteGroups(r) => answer!(groups::delete_groups(cx, r).await),
+        Request::ConsumerGroupHeartbeat(r) => answer!(consumer_groups::heartbeat(cx, r).await),
+        Request::ConsumerGroupDescribe(r) => answer!(consumer_groups::describe(cx, r).await),
+        Request::InitProducerId(r) => answer!(producers::init_producer_id(cx, r).await),
+        Request::DescribeProducers(r) => answer!(producers::describe_producers(cx, r).await),
+        Request::DeleteRecords(r) => answer!(admin::delete_records(cx, r).await),
+        Request::DescribeLogDirs(r) => answer!(admin::describe_log_dirs(cx, r).await),
+        Request::SaslHandshake(r) => answer!(users::handshake(cx, r)),
+        Request::SaslAuthenticate(r) => answer!(users::authenticate(cx, r)),
+        Request::DescribeUserScramCredentials(r) => answer!(users::describe(cx, r)),
+        Request::AlterUserScramCredentials(r) => answer!(users::alter(cx, r).await),
+        Request::DescribeAcls(r) => answer!(acls::describe(cx, r)),
+        Request::CreateAcls(r) => answer!(acls::create(cx, r).await),
+        Request::DeleteAcls(r) => answer!(acls::delete(cx, r).await),
+        Request::DescribeClientQuotas(r) => answer!(quotas::describe(cx, r)),
+        Request::AlterClientQuotas(r) => answer!(quotas::alter(cx, r).await),
     };
     let held = std::mem::take(&mut cx.held);
     out.map(|o| o.map(|bytes| (bytes, held)))
