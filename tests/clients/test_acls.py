@@ -152,3 +152,71 @@ def test_without_an_authorizer_the_acl_apis_are_disabled(start_broker):
     with pytest.raises(KafkaException) as refused:
         admin.create_acls([binding])[binding].result(TIMEOUT)
     assert refused.value.args[0].code() == KafkaError.SECURITY_DISABLED, refused.value
+
+
+def first_error(consumer, seconds=TIMEOUT):
+    """The first error a consumer reports (from poll or raised), or None."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            m = consumer.poll(0.2)
+            if m is not None and m.error() is not None:
+                return m.error()
+        except KafkaException as e:
+            return e.args[0]
+    return None
+
+
+def test_group_operations_and_topic_checks_of_groups(broker):
+    """KIP-430 for groups: alice, allowed READ on groups g (consumer protocol) and k (classic;
+    READ implies DESCRIBE), is told her operations on each when she describes it
+    (ConsumerGroupDescribe, DescribeGroups: READ and DESCRIBE, not DELETE), the super user all
+    of them. Kafka 4's topic checks (KAFKA-18813): a consumer-protocol (KIP-848) member that
+    subscribes to a topic it may not describe gets TOPIC_AUTHORIZATION_FAILED, and describing a
+    group that names such a topic gets TOPIC_AUTHORIZATION_FAILED instead of its members."""
+    b = broker
+    admin = AdminClient(conf(b, "admin"))
+    create(None, "orders", partitions=1, admin=admin)
+    create(None, "secret", partitions=1, admin=admin)
+    bindings = [allow("User:alice", ResourceType.TOPIC, "orders", AclOperation.READ),
+                allow("User:alice", ResourceType.GROUP, "g", AclOperation.READ),
+                allow("User:alice", ResourceType.GROUP, "h", AclOperation.READ),
+                allow("User:alice", ResourceType.GROUP, "k", AclOperation.READ)]
+    for f in admin.create_acls(bindings).values():
+        f.result(TIMEOUT)
+    c = Consumer(conf(b, "alice", **{"group.id": "g", "group.protocol": "consumer", "auto.offset.reset": "earliest"}))
+    c.subscribe(["orders"])
+    deadline = time.time() + TIMEOUT
+    while time.time() < deadline and not c.assignment():
+        c.poll(0.2)
+    assert c.assignment(), "alice joined g"
+
+    def ops(user, group):
+        a = AdminClient(conf(b, user))  # kept alive until the answer comes
+        return a.describe_consumer_groups([group], include_authorized_operations=True)[group].result(TIMEOUT)
+    assert set(ops("alice", "g").authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    assert AclOperation.DELETE in set(ops("admin", "g").authorized_operations)
+    c.close()
+    k = Consumer(conf(b, "alice", **{"group.id": "k", "auto.offset.reset": "earliest"}))  # classic
+    k.subscribe(["orders"])
+    deadline = time.time() + TIMEOUT
+    while time.time() < deadline and not k.assignment():
+        k.poll(0.2)
+    assert set(ops("alice", "k").authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}, "DescribeGroups"
+    k.close()
+
+    h = Consumer(conf(b, "alice", **{"group.id": "h", "group.protocol": "consumer"}))
+    h.subscribe(["secret"])
+    error = first_error(h)
+    h.close()
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, error
+    # The super user's member of h subscribes to secret; alice may no longer describe h.
+    s = Consumer(conf(b, "admin", **{"group.id": "h", "group.protocol": "consumer"}))
+    s.subscribe(["secret"])
+    deadline = time.time() + TIMEOUT
+    while time.time() < deadline and not s.assignment():
+        s.poll(0.2)
+    with pytest.raises(KafkaException) as e:
+        ops("alice", "h")
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, e.value
+    s.close()

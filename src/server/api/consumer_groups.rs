@@ -36,6 +36,13 @@ pub async fn heartbeat(cx: &mut Cx<'_>, req: ConsumerGroupHeartbeatRequest) -> C
         let error_code = crate::protocol::errors::GROUP_AUTHORIZATION_FAILED;
         return ConsumerGroupHeartbeatResponse { error_code, ..Default::default() };
     }
+    // Kafka 4 (KAFKA-18813): a member may subscribe only to topics it may describe.
+    let topics = req.subscribed_topic_names.as_deref().unwrap_or_default();
+    if topics.iter().any(|t| !cx.allowed(Operation::Describe, ResourceType::Topic, t)) {
+        cx.release_turn();
+        let error_code = crate::protocol::errors::TOPIC_AUTHORIZATION_FAILED;
+        return ConsumerGroupHeartbeatResponse { error_code, ..Default::default() };
+    }
     let client_id = cx.header.client_id.clone().unwrap_or_default();
     let client_host = format!("/{}", cx.peer.rsplit_once(':').map_or(cx.peer, |(h, _)| h));
     let call = Beat { version: cx.version(), req, client_id, client_host };
@@ -55,7 +62,9 @@ impl ShardCall<Shard> for Describe {
     }
 }
 
-/// ConsumerGroupDescribe: each group from its coordinating shard.
+/// ConsumerGroupDescribe: each group from its coordinating shard; as in Kafka 4 (KAFKA-18813),
+/// a group naming a topic the client may not describe is TOPIC_AUTHORIZATION_FAILED and
+/// nothing more; the authorized operations (KIP-430) when asked for.
 pub async fn describe(cx: &mut Cx<'_>, req: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse {
     let mut groups = Vec::with_capacity(req.group_ids.len());
     for id in req.group_ids {
@@ -65,11 +74,28 @@ pub async fn describe(cx: &mut Cx<'_>, req: ConsumerGroupDescribeRequest) -> Con
             continue;
         }
         let described = to_coordinator(cx, &id, Describe(id.clone())).await;
-        groups.push(described.unwrap_or_else(|error_code| ConsumerGroupDescribeGroup {
+        let mut g = described.unwrap_or_else(|error_code| ConsumerGroupDescribeGroup {
             error_code,
-            group_id: id,
+            group_id: id.clone(),
             ..Default::default()
-        }));
+        });
+        let named = g.members.iter().flat_map(|m| {
+            let assigned = [&m.assignment, &m.target_assignment].into_iter().flat_map(|a| &a.topic_partitions);
+            m.subscribed_topic_names.iter().chain(assigned.map(|t| &t.topic_name))
+        });
+        if named.into_iter().any(|t| !cx.allowed(Operation::Describe, ResourceType::Topic, t)) {
+            g = ConsumerGroupDescribeGroup {
+                error_code: crate::protocol::errors::TOPIC_AUTHORIZATION_FAILED,
+                error_message: Some(
+                    "The group has described topic(s) that the client is not authorized to describe.".into(),
+                ),
+                group_id: id,
+                ..Default::default()
+            };
+        } else if req.include_authorized_operations && g.error_code == crate::protocol::errors::NONE {
+            g.authorized_operations = cx.authorized_operations(ResourceType::Group, &g.group_id);
+        }
+        groups.push(g);
     }
     ConsumerGroupDescribeResponse { groups, ..Default::default() }
 }

@@ -306,6 +306,11 @@ pub async fn describe_groups(cx: &mut Cx<'_>, d: DescribeGroupsRequest) -> Descr
             continue;
         }
         groups.push(match to_coordinator(cx, &g, Describe(g.clone())).await {
+            // KIP-430: what the client may do on the group, when asked for.
+            Ok(mut r) if d.include_authorized_operations && r.error_code == code::NONE => {
+                r.authorized_operations = cx.authorized_operations(ResourceType::Group, &r.group_id);
+                r
+            }
             Ok(r) => r,
             Err(error_code) => {
                 DescribedGroup { error_code, group_id: g, authorized_operations: i32::MIN, ..Default::default() }
