@@ -16,7 +16,7 @@
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// Kafka's resource types (codes as on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -246,16 +246,63 @@ impl Filter {
     }
 }
 
-/// Every binding, and the authorizer's settings.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Every binding, with an index for checks (built at the first check after a change).
+#[derive(Debug, Clone, Default)]
 pub struct Acls {
-    pub bindings: BTreeSet<Binding>,
+    bindings: BTreeSet<Binding>,
+    index: std::sync::OnceLock<Index>,
 }
+
+impl PartialEq for Acls {
+    fn eq(&self, other: &Acls) -> bool {
+        self.bindings == other.bindings
+    }
+}
+
+impl Eq for Acls {}
+
+/// The bindings by resource type and pattern type, then by name: a check looks up its
+/// resource's name, `*`, and each prefix of the name, as Kafka's StandardAuthorizer does,
+/// instead of reading every binding.
+type Index = HashMap<(ResourceType, PatternType), HashMap<String, Vec<Binding>>>;
 
 /// The bindings file in the data directory.
 pub const ACLS_FILE: &str = "acls";
 
 impl Acls {
+    pub fn bindings(&self) -> &BTreeSet<Binding> {
+        &self.bindings
+    }
+
+    /// Add a binding (false if it was there).
+    pub fn insert(&mut self, b: Binding) -> bool {
+        self.index = Default::default();
+        self.bindings.insert(b)
+    }
+
+    fn index(&self) -> &Index {
+        self.index.get_or_init(|| {
+            let mut index = Index::new();
+            for b in &self.bindings {
+                let by_name = index.entry((b.resource_type, b.pattern)).or_default();
+                by_name.entry(b.name.clone()).or_default().push(b.clone());
+            }
+            index
+        })
+    }
+
+    /// The bindings that apply to the resource `name` of type `rt`.
+    fn covering<'a>(&'a self, rt: ResourceType, name: &'a str) -> impl Iterator<Item = &'a Binding> + 'a {
+        let index = self.index();
+        let literal = index.get(&(rt, PatternType::Literal));
+        let prefixed = index.get(&(rt, PatternType::Prefixed));
+        let wildcard = (name != "*").then_some("*");
+        let literals = [Some(name), wildcard].into_iter().flatten().filter_map(move |n| literal?.get(n));
+        let prefixes = name.char_indices().map(|(i, c)| &name[..i + c.len_utf8()]);
+        let prefixed = prefixes.filter_map(move |p| prefixed?.get(p));
+        literals.chain(prefixed).flatten()
+    }
+
     pub fn describe(&self, f: &Filter) -> Vec<Binding> {
         self.bindings.iter().filter(|b| f.matches(b)).cloned().collect()
     }
@@ -263,6 +310,7 @@ impl Acls {
     /// Remove what `f` matches; the bindings removed.
     pub fn delete(&mut self, f: &Filter) -> Vec<Binding> {
         let gone = self.describe(f);
+        self.index = Default::default();
         for b in &gone {
             self.bindings.remove(b);
         }
@@ -304,7 +352,7 @@ impl Acls {
             let text = |s: &str| {
                 B64.decode(s).ok().and_then(|b| String::from_utf8(b).ok()).ok_or_else(|| bad("not base64 text"))
             };
-            out.bindings.insert(Binding {
+            out.insert(Binding {
                 resource_type: ResourceType::from_code(code(f[0])?).ok_or_else(|| bad("resource type"))?,
                 pattern: PatternType::from_code(code(f[1])?).ok_or_else(|| bad("pattern type"))?,
                 operation: Operation::from_code(code(f[2])?).ok_or_else(|| bad("operation"))?,
@@ -358,7 +406,7 @@ impl Acls {
         }
         let mut named = false;
         let mut allowed = false;
-        for b in self.bindings.iter().filter(|b| b.resource_type == rt && b.covers(name)) {
+        for b in self.covering(rt, name) {
             named = true;
             let applies =
                 (b.principal == who.principal || b.principal == "User:*") && (b.host == "*" || b.host == who.host);
@@ -445,7 +493,7 @@ mod tests {
     }
 
     fn acls(bs: Vec<Binding>) -> Acls {
-        Acls { bindings: bs.into_iter().collect() }
+        Acls { bindings: bs.into_iter().collect(), index: Default::default() }
     }
 
     const ALICE: Asker<'static> = Asker { principal: "User:alice", host: "10.0.0.1" };
@@ -498,6 +546,53 @@ mod tests {
         );
         assert_eq!(all_operations(Topic), 3576);
         assert_eq!(all_operations(Cluster), 8096);
+    }
+
+    proptest::proptest! {
+        /// The index finds exactly the bindings a scan of every binding finds: random
+        /// bindings (literal, prefixed, `*`, multi-byte names) and random checks decide alike.
+        #[test]
+        fn index_decides_as_a_scan(
+            bs in proptest::collection::vec(
+                (0..3usize, "(\\*|[abé]{1,4})", proptest::bool::ANY, 0..2usize, 0..4usize, proptest::bool::ANY),
+                0..40,
+            ),
+            checks in proptest::collection::vec((0..3usize, "[abé*]{1,5}", 0..2usize, 0..4usize), 1..30),
+        ) {
+            use Operation::*;
+            let rts = [ResourceType::Topic, ResourceType::Group, ResourceType::TransactionalId];
+            let ops = [Read, Write, Describe, All];
+            let who = ["User:alice", "User:*"];
+            let a = acls(bs.iter().map(|(rt, name, prefixed, p, op, deny)| bind(
+                rts[*rt],
+                name,
+                if *prefixed { PatternType::Prefixed } else { PatternType::Literal },
+                who[*p],
+                ops[*op],
+                if *deny { Permission::Deny } else { Permission::Allow },
+            )).collect());
+            for (rt, name, p, op) in checks {
+                let asker = Asker { principal: if p == 0 { "User:alice" } else { "User:bob" }, host: "h" };
+                let configs = [AuthorizerConfig::default(), AuthorizerConfig { allow_if_no_acl: true, ..Default::default() }];
+                for config in configs {
+                    let covering: Vec<&Binding> =
+                        a.bindings.iter().filter(|b| b.resource_type == rts[rt] && b.covers(&name)).collect();
+                    let mine: Vec<&Binding> = covering
+                        .iter()
+                        .copied()
+                        .filter(|b| b.principal == asker.principal || b.principal == "User:*")
+                        .collect();
+                    let scan = if mine.iter().any(|b| b.permission == Permission::Deny && b.operation.denies(ops[op])) {
+                        false
+                    } else {
+                        mine.iter().any(|b| b.permission == Permission::Allow && b.operation.allows(ops[op]))
+                            || (covering.is_empty() && config.allow_if_no_acl)
+                    };
+                    let decided = a.authorize(&config, asker, ops[op], rts[rt], &name);
+                    proptest::prop_assert_eq!(decided, scan, "{} {:?}", name, ops[op]);
+                }
+            }
+        }
     }
 
     /// KIP-679: an ALLOW WRITE on some topic lets a principal write to "any" topic unless a

@@ -42,7 +42,7 @@ impl ShardCall<Shard> for ChangeAcls {
             AclChange::Create(bindings) => bindings
                 .into_iter()
                 .map(|b| {
-                    next.bindings.insert(b);
+                    next.insert(b);
                     (code::NONE, None, Vec::new())
                 })
                 .collect(),
@@ -57,7 +57,7 @@ impl ShardCall<Shard> for ChangeAcls {
             let message = format!("the ACLs could not be written: {e}");
             return vec![(code::KAFKA_STORAGE_ERROR, Some(message), Vec::new()); n];
         }
-        let count = next.bindings.len();
+        let count = next.bindings().len();
         broadcast(&shard, AclsChanged(next)).await;
         tracing::info!(bindings = count, "ACLs changed");
         outcome
