@@ -63,6 +63,19 @@ impl Exchange {
     }
 
     /// Feed the client's next message.
+    /// The next step, its costly part (PLAIN's password hashing) off the shard's thread, on
+    /// glommio's blocking pool: a PLAIN login with 16384 iterations does not stall the
+    /// partitions of its shard.
+    pub async fn step_off_thread(&mut self, message: &[u8], credentials: &Credentials) -> Result<Step, Failed> {
+        match self {
+            Exchange::Plain => {
+                let check = PlainCheck::parse(message, credentials)?;
+                glommio::executor().spawn_blocking(move || check.verify()).await
+            }
+            _ => self.step(message, credentials),
+        }
+    }
+
     pub fn step(&mut self, message: &[u8], credentials: &Credentials) -> Result<Step, Failed> {
         match self {
             Exchange::Plain => plain(message, credentials),
@@ -204,38 +217,56 @@ fn client_final(
 
 /// PLAIN: `authzid NUL authcid NUL password`, checked against the user's SCRAM credentials.
 fn plain(message: &[u8], credentials: &Credentials) -> Result<Step, Failed> {
-    let tokens: Vec<&[u8]> = message.split(|b| *b == 0).collect();
-    if tokens.len() != 3 {
-        return Err(Failed(format!("Invalid SASL/PLAIN response: expected 3 tokens, got {}", tokens.len())));
-    }
-    let (authzid, user, password) = (tokens[0], tokens[1], tokens[2]);
-    let user =
-        std::str::from_utf8(user).map_err(|_| Failed("Authentication failed: Invalid username or password".into()))?;
-    if user.is_empty() {
-        return Err(Failed("Authentication failed: username not specified".into()));
-    }
-    if password.is_empty() {
-        return Err(Failed("Authentication failed: password not specified".into()));
-    }
-    if !authzid.is_empty() && authzid != user.as_bytes() {
-        let message = "Authentication failed: Client requested an authorization id that is different from username";
-        return Err(Failed(message.into()));
-    }
-    // Every mechanism's credential is tried (no early exit), and an unknown user costs one
-    // hash too: the answer's timing does not tell whether the user exists.
-    let mut ok = false;
-    let mut tried = false;
-    for m in Mechanism::ALL {
-        if let Some(c) = credentials.get(user, m) {
-            ok |= c.matches(m, password);
-            tried = true;
+    PlainCheck::parse(message, credentials)?.verify()
+}
+
+/// A PLAIN message read and its user's stored credentials found: what is left is the costly
+/// part (hashing the password once per SCRAM credential), which owns everything it needs so
+/// that it can run off the shard's thread.
+pub struct PlainCheck {
+    user: String,
+    password: Vec<u8>,
+    credentials: Vec<(Mechanism, Credential)>,
+}
+
+impl PlainCheck {
+    /// Read `authzid NUL user NUL password`; Kafka's messages for a malformed one.
+    pub fn parse(message: &[u8], credentials: &Credentials) -> Result<PlainCheck, Failed> {
+        let tokens: Vec<&[u8]> = message.split(|b| *b == 0).collect();
+        if tokens.len() != 3 {
+            return Err(Failed(format!("Invalid SASL/PLAIN response: expected 3 tokens, got {}", tokens.len())));
         }
+        let (authzid, user, password) = (tokens[0], tokens[1], tokens[2]);
+        let user = std::str::from_utf8(user)
+            .map_err(|_| Failed("Authentication failed: Invalid username or password".into()))?;
+        if user.is_empty() {
+            return Err(Failed("Authentication failed: username not specified".into()));
+        }
+        if password.is_empty() {
+            return Err(Failed("Authentication failed: password not specified".into()));
+        }
+        if !authzid.is_empty() && authzid != user.as_bytes() {
+            let message = "Authentication failed: Client requested an authorization id that is different from username";
+            return Err(Failed(message.into()));
+        }
+        let found = Mechanism::ALL.iter().filter_map(|m| credentials.get(user, *m).map(|c| (*m, c.clone())));
+        Ok(PlainCheck { user: user.to_string(), password: password.to_vec(), credentials: found.collect() })
     }
-    if !tried {
-        let _ = Mechanism::ScramSha256.salted_password(password, b"no such user", MIN_ITERATIONS);
+
+    /// Check the password against every stored credential of the user (no early exit; an
+    /// unknown user costs one hash too, so the answer's timing does not tell whether the user
+    /// exists).
+    pub fn verify(self) -> Result<Step, Failed> {
+        let mut ok = false;
+        for (m, c) in &self.credentials {
+            ok |= c.matches(*m, &self.password);
+        }
+        if self.credentials.is_empty() {
+            let _ = Mechanism::ScramSha256.salted_password(&self.password, b"no such user", MIN_ITERATIONS);
+        }
+        if !ok {
+            return Err(Failed("Authentication failed: Invalid username or password".into()));
+        }
+        Ok(Step::Done { user: self.user, reply: Vec::new() })
     }
-    if !ok {
-        return Err(Failed("Authentication failed: Invalid username or password".into()));
-    }
-    Ok(Step::Done { user: user.to_string(), reply: Vec::new() })
 }

@@ -105,15 +105,16 @@ pub fn reauth_handshake(
     SaslHandshakeResponse { mechanisms: mechanisms.to_vec(), ..Default::default() }
 }
 
-/// SaslAuthenticate on an authenticated connection: the next step of a re-authentication.
+/// SaslAuthenticate on an authenticated connection: the next step of a re-authentication
+/// (no borrow of the session is held while a PLAIN password is hashed off the thread).
 /// `Err`: the answer to send before the connection closes (a failure, counted and logged).
-pub fn reauth_step(
+pub async fn reauth_step(
     shard: &Shard,
-    session: &mut SaslSession,
+    session: &std::cell::RefCell<SaslSession>,
     auth_bytes: &[u8],
     peer: &str,
 ) -> Result<SaslAuthenticateResponse, SaslAuthenticateResponse> {
-    let Some(r) = session.reauth.as_mut() else {
+    let Some(mut r) = session.borrow_mut().reauth.take() else {
         let message = "SaslAuthenticate request received after successful authentication".to_string();
         return Ok(SaslAuthenticateResponse {
             error_code: code::ILLEGAL_SASL_STATE,
@@ -131,13 +132,15 @@ pub fn reauth_step(
         }
     };
     if let Some(reason) = r.refused.take() {
-        session.reauth = None;
         return Err(failed(reason));
     }
-    match r.exchange.step(auth_bytes, &shard.credentials()) {
-        Ok(Step::Continue(reply)) => Ok(SaslAuthenticateResponse { auth_bytes: reply.into(), ..Default::default() }),
+    match r.exchange.step_off_thread(auth_bytes, &shard.credentials()).await {
+        Ok(Step::Continue(reply)) => {
+            session.borrow_mut().reauth = Some(r);
+            Ok(SaslAuthenticateResponse { auth_bytes: reply.into(), ..Default::default() })
+        }
         Ok(Step::Done { user, reply }) => {
-            session.reauth = None;
+            let mut session = session.borrow_mut();
             if user != session.user {
                 let reason = format!(
                     "Cannot change principals during re-authentication from User.{}: User.{user}",
@@ -151,10 +154,7 @@ pub fn reauth_step(
             tracing::debug!(peer, user, "SASL re-authenticated");
             Ok(SaslAuthenticateResponse { auth_bytes: reply.into(), session_lifetime_ms, ..Default::default() })
         }
-        Err(e) => {
-            session.reauth = None;
-            Err(failed(e.0))
-        }
+        Err(e) => Err(failed(e.0)),
     }
 }
 
@@ -185,7 +185,7 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
         let frame = read_frame(stream, idle, max, peer).await?;
         if let Some((x, Framing::Raw)) = exchange.as_mut() {
             // A raw token: answered with a raw token, failures close without a word.
-            match x.step(&frame, &shard.credentials()) {
+            match x.step_off_thread(&frame, &shard.credentials()).await {
                 Ok(Step::Continue(reply)) => write_frame(stream, &reply).await?,
                 Ok(Step::Done { user, reply }) => {
                     write_frame(stream, &reply).await?;
@@ -245,7 +245,7 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                         ..Default::default()
                     }
                 };
-                match x.step(&a.auth_bytes, &shard.credentials()) {
+                match x.step_off_thread(&a.auth_bytes, &shard.credentials()).await {
                     Ok(Step::Continue(reply)) => {
                         respond(stream, &header, authenticated(code::NONE, None, reply)).await?
                     }

@@ -259,7 +259,7 @@ async fn dispatch(
         Request::DeleteRecords(r) => answer!(admin::delete_records(cx, r).await),
         Request::DescribeLogDirs(r) => answer!(admin::describe_log_dirs(cx, r).await),
         Request::SaslHandshake(r) => answer!(users::handshake(cx, r)),
-        Request::SaslAuthenticate(r) => answer!(users::authenticate(cx, r)),
+        Request::SaslAuthenticate(r) => answer!(users::authenticate(cx, r).await),
         Request::DescribeUserScramCredentials(r) => answer!(users::describe(cx, r)),
         Request::AlterUserScramCredentials(r) => answer!(users::alter(cx, r).await),
         Request::DescribeAcls(r) => answer!(acls::describe(cx, r)),

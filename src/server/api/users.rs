@@ -120,10 +120,9 @@ pub fn handshake(cx: &mut Cx<'_>, r: SaslHandshakeRequest) -> SaslHandshakeRespo
 
 /// SaslAuthenticate once authenticated: the next step of a re-authentication (a failed one
 /// is answered, then the connection closes), ILLEGAL_SASL_STATE without one.
-pub fn authenticate(cx: &mut Cx<'_>, r: SaslAuthenticateRequest) -> SaslAuthenticateResponse {
+pub async fn authenticate(cx: &mut Cx<'_>, r: SaslAuthenticateRequest) -> SaslAuthenticateResponse {
     cx.release_turn();
-    let mut sasl = cx.session.sasl.borrow_mut();
-    match crate::server::authenticate::reauth_step(cx.shard, &mut sasl, &r.auth_bytes, cx.peer) {
+    match crate::server::authenticate::reauth_step(cx.shard, &cx.session.sasl, &r.auth_bytes, cx.peer).await {
         Ok(answer) => answer,
         Err(answer) => {
             cx.session.closing.set(true);
