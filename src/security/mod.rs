@@ -9,6 +9,7 @@
 //! where a wrong password does.
 
 pub mod acl;
+pub mod mapping;
 pub mod quota;
 pub mod sasl;
 

@@ -325,7 +325,8 @@ impl BrokerConfig {
         }
         self.listeners = resolved;
         for (i, acceptor) in self.tls_acceptors(node)? {
-            self.listeners[i].tls = Some(tls::Tls::new(acceptor));
+            let rules = tls::mapping_rules(&self.settings, &self.listeners[i].name)?;
+            self.listeners[i].tls = Some(tls::Tls::new(acceptor, rules));
         }
         Ok(())
     }

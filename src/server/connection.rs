@@ -41,11 +41,16 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<Listener>, 
     };
     let idle = shard.config().limits.connections_max_idle;
     match within(idle, tls.acceptor().accept(stream)).await {
-        Some(Ok(stream)) => {
-            let principal = tls::principal(stream.get_ref().1);
-            tracing::debug!(peer, principal, listener = listener.name, "TLS connection");
-            open(shard, stream, peer, principal, listener, admitted).await
-        }
+        Some(Ok(stream)) => match tls.principal(stream.get_ref().1) {
+            Ok(principal) => {
+                tracing::debug!(peer, principal, listener = listener.name, "TLS connection");
+                open(shard, stream, peer, principal, listener, admitted).await
+            }
+            Err(error) => {
+                metrics::count(Counter::AuthenticationFailures, 1);
+                tracing::info!(peer, listener = listener.name, error, "client certificate refused; closing");
+            }
+        },
         Some(Err(error)) => {
             metrics::count(Counter::TlsHandshakeFailures, 1);
             tracing::info!(peer, listener = listener.name, %error, "TLS handshake failed; closing");

@@ -1,7 +1,7 @@
 //! TLS for SSL and SASL_SSL listeners: rustls (TLS 1.2 and 1.3) over glommio's streams, keys
 //! and certificates in PEM with Kafka's KIP-651 names, and the principal of a client
-//! certificate as Kafka's DEFAULT `ssl.principal.mapping.rules` gives it (the subject as Java's
-//! RFC 2253 form: `User:CN=alice,OU=Eng,O=Acme`).
+//! certificate as Kafka's `ssl.principal.mapping.rules` give it (by DEFAULT the subject in
+//! Java's RFC 2253 form: `User:CN=alice,OU=Eng,O=Acme`).
 //!
 //! Each setting is read for a listener as Kafka reads it: `listener.name.<name>.<setting>`
 //! (the name in lower case) first, then `<setting>`:
@@ -14,8 +14,9 @@
 //! | `ssl.truststore.type`, `ssl.truststore.location`, `ssl.truststore.certificates` | CA certificates for client certificates (PEM) |
 //! | `ssl.client.auth` | `none` (default), `requested`, `required` |
 //! | `ssl.enabled.protocols` | `TLSv1.2,TLSv1.3` (default), or either |
-//! | `ssl.principal.mapping.rules` | `DEFAULT` |
+//! | `ssl.principal.mapping.rules` | `DEFAULT`, `RULE:pattern/replacement/[LU]`, ... (KIP-371; [`Rules`]) |
 
+use crate::security::mapping::Rules;
 use anyhow::{bail, Context};
 use futures_rustls::TlsAcceptor;
 use rustls::server::WebPkiClientVerifier;
@@ -24,24 +25,45 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// A TLS listener's acceptor, shared by every shard (new connections take the current one).
+/// A TLS listener's acceptor, shared by every shard (new connections take the current one),
+/// and its `ssl.principal.mapping.rules`.
 #[derive(Clone)]
-pub struct Tls(Arc<std::sync::RwLock<TlsAcceptor>>);
+pub struct Tls {
+    acceptor: Arc<std::sync::RwLock<TlsAcceptor>>,
+    rules: Arc<Rules>,
+}
 
 impl Tls {
-    pub fn new(acceptor: TlsAcceptor) -> Tls {
-        Tls(Arc::new(std::sync::RwLock::new(acceptor)))
+    pub fn new(acceptor: TlsAcceptor, rules: Rules) -> Tls {
+        Tls { acceptor: Arc::new(std::sync::RwLock::new(acceptor)), rules: Arc::new(rules) }
     }
 
     /// The acceptor for a new connection.
     pub fn acceptor(&self) -> TlsAcceptor {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.acceptor.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// New connections from now on use `acceptor` (on every shard); open ones keep theirs.
     pub fn replace(&self, acceptor: TlsAcceptor) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = acceptor;
+        *self.acceptor.write().unwrap_or_else(|e| e.into_inner()) = acceptor;
     }
+
+    /// A TLS connection's principal: `User:` and its client certificate's subject (Java's RFC
+    /// 2253 form) through the mapping rules, or `User:ANONYMOUS` without a certificate. `Err`:
+    /// no rule applies (the connection is refused, as in Kafka).
+    pub fn principal(&self, conn: &rustls::ServerConnection) -> Result<String, String> {
+        let Some(cert) = conn.peer_certificates().and_then(|c| c.first()) else { return Ok(ANONYMOUS.to_string()) };
+        match x509_parser::parse_x509_certificate(cert.as_ref()) {
+            Ok((_, c)) => Ok(format!("User:{}", self.rules.apply(&rfc2253(c.subject()))?)),
+            Err(_) => Ok(ANONYMOUS.to_string()),
+        }
+    }
+}
+
+/// A listener's `ssl.principal.mapping.rules`.
+pub fn mapping_rules(settings: &BTreeMap<String, String>, listener: &str) -> anyhow::Result<Rules> {
+    let text = listener_setting(settings, listener, "ssl.principal.mapping.rules").unwrap_or("DEFAULT");
+    Rules::parse(text).map_err(|e| anyhow::anyhow!("listener {listener}: ssl.principal.mapping.rules: {e}"))
 }
 
 impl std::fmt::Debug for Tls {
@@ -52,7 +74,7 @@ impl std::fmt::Debug for Tls {
 
 impl PartialEq for Tls {
     fn eq(&self, other: &Tls) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.acceptor, &other.acceptor)
     }
 }
 
@@ -97,8 +119,8 @@ pub fn check(key: &str, value: &str) -> anyhow::Result<()> {
         "ssl.enabled.protocols" => {
             protocols(v)?;
         }
-        "ssl.principal.mapping.rules" if v != "DEFAULT" => {
-            bail!("{key}={v}: only DEFAULT (the certificate's subject as the principal) is supported")
+        "ssl.principal.mapping.rules" => {
+            Rules::parse(v).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
         }
         _ => {}
     }
@@ -187,16 +209,6 @@ pub fn acceptor(settings: &BTreeMap<String, String>, listener: &str) -> anyhow::
         .with_single_cert(chain, key)
         .with_context(|| format!("listener {listener}: the keystore's key and certificate"))?;
     Ok(TlsAcceptor::from(Arc::new(config)))
-}
-
-/// A TLS connection's principal: its client certificate's subject (`User:<RFC 2253>`), or
-/// `User:ANONYMOUS` without one.
-pub fn principal(conn: &rustls::ServerConnection) -> String {
-    let Some(cert) = conn.peer_certificates().and_then(|c| c.first()) else { return ANONYMOUS.to_string() };
-    match x509_parser::parse_x509_certificate(cert.as_ref()) {
-        Ok((_, c)) => format!("User:{}", rfc2253(c.subject())),
-        Err(_) => ANONYMOUS.to_string(),
-    }
 }
 
 /// A distinguished name as Java's `X500Principal.getName()` writes it (RFC 2253): the most
@@ -300,14 +312,15 @@ mod tests {
     }
 
     /// Settings refused with their name: a JKS store, an unknown client-auth mode, a protocol
-    /// rustls does not offer, a mapping rule other than DEFAULT; a TLS listener without a
+    /// rustls does not offer, a mapping rule that does not parse; a TLS listener without a
     /// keystore, or with a keystore file that does not exist.
     #[test]
     fn bad_settings() {
         assert!(check("ssl.keystore.type", "JKS").unwrap_err().to_string().contains("only PEM"));
         assert!(check("ssl.client.auth", "maybe").is_err());
         assert!(check("ssl.enabled.protocols", "TLSv1.1").is_err());
-        assert!(check("ssl.principal.mapping.rules", "RULE:x/y/").is_err());
+        assert!(check("ssl.principal.mapping.rules", "RULE:x(/y/").is_err());
+        assert!(check("ssl.principal.mapping.rules", "RULE:^CN=(.*?),.*$/$1/L,DEFAULT").is_ok());
         assert!(check("ssl.enabled.protocols", "TLSv1.3").is_ok());
         let empty = BTreeMap::new();
         let error = |s: &BTreeMap<String, String>| format!("{:#}", acceptor(s, "SSL").err().expect("refused"));

@@ -208,3 +208,41 @@ def test_certificates_rotate_without_a_restart(start_broker, ca, tmp_path):
     b.start("--set", "listeners=SSL://%s" % b.bootstrap, "--set", "ssl.keystore.location=%s" % ca.broker())
     assert served(new_ca) and not served(ca), "kept across a restart, over the static key store"
     assert consume(ssl_conf(b, new_ca), "rot", 2) == {0, 1}
+
+
+def test_principal_mapping_rules(start_broker, ca):
+    """ssl.principal.mapping.rules (KIP-371) turn client certificate subjects into principals:
+    with `RULE:^CN=(.*?),OU=.*$/$1/L` the certificate CN=Admin,OU=Ops is User:admin (a super
+    user: it creates a topic and an ACL), CN=Alice,OU=Eng is User:alice (allowed to write by
+    that ACL), CN=Bob,OU=Eng is User:bob (TOPIC_AUTHORIZATION_FAILED); a subject no rule
+    applies to (no OU) is refused at the handshake's end and never served."""
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+    b = tls_broker(start_broker, ca, "--set", "ssl.client.auth=required", "--set",
+                   "ssl.truststore.location=%s" % ca.ca_file,
+                   "--set", "ssl.principal.mapping.rules=RULE:^CN=(.*?),OU=.*$/$1/L",
+                   "--set", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                   "--set", "super.users=User:admin")
+
+    def who(cn, ou=None):
+        # The subject's most specific RDN last here, first in its RFC 2253 form: CN=..,OU=..
+        cert, key = ca.client(**({"OU": ou} if ou else {}), CN=cn)
+        return ssl_conf(b, ca, **{"ssl.certificate.location": cert, "ssl.key.location": key})
+    admin = AdminClient(who("Admin", "Ops"))
+    create(None, "mapped", partitions=1, admin=admin)
+    acl = AclBinding(ResourceType.TOPIC, "mapped", ResourcePatternType.LITERAL, "User:alice", "*",
+                     AclOperation.WRITE, AclPermissionType.ALLOW)
+    admin.create_acls([acl])[acl].result(TIMEOUT)
+
+    def produce(conf):
+        errors = []
+        p = Producer(dict(conf, **{"message.timeout.ms": 8000}))
+        p.produce("mapped", value=b"x", on_delivery=lambda err, _m: errors.append(err))
+        p.flush(TIMEOUT)
+        return errors
+    assert produce(who("Alice", "Eng")) == [None]
+    [err] = produce(who("Bob", "Eng"))
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+    unmapped = AdminClient(who("carol"))
+    with pytest.raises(Exception):
+        unmapped.list_topics(timeout=5)
+    assert b.proc.poll() is None
