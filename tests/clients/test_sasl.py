@@ -149,29 +149,49 @@ def test_users_online_and_across_a_restart(start_broker):
 
 
 def test_sasl_over_tls(start_broker, tmp_path):
-    """SASL_SSL: TLS with the test CA, then SCRAM-SHA-256; records go through."""
+    """SASL_SSL: TLS with the test CA, then SCRAM-SHA-256 (librdkafka) and SCRAM-SHA-512
+    (kafka-python, Python's ssl); records produced by one are consumed by the other."""
     ca = Authority(str(tmp_path))
-    b = sasl_broker(start_broker, "--set", "ssl.keystore.location=%s" % ca.broker(), protocol="SASL_SSL")
+    b = sasl_broker(start_broker, "--set", "ssl.keystore.location=%s" % ca.broker(), protocol="SASL_SSL",
+                    users=(("admin", "admin-secret", "SCRAM-SHA-256"), ("bob", "bob-pw", "SCRAM-SHA-512")))
     c = conf(b, "admin", "admin-secret", protocol="SASL_SSL", **{"ssl.ca.location": ca.ca_file})
     create(None, "sasl-ssl", admin=AdminClient(c))
     p = Producer(c)
     for i in range(10):
         p.produce("sasl-ssl", value=b"%d" % i)
     assert p.flush(TIMEOUT) == 0
+    kc = KafkaConsumer("sasl-ssl", bootstrap_servers=b.bootstrap, security_protocol="SASL_SSL", ssl_cafile=ca.ca_file,
+                       sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="bob", sasl_plain_password="bob-pw",
+                       auto_offset_reset="earliest", consumer_timeout_ms=10000)
+    values = set()
+    for m in kc:
+        values.add(int(m.value))
+        if len(values) == 10:
+            break
+    kc.close()
+    assert values == set(range(10))
 
 
 class RawSasl:
     """A raw connection speaking SaslHandshake v1 and SaslAuthenticate v1 with PLAIN (and
     Metadata v1), to check KIP-368's rules exactly."""
 
-    def __init__(self, b):
+    def __init__(self, b, trickle=False):
         self.s = socket.create_connection(("127.0.0.1", b.port), timeout=10)
         self.corr = 0
+        self.trickle = trickle
+
+    def send(self, data):
+        if not self.trickle:
+            return self.s.sendall(data)
+        for i in range(len(data)):  # one byte per write
+            self.s.sendall(data[i:i + 1])
+            time.sleep(0.002)
 
     def call(self, api, version, body):
         self.corr += 1
         frame = struct.pack(">hhih", api, version, self.corr, 1) + b"t" + body
-        self.s.sendall(struct.pack(">i", len(frame)) + frame)
+        self.send(struct.pack(">i", len(frame)) + frame)
         got = b""
         while len(got) < 4 or len(got) < 4 + struct.unpack(">i", got[:4])[0]:
             more = self.s.recv(65536)
@@ -258,4 +278,29 @@ def test_reauthentication(start_broker):
     with open(os.path.join(b.data_dir, "broker.log"), encoding="utf-8", errors="replace") as f:
         expired = f.read().count("SASL session expired")
     assert expired == 1, "only the raw connection outlived its session, not librdkafka's"
+    assert b.proc.poll() is None
+
+
+def test_exchange_split_reordered_and_tampered(start_broker):
+    """Bad input in the exchange, on raw sockets: a PLAIN exchange sent one byte per write is
+    read whole and authenticates; SaslAuthenticate before SaslHandshake closes the connection
+    unanswered; a SCRAM client-final whose nonce is not the server's is
+    SASL_AUTHENTICATION_FAILED, then the close; the broker serves a good client throughout."""
+    b = sasl_broker(start_broker, users=(("alice", "alice-pw", "SCRAM-SHA-256"),))
+
+    split = RawSasl(b, trickle=True)
+    assert split.plain("alice", "alice-pw")[0] == 0
+    assert split.metadata() is not None, "served after an exchange split over many reads"
+
+    early = RawSasl(b)
+    assert early.authenticate(b"\0alice\0alice-pw") is None, "SaslAuthenticate before the handshake"
+
+    tampered = RawSasl(b)
+    assert tampered.handshake("SCRAM-SHA-256") == 0
+    code, _, _ = tampered.authenticate(b"n,,n=alice,r=clientnonce")
+    assert code == 0
+    code, message, _ = tampered.authenticate(b"c=biws,r=someone-elses-nonce,p=AAAA")
+    assert code == 58 and "invalid credentials" in message, (code, message)
+    assert tampered.closed()
+    assert RawSasl(b).plain("alice", "alice-pw")[0] == 0
     assert b.proc.poll() is None
