@@ -264,7 +264,13 @@ impl Eq for Acls {}
 /// The bindings by resource type and pattern type, then by name: a check looks up its
 /// resource's name, `*`, and each prefix of the name, as Kafka's StandardAuthorizer does,
 /// instead of reading every binding.
-type Index = HashMap<(ResourceType, PatternType), HashMap<String, Vec<Binding>>>;
+#[derive(Debug, Clone, Default)]
+struct Index {
+    by_name: HashMap<(ResourceType, PatternType), HashMap<String, Vec<Binding>>>,
+    /// The lengths (bytes) of the prefixed bindings' names per resource type, ascending: a
+    /// check looks up only the prefixes of the name that long.
+    prefix_lengths: HashMap<ResourceType, Vec<usize>>,
+}
 
 /// The bindings file in the data directory.
 pub const ACLS_FILE: &str = "acls";
@@ -282,10 +288,17 @@ impl Acls {
 
     fn index(&self) -> &Index {
         self.index.get_or_init(|| {
-            let mut index = Index::new();
+            let mut index = Index::default();
             for b in &self.bindings {
-                let by_name = index.entry((b.resource_type, b.pattern)).or_default();
+                let by_name = index.by_name.entry((b.resource_type, b.pattern)).or_default();
                 by_name.entry(b.name.clone()).or_default().push(b.clone());
+                if b.pattern == PatternType::Prefixed {
+                    index.prefix_lengths.entry(b.resource_type).or_default().push(b.name.len());
+                }
+            }
+            for lengths in index.prefix_lengths.values_mut() {
+                lengths.sort_unstable();
+                lengths.dedup();
             }
             index
         })
@@ -294,11 +307,12 @@ impl Acls {
     /// The bindings that apply to the resource `name` of type `rt`.
     fn covering<'a>(&'a self, rt: ResourceType, name: &'a str) -> impl Iterator<Item = &'a Binding> + 'a {
         let index = self.index();
-        let literal = index.get(&(rt, PatternType::Literal));
-        let prefixed = index.get(&(rt, PatternType::Prefixed));
+        let literal = index.by_name.get(&(rt, PatternType::Literal));
+        let prefixed = index.by_name.get(&(rt, PatternType::Prefixed));
         let wildcard = (name != "*").then_some("*");
         let literals = [Some(name), wildcard].into_iter().flatten().filter_map(move |n| literal?.get(n));
-        let prefixes = name.char_indices().map(|(i, c)| &name[..i + c.len_utf8()]);
+        let lengths = index.prefix_lengths.get(&rt).map_or(&[][..], Vec::as_slice);
+        let prefixes = lengths.iter().take_while(move |l| **l <= name.len()).filter_map(move |l| name.get(..*l));
         let prefixed = prefixes.filter_map(move |p| prefixed?.get(p));
         literals.chain(prefixed).flatten()
     }
