@@ -65,6 +65,9 @@ pub fn storage_code(e: &StorageError) -> ErrorCode {
             SequenceError::InvalidEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
             SequenceError::OutOfOrder { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
             SequenceError::NotAlone { .. } => code::INVALID_RECORD,
+            SequenceError::InTransaction { .. } => code::INVALID_TXN_STATE,
+            SequenceError::MarkerEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
+            SequenceError::CoordinatorFenced { .. } => code::TRANSACTION_COORDINATOR_FENCED,
         },
     }
 }

@@ -409,6 +409,18 @@ impl BatchBuilder {
         self
     }
 
+    /// A transactional batch (KIP-98): its records belong to its producer's open transaction.
+    pub fn transactional(mut self) -> Self {
+        self.attributes |= ATTR_TRANSACTIONAL;
+        self
+    }
+
+    /// A control batch (a transaction marker): the broker's to write.
+    pub fn control(mut self) -> Self {
+        self.attributes |= ATTR_CONTROL | ATTR_TRANSACTIONAL;
+        self
+    }
+
     pub fn producer(mut self, id: i64, epoch: i16, base_sequence: i32) -> Self {
         self.producer_id = id;
         self.producer_epoch = epoch;

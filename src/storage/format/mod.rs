@@ -9,6 +9,7 @@ pub mod convert;
 pub mod error;
 pub mod index;
 pub mod legacy;
+pub mod marker;
 pub mod stored;
 pub mod varint;
 

@@ -246,7 +246,8 @@ impl<D: Disk> Log<D> {
                 first_offset: next,
                 last_offset: next + h.last_offset_delta as i64,
             };
-            match self.producers.check(h.producer_id, h.producer_epoch, seq.first_seq, seq.last_seq)? {
+            let txn = h.is_transactional();
+            match self.producers.check(h.producer_id, h.producer_epoch, seq.first_seq, seq.last_seq, txn)? {
                 Verdict::Append => Some(seq),
                 Verdict::Duplicate { first_offset, last_offset } => {
                     // A retry of a batch already appended: its offsets, once durable.
@@ -293,7 +294,7 @@ impl<D: Disk> Log<D> {
             // Before the next batch's roll can close this segment (its T5.5 entry).
             self.last_append_ms = now;
             if let Checked::V2 { h, seq: Some(seq), .. } = batch {
-                self.producers.record(h.producer_id, h.producer_epoch, *seq, now);
+                self.producers.record(h.producer_id, h.producer_epoch, *seq, now, h.is_transactional());
             }
             info.last_offset = last;
             info.records += count as u64;

@@ -136,7 +136,7 @@ pub(super) async fn scan_segment<F: DiskFile>(
                 t.on_batch(base, expected, h.max_timestamp);
             }
             if let Some(ps) = producers.as_mut().filter(|_| h.magic == MAGIC_V2) {
-                ps.replay(&BatchHeader::parse(bytes).expect("checked above"), expected, replay_ms);
+                ps.replay(&BatchHeader::parse(bytes).expect("checked above"), bytes, expected, replay_ms);
             }
             expected = h.next_offset();
         }
