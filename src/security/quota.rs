@@ -239,14 +239,17 @@ impl Bucket {
         self.bound = bound;
         self.tokens = (self.tokens + elapsed * bound).min(bound * BURST_SECONDS);
         let left = self.tokens - value;
-        if left >= 0.0 {
+        // A value larger than a full bucket (a fetch of more than 11 s of the quota) is let
+        // through into debt, or it would be refused for ever (Kafka caps such a fetch instead).
+        let full = self.tokens >= bound * BURST_SECONDS;
+        if left >= 0.0 || (!keep && full) {
             self.tokens = left;
             return 0;
         }
         if keep {
             self.tokens = left;
         }
-        (-left / bound * 1000.0).ceil() as i64
+        (-left / bound * 1000.0).ceil().min(i64::MAX as f64) as i64
     }
 }
 
@@ -267,19 +270,19 @@ pub struct Sensors {
 }
 
 impl Sensors {
-    /// Count `value` against the client's `key` quota and the throttle time (ms) it earns
-    /// (0: none, or no quota applies). `keep`: false does not count a value that violates
-    /// (Kafka's fetch, whose throttled answer is empty).
+    /// Count `value` against the client's `key` quota, as [`Quotas::applicable`] found it
+    /// (its bound and sensor), and the throttle time (ms) it earns: at most 11 s for a byte
+    /// rate (the span of Kafka's quota windows), 1 s for `request_percentage` (Kafka's request
+    /// quota cap); the debt beyond it throttles the requests after. `keep`: false does not
+    /// count a value that violates (Kafka's fetch, whose throttled answer is empty).
     pub fn record(
         &mut self,
-        quotas: &Quotas,
         key: &str,
-        (user, client): (&str, &str),
+        (bound, (u, c)): (f64, (String, String)),
         value: f64,
         now: i64,
         keep: bool,
     ) -> i64 {
-        let Some((bound, (u, c))) = quotas.applicable(key, user, client) else { return 0 };
         // A full bucket is a new one: forget those of clients gone quiet (every client id
         // ever seen would otherwise stay), now and then.
         self.since_sweep += 1;
@@ -288,7 +291,8 @@ impl Sensors {
             self.buckets.retain(|_, b| !b.full(now));
         }
         let bucket = self.buckets.entry((key.to_string(), u, c)).or_insert_with(|| Bucket::new(bound, now));
-        bucket.take(bound, value, now, keep)
+        let cap = if key == REQUEST_PERCENTAGE { 1000 } else { (BURST_SECONDS * 1000.0) as i64 };
+        bucket.take(bound, value, now, keep).min(cap)
     }
 }
 
@@ -350,19 +354,29 @@ mod tests {
         let mut q = Quotas::default();
         q.apply((entity(&[(USER, None)]), vec![(CONSUMER_BYTE_RATE.into(), Some(1000.0))]));
         let mut s = Sensors::default();
-        assert!(s.record(&q, CONSUMER_BYTE_RATE, ("u", "c"), 50_000.0, 0, false) > 0);
+        let applies = |u: &str| q.applicable(CONSUMER_BYTE_RATE, u, "c").unwrap();
         assert_eq!(
-            s.record(&q, CONSUMER_BYTE_RATE, ("u", "c"), 100.0, 0, false),
+            s.record(CONSUMER_BYTE_RATE, applies("u"), 50_000.0, 0, false),
             0,
-            "the refused fetch was not counted"
+            "a fetch larger than a full bucket goes through, into debt"
+        );
+        assert_eq!(s.record(CONSUMER_BYTE_RATE, applies("u"), 100.0, 0, false), 11_000, "then waits, 11 s at most");
+        assert_eq!(
+            s.record(CONSUMER_BYTE_RATE, applies("u"), 100.0, 39_100, false),
+            0,
+            "the debt (39,000) is repaid at 39 s: the refused fetch was not counted"
         );
         // Sweeps forget full buckets only: a client in debt stays in debt.
-        assert!(s.record(&q, CONSUMER_BYTE_RATE, ("debtor", "c"), 40_000.0, 0, true) > 0);
+        assert!(s.record(CONSUMER_BYTE_RATE, applies("debtor"), 40_000.0, 0, true) > 0);
         for i in 0..5000 {
-            s.record(&q, CONSUMER_BYTE_RATE, (&format!("u{i}"), "c"), 1.0, 20_000 + i, true);
+            s.record(CONSUMER_BYTE_RATE, applies(&format!("u{i}")), 1.0, 20_000 + i, true);
         }
         assert!(s.buckets.len() < 5000, "full buckets swept");
-        assert!(s.record(&q, CONSUMER_BYTE_RATE, ("debtor", "c"), 1.0, 25_000, true) > 0, "debt kept");
+        assert!(s.record(CONSUMER_BYTE_RATE, applies("debtor"), 1.0, 25_000, true) > 0, "debt kept");
+        let mut r = Quotas::default();
+        r.apply((entity(&[(USER, None)]), vec![(REQUEST_PERCENTAGE.into(), Some(0.001))]));
+        let tiny = r.applicable(REQUEST_PERCENTAGE, "u", "c").unwrap();
+        assert_eq!(s.record(REQUEST_PERCENTAGE, tiny, 100.0, 0, true), 1000, "request throttles stop at 1 s");
     }
 
     /// Kafka's checks of a change.

@@ -57,9 +57,10 @@ impl std::fmt::Debug for SaslSession {
 }
 
 impl SaslSession {
-    /// Whether the session has ended at `now`.
+    /// Whether the session has ended at `now` (a re-authentication under way does not
+    /// extend it: the SASL requests that complete one are let through, nothing else).
     pub fn expired(&self, now: Instant) -> bool {
-        self.expires.is_some_and(|e| now >= e) && self.reauth.is_none()
+        self.expires.is_some_and(|e| now >= e)
     }
 }
 

@@ -39,14 +39,14 @@ pub struct DynamicConfigs {
 
 impl DynamicConfigs {
     /// `tidemark-broker-configs 2`, then `default <key>=<value>` and `node <key>=<value>`
-    /// lines (in values, `\\` is a backslash and `\n` a line feed: an inline PEM key spans
-    /// lines), then `crc32c=<hex>` over everything before it (docs/format.md section 9c).
+    /// lines (in values, `\\` is a backslash, `\n` a line feed and `\r` a carriage return: an
+    /// inline PEM key spans lines), then `crc32c=<hex>` over everything before it (docs/format.md section 9c).
     /// Version 1 (no escapes) is still read.
     pub fn encode(&self) -> String {
         let mut s = String::from("tidemark-broker-configs 2\n");
         for (scope, map) in [("default", &self.default), ("node", &self.node)] {
             for (k, v) in map {
-                let v = v.replace('\\', "\\\\").replace('\n', "\\n");
+                let v = v.replace('\\', "\\\\").replace('\n', "\\n").replace('\r', "\\r");
                 s.push_str(&format!("{scope} {k}={v}\n"));
             }
         }
@@ -104,6 +104,7 @@ fn unescape(v: &str) -> Result<String, String> {
         }
         match chars.next() {
             Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
             Some('\\') => out.push('\\'),
             other => return Err(format!("bad escape {other:?}")),
         }
@@ -429,7 +430,7 @@ mod tests {
         let mut d = DynamicConfigs::default();
         d.default.insert("num.partitions".into(), "3".into());
         d.node.insert("log.retention.ms".into(), "1000".into());
-        d.node.insert("ssl.keystore.key".into(), "-----BEGIN\nAB\\C\n-----END".into());
+        d.node.insert("ssl.keystore.key".into(), "-----BEGIN\r\nAB\\C\n-----END".into());
         let text = d.encode();
         assert_eq!(text.lines().count(), 5, "a multi-line value is one line");
         assert_eq!(DynamicConfigs::decode(&text).unwrap(), d);

@@ -26,8 +26,9 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// What a handler task yields: bytes to write (with the memory they hold), nothing (acks=0),
-/// or "close the connection". The in-flight permit rides along until the answer is written.
-type Outcome = (Result<Option<(Bytes, Held)>, ()>, glommio::sync::StaticPermit);
+/// or "close the connection"; and whether its answer is the connection's last (a failed
+/// re-authentication). The in-flight permit rides along until the answer is written.
+type Outcome = (Result<Option<(Bytes, Held)>, ()>, glommio::sync::StaticPermit, bool);
 
 /// Serve one connection until the client closes it, it idles past `connections.max.idle.ms`,
 /// or a frame is out of bounds. On a TLS listener the handshake comes first (within
@@ -41,6 +42,10 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<Listener>, 
     };
     let idle = shard.config().limits.connections_max_idle;
     match within(idle, tls.acceptor().accept(stream)).await {
+        // On SASL_SSL the principal is SASL's: the certificate is not mapped (as in Kafka).
+        Some(Ok(stream)) if listener.protocol.sasl() => {
+            open(shard, stream, peer, tls::ANONYMOUS.to_string(), listener, admitted).await
+        }
         Some(Ok(stream)) => match tls.principal(stream.get_ref().1) {
             Ok(principal) => {
                 tracing::debug!(peer, principal, listener = listener.name, "TLS connection");
@@ -173,7 +178,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
     let limits = shard.config().limits.clone();
     let (idle, max) = (limits.connections_max_idle, shard.config().max_request_bytes);
     let in_flight = Rc::new(Semaphore::new(limits.max_inflight_per_connection as u64));
-    let close = |permit| glommio::spawn_local(async move { (Err(()), permit) });
+    let close = |permit| glommio::spawn_local(async move { (Err(()), permit, true) });
     let mut turn: Option<oneshot::Receiver<()>> = None;
     loop {
         let Ok(permit) = in_flight.acquire_static_permit(1).await else { return };
@@ -237,14 +242,17 @@ async fn read_requests<R: AsyncRead + Unpin>(
                 let _ = w.await; // a dropped sender (error, closed) also ends the wait
             }
             // A request read while the one before it earned a throttle waits it out too, as
-            // if it had not been read yet: pipelining does not let a client past its quota.
+            // if it had not been read yet (the throttles counted before a handler lets the next
+            // request start: Produce's): pipelining does not let a producer past its quota.
             session.unmuted().await;
             if session.closing.get() {
-                return (Err(()), permit); // read after a failed re-authentication
+                return (Err(()), permit, true); // read after a failed re-authentication
             }
             let outcome = answer(&shard, &session, Bytes::from(buf), Dispatched::new(done_tx)).await;
             drop(frame_held);
-            (outcome, permit)
+            // Only a failed SaslAuthenticate sets `closing`: its answer is the last.
+            let last = api_key == crate::protocol::SASL_AUTHENTICATE && session.closing.get();
+            (outcome, permit, last)
         });
         if tx.send(task).await.is_err() {
             return; // the writer closed the connection
@@ -263,7 +271,7 @@ async fn write_responses<W: AsyncWrite + Unpin>(
 ) {
     let peer = session.peer.as_str();
     while let Some(task) = rx.recv().await {
-        let (outcome, permit) = task.await;
+        let (outcome, permit, last) = task.await;
         match outcome {
             Ok(Some((bytes, held))) => {
                 let started = std::time::Instant::now();
@@ -282,8 +290,8 @@ async fn write_responses<W: AsyncWrite + Unpin>(
                 metrics::since(Stage::ResponseWrite, started);
                 metrics::count(Counter::BytesOut, bytes.len() as u64);
                 drop(held);
-                if session.closing.get() {
-                    break; // that was the last answer
+                if last {
+                    break;
                 }
             }
             Ok(None) => {}

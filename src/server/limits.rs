@@ -122,8 +122,9 @@ impl ConnectionTable {
         if !self.any_quota.load(std::sync::atomic::Ordering::Relaxed) {
             return 0;
         }
-        let quotas = self.quotas();
-        self.sensors.lock().unwrap_or_else(|e| e.into_inner()).record(&quotas, key, who, value, now, keep)
+        // Which quota applies is found before the lock shared by the shards is taken.
+        let Some(applies) = self.quotas().applicable(key, who.0, who.1) else { return 0 };
+        self.sensors.lock().unwrap_or_else(|e| e.into_inner()).record(key, applies, value, now, keep)
     }
 
     /// New limits (`max.connections`, `max.connections.per.ip` changed at runtime): they apply

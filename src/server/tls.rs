@@ -149,11 +149,15 @@ fn pem(
     file: &str,
     inline: &[&str],
 ) -> anyhow::Result<Option<String>> {
+    let parts: Vec<&str> = inline.iter().filter_map(|k| listener_setting(settings, listener, k)).collect();
     if let Some(path) = listener_setting(settings, listener, file) {
+        if !parts.is_empty() {
+            // Kafka refuses the pair too: which one is meant cannot be told.
+            bail!("listener {listener}: both {file} and {} are set; give one", inline.join(" / "));
+        }
         let text = std::fs::read_to_string(path).with_context(|| format!("{file}={path}"))?;
         return Ok(Some(text));
     }
-    let parts: Vec<&str> = inline.iter().filter_map(|k| listener_setting(settings, listener, k)).collect();
     Ok((!parts.is_empty()).then(|| parts.join("\n")))
 }
 
@@ -313,7 +317,8 @@ mod tests {
 
     /// Settings refused with their name: a JKS store, an unknown client-auth mode, a protocol
     /// rustls does not offer, a mapping rule that does not parse; a TLS listener without a
-    /// keystore, or with a keystore file that does not exist.
+    /// keystore, with a keystore file that does not exist, or with both a file and an inline
+    /// key (a rotation to an inline key over a static file would otherwise do nothing).
     #[test]
     fn bad_settings() {
         assert!(check("ssl.keystore.type", "JKS").unwrap_err().to_string().contains("only PEM"));
@@ -328,5 +333,11 @@ mod tests {
         let missing: BTreeMap<String, String> =
             [("ssl.keystore.location".to_string(), "/nonexistent.pem".to_string())].into();
         assert!(error(&missing).contains("/nonexistent.pem"));
+        let both: BTreeMap<String, String> = [
+            ("ssl.keystore.location".to_string(), "/k.pem".to_string()),
+            ("listener.name.ssl.ssl.keystore.key".to_string(), "-----BEGIN PRIVATE KEY-----".to_string()),
+        ]
+        .into();
+        assert!(error(&both).contains("both ssl.keystore.location and"), "Kafka refuses the pair: {}", error(&both));
     }
 }

@@ -4,6 +4,9 @@ the first user made offline (`tidemark user add`), more online (KIP-554
 AlterUserScramCredentials), kept across a restart; wrong passwords and unknown users refused
 alike; a mechanism the listener does not offer refused with the ones it does; nothing but
 ApiVersions and the SASL exchange served before authentication."""
+import base64
+import hashlib
+import hmac
 import os
 import socket
 import struct
@@ -214,6 +217,7 @@ class RawSasl:
         message = body[4:4 + n].decode() if n >= 0 else None
         rest = body[4 + max(n, 0):]
         (size,) = struct.unpack(">i", rest[:4])
+        self.auth_bytes = rest[4:4 + max(size, 0)]
         (lifetime,) = struct.unpack(">q", rest[4 + max(size, 0):12 + max(size, 0)])
         return code, message, lifetime
 
@@ -234,7 +238,8 @@ class RawSasl:
 def test_reauthentication(start_broker):
     """KIP-368 with connections.max.reauth.ms=2000: SaslAuthenticate v1 tells the session
     lifetime; the client re-authenticates on the same connection (same user, same mechanism)
-    and is served on; a request after the session ended closes the connection; re-authenticating
+    and is served on; a request after the session ended closes the connection, also when a
+    re-authentication was started and never finished; re-authenticating
     as another user, or with another mechanism, is SASL_AUTHENTICATION_FAILED with Kafka's
     message and the connection closes. librdkafka's producer, re-authenticating with
     SCRAM-SHA-256 by itself, delivers every record over three lifetimes without a disconnect."""
@@ -249,6 +254,12 @@ def test_reauthentication(start_broker):
     assert c.metadata() is not None, "served past the first lifetime"
     time.sleep(2.2)
     assert c.metadata() is None, "a request after the session ended closes the connection"
+
+    stalled = RawSasl(b)
+    assert stalled.plain("alice", "alice-pw")[0] == 0
+    assert stalled.handshake("PLAIN") == 0
+    time.sleep(2.2)
+    assert stalled.metadata() is None, "a re-authentication started and never finished does not extend the session"
 
     other = RawSasl(b)
     assert other.plain("alice", "alice-pw")[0] == 0
@@ -277,15 +288,16 @@ def test_reauthentication(start_broker):
     assert errors == [], errors
     with open(os.path.join(b.data_dir, "broker.log"), encoding="utf-8", errors="replace") as f:
         expired = f.read().count("SASL session expired")
-    assert expired == 1, "only the raw connection outlived its session, not librdkafka's"
+    assert expired == 2, "only the raw connections outlived their sessions, not librdkafka's"
     assert b.proc.poll() is None
 
 
 def test_exchange_split_reordered_and_tampered(start_broker):
     """Bad input in the exchange, on raw sockets: a PLAIN exchange sent one byte per write is
     read whole and authenticates; SaslAuthenticate before SaslHandshake closes the connection
-    unanswered; a SCRAM client-final whose nonce is not the server's is
-    SASL_AUTHENTICATION_FAILED, then the close; the broker serves a good client throughout."""
+    unanswered; a SCRAM client-final whose nonce is not the server's, with a proof valid for
+    that message, is SASL_AUTHENTICATION_FAILED, then the close (the same exchange with the
+    server's nonce authenticates); the broker serves a good client throughout."""
     b = sasl_broker(start_broker, users=(("alice", "alice-pw", "SCRAM-SHA-256"),))
 
     split = RawSasl(b, trickle=True)
@@ -295,11 +307,26 @@ def test_exchange_split_reordered_and_tampered(start_broker):
     early = RawSasl(b)
     assert early.authenticate(b"\0alice\0alice-pw") is None, "SaslAuthenticate before the handshake"
 
-    tampered = RawSasl(b)
-    assert tampered.handshake("SCRAM-SHA-256") == 0
-    code, _, _ = tampered.authenticate(b"n,,n=alice,r=clientnonce")
-    assert code == 0
-    code, message, _ = tampered.authenticate(b"c=biws,r=someone-elses-nonce,p=AAAA")
+    def scram(nonce_of=lambda server_nonce: server_nonce):
+        """A SCRAM-SHA-256 exchange as alice whose client-final carries `nonce_of(the server's
+        nonce)` with a proof that is valid for that message: the final answer's code."""
+        c = RawSasl(b)
+        assert c.handshake("SCRAM-SHA-256") == 0
+        bare = "n=alice,r=clientnonce"
+        assert c.authenticate(b"n,," + bare.encode())[0] == 0
+        server_first = c.auth_bytes.decode()
+        fields = dict(f.split("=", 1) for f in server_first.split(","))
+        salted = hashlib.pbkdf2_hmac("sha256", b"alice-pw", base64.b64decode(fields["s"]), int(fields["i"]))
+        client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+        without_proof = "c=biws,r=" + nonce_of(fields["r"])
+        auth = ",".join([bare, server_first, without_proof]).encode()
+        signature = hmac.new(hashlib.sha256(client_key).digest(), auth, "sha256").digest()
+        proof = base64.b64encode(bytes(x ^ y for x, y in zip(client_key, signature))).decode()
+        code, message, _ = c.authenticate((without_proof + ",p=" + proof).encode())
+        return c, code, message
+    _, code, _ = scram()
+    assert code == 0, "the right nonce with its proof authenticates"
+    tampered, code, message = scram(lambda _: "someone-elses-nonce")
     assert code == 58 and "invalid credentials" in message, (code, message)
     assert tampered.closed()
     assert RawSasl(b).plain("alice", "alice-pw")[0] == 0

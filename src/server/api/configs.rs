@@ -111,7 +111,7 @@ pub fn describe_configs(cx: &mut Cx<'_>, d: DescribeConfigsRequest) -> DescribeC
                 read_only,
                 is_default: source == SOURCE_DEFAULT,
                 config_source: if version == 0 { -1 } else { source },
-                is_sensitive: false,
+                is_sensitive: sensitive(name),
                 synonyms: if d.include_synonyms { chain } else { Vec::new() },
                 config_type: kind as i8,
                 documentation: (d.include_documentation && version >= 3).then(|| doc.to_string()),

@@ -153,6 +153,10 @@ fn reply<M: Message + Throttled>(cx: &Cx<'_>, mut body: M) -> ProtoResult<Option
 /// Count the request's time on the thread against `request_percentage` (Kafka's unit: the
 /// percentage of one thread's second, 100 = a whole thread): the throttle it earns, in ms.
 fn request_time(cx: &Cx<'_>) -> i32 {
+    // The SASL exchange (a re-authentication) is not a request the quota counts, as in Kafka.
+    if matches!(cx.header.api_key, crate::protocol::SASL_HANDSHAKE | crate::protocol::SASL_AUTHENTICATE) {
+        return 0;
+    }
     cx.busy.map_or(0, |busy| cx.quota(REQUEST_PERCENTAGE, busy.so_far().as_secs_f64() * 100.0, true))
 }
 

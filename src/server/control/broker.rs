@@ -53,10 +53,12 @@ impl ShardCall<Shard> for AlterBroker {
         }
         if let Some(k) = tls.iter().find(|k| {
             configs::listener_key(k).is_some_and(|(l, _)| {
-                !shard.config().listeners.iter().any(|x| x.protocol.tls() && x.name.eq_ignore_ascii_case(l))
+                // Settings name listeners in lower case (Kafka's `listener.name.<lower>.`).
+                l != l.to_ascii_lowercase()
+                    || !shard.config().listeners.iter().any(|x| x.protocol.tls() && x.name.eq_ignore_ascii_case(l))
             })
         }) {
-            let message = format!("{k}: this broker has no TLS listener of that name");
+            let message = format!("{k}: this broker has no TLS listener of that name (in lower case)");
             return Err(AdminError::new(code::INVALID_REQUEST, message));
         }
         let control = control_of(&shard)?;
@@ -78,7 +80,12 @@ impl ShardCall<Shard> for AlterBroker {
             .map_err(|e| AdminError::new(code::INVALID_REQUEST, e.to_string()))?;
         // New TLS stores are read and checked now (files included; a file changed in place is
         // read again), and used by new connections only once they are persisted.
-        let acceptors = if tls.is_empty() {
+        // Rebuilt when the TLS settings of this node change (AlterConfigs replaces them all).
+        let tls_of = |m: &std::collections::BTreeMap<String, String>| {
+            m.iter().filter(|(k, _)| configs::dynamic_tls(k)).map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>()
+        };
+        let tls_changed = !tls.is_empty() || (self.node && tls_of(&shard.dynamic().node) != tls_of(&next.node));
+        let acceptors = if !tls_changed {
             Vec::new()
         } else {
             shard.config().tls_acceptors(&next.node).map_err(|e| {
