@@ -40,4 +40,5 @@ pub mod security;
 pub mod server;
 pub mod storage;
 pub mod storage_load;
+pub mod txn;
 pub mod types;

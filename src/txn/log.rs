@@ -1,0 +1,196 @@
+//! `__transaction_state` records, in Kafka's format so that the topic reads as Kafka's does
+//! (`kafka-dump-log` decodes it): the key is `version i16 = 0, transactional id (i16 length,
+//! UTF-8)`; the value (null: a tombstone) is version 0, written as Kafka writes it until its
+//! `transaction.version` 1:
+//!
+//! ```text
+//! version i16 = 0, producer id i64, producer epoch i16, timeout ms i32, state i8,
+//! partitions: i32 count (-1 when Empty), per topic: name (i16 length, UTF-8), i32 n, n × i32,
+//! last update ms i64, start ms i64
+//! ```
+//!
+//! Version 1 (flexible: compact arrays and strings, tagged fields 0 previous producer id, 1
+//! next producer id, 2 client transaction version) is read too.
+
+use super::{TopicPartition, TxnMetadata, TxnState};
+use std::collections::BTreeSet;
+
+/// A record's key: the transactional id.
+pub fn key(transactional_id: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(4 + transactional_id.len());
+    k.extend_from_slice(&0i16.to_be_bytes());
+    k.extend_from_slice(&(transactional_id.len() as i16).to_be_bytes());
+    k.extend_from_slice(transactional_id.as_bytes());
+    k
+}
+
+/// The transactional id of a key (`None`: another key version, skipped as Kafka skips it).
+pub fn read_key(k: &[u8]) -> Result<Option<String>, String> {
+    let mut r = Reader(k);
+    if r.i16()? != 0 {
+        return Ok(None);
+    }
+    let id = r.string()?;
+    Ok(Some(id))
+}
+
+/// A record's value: the metadata as it is (version 0).
+pub fn value(m: &TxnMetadata) -> Vec<u8> {
+    let mut v = Vec::with_capacity(48);
+    v.extend_from_slice(&0i16.to_be_bytes());
+    v.extend_from_slice(&m.producer_id.to_be_bytes());
+    v.extend_from_slice(&m.producer_epoch.to_be_bytes());
+    v.extend_from_slice(&m.timeout_ms.to_be_bytes());
+    v.push(m.state as i8 as u8);
+    if m.state == TxnState::Empty {
+        v.extend_from_slice(&(-1i32).to_be_bytes());
+    } else {
+        let topics = by_topic(&m.partitions);
+        v.extend_from_slice(&(topics.len() as i32).to_be_bytes());
+        for (topic, parts) in topics {
+            v.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+            v.extend_from_slice(topic.as_bytes());
+            v.extend_from_slice(&(parts.len() as i32).to_be_bytes());
+            for p in parts {
+                v.extend_from_slice(&p.to_be_bytes());
+            }
+        }
+    }
+    v.extend_from_slice(&m.last_update_ms.to_be_bytes());
+    v.extend_from_slice(&m.start_ms.to_be_bytes());
+    v
+}
+
+fn by_topic(partitions: &BTreeSet<TopicPartition>) -> Vec<(&str, Vec<i32>)> {
+    let mut out: Vec<(&str, Vec<i32>)> = Vec::new();
+    for (t, p) in partitions {
+        match out.last_mut() {
+            Some((last, ps)) if *last == t.as_str() => ps.push(*p),
+            _ => out.push((t.as_str(), vec![*p])),
+        }
+    }
+    out
+}
+
+/// The metadata a value holds (as loaded: no pending state, the last epoch unknown).
+pub fn read_value(transactional_id: &str, v: &[u8]) -> Result<TxnMetadata, String> {
+    let mut r = Reader(v);
+    let version = r.i16()?;
+    if !(0..=1).contains(&version) {
+        return Err(format!("unknown transaction log value version {version}"));
+    }
+    let flexible = version >= 1;
+    let producer_id = r.i64()?;
+    let producer_epoch = r.i16()?;
+    let timeout_ms = r.i32()?;
+    let state_id = r.i8()?;
+    let state = TxnState::from_id(state_id).ok_or_else(|| format!("unknown transaction state {state_id}"))?;
+    let mut partitions = BTreeSet::new();
+    let topics = if flexible { r.uvarint()? as i64 - 1 } else { r.i32()? as i64 };
+    for _ in 0..topics.max(0) {
+        let topic = if flexible { r.compact_string()? } else { r.string()? };
+        let n = if flexible { r.uvarint()? as i64 - 1 } else { r.i32()? as i64 };
+        for _ in 0..n.max(0) {
+            partitions.insert((topic.clone(), r.i32()?));
+        }
+        if flexible {
+            r.skip_tags()?;
+        }
+    }
+    let last_update_ms = r.i64()?;
+    let start_ms = r.i64()?;
+    let mut previous_producer_id = -1;
+    if flexible {
+        for (tag, bytes) in r.tags()? {
+            if tag == 0 && bytes.len() == 8 {
+                previous_producer_id = i64::from_be_bytes(bytes.try_into().expect("8 bytes"));
+            }
+        }
+    }
+    if state == TxnState::Empty {
+        partitions.clear();
+    }
+    Ok(TxnMetadata {
+        transactional_id: transactional_id.to_string(),
+        producer_id,
+        previous_producer_id,
+        producer_epoch,
+        last_producer_epoch: -1,
+        timeout_ms,
+        state,
+        partitions,
+        start_ms,
+        last_update_ms,
+        pending: None,
+    })
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err("a transaction log record ends early".into());
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn i8(&mut self) -> Result<i8, String> {
+        Ok(self.take(1)?[0] as i8)
+    }
+    fn i16(&mut self) -> Result<i16, String> {
+        Ok(i16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes")))
+    }
+    fn i32(&mut self) -> Result<i32, String> {
+        Ok(i32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+    fn i64(&mut self) -> Result<i64, String> {
+        Ok(i64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+    fn uvarint(&mut self) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..35).step_by(7) {
+            let b = self.take(1)?[0];
+            v |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("an unsigned varint longer than 5 bytes".into())
+    }
+    fn utf8(&mut self, n: usize) -> Result<String, String> {
+        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "a name that is not UTF-8".to_string())
+    }
+    fn string(&mut self) -> Result<String, String> {
+        let n = self.i16()?;
+        self.utf8(n.max(0) as usize)
+    }
+    fn compact_string(&mut self) -> Result<String, String> {
+        let n = self.uvarint()?;
+        self.utf8(n.saturating_sub(1) as usize)
+    }
+    fn tags(&mut self) -> Result<Vec<(u64, &'a [u8])>, String> {
+        let count = self.uvarint()?;
+        let mut out = Vec::new();
+        for _ in 0..count {
+            let tag = self.uvarint()?;
+            let size = self.uvarint()? as usize;
+            out.push((tag, self.take(size)?));
+        }
+        Ok(out)
+    }
+    fn skip_tags(&mut self) -> Result<(), String> {
+        self.tags().map(|_| ())
+    }
+}
+
+/// Write an unsigned varint (for tests of version 1 values).
+#[cfg(test)]
+pub(crate) fn uvarint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}

@@ -1,0 +1,391 @@
+//! The transaction coordinator's state machine (KIP-98, KIP-360), without I/O: each
+//! transactional id's metadata, Kafka's states and their valid transitions, and what
+//! InitProducerId, AddPartitionsToTxn / AddOffsetsToTxn, EndTxn, the markers' completion, the
+//! timeout abort and expiry do in each state, with Kafka's error codes.
+//!
+//! A change goes in three steps, as in Kafka's TransactionMetadata: an operation checks the
+//! metadata and returns the [`Transit`] to persist, marking it pending (so that a concurrent
+//! request gets CONCURRENT_TRANSACTIONS); the caller writes the transit's record to
+//! `__transaction_state` ([`log`]); then [`TxnMetadata::complete`] applies it (or
+//! [`TxnMetadata::abandon`] clears the pending state when the write failed).
+//!
+//! ```text
+//!            InitProducerId                AddPartitions          EndTxn(commit)
+//!   (new) ──────────────────► Empty ─────────────────► Ongoing ──────────────► PrepareCommit
+//!                               ▲                        │  │                      │ markers written
+//!                               │ InitProducerId         │  └─ EndTxn(abort) ──┐   ▼
+//!                    CompleteCommit/Abort ◄──────────────┼─────────────── PrepareAbort / CompleteCommit
+//!                               │                        └─ InitProducerId or timeout: epoch fence
+//!                               └─ idle past transactional.id.expiration.ms: Dead (a tombstone)
+//! ```
+
+pub mod log;
+
+use crate::protocol::errors::{self as code, ErrorCode};
+use std::collections::BTreeSet;
+
+/// Kafka's transaction states, with their persisted ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TxnState {
+    Empty = 0,
+    Ongoing = 1,
+    PrepareCommit = 2,
+    PrepareAbort = 3,
+    CompleteCommit = 4,
+    CompleteAbort = 5,
+    /// Only ever pending: becomes a tombstone.
+    Dead = 6,
+    /// Only ever pending: the epoch bump of a fence, turned into PrepareAbort at once.
+    PrepareEpochFence = 7,
+}
+
+impl TxnState {
+    pub const ALL: [TxnState; 8] = [
+        TxnState::Empty,
+        TxnState::Ongoing,
+        TxnState::PrepareCommit,
+        TxnState::PrepareAbort,
+        TxnState::CompleteCommit,
+        TxnState::CompleteAbort,
+        TxnState::Dead,
+        TxnState::PrepareEpochFence,
+    ];
+
+    pub fn from_id(id: i8) -> Option<TxnState> {
+        TxnState::ALL.into_iter().find(|s| *s as i8 == id)
+    }
+
+    /// The name DescribeTransactions and ListTransactions show.
+    pub fn name(self) -> &'static str {
+        match self {
+            TxnState::Empty => "Empty",
+            TxnState::Ongoing => "Ongoing",
+            TxnState::PrepareCommit => "PrepareCommit",
+            TxnState::PrepareAbort => "PrepareAbort",
+            TxnState::CompleteCommit => "CompleteCommit",
+            TxnState::CompleteAbort => "CompleteAbort",
+            TxnState::Dead => "Dead",
+            TxnState::PrepareEpochFence => "PrepareEpochFence",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<TxnState> {
+        TxnState::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The states it may be entered from (Kafka's `validPreviousStates`).
+    pub fn valid_previous(self) -> &'static [TxnState] {
+        use TxnState::*;
+        match self {
+            Empty => &[Empty, CompleteCommit, CompleteAbort],
+            Ongoing => &[Ongoing, Empty, CompleteCommit, CompleteAbort],
+            PrepareCommit => &[Ongoing],
+            PrepareAbort => &[Ongoing, PrepareEpochFence],
+            CompleteCommit => &[PrepareCommit],
+            CompleteAbort => &[PrepareAbort],
+            Dead => &[Empty, CompleteAbort, CompleteCommit],
+            PrepareEpochFence => &[Ongoing],
+        }
+    }
+
+    /// Whether an id idle in this state may expire.
+    pub fn expirable(self) -> bool {
+        matches!(self, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort)
+    }
+}
+
+/// A partition of a transaction: topic and index.
+pub type TopicPartition = (String, i32);
+
+/// Epochs up to this one are handed to clients; the last value is kept for fencing.
+pub const MAX_CLIENT_EPOCH: i16 = i16::MAX - 1;
+
+/// One transactional id's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnMetadata {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    /// The producer id before the last rotation (KIP-360), -1 if none.
+    pub previous_producer_id: i64,
+    pub producer_epoch: i16,
+    /// The epoch before the last bump (a retried InitProducerId gets the same answer); not
+    /// persisted, -1 after a load, as in Kafka.
+    pub last_producer_epoch: i16,
+    pub timeout_ms: i32,
+    pub state: TxnState,
+    pub partitions: BTreeSet<TopicPartition>,
+    /// When the open transaction started (-1: none).
+    pub start_ms: i64,
+    pub last_update_ms: i64,
+    /// A transition written but not yet applied.
+    pub pending: Option<TxnState>,
+}
+
+/// A change to persist, then apply: the metadata as it will be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transit {
+    pub producer_id: i64,
+    pub previous_producer_id: i64,
+    pub producer_epoch: i16,
+    pub last_producer_epoch: i16,
+    pub timeout_ms: i32,
+    pub state: TxnState,
+    pub partitions: BTreeSet<TopicPartition>,
+    pub start_ms: i64,
+    pub last_update_ms: i64,
+}
+
+/// What InitProducerId needs done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Init {
+    /// Persist this, then answer with its producer id and epoch.
+    Write(Transit),
+    /// An open transaction is being fenced: persist this (PrepareAbort at a bumped epoch),
+    /// write the abort markers, and answer CONCURRENT_TRANSACTIONS (the client retries).
+    Fence(Transit),
+}
+
+/// What EndTxn needs done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    /// Persist this (PrepareCommit or PrepareAbort), answer, then write the markers.
+    Prepare(Transit),
+    /// A retry of an EndTxn that already completed: answer NONE.
+    Done,
+}
+
+impl TxnMetadata {
+    /// A new id (InitProducerId will bump its epoch to 0).
+    pub fn new(transactional_id: &str, producer_id: i64, timeout_ms: i32, now: i64) -> TxnMetadata {
+        TxnMetadata {
+            transactional_id: transactional_id.to_string(),
+            producer_id,
+            previous_producer_id: -1,
+            producer_epoch: -1,
+            last_producer_epoch: -1,
+            timeout_ms,
+            state: TxnState::Empty,
+            partitions: BTreeSet::new(),
+            start_ms: -1,
+            last_update_ms: now,
+            pending: None,
+        }
+    }
+
+    fn transit(&self) -> Transit {
+        Transit {
+            producer_id: self.producer_id,
+            previous_producer_id: self.previous_producer_id,
+            producer_epoch: self.producer_epoch,
+            last_producer_epoch: self.last_producer_epoch,
+            timeout_ms: self.timeout_ms,
+            state: self.state,
+            partitions: self.partitions.clone(),
+            start_ms: self.start_ms,
+            last_update_ms: self.last_update_ms,
+        }
+    }
+
+    /// Mark `t` pending, after checking Kafka's transition table.
+    fn prepare(&mut self, t: Transit) -> Transit {
+        debug_assert!(t.state.valid_previous().contains(&self.state), "{:?} -> {:?}", self.state, t.state);
+        self.pending = Some(t.state);
+        t
+    }
+
+    /// Apply a persisted transit.
+    pub fn complete(&mut self, t: Transit) {
+        self.producer_id = t.producer_id;
+        self.previous_producer_id = t.previous_producer_id;
+        self.producer_epoch = t.producer_epoch;
+        self.last_producer_epoch = t.last_producer_epoch;
+        self.timeout_ms = t.timeout_ms;
+        self.state = t.state;
+        self.partitions = t.partitions;
+        self.start_ms = t.start_ms;
+        self.last_update_ms = t.last_update_ms;
+        self.pending = None;
+    }
+
+    /// The transit's write failed: nothing changes. (The epoch of a fence is only ever
+    /// applied with its PrepareAbort, so a fence retried after a failed write bumps from the
+    /// same epoch again: Kafka's `hasFailedEpochFence` is not needed.)
+    pub fn abandon(&mut self) {
+        self.pending = None;
+    }
+
+    /// InitProducerId for this id (`expected`: KIP-360's producer id and epoch, when the
+    /// client gives them; `allocate`: a fresh producer id, for a rotation).
+    pub fn init_producer_id(
+        &mut self,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+        allocate: &mut dyn FnMut() -> i64,
+        now: i64,
+    ) -> Result<Init, ErrorCode> {
+        if self.pending.is_some() {
+            return Err(code::CONCURRENT_TRANSACTIONS);
+        }
+        if let Some((pid, epoch)) = expected {
+            let valid = self.producer_epoch == -1
+                || pid == self.producer_id
+                || (pid == self.previous_producer_id && epoch >= MAX_CLIENT_EPOCH);
+            if !valid {
+                return Err(code::PRODUCER_FENCED);
+            }
+        }
+        match self.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort => Err(code::CONCURRENT_TRANSACTIONS),
+            TxnState::Ongoing => Ok(Init::Fence(self.fence(now))),
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                let mut t = self.transit();
+                t.state = TxnState::Empty;
+                t.partitions.clear();
+                t.start_ms = -1;
+                t.last_update_ms = now;
+                t.timeout_ms = timeout_ms;
+                let exhausted = self.producer_epoch >= MAX_CLIENT_EPOCH;
+                if exhausted && expected.is_none_or(|(_, e)| e == self.producer_epoch) {
+                    t.previous_producer_id = self.producer_id;
+                    t.producer_id = allocate();
+                    t.producer_epoch = 0;
+                    t.last_producer_epoch = if expected.is_some() { self.producer_epoch } else { -1 };
+                    return Ok(Init::Write(self.prepare(t)));
+                }
+                match expected.map(|(_, e)| e) {
+                    None => {
+                        t.producer_epoch = self.producer_epoch + 1;
+                        t.last_producer_epoch = -1;
+                    }
+                    Some(e) if e == self.producer_epoch || self.producer_epoch == -1 => {
+                        t.producer_epoch = self.producer_epoch + 1;
+                        t.last_producer_epoch = self.producer_epoch;
+                    }
+                    // A retry of a bump that succeeded: the same answer again.
+                    Some(e) if e == self.last_producer_epoch => {}
+                    Some(_) => return Err(code::PRODUCER_FENCED),
+                }
+                Ok(Init::Write(self.prepare(t)))
+            }
+            TxnState::Dead | TxnState::PrepareEpochFence => Err(code::CONCURRENT_TRANSACTIONS),
+        }
+    }
+
+    /// Fence the open transaction: the epoch bumped and PrepareAbort at that epoch, in one
+    /// step (its markers carry the bumped epoch, so the fenced producer's writes are refused).
+    fn fence(&mut self, now: i64) -> Transit {
+        let mut t = self.transit();
+        t.producer_epoch = self.producer_epoch.saturating_add(1);
+        t.last_producer_epoch = -1;
+        t.state = TxnState::PrepareAbort;
+        t.last_update_ms = now;
+        self.prepare(t)
+    }
+
+    /// The checks every client request about an open transaction starts with.
+    fn check_producer(&self, pid: i64, epoch: i16) -> Result<(), ErrorCode> {
+        if pid != self.producer_id {
+            return Err(code::INVALID_PRODUCER_ID_MAPPING);
+        }
+        if epoch != self.producer_epoch {
+            return Err(code::PRODUCER_FENCED);
+        }
+        if self.pending.is_some() {
+            return Err(code::CONCURRENT_TRANSACTIONS);
+        }
+        Ok(())
+    }
+
+    /// AddPartitionsToTxn (and AddOffsetsToTxn, with the group's offsets partition): `None`
+    /// when every partition is already in the transaction (nothing to write).
+    pub fn add_partitions(
+        &mut self,
+        pid: i64,
+        epoch: i16,
+        partitions: &[TopicPartition],
+        now: i64,
+    ) -> Result<Option<Transit>, ErrorCode> {
+        self.check_producer(pid, epoch)?;
+        match self.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort => Err(code::CONCURRENT_TRANSACTIONS),
+            TxnState::Ongoing if partitions.iter().all(|p| self.partitions.contains(p)) => Ok(None),
+            TxnState::Empty | TxnState::Ongoing | TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                let mut t = self.transit();
+                if self.state != TxnState::Ongoing {
+                    t.start_ms = now;
+                    t.partitions.clear();
+                }
+                t.state = TxnState::Ongoing;
+                t.partitions.extend(partitions.iter().cloned());
+                t.last_update_ms = now;
+                Ok(Some(self.prepare(t)))
+            }
+            TxnState::Dead | TxnState::PrepareEpochFence => Err(code::CONCURRENT_TRANSACTIONS),
+        }
+    }
+
+    /// EndTxn from the client.
+    pub fn end(&mut self, pid: i64, epoch: i16, commit: bool, now: i64) -> Result<End, ErrorCode> {
+        self.check_producer(pid, epoch)?;
+        use TxnState::*;
+        match (self.state, commit) {
+            (Ongoing, _) => {
+                let mut t = self.transit();
+                t.state = if commit { PrepareCommit } else { PrepareAbort };
+                t.last_update_ms = now;
+                Ok(End::Prepare(self.prepare(t)))
+            }
+            (CompleteCommit, true) | (CompleteAbort, false) => Ok(End::Done),
+            (PrepareCommit, true) | (PrepareAbort, false) => Err(code::CONCURRENT_TRANSACTIONS),
+            _ => Err(code::INVALID_TXN_STATE),
+        }
+    }
+
+    /// Every marker of a prepared transaction is written: CompleteCommit or CompleteAbort.
+    pub fn markers_written(&mut self, now: i64) -> Option<Transit> {
+        let done = match self.state {
+            TxnState::PrepareCommit => TxnState::CompleteCommit,
+            TxnState::PrepareAbort => TxnState::CompleteAbort,
+            _ => return None,
+        };
+        if self.pending.is_some() {
+            return None;
+        }
+        let mut t = self.transit();
+        t.state = done;
+        t.partitions.clear();
+        t.last_update_ms = now;
+        Some(self.prepare(t))
+    }
+
+    /// An open transaction past its timeout (`transaction.timeout.ms`): fenced and aborted.
+    pub fn timed_out(&mut self, now: i64) -> Option<Transit> {
+        let late = self.state == TxnState::Ongoing
+            && self.pending.is_none()
+            && self.start_ms.saturating_add(self.timeout_ms as i64) < now;
+        late.then(|| self.fence(now))
+    }
+
+    /// An id idle past `transactional.id.expiration.ms`: marked Dead (write its tombstone,
+    /// then forget it).
+    pub fn expire(&mut self, now: i64, expiration_ms: i64) -> bool {
+        let idle = self.state.expirable()
+            && self.pending.is_none()
+            && self.last_update_ms <= now.saturating_sub(expiration_ms);
+        if idle {
+            self.pending = Some(TxnState::Dead);
+        }
+        idle
+    }
+}
+
+/// Kafka's partition of a key in an internal topic of `partitions` partitions:
+/// `abs(Java's String.hashCode) % partitions` (UTF-16 code units; `abs(i32::MIN)` is 0).
+pub fn partition_for(key: &str, partitions: i32) -> i32 {
+    let h = key.encode_utf16().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % partitions
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,326 @@
+//! The coordinator state machine against Kafka's: its transition table, each API in each
+//! state, and a model test of random operation sequences checking Kafka's invariants after
+//! every step; `__transaction_state` records round-trip in Kafka's layout.
+
+use super::*;
+use proptest::prelude::*;
+
+fn tp(t: &str, p: i32) -> TopicPartition {
+    (t.to_string(), p)
+}
+
+/// Run a transit as the coordinator does: persist (here: nothing), then apply.
+fn apply(m: &mut TxnMetadata, t: Transit) {
+    assert!(t.state.valid_previous().contains(&m.state), "{:?} -> {:?}", m.state, t.state);
+    m.complete(t);
+}
+
+/// Kafka's `validPreviousStates`, spelled out (TransactionMetadata.scala).
+#[test]
+fn transition_table_is_kafkas() {
+    use TxnState::*;
+    let table = [
+        (Empty, vec![Empty, CompleteCommit, CompleteAbort]),
+        (Ongoing, vec![Ongoing, Empty, CompleteCommit, CompleteAbort]),
+        (PrepareCommit, vec![Ongoing]),
+        (PrepareAbort, vec![Ongoing, PrepareEpochFence]),
+        (CompleteCommit, vec![PrepareCommit]),
+        (CompleteAbort, vec![PrepareAbort]),
+        (Dead, vec![Empty, CompleteAbort, CompleteCommit]),
+        (PrepareEpochFence, vec![Ongoing]),
+    ];
+    for (state, previous) in table {
+        assert_eq!(state.valid_previous(), previous.as_slice(), "{state:?}");
+        assert_eq!(TxnState::from_id(state as i8), Some(state));
+        assert_eq!(TxnState::from_name(state.name()), Some(state));
+    }
+    assert_eq!(TxnState::from_id(8), None);
+}
+
+/// A transaction's life: a new id gets epoch 0; partitions make it Ongoing; commit prepares,
+/// markers complete it; a retried EndTxn is answered NONE, the other outcome is
+/// INVALID_TXN_STATE; the next InitProducerId bumps the epoch; wrong producer ids, old
+/// epochs and concurrent requests get Kafka's errors.
+#[test]
+fn a_transaction_from_start_to_end() {
+    let mut next_pid = 100;
+    let mut alloc = || {
+        next_pid += 1;
+        next_pid
+    };
+    let mut m = TxnMetadata::new("app-1", 7, 60_000, 0);
+    let Ok(Init::Write(t)) = m.init_producer_id(60_000, None, &mut alloc, 1) else { panic!() };
+    assert_eq!(m.init_producer_id(60_000, None, &mut alloc, 1), Err(code::CONCURRENT_TRANSACTIONS), "pending");
+    apply(&mut m, t);
+    assert_eq!((m.producer_id, m.producer_epoch, m.state), (7, 0, TxnState::Empty));
+    assert_eq!(m.add_partitions(8, 0, &[tp("a", 0)], 2), Err(code::INVALID_PRODUCER_ID_MAPPING));
+    assert_eq!(m.add_partitions(7, 1, &[tp("a", 0)], 2), Err(code::PRODUCER_FENCED));
+    assert_eq!(m.end(7, 0, true, 2), Err(code::INVALID_TXN_STATE), "nothing to end");
+    let t = m.add_partitions(7, 0, &[tp("a", 0), tp("b", 1)], 2).unwrap().unwrap();
+    apply(&mut m, t);
+    assert_eq!((m.state, m.start_ms, m.partitions.len()), (TxnState::Ongoing, 2, 2));
+    assert_eq!(m.add_partitions(7, 0, &[tp("a", 0)], 3), Ok(None), "already in: nothing to write");
+    let t = m.add_partitions(7, 0, &[tp("c", 0)], 3).unwrap().unwrap();
+    apply(&mut m, t);
+    assert_eq!((m.partitions.len(), m.start_ms), (3, 2), "the start stays");
+    let Ok(End::Prepare(t)) = m.end(7, 0, true, 4) else { panic!() };
+    apply(&mut m, t);
+    assert_eq!(m.state, TxnState::PrepareCommit);
+    assert_eq!(m.end(7, 0, true, 4), Err(code::CONCURRENT_TRANSACTIONS), "markers not written yet");
+    assert_eq!(m.end(7, 0, false, 4), Err(code::INVALID_TXN_STATE));
+    assert_eq!(m.add_partitions(7, 0, &[tp("a", 0)], 4), Err(code::CONCURRENT_TRANSACTIONS));
+    assert_eq!(m.init_producer_id(60_000, None, &mut alloc, 4), Err(code::CONCURRENT_TRANSACTIONS));
+    let t = m.markers_written(5).unwrap();
+    apply(&mut m, t);
+    assert_eq!((m.state, m.partitions.len()), (TxnState::CompleteCommit, 0));
+    assert_eq!(m.end(7, 0, true, 6), Ok(End::Done), "a retry of the commit");
+    assert_eq!(m.end(7, 0, false, 6), Err(code::INVALID_TXN_STATE));
+    // The next transaction, then the producer restarts.
+    let t = m.add_partitions(7, 0, &[tp("a", 0)], 7).unwrap().unwrap();
+    apply(&mut m, t);
+    assert_eq!(m.start_ms, 7, "a new transaction's start");
+    let Ok(End::Prepare(t)) = m.end(7, 0, false, 8) else { panic!() };
+    apply(&mut m, t);
+    let t = m.markers_written(9).unwrap();
+    apply(&mut m, t);
+    assert_eq!(m.state, TxnState::CompleteAbort);
+    let Ok(Init::Write(t)) = m.init_producer_id(30_000, None, &mut alloc, 10) else { panic!() };
+    apply(&mut m, t);
+    assert_eq!((m.producer_id, m.producer_epoch, m.timeout_ms, m.state), (7, 1, 30_000, TxnState::Empty));
+}
+
+/// InitProducerId on an open transaction fences it: the epoch is bumped and the abort
+/// prepared in one step (its markers carry the new epoch); the client is told
+/// CONCURRENT_TRANSACTIONS and its retry, once the abort completed, gets the epoch after.
+/// The timeout abort fences the same way. KIP-360: a recovering producer naming its id and
+/// epoch gets the next epoch; a retry of a bump that succeeded gets the same answer; an
+/// unknown epoch is fenced.
+#[test]
+fn fences_and_kip_360() {
+    let mut alloc = || 500;
+    let mut m = TxnMetadata::new("t", 9, 1000, 0);
+    let Ok(Init::Write(t)) = m.init_producer_id(1000, None, &mut alloc, 0) else { panic!() };
+    apply(&mut m, t);
+    let t = m.add_partitions(9, 0, &[tp("a", 0)], 10).unwrap().unwrap();
+    apply(&mut m, t);
+    let Ok(Init::Fence(t)) = m.init_producer_id(1000, None, &mut alloc, 20) else { panic!() };
+    assert_eq!((t.state, t.producer_epoch), (TxnState::PrepareAbort, 1));
+    apply(&mut m, t);
+    assert_eq!(m.end(9, 0, true, 21), Err(code::PRODUCER_FENCED), "the zombie");
+    let t = m.markers_written(22).unwrap();
+    apply(&mut m, t);
+    let Ok(Init::Write(t)) = m.init_producer_id(1000, None, &mut alloc, 23) else { panic!() };
+    apply(&mut m, t);
+    assert_eq!(m.producer_epoch, 2);
+    // Timeout.
+    let t = m.add_partitions(9, 2, &[tp("a", 0)], 100).unwrap().unwrap();
+    apply(&mut m, t);
+    assert_eq!(m.timed_out(1100), None, "not yet");
+    let t = m.timed_out(1101).unwrap();
+    assert_eq!((t.state, t.producer_epoch), (TxnState::PrepareAbort, 3));
+    apply(&mut m, t);
+    let t = m.markers_written(1102).unwrap();
+    apply(&mut m, t);
+    // KIP-360.
+    let Ok(Init::Write(t)) = m.init_producer_id(1000, Some((9, 3)), &mut alloc, 1200) else { panic!() };
+    apply(&mut m, t);
+    assert_eq!((m.producer_epoch, m.last_producer_epoch), (4, 3));
+    let Ok(Init::Write(t)) = m.init_producer_id(1000, Some((9, 3)), &mut alloc, 1201) else { panic!() };
+    apply(&mut m, t);
+    assert_eq!(m.producer_epoch, 4, "a retried bump: the same answer");
+    assert_eq!(m.init_producer_id(1000, Some((9, 1)), &mut alloc, 1202), Err(code::PRODUCER_FENCED));
+    assert_eq!(m.init_producer_id(1000, Some((77, 4)), &mut alloc, 1202), Err(code::PRODUCER_FENCED));
+}
+
+/// At epoch 32766 InitProducerId rotates to a new producer id at epoch 0, keeping the old
+/// one as the previous (a KIP-360 retry naming it is accepted); 32767 is only for a fence.
+#[test]
+fn epoch_exhaustion_rotates_the_producer_id() {
+    let mut alloc = || 1234;
+    let mut m = TxnMetadata::new("t", 5, 1000, 0);
+    m.producer_epoch = MAX_CLIENT_EPOCH;
+    let Ok(Init::Write(t)) = m.init_producer_id(1000, None, &mut alloc, 1) else { panic!() };
+    apply(&mut m, t);
+    assert_eq!((m.producer_id, m.producer_epoch, m.previous_producer_id), (1234, 0, 5));
+    let mut m = TxnMetadata::new("t", 5, 1000, 0);
+    m.producer_epoch = MAX_CLIENT_EPOCH;
+    m.state = TxnState::Ongoing;
+    let Ok(Init::Fence(t)) = m.init_producer_id(1000, None, &mut alloc, 1) else { panic!() };
+    assert_eq!(t.producer_epoch, i16::MAX, "the fence may use the last epoch");
+}
+
+/// Expiry: only idle Empty or Complete ids, never with a change pending.
+#[test]
+fn expiry() {
+    let mut m = TxnMetadata::new("t", 5, 1000, 0);
+    assert!(!m.expire(999, 1000));
+    assert!(m.expire(1000, 1000));
+    assert_eq!(m.pending, Some(TxnState::Dead));
+    let mut o = TxnMetadata::new("t", 5, 1000, 0);
+    o.state = TxnState::Ongoing;
+    assert!(!o.expire(i64::MAX, 1000), "an open transaction is aborted by its timeout, never expired");
+}
+
+/// Java's `String.hashCode` and Kafka's `Utils.abs`: "hello" is 99162322; a hash of
+/// i32::MIN ("polygenelubricants") maps to partition 0; characters beyond the BMP count as
+/// two UTF-16 units.
+#[test]
+fn partitions_as_kafka_picks_them() {
+    assert_eq!(partition_for("hello", 50), 99162322 % 50);
+    assert_eq!(partition_for("polygenelubricants", 50), 0);
+    assert_eq!(partition_for("", 50), 0);
+    let h = "😀".encode_utf16().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
+    assert_eq!(partition_for("😀", 50), h.abs() % 50);
+}
+
+/// Records round-trip in Kafka's version 0 layout (Empty has null partitions); a version 1
+/// (flexible) value is read, its previous producer id from tagged field 0; damage is an
+/// error, never a panic.
+#[test]
+fn transaction_log_records() {
+    let mut m = TxnMetadata::new("app", 42, 60_000, 5);
+    m.producer_epoch = 3;
+    assert_eq!(log::read_key(&log::key("app")), Ok(Some("app".to_string())));
+    assert_eq!(log::read_value("app", &log::value(&m)), Ok(m.clone()));
+    assert_eq!(log::value(&m).len(), 2 + 8 + 2 + 4 + 1 + 4 + 8 + 8);
+    m.state = TxnState::Ongoing;
+    m.partitions = [tp("a", 0), tp("a", 3), tp("b", 1)].into();
+    m.start_ms = 9;
+    assert_eq!(log::read_value("app", &log::value(&m)), Ok(m.clone()));
+    let mut v1 = Vec::new();
+    v1.extend_from_slice(&1i16.to_be_bytes());
+    v1.extend_from_slice(&42i64.to_be_bytes());
+    v1.extend_from_slice(&3i16.to_be_bytes());
+    v1.extend_from_slice(&60_000i32.to_be_bytes());
+    v1.push(1);
+    log::uvarint(&mut v1, 2); // one topic
+    log::uvarint(&mut v1, 2);
+    v1.push(b'a');
+    log::uvarint(&mut v1, 2);
+    v1.extend_from_slice(&7i32.to_be_bytes());
+    v1.push(0); // the topic's tagged fields
+    v1.extend_from_slice(&5i64.to_be_bytes());
+    v1.extend_from_slice(&9i64.to_be_bytes());
+    log::uvarint(&mut v1, 1);
+    log::uvarint(&mut v1, 0);
+    log::uvarint(&mut v1, 8);
+    v1.extend_from_slice(&41i64.to_be_bytes());
+    let r = log::read_value("app", &v1).unwrap();
+    assert_eq!((r.state, r.previous_producer_id), (TxnState::Ongoing, 41));
+    assert_eq!(r.partitions, [tp("a", 7)].into());
+    let bytes = log::value(&m);
+    for n in 0..bytes.len() {
+        assert!(log::read_value("app", &bytes[..n]).is_err(), "cut at {n}");
+    }
+    assert_eq!(log::read_key(&[0, 1, 0, 0]), Ok(None), "another key version is skipped");
+}
+
+/// A random operation, as clients and the coordinator's timers issue them.
+#[derive(Debug, Clone)]
+enum Op {
+    Init { expected: Option<i16> },
+    Add { epoch_delta: i16, partition: i32 },
+    End { epoch_delta: i16, commit: bool },
+    Markers,
+    Timeout { after_ms: i64 },
+    WriteFails,
+    Reload,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    // Mostly the producer's own epoch, so that transactions get far; now and then a stale or
+    // a future one.
+    let delta = || prop_oneof![8 => Just(0i16), 1 => Just(-1i16), 1 => Just(1i16)];
+    prop_oneof![
+        2 => (proptest::option::of(-1i16..3)).prop_map(|expected| Op::Init { expected }),
+        4 => (delta(), 0..3i32).prop_map(|(epoch_delta, partition)| Op::Add { epoch_delta, partition }),
+        3 => (delta(), any::<bool>()).prop_map(|(epoch_delta, commit)| Op::End { epoch_delta, commit }),
+        3 => Just(Op::Markers),
+        1 => (0..1500i64).prop_map(|after_ms| Op::Timeout { after_ms }),
+        1 => Just(Op::WriteFails),
+        1 => Just(Op::Reload),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+    /// Random sequences of client requests, marker completions, timeouts, failed writes and
+    /// reloads from the log: every applied change is one Kafka's table allows; the client is
+    /// never handed epoch 32767 nor an epoch below one it had; Empty and Complete states hold
+    /// no partitions, Empty no start time; a commit completes only what was prepared with the
+    /// same partitions; every applied state survives its log record; a change pending blocks
+    /// every other request (CONCURRENT_TRANSACTIONS).
+    #[test]
+    fn model_follows_kafkas_state_machine(ops in proptest::collection::vec(op(), 1..60)) {
+        let mut pids = 1000;
+        let mut alloc = || { pids += 1; pids };
+        let mut m = TxnMetadata::new("model", 1, 1000, 0);
+        let mut now = 0i64;
+        let mut handed: Option<(i64, i16)> = None;
+        let mut prepared: Option<BTreeSet<TopicPartition>> = None;
+        let mut fail_next = false;
+        for op in ops {
+            now += 10;
+            let epoch = |d: i16| m.producer_epoch.saturating_add(d);
+            let transit: Option<Transit> = match op {
+                Op::Init { expected } => {
+                    let exp = expected.map(|d| (m.producer_id, m.producer_epoch.saturating_add(d - 1)));
+                    match m.init_producer_id(1000, exp, &mut alloc, now) {
+                        Ok(Init::Write(t)) | Ok(Init::Fence(t)) => Some(t),
+                        Err(_) => None,
+                    }
+                }
+                Op::Add { epoch_delta, partition } => {
+                    let e = epoch(epoch_delta);
+                    m.add_partitions(m.producer_id, e, &[tp("t", partition)], now).ok().flatten()
+                }
+                Op::End { epoch_delta, commit } => match m.end(m.producer_id, epoch(epoch_delta), commit, now) {
+                    Ok(End::Prepare(t)) => Some(t),
+                    _ => None,
+                },
+                Op::Markers => m.markers_written(now),
+                Op::Timeout { after_ms } => { now += after_ms; m.timed_out(now) }
+                Op::WriteFails => { fail_next = true; None }
+                Op::Reload => {
+                    if m.pending.is_none() {
+                        let back = log::read_value("model", &log::value(&m)).unwrap();
+                        prop_assert_eq!(&back.state, &m.state);
+                        prop_assert_eq!(&back.partitions, &m.partitions);
+                        m = back;
+                    }
+                    None
+                }
+            };
+            let Some(t) = transit else { continue };
+            prop_assert_eq!(m.pending, Some(t.state));
+            prop_assert_eq!(m.init_producer_id(1000, None, &mut alloc, now), Err(code::CONCURRENT_TRANSACTIONS));
+            if fail_next {
+                fail_next = false;
+                m.abandon();
+                continue;
+            }
+            prop_assert!(t.state.valid_previous().contains(&m.state), "{:?} -> {:?}", m.state, t.state);
+            match t.state {
+                TxnState::PrepareCommit | TxnState::PrepareAbort => prepared = Some(t.partitions.clone()),
+                TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                    prop_assert_eq!(prepared.take(), Some(m.partitions.clone()), "completes what was prepared");
+                }
+                _ => {}
+            }
+            if matches!(t.state, TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort) {
+                prop_assert!(t.partitions.is_empty());
+            }
+            if t.state == TxnState::Empty {
+                prop_assert_eq!(t.start_ms, -1);
+                prop_assert!(t.producer_epoch <= MAX_CLIENT_EPOCH, "a client epoch");
+                if let Some((pid, e)) = handed {
+                    prop_assert!(t.producer_id != pid || t.producer_epoch >= e, "epochs only go up");
+                }
+                handed = Some((t.producer_id, t.producer_epoch));
+            }
+            m.complete(t);
+            let back = log::read_value("model", &log::value(&m)).unwrap();
+            prop_assert_eq!(back.producer_epoch, m.producer_epoch);
+        }
+    }
+}
