@@ -11,6 +11,7 @@ pub mod index;
 pub mod legacy;
 pub mod marker;
 pub mod stored;
+pub mod txn_index;
 pub mod varint;
 
 pub use batch::{BatchHeader, Compression, FormatError, TimestampType};
