@@ -34,7 +34,7 @@ impl AbortedTxn {
 /// Every entry of an index file's bytes; a length that is not a whole number of entries, a
 /// version other than 0, or offsets out of order (Kafka appends markers in order) are errors.
 pub fn decode(bytes: &[u8]) -> Result<Vec<AbortedTxn>, FormatError> {
-    if bytes.len() % ENTRY_LEN != 0 {
+    if !bytes.len().is_multiple_of(ENTRY_LEN) {
         return Err(FormatError::BadRecords("an aborted-transaction index cut mid-entry"));
     }
     let mut out: Vec<AbortedTxn> = Vec::with_capacity(bytes.len() / ENTRY_LEN);
