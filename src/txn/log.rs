@@ -12,7 +12,7 @@
 //! Version 1 (flexible: compact arrays and strings, tagged fields 0 previous producer id, 1
 //! next producer id, 2 client transaction version) is read too.
 
-use super::{TopicPartition, TxnMetadata, TxnState};
+use super::{TopicPartition, TxnData, TxnMetadata, TxnState};
 use std::collections::BTreeSet;
 
 /// A record's key: the transactional id.
@@ -38,14 +38,14 @@ pub fn read_key(k: &[u8]) -> Result<Option<String>, String> {
 pub fn value(m: &TxnMetadata) -> Vec<u8> {
     let mut v = Vec::with_capacity(48);
     v.extend_from_slice(&0i16.to_be_bytes());
-    v.extend_from_slice(&m.producer_id.to_be_bytes());
-    v.extend_from_slice(&m.producer_epoch.to_be_bytes());
-    v.extend_from_slice(&m.timeout_ms.to_be_bytes());
-    v.push(m.state as i8 as u8);
-    if m.state == TxnState::Empty {
+    v.extend_from_slice(&m.data.producer_id.to_be_bytes());
+    v.extend_from_slice(&m.data.producer_epoch.to_be_bytes());
+    v.extend_from_slice(&m.data.timeout_ms.to_be_bytes());
+    v.push(m.data.state as i8 as u8);
+    if m.data.state == TxnState::Empty {
         v.extend_from_slice(&(-1i32).to_be_bytes());
     } else {
-        let topics = by_topic(&m.partitions);
+        let topics = by_topic(&m.data.partitions);
         v.extend_from_slice(&(topics.len() as i32).to_be_bytes());
         for (topic, parts) in topics {
             v.extend_from_slice(&(topic.len() as i16).to_be_bytes());
@@ -56,8 +56,8 @@ pub fn value(m: &TxnMetadata) -> Vec<u8> {
             }
         }
     }
-    v.extend_from_slice(&m.last_update_ms.to_be_bytes());
-    v.extend_from_slice(&m.start_ms.to_be_bytes());
+    v.extend_from_slice(&m.data.last_update_ms.to_be_bytes());
+    v.extend_from_slice(&m.data.start_ms.to_be_bytes());
     v
 }
 
@@ -110,8 +110,7 @@ pub fn read_value(transactional_id: &str, v: &[u8]) -> Result<TxnMetadata, Strin
     if state == TxnState::Empty {
         partitions.clear();
     }
-    Ok(TxnMetadata {
-        transactional_id: transactional_id.to_string(),
+    let data = TxnData {
         producer_id,
         previous_producer_id,
         producer_epoch,
@@ -121,8 +120,8 @@ pub fn read_value(transactional_id: &str, v: &[u8]) -> Result<TxnMetadata, Strin
         partitions,
         start_ms,
         last_update_ms,
-        pending: None,
-    })
+    };
+    Ok(TxnMetadata { transactional_id: transactional_id.to_string(), data, pending: None })
 }
 
 struct Reader<'a>(&'a [u8]);

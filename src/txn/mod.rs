@@ -100,10 +100,9 @@ pub type TopicPartition = (String, i32);
 /// Epochs up to this one are handed to clients; the last value is kept for fencing.
 pub const MAX_CLIENT_EPOCH: i16 = i16::MAX - 1;
 
-/// One transactional id's metadata.
+/// What `__transaction_state` keeps of a transactional id (and what a change persists).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TxnMetadata {
-    pub transactional_id: String,
+pub struct TxnData {
     pub producer_id: i64,
     /// The producer id before the last rotation (KIP-360), -1 if none.
     pub previous_producer_id: i64,
@@ -117,22 +116,17 @@ pub struct TxnMetadata {
     /// When the open transaction started (-1: none).
     pub start_ms: i64,
     pub last_update_ms: i64,
-    /// A transition written but not yet applied.
-    pub pending: Option<TxnState>,
 }
 
-/// A change to persist, then apply: the metadata as it will be.
+/// A change to persist, then apply: the data as it will be.
+pub type Transit = TxnData;
+
+/// One transactional id's metadata: its data and a change written but not yet applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transit {
-    pub producer_id: i64,
-    pub previous_producer_id: i64,
-    pub producer_epoch: i16,
-    pub last_producer_epoch: i16,
-    pub timeout_ms: i32,
-    pub state: TxnState,
-    pub partitions: BTreeSet<TopicPartition>,
-    pub start_ms: i64,
-    pub last_update_ms: i64,
+pub struct TxnMetadata {
+    pub transactional_id: String,
+    pub data: TxnData,
+    pub pending: Option<TxnState>,
 }
 
 /// What InitProducerId needs done.
@@ -157,8 +151,7 @@ pub enum End {
 impl TxnMetadata {
     /// A new id (InitProducerId will bump its epoch to 0).
     pub fn new(transactional_id: &str, producer_id: i64, timeout_ms: i32, now: i64) -> TxnMetadata {
-        TxnMetadata {
-            transactional_id: transactional_id.to_string(),
+        let data = TxnData {
             producer_id,
             previous_producer_id: -1,
             producer_epoch: -1,
@@ -168,42 +161,24 @@ impl TxnMetadata {
             partitions: BTreeSet::new(),
             start_ms: -1,
             last_update_ms: now,
-            pending: None,
-        }
+        };
+        TxnMetadata { transactional_id: transactional_id.to_string(), data, pending: None }
     }
 
     fn transit(&self) -> Transit {
-        Transit {
-            producer_id: self.producer_id,
-            previous_producer_id: self.previous_producer_id,
-            producer_epoch: self.producer_epoch,
-            last_producer_epoch: self.last_producer_epoch,
-            timeout_ms: self.timeout_ms,
-            state: self.state,
-            partitions: self.partitions.clone(),
-            start_ms: self.start_ms,
-            last_update_ms: self.last_update_ms,
-        }
+        self.data.clone()
     }
 
     /// Mark `t` pending, after checking Kafka's transition table.
     fn prepare(&mut self, t: Transit) -> Transit {
-        debug_assert!(t.state.valid_previous().contains(&self.state), "{:?} -> {:?}", self.state, t.state);
+        debug_assert!(t.state.valid_previous().contains(&self.data.state), "{:?} -> {:?}", self.data.state, t.state);
         self.pending = Some(t.state);
         t
     }
 
     /// Apply a persisted transit.
     pub fn complete(&mut self, t: Transit) {
-        self.producer_id = t.producer_id;
-        self.previous_producer_id = t.previous_producer_id;
-        self.producer_epoch = t.producer_epoch;
-        self.last_producer_epoch = t.last_producer_epoch;
-        self.timeout_ms = t.timeout_ms;
-        self.state = t.state;
-        self.partitions = t.partitions;
-        self.start_ms = t.start_ms;
-        self.last_update_ms = t.last_update_ms;
+        self.data = t;
         self.pending = None;
     }
 
@@ -227,14 +202,14 @@ impl TxnMetadata {
             return Err(code::CONCURRENT_TRANSACTIONS);
         }
         if let Some((pid, epoch)) = expected {
-            let valid = self.producer_epoch == -1
-                || pid == self.producer_id
-                || (pid == self.previous_producer_id && epoch >= MAX_CLIENT_EPOCH);
+            let valid = self.data.producer_epoch == -1
+                || pid == self.data.producer_id
+                || (pid == self.data.previous_producer_id && epoch >= MAX_CLIENT_EPOCH);
             if !valid {
                 return Err(code::PRODUCER_FENCED);
             }
         }
-        match self.state {
+        match self.data.state {
             TxnState::PrepareCommit | TxnState::PrepareAbort => Err(code::CONCURRENT_TRANSACTIONS),
             TxnState::Ongoing => Ok(Init::Fence(self.fence(now))),
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
@@ -244,25 +219,25 @@ impl TxnMetadata {
                 t.start_ms = -1;
                 t.last_update_ms = now;
                 t.timeout_ms = timeout_ms;
-                let exhausted = self.producer_epoch >= MAX_CLIENT_EPOCH;
-                if exhausted && expected.is_none_or(|(_, e)| e == self.producer_epoch) {
-                    t.previous_producer_id = self.producer_id;
+                let exhausted = self.data.producer_epoch >= MAX_CLIENT_EPOCH;
+                if exhausted && expected.is_none_or(|(_, e)| e == self.data.producer_epoch) {
+                    t.previous_producer_id = self.data.producer_id;
                     t.producer_id = allocate();
                     t.producer_epoch = 0;
-                    t.last_producer_epoch = if expected.is_some() { self.producer_epoch } else { -1 };
+                    t.last_producer_epoch = if expected.is_some() { self.data.producer_epoch } else { -1 };
                     return Ok(Init::Write(self.prepare(t)));
                 }
                 match expected.map(|(_, e)| e) {
                     None => {
-                        t.producer_epoch = self.producer_epoch + 1;
+                        t.producer_epoch = self.data.producer_epoch + 1;
                         t.last_producer_epoch = -1;
                     }
-                    Some(e) if e == self.producer_epoch || self.producer_epoch == -1 => {
-                        t.producer_epoch = self.producer_epoch + 1;
-                        t.last_producer_epoch = self.producer_epoch;
+                    Some(e) if e == self.data.producer_epoch || self.data.producer_epoch == -1 => {
+                        t.producer_epoch = self.data.producer_epoch + 1;
+                        t.last_producer_epoch = self.data.producer_epoch;
                     }
                     // A retry of a bump that succeeded: the same answer again.
-                    Some(e) if e == self.last_producer_epoch => {}
+                    Some(e) if e == self.data.last_producer_epoch => {}
                     Some(_) => return Err(code::PRODUCER_FENCED),
                 }
                 Ok(Init::Write(self.prepare(t)))
@@ -275,7 +250,7 @@ impl TxnMetadata {
     /// step (its markers carry the bumped epoch, so the fenced producer's writes are refused).
     fn fence(&mut self, now: i64) -> Transit {
         let mut t = self.transit();
-        t.producer_epoch = self.producer_epoch.saturating_add(1);
+        t.producer_epoch = self.data.producer_epoch.saturating_add(1);
         t.last_producer_epoch = -1;
         t.state = TxnState::PrepareAbort;
         t.last_update_ms = now;
@@ -284,10 +259,10 @@ impl TxnMetadata {
 
     /// The checks every client request about an open transaction starts with.
     fn check_producer(&self, pid: i64, epoch: i16) -> Result<(), ErrorCode> {
-        if pid != self.producer_id {
+        if pid != self.data.producer_id {
             return Err(code::INVALID_PRODUCER_ID_MAPPING);
         }
-        if epoch != self.producer_epoch {
+        if epoch != self.data.producer_epoch {
             return Err(code::PRODUCER_FENCED);
         }
         if self.pending.is_some() {
@@ -306,12 +281,12 @@ impl TxnMetadata {
         now: i64,
     ) -> Result<Option<Transit>, ErrorCode> {
         self.check_producer(pid, epoch)?;
-        match self.state {
+        match self.data.state {
             TxnState::PrepareCommit | TxnState::PrepareAbort => Err(code::CONCURRENT_TRANSACTIONS),
-            TxnState::Ongoing if partitions.iter().all(|p| self.partitions.contains(p)) => Ok(None),
+            TxnState::Ongoing if partitions.iter().all(|p| self.data.partitions.contains(p)) => Ok(None),
             TxnState::Empty | TxnState::Ongoing | TxnState::CompleteCommit | TxnState::CompleteAbort => {
                 let mut t = self.transit();
-                if self.state != TxnState::Ongoing {
+                if self.data.state != TxnState::Ongoing {
                     t.start_ms = now;
                     t.partitions.clear();
                 }
@@ -328,7 +303,7 @@ impl TxnMetadata {
     pub fn end(&mut self, pid: i64, epoch: i16, commit: bool, now: i64) -> Result<End, ErrorCode> {
         self.check_producer(pid, epoch)?;
         use TxnState::*;
-        match (self.state, commit) {
+        match (self.data.state, commit) {
             (Ongoing, _) => {
                 let mut t = self.transit();
                 t.state = if commit { PrepareCommit } else { PrepareAbort };
@@ -343,7 +318,7 @@ impl TxnMetadata {
 
     /// Every marker of a prepared transaction is written: CompleteCommit or CompleteAbort.
     pub fn markers_written(&mut self, now: i64) -> Option<Transit> {
-        let done = match self.state {
+        let done = match self.data.state {
             TxnState::PrepareCommit => TxnState::CompleteCommit,
             TxnState::PrepareAbort => TxnState::CompleteAbort,
             _ => return None,
@@ -360,18 +335,18 @@ impl TxnMetadata {
 
     /// An open transaction past its timeout (`transaction.timeout.ms`): fenced and aborted.
     pub fn timed_out(&mut self, now: i64) -> Option<Transit> {
-        let late = self.state == TxnState::Ongoing
+        let late = self.data.state == TxnState::Ongoing
             && self.pending.is_none()
-            && self.start_ms.saturating_add(self.timeout_ms as i64) < now;
+            && self.data.start_ms.saturating_add(self.data.timeout_ms as i64) < now;
         late.then(|| self.fence(now))
     }
 
     /// An id idle past `transactional.id.expiration.ms`: marked Dead (write its tombstone,
     /// then forget it).
     pub fn expire(&mut self, now: i64, expiration_ms: i64) -> bool {
-        let idle = self.state.expirable()
+        let idle = self.data.state.expirable()
             && self.pending.is_none()
-            && self.last_update_ms <= now.saturating_sub(expiration_ms);
+            && self.data.last_update_ms <= now.saturating_sub(expiration_ms);
         if idle {
             self.pending = Some(TxnState::Dead);
         }

@@ -11,7 +11,7 @@ fn tp(t: &str, p: i32) -> TopicPartition {
 
 /// Run a transit as the coordinator does: persist (here: nothing), then apply.
 fn apply(m: &mut TxnMetadata, t: Transit) {
-    assert!(t.state.valid_previous().contains(&m.state), "{:?} -> {:?}", m.state, t.state);
+    assert!(t.state.valid_previous().contains(&m.data.state), "{:?} -> {:?}", m.data.state, t.state);
     m.complete(t);
 }
 
@@ -52,41 +52,44 @@ fn a_transaction_from_start_to_end() {
     let Ok(Init::Write(t)) = m.init_producer_id(60_000, None, &mut alloc, 1) else { panic!() };
     assert_eq!(m.init_producer_id(60_000, None, &mut alloc, 1), Err(code::CONCURRENT_TRANSACTIONS), "pending");
     apply(&mut m, t);
-    assert_eq!((m.producer_id, m.producer_epoch, m.state), (7, 0, TxnState::Empty));
+    assert_eq!((m.data.producer_id, m.data.producer_epoch, m.data.state), (7, 0, TxnState::Empty));
     assert_eq!(m.add_partitions(8, 0, &[tp("a", 0)], 2), Err(code::INVALID_PRODUCER_ID_MAPPING));
     assert_eq!(m.add_partitions(7, 1, &[tp("a", 0)], 2), Err(code::PRODUCER_FENCED));
     assert_eq!(m.end(7, 0, true, 2), Err(code::INVALID_TXN_STATE), "nothing to end");
     let t = m.add_partitions(7, 0, &[tp("a", 0), tp("b", 1)], 2).unwrap().unwrap();
     apply(&mut m, t);
-    assert_eq!((m.state, m.start_ms, m.partitions.len()), (TxnState::Ongoing, 2, 2));
+    assert_eq!((m.data.state, m.data.start_ms, m.data.partitions.len()), (TxnState::Ongoing, 2, 2));
     assert_eq!(m.add_partitions(7, 0, &[tp("a", 0)], 3), Ok(None), "already in: nothing to write");
     let t = m.add_partitions(7, 0, &[tp("c", 0)], 3).unwrap().unwrap();
     apply(&mut m, t);
-    assert_eq!((m.partitions.len(), m.start_ms), (3, 2), "the start stays");
+    assert_eq!((m.data.partitions.len(), m.data.start_ms), (3, 2), "the start stays");
     let Ok(End::Prepare(t)) = m.end(7, 0, true, 4) else { panic!() };
     apply(&mut m, t);
-    assert_eq!(m.state, TxnState::PrepareCommit);
+    assert_eq!(m.data.state, TxnState::PrepareCommit);
     assert_eq!(m.end(7, 0, true, 4), Err(code::CONCURRENT_TRANSACTIONS), "markers not written yet");
     assert_eq!(m.end(7, 0, false, 4), Err(code::INVALID_TXN_STATE));
     assert_eq!(m.add_partitions(7, 0, &[tp("a", 0)], 4), Err(code::CONCURRENT_TRANSACTIONS));
     assert_eq!(m.init_producer_id(60_000, None, &mut alloc, 4), Err(code::CONCURRENT_TRANSACTIONS));
     let t = m.markers_written(5).unwrap();
     apply(&mut m, t);
-    assert_eq!((m.state, m.partitions.len()), (TxnState::CompleteCommit, 0));
+    assert_eq!((m.data.state, m.data.partitions.len()), (TxnState::CompleteCommit, 0));
     assert_eq!(m.end(7, 0, true, 6), Ok(End::Done), "a retry of the commit");
     assert_eq!(m.end(7, 0, false, 6), Err(code::INVALID_TXN_STATE));
     // The next transaction, then the producer restarts.
     let t = m.add_partitions(7, 0, &[tp("a", 0)], 7).unwrap().unwrap();
     apply(&mut m, t);
-    assert_eq!(m.start_ms, 7, "a new transaction's start");
+    assert_eq!(m.data.start_ms, 7, "a new transaction's start");
     let Ok(End::Prepare(t)) = m.end(7, 0, false, 8) else { panic!() };
     apply(&mut m, t);
     let t = m.markers_written(9).unwrap();
     apply(&mut m, t);
-    assert_eq!(m.state, TxnState::CompleteAbort);
+    assert_eq!(m.data.state, TxnState::CompleteAbort);
     let Ok(Init::Write(t)) = m.init_producer_id(30_000, None, &mut alloc, 10) else { panic!() };
     apply(&mut m, t);
-    assert_eq!((m.producer_id, m.producer_epoch, m.timeout_ms, m.state), (7, 1, 30_000, TxnState::Empty));
+    assert_eq!(
+        (m.data.producer_id, m.data.producer_epoch, m.data.timeout_ms, m.data.state),
+        (7, 1, 30_000, TxnState::Empty)
+    );
 }
 
 /// InitProducerId on an open transaction fences it: the epoch is bumped and the abort
@@ -111,7 +114,7 @@ fn fences_and_kip_360() {
     apply(&mut m, t);
     let Ok(Init::Write(t)) = m.init_producer_id(1000, None, &mut alloc, 23) else { panic!() };
     apply(&mut m, t);
-    assert_eq!(m.producer_epoch, 2);
+    assert_eq!(m.data.producer_epoch, 2);
     // Timeout.
     let t = m.add_partitions(9, 2, &[tp("a", 0)], 100).unwrap().unwrap();
     apply(&mut m, t);
@@ -124,10 +127,10 @@ fn fences_and_kip_360() {
     // KIP-360.
     let Ok(Init::Write(t)) = m.init_producer_id(1000, Some((9, 3)), &mut alloc, 1200) else { panic!() };
     apply(&mut m, t);
-    assert_eq!((m.producer_epoch, m.last_producer_epoch), (4, 3));
+    assert_eq!((m.data.producer_epoch, m.data.last_producer_epoch), (4, 3));
     let Ok(Init::Write(t)) = m.init_producer_id(1000, Some((9, 3)), &mut alloc, 1201) else { panic!() };
     apply(&mut m, t);
-    assert_eq!(m.producer_epoch, 4, "a retried bump: the same answer");
+    assert_eq!(m.data.producer_epoch, 4, "a retried bump: the same answer");
     assert_eq!(m.init_producer_id(1000, Some((9, 1)), &mut alloc, 1202), Err(code::PRODUCER_FENCED));
     assert_eq!(m.init_producer_id(1000, Some((77, 4)), &mut alloc, 1202), Err(code::PRODUCER_FENCED));
 }
@@ -138,13 +141,13 @@ fn fences_and_kip_360() {
 fn epoch_exhaustion_rotates_the_producer_id() {
     let mut alloc = || 1234;
     let mut m = TxnMetadata::new("t", 5, 1000, 0);
-    m.producer_epoch = MAX_CLIENT_EPOCH;
+    m.data.producer_epoch = MAX_CLIENT_EPOCH;
     let Ok(Init::Write(t)) = m.init_producer_id(1000, None, &mut alloc, 1) else { panic!() };
     apply(&mut m, t);
-    assert_eq!((m.producer_id, m.producer_epoch, m.previous_producer_id), (1234, 0, 5));
+    assert_eq!((m.data.producer_id, m.data.producer_epoch, m.data.previous_producer_id), (1234, 0, 5));
     let mut m = TxnMetadata::new("t", 5, 1000, 0);
-    m.producer_epoch = MAX_CLIENT_EPOCH;
-    m.state = TxnState::Ongoing;
+    m.data.producer_epoch = MAX_CLIENT_EPOCH;
+    m.data.state = TxnState::Ongoing;
     let Ok(Init::Fence(t)) = m.init_producer_id(1000, None, &mut alloc, 1) else { panic!() };
     assert_eq!(t.producer_epoch, i16::MAX, "the fence may use the last epoch");
 }
@@ -157,7 +160,7 @@ fn expiry() {
     assert!(m.expire(1000, 1000));
     assert_eq!(m.pending, Some(TxnState::Dead));
     let mut o = TxnMetadata::new("t", 5, 1000, 0);
-    o.state = TxnState::Ongoing;
+    o.data.state = TxnState::Ongoing;
     assert!(!o.expire(i64::MAX, 1000), "an open transaction is aborted by its timeout, never expired");
 }
 
@@ -179,13 +182,13 @@ fn partitions_as_kafka_picks_them() {
 #[test]
 fn transaction_log_records() {
     let mut m = TxnMetadata::new("app", 42, 60_000, 5);
-    m.producer_epoch = 3;
+    m.data.producer_epoch = 3;
     assert_eq!(log::read_key(&log::key("app")), Ok(Some("app".to_string())));
     assert_eq!(log::read_value("app", &log::value(&m)), Ok(m.clone()));
     assert_eq!(log::value(&m).len(), 2 + 8 + 2 + 4 + 1 + 4 + 8 + 8);
-    m.state = TxnState::Ongoing;
-    m.partitions = [tp("a", 0), tp("a", 3), tp("b", 1)].into();
-    m.start_ms = 9;
+    m.data.state = TxnState::Ongoing;
+    m.data.partitions = [tp("a", 0), tp("a", 3), tp("b", 1)].into();
+    m.data.start_ms = 9;
     assert_eq!(log::read_value("app", &log::value(&m)), Ok(m.clone()));
     let mut v1 = Vec::new();
     v1.extend_from_slice(&1i16.to_be_bytes());
@@ -206,8 +209,8 @@ fn transaction_log_records() {
     log::uvarint(&mut v1, 8);
     v1.extend_from_slice(&41i64.to_be_bytes());
     let r = log::read_value("app", &v1).unwrap();
-    assert_eq!((r.state, r.previous_producer_id), (TxnState::Ongoing, 41));
-    assert_eq!(r.partitions, [tp("a", 7)].into());
+    assert_eq!((r.data.state, r.data.previous_producer_id), (TxnState::Ongoing, 41));
+    assert_eq!(r.data.partitions, [tp("a", 7)].into());
     let bytes = log::value(&m);
     for n in 0..bytes.len() {
         assert!(log::read_value("app", &bytes[..n]).is_err(), "cut at {n}");
@@ -261,10 +264,10 @@ proptest! {
         let mut fail_next = false;
         for op in ops {
             now += 10;
-            let epoch = |d: i16| m.producer_epoch.saturating_add(d);
+            let epoch = |d: i16| m.data.producer_epoch.saturating_add(d);
             let transit: Option<Transit> = match op {
                 Op::Init { expected } => {
-                    let exp = expected.map(|d| (m.producer_id, m.producer_epoch.saturating_add(d - 1)));
+                    let exp = expected.map(|d| (m.data.producer_id, m.data.producer_epoch.saturating_add(d - 1)));
                     match m.init_producer_id(1000, exp, &mut alloc, now) {
                         Ok(Init::Write(t)) | Ok(Init::Fence(t)) => Some(t),
                         Err(_) => None,
@@ -272,9 +275,9 @@ proptest! {
                 }
                 Op::Add { epoch_delta, partition } => {
                     let e = epoch(epoch_delta);
-                    m.add_partitions(m.producer_id, e, &[tp("t", partition)], now).ok().flatten()
+                    m.add_partitions(m.data.producer_id, e, &[tp("t", partition)], now).ok().flatten()
                 }
-                Op::End { epoch_delta, commit } => match m.end(m.producer_id, epoch(epoch_delta), commit, now) {
+                Op::End { epoch_delta, commit } => match m.end(m.data.producer_id, epoch(epoch_delta), commit, now) {
                     Ok(End::Prepare(t)) => Some(t),
                     _ => None,
                 },
@@ -284,8 +287,8 @@ proptest! {
                 Op::Reload => {
                     if m.pending.is_none() {
                         let back = log::read_value("model", &log::value(&m)).unwrap();
-                        prop_assert_eq!(&back.state, &m.state);
-                        prop_assert_eq!(&back.partitions, &m.partitions);
+                        prop_assert_eq!(&back.data.state, &m.data.state);
+                        prop_assert_eq!(&back.data.partitions, &m.data.partitions);
                         m = back;
                     }
                     None
@@ -299,11 +302,11 @@ proptest! {
                 m.abandon();
                 continue;
             }
-            prop_assert!(t.state.valid_previous().contains(&m.state), "{:?} -> {:?}", m.state, t.state);
+            prop_assert!(t.state.valid_previous().contains(&m.data.state), "{:?} -> {:?}", m.data.state, t.state);
             match t.state {
                 TxnState::PrepareCommit | TxnState::PrepareAbort => prepared = Some(t.partitions.clone()),
                 TxnState::CompleteCommit | TxnState::CompleteAbort => {
-                    prop_assert_eq!(prepared.take(), Some(m.partitions.clone()), "completes what was prepared");
+                    prop_assert_eq!(prepared.take(), Some(m.data.partitions.clone()), "completes what was prepared");
                 }
                 _ => {}
             }
@@ -320,7 +323,7 @@ proptest! {
             }
             m.complete(t);
             let back = log::read_value("model", &log::value(&m)).unwrap();
-            prop_assert_eq!(back.producer_epoch, m.producer_epoch);
+            prop_assert_eq!(back.data.producer_epoch, m.data.producer_epoch);
         }
     }
 }
