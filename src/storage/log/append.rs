@@ -20,14 +20,15 @@ use crate::io::Disk;
 use crate::metrics::{self, Stage};
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::batch::{
-    check_produced, patched_header, timestamps_outside, with_timestamp_type, BatchHeader, RecordStats, TimestampType,
-    HEADER_LEN, MAGIC_V2,
+    check_produced, check_stored, patched_header, timestamps_outside, with_timestamp_type, BatchHeader, RecordStats,
+    TimestampType, HEADER_LEN, MAGIC_V2,
 };
 use crate::storage::format::index::encode_clean_marker;
 use crate::storage::format::legacy;
+use crate::storage::format::marker::Marker;
 use crate::storage::format::stored::{frame_len, BatchWalk};
 use crate::storage::format::FormatError;
-use crate::storage::producers::{self, BatchSeq, SequenceError, Verdict};
+use crate::storage::producers::{self, BatchSeq, CompletedTxn, SequenceError, Verdict};
 use crate::storage::segment::{IndexBuilder, Segment, SegmentState, Tail, TimeBuilder, Unsealed};
 
 /// A produced batch, checked, with what it is stored as, waiting to be appended.
@@ -177,6 +178,46 @@ impl<D: Disk> Log<D> {
             demand = FlushDemand::Wait;
         }
         Ok((info, demand))
+    }
+
+    /// Append a transaction marker (KIP-98) for producer `pid` at `epoch`, at broker time
+    /// `now`: the coordinator's write, never a client's. Refused, nothing appended, for an
+    /// epoch older than the producer's (INVALID_PRODUCER_EPOCH) or a coordinator epoch older
+    /// than its last marker's (TRANSACTION_COORDINATOR_FENCED). Returns the transaction it
+    /// ended here, if one was open (a marker with nothing open is appended all the same).
+    pub fn append_marker(
+        &mut self,
+        pid: i64,
+        epoch: i16,
+        marker: Marker,
+        now: i64,
+    ) -> StorageResult<(AppendInfo, Option<CompletedTxn>, FlushDemand)> {
+        if self.closing {
+            return Err(StorageError::Closed);
+        }
+        if self.flush_failure.is_some() {
+            self.clear_flush_failure_if_idle();
+        }
+        if let Some((e, _)) = &self.flush_failure {
+            return Err(StorageError::WritesSuspended(e.clone()));
+        }
+        self.producers.check_marker(pid, epoch, &marker)?;
+        let rules = Rules::new(&self.config, now);
+        let bytes = marker.batch(pid, epoch, now);
+        let h = check_stored(&bytes)?;
+        let attributes = with_timestamp_type(h.attributes, rules.ts_type);
+        let batch = Checked::V2 { h, bytes: &bytes, attributes, max_ts: now, seq: None };
+        let (info, demand) = self.copy_batches(&[batch], &rules);
+        self.unflushed_records += info.records;
+        let done = self.producers.record_marker(pid, epoch, &marker, info.base_offset, now);
+        Ok((info, done, demand))
+    }
+
+    /// The last stable offset: READ_COMMITTED readers read below it (the first offset of the
+    /// earliest transaction not yet ended and durable, else the durable end).
+    pub fn last_stable_offset(&self) -> i64 {
+        let durable = self.durable_offset();
+        self.producers.first_unstable_offset().map_or(durable, |f| f.min(durable))
     }
 
     /// Check every batch of a request, and fix its stored form, before any is appended.

@@ -118,6 +118,8 @@ impl<D: Disk> Log<D> {
                     seg.seal(file);
                 }
                 self.durable_next_offset = self.durable_next_offset.max(done.target_next_offset);
+                // Transactions whose marker is now durable no longer hold the LSO back.
+                self.producers.on_high_watermark(self.durable_next_offset);
                 if let Some((e, failures)) = self.flush_failure.take() {
                     tracing::warn!(dir = %self.dir.display(), failures, last_error = %e, "flush succeeded again; appends accepted");
                 }

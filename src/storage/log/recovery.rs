@@ -409,7 +409,7 @@ impl<D: Disk> Log<D> {
             }
         };
         // The clean path read no batch: its producer state is the snapshot at the log end.
-        let producers = match last.producers.take() {
+        let mut producers = match last.producers.take() {
             Some(p) => p,
             None => {
                 let mut all = at.spans.clone();
@@ -417,6 +417,8 @@ impl<D: Disk> Log<D> {
                 producers_at(&disk, dir, &at.snapshots, &all, &config, last.next_offset).await?
             }
         };
+        // Everything recovered is durable: replayed markers hold no transaction back.
+        producers.on_high_watermark(last.next_offset);
         // From here on the directory is not clean any more.
         if disk.exists(&marker_path).await? {
             disk.remove_file(&marker_path).await?;
