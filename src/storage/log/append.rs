@@ -149,18 +149,7 @@ impl<D: Disk> Log<D> {
     /// error nothing is appended. LogAppendTime topics get `now` stamped (T3.2); CreateTime
     /// wrappers their largest inner timestamp (T3.3).
     pub fn append(&mut self, records: &[u8], now: i64) -> StorageResult<(AppendInfo, FlushDemand)> {
-        if self.closing {
-            return Err(StorageError::Closed);
-        }
-        // A failure that left nothing to retry (say, creating an empty segment's file: the
-        // file exists, only its sync failed) does not hold appends back: the next flush tries
-        // the disk again.
-        if self.flush_failure.is_some() {
-            self.clear_flush_failure_if_idle();
-        }
-        if let Some((e, _)) = &self.flush_failure {
-            return Err(StorageError::WritesSuspended(e.clone()));
-        }
+        self.writable()?;
         let rules = Rules::new(&self.config, now);
         let checking = std::time::Instant::now();
         let batches = match self.check_request(records, &rules)? {
@@ -169,15 +158,38 @@ impl<D: Disk> Log<D> {
         };
         let copying = std::time::Instant::now();
         metrics::record(Stage::Validate, (copying - checking).as_micros() as u64);
-        let (info, mut demand) = self.copy_batches(&batches, &rules);
+        let (info, demand) = self.copy_batches(&batches, &rules);
         metrics::since(Stage::Copy, copying);
+        Ok((info, self.counted(&info, demand)))
+    }
+
+    /// Whether appends are taken: not while closing, nor while a flush failure suspends
+    /// writes. A failure that left nothing to retry (say, creating an empty segment's file:
+    /// the file exists, only its sync failed) does not hold appends back: the next flush tries
+    /// the disk again.
+    fn writable(&mut self) -> StorageResult<()> {
+        if self.closing {
+            return Err(StorageError::Closed);
+        }
+        if self.flush_failure.is_some() {
+            self.clear_flush_failure_if_idle();
+        }
+        if let Some((e, _)) = &self.flush_failure {
+            return Err(StorageError::WritesSuspended(e.clone()));
+        }
+        Ok(())
+    }
+
+    /// Count appended records towards `flush.messages` and the unflushed-bytes bound: the
+    /// demand on the flusher once they are in.
+    fn counted(&mut self, info: &AppendInfo, demand: FlushDemand) -> FlushDemand {
         self.unflushed_records += info.records;
         if self.unflushed_records >= self.config.flush_messages
             || self.unflushed_bytes() > self.config.max_unflushed_bytes
         {
-            demand = FlushDemand::Wait;
+            return FlushDemand::Wait;
         }
-        Ok((info, demand))
+        demand
     }
 
     /// Append a transaction marker (KIP-98) for producer `pid` at `epoch`, at broker time
@@ -192,15 +204,7 @@ impl<D: Disk> Log<D> {
         marker: Marker,
         now: i64,
     ) -> StorageResult<(AppendInfo, Option<CompletedTxn>, FlushDemand)> {
-        if self.closing {
-            return Err(StorageError::Closed);
-        }
-        if self.flush_failure.is_some() {
-            self.clear_flush_failure_if_idle();
-        }
-        if let Some((e, _)) = &self.flush_failure {
-            return Err(StorageError::WritesSuspended(e.clone()));
-        }
+        self.writable()?;
         self.producers.check_marker(pid, epoch, &marker)?;
         let rules = Rules::new(&self.config, now);
         let bytes = marker.batch(pid, epoch, now);
@@ -208,7 +212,7 @@ impl<D: Disk> Log<D> {
         let attributes = with_timestamp_type(h.attributes, rules.ts_type);
         let batch = Checked::V2 { h, bytes: &bytes, attributes, max_ts: now, seq: None };
         let (info, demand) = self.copy_batches(&[batch], &rules);
-        self.unflushed_records += info.records;
+        let demand = self.counted(&info, demand);
         let done = self.producers.record_marker(pid, epoch, &marker, info.base_offset, now);
         Ok((info, done, demand))
     }
