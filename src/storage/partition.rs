@@ -118,6 +118,23 @@ impl<D: Disk> Partition<D> {
         Ok(info)
     }
 
+    /// Append a transaction marker (the coordinator's write) now, without waiting for
+    /// durability ([`Log::append_marker`]); the flusher is started.
+    pub fn append_marker(
+        self: &Rc<Self>,
+        pid: i64,
+        epoch: i16,
+        marker: crate::storage::format::marker::Marker,
+    ) -> StorageResult<AppendInfo> {
+        if self.closed.get() {
+            return Err(StorageError::Closed);
+        }
+        let now = (self.clock)();
+        let (info, _, _) = self.log.borrow_mut().append_marker(pid, epoch, marker, now)?;
+        self.kick();
+        Ok(info)
+    }
+
     /// `flush.ms`: data an append did not wait for is flushed at most this long after it.
     fn arm_flush_timer(self: &Rc<Self>) {
         if self.timer_armed.replace(true) {

@@ -144,6 +144,15 @@ pub struct ActiveProducer {
 }
 
 impl ProducerState {
+    /// The sequence producer `pid`'s next batch at `epoch` must start with (a coordinator
+    /// writing for the producer, as TxnOffsetCommit does, follows the rules a client does).
+    pub fn next_sequence(&self, pid: i64, epoch: i16) -> i32 {
+        match self.producers.get(&pid) {
+            Some(p) if p.epoch == epoch => p.batches.back().map_or(0, |b| next_seq(b.last_seq)),
+            _ => 0,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.producers.len()
     }

@@ -36,6 +36,11 @@ pub fn index_path(dir: &Path, base: i64) -> PathBuf {
 pub fn timeindex_path(dir: &Path, base: i64) -> PathBuf {
     dir.join(format!("{base:020}.timeindex"))
 }
+/// The aborted-transaction index (Kafka's `.txnindex`), written at seal when the segment
+/// holds an ABORT marker.
+pub fn txnindex_path(dir: &Path, base: i64) -> PathBuf {
+    dir.join(format!("{base:020}.txnindex"))
+}
 
 /// The in-memory sparse offset index of one segment.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -27,6 +27,7 @@ use crate::storage::format::index::encode_clean_marker;
 use crate::storage::format::legacy;
 use crate::storage::format::marker::Marker;
 use crate::storage::format::stored::{frame_len, BatchWalk};
+use crate::storage::format::txn_index::AbortedTxn;
 use crate::storage::format::FormatError;
 use crate::storage::producers::{self, BatchSeq, CompletedTxn, SequenceError, Verdict};
 use crate::storage::segment::{IndexBuilder, Segment, SegmentState, Tail, TimeBuilder, Unsealed};
@@ -214,6 +215,15 @@ impl<D: Disk> Log<D> {
         let (info, demand) = self.copy_batches(&[batch], &rules);
         let demand = self.counted(&info, demand);
         let done = self.producers.record_marker(pid, epoch, &marker, info.base_offset, now);
+        if let Some(t) = done.filter(|t| t.aborted) {
+            let last_stable_offset = self.producers.last_stable_offset_after(&t);
+            self.aborted.push(AbortedTxn {
+                producer_id: t.producer_id,
+                first_offset: t.first_offset,
+                last_offset: t.last_offset,
+                last_stable_offset,
+            });
+        }
         Ok((info, done, demand))
     }
 

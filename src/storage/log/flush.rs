@@ -19,7 +19,7 @@ use super::Log;
 use crate::io::{align_up, Disk, DiskFile, IoError, PAGE};
 use crate::metrics::{self, Stage};
 use crate::storage::error::{StorageError, StorageResult};
-use crate::storage::segment::{index_path, log_path, timeindex_path, ChunkWrite, Segment, SegmentState};
+use crate::storage::segment::{index_path, log_path, timeindex_path, txnindex_path, ChunkWrite, Segment, SegmentState};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -74,8 +74,18 @@ impl<D: Disk> Log<D> {
         } else {
             0
         };
+        let (base, next) = (seg.base_offset, seg.next_offset);
+        let aborted = &self.aborted;
         let seal = producer_snapshot.map(|snapshot| SealWork {
             size: seg.size,
+            txn_index: {
+                let mut bytes = Vec::new();
+                aborted
+                    .iter()
+                    .filter(|t| t.last_offset >= base && t.last_offset < next)
+                    .for_each(|t| t.encode(&mut bytes));
+                bytes
+            },
             index: unsealed.index.index.encode(),
             time_index: unsealed.time.encode(),
             snapshot: (seg.next_offset, snapshot.to_vec()),
@@ -168,6 +178,8 @@ pub struct SealWork {
     size: u64,
     index: Vec<u8>,
     time_index: Vec<u8>,
+    /// The `.txnindex` (empty: no file).
+    txn_index: Vec<u8>,
     snapshot: (i64, Vec<u8>),
 }
 
@@ -267,6 +279,10 @@ impl<D: Disk> FlushWork<D> {
             file.truncate(seal.size).await?;
             file.sync().await?;
             // Written whole or not at all (tmp file, rename): a crash never leaves a torn index.
+            // The aborted transactions first: a segment with its `.index` has its `.txnindex`.
+            if !seal.txn_index.is_empty() {
+                self.disk.write_file_atomic(&txnindex_path(&self.dir, self.base_offset), &seal.txn_index).await?;
+            }
             self.disk.write_file_atomic(&index_path(&self.dir, self.base_offset), &seal.index).await?;
             self.disk.write_file_atomic(&timeindex_path(&self.dir, self.base_offset), &seal.time_index).await?;
             let (at, snapshot) = &seal.snapshot;

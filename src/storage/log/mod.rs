@@ -31,6 +31,7 @@
 use crate::config::LogConfig;
 use crate::io::{Disk, IoError};
 use crate::storage::error::StorageResult;
+use crate::storage::format::txn_index::{self, AbortedTxn};
 use crate::storage::producers::ProducerState;
 use crate::storage::segment::{Segment, TimeBuilder};
 use std::collections::BTreeMap;
@@ -136,6 +137,9 @@ pub struct Log<D: Disk> {
     last_append_ms: i64,
     /// Idempotent producers' sequences ([`ProducerState`]).
     producers: ProducerState,
+    /// The transactions ABORT markers ended, in marker order, of every segment (each sealed
+    /// segment's also in its `.txnindex`): what READ_COMMITTED fetches list.
+    aborted: Vec<AbortedTxn>,
     /// The log start offset DeleteRecords set (KIP-107), persisted in [`LOG_START_FILE`]; the
     /// log start is the larger of it and the first segment's base offset.
     start_offset: i64,
@@ -239,6 +243,23 @@ impl<D: Disk> Log<D> {
     /// Change settings at runtime (they apply to the next append, roll and retention check).
     pub fn set_config(&mut self, config: LogConfig) {
         self.config = config;
+    }
+
+    /// The aborted transactions a READ_COMMITTED fetch of `[fetch_offset, upper_bound)`
+    /// lists (Kafka's collection): (producer id, first offset).
+    pub fn aborted_between(&self, fetch_offset: i64, upper_bound: i64) -> Vec<(i64, i64)> {
+        let mut out = Vec::new();
+        let from = self.aborted.partition_point(|t| t.last_offset < fetch_offset);
+        txn_index::collect(&self.aborted[from..], fetch_offset, upper_bound, &mut out);
+        out
+    }
+
+    /// Forget the aborted transactions that ended below the log start (their segments are
+    /// gone).
+    fn trim_aborted(&mut self) {
+        let start = self.log_start_offset();
+        let gone = self.aborted.partition_point(|t| t.last_offset < start);
+        self.aborted.drain(..gone);
     }
 
     /// The offset index of a segment, if loaded.

@@ -23,11 +23,12 @@ use crate::storage::format::batch::{BatchHeader, MAGIC_V2};
 use crate::storage::format::index::{decode_clean_marker, decode_log_start, decode_offset_index, decode_time_index};
 use crate::storage::format::legacy;
 use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWalk, MAX_HEADER_LEN};
+use crate::storage::format::txn_index::{self, AbortedTxn};
 use crate::storage::format::FormatError;
 use crate::storage::producers::ProducerState;
 use crate::storage::segment::{
-    index_path, log_path, timeindex_path, IndexBuilder, OffsetIndex, SealedIndexes, Segment, SegmentState, Tail,
-    TimeBuilder, Unsealed,
+    index_path, log_path, timeindex_path, txnindex_path, IndexBuilder, OffsetIndex, SealedIndexes, Segment,
+    SegmentState, Tail, TimeBuilder, Unsealed,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,6 +48,8 @@ pub(super) struct Scan {
     pub(super) index: IndexBuilder,
     pub(super) time: Option<TimeBuilder>,
     pub(super) producers: Option<ProducerState>,
+    /// The transactions replayed ABORT markers ended (with producer state only).
+    pub(super) aborted: Vec<AbortedTxn>,
     pub(super) stop: Option<(u64, FormatError)>,
     pub(super) scanned: u64,
 }
@@ -93,6 +96,7 @@ pub(super) async fn scan_segment<F: DiskFile>(
     let ScanFrom { mut pos, mut expected, mut index, mut time, mut producers, replay_ms } = from;
     let mut want = SCAN_WINDOW;
     let mut scanned = 0u64;
+    let mut aborted = Vec::new();
     let stop = loop {
         if pos + 12 > file_size {
             break (pos < file_size)
@@ -136,7 +140,16 @@ pub(super) async fn scan_segment<F: DiskFile>(
                 t.on_batch(base, expected, h.max_timestamp);
             }
             if let Some(ps) = producers.as_mut().filter(|_| h.magic == MAGIC_V2) {
-                ps.replay(&BatchHeader::parse(bytes).expect("checked above"), bytes, expected, replay_ms);
+                let h = BatchHeader::parse(bytes).expect("checked above");
+                if let Some(t) = ps.replay(&h, bytes, expected, replay_ms).filter(|t| t.aborted) {
+                    let last_stable_offset = ps.last_stable_offset_after(&t);
+                    aborted.push(AbortedTxn {
+                        producer_id: t.producer_id,
+                        first_offset: t.first_offset,
+                        last_offset: t.last_offset,
+                        last_stable_offset,
+                    });
+                }
             }
             expected = h.next_offset();
         }
@@ -162,7 +175,7 @@ pub(super) async fn scan_segment<F: DiskFile>(
         pos += consumed as u64;
         want = SCAN_WINDOW;
     };
-    Ok(Scan { valid_size: pos_of(&stop, pos), next_offset: expected, index, time, producers, stop, scanned })
+    Ok(Scan { valid_size: pos_of(&stop, pos), next_offset: expected, index, time, producers, aborted, stop, scanned })
 }
 
 fn pos_of(stop: &Option<(u64, FormatError)>, pos: u64) -> u64 {
@@ -316,9 +329,9 @@ async fn producers_at<D: Disk>(
     spans: &[SegmentSpan],
     config: &LogConfig,
     at: i64,
-) -> StorageResult<ProducerState> {
+) -> StorageResult<(ProducerState, Vec<AbortedTxn>)> {
     if snapshots.is_empty() {
-        return Ok(ProducerState::default());
+        return Ok((ProducerState::default(), Vec::new()));
     }
     let mut candidates: Vec<i64> = snapshots.iter().copied().filter(|&o| o <= at).collect();
     candidates.sort_unstable();
@@ -337,8 +350,9 @@ async fn producers_at<D: Disk>(
     }
     let (mut state, from) = found.unwrap_or_else(|| (ProducerState::default(), i64::MIN));
     if from == at {
-        return Ok(state);
+        return Ok((state, Vec::new()));
     }
+    let mut aborted = Vec::new();
     tracing::warn!(dir = %dir.display(), from, at, "rebuilding producer state from the segments after the newest valid snapshot");
     for &(base, _, size) in spans.iter().filter(|&&(base, next, _)| base >= from && next <= at) {
         let path = log_path(dir, base);
@@ -350,8 +364,9 @@ async fn producers_at<D: Disk>(
         let scan = scan_segment(&file, base, size, scan_from).await?;
         file.close().await?;
         state = scan.producers.expect("asked for");
+        aborted.extend(scan.aborted);
     }
-    Ok(state)
+    Ok((state, aborted))
 }
 
 impl<D: Disk> Log<D> {
@@ -409,14 +424,24 @@ impl<D: Disk> Log<D> {
             }
         };
         // The clean path read no batch: its producer state is the snapshot at the log end.
+        let mut replayed = std::mem::take(&mut last.aborted);
         let mut producers = match last.producers.take() {
             Some(p) => p,
             None => {
                 let mut all = at.spans.clone();
                 all.push((base, last.next_offset, last.size));
-                producers_at(&disk, dir, &at.snapshots, &all, &config, last.next_offset).await?
+                let (p, aborted) = producers_at(&disk, dir, &at.snapshots, &all, &config, last.next_offset).await?;
+                replayed.extend(aborted);
+                p
             }
         };
+        // The aborted transactions: each segment's `.txnindex`, and what replays found (for
+        // segments whose seal did not finish, and the rescanned active one).
+        let mut bases_to_read: Vec<i64> = at.spans.iter().map(|s| s.0).collect();
+        if report.clean {
+            bases_to_read.push(base);
+        }
+        let aborted = load_aborted(&disk, dir, &bases_to_read, replayed).await?;
         // Everything recovered is durable: replayed markers hold no transaction back.
         producers.on_high_watermark(last.next_offset);
         // From here on the directory is not clean any more.
@@ -444,6 +469,7 @@ impl<D: Disk> Log<D> {
             deleted_last_ts: None,
             last_append_ms: roll_reference_ms,
             producers,
+            aborted,
             start_offset,
         };
         Ok((log, report))
@@ -461,7 +487,7 @@ async fn list_segment_files<D: Disk>(disk: &D, dir: &Path) -> StorageResult<(Vec
         match parse_segment_name(&name) {
             Some((base, "log")) => bases.push(base),
             Some((offset, "snapshot")) => snapshots.push(offset),
-            Some((base, ext)) if ext == "index" || ext == "timeindex" => others.push((base, name)),
+            Some((base, ext)) if ext == "index" || ext == "timeindex" || ext == "txnindex" => others.push((base, name)),
             _ if name.ends_with(".tmp") => disk.remove_file(&dir.join(&name)).await?,
             _ => {}
         }
@@ -491,6 +517,31 @@ async fn read_log_start<D: Disk>(disk: &D, dir: &Path, next_offset: i64) -> Stor
     })
 }
 
+/// The aborted transactions of a log: the `.txnindex` of each segment in `bases` (a damaged
+/// one is logged and skipped), merged with `replayed` (entries rebuilt by replaying
+/// segments), in marker order, one entry per marker.
+async fn load_aborted<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    bases: &[i64],
+    replayed: Vec<AbortedTxn>,
+) -> StorageResult<Vec<AbortedTxn>> {
+    let mut by_marker: BTreeMap<i64, AbortedTxn> = BTreeMap::new();
+    for &base in bases {
+        let path = txnindex_path(dir, base);
+        if let Some(bytes) = disk.read_file(&path).await? {
+            match txn_index::decode(&bytes) {
+                Ok(entries) => by_marker.extend(entries.into_iter().map(|t| (t.last_offset, t))),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "damaged aborted-transaction index; skipped")
+                }
+            }
+        }
+    }
+    by_marker.extend(replayed.into_iter().map(|t| (t.last_offset, t)));
+    Ok(by_marker.into_values().collect())
+}
+
 /// The last segment as recovery found it.
 struct Last {
     next_offset: i64,
@@ -499,6 +550,9 @@ struct Last {
     time: TimeBuilder,
     /// The producer state a rescan replayed; `None` after a clean resume, which read no batch.
     producers: Option<ProducerState>,
+    /// The aborted transactions replays found (the rescanned segment's, and those of any
+    /// sealed segment replayed for lack of a snapshot).
+    aborted: Vec<AbortedTxn>,
 }
 
 /// What the steps of [`Log::open`] share: the directory, its sealed segments (every segment
@@ -540,7 +594,7 @@ impl<D: Disk> Opening<'_, D> {
         // An empty segment (resumed as the active one) has no batch left unread.
         time.complete |= size == 0;
         report.clean = true;
-        Ok(Some(Last { next_offset: next, size, index, time, producers: None }))
+        Ok(Some(Last { next_offset: next, size, index, time, producers: None, aborted: Vec::new() }))
     }
 
     /// For a cleanly closed last segment: (next offset, size, index) from its index file and
@@ -595,7 +649,8 @@ impl<D: Disk> Opening<'_, D> {
     ) -> StorageResult<Last> {
         let (disk, dir, config) = (self.disk, self.dir, self.config);
         let mut from = ScanFrom::start(base, config, context_ts);
-        from.producers = Some(producers_at(disk, dir, &self.snapshots, &self.spans, config, base).await?);
+        let (producers, mut aborted) = producers_at(disk, dir, &self.snapshots, &self.spans, config, base).await?;
+        from.producers = Some(producers);
         from.replay_ms = disk.mtime_ms(&log_path(dir, base)).await?;
         let scan = scan_segment(file, base, file_size, from).await?;
         report.scanned_bytes = scan.scanned;
@@ -617,6 +672,10 @@ impl<D: Disk> Opening<'_, D> {
             index: scan.index,
             time: scan.time.expect("scan built a time index"),
             producers: scan.producers,
+            aborted: {
+                aborted.extend(scan.aborted);
+                aborted
+            },
         })
     }
 
