@@ -11,6 +11,7 @@ use tidemark::protocol::errors::ErrorCode;
 use tidemark::protocol::groups::*;
 use tidemark::protocol::messages::*;
 use tidemark::protocol::security::*;
+use tidemark::protocol::txn::*;
 use tidemark::protocol::*;
 
 /// A deterministic generator of field values.
@@ -382,6 +383,79 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
             producer_epoch: g.i16(),
             tags: g.tags(),
         }),
+        ADD_PARTITIONS_TO_TXN => {
+            let topics = |g: &mut Gen| {
+                (0..g.len())
+                    .map(|_| AddPartitionsToTxnTopic { name: g.string(), partitions: g.ints(), tags: g.tags() })
+                    .collect::<Vec<_>>()
+            };
+            Request::AddPartitionsToTxn(AddPartitionsToTxnRequest {
+                transactions: (0..g.len())
+                    .map(|_| AddPartitionsToTxnTransaction {
+                        transactional_id: g.string(),
+                        producer_id: g.i64(),
+                        producer_epoch: g.i16(),
+                        verify_only: g.bool(),
+                        topics: topics(g),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                v3_and_below_transactional_id: g.string(),
+                v3_and_below_producer_id: g.i64(),
+                v3_and_below_producer_epoch: g.i16(),
+                v3_and_below_topics: topics(g),
+                tags: g.tags(),
+            })
+        }
+        ADD_OFFSETS_TO_TXN => Request::AddOffsetsToTxn(AddOffsetsToTxnRequest {
+            transactional_id: g.string(),
+            producer_id: g.i64(),
+            producer_epoch: g.i16(),
+            group_id: g.string(),
+            tags: g.tags(),
+        }),
+        END_TXN => Request::EndTxn(EndTxnRequest {
+            transactional_id: g.string(),
+            producer_id: g.i64(),
+            producer_epoch: g.i16(),
+            committed: g.bool(),
+            tags: g.tags(),
+        }),
+        TXN_OFFSET_COMMIT => Request::TxnOffsetCommit(TxnOffsetCommitRequest {
+            transactional_id: g.string(),
+            group_id: g.string(),
+            producer_id: g.i64(),
+            producer_epoch: g.i16(),
+            generation_id: g.i32(),
+            member_id: g.string(),
+            group_instance_id: g.opt_string(),
+            topics: (0..g.len())
+                .map(|_| TxnOffsetCommitRequestTopic {
+                    name: g.string(),
+                    partitions: (0..g.len())
+                        .map(|_| TxnOffsetCommitRequestPartition {
+                            partition_index: g.i32(),
+                            committed_offset: g.i64(),
+                            committed_leader_epoch: g.i32(),
+                            committed_metadata: g.opt_string(),
+                            tags: g.tags(),
+                        })
+                        .collect(),
+                    tags: g.tags(),
+                })
+                .collect(),
+            tags: g.tags(),
+        }),
+        DESCRIBE_TRANSACTIONS => Request::DescribeTransactions(DescribeTransactionsRequest {
+            transactional_ids: g.strings(),
+            tags: g.tags(),
+        }),
+        LIST_TRANSACTIONS => Request::ListTransactions(ListTransactionsRequest {
+            state_filters: g.strings(),
+            producer_id_filters: (0..g.len()).map(|_| g.i64()).collect(),
+            duration_filter: g.i64(),
+            tags: g.tags(),
+        }),
         CREATE_PARTITIONS => Request::CreatePartitions(CreatePartitionsRequest {
             topics: (0..g.len())
                 .map(|_| CreatePartitionsTopic {
@@ -601,6 +675,12 @@ fn encode_any_request(header: &RequestHeader, req: Request) -> Bytes {
         Request::ListGroups(mut m) => encode_request(header, &mut m),
         Request::DeleteGroups(mut m) => encode_request(header, &mut m),
         Request::InitProducerId(mut m) => encode_request(header, &mut m),
+        Request::AddPartitionsToTxn(mut m) => encode_request(header, &mut m),
+        Request::AddOffsetsToTxn(mut m) => encode_request(header, &mut m),
+        Request::EndTxn(mut m) => encode_request(header, &mut m),
+        Request::TxnOffsetCommit(mut m) => encode_request(header, &mut m),
+        Request::DescribeTransactions(mut m) => encode_request(header, &mut m),
+        Request::ListTransactions(mut m) => encode_request(header, &mut m),
         Request::CreatePartitions(mut m) => encode_request(header, &mut m),
         Request::DeleteRecords(mut m) => encode_request(header, &mut m),
         Request::DescribeLogDirs(mut m) => encode_request(header, &mut m),
@@ -659,6 +739,12 @@ fn round_trip_request(req: Request, version: i16) {
         Request::ListGroups(mut m) => round_trip(&mut m, LIST_GROUPS, version),
         Request::DeleteGroups(mut m) => round_trip(&mut m, DELETE_GROUPS, version),
         Request::InitProducerId(mut m) => round_trip(&mut m, INIT_PRODUCER_ID, version),
+        Request::AddPartitionsToTxn(mut m) => round_trip(&mut m, ADD_PARTITIONS_TO_TXN, version),
+        Request::AddOffsetsToTxn(mut m) => round_trip(&mut m, ADD_OFFSETS_TO_TXN, version),
+        Request::EndTxn(mut m) => round_trip(&mut m, END_TXN, version),
+        Request::TxnOffsetCommit(mut m) => round_trip(&mut m, TXN_OFFSET_COMMIT, version),
+        Request::DescribeTransactions(mut m) => round_trip(&mut m, DESCRIBE_TRANSACTIONS, version),
+        Request::ListTransactions(mut m) => round_trip(&mut m, LIST_TRANSACTIONS, version),
         Request::CreatePartitions(mut m) => round_trip(&mut m, CREATE_PARTITIONS, version),
         Request::DeleteRecords(mut m) => round_trip(&mut m, DELETE_RECORDS, version),
         Request::DescribeLogDirs(mut m) => round_trip(&mut m, DESCRIBE_LOG_DIRS, version),
@@ -702,6 +788,12 @@ fn api_of(r: &Request) -> i16 {
         Request::ListGroups(_) => LIST_GROUPS,
         Request::DeleteGroups(_) => DELETE_GROUPS,
         Request::InitProducerId(_) => INIT_PRODUCER_ID,
+        Request::AddPartitionsToTxn(_) => ADD_PARTITIONS_TO_TXN,
+        Request::AddOffsetsToTxn(_) => ADD_OFFSETS_TO_TXN,
+        Request::EndTxn(_) => END_TXN,
+        Request::TxnOffsetCommit(_) => TXN_OFFSET_COMMIT,
+        Request::DescribeTransactions(_) => DESCRIBE_TRANSACTIONS,
+        Request::ListTransactions(_) => LIST_TRANSACTIONS,
         Request::CreatePartitions(_) => CREATE_PARTITIONS,
         Request::DeleteRecords(_) => DELETE_RECORDS,
         Request::DescribeLogDirs(_) => DESCRIBE_LOG_DIRS,
@@ -1272,6 +1364,112 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                 error_code: ErrorCode(g.i16()),
                 producer_id: g.i64(),
                 producer_epoch: g.i16(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        ADD_PARTITIONS_TO_TXN => {
+            let results = |g: &mut Gen| {
+                (0..g.len())
+                    .map(|_| AddPartitionsToTxnTopicResult {
+                        name: g.string(),
+                        results_by_partition: (0..g.len())
+                            .map(|_| AddPartitionsToTxnPartitionResult {
+                                partition_index: g.i32(),
+                                partition_error_code: ErrorCode(g.i16()),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect::<Vec<_>>()
+            };
+            out.take(
+                &mut AddPartitionsToTxnResponse {
+                    throttle_time_ms: g.i32(),
+                    error_code: ErrorCode(g.i16()),
+                    results_by_transaction: (0..g.len())
+                        .map(|_| AddPartitionsToTxnResult {
+                            transactional_id: g.string(),
+                            topic_results: results(g),
+                            tags: g.tags(),
+                        })
+                        .collect(),
+                    results_by_topic_v3_and_below: results(g),
+                    tags: g.tags(),
+                },
+                api,
+                version,
+            )
+        }
+        ADD_OFFSETS_TO_TXN => out.take(
+            &mut AddOffsetsToTxnResponse { throttle_time_ms: g.i32(), error_code: ErrorCode(g.i16()), tags: g.tags() },
+            api,
+            version,
+        ),
+        END_TXN => out.take(
+            &mut EndTxnResponse { throttle_time_ms: g.i32(), error_code: ErrorCode(g.i16()), tags: g.tags() },
+            api,
+            version,
+        ),
+        TXN_OFFSET_COMMIT => out.take(
+            &mut TxnOffsetCommitResponse {
+                throttle_time_ms: g.i32(),
+                topics: (0..g.len())
+                    .map(|_| TxnOffsetCommitResponseTopic {
+                        name: g.string(),
+                        partitions: (0..g.len())
+                            .map(|_| TxnOffsetCommitResponsePartition {
+                                partition_index: g.i32(),
+                                error_code: ErrorCode(g.i16()),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        DESCRIBE_TRANSACTIONS => out.take(
+            &mut DescribeTransactionsResponse {
+                throttle_time_ms: g.i32(),
+                transaction_states: (0..g.len())
+                    .map(|_| DescribedTransaction {
+                        error_code: ErrorCode(g.i16()),
+                        transactional_id: g.string(),
+                        transaction_state: g.string(),
+                        transaction_timeout_ms: g.i32(),
+                        transaction_start_time_ms: g.i64(),
+                        producer_id: g.i64(),
+                        producer_epoch: g.i16(),
+                        topics: (0..g.len())
+                            .map(|_| TransactionTopicData { topic: g.string(), partitions: g.ints(), tags: g.tags() })
+                            .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        LIST_TRANSACTIONS => out.take(
+            &mut ListTransactionsResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                unknown_state_filters: g.strings(),
+                transaction_states: (0..g.len())
+                    .map(|_| ListedTransaction {
+                        transactional_id: g.string(),
+                        producer_id: g.i64(),
+                        transaction_state: g.string(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
                 tags: g.tags(),
             },
             api,

@@ -155,8 +155,8 @@ pub fn batches(records: &[Record], max_bytes: usize, now: i64) -> Vec<Vec<u8>> {
 }
 
 /// Call `f` with the key, value and offset of every record of the stored v2 batches (the
-/// broker writes `__consumer_offsets` in v2 batches only; others are skipped). A batch that
-/// does not parse is an error.
+/// broker writes `__consumer_offsets` in v2 batches only; others, and transaction markers, are
+/// skipped). A batch that does not parse is an error.
 pub fn for_each_record(
     stored: &[u8],
     limit: usize,
@@ -168,6 +168,10 @@ pub fn for_each_record(
             continue;
         }
         let h = BatchHeader::parse(bytes)?;
+        if h.is_control() {
+            // Transaction markers: not records of the topic.
+            continue;
+        }
         let section = records_section(&h, bytes, limit)?;
         for r in Records::new(&section, h.record_count) {
             let r = r?;
@@ -178,9 +182,16 @@ pub fn for_each_record(
 }
 
 /// The committed offsets of the groups one shard coordinates, replayed from their records.
+/// An offset an open transaction committed: (group, partition, offset).
+type Staged = (String, Tp, Committed);
+
 #[derive(Debug, Default)]
 pub struct OffsetTable {
     groups: BTreeMap<String, BTreeMap<Tp, Committed>>,
+    /// Offsets committed inside open transactions (TxnOffsetCommit), by offsets partition and
+    /// producer id, in commit order: applied when the transaction's marker commits it, dropped
+    /// when it aborts.
+    pending: BTreeMap<(i32, i64), Vec<Staged>>,
 }
 
 impl OffsetTable {
@@ -200,21 +211,74 @@ impl OffsetTable {
         }
     }
 
-    /// Replay the records of stored batches (any order of commits and tombstones); returns how
-    /// many records were applied. An undecodable record is logged and skipped; a batch that
-    /// does not parse is an error.
-    pub fn replay(&mut self, stored: &[u8], limit: usize) -> Result<usize, FormatError> {
+    /// Replay the records of stored batches of offsets partition `index` (any order of
+    /// commits and tombstones); returns how many records were applied. A transactional batch
+    /// stages its commits until its producer's marker commits or drops them. An undecodable
+    /// record is logged and skipped; a batch that does not parse is an error.
+    pub fn replay(&mut self, stored: &[u8], limit: usize, index: i32) -> Result<usize, FormatError> {
         let mut applied = 0;
-        for_each_record(stored, limit, |key, value, offset| match decode(key, value) {
-            Ok(OffsetRecord::Commit { group, tp, value }) => {
-                self.apply(&group, tp, value);
-                applied += 1;
+        for item in crate::storage::format::BatchWalk::new(stored, usize::MAX >> 1) {
+            let (_, info, bytes) = item?;
+            if info.magic != 2 {
+                continue;
             }
-            Ok(OffsetRecord::Other) => {}
-            // Not ours to fail startup on: skipped, the rest replayed.
-            Err(e) => tracing::warn!(offset, error = %e, "undecodable offset record skipped"),
-        })?;
+            let h = BatchHeader::parse(bytes)?;
+            if h.is_control() {
+                if let Some(m) = crate::storage::format::marker::Marker::read(&h, bytes)? {
+                    self.complete(index, h.producer_id, m.commit);
+                }
+                continue;
+            }
+            let section = records_section(&h, bytes, limit)?;
+            for r in Records::new(&section, h.record_count) {
+                let r = r?;
+                match decode(r.key, r.value) {
+                    Ok(OffsetRecord::Commit { group, tp, value: Some(c) }) if h.is_transactional() => {
+                        self.stage(index, h.producer_id, &group, tp, c);
+                    }
+                    Ok(OffsetRecord::Commit { group, tp, value }) => {
+                        self.apply(&group, tp, value);
+                        applied += 1;
+                    }
+                    Ok(OffsetRecord::Other) => {}
+                    // Not ours to fail startup on: skipped, the rest replayed.
+                    Err(e) => {
+                        let offset = h.base_offset + r.offset_delta as i64;
+                        tracing::warn!(offset, error = %e, "undecodable offset record skipped")
+                    }
+                }
+            }
+        }
         Ok(applied)
+    }
+
+    /// An offset committed in producer `pid`'s open transaction, on offsets partition `index`.
+    pub fn stage(&mut self, index: i32, pid: i64, group: &str, tp: Tp, c: Committed) {
+        self.pending.entry((index, pid)).or_default().push((group.to_string(), tp, c));
+    }
+
+    /// `pid`'s transaction ended on offsets partition `index`: its staged offsets applied
+    /// (commit) or dropped (abort). Returns how many there were.
+    pub fn complete(&mut self, index: i32, pid: i64, commit: bool) -> usize {
+        let staged = self.pending.remove(&(index, pid)).unwrap_or_default();
+        let n = staged.len();
+        if commit {
+            for (group, tp, c) in staged {
+                self.apply(&group, tp, Some(c));
+            }
+        }
+        n
+    }
+
+    /// Whether an open transaction holds an offset of `group` for `tp` (OffsetFetch's
+    /// UNSTABLE_OFFSET_COMMIT).
+    pub fn has_pending(&self, group: &str, tp: &Tp) -> bool {
+        self.pending.values().flatten().any(|(g, t, _)| g == group && t == tp)
+    }
+
+    /// Whether any transaction holds offsets on partition `index` (compaction waits).
+    pub fn has_pending_on(&self, index: i32) -> bool {
+        self.pending.range((index, i64::MIN)..=(index, i64::MAX)).next().is_some()
     }
 
     pub fn group(&self, group: &str) -> Option<&BTreeMap<Tp, Committed>> {
@@ -282,7 +346,7 @@ mod tests {
         stored.extend(batch("h", &[(tp.clone(), Some(committed(1)))], 3));
         stored.extend(batch("g", &[(("x".into(), 0), None)], 4));
         let mut t = OffsetTable::default();
-        assert_eq!(t.replay(&stored, 1 << 20).unwrap(), 5);
+        assert_eq!(t.replay(&stored, 1 << 20, 0).unwrap(), 5);
         assert_eq!(t.get("g", &tp), Some(&committed(20)));
         assert_eq!(t.get("g", &("x".into(), 0)), None);
         assert_eq!(t.get("h", &tp).map(|c| c.offset), Some(1));
@@ -307,5 +371,50 @@ mod tests {
         put_string(&mut k2, "g");
         assert_eq!(decode(Some(&k2), Some(b"whatever")).unwrap(), OffsetRecord::Other);
         assert!(decode(Some(&[0, 1, 0]), None).is_err(), "truncated key");
+    }
+
+    /// Offsets committed in a transaction (a transactional batch) stay staged, invisible,
+    /// until their producer's marker: COMMIT applies them over the earlier plain commit,
+    /// ABORT drops them; another producer's marker or another partition's leaves them; the
+    /// replay of a log does the same as the live calls.
+    #[test]
+    fn transactional_offsets_wait_for_their_marker() {
+        use crate::storage::format::batch::BatchBuilder;
+        use crate::storage::format::marker::Marker;
+        let tp = ("orders".to_string(), 0);
+        let plain = batches(&[record("g", &tp, Some(&committed(5)))], usize::MAX, 1).concat();
+        let txn = |pid: i64, offset: i64| {
+            let (k, v) = record("g", &tp, Some(&committed(offset)));
+            let mut b = BatchBuilder::new().transactional().producer(pid, 0, 0);
+            b.push(2, Some(&k), v.as_deref(), &[]);
+            b.finish()
+        };
+        let marker = |pid: i64, commit: bool| Marker { commit, coordinator_epoch: 0 }.batch(pid, 0, 3);
+        // Live: staged, then completed.
+        let mut t = OffsetTable::default();
+        t.replay(&plain, 1 << 20, 0).unwrap();
+        t.stage(0, 7, "g", tp.clone(), committed(10));
+        assert!(t.has_pending("g", &tp) && t.has_pending_on(0) && !t.has_pending_on(1));
+        assert_eq!(t.get("g", &tp).map(|c| c.offset), Some(5), "invisible while open");
+        assert_eq!(t.complete(1, 7, true), 0, "another partition's marker");
+        assert_eq!(t.complete(0, 8, true), 0, "another producer's marker");
+        assert_eq!(t.complete(0, 7, true), 1);
+        assert_eq!(t.get("g", &tp).map(|c| c.offset), Some(10));
+        assert!(!t.has_pending("g", &tp));
+        t.stage(0, 7, "g", tp.clone(), committed(20));
+        assert_eq!(t.complete(0, 7, false), 1);
+        assert_eq!(t.get("g", &tp).map(|c| c.offset), Some(10), "aborted: dropped");
+        // Replayed: the same outcome from the stored batches.
+        let mut log = plain.clone();
+        log.extend(txn(7, 10));
+        log.extend(txn(9, 99));
+        log.extend(marker(7, true));
+        log.extend(txn(7, 20));
+        log.extend(marker(7, false));
+        let mut r = OffsetTable::default();
+        r.replay(&log, 1 << 20, 0).unwrap();
+        assert_eq!(r.get("g", &tp).map(|c| c.offset), Some(10));
+        assert!(r.has_pending("g", &tp), "producer 9's transaction is still open");
+        assert_eq!(r.complete(0, 9, false), 1);
     }
 }

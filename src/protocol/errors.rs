@@ -65,6 +65,10 @@ pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(53);
 pub const UNKNOWN_PRODUCER_ID: ErrorCode = ErrorCode(59);
 pub const PRODUCER_FENCED: ErrorCode = ErrorCode(90);
 pub const TRANSACTIONAL_ID_NOT_FOUND: ErrorCode = ErrorCode(105);
+/// OffsetFetch with require_stable: an open transaction holds an offset of the partition.
+pub const UNSTABLE_OFFSET_COMMIT: ErrorCode = ErrorCode(88);
+/// AddPartitionsToTxn: not tried because another partition of the request failed.
+pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);
 pub const NON_EMPTY_GROUP: ErrorCode = ErrorCode(68);
 pub const GROUP_ID_NOT_FOUND: ErrorCode = ErrorCode(69);
 pub const MEMBER_ID_REQUIRED: ErrorCode = ErrorCode(79);

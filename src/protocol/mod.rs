@@ -16,6 +16,7 @@ pub mod groups;
 pub mod messages;
 pub mod schema;
 pub mod security;
+pub mod txn;
 
 pub use codec::{ProtoError, ProtoResult};
 
@@ -25,6 +26,7 @@ use codec::{Codec, Reader, TaggedFields, Writer};
 use groups::*;
 use messages::*;
 use security::*;
+use txn::*;
 
 pub const PRODUCE: i16 = 0;
 pub const FETCH: i16 = 1;
@@ -45,6 +47,10 @@ pub const CREATE_TOPICS: i16 = 19;
 pub const DELETE_TOPICS: i16 = 20;
 pub const DELETE_RECORDS: i16 = 21;
 pub const INIT_PRODUCER_ID: i16 = 22;
+pub const ADD_PARTITIONS_TO_TXN: i16 = 24;
+pub const ADD_OFFSETS_TO_TXN: i16 = 25;
+pub const END_TXN: i16 = 26;
+pub const TXN_OFFSET_COMMIT: i16 = 28;
 pub const DESCRIBE_ACLS: i16 = 29;
 pub const CREATE_ACLS: i16 = 30;
 pub const DELETE_ACLS: i16 = 31;
@@ -61,6 +67,8 @@ pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 50;
 pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
 pub const DESCRIBE_CLUSTER: i16 = 60;
 pub const DESCRIBE_PRODUCERS: i16 = 61;
+pub const DESCRIBE_TRANSACTIONS: i16 = 65;
+pub const LIST_TRANSACTIONS: i16 = 66;
 pub const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
 pub const CONSUMER_GROUP_DESCRIBE: i16 = 69;
 pub const DESCRIBE_TOPIC_PARTITIONS: i16 = 75;
@@ -87,6 +95,10 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (DELETE_TOPICS, 0, 6, 4),
     (DELETE_RECORDS, 0, 2, 2),
     (INIT_PRODUCER_ID, 0, 4, 2),
+    (ADD_PARTITIONS_TO_TXN, 0, 4, 3),
+    (ADD_OFFSETS_TO_TXN, 0, 4, 3),
+    (END_TXN, 0, 4, 3),
+    (TXN_OFFSET_COMMIT, 0, 4, 3),
     (DESCRIBE_ACLS, 0, 3, 2),
     (CREATE_ACLS, 0, 3, 2),
     (DELETE_ACLS, 0, 3, 2),
@@ -103,6 +115,8 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (ALTER_USER_SCRAM_CREDENTIALS, 0, 0, 0),
     (DESCRIBE_CLUSTER, 0, 2, 0),
     (DESCRIBE_PRODUCERS, 0, 0, 0),
+    (DESCRIBE_TRANSACTIONS, 0, 0, 0),
+    (LIST_TRANSACTIONS, 0, 1, 0),
     (CONSUMER_GROUP_HEARTBEAT, 0, 1, 0),
     (CONSUMER_GROUP_DESCRIBE, 0, 1, 0),
     (DESCRIBE_TOPIC_PARTITIONS, 0, 0, 0),
@@ -170,6 +184,12 @@ pub enum Request {
     ListGroups(ListGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
     InitProducerId(InitProducerIdRequest),
+    AddPartitionsToTxn(AddPartitionsToTxnRequest),
+    AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    EndTxn(EndTxnRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    DescribeTransactions(DescribeTransactionsRequest),
+    ListTransactions(ListTransactionsRequest),
     CreatePartitions(CreatePartitionsRequest),
     DeleteRecords(DeleteRecordsRequest),
     DescribeLogDirs(DescribeLogDirsRequest),
@@ -256,6 +276,12 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         LIST_GROUPS => body(&mut r, version).map(Request::ListGroups),
         DELETE_GROUPS => body(&mut r, version).map(Request::DeleteGroups),
         INIT_PRODUCER_ID => body(&mut r, version).map(Request::InitProducerId),
+        ADD_PARTITIONS_TO_TXN => body(&mut r, version).map(Request::AddPartitionsToTxn),
+        ADD_OFFSETS_TO_TXN => body(&mut r, version).map(Request::AddOffsetsToTxn),
+        END_TXN => body(&mut r, version).map(Request::EndTxn),
+        TXN_OFFSET_COMMIT => body(&mut r, version).map(Request::TxnOffsetCommit),
+        DESCRIBE_TRANSACTIONS => body(&mut r, version).map(Request::DescribeTransactions),
+        LIST_TRANSACTIONS => body(&mut r, version).map(Request::ListTransactions),
         CREATE_PARTITIONS => body(&mut r, version).map(Request::CreatePartitions),
         DELETE_RECORDS => body(&mut r, version).map(Request::DeleteRecords),
         DESCRIBE_LOG_DIRS => body(&mut r, version).map(Request::DescribeLogDirs),
@@ -391,6 +417,12 @@ throttled!(
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupDescribeResponse,
     InitProducerIdResponse,
+    AddPartitionsToTxnResponse,
+    AddOffsetsToTxnResponse,
+    EndTxnResponse,
+    TxnOffsetCommitResponse,
+    DescribeTransactionsResponse,
+    ListTransactionsResponse,
     DescribeProducersResponse,
     DeleteRecordsResponse,
     DescribeLogDirsResponse,

@@ -201,13 +201,13 @@ pub async fn offset_commit(cx: &mut Cx<'_>, mut c: OffsetCommitRequest) -> Offse
 }
 
 #[derive(Debug)]
-struct FetchOffsets(OffsetFetchRequestGroup);
+struct FetchOffsets(OffsetFetchRequestGroup, bool);
 
 impl ShardCall<Shard> for FetchOffsets {
     type Reply = OffsetFetchResponseGroup;
     const NAME: &'static str = "offset-fetch";
     async fn run(self, shard: Rc<Shard>) -> OffsetFetchResponseGroup {
-        shard.coordinator().fetch(self.0)
+        shard.coordinator().fetch(self.0, self.1)
     }
 }
 
@@ -230,7 +230,7 @@ pub async fn offset_fetch(cx: &mut Cx<'_>, f: OffsetFetchRequest) -> OffsetFetch
             continue;
         }
         let every_topic = g.topics.is_none();
-        let mut answer = match to_coordinator(cx, &id, FetchOffsets(g)).await {
+        let mut answer = match to_coordinator(cx, &id, FetchOffsets(g, f.require_stable)).await {
             Ok(r) => r,
             Err(error_code) => OffsetFetchResponseGroup { group_id: id, error_code, ..Default::default() },
         };
@@ -385,33 +385,31 @@ pub async fn find_coordinator(cx: &mut Cx<'_>, f: FindCoordinatorRequest) -> Fin
     cx.release_turn();
     let version = cx.version();
     let keys = if version >= 4 { f.coordinator_keys } else { vec![f.key] };
-    let ready = ensure_offsets_topic(cx.shard).await;
+    let txn = f.key_type == COORDINATOR_TRANSACTION;
+    let ready = txn || ensure_offsets_topic(cx.shard).await;
     let c = cx.shard.config();
-    let coordinators: Vec<Coordinator> = keys
-        .into_iter()
-        .map(|key| {
-            let (error_code, error_message) =
-                if f.key_type != COORDINATOR_TRANSACTION && !group_allowed(cx, Operation::Describe, &key) {
-                    (code::GROUP_AUTHORIZATION_FAILED, Some("Group authorization failed.".to_string()))
-                } else if f.key_type == COORDINATOR_TRANSACTION {
-                    (code::COORDINATOR_NOT_AVAILABLE, Some("transactions are not supported by tidemark".to_string()))
-                } else if !ready {
-                    (code::COORDINATOR_NOT_AVAILABLE, Some("the offsets topic is not available yet".to_string()))
-                } else {
-                    (code::NONE, None)
-                };
-            let found = error_code == code::NONE;
-            Coordinator {
-                key,
-                node_id: if found { c.node_id } else { -1 },
-                host: if found { cx.listener.advertised_host.clone() } else { String::new() },
-                port: if found { cx.listener.advertised_port } else { -1 },
-                error_code,
-                error_message,
-                ..Default::default()
-            }
-        })
-        .collect();
+    let mut coordinators: Vec<Coordinator> = Vec::with_capacity(keys.len());
+    for key in keys {
+        let (error_code, error_message) = if txn {
+            super::transactions::find(cx, &key).await
+        } else if !group_allowed(cx, Operation::Describe, &key) {
+            (code::GROUP_AUTHORIZATION_FAILED, Some("Group authorization failed.".to_string()))
+        } else if !ready {
+            (code::COORDINATOR_NOT_AVAILABLE, Some("the offsets topic is not available yet".to_string()))
+        } else {
+            (code::NONE, None)
+        };
+        let found = error_code == code::NONE;
+        coordinators.push(Coordinator {
+            key,
+            node_id: if found { c.node_id } else { -1 },
+            host: if found { cx.listener.advertised_host.clone() } else { String::new() },
+            port: if found { cx.listener.advertised_port } else { -1 },
+            error_code,
+            error_message,
+            ..Default::default()
+        });
+    }
     if version >= 4 {
         return FindCoordinatorResponse { coordinators, ..Default::default() };
     }
