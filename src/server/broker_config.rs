@@ -66,6 +66,8 @@ pub struct BrokerConfig {
     pub limits: limits::Limits,
     /// Consumer groups and `__consumer_offsets` (`group.*`, `offsets.*`).
     pub coordinator: coordinator::CoordinatorConfig,
+    /// The transaction coordinator's settings (`transaction.*`).
+    pub txn: crate::server::transactions::TxnConfig,
     /// `--metrics-listen`: where shard 0 serves Prometheus text at `/metrics`.
     pub metrics_listen: Option<SocketAddr>,
     /// `--fault-injection`: the metrics endpoint also takes disk faults at `/faults` (tests).
@@ -104,6 +106,7 @@ impl BrokerConfig {
             max_request_bytes: 100 * 1024 * 1024,
             limits: limits::Limits::default(),
             coordinator: coordinator::CoordinatorConfig::default(),
+            txn: crate::server::transactions::TxnConfig::default(),
             metrics_listen: None,
             fault_injection: false,
             shard_call_timeout: crate::server::router::DEFAULT_CALL_TIMEOUT,
@@ -281,6 +284,22 @@ impl BrokerConfig {
             }
             "tidemark.shard.call.timeout.ms" => {
                 self.shard_call_timeout = Duration::from_millis(bounded(key, int(value)?, 100, i32::MAX as i64)? as u64)
+            }
+            "transaction.state.log.num.partitions" => {
+                self.txn.partitions = bounded(key, int(value)?, 1, 1000)? as u32
+            }
+            "transaction.state.log.segment.bytes" => {
+                self.txn.segment_bytes = bounded(key, int(value)?, 1 << 20, i32::MAX as i64)? as u64
+            }
+            "transaction.max.timeout.ms" => self.txn.max_timeout_ms = bounded(key, int(value)?, 1, i32::MAX as i64)? as i32,
+            "transactional.id.expiration.ms" => {
+                self.txn.id_expiration_ms = bounded(key, int(value)?, 1, i32::MAX as i64)?
+            }
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms" => {
+                self.txn.abort_check = Duration::from_millis(bounded(key, int(value)?, 1, i32::MAX as i64)? as u64)
+            }
+            "transaction.remove.expired.transaction.cleanup.interval.ms" => {
+                self.txn.expire_check = Duration::from_millis(bounded(key, int(value)?, 1, i32::MAX as i64)? as u64)
             }
             "tidemark.offsets.compaction.bytes" => {
                 self.coordinator.compaction_bytes = bounded(key, int(value)?, 0, i64::MAX)? as u64

@@ -284,6 +284,37 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     ),
     key("socket.request.max.bytes", ConfigType::Int, false, "The largest request frame."),
     key(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        ConfigType::Int,
+        false,
+        "How often the coordinator aborts transactions open past their timeout.",
+    ),
+    key("transaction.max.timeout.ms", ConfigType::Int, false, "The longest transaction.timeout.ms a producer may ask."),
+    key(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        ConfigType::Int,
+        false,
+        "How often the coordinator forgets transactional ids idle past transactional.id.expiration.ms.",
+    ),
+    key(
+        "transaction.state.log.num.partitions",
+        ConfigType::Int,
+        false,
+        "Partitions of __transaction_state when it is created.",
+    ),
+    key(
+        "transaction.state.log.segment.bytes",
+        ConfigType::Int,
+        false,
+        "segment.bytes of __transaction_state when it is created.",
+    ),
+    key(
+        "transactional.id.expiration.ms",
+        ConfigType::Int,
+        false,
+        "How long a transactional id with no transaction is remembered.",
+    ),
+    key(
         "tidemark.fetch.max.memory.bytes",
         ConfigType::Long,
         false,

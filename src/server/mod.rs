@@ -38,6 +38,7 @@ pub mod producer_ids;
 pub mod router;
 pub mod shard;
 pub mod tls;
+pub mod transactions;
 
 pub use broker_config::BrokerConfig;
 
@@ -218,6 +219,11 @@ async fn run_shard(
     let (senders, receivers) = joined.map_err(|_| anyhow::anyhow!("joining the shard mesh"))?;
     shard.attach(senders, receivers);
     shard.coordinator().spawn_ticker();
+    shard.txn().spawn_ticker(&shard);
+    for id in shard.txn().prepared() {
+        // Prepared before a stop: its markers were not all written.
+        shard.txn().spawn_markers(&shard, id);
+    }
     if let (0, Some(addr)) = (id, config.metrics_listen) {
         let listener = glommio::net::TcpListener::bind(addr)
             .map_err(std::io::Error::from)
@@ -231,6 +237,7 @@ async fn run_shard(
         let s = shard.clone();
         glommio::spawn_local(async move {
             control::ensure_offsets_topic(&s).await;
+            control::ensure_txn_topic(&s).await;
         })
         .detach();
     }

@@ -20,6 +20,7 @@ use crate::server::limits::{Budget, ConnectionTable, LogEvery};
 use crate::server::placement::owner;
 use crate::server::producer_ids::ProducerIds;
 use crate::server::router::{CallError, Envelope, Routed, Router, ShardCall};
+use crate::server::transactions::{TxnCoordinator, TXN_TOPIC};
 use crate::server::BrokerConfig;
 use crate::storage::manager::PartitionManager;
 use crate::storage::topics::TopicStore;
@@ -111,6 +112,8 @@ pub struct Shard {
     /// Topic ids to names (KIP-516: Fetch v13+, DeleteTopics and Metadata by id).
     topic_ids: RefCell<std::collections::HashMap<Uuid, String>>,
     coordinator: Rc<Coordinator>,
+    /// The transaction coordinator of the transactional ids this shard owns.
+    txn: Rc<TxnCoordinator>,
     /// This shard's share of `queued.max.request.bytes`: request frames read, not answered.
     request_memory: Budget,
     /// This shard's share of `tidemark.fetch.max.memory.bytes`: fetched records not written.
@@ -176,6 +179,14 @@ impl Shard {
         let coordinator =
             Rc::new(Coordinator::new(config.coordinator.clone(), id, shards, manager.clone(), clock.clone()));
         coordinator.set_offsets_partitions(topics.get(OFFSETS_TOPIC).map(|t: &TopicInfo| t.partitions));
+        let txn = Rc::new(TxnCoordinator::new(
+            config.txn.clone(),
+            shards,
+            manager.clone(),
+            clock.clone(),
+            config.coordinator.compaction_bytes,
+        ));
+        txn.set_partitions(topics.get(TXN_TOPIC).map(|t: &TopicInfo| t.partitions));
         let credentials = Credentials::load(&config.data_dir)?;
         let acls = Acls::load(&config.data_dir)?;
         let share = |total: u64| total / shards as u64;
@@ -198,6 +209,7 @@ impl Shard {
             ),
             topics: RefCell::new(topics),
             coordinator,
+            txn,
             clock,
             control,
         });
@@ -205,6 +217,10 @@ impl Shard {
         let records = shard.coordinator.load().await?;
         if records > 0 {
             tracing::info!(shard = id, records, "committed offsets loaded");
+        }
+        let records = shard.txn.load().await?;
+        if records > 0 {
+            tracing::info!(shard = id, records, "transaction state loaded");
         }
         Ok(shard)
     }
@@ -287,6 +303,10 @@ impl Shard {
         &self.coordinator
     }
 
+    pub fn txn(&self) -> &Rc<TxnCoordinator> {
+        &self.txn
+    }
+
     pub fn request_memory(&self) -> &Budget {
         &self.request_memory
     }
@@ -346,6 +366,9 @@ impl Shard {
     pub fn set_topic(&self, name: String, info: TopicInfo) {
         if name == OFFSETS_TOPIC {
             self.coordinator.set_offsets_partitions(Some(info.partitions));
+        }
+        if name == TXN_TOPIC {
+            self.txn.set_partitions(Some(info.partitions));
         }
         self.topic_ids.borrow_mut().insert(info.id, name.clone());
         self.topics.borrow_mut().insert(name, info);

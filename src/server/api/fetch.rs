@@ -37,6 +37,9 @@ pub struct Read {
     pub partition: i32,
     pub offset: Offset,
     pub max_bytes: usize,
+    /// READ_COMMITTED (isolation_level 1): only below the last stable offset, with the
+    /// aborted transactions of what is returned.
+    pub committed: bool,
 }
 
 /// What a read found: the records, and the partition's high watermark (read after the data,
@@ -45,7 +48,24 @@ pub struct Read {
 pub struct ReadOut {
     pub high_watermark: Offset,
     pub log_start_offset: Offset,
+    pub last_stable_offset: Offset,
     pub records: Bytes,
+    /// READ_COMMITTED: (producer id, first offset) of the aborted transactions overlapping
+    /// the records.
+    pub aborted: Option<Vec<(i64, i64)>>,
+}
+
+/// The whole batches of `records` that begin below `end`.
+fn below(records: Bytes, end: i64) -> Bytes {
+    let mut walk = crate::storage::format::BatchWalk::new(&records, usize::MAX >> 1);
+    let mut keep = 0;
+    for (at, info, bytes) in walk.by_ref().map_while(Result::ok) {
+        if info.index_offset() >= end {
+            break;
+        }
+        keep = at + bytes.len();
+    }
+    records.slice(..keep)
 }
 
 /// Why a read failed, with the offsets the response still carries (-1 when unknown).
@@ -76,8 +96,18 @@ impl ShardCall<Shard> for Read {
             p.read(self.offset, self.max_bytes, ReadUpTo::Durable).await
         };
         let (high_watermark, log_start_offset) = (p.high_watermark(), p.log_start());
+        let last_stable_offset = p.log().last_stable_offset();
         match read {
-            Ok(records) => Ok(ReadOut { high_watermark, log_start_offset, records }),
+            Ok(records) if self.committed => {
+                let records = below(records, last_stable_offset);
+                let aborted = Some(p.log().aborted_between(self.offset.get(), last_stable_offset));
+                let last_stable_offset = Offset(last_stable_offset);
+                Ok(ReadOut { high_watermark, log_start_offset, last_stable_offset, records, aborted })
+            }
+            Ok(records) => {
+                let last_stable_offset = Offset(last_stable_offset);
+                Ok(ReadOut { high_watermark, log_start_offset, last_stable_offset, records, aborted: None })
+            }
             Err(e) => {
                 let code = storage_code(&e);
                 if code == code::KAFKA_STORAGE_ERROR {
@@ -280,16 +310,30 @@ async fn fetch_once(
                 }
             }
             let owner = shard.owner(&t.topic, p.partition);
-            let call =
-                Read { topic: t.topic.clone(), partition: p.partition, offset: Offset(p.fetch_offset), max_bytes: max };
+            let call = Read {
+                topic: t.topic.clone(),
+                partition: p.partition,
+                offset: Offset(p.fetch_offset),
+                max_bytes: max,
+                committed: f.isolation_level == 1,
+            };
             let read = match shard.call(owner, call).await {
                 Ok(r) => r,
                 Err(e) => Err(ReadRefused::code(call_code(&e, code::NOT_LEADER_OR_FOLLOWER))),
             };
-            let (mut error_code, hw, start, mut records) = match read {
-                Ok(out) => (code::NONE, out.high_watermark, out.log_start_offset, out.records),
-                Err(r) => (r.code, r.high_watermark, r.log_start_offset, Bytes::new()),
+            let (mut error_code, hw, start, lso, aborted, mut records) = match read {
+                Ok(out) => (
+                    code::NONE,
+                    out.high_watermark,
+                    out.log_start_offset,
+                    out.last_stable_offset,
+                    out.aborted,
+                    out.records,
+                ),
+                Err(r) => (r.code, r.high_watermark, r.log_start_offset, r.high_watermark, None, Bytes::new()),
             };
+            // What this reader may see ends at the LSO under READ_COMMITTED.
+            let visible = if f.isolation_level == 1 { lso } else { hw };
             if magic < 2 && !records.is_empty() {
                 (error_code, records) = match down_convert(shard, &t.topic, p.partition, records, magic, max) {
                     Ok(converted) => (error_code, converted),
@@ -309,7 +353,7 @@ async fn fetch_once(
             budget = budget.saturating_sub(records.len());
             pass.bytes += records.len();
             if error_code == code::NONE {
-                pass.unread |= records.is_empty() && Offset(p.fetch_offset) < hw;
+                pass.unread |= records.is_empty() && Offset(p.fetch_offset) < visible;
                 let seen = Seen {
                     topic: t.topic.clone(),
                     partition: p.partition,
@@ -322,9 +366,17 @@ async fn fetch_once(
                 partition_index: p.partition,
                 error_code,
                 high_watermark: hw.get(),
-                last_stable_offset: hw.get(),
+                last_stable_offset: lso.get(),
                 log_start_offset: start.get(),
-                aborted_transactions: None,
+                aborted_transactions: aborted.map(|a| {
+                    a.into_iter()
+                        .map(|(producer_id, first_offset)| AbortedTransaction {
+                            producer_id,
+                            first_offset,
+                            ..Default::default()
+                        })
+                        .collect()
+                }),
                 preferred_read_replica: -1,
                 records: Some(records),
                 ..Default::default()

@@ -21,6 +21,9 @@ pub struct Lookup {
     pub partition: i32,
     /// A time, or one of Kafka's `-1` (latest), `-2` (earliest), `-3` (largest timestamp).
     pub timestamp: TimestampMs,
+    /// READ_COMMITTED (isolation_level 1): the latest is the last stable offset, and no
+    /// record at or past it is found.
+    pub committed: bool,
 }
 
 /// The record a lookup found.
@@ -38,7 +41,15 @@ impl ShardCall<Shard> for Lookup {
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let p = shard.partition(&self.topic, self.partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
         let found = p.offset_for_time(self.timestamp, ReadUpTo::Durable).await.map_err(|e| storage_code(&e))?;
-        Ok(found.map(|(offset, timestamp)| Found { offset, timestamp }))
+        let found = found.map(|(offset, timestamp)| Found { offset, timestamp });
+        if !self.committed {
+            return Ok(found);
+        }
+        let lso = Offset(p.log().last_stable_offset());
+        if self.timestamp.get() == -1 {
+            return Ok(found.map(|f| Found { offset: lso, ..f }));
+        }
+        Ok(found.filter(|f| f.offset < lso))
     }
 }
 
@@ -58,7 +69,8 @@ pub async fn handle(cx: &mut Cx<'_>, l: ListOffsetsRequest) -> ListOffsetsRespon
                 Ok(target) => {
                     let timestamp = TimestampMs(target.unwrap_or(p.timestamp));
                     let owner = cx.shard.owner(&t.name, p.partition_index);
-                    let call = Lookup { topic: t.name.clone(), partition: p.partition_index, timestamp };
+                    let committed = version >= 2 && l.isolation_level == 1;
+                    let call = Lookup { topic: t.name.clone(), partition: p.partition_index, timestamp, committed };
                     match cx.shard.call(owner, call).await {
                         Ok(r) => r,
                         Err(e) => Err(call_code(&e, code::NOT_LEADER_OR_FOLLOWER)),

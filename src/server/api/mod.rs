@@ -21,6 +21,7 @@ mod produce;
 mod producers;
 mod quotas;
 mod topics;
+mod transactions;
 mod users;
 
 use crate::protocol::errors as code;
@@ -271,6 +272,12 @@ async fn dispatch(
         Request::DeleteAcls(r) => answer!(acls::delete(cx, r).await),
         Request::DescribeClientQuotas(r) => answer!(quotas::describe(cx, r)),
         Request::AlterClientQuotas(r) => answer!(quotas::alter(cx, r).await),
+        Request::AddPartitionsToTxn(r) => answer!(transactions::add_partitions(cx, r).await),
+        Request::AddOffsetsToTxn(r) => answer!(transactions::add_offsets(cx, r).await),
+        Request::EndTxn(r) => answer!(transactions::end(cx, r).await),
+        Request::TxnOffsetCommit(r) => answer!(transactions::txn_offset_commit(cx, r).await),
+        Request::DescribeTransactions(r) => answer!(transactions::describe(cx, r).await),
+        Request::ListTransactions(r) => answer!(transactions::list(cx, r).await),
     };
     let held = std::mem::take(&mut cx.held);
     out.map(|o| o.map(|bytes| (bytes, held)))

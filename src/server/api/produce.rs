@@ -13,6 +13,7 @@ use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::{call_code, storage_code};
 use crate::server::router::{CallError, ShardCall};
 use crate::server::shard::Shard;
+use crate::server::transactions::TXN_TOPIC;
 use crate::storage::format::stored::{check_produce_shape, ProduceShape};
 use crate::storage::StorageError;
 use crate::types::{Offset, TimestampMs};
@@ -119,13 +120,19 @@ fn records_error(version: i16, records: &[u8]) -> Option<ErrorCode> {
     }
 }
 
+/// Whether records start with a transactional v2 batch (attributes bit 4; Produce v3+ sends
+/// one batch per partition).
+fn is_transactional(records: &[u8]) -> bool {
+    records.len() > 22 && records[16] == 2 && i16::from_be_bytes([records[21], records[22]]) & 0x10 != 0
+}
+
 /// The refusal of a partition before its records reach storage, if any.
 fn refusal(cx: &Cx<'_>, acks: i16, topic: &str, known: bool, part: &ProducePartition) -> Option<ErrorCode> {
     if !matches!(acks, -1..=1) {
         return Some(code::INVALID_REQUIRED_ACKS);
     }
-    if topic == OFFSETS_TOPIC {
-        // Only the coordinator writes there (Kafka: "cannot append to internal topic").
+    if topic == OFFSETS_TOPIC || topic == TXN_TOPIC {
+        // Only the coordinators write there (Kafka: "cannot append to internal topic").
         return Some(code::INVALID_TOPIC_EXCEPTION);
     }
     if acks == -1 && cx.shard.topic(topic, |i| i.config.min_insync_replicas > 1).unwrap_or(false) {
@@ -150,6 +157,15 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
     // Topics first (auto-creation), in request order, while this request holds the turn.
     // Authorization first (WRITE on each topic): a topic the client may not write is
     // TOPIC_AUTHORIZATION_FAILED whether it exists or not, and is never auto-created.
+    // Transactional records (KIP-98) also need WRITE on the request's transactional id, else
+    // every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's answer).
+    let transactional =
+        p.topics.iter().flat_map(|t| &t.partitions).any(|x| x.records.as_deref().is_some_and(is_transactional));
+    let txn_refused = transactional
+        && !p
+            .transactional_id
+            .as_deref()
+            .is_some_and(|id| cx.allowed(Operation::Write, ResourceType::TransactionalId, id));
     let allowed: Vec<bool> =
         p.topics.iter().map(|t| cx.allowed(Operation::Write, ResourceType::Topic, &t.name)).collect();
     let mut known = Vec::with_capacity(p.topics.len());
@@ -173,7 +189,9 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
     for ((t, known), allowed) in p.topics.into_iter().zip(known).zip(allowed) {
         let mut parts = Vec::with_capacity(t.partitions.len());
         for part in t.partitions {
-            let refused = if allowed {
+            let refused = if txn_refused {
+                Some(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            } else if allowed {
                 refusal(cx, p.acks, &t.name, known, &part)
             } else {
                 Some(code::TOPIC_AUTHORIZATION_FAILED)

@@ -15,17 +15,18 @@ use crate::storage::topics::validate_topic_name;
 use std::rc::Rc;
 
 pub async fn init_producer_id(cx: &mut Cx<'_>, i: InitProducerIdRequest) -> InitProducerIdResponse {
+    if let Some(id) = i.transactional_id.clone() {
+        return super::transactions::init_transactional(cx, id, &i).await;
+    }
     cx.release_turn();
     // An idempotent producer gets a new id, epoch 0 (Kafka does the same for one without a
-    // transactional id, also when it asks to bump an epoch). No transactions here.
+    // transactional id, also when it asks to bump an epoch).
     // KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some
     // topic.
     let may = || {
         cx.allowed_on_cluster(Operation::IdempotentWrite) || cx.allowed_on_any(Operation::Write, ResourceType::Topic)
     };
-    let result = if i.transactional_id.is_some() {
-        Err(code::COORDINATOR_NOT_AVAILABLE)
-    } else if !may() {
+    let result = if !may() {
         Err(code::CLUSTER_AUTHORIZATION_FAILED)
     } else {
         match cx.shard.call(0, AllocateProducerId).await {
@@ -58,8 +59,8 @@ impl ShardCall<Shard> for Producers {
     }
 }
 
-/// DescribeProducers: the idempotent producers each partition knows (no transactions here:
-/// coordinator epoch 0, no open transaction). LastTimestamp is the broker's time of the
+/// DescribeProducers: the producers each partition knows, with the coordinator epoch of
+/// their last marker and the first offset of their open transaction. LastTimestamp is the broker's time of the
 /// producer's last append.
 pub async fn describe_producers(cx: &mut Cx<'_>, req: DescribeProducersRequest) -> DescribeProducersResponse {
     cx.release_turn();
@@ -90,6 +91,8 @@ pub async fn describe_producers(cx: &mut Cx<'_>, req: DescribeProducersRequest) 
                             producer_epoch: a.epoch as i32,
                             last_sequence: a.last_sequence,
                             last_timestamp: a.last_append_ms,
+                            coordinator_epoch: a.coordinator_epoch,
+                            current_txn_start_offset: a.txn_start_offset,
                             ..Default::default()
                         })
                         .collect(),

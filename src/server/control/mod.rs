@@ -24,6 +24,7 @@ use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::{topic_code, AdminError};
 use crate::server::router::ShardCall;
 use crate::server::shard::{ControlState, Shard, TopicInfo};
+use crate::server::transactions::TXN_TOPIC;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -362,14 +363,28 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> bool {
         return true;
     }
     let c = &shard.config().coordinator;
+    ensure_internal_topic(shard, OFFSETS_TOPIC, c.offsets_partitions, c.offsets_segment_bytes).await
+}
+
+/// Create `__transaction_state` unless it exists (as [`ensure_offsets_topic`]).
+pub async fn ensure_txn_topic(shard: &Rc<Shard>) -> bool {
+    if shard.txn().partitions().is_some() {
+        return true;
+    }
+    let c = shard.txn().config();
+    ensure_internal_topic(shard, TXN_TOPIC, c.partitions, c.segment_bytes).await
+}
+
+/// Create an internal topic kept for good, every write durable before it is answered.
+async fn ensure_internal_topic(shard: &Rc<Shard>, name: &str, partitions: u32, segment_bytes: u64) -> bool {
     let call = CreateTopic {
-        name: OFFSETS_TOPIC.to_string(),
-        partitions: c.offsets_partitions as i64,
+        name: name.to_string(),
+        partitions: partitions as i64,
         configs: vec![
-            ("segment.bytes".to_string(), c.offsets_segment_bytes.to_string()),
+            ("segment.bytes".to_string(), segment_bytes.to_string()),
             ("retention.ms".to_string(), "-1".to_string()),
             ("retention.bytes".to_string(), "-1".to_string()),
-            // Every commit is answered once durable; compaction batches fit easily.
+            // Every write is answered once durable; compaction batches fit easily.
             ("flush.messages".to_string(), "1".to_string()),
             ("tidemark.preallocate.bytes".to_string(), (1u64 << 20).to_string()),
         ],
@@ -379,11 +394,11 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> bool {
         Ok(Ok(())) => true,
         Ok(Err(e)) if e.code == code::TOPIC_ALREADY_EXISTS => true,
         Ok(Err(e)) => {
-            tracing::error!(error = e.message, "cannot create {OFFSETS_TOPIC}");
+            tracing::error!(error = e.message, "cannot create {name}");
             false
         }
         Err(e) => {
-            tracing::error!(error = %e, "cannot create {OFFSETS_TOPIC}");
+            tracing::error!(error = %e, "cannot create {name}");
             false
         }
     }

@@ -1,0 +1,463 @@
+//! The transaction APIs (KIP-98, KIP-664): every request about a transactional id goes to
+//! the shard coordinating it (the owner of its `__transaction_state` partition,
+//! [`crate::server::transactions`]) as a typed call; TxnOffsetCommit goes to the group's
+//! coordinator, as OffsetCommit does. Until `__transaction_state` exists the answer is
+//! COORDINATOR_NOT_AVAILABLE (retriable).
+
+use crate::protocol::errors::{self as code, ErrorCode};
+use crate::protocol::groups::{InitProducerIdRequest, InitProducerIdResponse};
+use crate::protocol::txn::*;
+use crate::security::acl::{Operation, ResourceType};
+use crate::server::api::groups::to_coordinator;
+use crate::server::api::Cx;
+use crate::server::control::{ensure_offsets_topic, ensure_txn_topic};
+use crate::server::coordinator::{offsets_partition, OFFSETS_TOPIC};
+use crate::server::errors::call_code;
+use crate::server::router::ShardCall;
+use crate::server::shard::Shard;
+use crate::server::transactions::{Described, TXN_TOPIC};
+use crate::storage::topics::validate_topic_name;
+use crate::txn::{TopicPartition, TxnState};
+use std::rc::Rc;
+
+/// Send `call` to the shard coordinating transactional id `id`, releasing the turn once it
+/// is issued.
+async fn to_txn_coordinator<C: ShardCall<Shard>>(cx: &mut Cx<'_>, id: &str, call: C) -> Result<C::Reply, ErrorCode> {
+    let Some(target) = cx.shard.txn().shard_of(id) else {
+        cx.release_turn();
+        return Err(code::COORDINATOR_NOT_AVAILABLE);
+    };
+    let shard = cx.shard.clone();
+    let task = glommio::spawn_local(async move { shard.call(target, call).await }).detach();
+    cx.release_turn();
+    match task.await {
+        Some(Ok(reply)) => Ok(reply),
+        Some(Err(e)) => Err(call_code(&e, code::COORDINATOR_NOT_AVAILABLE)),
+        None => Err(code::COORDINATOR_NOT_AVAILABLE),
+    }
+}
+
+fn id_allowed(cx: &Cx<'_>, op: Operation, id: &str) -> bool {
+    cx.allowed(op, ResourceType::TransactionalId, id)
+}
+
+#[derive(Debug)]
+struct InitTxn {
+    id: String,
+    timeout_ms: i32,
+    expected: Option<(i64, i16)>,
+}
+
+impl ShardCall<Shard> for InitTxn {
+    type Reply = Result<(i64, i16), ErrorCode>;
+    const NAME: &'static str = "txn-init-producer-id";
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        shard.txn().clone().init_producer_id(&shard, self.id, self.timeout_ms, self.expected).await
+    }
+}
+
+/// InitProducerId with a transactional id: WRITE on the id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+/// otherwise), then its coordinator bumps the epoch and fences the previous instance.
+pub async fn init_transactional(cx: &mut Cx<'_>, id: String, i: &InitProducerIdRequest) -> InitProducerIdResponse {
+    let result = if !id_allowed(cx, Operation::Write, &id) {
+        cx.release_turn();
+        Err(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    } else {
+        let expected = (i.producer_id != -1 || i.producer_epoch != -1).then_some((i.producer_id, i.producer_epoch));
+        let call = InitTxn { id: id.clone(), timeout_ms: i.transaction_timeout_ms, expected };
+        to_txn_coordinator(cx, &id, call).await.and_then(|r| r)
+    };
+    let (error_code, producer_id, producer_epoch) = match result {
+        Ok((pid, epoch)) => (code::NONE, pid, epoch),
+        Err(c) => (c, -1, -1),
+    };
+    InitProducerIdResponse { error_code, producer_id, producer_epoch, ..Default::default() }
+}
+
+#[derive(Debug)]
+struct AddPartitions {
+    id: String,
+    pid: i64,
+    epoch: i16,
+    partitions: Vec<TopicPartition>,
+    /// KIP-890 (v4, brokers asking): only check the partitions are in the transaction.
+    verify_only: bool,
+}
+
+impl ShardCall<Shard> for AddPartitions {
+    type Reply = Result<(), ErrorCode>;
+    const NAME: &'static str = "txn-add-partitions";
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        if self.verify_only {
+            return self.partitions.iter().try_for_each(|tp| shard.txn().verify(&self.id, self.pid, self.epoch, tp));
+        }
+        shard.txn().add_partitions(&self.id, self.pid, self.epoch, self.partitions).await
+    }
+}
+
+/// One transaction's AddPartitionsToTxn: each topic checked (name, WRITE, existence, the
+/// partition in range); when any fails, it carries its error and the others
+/// OPERATION_NOT_ATTEMPTED, as Kafka answers; else the coordinator's one answer for all.
+async fn add_one(
+    cx: &mut Cx<'_>,
+    t: AddPartitionsToTxnTransaction,
+    verify_only: bool,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let mut checked: Vec<(String, Vec<(i32, ErrorCode)>)> = Vec::new();
+    let mut failed = false;
+    if !id_allowed(cx, Operation::Write, &t.transactional_id) {
+        let all = t.topics.iter().map(|tp| {
+            (tp.name.clone(), tp.partitions.iter().map(|p| (*p, code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)).collect())
+        });
+        return results(all.collect());
+    }
+    for tp in &t.topics {
+        let topic_error = if validate_topic_name(&tp.name).is_err() || tp.name == TXN_TOPIC {
+            Some(code::UNKNOWN_TOPIC_OR_PARTITION)
+        } else if !cx.allowed(Operation::Write, ResourceType::Topic, &tp.name) {
+            Some(code::TOPIC_AUTHORIZATION_FAILED)
+        } else {
+            None
+        };
+        let count = cx.shard.topic(&tp.name, |info| info.partitions);
+        let codes = tp
+            .partitions
+            .iter()
+            .map(|p| {
+                let in_range = count.is_some_and(|n| *p >= 0 && (*p as u32) < n);
+                let e = topic_error.unwrap_or(if in_range { code::NONE } else { code::UNKNOWN_TOPIC_OR_PARTITION });
+                failed |= e != code::NONE;
+                (*p, e)
+            })
+            .collect();
+        checked.push((tp.name.clone(), codes));
+    }
+    if failed {
+        for (_, codes) in checked.iter_mut() {
+            codes.iter_mut().filter(|c| c.1 == code::NONE).for_each(|c| c.1 = code::OPERATION_NOT_ATTEMPTED);
+        }
+        cx.release_turn();
+        return results(checked);
+    }
+    let partitions: Vec<TopicPartition> =
+        checked.iter().flat_map(|(n, codes)| codes.iter().map(move |(p, _)| (n.clone(), *p))).collect();
+    let call = AddPartitions {
+        id: t.transactional_id.clone(),
+        pid: t.producer_id,
+        epoch: t.producer_epoch,
+        partitions,
+        verify_only,
+    };
+    let e = match to_txn_coordinator(cx, &t.transactional_id, call).await.and_then(|r| r) {
+        Ok(()) => code::NONE,
+        Err(e) => e,
+    };
+    for (_, codes) in checked.iter_mut() {
+        codes.iter_mut().for_each(|c| c.1 = e);
+    }
+    results(checked)
+}
+
+fn results(checked: Vec<(String, Vec<(i32, ErrorCode)>)>) -> Vec<AddPartitionsToTxnTopicResult> {
+    checked
+        .into_iter()
+        .map(|(name, codes)| AddPartitionsToTxnTopicResult {
+            name,
+            results_by_partition: codes
+                .into_iter()
+                .map(|(partition_index, partition_error_code)| AddPartitionsToTxnPartitionResult {
+                    partition_index,
+                    partition_error_code,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// AddPartitionsToTxn: v0-3 one transaction from its producer; v4 (KIP-890) a batch from a
+/// broker (CLUSTER_ACTION), possibly only verifying.
+pub async fn add_partitions(cx: &mut Cx<'_>, r: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse {
+    if cx.version() <= 3 {
+        let t = AddPartitionsToTxnTransaction {
+            transactional_id: r.v3_and_below_transactional_id,
+            producer_id: r.v3_and_below_producer_id,
+            producer_epoch: r.v3_and_below_producer_epoch,
+            verify_only: false,
+            topics: r.v3_and_below_topics,
+            ..Default::default()
+        };
+        let results_by_topic_v3_and_below = add_one(cx, t, false).await;
+        return AddPartitionsToTxnResponse { results_by_topic_v3_and_below, ..Default::default() };
+    }
+    if !cx.allowed_on_cluster(Operation::ClusterAction) {
+        cx.release_turn();
+        return AddPartitionsToTxnResponse { error_code: code::CLUSTER_AUTHORIZATION_FAILED, ..Default::default() };
+    }
+    let mut results_by_transaction = Vec::with_capacity(r.transactions.len());
+    for t in r.transactions {
+        let transactional_id = t.transactional_id.clone();
+        let verify_only = t.verify_only;
+        let topic_results = add_one(cx, t, verify_only).await;
+        results_by_transaction.push(AddPartitionsToTxnResult { transactional_id, topic_results, ..Default::default() });
+    }
+    cx.release_turn();
+    AddPartitionsToTxnResponse { results_by_transaction, ..Default::default() }
+}
+
+/// AddOffsetsToTxn: READ on the group, WRITE on the id; the group's `__consumer_offsets`
+/// partition joins the transaction (its marker commits or drops the offsets).
+pub async fn add_offsets(cx: &mut Cx<'_>, r: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
+    let refused = if !id_allowed(cx, Operation::Write, &r.transactional_id) {
+        Some(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    } else if !cx.allowed(Operation::Read, ResourceType::Group, &r.group_id) {
+        Some(code::GROUP_AUTHORIZATION_FAILED)
+    } else {
+        None
+    };
+    if let Some(error_code) = refused {
+        cx.release_turn();
+        return AddOffsetsToTxnResponse { error_code, ..Default::default() };
+    }
+    let Some(n) = cx.shard.offsets_partitions() else {
+        cx.release_turn();
+        ensure_offsets_topic(cx.shard).await;
+        return AddOffsetsToTxnResponse { error_code: code::COORDINATOR_NOT_AVAILABLE, ..Default::default() };
+    };
+    let call = AddPartitions {
+        id: r.transactional_id.clone(),
+        pid: r.producer_id,
+        epoch: r.producer_epoch,
+        partitions: vec![(OFFSETS_TOPIC.to_string(), offsets_partition(&r.group_id, n))],
+        verify_only: false,
+    };
+    let error_code = match to_txn_coordinator(cx, &r.transactional_id, call).await.and_then(|r| r) {
+        Ok(()) => code::NONE,
+        Err(e) => e,
+    };
+    AddOffsetsToTxnResponse { error_code, ..Default::default() }
+}
+
+#[derive(Debug)]
+struct End {
+    id: String,
+    pid: i64,
+    epoch: i16,
+    commit: bool,
+}
+
+impl ShardCall<Shard> for End {
+    type Reply = Result<(), ErrorCode>;
+    const NAME: &'static str = "txn-end";
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        shard.txn().clone().end(&shard, self.id, self.pid, self.epoch, self.commit).await
+    }
+}
+
+/// EndTxn: answered once the commit or abort is prepared (durable); the markers follow.
+pub async fn end(cx: &mut Cx<'_>, r: EndTxnRequest) -> EndTxnResponse {
+    if !id_allowed(cx, Operation::Write, &r.transactional_id) {
+        cx.release_turn();
+        return EndTxnResponse { error_code: code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ..Default::default() };
+    }
+    let call = End { id: r.transactional_id.clone(), pid: r.producer_id, epoch: r.producer_epoch, commit: r.committed };
+    let mut error_code = match to_txn_coordinator(cx, &r.transactional_id, call).await.and_then(|r| r) {
+        Ok(()) => code::NONE,
+        Err(e) => e,
+    };
+    // Kafka answers PRODUCER_FENCED to clients that know it (v2+).
+    if error_code == code::PRODUCER_FENCED && cx.version() < 2 {
+        error_code = code::INVALID_PRODUCER_EPOCH;
+    }
+    EndTxnResponse { error_code, ..Default::default() }
+}
+
+#[derive(Debug)]
+struct TxnCommit(TxnOffsetCommitRequest);
+
+impl ShardCall<Shard> for TxnCommit {
+    type Reply = TxnOffsetCommitResponse;
+    const NAME: &'static str = "txn-offset-commit";
+    async fn run(self, shard: Rc<Shard>) -> TxnOffsetCommitResponse {
+        let partitions_of = |topic: &str| shard.topic(topic, |t| t.partitions);
+        shard.coordinator().txn_commit(self.0, partitions_of).await
+    }
+}
+
+/// TxnOffsetCommit: WRITE on the id, READ on the group and on each topic; the group's
+/// coordinator stages the offsets until the transaction ends.
+pub async fn txn_offset_commit(cx: &mut Cx<'_>, mut r: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
+    let every = |topics: Vec<TxnOffsetCommitRequestTopic>, e: ErrorCode| -> Vec<TxnOffsetCommitResponseTopic> {
+        topics
+            .into_iter()
+            .map(|t| TxnOffsetCommitResponseTopic {
+                name: t.name,
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| TxnOffsetCommitResponsePartition {
+                        partition_index: p.partition_index,
+                        error_code: e,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect()
+    };
+    let refused = if !id_allowed(cx, Operation::Write, &r.transactional_id) {
+        Some(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    } else if !cx.allowed(Operation::Read, ResourceType::Group, &r.group_id) {
+        Some(code::GROUP_AUTHORIZATION_FAILED)
+    } else {
+        None
+    };
+    if let Some(e) = refused {
+        cx.release_turn();
+        return TxnOffsetCommitResponse { topics: every(r.topics, e), ..Default::default() };
+    }
+    let (allowed, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+        .into_iter()
+        .partition(|t| cx.allowed(Operation::Read, ResourceType::Topic, &t.name));
+    r.topics = allowed;
+    let asked = r.topics.clone();
+    let group = r.group_id.clone();
+    let mut answer = match to_coordinator(cx, &group, TxnCommit(r)).await {
+        Ok(a) => a,
+        Err(e) => TxnOffsetCommitResponse { topics: every(asked, e), ..Default::default() },
+    };
+    answer.topics.extend(every(denied, code::TOPIC_AUTHORIZATION_FAILED));
+    answer
+}
+
+#[derive(Debug)]
+struct DescribeTxn(String);
+
+impl ShardCall<Shard> for DescribeTxn {
+    type Reply = Result<Described, ErrorCode>;
+    const NAME: &'static str = "txn-describe";
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        shard.txn().describe(&self.0)
+    }
+}
+
+/// DescribeTransactions (KIP-664): DESCRIBE on each id.
+pub async fn describe(cx: &mut Cx<'_>, r: DescribeTransactionsRequest) -> DescribeTransactionsResponse {
+    let mut transaction_states = Vec::with_capacity(r.transactional_ids.len());
+    for id in r.transactional_ids {
+        let result = if !id_allowed(cx, Operation::Describe, &id) {
+            Err(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        } else {
+            let Some(target) = cx.shard.txn().shard_of(&id) else {
+                transaction_states.push(DescribedTransaction {
+                    error_code: code::COORDINATOR_NOT_AVAILABLE,
+                    transactional_id: id,
+                    ..Default::default()
+                });
+                continue;
+            };
+            match cx.shard.call(target, DescribeTxn(id.clone())).await {
+                Ok(r) => r,
+                Err(e) => Err(call_code(&e, code::COORDINATOR_NOT_AVAILABLE)),
+            }
+        };
+        transaction_states.push(match result {
+            Ok(d) => {
+                let mut topics: Vec<TransactionTopicData> = Vec::new();
+                for (topic, p) in d.partitions {
+                    match topics.iter_mut().find(|t| t.topic == topic) {
+                        Some(t) => t.partitions.push(p),
+                        None => topics.push(TransactionTopicData { topic, partitions: vec![p], ..Default::default() }),
+                    }
+                }
+                DescribedTransaction {
+                    error_code: code::NONE,
+                    transactional_id: id,
+                    transaction_state: d.state.name().to_string(),
+                    transaction_timeout_ms: d.timeout_ms,
+                    transaction_start_time_ms: d.start_ms,
+                    producer_id: d.producer_id,
+                    producer_epoch: d.producer_epoch,
+                    topics,
+                    ..Default::default()
+                }
+            }
+            Err(error_code) => DescribedTransaction { error_code, transactional_id: id, ..Default::default() },
+        });
+    }
+    cx.release_turn();
+    DescribeTransactionsResponse { transaction_states, ..Default::default() }
+}
+
+#[derive(Debug, Clone)]
+struct ListTxns {
+    states: Vec<TxnState>,
+    pids: Vec<i64>,
+    min_duration_ms: i64,
+}
+
+impl ShardCall<Shard> for ListTxns {
+    type Reply = Vec<(String, i64, TxnState)>;
+    const NAME: &'static str = "txn-list";
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        shard.txn().list(&self.states, &self.pids, self.min_duration_ms)
+    }
+}
+
+/// ListTransactions (KIP-664): every shard's ids the client may DESCRIBE; unknown state
+/// names come back in `unknown_state_filters` (and match nothing).
+pub async fn list(cx: &mut Cx<'_>, r: ListTransactionsRequest) -> ListTransactionsResponse {
+    cx.release_turn();
+    let mut states = Vec::new();
+    let mut unknown_state_filters = Vec::new();
+    for s in &r.state_filters {
+        match TxnState::from_name(s) {
+            Some(st) => states.push(st),
+            None => unknown_state_filters.push(s.clone()),
+        }
+    }
+    if !r.state_filters.is_empty() && states.is_empty() {
+        return ListTransactionsResponse { unknown_state_filters, ..Default::default() };
+    }
+    let call = ListTxns { states, pids: r.producer_id_filters, min_duration_ms: r.duration_filter };
+    let mut transaction_states = Vec::new();
+    for target in 0..cx.shard.shards() {
+        let listed = match cx.shard.call(target, call.clone()).await {
+            Ok(l) => l,
+            Err(e) => {
+                let error_code = call_code(&e, code::COORDINATOR_NOT_AVAILABLE);
+                return ListTransactionsResponse { error_code, ..Default::default() };
+            }
+        };
+        for (id, producer_id, state) in listed {
+            if id_allowed(cx, Operation::Describe, &id) {
+                transaction_states.push(ListedTransaction {
+                    transactional_id: id,
+                    producer_id,
+                    transaction_state: state.name().to_string(),
+                    ..Default::default()
+                });
+            }
+        }
+    }
+    ListTransactionsResponse { unknown_state_filters, transaction_states, ..Default::default() }
+}
+
+/// FindCoordinator for a transactional id: DESCRIBE on it, and `__transaction_state`
+/// created at the first ask.
+pub async fn find(cx: &Cx<'_>, id: &str) -> (ErrorCode, Option<String>) {
+    if !id_allowed(cx, Operation::Describe, id) {
+        return (
+            code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            Some("Transactional Id authorization failed.".to_string()),
+        );
+    }
+    if id.is_empty() {
+        return (code::INVALID_REQUEST, Some("an empty transactional id".to_string()));
+    }
+    if !ensure_txn_topic(cx.shard).await {
+        return (code::COORDINATOR_NOT_AVAILABLE, Some("the transaction state topic is not available yet".to_string()));
+    }
+    (code::NONE, None)
+}
