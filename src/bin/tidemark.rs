@@ -138,6 +138,16 @@ struct LoadCmdArgs {
     /// Produce requests outstanding per connection.
     #[arg(long, default_value_t = 5)]
     in_flight: usize,
+    /// An idempotent producer (a producer id, sequences per partition).
+    #[arg(long)]
+    idempotent: bool,
+    /// A transactional producer: transactions of --txn-records records, each committed
+    /// (closed loop); the commit latency is reported apart.
+    #[arg(long)]
+    transactional: bool,
+    /// Records per transaction with --transactional.
+    #[arg(long, default_value_t = 10000)]
+    txn_records: u64,
     /// Print the summary as one JSON object (the last line).
     #[arg(long)]
     json: bool,
@@ -274,6 +284,9 @@ fn load(
         connections,
         threads,
         in_flight,
+        idempotent,
+        transactional,
+        txn_records,
         json,
         hdr_out,
         report,
@@ -308,6 +321,11 @@ fn load(
     args.connections = connections;
     args.threads = threads;
     args.in_flight = in_flight;
+    args.producing = match (idempotent, transactional) {
+        (_, true) => load::Producing::Transactional { records_per_txn: txn_records },
+        (true, false) => load::Producing::Idempotent,
+        (false, false) => load::Producing::Plain,
+    };
     let summary = load::run(&args, |line| eprintln!("{line}"))?;
     if let Some(path) = hdr_out {
         load::write_hdr_log(&summary, &path)?;

@@ -36,6 +36,19 @@ pub enum Mode {
     E2e,
 }
 
+/// How the producer writes (Kafka's producer modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Producing {
+    /// No producer id (Kafka's `enable.idempotence=false`).
+    Plain,
+    /// An idempotent producer: a producer id, sequences per partition.
+    Idempotent,
+    /// A transactional producer: each connection its own transactional id, transactions of
+    /// this many records (the batches of one transaction pipelined), committed one after the
+    /// other; the commit latency is measured apart.
+    Transactional { records_per_txn: u64 },
+}
+
 /// Everything `tidemark load` takes.
 #[derive(Debug, Clone)]
 pub struct LoadArgs {
@@ -58,6 +71,7 @@ pub struct LoadArgs {
     pub threads: usize,
     /// Produce requests outstanding per connection.
     pub in_flight: usize,
+    pub producing: Producing,
 }
 
 impl LoadArgs {
@@ -84,6 +98,7 @@ impl LoadArgs {
             connections: 1,
             threads: 1,
             in_flight: 5,
+            producing: Producing::Plain,
         })
     }
 
@@ -103,6 +118,17 @@ impl LoadArgs {
         if self.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
             bail!("--rate must be a positive number or max");
         }
+        if self.producing != Producing::Plain && (self.acks != -1 || self.in_flight > 5) {
+            bail!("--idempotent and --transactional need --acks all and at most 5 requests in flight (Kafka's rule)");
+        }
+        if matches!(self.producing, Producing::Transactional { records_per_txn: 0 }) {
+            bail!("--txn-records must be at least 1");
+        }
+        if matches!(self.producing, Producing::Transactional { .. })
+            && (self.rate.is_some() || self.mode != Mode::Produce)
+        {
+            bail!("--transactional runs closed loop (no --rate) in produce mode");
+        }
         if self.duration.is_none() && self.records.is_none() {
             bail!("give --duration or --records");
         }
@@ -120,6 +146,8 @@ pub struct Interval {
     pub errors: u64,
     /// Latency in µs.
     pub latency: Histogram<u64>,
+    /// Transactional runs: EndTxn (commit) latency in µs.
+    pub commits: Histogram<u64>,
 }
 
 /// The result of a run.
@@ -132,6 +160,8 @@ pub struct Summary {
     pub elapsed: Duration,
     /// Latency in µs.
     pub latency: Histogram<u64>,
+    /// Transactional runs: EndTxn (commit) latency in µs (empty otherwise).
+    pub commits: Histogram<u64>,
     /// (second, records/s, MB/s, p99 ms) per second of the run.
     pub timeline: Vec<(f64, f64, f64, f64)>,
     /// Every interval, for the HdrHistogram log.
@@ -164,6 +194,7 @@ pub fn run(args: &LoadArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Su
     let mut second: Vec<Interval> = Vec::new();
     let mut next_print = 1.0;
     let mut total = new_histogram();
+    let mut commits = new_histogram();
     let (mut records, mut bytes) = (0u64, 0u64);
     let mut flush = |second: &mut Vec<Interval>,
                      upto: f64,
@@ -190,6 +221,7 @@ pub fn run(args: &LoadArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Su
     };
     while let Ok(interval) = rx.recv() {
         let _ = total.add(&interval.latency);
+        let _ = commits.add(&interval.commits);
         while interval.at >= next_print + 1.0 {
             flush(&mut second, next_print, &mut timeline, &mut progress);
             next_print += 1.0;
@@ -200,6 +232,7 @@ pub fn run(args: &LoadArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Su
             bytes: interval.bytes,
             errors: interval.errors,
             latency: interval.latency.clone(),
+            commits: new_histogram(),
         });
         intervals.push(interval);
     }
@@ -220,7 +253,7 @@ pub fn run(args: &LoadArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Su
         bail!("{}", failures.join("; "));
     }
     let errors = intervals.iter().map(|i| i.errors).sum();
-    Ok(Summary { mode: args.mode, records, bytes, errors, elapsed, latency: total, timeline, intervals })
+    Ok(Summary { mode: args.mode, records, bytes, errors, elapsed, latency: total, commits, timeline, intervals })
 }
 
 impl Summary {
@@ -245,20 +278,43 @@ impl Summary {
             Mode::Consume => "fetch (request to answer)",
             Mode::E2e => "end to end (send to arrival at the consumer)",
         };
-        format!(
+        let mut text = format!(
             "{} records in {:.2} s: {:.0} records/s, {:.1} MB/s, {} errors\nlatency, {what}: p50 {p50:.3} ms, p90 {p90:.3} ms, p99 {p99:.3} ms, p99.9 {p999:.3} ms, p99.99 {p9999:.3} ms, max {max:.3} ms",
             self.records,
             self.elapsed.as_secs_f64(),
             self.records_per_sec(),
             self.mb_per_sec(),
             self.errors
-        )
+        );
+        if !self.commits.is_empty() {
+            let [p50, p99, max] = self.commit_latency_ms();
+            text += &format!(
+                "\ncommits (EndTxn, request to answer): {} transactions, p50 {p50:.3} ms, p99 {p99:.3} ms, max {max:.3} ms",
+                self.commits.len()
+            );
+        }
+        text
+    }
+
+    /// Commit latency p50, p99 and max, in ms.
+    pub fn commit_latency_ms(&self) -> [f64; 3] {
+        let q = |p: f64| self.commits.value_at_quantile(p) as f64 / 1000.0;
+        [q(0.5), q(0.99), self.commits.max() as f64 / 1000.0]
     }
 
     pub fn to_json(&self) -> String {
         let [p50, p90, p99, p999, p9999, max] = self.latency_ms();
+        let commits = if self.commits.is_empty() {
+            String::new()
+        } else {
+            let [c50, c99, cmax] = self.commit_latency_ms();
+            format!(
+                ", \"transactions\": {}, \"commit_ms\": {{\"p50\": {c50:.3}, \"p99\": {c99:.3}, \"max\": {cmax:.3}}}",
+                self.commits.len()
+            )
+        };
         format!(
-            "{{\"records\": {}, \"records_per_sec\": {:.1}, \"mb_per_sec\": {:.3}, \"errors\": {}, \"latency_ms\": {{\"p50\": {p50:.3}, \"p90\": {p90:.3}, \"p99\": {p99:.3}, \"p999\": {p999:.3}, \"p9999\": {p9999:.3}, \"max\": {max:.3}}}}}",
+            "{{\"records\": {}, \"records_per_sec\": {:.1}, \"mb_per_sec\": {:.3}, \"errors\": {}, \"latency_ms\": {{\"p50\": {p50:.3}, \"p90\": {p90:.3}, \"p99\": {p99:.3}, \"p999\": {p999:.3}, \"p9999\": {p9999:.3}, \"max\": {max:.3}}}{commits}}}",
             self.records,
             self.records_per_sec(),
             self.mb_per_sec(),

@@ -1,10 +1,12 @@
 //! The producing and consuming loops of `tidemark load`, one set per executor.
 
 use super::client::Conn;
-use super::{new_histogram, Interval, LoadArgs, Mode};
+use super::{new_histogram, Interval, LoadArgs, Mode, Producing};
 use crate::protocol::errors as code;
+use crate::protocol::groups::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::protocol::messages::*;
-use crate::protocol::{FETCH, PRODUCE};
+use crate::protocol::txn::*;
+use crate::protocol::{ADD_PARTITIONS_TO_TXN, END_TXN, FETCH, INIT_PRODUCER_ID, PRODUCE};
 use crate::storage::format::batch::{records_section, BatchBuilder, BatchHeader, Records, MAGIC_V2};
 use crate::storage::format::{legacy, BatchWalk};
 use anyhow::Context;
@@ -34,6 +36,8 @@ struct Meter {
     bytes: Cell<u64>,
     errors: Cell<u64>,
     latency: RefCell<Histogram<u64>>,
+    /// EndTxn latencies (transactional runs).
+    commits: RefCell<Histogram<u64>>,
     /// Records the whole run may still produce (a `--records` budget), shared by connections.
     budget: Cell<Option<u64>>,
 }
@@ -75,6 +79,7 @@ pub async fn run_thread(
         bytes: Cell::new(0),
         errors: Cell::new(0),
         latency: RefCell::new(new_histogram()),
+        commits: RefCell::new(new_histogram()),
         budget: Cell::new(args.records.map(share)),
     });
     let deadline = args.duration.map(|d| start + d);
@@ -108,7 +113,9 @@ async fn report_each_second(meter: Rc<Meter>, start: Instant, done: Rc<Cell<bool
             glommio::timer::sleep((next - Instant::now()).min(Duration::from_millis(50))).await;
         }
         let latency = std::mem::replace(&mut *meter.latency.borrow_mut(), new_histogram());
+        let commits = std::mem::replace(&mut *meter.commits.borrow_mut(), new_histogram());
         let interval = Interval {
+            commits,
             at: start.elapsed().as_secs_f64(),
             records: meter.records.replace(0),
             bytes: meter.bytes.replace(0),
@@ -272,10 +279,21 @@ async fn produce(
     let pool = letters(args.record_size.max(8) + (1 << 16), 0x9e37_79b9_7f4a_7c15 ^ partitions[0] as u64);
     let mut schedule = Schedule { start, due_sent: 0, backlog: std::collections::VecDeque::new() };
     let mut value = vec![0u8; args.record_size];
+    let mut producer = Producer::start(&args, &conn, &partitions).await?;
     loop {
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
             break;
+        }
+        if let Some(p) = producer.as_mut() {
+            if p.txn_records >= p.records_per_txn {
+                // Every batch of the transaction answered, then its commit.
+                let _all = slots.acquire_permit(args.in_flight as u64).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+                p.commit(&conn, &meter).await?;
+            }
+            if !p.open {
+                p.begin(&conn).await?;
+            }
         }
         let want = match rate {
             Some(r) => schedule.due(r, now, per_batch, args.linger),
@@ -295,16 +313,20 @@ async fn produce(
             Some(_) => schedule.backlog.drain(..n as usize).collect(),
             None => vec![Instant::now(); 1],
         };
-        let mut b = BatchBuilder::new();
+        let partition = partitions[next_partition % partitions.len()];
+        next_partition += 1;
+        let mut b = match producer.as_mut() {
+            Some(p) => p.builder(partition, n as i32),
+            None => BatchBuilder::new(),
+        };
         let ts = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         for _ in 0..n {
             fill(&mut value, &pool, &mut at);
             b.push(ts, None, Some(&value), &[]);
         }
         let batch = Bytes::from(b.finish_compressed(args.compression));
-        let partition = partitions[next_partition % partitions.len()];
-        next_partition += 1;
         let req = ProduceRequest {
+            transactional_id: producer.as_ref().and_then(|p| p.transactional_id.clone()),
             acks: args.acks,
             timeout_ms: 30_000,
             topics: vec![ProduceTopic {
@@ -323,7 +345,140 @@ async fn produce(
     }
     // Every request answered: all the permits are back.
     let _all = slots.acquire_permit(args.in_flight as u64).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    if let Some(p) = producer.as_mut().filter(|p| p.open) {
+        p.commit(&conn, &meter).await?;
+    }
     Ok(())
+}
+
+/// An idempotent or transactional producer's state on one connection.
+struct Producer {
+    id: i64,
+    epoch: i16,
+    /// The next sequence per partition.
+    sequences: std::collections::HashMap<i32, i32>,
+    transactional_id: Option<String>,
+    topic: String,
+    partitions: Vec<i32>,
+    records_per_txn: u64,
+    /// Records in the open transaction.
+    txn_records: u64,
+    open: bool,
+}
+
+impl Producer {
+    /// A producer id (and for a transactional run, this connection's transactional id), or
+    /// `None` for a plain producer.
+    async fn start(args: &LoadArgs, conn: &Rc<Conn>, partitions: &[i32]) -> anyhow::Result<Option<Producer>> {
+        let (transactional_id, records_per_txn) = match args.producing {
+            Producing::Plain => return Ok(None),
+            Producing::Idempotent => (None, u64::MAX),
+            Producing::Transactional { records_per_txn } => {
+                (Some(format!("tidemark-load-{}-{}", std::process::id(), partitions[0])), records_per_txn)
+            }
+        };
+        // The coordinator may still be creating its topic: retried for a while.
+        let mut tries = 0;
+        let (id, epoch) = loop {
+            let mut req = InitProducerIdRequest {
+                transactional_id: transactional_id.clone(),
+                transaction_timeout_ms: 60_000,
+                ..Default::default()
+            };
+            let r: InitProducerIdResponse = conn.call(INIT_PRODUCER_ID, &mut req).await?;
+            if r.error_code == code::NONE {
+                break (r.producer_id, r.producer_epoch);
+            }
+            tries += 1;
+            if tries > 50 {
+                anyhow::bail!("InitProducerId: error code {}", r.error_code.0);
+            }
+            glommio::timer::sleep(Duration::from_millis(200)).await;
+        };
+        let sequences = partitions.iter().map(|&p| (p, 0)).collect();
+        let partitions = partitions.to_vec();
+        Ok(Some(Producer {
+            id,
+            epoch,
+            sequences,
+            transactional_id,
+            topic: args.topic.clone(),
+            partitions,
+            records_per_txn,
+            txn_records: 0,
+            open: records_per_txn == u64::MAX,
+        }))
+    }
+
+    /// A batch builder for `n` records to `partition`, its sequences taken.
+    fn builder(&mut self, partition: i32, n: i32) -> BatchBuilder {
+        let seq = self.sequences.entry(partition).or_insert(0);
+        let base = *seq;
+        *seq = seq.wrapping_add(n) & i32::MAX;
+        self.txn_records += n as u64;
+        let b = BatchBuilder::new().producer(self.id, self.epoch, base);
+        if self.transactional_id.is_some() {
+            b.transactional()
+        } else {
+            b
+        }
+    }
+
+    /// AddPartitionsToTxn (v3: a client's) for every partition of this connection.
+    async fn begin(&mut self, conn: &Rc<Conn>) -> anyhow::Result<()> {
+        let Some(id) = self.transactional_id.clone() else { return Ok(()) };
+        let mut req = AddPartitionsToTxnRequest {
+            v3_and_below_transactional_id: id,
+            v3_and_below_producer_id: self.id,
+            v3_and_below_producer_epoch: self.epoch,
+            v3_and_below_topics: vec![AddPartitionsToTxnTopic {
+                name: self.topic.clone(),
+                partitions: self.partitions.clone(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        loop {
+            let r: AddPartitionsToTxnResponse = conn.call_at(ADD_PARTITIONS_TO_TXN, 3, &mut req).await?;
+            let codes: Vec<_> = r
+                .results_by_topic_v3_and_below
+                .iter()
+                .flat_map(|t| &t.results_by_partition)
+                .map(|p| p.partition_error_code)
+                .collect();
+            if codes.iter().all(|c| *c == code::NONE) {
+                break;
+            }
+            // The previous transaction's markers are still being written.
+            if !codes.contains(&code::CONCURRENT_TRANSACTIONS) {
+                anyhow::bail!("AddPartitionsToTxn: error codes {:?}", codes.iter().map(|c| c.0).collect::<Vec<_>>());
+            }
+            glommio::timer::sleep(Duration::from_millis(2)).await;
+        }
+        self.open = true;
+        self.txn_records = 0;
+        Ok(())
+    }
+
+    /// EndTxn (commit), its latency measured.
+    async fn commit(&mut self, conn: &Rc<Conn>, meter: &Meter) -> anyhow::Result<()> {
+        let Some(id) = self.transactional_id.clone() else { return Ok(()) };
+        let mut req = EndTxnRequest {
+            transactional_id: id,
+            producer_id: self.id,
+            producer_epoch: self.epoch,
+            committed: true,
+            ..Default::default()
+        };
+        let t0 = Instant::now();
+        let r: EndTxnResponse = conn.call(END_TXN, &mut req).await?;
+        if r.error_code != code::NONE {
+            anyhow::bail!("EndTxn: error code {}", r.error_code.0);
+        }
+        let _ = meter.commits.borrow_mut().record((t0.elapsed().as_micros() as u64).max(1));
+        self.open = false;
+        Ok(())
+    }
 }
 
 /// Fetch `partitions` from `from` (per partition of the topic) until `until` (consume) or
