@@ -118,3 +118,35 @@ fn aborted_transactions_are_indexed_and_recovered() {
     assert_eq!(removed, vec![0]);
     assert_eq!(log.aborted_between(log.log_start_offset(), 100), vec![(3, 4), (1, 5)]);
 }
+
+/// spec: T5.2, T5.3 — a transaction marker carries the broker's time when the coordinator
+/// writes it and takes part in the time index like any batch: a marker whose time crosses
+/// into a new bucket gets the bucket's entry at its offset, the close entry can be a
+/// marker's, and a power cut's rescan rebuilds the same entries from the stored markers.
+#[test]
+fn markers_take_part_in_the_time_index() {
+    let mut config = LogConfig::default();
+    config.time_index_interval_ms = 10;
+    let disk = MemDisk::new();
+    disk.set_now_ms(NOW);
+    let mut log = block_on(Log::open(disk.clone(), &dir(), config.clone())).unwrap().0;
+    log.append(&batch(1, 0, true), NOW).unwrap(); // offset 0 at NOW
+    let commit = Marker { commit: true, coordinator_epoch: 0 };
+    log.append_marker(1, 0, commit, NOW + 25).unwrap(); // offset 1, bucket NOW + 20
+    log.append(&batch(2, 0, true), NOW + 31).unwrap(); // offset 2 (the batch's ts is NOW)
+    log.append_marker(2, 0, commit, NOW + 57).unwrap(); // offset 3, bucket NOW + 50
+    flush(&mut log);
+    let entries = log.time_entries(0).unwrap();
+    let bucket = |t: i64| t - t.rem_euclid(10);
+    assert_eq!(entries, vec![(bucket(NOW), 0), (bucket(NOW + 25), 1), (bucket(NOW + 57), 3)]);
+    disk.crash(CrashMode::DropUnsynced);
+    let log = block_on(Log::open(disk.clone(), &dir(), config.clone())).unwrap().0;
+    assert_eq!(log.time_entries(0).unwrap(), entries, "rebuilt from the stored markers");
+    block_on(log.close()).unwrap();
+    let log = block_on(Log::open(disk.clone(), &dir(), config)).unwrap().0;
+    assert_eq!(
+        log.time_entries(0).unwrap().last(),
+        Some(&(NOW + 57, 3)),
+        "T5.3: the close entry is the marker's exact time"
+    );
+}
