@@ -153,6 +153,11 @@ impl ProducerState {
         }
     }
 
+    /// Whether producer `pid` at `epoch` has a transaction open on this partition.
+    pub fn in_transaction(&self, pid: i64, epoch: i16) -> bool {
+        self.producers.get(&pid).is_some_and(|p| p.epoch == epoch && p.txn_first_offset.is_some())
+    }
+
     pub fn len(&self) -> usize {
         self.producers.len()
     }

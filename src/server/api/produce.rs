@@ -3,6 +3,7 @@
 //! (SPEC T3.5). Appends are issued in request order while the request holds its
 //! connection's turn, then awaited together.
 
+use crate::io::DmaDisk;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::*;
 use crate::security::acl::{Operation, ResourceType};
@@ -14,7 +15,9 @@ use crate::server::errors::{call_code, storage_code};
 use crate::server::router::{CallError, ShardCall};
 use crate::server::shard::Shard;
 use crate::server::transactions::TXN_TOPIC;
+use crate::storage::format::batch::BatchHeader;
 use crate::storage::format::stored::{check_produce_shape, ProduceShape};
+use crate::storage::partition::Partition;
 use crate::storage::StorageError;
 use crate::types::{Offset, TimestampMs};
 use bytes::Bytes;
@@ -26,6 +29,9 @@ pub struct Append {
     pub topic: String,
     pub partition: i32,
     pub records: Bytes,
+    /// The request's transactional id: a transactional batch opening its producer's
+    /// transaction on this partition is verified with the coordinator first (KIP-890 part 1).
+    pub transactional_id: Option<String>,
 }
 
 /// Where an append landed.
@@ -86,6 +92,9 @@ impl ShardCall<Shard> for Append {
         let Some(p) = shard.partition(&self.topic, self.partition) else {
             return Err(ProduceRefused::code(code::UNKNOWN_TOPIC_OR_PARTITION));
         };
+        if let Err(c) = self.verify_txn(&shard, &p).await {
+            return Err(ProduceRefused { code: c, log_start_offset: p.log_start(), ..Default::default() });
+        }
         match p.append(&self.records).await {
             Ok(info) => {
                 crate::metrics::count(crate::metrics::Counter::RecordsProduced, info.records);
@@ -101,6 +110,68 @@ impl ShardCall<Shard> for Append {
                 Err(ProduceRefused::from_storage(&e, p.log_start()))
             }
         }
+    }
+}
+
+impl Append {
+    /// KIP-890 part 1: a transactional batch that would open its producer's transaction on
+    /// this partition must belong to a transaction the coordinator has this partition in, so
+    /// that a late or stray write never opens a transaction no marker will end (a hanging
+    /// transaction would hold the LSO for good). Later batches of an open transaction go
+    /// straight through. Kafka's answers: INVALID_TXN_STATE when the partition is not in the
+    /// transaction; NOT_ENOUGH_REPLICAS (retriable) when the coordinator cannot say.
+    async fn verify_txn(&self, shard: &Rc<Shard>, p: &Rc<Partition<DmaDisk>>) -> Result<(), ErrorCode> {
+        if !is_transactional(&self.records) {
+            return Ok(());
+        }
+        let Ok(h) = BatchHeader::parse(&self.records) else { return Ok(()) }; // storage refuses it
+        if p.log().producers().in_transaction(h.producer_id, h.producer_epoch) {
+            return Ok(());
+        }
+        let Some(id) = self.transactional_id.clone() else { return Err(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED) };
+        let Some(target) = shard.txn().shard_of(&id) else { return Err(code::NOT_ENOUGH_REPLICAS) };
+        let call = VerifyTxn {
+            id,
+            pid: h.producer_id,
+            epoch: h.producer_epoch,
+            partition: (self.topic.clone(), self.partition),
+        };
+        let verdict = if target == shard.id() {
+            call.check(shard)
+        } else {
+            shard.call(target, call).await.unwrap_or(Err(code::NOT_ENOUGH_REPLICAS))
+        };
+        verdict.map_err(|c| match c {
+            code::INVALID_PRODUCER_EPOCH | code::PRODUCER_FENCED => code::INVALID_PRODUCER_EPOCH,
+            code::COORDINATOR_NOT_AVAILABLE | code::NOT_COORDINATOR | code::COORDINATOR_LOAD_IN_PROGRESS => {
+                code::NOT_ENOUGH_REPLICAS
+            }
+            _ => code::INVALID_TXN_STATE,
+        })
+    }
+}
+
+/// To the transaction coordinator of `id`: is `partition` in its open transaction at
+/// `pid`/`epoch`?
+#[derive(Debug)]
+struct VerifyTxn {
+    id: String,
+    pid: i64,
+    epoch: i16,
+    partition: (String, i32),
+}
+
+impl VerifyTxn {
+    fn check(&self, shard: &Shard) -> Result<(), ErrorCode> {
+        shard.txn().verify(&self.id, self.pid, self.epoch, &self.partition)
+    }
+}
+
+impl ShardCall<Shard> for VerifyTxn {
+    type Reply = Result<(), ErrorCode>;
+    const NAME: &'static str = "txn-verify";
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        self.check(&shard)
     }
 }
 
@@ -202,7 +273,8 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
                 (None, Some(records)) => {
                     let shard = cx.shard.clone();
                     let target = shard.owner(&t.name, part.index);
-                    let call = Append { topic: t.name.clone(), partition: part.index, records };
+                    let transactional_id = p.transactional_id.clone();
+                    let call = Append { topic: t.name.clone(), partition: part.index, records, transactional_id };
                     Ok(glommio::spawn_local(async move { shard.call(target, call).await }).detach())
                 }
             };

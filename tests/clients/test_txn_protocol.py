@@ -1,0 +1,246 @@
+"""The transaction APIs on raw sockets, encoded by kafka-python 3's schema-driven classes (an
+implementation of the protocol independent of tidemark's): the error answers Kafka gives, and
+what no client library lets a test do on purpose: a stray transactional write (KIP-890 part 1),
+a TxnOffsetCommit read back with require_stable, a transaction left open until its timeout.
+"""
+import struct
+import time
+
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.admin.transactions import DescribeTransactionsRequest, ListTransactionsRequest
+from kafka.protocol.consumer.group import OffsetFetchRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer.transaction import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest,
+                                                 InitProducerIdRequest, TxnOffsetCommitRequest)
+
+from test_bad_input import crc32c, v2_record, v2_values
+from test_conformance import call, create_topic, list_offsets
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+OPERATION_NOT_ATTEMPTED = 55
+UNSTABLE_OFFSET_COMMIT = 88
+PRODUCER_FENCED = 90
+TRANSACTIONAL_ID_NOT_FOUND = 105
+COORDINATOR_NOT_AVAILABLE = 15
+
+
+def txn_batch(values, pid, epoch, seq):
+    """A transactional v2 batch (attributes bit 4) of producer `pid` at `epoch`, sequences from
+    `seq`."""
+    ts = int(time.time() * 1000)
+    recs = b"".join(v2_record(i, v) for i, v in enumerate(values))
+    n = len(values)
+    after_crc = struct.pack(">hiqqqhii", 0x10, n - 1, ts, ts, pid, epoch, seq, n) + recs
+    body = struct.pack(">ibI", 0, 2, crc32c(after_crc)) + after_crc
+    return struct.pack(">qi", 0, len(body)) + body
+
+
+def until(what, f, timeout=20):
+    deadline = time.time() + timeout
+    while True:
+        r = f()
+        if r or time.time() > deadline:
+            assert r, what
+            return r
+        time.sleep(0.1)
+
+
+def find_txn_coordinator(broker, tid):
+    """FindCoordinator key type 1 until the state topic exists: this node."""
+    def ask():
+        r = call(broker, FindCoordinatorRequest, 3, key=tid, key_type=1)
+        return r if r.error_code == NONE else None
+    r = until("the transaction coordinator", ask)
+    assert r.port == broker.port
+
+
+def init(broker, tid, timeout_ms=60000):
+    find_txn_coordinator(broker, tid)
+    r = call(broker, InitProducerIdRequest, 3, transactional_id=tid, transaction_timeout_ms=timeout_ms,
+             producer_id=-1, producer_epoch=-1)
+    assert r.error_code == NONE, r
+    return r.producer_id, r.producer_epoch
+
+
+def add_partitions(broker, tid, pid, epoch, topics):
+    T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    r = call(broker, AddPartitionsToTxnRequest, 3, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+             v3_and_below_producer_epoch=epoch,
+             v3_and_below_topics=[T(name=n, partitions=ps) for n, ps in topics])
+    return {(t.name, p.partition_index): p.partition_error_code
+            for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+
+def end(broker, tid, pid, epoch, commit):
+    return call(broker, EndTxnRequest, 3, transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                committed=commit).error_code
+
+
+def produce(broker, topic, partition, records, tid=None):
+    P = ProduceRequest
+    r = call(broker, P, 9, transactional_id=tid, acks=-1, timeout_ms=10000, topic_data=[
+        P.TopicProduceData(name=topic, partition_data=[
+            P.TopicProduceData.PartitionProduceData(index=partition, records=records)])])
+    return r.responses[0].partition_responses[0].error_code
+
+
+def lso(broker, topic, partition=0):
+    """The last stable offset: ListOffsets LATEST at READ_COMMITTED."""
+    L = ListOffsetsRequest
+    r = call(broker, L, 5, replica_id=-1, isolation_level=1, topics=[
+        L.ListOffsetsTopic(name=topic, partitions=[L.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=partition, current_leader_epoch=-1, timestamp=-1, max_num_offsets=1)])])
+    p = r.topics[0].partitions[0]
+    assert p.error_code == NONE
+    return p.offset
+
+
+def fetch_committed(broker, topic, offset=0, partition=0):
+    """Fetch v11 at READ_COMMITTED: the partition's answer."""
+    F = FetchRequest
+    t = F.FetchTopic(topic=topic, partitions=[F.FetchTopic.FetchPartition(
+        partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20, current_leader_epoch=-1,
+        log_start_offset=-1, last_fetched_epoch=-1)])
+    r = call(broker, F, 11, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=1,
+             session_id=0, session_epoch=-1, topics=[t], forgotten_topics_data=[], rack_id="")
+    return r.responses[0].partitions[0]
+
+
+def test_error_answers_are_kafkas(broker):
+    """InitProducerId above transaction.max.timeout.ms: INVALID_TRANSACTION_TIMEOUT; EndTxn for
+    an unknown producer id: INVALID_PRODUCER_ID_MAPPING; EndTxn with no transaction open:
+    INVALID_TXN_STATE; a retried commit is CONCURRENT_TRANSACTIONS until the markers are written, then succeeds; AddPartitionsToTxn
+    with one unknown topic fails that one (UNKNOWN_TOPIC_OR_PARTITION) and answers the others
+    OPERATION_NOT_ATTEMPTED, adding nothing; a stale epoch after a re-init is PRODUCER_FENCED;
+    DescribeTransactions of an unknown id: TRANSACTIONAL_ID_NOT_FOUND; ListTransactions returns
+    unknown state names and matches nothing for them."""
+    create_topic(broker, "errs", partitions=2)
+    find_txn_coordinator(broker, "e1")
+    r = call(broker, InitProducerIdRequest, 3, transactional_id="e1", transaction_timeout_ms=900001,
+             producer_id=-1, producer_epoch=-1)
+    assert r.error_code == INVALID_TRANSACTION_TIMEOUT
+    pid, epoch = init(broker, "e1")
+    assert end(broker, "e1", pid + 1000, epoch, True) == INVALID_PRODUCER_ID_MAPPING
+    assert end(broker, "e1", pid, epoch, True) == INVALID_TXN_STATE
+    codes = add_partitions(broker, "e1", pid, epoch, [("errs", [0, 1]), ("no-such-topic", [0])])
+    assert codes == {("errs", 0): OPERATION_NOT_ATTEMPTED, ("errs", 1): OPERATION_NOT_ATTEMPTED,
+                     ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION}
+    d = call(broker, DescribeTransactionsRequest, 0, transactional_ids=["e1", "nobody"])
+    by_id = {t.transactional_id: t for t in d.transaction_states}
+    assert by_id["e1"].error_code == NONE and by_id["e1"].transaction_state == "Empty"
+    assert by_id["e1"].topics == [], "nothing was added"
+    assert by_id["nobody"].error_code == TRANSACTIONAL_ID_NOT_FOUND
+    assert add_partitions(broker, "e1", pid, epoch, [("errs", [0, 1])]) == {("errs", 0): NONE, ("errs", 1): NONE}
+    assert produce(broker, "errs", 0, txn_batch([b"a"], pid, epoch, 0), tid="e1") == NONE
+    d = call(broker, DescribeTransactionsRequest, 0, transactional_ids=["e1"]).transaction_states[0]
+    assert d.transaction_state == "Ongoing" and d.producer_id == pid
+    assert sorted((t.topic, sorted(t.partitions)) for t in d.topics) == [("errs", [0, 1])]
+    lt = call(broker, ListTransactionsRequest, 1, state_filters=["Ongoing", "Bogus"], producer_id_filters=[],
+              duration_filter=-1)
+    assert lt.unknown_state_filters == ["Bogus"]
+    assert [(t.transactional_id, t.producer_id, t.transaction_state) for t in lt.transaction_states] == \
+        [("e1", pid, "Ongoing")]
+    assert end(broker, "e1", pid, epoch, True) == NONE
+    assert end(broker, "e1", pid, epoch, True) in (NONE, CONCURRENT_TRANSACTIONS), "a retried commit (Kafka: \
+CONCURRENT_TRANSACTIONS while the markers are written)"
+    until("CompleteCommit", lambda: call(broker, DescribeTransactionsRequest, 0, transactional_ids=["e1"])
+          .transaction_states[0].transaction_state == "CompleteCommit")
+    assert end(broker, "e1", pid, epoch, True) == NONE, "a retried commit once complete"
+    assert end(broker, "e1", pid, epoch, False) == INVALID_TXN_STATE, "abort after commit"
+    pid2, epoch2 = init(broker, "e1")
+    assert (pid2, epoch2) == (pid, epoch + 1)
+    assert end(broker, "e1", pid, epoch, True) == PRODUCER_FENCED
+    lt = call(broker, ListTransactionsRequest, 0, state_filters=["Bogus"], producer_id_filters=[])
+    assert lt.unknown_state_filters == ["Bogus"] and lt.transaction_states == []
+
+
+def test_stray_transactional_write_is_refused(broker):
+    """KIP-890 part 1: a transactional batch to a partition the coordinator does not have in
+    the producer's transaction is INVALID_TXN_STATE and appends nothing, so it cannot open a
+    transaction no marker would end (the LSO stays at the high watermark); once the partition
+    is added, the same batch goes in and holds the LSO until the commit's marker."""
+    create_topic(broker, "stray", partitions=1)
+    pid, epoch = init(broker, "s1")
+    assert produce(broker, "stray", 0, txn_batch([b"x"], pid, epoch, 0), tid="s1") == INVALID_TXN_STATE
+    assert list_offsets(broker, 5, "stray", -1).offset == 0, "nothing appended"
+    assert lso(broker, "stray") == 0
+    assert add_partitions(broker, "s1", pid, epoch, [("stray", [0])]) == {("stray", 0): NONE}
+    assert produce(broker, "stray", 0, txn_batch([b"x"], pid, epoch, 0), tid="s1") == NONE
+    assert list_offsets(broker, 5, "stray", -1).offset == 1
+    assert lso(broker, "stray") == 0, "the open transaction holds the LSO"
+    assert end(broker, "s1", pid, epoch, True) == NONE
+    until("the marker releases the LSO", lambda: lso(broker, "stray") == 2)
+
+
+def test_txn_offset_commit_is_unstable_until_the_commit(broker):
+    """TxnOffsetCommit: the offset is staged, OffsetFetch with require_stable (v7) answers
+    UNSTABLE_OFFSET_COMMIT and without it the previous offset, until the transaction commits;
+    an aborted transaction's offset vanishes."""
+    create_topic(broker, "in", partitions=1)
+    pid, epoch = init(broker, "o1")
+
+    def fetch_offset(stable):
+        G = OffsetFetchRequest
+        r = call(broker, G, 7, group_id="og", topics=[G.OffsetFetchRequestTopic(name="in", partition_indexes=[0])],
+                 require_stable=stable)
+        p = r.topics[0].partitions[0]
+        return p.error_code, p.committed_offset
+
+    def txn_commit(offset):
+        T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+        r = call(broker, TxnOffsetCommitRequest, 3, transactional_id="o1", group_id="og", producer_id=pid,
+                 producer_epoch=epoch, generation_id=-1, member_id="", group_instance_id=None, topics=[
+                     T(name="in", partitions=[T.TxnOffsetCommitRequestPartition(
+                         partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
+                         committed_metadata="")])])
+        return r.topics[0].partitions[0].error_code
+
+    for commit, offset in ((True, 5), (False, 9)):
+        r = until("AddOffsetsToTxn", lambda: call(broker, AddOffsetsToTxnRequest, 3, transactional_id="o1",
+                                                    producer_id=pid, producer_epoch=epoch,
+                                                    group_id="og").error_code != CONCURRENT_TRANSACTIONS)
+        assert r
+        assert call(broker, AddOffsetsToTxnRequest, 3, transactional_id="o1", producer_id=pid, producer_epoch=epoch,
+                    group_id="og").error_code == NONE
+        assert txn_commit(offset) == NONE
+        before = 5 if not commit else -1
+        assert fetch_offset(True) == (UNSTABLE_OFFSET_COMMIT, -1)
+        assert fetch_offset(False) == (NONE, before), "invisible while open"
+        assert end(broker, "o1", pid, epoch, commit) == NONE
+        until("the marker on the offsets partition", lambda: fetch_offset(True)[0] == NONE)
+        assert fetch_offset(True) == (NONE, 5), "committed: 5; aborted: 9 dropped, 5 stays"
+
+
+def test_abandoned_transaction_is_aborted_at_its_timeout(start_broker):
+    """A transaction left open (its producer gone) holds the LSO until its timeout; the
+    coordinator then fences the producer (its epoch bumped) and writes ABORT markers: the LSO
+    passes it, a READ_COMMITTED fetch lists it as aborted, and the producer's late commit is
+    refused (PRODUCER_FENCED). The same holds when the broker is killed (-9) while the
+    transaction is open: replayed at startup, it is aborted at its timeout."""
+    for kill in (False, True):
+        b = start_broker("--set", "transaction.abort.timed.out.transaction.cleanup.interval.ms=200")
+        create_topic(b, "late", partitions=1)
+        pid, epoch = init(b, "t1", timeout_ms=1500)
+        assert add_partitions(b, "t1", pid, epoch, [("late", [0])]) == {("late", 0): NONE}
+        assert produce(b, "late", 0, txn_batch([b"l1", b"l2"], pid, epoch, 0), tid="t1") == NONE
+        assert lso(b, "late") == 0
+        if kill:
+            import signal
+            b.stop(signal.SIGKILL)
+            b.start("--set", "transaction.abort.timed.out.transaction.cleanup.interval.ms=200")
+            assert lso(b, "late") == 0, "replayed: still open"
+        until("the timeout abort", lambda: lso(b, "late") == 3, timeout=30)
+        p = fetch_committed(b, "late")
+        assert (p.high_watermark, p.last_stable_offset) == (3, 3)
+        assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 0)]
+        # The records and the ABORT marker's control record (version 0, coordinator epoch 0):
+        # the client drops the records by the list and skips the control batch.
+        assert [v for _, v in v2_values(p.records)] == [b"l1", b"l2", bytes(6)]
+        assert end(b, "t1", pid, epoch, True) == PRODUCER_FENCED
+        b.stop()
