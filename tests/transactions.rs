@@ -125,8 +125,7 @@ fn aborted_transactions_are_indexed_and_recovered() {
 /// marker's, and a power cut's rescan rebuilds the same entries from the stored markers.
 #[test]
 fn markers_take_part_in_the_time_index() {
-    let mut config = LogConfig::default();
-    config.time_index_interval_ms = 10;
+    let config = LogConfig { time_index_interval_ms: 10, ..Default::default() };
     let disk = MemDisk::new();
     disk.set_now_ms(NOW);
     let mut log = block_on(Log::open(disk.clone(), &dir(), config.clone())).unwrap().0;
