@@ -244,3 +244,49 @@ def test_abandoned_transaction_is_aborted_at_its_timeout(start_broker):
         assert [v for _, v in v2_values(p.records)] == [b"l1", b"l2", bytes(6)]
         assert end(b, "t1", pid, epoch, True) == PRODUCER_FENCED
         b.stop()
+
+
+def test_kill_between_markers_and_during_state_writes(start_broker):
+    """kill -9 at two moments of a commit, the disk slowed on purpose (`--fault-injection`):
+    (1) between the markers of two partitions (one partition's marker durable, the other's
+    fdatasync held): after the restart the coordinator finds PrepareCommit and writes the
+    markers again (a second COMMIT marker where one was kept: harmless), so both partitions show
+    the whole transaction to READ_COMMITTED;
+    (2) while the PrepareCommit record itself is being made durable (EndTxn unanswered): after
+    the restart the transaction is either prepared (committed on both partitions) or still
+    open (aborted at its timeout on both); never one partition without the other."""
+    import signal
+    import threading
+    settings = ("--set", "transaction.abort.timed.out.transaction.cleanup.interval.ms=200")
+    b = start_broker(*settings, faults=True)
+    create_topic(b, "m", partitions=2)
+    for round_, slowed in enumerate(("/m-1/", "/__transaction_state-")):
+        tid = "k%d" % round_
+        pid, epoch = init(b, tid, timeout_ms=2000)
+        assert add_partitions(b, tid, pid, epoch, [("m", [0, 1])]) == {("m", 0): NONE, ("m", 1): NONE}
+        start = [lso(b, "m", p) for p in (0, 1)]
+        for p in (0, 1):
+            assert produce(b, "m", p, txn_batch([b"r%d-%d" % (round_, p)], pid, epoch, 0), tid=tid) == NONE
+        ends = [list_offsets(b, 5, "m", -1, partition=p).offset for p in (0, 1)]
+        b.inject(op="sync", fault="slow", ms=8000, path=slowed, count=1)
+        answered = []
+        t = threading.Thread(target=lambda: answered.append(end(b, tid, pid, epoch, True)), daemon=True)
+        t.start()
+        if slowed == "/m-1/":
+            t.join(10)
+            assert answered == [NONE], "EndTxn is answered once PrepareCommit is durable"
+            until("partition 0's marker", lambda: lso(b, "m", 0) == ends[0] + 1)
+            assert lso(b, "m", 1) == start[1], "partition 1's marker is not durable yet"
+        else:
+            time.sleep(0.5)
+            assert answered == [], "PrepareCommit is not durable yet"
+        b.stop(signal.SIGKILL)
+        b.start(*settings)
+        # Committed (markers written again) or aborted at the timeout: both partitions alike.
+        until("both partitions settled", lambda: [lso(b, "m", p) for p in (0, 1)] == [e + 1 for e in ends]
+              or [lso(b, "m", p) for p in (0, 1)] == [e + 2 for e in ends], timeout=30)
+        aborted = [[a.first_offset for a in fetch_committed(b, "m", partition=p).aborted_transactions] for p in (0, 1)]
+        if slowed == "/m-1/":
+            assert aborted == [[], []], "the prepared commit was completed"
+        else:
+            assert aborted in ([[], []], [[ends[0] - 1], [ends[1] - 1]]), aborted
