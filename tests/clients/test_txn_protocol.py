@@ -7,7 +7,8 @@ import struct
 import time
 
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
-from kafka.protocol.admin.transactions import DescribeTransactionsRequest, ListTransactionsRequest
+from kafka.protocol.admin.transactions import (DescribeProducersRequest, DescribeTransactionsRequest,
+                                               ListTransactionsRequest)
 from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import ProduceRequest
@@ -160,11 +161,23 @@ CONCURRENT_TRANSACTIONS while the markers are written)"
     assert lt.unknown_state_filters == ["Bogus"] and lt.transaction_states == []
 
 
+def producers(broker, topic):
+    """DescribeProducers of partition 0: (id, epoch, coordinator epoch, open transaction's start)."""
+    D = DescribeProducersRequest
+    r = call(broker, D, 0, topics=[D.TopicRequest(name=topic, partition_indexes=[0])])
+    p = r.topics[0].partitions[0]
+    assert p.error_code == NONE
+    return [(a.producer_id, a.producer_epoch, a.coordinator_epoch, a.current_txn_start_offset)
+            for a in p.active_producers]
+
+
 def test_stray_transactional_write_is_refused(broker):
     """KIP-890 part 1: a transactional batch to a partition the coordinator does not have in
     the producer's transaction is INVALID_TXN_STATE and appends nothing, so it cannot open a
     transaction no marker would end (the LSO stays at the high watermark); once the partition
-    is added, the same batch goes in and holds the LSO until the commit's marker."""
+    is added, the same batch goes in and holds the LSO until the commit's marker.
+    DescribeProducers shows the open transaction's first offset, then none and the marker's
+    coordinator epoch."""
     create_topic(broker, "stray", partitions=1)
     pid, epoch = init(broker, "s1")
     assert produce(broker, "stray", 0, txn_batch([b"x"], pid, epoch, 0), tid="s1") == INVALID_TXN_STATE
@@ -174,8 +187,10 @@ def test_stray_transactional_write_is_refused(broker):
     assert produce(broker, "stray", 0, txn_batch([b"x"], pid, epoch, 0), tid="s1") == NONE
     assert list_offsets(broker, 5, "stray", -1).offset == 1
     assert lso(broker, "stray") == 0, "the open transaction holds the LSO"
+    assert producers(broker, "stray") == [(pid, epoch, -1, 0)]
     assert end(broker, "s1", pid, epoch, True) == NONE
     until("the marker releases the LSO", lambda: lso(broker, "stray") == 2)
+    assert producers(broker, "stray") == [(pid, epoch, 0, -1)]
 
 
 def test_txn_offset_commit_is_unstable_until_the_commit(broker):
