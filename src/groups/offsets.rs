@@ -154,14 +154,19 @@ pub fn batches(records: &[Record], max_bytes: usize, now: i64) -> Vec<Vec<u8>> {
     out
 }
 
-/// Call `f` with the key, value and offset of every record of the stored v2 batches (the
-/// broker writes `__consumer_offsets` in v2 batches only; others, and transaction markers, are
-/// skipped). A batch that does not parse is an error.
-pub fn for_each_record(
-    stored: &[u8],
-    limit: usize,
-    mut f: impl FnMut(Option<&[u8]>, Option<&[u8]>, i64),
-) -> Result<(), FormatError> {
+/// What an internal topic's reader meets in its stored batches ([`walk`]).
+pub enum Stored<'a> {
+    /// A record: its key, value and offset, and the producer whose transaction holds it
+    /// (a transactional batch's), if any.
+    Record { key: Option<&'a [u8]>, value: Option<&'a [u8]>, offset: i64, txn_producer: Option<i64> },
+    /// A transaction marker of producer `pid`.
+    Marker { pid: i64, commit: bool },
+}
+
+/// Call `f` with every record and transaction marker of the stored v2 batches (the broker
+/// writes its internal topics in v2 batches only; others are skipped). A batch that does not
+/// parse is an error.
+pub fn walk(stored: &[u8], limit: usize, mut f: impl FnMut(Stored<'_>)) -> Result<(), FormatError> {
     for item in crate::storage::format::BatchWalk::new(stored, usize::MAX >> 1) {
         let (_, info, bytes) = item?;
         if info.magic != 2 {
@@ -169,16 +174,34 @@ pub fn for_each_record(
         }
         let h = BatchHeader::parse(bytes)?;
         if h.is_control() {
-            // Transaction markers: not records of the topic.
+            if let Some(m) = crate::storage::format::marker::Marker::read(&h, bytes)? {
+                f(Stored::Marker { pid: h.producer_id, commit: m.commit });
+            }
             continue;
         }
+        let txn_producer = h.is_transactional().then_some(h.producer_id);
         let section = records_section(&h, bytes, limit)?;
         for r in Records::new(&section, h.record_count) {
             let r = r?;
-            f(r.key, r.value, h.base_offset + r.offset_delta as i64);
+            let offset = h.base_offset + r.offset_delta as i64;
+            f(Stored::Record { key: r.key, value: r.value, offset, txn_producer });
         }
     }
     Ok(())
+}
+
+/// Call `f` with the key, value and offset of every record of the stored v2 batches
+/// (transaction markers skipped: [`walk`]).
+pub fn for_each_record(
+    stored: &[u8],
+    limit: usize,
+    mut f: impl FnMut(Option<&[u8]>, Option<&[u8]>, i64),
+) -> Result<(), FormatError> {
+    walk(stored, limit, |s| {
+        if let Stored::Record { key, value, offset, .. } = s {
+            f(key, value, offset)
+        }
+    })
 }
 
 /// The committed offsets of the groups one shard coordinates, replayed from their records.
@@ -217,38 +240,23 @@ impl OffsetTable {
     /// record is logged and skipped; a batch that does not parse is an error.
     pub fn replay(&mut self, stored: &[u8], limit: usize, index: i32) -> Result<usize, FormatError> {
         let mut applied = 0;
-        for item in crate::storage::format::BatchWalk::new(stored, usize::MAX >> 1) {
-            let (_, info, bytes) = item?;
-            if info.magic != 2 {
-                continue;
+        walk(stored, limit, |s| match s {
+            Stored::Marker { pid, commit } => {
+                self.complete(index, pid, commit);
             }
-            let h = BatchHeader::parse(bytes)?;
-            if h.is_control() {
-                if let Some(m) = crate::storage::format::marker::Marker::read(&h, bytes)? {
-                    self.complete(index, h.producer_id, m.commit);
+            Stored::Record { key, value, offset, txn_producer } => match (decode(key, value), txn_producer) {
+                (Ok(OffsetRecord::Commit { group, tp, value: Some(c) }), Some(pid)) => {
+                    self.stage(index, pid, &group, tp, c);
                 }
-                continue;
-            }
-            let section = records_section(&h, bytes, limit)?;
-            for r in Records::new(&section, h.record_count) {
-                let r = r?;
-                match decode(r.key, r.value) {
-                    Ok(OffsetRecord::Commit { group, tp, value: Some(c) }) if h.is_transactional() => {
-                        self.stage(index, h.producer_id, &group, tp, c);
-                    }
-                    Ok(OffsetRecord::Commit { group, tp, value }) => {
-                        self.apply(&group, tp, value);
-                        applied += 1;
-                    }
-                    Ok(OffsetRecord::Other) => {}
-                    // Not ours to fail startup on: skipped, the rest replayed.
-                    Err(e) => {
-                        let offset = h.base_offset + r.offset_delta as i64;
-                        tracing::warn!(offset, error = %e, "undecodable offset record skipped")
-                    }
+                (Ok(OffsetRecord::Commit { group, tp, value }), _) => {
+                    self.apply(&group, tp, value);
+                    applied += 1;
                 }
-            }
-        }
+                (Ok(OffsetRecord::Other), _) => {}
+                // Not ours to fail startup on: skipped, the rest replayed.
+                (Err(e), _) => tracing::warn!(offset, error = %e, "undecodable offset record skipped"),
+            },
+        })?;
         Ok(applied)
     }
 

@@ -33,7 +33,7 @@ use crate::server::shard::Shard;
 use crate::storage::format::batch::BatchBuilder;
 use crate::storage::format::marker::Marker;
 use crate::storage::manager::PartitionManager;
-use crate::storage::{Clock, ReadUpTo};
+use crate::storage::Clock;
 use crate::txn::{self, End, Init, TopicPartition, Transit, TxnMetadata, TxnState};
 use crate::types::Offset;
 use std::cell::{Cell, RefCell};
@@ -172,15 +172,9 @@ impl TxnCoordinator {
                 continue;
             }
             let limit = p.log().config().decompress_limit();
-            let mut at = p.log_start();
-            loop {
-                let bytes = p.read(at, 1 << 20, ReadUpTo::Durable).await?;
-                if bytes.is_empty() {
-                    break;
-                }
+            p.for_each_chunk(|bytes| -> anyhow::Result<()> {
                 let mut failed = None;
-                crate::groups::offsets::for_each_record(&bytes, limit, |key, value, offset| {
-                    at = Offset(offset + 1);
+                crate::groups::offsets::for_each_record(bytes, limit, |key, value, offset| {
                     records += 1;
                     if let Err(e) = self.replay(key, value) {
                         failed.get_or_insert(format!("offset {offset}: {e}"));
@@ -191,12 +185,9 @@ impl TxnCoordinator {
                     // Not ours to fail startup on (Kafka skips what it cannot read): logged.
                     tracing::warn!(partition = index, error = e, "undecodable transaction record skipped");
                 }
-                let mut walk = crate::storage::format::BatchWalk::new(&bytes, usize::MAX >> 1);
-                for item in walk.by_ref() {
-                    let (_, info, _) = item?;
-                    at = Offset(info.next_offset());
-                }
-            }
+                Ok(())
+            })
+            .await?;
         }
         Ok(records)
     }

@@ -255,6 +255,26 @@ impl<D: Disk> Partition<D> {
         access::read(&self.log, offset.get(), max_bytes, upto).await
     }
 
+    /// Call `f` with every durable batch from the log start, about 1 MiB of whole batches at
+    /// a time (the startup replay of an internal topic).
+    pub async fn for_each_chunk<E>(&self, mut f: impl FnMut(&bytes::Bytes) -> Result<(), E>) -> Result<(), E>
+    where
+        E: From<StorageError> + From<crate::storage::format::FormatError>,
+    {
+        let mut at = self.log_start();
+        loop {
+            let bytes = self.read(at, 1 << 20, ReadUpTo::Durable).await?;
+            if bytes.is_empty() {
+                return Ok(());
+            }
+            for item in crate::storage::format::BatchWalk::new(&bytes, usize::MAX >> 1) {
+                let (_, info, _) = item?;
+                at = Offset(info.next_offset());
+            }
+            f(&bytes)?;
+        }
+    }
+
     /// ListOffsets by time (SPEC T6): (offset, timestamp), or `None` for Kafka's (-1, -1).
     pub async fn offset_for_time(
         &self,

@@ -403,7 +403,7 @@ def test_commit_metadata_round_trips(broker):
 def test_api_versions_advertise_what_is_implemented(broker):
     """ApiVersions v2, v3 and v4 (kafka-python asks v4 first) list the same APIs and versions
     (the broker's one table, which the protocol tests check the codec against), including the
-    admin APIs of this issue; an API outside the list (AddPartitionsToTxn, 24) gets the
+    admin APIs of this issue; an API outside the list (WriteTxnMarkers, 27) gets the
     unsupported-version answer. The v3/v4 answers carry one tagged field, FinalizedFeaturesEpoch
     0, and no feature flag (tidemark implements none of Kafka's); kafka-python's
     describe_features reads that as no features. (kcat, librdkafka 2.0, reads these answers in
@@ -425,9 +425,9 @@ def test_api_versions_advertise_what_is_implemented(broker):
             assert r.uvarint() == 1 and r.uvarint() == 1 and r.uvarint() == 8 and r.i64() == 0
             assert r.pos == len(r.buf)
             assert listed == keys, (v, listed, keys)
-        assert 24 not in keys and keys[18] == (0, 4) and keys[21] == (0, 2) and keys[37] == (0, 3)
+        assert 27 not in keys and keys[24] == (0, 4) and keys[18] == (0, 4) and keys[21] == (0, 2) and keys[37] == (0, 3)
         # An unadvertised API gets the unsupported-version fallback (an ApiVersions v0 body).
-        c.send(c.request(24, 0, b""))
+        c.send(c.request(27, 0, b""))
         corr, rest = c.recv_frame()
         error, _ = api_versions_v0(R(rest))
         assert error == 35

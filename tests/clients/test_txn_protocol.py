@@ -91,12 +91,13 @@ def produce(broker, topic, partition, records, tid=None):
     return r.responses[0].partition_responses[0].error_code
 
 
-def lso(broker, topic, partition=0):
-    """The last stable offset: ListOffsets LATEST at READ_COMMITTED."""
+def lso(broker, topic, partition=0, timestamp=-1):
+    """The last stable offset: ListOffsets LATEST at READ_COMMITTED (or another timestamp's
+    answer at READ_COMMITTED)."""
     L = ListOffsetsRequest
     r = call(broker, L, 5, replica_id=-1, isolation_level=1, topics=[
         L.ListOffsetsTopic(name=topic, partitions=[L.ListOffsetsTopic.ListOffsetsPartition(
-            partition_index=partition, current_leader_epoch=-1, timestamp=-1, max_num_offsets=1)])])
+            partition_index=partition, current_leader_epoch=-1, timestamp=timestamp, max_num_offsets=1)])])
     p = r.topics[0].partitions[0]
     assert p.error_code == NONE
     return p.offset
@@ -187,6 +188,8 @@ def test_stray_transactional_write_is_refused(broker):
     assert produce(broker, "stray", 0, txn_batch([b"x"], pid, epoch, 0), tid="s1") == NONE
     assert list_offsets(broker, 5, "stray", -1).offset == 1
     assert lso(broker, "stray") == 0, "the open transaction holds the LSO"
+    assert lso(broker, "stray", timestamp=-2) == 0, "EARLIEST is the log start at any isolation"
+    assert lso(broker, "stray", timestamp=0) == -1, "no record below the LSO to find by time"
     assert producers(broker, "stray") == [(pid, epoch, -1, 0)]
     assert end(broker, "s1", pid, epoch, True) == NONE
     until("the marker releases the LSO", lambda: lso(broker, "stray") == 2)

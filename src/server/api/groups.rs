@@ -24,7 +24,18 @@ pub(super) async fn to_coordinator<C: ShardCall<Shard>>(
     group: &str,
     call: C,
 ) -> Result<C::Reply, ErrorCode> {
-    let Some(target) = cx.shard.coordinator().shard_of(group) else {
+    let target = cx.shard.coordinator().shard_of(group);
+    to_coordinating_shard(cx, target, call).await
+}
+
+/// Send `call` to a coordinator's shard (`None`: its topic does not exist yet), releasing the
+/// turn once it is issued; the reply, or COORDINATOR_NOT_AVAILABLE (retriable) for none.
+pub(super) async fn to_coordinating_shard<C: ShardCall<Shard>>(
+    cx: &mut Cx<'_>,
+    target: Option<usize>,
+    call: C,
+) -> Result<C::Reply, ErrorCode> {
+    let Some(target) = target else {
         cx.release_turn();
         return Err(code::COORDINATOR_NOT_AVAILABLE);
     };

@@ -22,7 +22,7 @@ pub struct Lookup {
     /// A time, or one of Kafka's `-1` (latest), `-2` (earliest), `-3` (largest timestamp).
     pub timestamp: TimestampMs,
     /// READ_COMMITTED (isolation_level 1): the latest is the last stable offset, and no
-    /// record at or past it is found.
+    /// record at or past it is found by time (the earliest stays the log start).
     pub committed: bool,
 }
 
@@ -46,10 +46,12 @@ impl ShardCall<Shard> for Lookup {
             return Ok(found);
         }
         let lso = Offset(p.log().last_stable_offset());
-        if self.timestamp.get() == -1 {
-            return Ok(found.map(|f| Found { offset: lso, ..f }));
+        match self.timestamp.get() {
+            -1 => Ok(found.map(|f| Found { offset: lso, ..f })),
+            // The earliest offsets are the log start whatever the isolation (Kafka's).
+            -2 | -4 => Ok(found),
+            _ => Ok(found.filter(|f| f.offset < lso)),
         }
-        Ok(found.filter(|f| f.offset < lso))
     }
 }
 

@@ -8,7 +8,7 @@ use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::protocol::txn::*;
 use crate::security::acl::{Operation, ResourceType};
-use crate::server::api::groups::to_coordinator;
+use crate::server::api::groups::{to_coordinating_shard, to_coordinator};
 use crate::server::api::Cx;
 use crate::server::control::{ensure_offsets_topic, ensure_txn_topic};
 use crate::server::coordinator::{offsets_partition, OFFSETS_TOPIC};
@@ -23,17 +23,19 @@ use std::rc::Rc;
 /// Send `call` to the shard coordinating transactional id `id`, releasing the turn once it
 /// is issued.
 async fn to_txn_coordinator<C: ShardCall<Shard>>(cx: &mut Cx<'_>, id: &str, call: C) -> Result<C::Reply, ErrorCode> {
-    let Some(target) = cx.shard.txn().shard_of(id) else {
-        cx.release_turn();
-        return Err(code::COORDINATOR_NOT_AVAILABLE);
-    };
-    let shard = cx.shard.clone();
-    let task = glommio::spawn_local(async move { shard.call(target, call).await }).detach();
-    cx.release_turn();
-    match task.await {
-        Some(Ok(reply)) => Ok(reply),
-        Some(Err(e)) => Err(call_code(&e, code::COORDINATOR_NOT_AVAILABLE)),
-        None => Err(code::COORDINATOR_NOT_AVAILABLE),
+    let target = cx.shard.txn().shard_of(id);
+    to_coordinating_shard(cx, target, call).await
+}
+
+/// WRITE on the transactional id, then READ on the group (AddOffsetsToTxn, TxnOffsetCommit):
+/// the error for the first denied, if any.
+fn id_and_group_refusal(cx: &Cx<'_>, id: &str, group: &str) -> Option<ErrorCode> {
+    if !id_allowed(cx, Operation::Write, id) {
+        Some(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    } else if !cx.allowed(Operation::Read, ResourceType::Group, group) {
+        Some(code::GROUP_AUTHORIZATION_FAILED)
+    } else {
+        None
     }
 }
 
@@ -209,14 +211,7 @@ pub async fn add_partitions(cx: &mut Cx<'_>, r: AddPartitionsToTxnRequest) -> Ad
 /// AddOffsetsToTxn: READ on the group, WRITE on the id; the group's `__consumer_offsets`
 /// partition joins the transaction (its marker commits or drops the offsets).
 pub async fn add_offsets(cx: &mut Cx<'_>, r: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
-    let refused = if !id_allowed(cx, Operation::Write, &r.transactional_id) {
-        Some(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    } else if !cx.allowed(Operation::Read, ResourceType::Group, &r.group_id) {
-        Some(code::GROUP_AUTHORIZATION_FAILED)
-    } else {
-        None
-    };
-    if let Some(error_code) = refused {
+    if let Some(error_code) = id_and_group_refusal(cx, &r.transactional_id, &r.group_id) {
         cx.release_turn();
         return AddOffsetsToTxnResponse { error_code, ..Default::default() };
     }
@@ -306,14 +301,7 @@ pub async fn txn_offset_commit(cx: &mut Cx<'_>, mut r: TxnOffsetCommitRequest) -
             })
             .collect()
     };
-    let refused = if !id_allowed(cx, Operation::Write, &r.transactional_id) {
-        Some(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    } else if !cx.allowed(Operation::Read, ResourceType::Group, &r.group_id) {
-        Some(code::GROUP_AUTHORIZATION_FAILED)
-    } else {
-        None
-    };
-    if let Some(e) = refused {
+    if let Some(e) = id_and_group_refusal(cx, &r.transactional_id, &r.group_id) {
         cx.release_turn();
         return TxnOffsetCommitResponse { topics: every(r.topics, e), ..Default::default() };
     }

@@ -26,7 +26,7 @@ use crate::protocol::groups::*;
 use crate::protocol::txn::*;
 use crate::server::placement::owner;
 use crate::storage::manager::PartitionManager;
-use crate::storage::{Clock, ReadUpTo};
+use crate::storage::Clock;
 use crate::types::Offset;
 use bytes::Bytes;
 use std::cell::{Cell, RefCell};
@@ -177,25 +177,16 @@ impl Coordinator {
                 continue;
             }
             let limit = p.log().config().decompress_limit();
-            let mut at = p.log_start();
-            loop {
-                let bytes = p.read(at, 1 << 20, ReadUpTo::Durable).await?;
-                if bytes.is_empty() {
-                    break;
-                }
-                let mut walk = crate::storage::format::BatchWalk::new(&bytes, usize::MAX >> 1);
-                for item in walk.by_ref() {
-                    let (_, info, _) = item?;
-                    at = Offset(info.next_offset());
-                }
+            p.for_each_chunk(|bytes| -> anyhow::Result<()> {
                 records += self
                     .offsets
                     .borrow_mut()
-                    .replay(&bytes, limit, index)
+                    .replay(bytes, limit, index)
                     .map_err(|e| anyhow::anyhow!("{OFFSETS_TOPIC}-{index}: unreadable offset records: {e}"))?;
-                self.replay_consumer_groups(&bytes, limit)
-                    .map_err(|e| anyhow::anyhow!("{OFFSETS_TOPIC}-{index}: unreadable group records: {e}"))?;
-            }
+                self.replay_consumer_groups(bytes, limit)
+                    .map_err(|e| anyhow::anyhow!("{OFFSETS_TOPIC}-{index}: unreadable group records: {e}"))
+            })
+            .await?;
         }
         Ok(records)
     }
