@@ -40,6 +40,12 @@ pub mod shard;
 pub mod tls;
 pub mod transactions;
 
+/// The broker's own topics (`__consumer_offsets`, `__transaction_state`): created by the
+/// broker, never deleted, grown, reconfigured, trimmed or written by clients.
+pub fn is_internal_topic(name: &str) -> bool {
+    name == coordinator::OFFSETS_TOPIC || name == transactions::TXN_TOPIC
+}
+
 pub use broker_config::BrokerConfig;
 
 use anyhow::{bail, Context};

@@ -609,6 +609,74 @@ impl TxnCoordinator {
     }
 }
 
+/// KIP-890 part 1: a transactional write (a produce, a TxnOffsetCommit) that would open
+/// producer `pid`'s transaction on partition `tp` (`p`, on this shard) must belong to a
+/// transaction the coordinator of `id` has `tp` in, so that a late or stray write never opens
+/// a transaction no marker will end (it would hold the LSO for good). Writes into a
+/// transaction already open here go straight through. A marker appended here while the
+/// coordinator was asked may have ended that transaction: the question is asked again (then
+/// refused, the transaction no longer Ongoing). Kafka's answers: INVALID_TXN_STATE when the
+/// partition is not in the transaction, INVALID_PRODUCER_EPOCH for a fenced producer,
+/// NOT_ENOUGH_REPLICAS (retriable) when the coordinator cannot say. The caller appends
+/// without yielding after an `Ok`.
+pub async fn verify_txn_write(
+    shard: &Rc<Shard>,
+    p: &Rc<crate::storage::partition::Partition<DmaDisk>>,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    tp: TopicPartition,
+) -> Result<(), ErrorCode> {
+    if p.log().producers().in_transaction(pid, epoch) {
+        return Ok(());
+    }
+    let target = shard.txn().shard_of(id).ok_or(code::NOT_ENOUGH_REPLICAS)?;
+    for _ in 0..3 {
+        let markers = p.log().markers_appended();
+        let call = VerifyTxn { id: id.to_string(), pid, epoch, partition: tp.clone() };
+        let verdict = if target == shard.id() {
+            call.check(shard)
+        } else {
+            shard.call(target, call).await.unwrap_or(Err(code::NOT_ENOUGH_REPLICAS))
+        };
+        if p.log().markers_appended() != markers {
+            continue;
+        }
+        return verdict.map_err(|c| match c {
+            code::INVALID_PRODUCER_EPOCH | code::PRODUCER_FENCED => code::INVALID_PRODUCER_EPOCH,
+            code::COORDINATOR_NOT_AVAILABLE | code::NOT_COORDINATOR | code::COORDINATOR_LOAD_IN_PROGRESS => {
+                code::NOT_ENOUGH_REPLICAS
+            }
+            _ => code::INVALID_TXN_STATE,
+        });
+    }
+    Err(code::NOT_ENOUGH_REPLICAS)
+}
+
+/// To the transaction coordinator of `id`: is `partition` in its open transaction at
+/// `pid`/`epoch`?
+#[derive(Debug)]
+struct VerifyTxn {
+    id: String,
+    pid: i64,
+    epoch: i16,
+    partition: TopicPartition,
+}
+
+impl VerifyTxn {
+    fn check(&self, shard: &Shard) -> Result<(), ErrorCode> {
+        shard.txn().verify(&self.id, self.pid, self.epoch, &self.partition)
+    }
+}
+
+impl ShardCall<Shard> for VerifyTxn {
+    type Reply = Result<(), ErrorCode>;
+    const NAME: &'static str = "txn-verify";
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        self.check(&shard)
+    }
+}
+
 /// To the shard owning a partition: append a transaction marker for producer `pid` at
 /// `epoch` and answer once it is durable. A marker on a `__consumer_offsets` partition also
 /// commits or drops the group coordinator's pending transactional offsets of `pid`.

@@ -308,3 +308,84 @@ def test_kill_between_markers_and_during_state_writes(start_broker):
             assert aborted == [[], []], "the prepared commit was completed"
         else:
             assert aborted in ([[], []], [[ends[0] - 1], [ends[1] - 1]]), aborted
+
+
+def test_transaction_state_topic_is_internal(broker):
+    """`__transaction_state` is guarded as `__consumer_offsets` is: Metadata flags it internal,
+    and DeleteTopics, CreatePartitions, AlterConfigs (retention would delete live state),
+    DeleteRecords and CreateTopics of it are refused, so no client can lose or re-home the
+    coordinator's state."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+    from test_conformance import metadata
+    find_txn_coordinator(broker, "any")
+    (t,) = metadata(broker, 12, ["__transaction_state"]).topics
+    assert t.error_code == NONE and t.is_internal
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    refused = {
+        "delete": a.delete_topics(["__transaction_state"])["__transaction_state"],
+        "grow": a.create_partitions([NewPartitions("__transaction_state", 100)])["__transaction_state"],
+        "create": a.create_topics([NewTopic("__transaction_state", 1, 1)])["__transaction_state"],
+    }
+    res = ConfigResource("topic", "__transaction_state", set_config={"retention.ms": "1000"})
+    refused["alter"] = a.alter_configs([res])[res]
+    codes = {}
+    for what, f in refused.items():
+        try:
+            f.result(30)
+        except Exception as e:  # KafkaException with the broker's error
+            codes[what] = e.args[0].code()
+    # Kafka's codes: INVALID_TOPIC_EXCEPTION, INVALID_REQUEST, TOPIC_ALREADY_EXISTS.
+    assert codes == {"delete": 17, "grow": 42, "create": 36, "alter": 42}, codes
+    from kafka.protocol.admin import DeleteRecordsRequest as D
+    r = call(broker, D, 2, topics=[D.DeleteRecordsTopic(name="__transaction_state", partitions=[
+        D.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=0)])], timeout_ms=10000)
+    assert r.topics[0].partitions[0].error_code == 44, "POLICY_VIOLATION"
+    (t,) = metadata(broker, 12, ["__transaction_state"]).topics
+    assert len(t.partitions) == 8, "still Kafka's placement: transaction.state.log.num.partitions"
+
+
+def test_txn_offset_commit_outside_the_transaction_is_refused(broker):
+    """A TxnOffsetCommit whose group was not added with AddOffsetsToTxn (KIP-890 part 1) is
+    INVALID_TXN_STATE and writes nothing: no transaction opens on the offsets partition, so
+    OffsetFetch with require_stable stays answerable (not UNSTABLE_OFFSET_COMMIT for good)."""
+    create_topic(broker, "in2", partitions=1)
+    pid, epoch = init(broker, "o2")
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    r = call(broker, TxnOffsetCommitRequest, 3, transactional_id="o2", group_id="og2", producer_id=pid,
+             producer_epoch=epoch, generation_id=-1, member_id="", group_instance_id=None, topics=[
+                 T(name="in2", partitions=[T.TxnOffsetCommitRequestPartition(
+                     partition_index=0, committed_offset=3, committed_leader_epoch=-1, committed_metadata="")])])
+    assert r.topics[0].partitions[0].error_code == INVALID_TXN_STATE
+    G = OffsetFetchRequest
+    r = call(broker, G, 7, group_id="og2", topics=[G.OffsetFetchRequestTopic(name="in2", partition_indexes=[0])],
+             require_stable=True)
+    p = r.topics[0].partitions[0]
+    assert (p.error_code, p.committed_offset) == (NONE, -1)
+
+
+def test_read_committed_lists_the_aborted_transactions_of_the_returned_records(broker):
+    """A READ_COMMITTED fetch that returns only the first batches (a small partition_max_bytes)
+    lists the aborted transactions overlapping those records, not every aborted transaction up
+    to the LSO (Kafka bounds the list by the fetched data); a fetch from further on lists the
+    later ones."""
+    create_topic(broker, "bounded", partitions=1)
+    pid, epoch = init(broker, "b1")
+    offsets = []
+    for i in range(3):
+        until("the previous transaction's markers", lambda: add_partitions(
+            broker, "b1", pid, epoch, [("bounded", [0])]) == {("bounded", 0): NONE})
+        offsets.append(list_offsets(broker, 5, "bounded", -1).offset)
+        assert produce(broker, "bounded", 0, txn_batch([b"v" * 200], pid, epoch, i), tid="b1") == NONE
+        assert end(broker, "b1", pid, epoch, False) == NONE
+    until("the last abort marker", lambda: lso(broker, "bounded") == 6)
+    F = FetchRequest
+    t = F.FetchTopic(topic="bounded", partitions=[F.FetchTopic.FetchPartition(
+        partition=0, fetch_offset=0, partition_max_bytes=1, current_leader_epoch=-1, log_start_offset=-1,
+        last_fetched_epoch=-1)])
+    r = call(broker, F, 11, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1, isolation_level=1,
+             session_id=0, session_epoch=-1, topics=[t], forgotten_topics_data=[], rack_id="")
+    p = r.responses[0].partitions[0]
+    assert [v for _, v in v2_values(p.records)] == [b"v" * 200], "one batch (KIP-74: the first whole)"
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, offsets[0])]
+    p = fetch_committed(broker, "bounded", offset=offsets[1])
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, offsets[1]), (pid, offsets[2])]

@@ -5,7 +5,6 @@ use crate::protocol::admin::*;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::Cx;
-use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::{call_code, storage_code};
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
@@ -47,7 +46,7 @@ pub async fn delete_records(cx: &mut Cx<'_>, req: DeleteRecordsRequest) -> Delet
         for p in t.partitions {
             let result = if !allowed {
                 Err(code::TOPIC_AUTHORIZATION_FAILED)
-            } else if t.name == OFFSETS_TOPIC {
+            } else if crate::server::is_internal_topic(&t.name) {
                 // Kafka: a compacted topic's records cannot be deleted this way.
                 Err(code::POLICY_VIOLATION)
             } else if validate_topic_name(&t.name).is_err() || p.partition_index < 0 {

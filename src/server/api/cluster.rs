@@ -13,7 +13,6 @@ use crate::protocol::messages::*;
 use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::Cx;
 use crate::server::control::ensure_topic;
-use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::types::Uuid;
 
 /// ApiVersions: the table the decoder dispatches on. No side effects.
@@ -133,7 +132,7 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
             }),
             Some((n, id)) => topics.push(MetadataTopic {
                 error_code: code::NONE,
-                is_internal: name == OFFSETS_TOPIC,
+                is_internal: crate::server::is_internal_topic(&name),
                 // KIP-430, when asked.
                 topic_authorized_operations: if m.include_topic_authorized_operations {
                     cx.authorized_operations(ResourceType::Topic, &name)
@@ -287,7 +286,7 @@ pub fn describe_topic_partitions(
                 let invalid = crate::storage::topics::validate_topic_name(&name).is_err();
                 resp.topics.push(DescribeTopicPartitionsTopicResponse {
                     error_code: if invalid { code::INVALID_TOPIC_EXCEPTION } else { code::UNKNOWN_TOPIC_OR_PARTITION },
-                    is_internal: name == OFFSETS_TOPIC,
+                    is_internal: crate::server::is_internal_topic(&name),
                     name: Some(name),
                     ..Default::default()
                 });
@@ -310,7 +309,7 @@ pub fn describe_topic_partitions(
             .collect();
         remaining -= partitions.len() as i32;
         resp.topics.push(DescribeTopicPartitionsTopicResponse {
-            is_internal: name == OFFSETS_TOPIC,
+            is_internal: crate::server::is_internal_topic(&name),
             name: Some(name.clone()),
             topic_id: id.0,
             partitions,

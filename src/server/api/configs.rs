@@ -11,7 +11,6 @@ use crate::server::api::topics::{on_shard0, outcome};
 use crate::server::api::Cx;
 use crate::server::configs::*;
 use crate::server::control;
-use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::AdminError;
 use crate::server::listeners;
 use crate::server::shard::Shard;
@@ -366,9 +365,9 @@ async fn alter_resource(
     }
     let replace = !incremental;
     let op = match r.resource_type {
-        RESOURCE_TOPIC if r.resource_name == OFFSETS_TOPIC => {
-            // Retention there would delete live offsets; its settings are the broker's.
-            let message = format!("{OFFSETS_TOPIC} is internal: its settings cannot be changed");
+        RESOURCE_TOPIC if crate::server::is_internal_topic(&r.resource_name) => {
+            // Retention there would delete live state; its settings are the broker's.
+            let message = format!("{} is internal: its settings cannot be changed", r.resource_name);
             return Err(AdminError::new(code::INVALID_REQUEST, message));
         }
         RESOURCE_TOPIC if r.resource_name.is_empty() => {

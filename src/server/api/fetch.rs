@@ -55,17 +55,19 @@ pub struct ReadOut {
     pub aborted: Option<Vec<(i64, i64)>>,
 }
 
-/// The whole batches of `records` that begin below `end`.
-fn below(records: Bytes, end: i64) -> Bytes {
+/// The whole batches of `records` that begin below `end`, and the offset after the last of
+/// them (`None`: no batch).
+fn below(records: Bytes, end: i64) -> (Bytes, Option<i64>) {
     let mut walk = crate::storage::format::BatchWalk::new(&records, usize::MAX >> 1);
-    let mut keep = 0;
+    let (mut keep, mut next) = (0, None);
     for (at, info, bytes) in walk.by_ref().map_while(Result::ok) {
         if info.index_offset() >= end {
             break;
         }
         keep = at + bytes.len();
+        next = Some(info.next_offset());
     }
-    records.slice(..keep)
+    (records.slice(..keep), next)
 }
 
 /// Why a read failed, with the offsets the response still carries (-1 when unknown).
@@ -99,8 +101,11 @@ impl ShardCall<Shard> for Read {
         let last_stable_offset = p.log().last_stable_offset();
         match read {
             Ok(records) if self.committed => {
-                let records = below(records, last_stable_offset);
-                let aborted = Some(p.log().aborted_between(self.offset.get(), last_stable_offset));
+                // The aborted transactions of what is returned (Kafka bounds the list by the
+                // fetched data too): none without records.
+                let (records, next) = below(records, last_stable_offset);
+                let upper = next.map_or(self.offset.get(), |n| n.min(last_stable_offset));
+                let aborted = Some(p.log().aborted_between(self.offset.get(), upper));
                 let last_stable_offset = Offset(last_stable_offset);
                 Ok(ReadOut { high_watermark, log_start_offset, last_stable_offset, records, aborted })
             }

@@ -14,7 +14,7 @@ use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::{call_code, storage_code};
 use crate::server::router::{CallError, ShardCall};
 use crate::server::shard::Shard;
-use crate::server::transactions::TXN_TOPIC;
+use crate::server::transactions::{verify_txn_write, TXN_TOPIC};
 use crate::storage::format::batch::BatchHeader;
 use crate::storage::format::stored::{check_produce_shape, ProduceShape};
 use crate::storage::partition::Partition;
@@ -114,64 +114,17 @@ impl ShardCall<Shard> for Append {
 }
 
 impl Append {
-    /// KIP-890 part 1: a transactional batch that would open its producer's transaction on
-    /// this partition must belong to a transaction the coordinator has this partition in, so
-    /// that a late or stray write never opens a transaction no marker will end (a hanging
-    /// transaction would hold the LSO for good). Later batches of an open transaction go
-    /// straight through. Kafka's answers: INVALID_TXN_STATE when the partition is not in the
-    /// transaction; NOT_ENOUGH_REPLICAS (retriable) when the coordinator cannot say.
+    /// KIP-890 part 1 for a transactional batch ([`verify_txn_write`]).
     async fn verify_txn(&self, shard: &Rc<Shard>, p: &Rc<Partition<DmaDisk>>) -> Result<(), ErrorCode> {
         if !is_transactional(&self.records) {
             return Ok(());
         }
         let Ok(h) = BatchHeader::parse(&self.records) else { return Ok(()) }; // storage refuses it
-        if p.log().producers().in_transaction(h.producer_id, h.producer_epoch) {
-            return Ok(());
-        }
-        let Some(id) = self.transactional_id.clone() else { return Err(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED) };
-        let Some(target) = shard.txn().shard_of(&id) else { return Err(code::NOT_ENOUGH_REPLICAS) };
-        let call = VerifyTxn {
-            id,
-            pid: h.producer_id,
-            epoch: h.producer_epoch,
-            partition: (self.topic.clone(), self.partition),
+        let Some(id) = self.transactional_id.as_deref() else {
+            return Err(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
         };
-        let verdict = if target == shard.id() {
-            call.check(shard)
-        } else {
-            shard.call(target, call).await.unwrap_or(Err(code::NOT_ENOUGH_REPLICAS))
-        };
-        verdict.map_err(|c| match c {
-            code::INVALID_PRODUCER_EPOCH | code::PRODUCER_FENCED => code::INVALID_PRODUCER_EPOCH,
-            code::COORDINATOR_NOT_AVAILABLE | code::NOT_COORDINATOR | code::COORDINATOR_LOAD_IN_PROGRESS => {
-                code::NOT_ENOUGH_REPLICAS
-            }
-            _ => code::INVALID_TXN_STATE,
-        })
-    }
-}
-
-/// To the transaction coordinator of `id`: is `partition` in its open transaction at
-/// `pid`/`epoch`?
-#[derive(Debug)]
-struct VerifyTxn {
-    id: String,
-    pid: i64,
-    epoch: i16,
-    partition: (String, i32),
-}
-
-impl VerifyTxn {
-    fn check(&self, shard: &Shard) -> Result<(), ErrorCode> {
-        shard.txn().verify(&self.id, self.pid, self.epoch, &self.partition)
-    }
-}
-
-impl ShardCall<Shard> for VerifyTxn {
-    type Reply = Result<(), ErrorCode>;
-    const NAME: &'static str = "txn-verify";
-    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
-        self.check(&shard)
+        let tp = (self.topic.clone(), self.partition);
+        verify_txn_write(shard, p, id, h.producer_id, h.producer_epoch, tp).await
     }
 }
 

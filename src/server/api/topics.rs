@@ -10,7 +10,6 @@ use crate::protocol::messages::*;
 use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::Cx;
 use crate::server::control::{self, AdminResult};
-use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::AdminError;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
@@ -44,10 +43,10 @@ pub async fn create_topics(cx: &mut Cx<'_>, c: CreateTopicsRequest) -> CreateTop
             cx.allowed_on_cluster(Operation::Create) || cx.allowed(Operation::Create, ResourceType::Topic, &t.name);
         let result = if !may_create {
             Err(AdminError::new(code::TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
-        } else if t.name == OFFSETS_TOPIC {
-            let exists = shard.offsets_partitions().is_some();
+        } else if crate::server::is_internal_topic(&t.name) {
+            let exists = shard.has_topic(&t.name);
             let c = if exists { code::TOPIC_ALREADY_EXISTS } else { code::INVALID_TOPIC_EXCEPTION };
-            Err(AdminError::new(c, format!("{OFFSETS_TOPIC} is internal: the broker creates it")))
+            Err(AdminError::new(c, format!("{} is internal: the broker creates it", t.name)))
         } else if !matches!(t.replication_factor, -1 | 1) {
             Err(AdminError::new(code::INVALID_REPLICATION_FACTOR, "a single broker: the replication factor must be 1"))
         } else if let Some(k) = t.configs.iter().find(|k| k.value.is_none()) {

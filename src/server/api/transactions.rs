@@ -15,7 +15,7 @@ use crate::server::coordinator::{offsets_partition, OFFSETS_TOPIC};
 use crate::server::errors::call_code;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
-use crate::server::transactions::{Described, TXN_TOPIC};
+use crate::server::transactions::{verify_txn_write, Described, TXN_TOPIC};
 use crate::storage::topics::validate_topic_name;
 use crate::txn::{TopicPartition, TxnState};
 use std::rc::Rc;
@@ -36,6 +36,16 @@ fn id_and_group_refusal(cx: &Cx<'_>, id: &str, group: &str) -> Option<ErrorCode>
         Some(code::GROUP_AUTHORIZATION_FAILED)
     } else {
         None
+    }
+}
+
+/// PRODUCER_FENCED for clients that know it (the API's version `since` on), else
+/// INVALID_PRODUCER_EPOCH, as Kafka answers.
+fn fenced_for(cx: &Cx<'_>, e: ErrorCode, since: i16) -> ErrorCode {
+    if e == code::PRODUCER_FENCED && cx.version() < since {
+        code::INVALID_PRODUCER_EPOCH
+    } else {
+        e
     }
 }
 
@@ -71,7 +81,7 @@ pub async fn init_transactional(cx: &mut Cx<'_>, id: String, i: &InitProducerIdR
     };
     let (error_code, producer_id, producer_epoch) = match result {
         Ok((pid, epoch)) => (code::NONE, pid, epoch),
-        Err(c) => (c, -1, -1),
+        Err(c) => (fenced_for(cx, c, 4), -1, -1),
     };
     InitProducerIdResponse { error_code, producer_id, producer_epoch, ..Default::default() }
 }
@@ -152,7 +162,7 @@ async fn add_one(
     };
     let e = match to_txn_coordinator(cx, &t.transactional_id, call).await.and_then(|r| r) {
         Ok(()) => code::NONE,
-        Err(e) => e,
+        Err(e) => fenced_for(cx, e, 2),
     };
     for (_, codes) in checked.iter_mut() {
         codes.iter_mut().for_each(|c| c.1 = e);
@@ -229,7 +239,7 @@ pub async fn add_offsets(cx: &mut Cx<'_>, r: AddOffsetsToTxnRequest) -> AddOffse
     };
     let error_code = match to_txn_coordinator(cx, &r.transactional_id, call).await.and_then(|r| r) {
         Ok(()) => code::NONE,
-        Err(e) => e,
+        Err(e) => fenced_for(cx, e, 2),
     };
     AddOffsetsToTxnResponse { error_code, ..Default::default() }
 }
@@ -257,15 +267,31 @@ pub async fn end(cx: &mut Cx<'_>, r: EndTxnRequest) -> EndTxnResponse {
         return EndTxnResponse { error_code: code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ..Default::default() };
     }
     let call = End { id: r.transactional_id.clone(), pid: r.producer_id, epoch: r.producer_epoch, commit: r.committed };
-    let mut error_code = match to_txn_coordinator(cx, &r.transactional_id, call).await.and_then(|r| r) {
+    let error_code = match to_txn_coordinator(cx, &r.transactional_id, call).await.and_then(|r| r) {
         Ok(()) => code::NONE,
-        Err(e) => e,
+        Err(e) => fenced_for(cx, e, 2),
     };
-    // Kafka answers PRODUCER_FENCED to clients that know it (v2+).
-    if error_code == code::PRODUCER_FENCED && cx.version() < 2 {
-        error_code = code::INVALID_PRODUCER_EPOCH;
-    }
     EndTxnResponse { error_code, ..Default::default() }
+}
+
+/// Every partition of `topics` answered `e`.
+fn every_partition(topics: Vec<TxnOffsetCommitRequestTopic>, e: ErrorCode) -> Vec<TxnOffsetCommitResponseTopic> {
+    topics
+        .into_iter()
+        .map(|t| TxnOffsetCommitResponseTopic {
+            name: t.name,
+            partitions: t
+                .partitions
+                .iter()
+                .map(|p| TxnOffsetCommitResponsePartition {
+                    partition_index: p.partition_index,
+                    error_code: e,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect()
 }
 
 #[derive(Debug)]
@@ -275,32 +301,27 @@ impl ShardCall<Shard> for TxnCommit {
     type Reply = TxnOffsetCommitResponse;
     const NAME: &'static str = "txn-offset-commit";
     async fn run(self, shard: Rc<Shard>) -> TxnOffsetCommitResponse {
+        let r = self.0;
+        // KIP-890 part 1: the group's offsets partition must be in the transaction (added by
+        // AddOffsetsToTxn), else the write could open a transaction no marker ends.
+        let offsets = shard.offsets_partitions().map(|n| offsets_partition(&r.group_id, n));
+        if let Some((index, p)) = offsets.and_then(|i| shard.partition(OFFSETS_TOPIC, i).map(|p| (i, p))) {
+            let tp = (OFFSETS_TOPIC.to_string(), index);
+            let verified = verify_txn_write(&shard, &p, &r.transactional_id, r.producer_id, r.producer_epoch, tp).await;
+            if let Err(e) = verified {
+                let e = if e == code::INVALID_PRODUCER_EPOCH { code::PRODUCER_FENCED } else { e };
+                return TxnOffsetCommitResponse { topics: every_partition(r.topics, e), ..Default::default() };
+            }
+        }
         let partitions_of = |topic: &str| shard.topic(topic, |t| t.partitions);
-        shard.coordinator().txn_commit(self.0, partitions_of).await
+        shard.coordinator().txn_commit(r, partitions_of).await
     }
 }
 
 /// TxnOffsetCommit: WRITE on the id, READ on the group and on each topic; the group's
 /// coordinator stages the offsets until the transaction ends.
 pub async fn txn_offset_commit(cx: &mut Cx<'_>, mut r: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse {
-    let every = |topics: Vec<TxnOffsetCommitRequestTopic>, e: ErrorCode| -> Vec<TxnOffsetCommitResponseTopic> {
-        topics
-            .into_iter()
-            .map(|t| TxnOffsetCommitResponseTopic {
-                name: t.name,
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|p| TxnOffsetCommitResponsePartition {
-                        partition_index: p.partition_index,
-                        error_code: e,
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            })
-            .collect()
-    };
+    let every = every_partition;
     if let Some(e) = id_and_group_refusal(cx, &r.transactional_id, &r.group_id) {
         cx.release_turn();
         return TxnOffsetCommitResponse { topics: every(r.topics, e), ..Default::default() };
@@ -316,6 +337,9 @@ pub async fn txn_offset_commit(cx: &mut Cx<'_>, mut r: TxnOffsetCommitRequest) -
         Err(e) => TxnOffsetCommitResponse { topics: every(asked, e), ..Default::default() },
     };
     answer.topics.extend(every(denied, code::TOPIC_AUTHORIZATION_FAILED));
+    for p in answer.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+        p.error_code = fenced_for(cx, p.error_code, 3);
+    }
     answer
 }
 

@@ -106,8 +106,8 @@ impl ShardCall<Shard> for DeleteTopic {
 
     async fn run(self, shard: Rc<Shard>) -> AdminResult {
         let name = self.name;
-        if name == OFFSETS_TOPIC {
-            let message = format!("{OFFSETS_TOPIC} is internal: it cannot be deleted");
+        if crate::server::is_internal_topic(&name) {
+            let message = format!("{name} is internal: it cannot be deleted");
             return Err(AdminError::new(code::INVALID_TOPIC_EXCEPTION, message));
         }
         let control = control_of(&shard)?;
@@ -175,9 +175,10 @@ impl ShardCall<Shard> for CreatePartitions {
 
     async fn run(self, shard: Rc<Shard>) -> AdminResult {
         let name = self.name;
-        if name == OFFSETS_TOPIC {
-            // Groups are placed by the partition count: growing it would move them.
-            let message = format!("{OFFSETS_TOPIC} is internal: its partitions cannot change");
+        if crate::server::is_internal_topic(&name) {
+            // Groups and transactional ids are placed by the partition count: growing it
+            // would move them.
+            let message = format!("{name} is internal: its partitions cannot change");
             return Err(AdminError::new(code::INVALID_REQUEST, message));
         }
         let control = control_of(&shard)?;

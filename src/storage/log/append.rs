@@ -215,6 +215,7 @@ impl<D: Disk> Log<D> {
         let (info, demand) = self.copy_batches(&[batch], &rules);
         let demand = self.counted(&info, demand);
         let done = self.producers.record_marker(pid, epoch, &marker, info.base_offset, now);
+        self.markers_appended += 1;
         if let Some(t) = done.filter(|t| t.aborted) {
             let last_stable_offset = self.producers.last_stable_offset_after(&t);
             self.aborted.push(AbortedTxn {
@@ -228,10 +229,13 @@ impl<D: Disk> Log<D> {
     }
 
     /// The last stable offset: READ_COMMITTED readers read below it (the first offset of the
-    /// earliest transaction not yet ended and durable, else the durable end).
+    /// earliest transaction not yet ended and durable, else the durable end; at least the log
+    /// start).
     pub fn last_stable_offset(&self) -> i64 {
         let durable = self.durable_offset();
-        self.producers.first_unstable_offset().map_or(durable, |f| f.min(durable))
+        // Never below the log start: DeleteRecords or retention may pass an open
+        // transaction's first offset (Kafka clamps it likewise).
+        self.producers.first_unstable_offset().map_or(durable, |f| f.min(durable).max(self.log_start_offset()))
     }
 
     /// Check every batch of a request, and fix its stored form, before any is appended.

@@ -143,6 +143,9 @@ pub struct Log<D: Disk> {
     /// The log start offset DeleteRecords set (KIP-107), persisted in [`LOG_START_FILE`]; the
     /// log start is the larger of it and the first segment's base offset.
     start_offset: i64,
+    /// Transaction markers appended since the log opened (a write verified with the
+    /// coordinator checks no marker came in meanwhile: [`Log::markers_appended`]).
+    markers_appended: u64,
 }
 
 fn offset_entries(config: &LogConfig) -> usize {
@@ -252,6 +255,11 @@ impl<D: Disk> Log<D> {
         let from = self.aborted.partition_point(|t| t.last_offset < fetch_offset);
         txn_index::collect(&self.aborted[from..], fetch_offset, upper_bound, &mut out);
         out
+    }
+
+    /// How many transaction markers were appended since the log opened.
+    pub fn markers_appended(&self) -> u64 {
+        self.markers_appended
     }
 
     /// Forget the aborted transactions that ended below the log start (their segments are

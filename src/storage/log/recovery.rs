@@ -320,8 +320,9 @@ pub(super) fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
 /// shutdown), where `spans` are the sealed segments below `at`: the snapshot named `at`
 /// (written when the segment ending there was sealed); if that one is missing or damaged, the
 /// newest valid one below it with the sealed segments after it replayed (from the log start
-/// when none is valid). Without any snapshot file the data predates them (or no idempotent
-/// producer ever wrote here): no producer is known.
+/// when none is valid or none exists: a first seal cut before its snapshot, or data from
+/// before snapshots). A log with no sealed segment below `at` has no producer to know.
+/// Returns the state and the aborted transactions the replay found.
 async fn producers_at<D: Disk>(
     disk: &D,
     dir: &Path,
@@ -330,7 +331,7 @@ async fn producers_at<D: Disk>(
     config: &LogConfig,
     at: i64,
 ) -> StorageResult<(ProducerState, Vec<AbortedTxn>)> {
-    if snapshots.is_empty() {
+    if !spans.iter().any(|&(_, next, _)| next <= at) {
         return Ok((ProducerState::default(), Vec::new()));
     }
     let mut candidates: Vec<i64> = snapshots.iter().copied().filter(|&o| o <= at).collect();
@@ -471,6 +472,7 @@ impl<D: Disk> Log<D> {
             producers,
             aborted,
             start_offset,
+            markers_appended: 0,
         };
         Ok((log, report))
     }
