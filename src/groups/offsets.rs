@@ -205,8 +205,16 @@ pub fn for_each_record(
 }
 
 /// The committed offsets of the groups one shard coordinates, replayed from their records.
-/// An offset an open transaction committed: (group, partition, offset).
-type Staged = (String, Tp, Committed);
+/// An offset an open transaction committed.
+#[derive(Debug)]
+struct Staged {
+    group: String,
+    tp: Tp,
+    committed: Committed,
+    /// A plain commit (or deletion) of the same partition came after it in the log: Kafka
+    /// keeps the later record, so the marker does not apply this one.
+    superseded: bool,
+}
 
 #[derive(Debug, Default)]
 pub struct OffsetTable {
@@ -218,7 +226,19 @@ pub struct OffsetTable {
 }
 
 impl OffsetTable {
+    /// A plain commit (`None`: a deletion) of `group`'s offset for `tp`, in log order: it
+    /// also wins over any offset of it an open transaction staged before (Kafka keeps the
+    /// later record).
     pub fn apply(&mut self, group: &str, tp: Tp, value: Option<Committed>) {
+        for s in self.pending.values_mut().flatten() {
+            if s.group == group && s.tp == tp {
+                s.superseded = true;
+            }
+        }
+        self.set(group, tp, value);
+    }
+
+    fn set(&mut self, group: &str, tp: Tp, value: Option<Committed>) {
         match value {
             Some(c) => {
                 self.groups.entry(group.to_string()).or_default().insert(tp, c);
@@ -262,7 +282,8 @@ impl OffsetTable {
 
     /// An offset committed in producer `pid`'s open transaction, on offsets partition `index`.
     pub fn stage(&mut self, index: i32, pid: i64, group: &str, tp: Tp, c: Committed) {
-        self.pending.entry((index, pid)).or_default().push((group.to_string(), tp, c));
+        let staged = Staged { group: group.to_string(), tp, committed: c, superseded: false };
+        self.pending.entry((index, pid)).or_default().push(staged);
     }
 
     /// `pid`'s transaction ended on offsets partition `index`: its staged offsets applied
@@ -271,8 +292,8 @@ impl OffsetTable {
         let staged = self.pending.remove(&(index, pid)).unwrap_or_default();
         let n = staged.len();
         if commit {
-            for (group, tp, c) in staged {
-                self.apply(&group, tp, Some(c));
+            for s in staged.into_iter().filter(|s| !s.superseded) {
+                self.set(&s.group, s.tp, Some(s.committed));
             }
         }
         n
@@ -281,7 +302,7 @@ impl OffsetTable {
     /// Whether an open transaction holds an offset of `group` for `tp` (OffsetFetch's
     /// UNSTABLE_OFFSET_COMMIT).
     pub fn has_pending(&self, group: &str, tp: &Tp) -> bool {
-        self.pending.values().flatten().any(|(g, t, _)| g == group && t == tp)
+        self.pending.values().flatten().any(|s| s.group == group && s.tp == *tp)
     }
 
     /// Whether any transaction holds offsets on partition `index` (compaction waits).
@@ -424,5 +445,10 @@ mod tests {
         assert_eq!(r.get("g", &tp).map(|c| c.offset), Some(10));
         assert!(r.has_pending("g", &tp), "producer 9's transaction is still open");
         assert_eq!(r.complete(0, 9, false), 1);
+        // A plain commit after the staged one wins, as the later record does in Kafka.
+        t.stage(0, 7, "g", tp.clone(), committed(30));
+        t.apply("g", tp.clone(), Some(committed(12)));
+        assert_eq!(t.complete(0, 7, true), 1);
+        assert_eq!(t.get("g", &tp).map(|c| c.offset), Some(12), "the later plain commit stays");
     }
 }
