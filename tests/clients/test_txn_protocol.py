@@ -389,3 +389,31 @@ def test_read_committed_lists_the_aborted_transactions_of_the_returned_records(b
     assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, offsets[0])]
     p = fetch_committed(broker, "bounded", offset=offsets[1])
     assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, offsets[1]), (pid, offsets[2])]
+
+
+def test_idle_transactional_id_expires(start_broker):
+    """transactional.id.expiration.ms: an id with no open transaction and no request for that
+    long is forgotten (a tombstone in `__transaction_state`): DescribeTransactions answers
+    TRANSACTIONAL_ID_NOT_FOUND, also after a restart (the tombstone replayed), and a new
+    InitProducerId starts it afresh at epoch 0 with a new producer id. An id with a
+    transaction open is not expired."""
+    settings = ("--set", "transactional.id.expiration.ms=1500",
+                "--set", "transaction.remove.expired.transaction.cleanup.interval.ms=200",
+                "--set", "transaction.abort.timed.out.transaction.cleanup.interval.ms=200")
+    b = start_broker(*settings)
+    create_topic(b, "exp", partitions=1)
+    pid, epoch = init(b, "idle")
+    pid2, epoch2 = init(b, "busy", timeout_ms=60000)
+    assert add_partitions(b, "busy", pid2, epoch2, [("exp", [0])]) == {("exp", 0): NONE}
+
+    def state(tid):
+        t = call(b, DescribeTransactionsRequest, 0, transactional_ids=[tid]).transaction_states[0]
+        return t.error_code, t.transaction_state
+    assert state("idle") == (NONE, "Empty")
+    until("the idle id expires", lambda: state("idle")[0] == TRANSACTIONAL_ID_NOT_FOUND, timeout=30)
+    assert state("busy") == (NONE, "Ongoing"), "an open transaction keeps its id"
+    b.stop()
+    b.start(*settings)
+    assert state("idle")[0] == TRANSACTIONAL_ID_NOT_FOUND, "the tombstone replayed"
+    again = init(b, "idle")
+    assert again[1] == 0 and again[0] != pid, (again, pid)
