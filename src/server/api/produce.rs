@@ -10,11 +10,10 @@ use crate::security::acl::{Operation, ResourceType};
 use crate::security::quota::PRODUCER_BYTE_RATE;
 use crate::server::api::Cx;
 use crate::server::control::ensure_topic;
-use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::{call_code, storage_code};
 use crate::server::router::{CallError, ShardCall};
 use crate::server::shard::Shard;
-use crate::server::transactions::{verify_txn_write, TXN_TOPIC};
+use crate::server::transactions::verify_txn_write;
 use crate::storage::format::batch::BatchHeader;
 use crate::storage::format::stored::{check_produce_shape, ProduceShape};
 use crate::storage::partition::Partition;
@@ -155,7 +154,7 @@ fn refusal(cx: &Cx<'_>, acks: i16, topic: &str, known: bool, part: &ProduceParti
     if !matches!(acks, -1..=1) {
         return Some(code::INVALID_REQUIRED_ACKS);
     }
-    if topic == OFFSETS_TOPIC || topic == TXN_TOPIC {
+    if crate::server::is_internal_topic(topic) {
         // Only the coordinators write there (Kafka: "cannot append to internal topic").
         return Some(code::INVALID_TOPIC_EXCEPTION);
     }
