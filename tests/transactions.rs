@@ -73,6 +73,8 @@ fn markers_move_the_last_stable_offset() {
     assert_eq!(log.last_stable_offset(), 4, "kept by the snapshot of a clean restart");
 }
 
+/// spec: T8.2, T8.4 — recovery rebuilds what the aborted-transaction index needs, as it does the
+/// other indexes.
 /// The aborted-transaction index: an ABORT marker's transaction (producer, first offset) is
 /// listed for a READ_COMMITTED read overlapping it, not for one starting past its marker, and
 /// never a committed one. The list survives a seal (the segment's `.txnindex`, 34 bytes an
@@ -150,6 +152,7 @@ fn markers_take_part_in_the_time_index() {
     );
 }
 
+/// spec: T8.2 — a crash at any point of a seal loses no acknowledged state.
 /// A first seal cut before its producer snapshot (the snapshot is written last): the open
 /// transaction of the sealed segment is found again by replaying from the log start, so the
 /// LSO stays held and its ABORT marker is indexed (without the replay no producer would be

@@ -178,7 +178,8 @@ def test_stray_transactional_write_is_refused(broker):
     transaction no marker would end (the LSO stays at the high watermark); once the partition
     is added, the same batch goes in and holds the LSO until the commit's marker.
     DescribeProducers shows the open transaction's first offset, then none and the marker's
-    coordinator epoch."""
+    coordinator epoch. spec: T6.1 at READ_COMMITTED: `-1` is the LSO, `-2` still the log start,
+    and no record at or past the LSO is found by time."""
     create_topic(broker, "stray", partitions=1)
     pid, epoch = init(broker, "s1")
     assert produce(broker, "stray", 0, txn_batch([b"x"], pid, epoch, 0), tid="s1") == INVALID_TXN_STATE

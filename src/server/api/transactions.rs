@@ -11,7 +11,7 @@ use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::groups::{to_coordinating_shard, to_coordinator};
 use crate::server::api::Cx;
 use crate::server::control::{ensure_offsets_topic, ensure_txn_topic};
-use crate::server::coordinator::{offsets_partition, OFFSETS_TOPIC};
+use crate::server::coordinator::{offsets_partition, txn_commit_topics, OFFSETS_TOPIC};
 use crate::server::errors::call_code;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
@@ -276,22 +276,9 @@ pub async fn end(cx: &mut Cx<'_>, r: EndTxnRequest) -> EndTxnResponse {
 
 /// Every partition of `topics` answered `e`.
 fn every_partition(topics: Vec<TxnOffsetCommitRequestTopic>, e: ErrorCode) -> Vec<TxnOffsetCommitResponseTopic> {
-    topics
-        .into_iter()
-        .map(|t| TxnOffsetCommitResponseTopic {
-            name: t.name,
-            partitions: t
-                .partitions
-                .iter()
-                .map(|p| TxnOffsetCommitResponsePartition {
-                    partition_index: p.partition_index,
-                    error_code: e,
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        })
-        .collect()
+    txn_commit_topics(
+        topics.into_iter().map(|t| (t.name, t.partitions.iter().map(|p| (p.partition_index, e)).collect())).collect(),
+    )
 }
 
 #[derive(Debug)]

@@ -17,6 +17,8 @@ mod consumer;
 mod migration;
 mod txn_offsets;
 
+pub use txn_offsets::txn_commit_topics;
+
 use crate::groups::consumer::{ConsumerGroup, ConsumerLimits, TopicMeta, Topics};
 use crate::groups::group::{Group, GroupLimits, GroupState, Join, Sync};
 use crate::groups::offsets::Record;
@@ -24,7 +26,9 @@ use crate::groups::offsets::{self, Committed, OffsetTable, Tp};
 use crate::io::DmaDisk;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
+use crate::server::errors::storage_code;
 use crate::server::placement::owner;
+use crate::storage::format::batch::BatchBuilder;
 use crate::storage::manager::PartitionManager;
 use crate::storage::Clock;
 use crate::types::Offset;
@@ -521,7 +525,8 @@ impl Coordinator {
     /// tombstones, however many) several.
     async fn persist(&self, group: &str, commits: Vec<(Tp, Option<Committed>)>, split: bool) -> Result<(), ErrorCode> {
         let records = commits.iter().map(|(tp, c)| offsets::record(group, tp, c.as_ref())).collect();
-        self.append(group, records, split, || {
+        let batching = if split { Batching::Split } else { Batching::One };
+        self.append(group, records, batching, |_| {
             let mut table = self.offsets.borrow_mut();
             for (tp, value) in commits {
                 table.apply(group, tp, value);
@@ -531,33 +536,50 @@ impl Coordinator {
     }
 
     /// Append `records` (key, value or tombstone) of `group` to its offsets partition, run
-    /// `applied` once they are in the log (synchronously, before any other append), then wait
-    /// until they are durable. Commits are one batch (a commit too large for one is refused,
-    /// as Kafka's); a consumer group's change (`split`) may take several, appended together
-    /// (a group of thousands of members writes more than `max.message.bytes` at once).
+    /// `applied` with the partition's index once they are in the log (synchronously, before
+    /// any other append), then wait until they are durable. Commits are one batch (a commit
+    /// too large for one is refused, as Kafka's); a consumer group's change (`Split`) may take
+    /// several, appended together (a group of thousands of members writes more than
+    /// `max.message.bytes` at once); a TxnOffsetCommit's is one transactional batch of its
+    /// producer, checked by the partition's producer state (a fenced epoch: PRODUCER_FENCED).
     async fn append(
         &self,
         group: &str,
         records: Vec<Record>,
-        split: bool,
-        applied: impl FnOnce(),
+        batching: Batching,
+        applied: impl FnOnce(i32),
     ) -> Result<(), ErrorCode> {
         let partitions = self.offsets_partitions.get().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
         let index = offsets_partition(group, partitions);
         let p = self.manager.get(OFFSETS_TOPIC, index).ok_or(code::NOT_COORDINATOR)?;
-        let batches = offsets::batches(&records, if split { BATCH_BYTES } else { usize::MAX }, self.now());
+        let now = self.now();
+        let batches = match batching {
+            Batching::One => offsets::batches(&records, usize::MAX, now),
+            Batching::Split => offsets::batches(&records, BATCH_BYTES, now),
+            Batching::Transactional { pid, epoch } => {
+                let seq = p.log().producers().next_sequence(pid, epoch);
+                let mut b = BatchBuilder::new().transactional().producer(pid, epoch, seq);
+                records.iter().for_each(|(k, v)| b.push(now, Some(k), v.as_deref(), &[]));
+                vec![b.finish()]
+            }
+        };
         if batches.iter().any(|b| b.len() as u64 > p.log().config().max_message_bytes) {
             return Err(INVALID_COMMIT_OFFSET_SIZE);
         }
         let mut next = None;
         for batch in &batches {
-            let info = p.append_nowait(batch).map_err(|e| {
-                tracing::error!(group, partition = index, error = %e, "cannot write to {OFFSETS_TOPIC}");
-                code::COORDINATOR_NOT_AVAILABLE
+            let info = p.append_nowait(batch).map_err(|e| match storage_code(&e) {
+                // Only a transactional batch meets the producer rules.
+                code::INVALID_PRODUCER_EPOCH => code::PRODUCER_FENCED,
+                c @ (code::INVALID_TXN_STATE | code::OUT_OF_ORDER_SEQUENCE_NUMBER) => c,
+                _ => {
+                    tracing::error!(group, partition = index, error = %e, "cannot write to {OFFSETS_TOPIC}");
+                    code::COORDINATOR_NOT_AVAILABLE
+                }
             })?;
             next = Some(Offset(info.last_offset + 1));
         }
-        applied();
+        applied(index);
         let Some(next) = next else { return Ok(()) };
         p.wait_durable(next).await.map_err(|e| {
             tracing::error!(group, partition = index, error = %e, "{OFFSETS_TOPIC} records not durable");
@@ -761,6 +783,13 @@ impl Coordinator {
         tracing::info!(group, "group deleted");
         code::NONE
     }
+}
+
+/// How [`Coordinator::append`] batches its records.
+enum Batching {
+    One,
+    Split,
+    Transactional { pid: i64, epoch: i16 },
 }
 
 /// An OffsetCommit response: each topic's partitions with their codes.

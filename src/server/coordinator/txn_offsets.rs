@@ -3,12 +3,11 @@
 //! until the producer's marker on that partition commits or drops them
 //! ([`Coordinator::complete_txn_offsets`]).
 
-use super::{offsets_partition, Coordinator, INVALID_COMMIT_OFFSET_SIZE, OFFSETS_TOPIC};
+use super::{Batching, Coordinator};
 use crate::groups::offsets::{self, Committed, Tp};
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::OffsetCommitRequest;
 use crate::protocol::txn::*;
-use crate::types::Offset;
 
 impl Coordinator {
     /// TxnOffsetCommit: the offsets written to the group's offsets partition as a
@@ -69,24 +68,7 @@ impl Coordinator {
                 }
             }
         }
-        TxnOffsetCommitResponse {
-            topics: answers
-                .into_iter()
-                .map(|(name, codes)| TxnOffsetCommitResponseTopic {
-                    name,
-                    partitions: codes
-                        .into_iter()
-                        .map(|(partition_index, error_code)| TxnOffsetCommitResponsePartition {
-                            partition_index,
-                            error_code,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }
+        TxnOffsetCommitResponse { topics: txn_commit_topics(answers), ..Default::default() }
     }
 
     /// Append `pid`'s transactional commits of `group` as one batch and stage them.
@@ -97,41 +79,14 @@ impl Coordinator {
         epoch: i16,
         commits: Vec<(Tp, Committed)>,
     ) -> Result<(), ErrorCode> {
-        let partitions = self.offsets_partitions.get().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
-        let index = offsets_partition(group, partitions);
-        let p = self.manager.get(OFFSETS_TOPIC, index).ok_or(code::NOT_COORDINATOR)?;
-        let seq = p.log().producers().next_sequence(pid, epoch);
-        let mut b = crate::storage::format::batch::BatchBuilder::new().transactional().producer(pid, epoch, seq);
-        for (tp, c) in &commits {
-            let (k, v) = offsets::record(group, tp, Some(c));
-            b.push(self.now(), Some(&k), v.as_deref(), &[]);
-        }
-        let batch = b.finish();
-        if batch.len() as u64 > p.log().config().max_message_bytes {
-            return Err(INVALID_COMMIT_OFFSET_SIZE);
-        }
-        let info = p.append_nowait(&batch).map_err(|e| {
-            let c = crate::server::errors::storage_code(&e);
-            match c {
-                // The producer was fenced (Kafka's answer to TxnOffsetCommit).
-                code::INVALID_PRODUCER_EPOCH => code::PRODUCER_FENCED,
-                code::INVALID_TXN_STATE | code::OUT_OF_ORDER_SEQUENCE_NUMBER => c,
-                _ => {
-                    tracing::error!(group, partition = index, error = %e, "cannot write to {OFFSETS_TOPIC}");
-                    code::COORDINATOR_NOT_AVAILABLE
-                }
-            }
-        })?;
-        {
+        let records = commits.iter().map(|(tp, c)| offsets::record(group, tp, Some(c))).collect();
+        self.append(group, records, Batching::Transactional { pid, epoch }, |index| {
             let mut table = self.offsets.borrow_mut();
             for (tp, c) in commits {
                 table.stage(index, pid, group, tp, c);
             }
-        }
-        p.wait_durable(Offset(info.last_offset + 1)).await.map_err(|e| {
-            tracing::error!(group, partition = index, error = %e, "{OFFSETS_TOPIC} records not durable");
-            code::COORDINATOR_NOT_AVAILABLE
         })
+        .await
     }
 
     /// A transaction marker of `pid` was appended to offsets partition `index`: its staged
@@ -142,4 +97,23 @@ impl Coordinator {
             tracing::debug!(partition = index, pid, commit, offsets = n, "transactional offsets completed");
         }
     }
+}
+
+/// A TxnOffsetCommit response's topics: each topic's partitions with their codes.
+pub fn txn_commit_topics(answers: Vec<(String, Vec<(i32, ErrorCode)>)>) -> Vec<TxnOffsetCommitResponseTopic> {
+    answers
+        .into_iter()
+        .map(|(name, codes)| TxnOffsetCommitResponseTopic {
+            name,
+            partitions: codes
+                .into_iter()
+                .map(|(partition_index, error_code)| TxnOffsetCommitResponsePartition {
+                    partition_index,
+                    error_code,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+        .collect()
 }
