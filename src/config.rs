@@ -79,6 +79,19 @@ pub struct LogConfig {
     /// `message.downconversion.enable`: false refuses fetches that need down-conversion
     /// (Fetch v0-v3 of newer batches) with UNSUPPORTED_VERSION.
     pub downconversion: bool,
+    /// `cleanup.policy` holds `delete`: retention by time and size removes old segments.
+    pub cleanup_delete: bool,
+    /// `cleanup.policy` holds `compact`: the cleaner keeps the last record of each key.
+    pub cleanup_compact: bool,
+    /// `delete.retention.ms`: how long a tombstone stays after the pass that first kept it.
+    pub delete_retention_ms: u64,
+    /// `min.compaction.lag.ms`: a segment holding a younger record is not cleaned.
+    pub min_compaction_lag_ms: u64,
+    /// `max.compaction.lag.ms`: a partition whose oldest dirty segment is older is cleaned
+    /// whatever its dirty ratio; `None` = unbounded (Kafka's Long.MAX_VALUE).
+    pub max_compaction_lag_ms: Option<u64>,
+    /// `min.cleanable.dirty.ratio`, in millionths: the dirty share that starts a pass.
+    pub min_cleanable_dirty_ratio_ppm: u32,
     /// Kafka settings that change nothing on one node without compaction or tiered storage
     /// (their values are kept, validated, for DescribeConfigs): see [`TopicKey::effect`].
     pub inert: BTreeMap<&'static str, String>,
@@ -114,6 +127,12 @@ impl Default for LogConfig {
             producer_id_expiration_ms: DAY_MS,
             min_insync_replicas: 1,
             downconversion: true,
+            cleanup_delete: true,
+            cleanup_compact: false,
+            delete_retention_ms: DAY_MS,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: None,
+            min_cleanable_dirty_ratio_ppm: 500_000,
             inert: BTreeMap::new(),
         }
     }
@@ -172,12 +191,12 @@ const HOUR_MS: u64 = 3_600_000;
 
 /// Every topic setting: Kafka's (3.9) and tidemark's own. DescribeConfigs lists them all.
 pub const TOPIC_KEYS: &[TopicKey] = &[
-    TopicKey { name: "cleanup.policy", kind: ConfigType::List, synonyms: &[syn("log.cleanup.policy")], effect: Effect::Only("delete"), doc: "How old segments go: `delete` (retention). Log compaction (`compact`) is not available in tidemark." },
+    TopicKey { name: "cleanup.policy", kind: ConfigType::List, synonyms: &[syn("log.cleanup.policy")], effect: Effect::Applied, doc: "How old records go: `delete` (retention by time and size), `compact` (the last record of each key stays), or both (`compact,delete`; Kafka's bracketed lists are accepted)." },
     TopicKey { name: "compression.type", kind: ConfigType::String, synonyms: &[syn("compression.type")], effect: Effect::Only("producer"), doc: "Batches are stored as the producer compressed them (`producer`); recompression by the broker is not available in tidemark." },
     TopicKey { name: "compression.gzip.level", kind: ConfigType::Int, synonyms: &[syn("compression.gzip.level")], effect: Effect::Inert, doc: "The gzip level when the broker recompresses; tidemark never does (compression.type=producer)." },
     TopicKey { name: "compression.lz4.level", kind: ConfigType::Int, synonyms: &[syn("compression.lz4.level")], effect: Effect::Inert, doc: "The lz4 level when the broker recompresses; tidemark never does (compression.type=producer)." },
     TopicKey { name: "compression.zstd.level", kind: ConfigType::Int, synonyms: &[syn("compression.zstd.level")], effect: Effect::Inert, doc: "The zstd level when the broker recompresses; tidemark never does (compression.type=producer)." },
-    TopicKey { name: "delete.retention.ms", kind: ConfigType::Long, synonyms: &[syn("log.cleaner.delete.retention.ms")], effect: Effect::Inert, doc: "How long compaction keeps delete tombstones; no effect without compaction." },
+    TopicKey { name: "delete.retention.ms", kind: ConfigType::Long, synonyms: &[syn("log.cleaner.delete.retention.ms")], effect: Effect::Applied, doc: "How long compaction keeps delete tombstones (and markers of emptied transactions) readable after the pass that first kept them." },
     TopicKey { name: "file.delete.delay.ms", kind: ConfigType::Long, synonyms: &[syn("log.segment.delete.delay.ms")], effect: Effect::Inert, doc: "How long Kafka waits before deleting a removed segment's files; tidemark deletes them at once." },
     TopicKey { name: "flush.messages", kind: ConfigType::Long, synonyms: &[syn("log.flush.interval.messages")], effect: Effect::Applied, doc: "Records appended since the last flush after which an append waits for its fdatasync (1: every acknowledged record is durable)." },
     TopicKey { name: "flush.ms", kind: ConfigType::Long, synonyms: &[syn("log.flush.interval.ms"), syn("log.flush.scheduler.interval.ms")], effect: Effect::Applied, doc: "The longest appended data waits for its fdatasync." },
@@ -186,7 +205,7 @@ pub const TOPIC_KEYS: &[TopicKey] = &[
     TopicKey { name: "leader.replication.throttled.replicas", kind: ConfigType::List, synonyms: &[], effect: Effect::Inert, doc: "Replicas whose replication is throttled on the leader side; one replica here." },
     TopicKey { name: "local.retention.bytes", kind: ConfigType::Long, synonyms: &[syn("log.local.retention.bytes")], effect: Effect::Inert, doc: "Local retention with tiered storage; no effect without it (-2: retention.bytes)." },
     TopicKey { name: "local.retention.ms", kind: ConfigType::Long, synonyms: &[syn("log.local.retention.ms")], effect: Effect::Inert, doc: "Local retention with tiered storage; no effect without it (-2: retention.ms)." },
-    TopicKey { name: "max.compaction.lag.ms", kind: ConfigType::Long, synonyms: &[syn("log.cleaner.max.compaction.lag.ms")], effect: Effect::Inert, doc: "The longest a record stays uncompacted; no effect without compaction." },
+    TopicKey { name: "max.compaction.lag.ms", kind: ConfigType::Long, synonyms: &[syn("log.cleaner.max.compaction.lag.ms")], effect: Effect::Applied, doc: "A partition whose oldest dirty segment is older than this is compacted whatever its dirty ratio." },
     TopicKey { name: "max.message.bytes", kind: ConfigType::Int, synonyms: &[syn("message.max.bytes")], effect: Effect::Applied, doc: "The largest record batch a producer may append, whole (MESSAGE_TOO_LARGE beyond)." },
     TopicKey { name: "max.message.time.difference.ms", kind: ConfigType::Long, synonyms: &[syn("max.message.time.difference.ms")], effect: Effect::Applied, doc: "How far a CreateTime timestamp may stray from the broker's clock either way (tidemark's name; the tighter of it and its aliases wins)." },
     TopicKey { name: "message.downconversion.enable", kind: ConfigType::Boolean, synonyms: &[syn("log.message.downconversion.enable")], effect: Effect::Applied, doc: "Whether fetches of older versions get newer batches down-converted; false answers them UNSUPPORTED_VERSION." },
@@ -195,8 +214,8 @@ pub const TOPIC_KEYS: &[TopicKey] = &[
     TopicKey { name: "message.timestamp.before.max.ms", kind: ConfigType::Long, synonyms: &[syn("log.message.timestamp.before.max.ms")], effect: Effect::Applied, doc: "How far in the past a CreateTime timestamp may be (KIP-937)." },
     TopicKey { name: "message.timestamp.difference.max.ms", kind: ConfigType::Long, synonyms: &[syn("log.message.timestamp.difference.max.ms")], effect: Effect::Applied, doc: "How far a CreateTime timestamp may stray from the broker's clock either way." },
     TopicKey { name: "message.timestamp.type", kind: ConfigType::String, synonyms: &[syn("log.message.timestamp.type")], effect: Effect::Applied, doc: "CreateTime (the producer's timestamps) or LogAppendTime (the broker's)." },
-    TopicKey { name: "min.cleanable.dirty.ratio", kind: ConfigType::Double, synonyms: &[syn("log.cleaner.min.cleanable.ratio")], effect: Effect::Inert, doc: "When compaction starts; no effect without compaction." },
-    TopicKey { name: "min.compaction.lag.ms", kind: ConfigType::Long, synonyms: &[syn("log.cleaner.min.compaction.lag.ms")], effect: Effect::Inert, doc: "The shortest a record stays uncompacted; no effect without compaction." },
+    TopicKey { name: "min.cleanable.dirty.ratio", kind: ConfigType::Double, synonyms: &[syn("log.cleaner.min.cleanable.ratio")], effect: Effect::Applied, doc: "Compaction starts once this share of the cleanable log is dirty (written since the last pass)." },
+    TopicKey { name: "min.compaction.lag.ms", kind: ConfigType::Long, synonyms: &[syn("log.cleaner.min.compaction.lag.ms")], effect: Effect::Applied, doc: "The shortest a record stays uncompacted: a segment holding a younger record is not cleaned." },
     TopicKey { name: "min.insync.replicas", kind: ConfigType::Int, synonyms: &[syn("min.insync.replicas")], effect: Effect::Applied, doc: "Replicas that must have a record before acks=all answers; above 1 (one replica here) acks=all fails with NOT_ENOUGH_REPLICAS." },
     TopicKey { name: "preallocate", kind: ConfigType::Boolean, synonyms: &[syn("log.preallocate")], effect: Effect::Only("true"), doc: "Segment files are always preallocated (fallocate, tidemark.preallocate.bytes steps)." },
     TopicKey { name: "producer.id.expiration.ms", kind: ConfigType::Long, synonyms: &[syn("producer.id.expiration.ms")], effect: Effect::Applied, doc: "An idempotent producer not heard of for this long is forgotten." },
@@ -233,14 +252,10 @@ fn inert_default(key: &str) -> &'static str {
         "compression.gzip.level" => "-1",
         "compression.lz4.level" => "9",
         "compression.zstd.level" => "3",
-        "delete.retention.ms" => "86400000",
         "file.delete.delay.ms" => "60000",
         "follower.replication.throttled.replicas" | "leader.replication.throttled.replicas" => "",
         "local.retention.bytes" | "local.retention.ms" => "-2",
-        "max.compaction.lag.ms" => "9223372036854775807",
         "message.format.version" => "3.0-IV1",
-        "min.cleanable.dirty.ratio" => "0.5",
-        "min.compaction.lag.ms" => "0",
         "remote.log.copy.disable" | "remote.log.delete.on.disable" | "unclean.leader.election.enable" => "false",
         _ => "",
     }
@@ -260,13 +275,8 @@ fn check_inert(key: &str, value: &str) -> Result<(), ConfigError> {
         },
         "compression.lz4.level" => in_range(key, value, 1, 17).map(|_| ()),
         "compression.zstd.level" => in_range(key, value, -131072, 22).map(|_| ()),
-        "delete.retention.ms" | "file.delete.delay.ms" | "min.compaction.lag.ms" => long_at_least(0),
-        "max.compaction.lag.ms" => long_at_least(1),
+        "file.delete.delay.ms" => long_at_least(0),
         "local.retention.bytes" | "local.retention.ms" => long_at_least(-2),
-        "min.cleanable.dirty.ratio" => match v.parse::<f64>() {
-            Ok(r) if (0.0..=1.0).contains(&r) => Ok(()),
-            _ => Err(bad(key, value, "must be a number between 0 and 1")),
-        },
         "follower.replication.throttled.replicas" | "leader.replication.throttled.replicas" => {
             let ok = v.is_empty()
                 || v == "*"
@@ -380,6 +390,22 @@ fn in_range(key: &str, value: &str, min: i64, max: i64) -> Result<u64, ConfigErr
     Ok(v as u64)
 }
 
+/// `cleanup.policy`: a list of `compact` and `delete` (commas, optionally in brackets, as
+/// Kafka's list parser takes them): (compact, delete). Empty or unknown entries are refused.
+fn cleanup_policy(key: &str, value: &str) -> Result<(bool, bool), ConfigError> {
+    let v = value.trim();
+    let v = v.strip_prefix('[').and_then(|v| v.strip_suffix(']')).unwrap_or(v);
+    let (mut compact, mut delete) = (false, false);
+    for item in v.split(',') {
+        match item.trim() {
+            "compact" => compact = true,
+            "delete" => delete = true,
+            _ => return Err(bad(key, value, "must be delete, compact or compact,delete")),
+        }
+    }
+    Ok((compact, delete))
+}
+
 /// A value may not hold control characters (a line break would corrupt the files settings are
 /// kept in, and no setting needs one).
 pub fn check_text(key: &str, value: &str) -> Result<(), ConfigError> {
@@ -443,6 +469,17 @@ impl LogConfig {
             "producer.id.expiration.ms" => self.producer_id_expiration_ms = in_range(key, value, 1, i64::MAX)?,
             "min.insync.replicas" => self.min_insync_replicas = in_range(key, value, 1, i32::MAX as i64)? as u32,
             "message.downconversion.enable" => self.downconversion = parse_bool(key, value)?,
+            "cleanup.policy" => (self.cleanup_compact, self.cleanup_delete) = cleanup_policy(key, value)?,
+            "delete.retention.ms" => self.delete_retention_ms = in_range(key, value, 0, i64::MAX)?,
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms = in_range(key, value, 0, i64::MAX)?,
+            "max.compaction.lag.ms" => {
+                let v = in_range(key, value, 1, i64::MAX)?;
+                self.max_compaction_lag_ms = (v != i64::MAX as u64).then_some(v)
+            }
+            "min.cleanable.dirty.ratio" => match value.trim().parse::<f64>() {
+                Ok(r) if (0.0..=1.0).contains(&r) => self.min_cleanable_dirty_ratio_ppm = (r * 1e6).round() as u32,
+                _ => return Err(bad(key, value, "must be a number between 0 and 1")),
+            },
             _ => {
                 let Some(k) = topic_key(key) else { return Err(bad(key, value, "unknown configuration key")) };
                 let default = match k.effect {
@@ -510,6 +547,16 @@ impl LogConfig {
         m.insert("producer.id.expiration.ms", self.producer_id_expiration_ms.to_string());
         m.insert("min.insync.replicas", self.min_insync_replicas.to_string());
         m.insert("message.downconversion.enable", self.downconversion.to_string());
+        let policy = match (self.cleanup_compact, self.cleanup_delete) {
+            (true, true) => "compact,delete",
+            (true, false) => "compact",
+            _ => "delete",
+        };
+        m.insert("cleanup.policy", policy.to_string());
+        m.insert("delete.retention.ms", self.delete_retention_ms.to_string());
+        m.insert("min.compaction.lag.ms", self.min_compaction_lag_ms.to_string());
+        m.insert("max.compaction.lag.ms", show_bound(self.max_compaction_lag_ms));
+        m.insert("min.cleanable.dirty.ratio", (self.min_cleanable_dirty_ratio_ppm as f64 / 1e6).to_string());
         for k in TOPIC_KEYS.iter().filter(|k| k.effect != Effect::Applied) {
             let default = match k.effect {
                 Effect::Only(v) => v,
@@ -631,6 +678,46 @@ mod tests {
         assert_eq!(c.retention_ms, None);
     }
 
+    // cleanup.policy takes Kafka's forms (one name, a comma list, a bracketed list) and
+    // refuses others; the compaction settings are validated as Kafka validates them.
+    #[test]
+    fn cleanup_policy_and_compaction_settings() {
+        let base = LogConfig::default();
+        assert_eq!((base.cleanup_compact, base.cleanup_delete), (false, true));
+        for (v, want, shown) in [
+            ("compact", (true, false), "compact"),
+            ("delete", (false, true), "delete"),
+            ("compact,delete", (true, true), "compact,delete"),
+            ("delete, compact", (true, true), "compact,delete"),
+            ("[compact, delete]", (true, true), "compact,delete"),
+            ("[compact]", (true, false), "compact"),
+        ] {
+            let c = base.with_overrides([("cleanup.policy", v)]).unwrap();
+            assert_eq!((c.cleanup_compact, c.cleanup_delete), want, "{v}");
+            assert_eq!(c.describe()["cleanup.policy"], shown);
+        }
+        for v in ["", "compacted", "compact;delete", "[compact", "compact,,delete"] {
+            assert!(base.with_overrides([("cleanup.policy", v)]).is_err(), "{v:?}");
+        }
+        let c = base
+            .with_overrides([
+                ("delete.retention.ms", "0"),
+                ("min.compaction.lag.ms", "5"),
+                ("max.compaction.lag.ms", "60000"),
+                ("min.cleanable.dirty.ratio", "0.01"),
+            ])
+            .unwrap();
+        assert_eq!(
+            (c.delete_retention_ms, c.min_compaction_lag_ms, c.max_compaction_lag_ms, c.min_cleanable_dirty_ratio_ppm),
+            (0, 5, Some(60000), 10_000)
+        );
+        assert_eq!(c.describe()["min.cleanable.dirty.ratio"], "0.01");
+        assert_eq!(base.describe()["max.compaction.lag.ms"], i64::MAX.to_string());
+        for (k, v) in [("max.compaction.lag.ms", "0"), ("delete.retention.ms", "-1"), ("min.cleanable.dirty.ratio", "1.5")] {
+            assert!(base.with_overrides([(k, v)]).is_err(), "{k}={v}");
+        }
+    }
+
     // Kafka's settings tidemark cannot honour are refused unless set to what tidemark does;
     // those that change nothing on one node are validated as Kafka validates them and shown;
     // min.insync.replicas and message.downconversion.enable are applied.
@@ -638,7 +725,6 @@ mod tests {
     fn kafka_settings_without_a_tidemark_counterpart() {
         let base = LogConfig::default();
         for (k, v) in [
-            ("cleanup.policy", "compact"),
             ("compression.type", "gzip"),
             ("preallocate", "false"),
             ("remote.storage.enable", "true"),

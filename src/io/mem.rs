@@ -42,6 +42,9 @@ struct State {
     dirs: BTreeSet<PathBuf>,
     faults: FaultPlan,
     now_ms: i64,
+    /// Changes (writes, syncs, truncations, creations, renames, removals) allowed before the
+    /// "machine" dies: after them every operation fails until [`MemDisk::heal`].
+    fuse: Option<u64>,
     syncs: u64,
     writes: u64,
 }
@@ -71,9 +74,39 @@ impl MemDisk {
         self.state.borrow_mut().faults.add(rule);
     }
 
-    /// Remove every injected fault.
+    /// Remove every injected fault (and a blown or armed fuse).
     pub fn heal(&self) {
-        self.state.borrow_mut().faults.clear();
+        let mut st = self.state.borrow_mut();
+        st.faults.clear();
+        st.fuse = None;
+    }
+
+    /// Let `changes` more changing operations succeed, then fail every operation with EIO
+    /// until [`MemDisk::heal`]: a machine that dies at that step (tests then `crash` it and
+    /// reopen, for a kill at every step of a multi-file change).
+    pub fn fail_after(&self, changes: u64) {
+        self.state.borrow_mut().fuse = Some(changes);
+    }
+
+    /// Count one changing operation against the fuse: `Err` when the machine is dead.
+    fn change(&self, op: &'static str, path: &Path) -> IoResult<()> {
+        let mut st = self.state.borrow_mut();
+        match st.fuse {
+            Some(0) => Err(err(op, path, None, libc::EIO)),
+            Some(n) => {
+                st.fuse = Some(n - 1);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// `Err` once the fuse blew (reads fail on a dead machine too).
+    fn alive(&self, op: &'static str, path: &Path) -> IoResult<()> {
+        match self.state.borrow().fuse {
+            Some(0) => Err(err(op, path, None, libc::EIO)),
+            _ => Ok(()),
+        }
     }
 
     /// The modification time given to files written from now on.
@@ -208,6 +241,11 @@ impl Disk for MemDisk {
         if let Some(f) = self.take_fault(FaultOp::Open, path) {
             return Err(err("open", path, None, fault_errno(f)));
         }
+        if self.state.borrow().files.contains_key(path) {
+            self.alive("open", path)?;
+        } else {
+            self.change("create", path)?;
+        }
         let mut st = self.state.borrow_mut();
         if let Some(parent) = path.parent() {
             if !st.dirs.contains(parent) {
@@ -254,6 +292,7 @@ impl Disk for MemDisk {
     }
 
     async fn remove_file(&self, path: &Path) -> IoResult<()> {
+        self.change("remove", path)?;
         self.state.borrow_mut().files.remove(path);
         Ok(())
     }
@@ -266,6 +305,7 @@ impl Disk for MemDisk {
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> IoResult<()> {
+        self.change("rename", from)?;
         let mut st = self.state.borrow_mut();
         match st.files.remove(from) {
             Some(f) => {
@@ -276,8 +316,8 @@ impl Disk for MemDisk {
         }
     }
 
-    async fn sync_dir(&self, _path: &Path) -> IoResult<()> {
-        Ok(())
+    async fn sync_dir(&self, path: &Path) -> IoResult<()> {
+        self.change("sync dir", path)
     }
 
     async fn file_size(&self, path: &Path) -> IoResult<u64> {
@@ -310,6 +350,7 @@ impl DiskFile for MemFile {
         // Real I/O takes time: yield once so other tasks run meanwhile (as they would while
         // io_uring works); group commit depends on it.
         futures_lite::future::yield_now().await;
+        self.disk.change("write", &self.path)?;
         let fault = self.disk.take_fault(FaultOp::Write, &self.path);
         self.disk.state.borrow_mut().writes += 1;
         let now = self.disk.state.borrow().now_ms;
@@ -329,6 +370,7 @@ impl DiskFile for MemFile {
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> IoResult<Vec<u8>> {
+        self.disk.alive("read", &self.path)?;
         if let Some(f) = self.disk.take_fault(FaultOp::Read, &self.path) {
             return Err(err("read", &self.path, Some(pos), fault_errno(f)));
         }
@@ -340,6 +382,7 @@ impl DiskFile for MemFile {
 
     async fn sync(&self) -> IoResult<()> {
         futures_lite::future::yield_now().await;
+        self.disk.change("fdatasync", &self.path)?;
         if let Some(f) = self.disk.take_fault(FaultOp::Sync, &self.path) {
             return Err(err("fdatasync", &self.path, None, fault_errno(f)));
         }
@@ -351,6 +394,7 @@ impl DiskFile for MemFile {
     }
 
     async fn allocate(&self, len: u64) -> IoResult<()> {
+        self.disk.change("fallocate", &self.path)?;
         if let Some(f) = self.disk.take_fault(FaultOp::Allocate, &self.path) {
             return Err(err("fallocate", &self.path, Some(len), fault_errno(f)));
         }
@@ -365,6 +409,7 @@ impl DiskFile for MemFile {
     }
 
     async fn truncate(&self, len: u64) -> IoResult<()> {
+        self.disk.change("truncate", &self.path)?;
         let mut f = self.state.borrow_mut();
         f.data.resize(len as usize, 0);
         // Truncation is durable at once in this model; pending writes past it are gone.

@@ -56,6 +56,7 @@ pub fn storage_code(e: &StorageError) -> ErrorCode {
         StorageError::BatchTooLarge { .. } => code::MESSAGE_TOO_LARGE,
         StorageError::EmptyAppend => code::INVALID_REQUEST,
         StorageError::InvalidTimestamp { .. } => code::INVALID_TIMESTAMP,
+        StorageError::KeylessRecords { .. } => code::INVALID_RECORD,
         StorageError::OffsetOutOfRange { .. } => code::OFFSET_OUT_OF_RANGE,
         StorageError::Io(_) | StorageError::WritesSuspended(_) | StorageError::Corrupt { .. } => {
             code::KAFKA_STORAGE_ERROR

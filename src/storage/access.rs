@@ -39,7 +39,7 @@ impl<D: Disk> LogCell<D> for RefCell<&mut Log<D>> {
 }
 
 /// Open a sealed segment and load its indexes.
-async fn load_indexes<D: Disk, C: LogCell<D>>(cell: &C, NeedIndex(base): NeedIndex) -> StorageResult<()> {
+pub async fn load_indexes<D: Disk, C: LogCell<D>>(cell: &C, NeedIndex(base): NeedIndex) -> StorageResult<()> {
     let load = cell.log().index_load(base);
     let loaded = load.run().await?;
     cell.log().install_index(base, loaded);
@@ -53,13 +53,20 @@ pub async fn read<D: Disk, C: LogCell<D>>(
     max_bytes: usize,
     upto: ReadUpTo,
 ) -> StorageResult<Bytes> {
+    let mut offset = offset;
     loop {
         let plan = cell.log().plan_read(offset, max_bytes, upto)?;
         match plan {
             ReadPlan::Done(bytes) => return Ok(bytes),
             ReadPlan::Disk(read) => {
                 let disk = cell.log().disk().clone();
-                return read.run(&disk).await;
+                let skip = read.skip_to();
+                let bytes = read.run(&disk).await?;
+                match skip {
+                    // A compacted segment holds nothing at or past `offset`: the next one.
+                    Some(next) if bytes.is_empty() && next > offset => offset = next,
+                    _ => return Ok(bytes),
+                }
             }
             ReadPlan::NeedIndex(need) => load_indexes(cell, need).await?,
         }
@@ -124,11 +131,13 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
                     if let Some(r) = region.filter(|r| best.is_none_or(|b| r.1 >= b.1)) {
                         best = Some(r);
                     }
-                    // Only a T5.5 entry leaves the best below it, and it belongs to a segment
-                    // without timestamps: the next region ends at that segment's start.
+                    // An entry no record reaches leaves the best below it: a T5.5 entry (a
+                    // segment without timestamps) or a compacted segment's last entry, whose
+                    // batch keeps the maxTimestamp of a record cleaned away. The next region
+                    // ends at the entry: the records before it may still hold the answer.
                     match start {
-                        Some((_, t, seg)) if best.is_none_or(|(_, b)| b < t) && seg > cell.log().log_start_offset() => {
-                            end = seg
+                        Some((o, t, _)) if best.is_none_or(|(_, b)| b < t) && o > cell.log().log_start_offset() => {
+                            end = o
                         }
                         _ => return Ok(best),
                     }

@@ -18,6 +18,10 @@ pub enum StorageError {
     /// timestamp): Kafka's per-record errors (KIP-467).
     #[error("timestamp {ts} is outside the allowed range [{lo}, {hi}]")]
     InvalidTimestamp { ts: i64, lo: i64, hi: i64, records: Vec<(i32, i64)> },
+    /// Records without a key sent to a compacted topic (INVALID_RECORD): their indexes in
+    /// the batch, Kafka's per-record errors (KIP-467).
+    #[error("a compacted topic cannot accept records without a key")]
+    KeylessRecords { records: Vec<i32> },
     /// An empty records section where at least one batch is required (INVALID_REQUEST).
     #[error("no record batch in the request")]
     EmptyAppend,

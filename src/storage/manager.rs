@@ -1,12 +1,15 @@
 //! The partitions one shard owns, and their periodic upkeep.
 //!
 //! A shard opens its partitions here, applies topic config changes to them at runtime, and
-//! runs one low-priority upkeep task that every `log.retention.check.interval.ms` rolls by
-//! time and applies retention (SPEC T7) on each partition, then closes them all cleanly at
+//! runs one upkeep task that every `log.retention.check.interval.ms` rolls by time and
+//! applies retention (SPEC T7) on each partition, and one cleaner task that compacts the
+//! partitions of compacted topics that are due (the dirtiest first, `log.cleaner.threads` at
+//! a time, sleeping `log.cleaner.backoff.ms` when none is), then closes them all cleanly at
 //! shutdown. Shard-local: nothing here is shared across threads.
 
 use crate::config::LogConfig;
 use crate::io::Disk;
+use crate::storage::cleaner::{is_due, CleanerConfig, CleanerLimits, IoBudget};
 use crate::storage::error::StorageResult;
 use crate::storage::partition::{Clock, Partition};
 use std::cell::{Cell, RefCell};
@@ -27,6 +30,23 @@ pub struct PartitionManager<D: Disk> {
     clock: Clock,
     partitions: RefCell<BTreeMap<TopicPartition, Rc<Partition<D>>>>,
     stopping: Cell<bool>,
+    cleaner: RefCell<CleanerStats>,
+}
+
+/// What this shard's cleaner did and sees, for `/metrics`.
+#[derive(Debug, Default, Clone)]
+pub struct CleanerStats {
+    pub passes: u64,
+    pub failures: u64,
+    /// Bytes of log the passes read (the cleanable range, dirty part included) and wrote.
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Time spent in passes.
+    pub time_ms: u64,
+    /// At the last check: each compacted partition's dirty ratio, and the age of the oldest
+    /// dirty data of any (ms; 0 when nothing is dirty).
+    pub dirty_ratios: Vec<(TopicPartition, f64)>,
+    pub max_delay_ms: u64,
 }
 
 /// The directory of a partition: `<data-dir>/<topic>-<partition>`.
@@ -42,6 +62,7 @@ impl<D: Disk> PartitionManager<D> {
             clock,
             partitions: RefCell::new(BTreeMap::new()),
             stopping: Cell::new(false),
+            cleaner: RefCell::new(CleanerStats::default()),
         })
     }
 
@@ -123,6 +144,117 @@ impl<D: Disk> PartitionManager<D> {
                     break;
                 }
                 me.upkeep_once().await;
+            }
+        })
+        .detach();
+    }
+
+    /// The cleaner's figures so far.
+    pub fn cleaner_stats(&self) -> CleanerStats {
+        self.cleaner.borrow().clone()
+    }
+
+    /// One cleaner round: look at every compacted partition, then clean those due, the
+    /// dirtiest first, `threads` at a time. `shards` divides the dedupe buffer. Returns how
+    /// many passes succeeded and how many failed.
+    pub async fn clean_once(&self, config: &CleanerConfig, shards: usize) -> (usize, usize) {
+        let now = (self.clock)();
+        let mut due = Vec::new();
+        let (mut ratios, mut max_delay) = (Vec::new(), 0u64);
+        for (tp, p) in self.partitions() {
+            match p.clean_target().await {
+                Ok(Some(target)) => {
+                    ratios.push((tp.clone(), target.dirty_ratio()));
+                    if let Some(ts) = target.oldest_dirty_ts {
+                        max_delay = max_delay.max(now.saturating_sub(ts).max(0) as u64);
+                    }
+                    if is_due(&target, p.log().config(), now) {
+                        due.push((target.dirty_ratio(), tp, p, target));
+                    }
+                }
+                Ok(None) => {
+                    if p.log().config().cleanup_compact {
+                        ratios.push((tp, 0.0));
+                    }
+                }
+                Err(e) => tracing::warn!(topic = tp.0, partition = tp.1, error = %e, "cleaner could not look at a partition"),
+            }
+        }
+        {
+            let mut st = self.cleaner.borrow_mut();
+            st.dirty_ratios = ratios;
+            st.max_delay_ms = max_delay;
+        }
+        due.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let threads = config.threads.max(1);
+        let limits = CleanerLimits {
+            map_budget_bytes: (config.dedupe_buffer_size / (shards.max(1) * threads) as u64) as usize,
+        };
+        let rate = config.io_max_bytes_per_second.map(|r| (r / threads as u64).max(1));
+        let (mut ok, mut failed) = (0, 0);
+        let mut due = due.into_iter();
+        loop {
+            let batch: Vec<_> = due.by_ref().take(threads).collect();
+            if batch.is_empty() || self.stopping.get() {
+                break;
+            }
+            let passes = batch.into_iter().map(|(_, (topic, partition), p, target)| async move {
+                let mut budget = IoBudget::new(rate);
+                let result = p.clean(target, limits, &mut budget).await;
+                match &result {
+                    Ok(r) => tracing::info!(
+                        topic,
+                        partition,
+                        start = r.start,
+                        first_dirty = r.first_dirty,
+                        end = r.end,
+                        keys = r.map_keys,
+                        read = r.stats.bytes_read,
+                        written = r.stats.bytes_written,
+                        swapped = r.groups_swapped,
+                        ms = r.elapsed.as_millis() as u64,
+                        "compacted"
+                    ),
+                    Err(e) => tracing::error!(topic, partition, error = %e, "compaction pass failed"),
+                }
+                result
+            });
+            for result in futures_util::future::join_all(passes).await {
+                let mut st = self.cleaner.borrow_mut();
+                match result {
+                    Ok(r) => {
+                        ok += 1;
+                        st.passes += 1;
+                        st.bytes_read += r.stats.bytes_read;
+                        st.bytes_written += r.stats.bytes_written;
+                        st.time_ms += r.elapsed.as_millis() as u64;
+                    }
+                    Err(_) => {
+                        failed += 1;
+                        st.failures += 1
+                    }
+                }
+            }
+        }
+        (ok, failed)
+    }
+
+    /// Run [`PartitionManager::clean_once`] on this executor until
+    /// [`PartitionManager::close_all`], sleeping `backoff` after a round with nothing done or
+    /// a failure.
+    pub fn spawn_cleaner(self: &Rc<Self>, config: CleanerConfig, shards: usize) {
+        if !config.enable {
+            return;
+        }
+        let me = self.clone();
+        glommio::spawn_local(async move {
+            while !me.stopping.get() {
+                let (ok, failed) = me.clean_once(&config, shards).await;
+                if ok == 0 || failed > 0 {
+                    glommio::timer::sleep(config.backoff).await;
+                } else {
+                    glommio::yield_if_needed().await;
+                }
             }
         })
         .detach();

@@ -30,6 +30,8 @@
 //! never imports `protocol`.
 
 pub mod access;
+pub mod cleaner;
+pub mod compaction;
 pub mod error;
 pub mod format;
 pub mod log;

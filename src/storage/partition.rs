@@ -15,6 +15,8 @@
 use crate::config::LogConfig;
 use crate::io::Disk;
 use crate::storage::access;
+use crate::storage::cleaner::{self, CleanerLimits, IoBudget, PassReport};
+use crate::storage::log::CleanTarget;
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::encode_clean_marker;
 use crate::storage::log::{AppendInfo, FlushDemand, Log, OpenReport, ReadUpTo, CLEAN_MARKER};
@@ -291,6 +293,23 @@ impl<D: Disk> Partition<D> {
         let removed = access::maintain(&self.log, (self.clock)()).await?;
         self.kick();
         Ok(removed)
+    }
+
+    /// The cleanable range of a compacted log now (`None`: not compacted, closed, or nothing
+    /// dirty), for the cleaner's choice and `/metrics`.
+    pub async fn clean_target(&self) -> StorageResult<Option<CleanTarget>> {
+        if self.closed.get() || !self.log.borrow().config().cleanup_compact {
+            return Ok(None);
+        }
+        cleaner::clean_target(&self.log, (self.clock)()).await
+    }
+
+    /// One compaction pass over `target` (docs/architecture.md, "Log compaction"). Appends
+    /// and reads go on meanwhile.
+    pub async fn clean(&self, target: CleanTarget, limits: CleanerLimits, budget: &mut IoBudget) -> StorageResult<PassReport> {
+        let report = cleaner::run_pass(&self.log, (self.clock)(), target, limits, budget).await?;
+        self.notify_watchers();
+        Ok(report)
     }
 
     /// Start a new active segment now (the old one is sealed by the flusher).

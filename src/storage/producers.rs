@@ -167,6 +167,12 @@ impl ProducerState {
     }
 
     /// Every known producer, by id (DescribeProducers).
+    /// Each producer's last batch: its id and that batch's last offset (compaction keeps the
+    /// batch, emptied if need be, so the producer's sequence stays known).
+    pub fn last_batches(&self) -> std::collections::HashMap<i64, i64> {
+        self.producers.iter().filter_map(|(&pid, p)| p.batches.back().map(|b| (pid, b.last_offset))).collect()
+    }
+
     pub fn active(&self) -> Vec<ActiveProducer> {
         let mut out: Vec<_> = self
             .producers

@@ -44,6 +44,8 @@ pub use super::error::FormatError;
 const ATTR_LOG_APPEND_TIME: i16 = 0x08;
 const ATTR_TRANSACTIONAL: i16 = 0x10;
 const ATTR_CONTROL: i16 = 0x20;
+/// KIP-534: the batch's firstTimestamp holds its delete horizon (set by log compaction).
+pub const ATTR_DELETE_HORIZON: i16 = 0x40;
 
 /// CreateTime (set by the producer) or LogAppendTime (set by the broker).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +149,18 @@ impl BatchHeader {
 
     pub fn is_control(&self) -> bool {
         self.attributes & ATTR_CONTROL != 0
+    }
+
+    /// KIP-534: the delete horizon compaction stamped in firstTimestamp (tombstones and
+    /// empty transactions' markers in the batch go once it passes), if set.
+    pub fn delete_horizon(&self) -> Option<i64> {
+        (self.attributes & ATTR_DELETE_HORIZON != 0).then_some(self.first_timestamp)
+    }
+
+    /// The timestamp of a record with `timestamp_delta`: firstTimestamp (or the delete
+    /// horizon, KIP-534) plus the delta.
+    pub fn record_timestamp(&self, timestamp_delta: i64) -> i64 {
+        self.first_timestamp.saturating_add(timestamp_delta)
     }
 }
 
@@ -371,6 +385,30 @@ impl<'a> Iterator for Records<'a> {
     }
 }
 
+/// Append one record's bytes (its length varint first) to `out`.
+pub fn encode_record(out: &mut Vec<u8>, r: &Record<'_>) {
+    let mut body = Vec::with_capacity(16 + r.key.map_or(0, |k| k.len()) + r.value.map_or(0, |v| v.len()));
+    body.push(r.attributes as u8);
+    write_varlong(&mut body, r.timestamp_delta);
+    write_varint(&mut body, r.offset_delta);
+    let field = |body: &mut Vec<u8>, f: Option<&[u8]>| match f {
+        Some(b) => {
+            write_varint(body, b.len() as i32);
+            body.extend_from_slice(b);
+        }
+        None => write_varint(body, -1),
+    };
+    field(&mut body, r.key);
+    field(&mut body, r.value);
+    write_varint(&mut body, r.headers.len() as i32);
+    for &(k, v) in &r.headers {
+        field(&mut body, Some(k));
+        field(&mut body, v);
+    }
+    write_varint(out, body.len() as i32);
+    out.extend_from_slice(&body);
+}
+
 /// Builds v2 batches: for tests, benches and the load generator.
 #[derive(Debug, Clone)]
 pub struct BatchBuilder {
@@ -445,33 +483,8 @@ impl BatchBuilder {
     pub fn push(&mut self, ts: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(&[u8], Option<&[u8]>)]) {
         let first = *self.first_timestamp.get_or_insert(ts);
         self.max_timestamp = self.max_timestamp.max(ts);
-        let mut body = Vec::with_capacity(16 + key.map_or(0, |k| k.len()) + value.map_or(0, |v| v.len()));
-        body.push(0u8);
-        write_varlong(&mut body, ts - first);
-        write_varint(&mut body, self.count);
-        for field in [key, value] {
-            match field {
-                Some(b) => {
-                    write_varint(&mut body, b.len() as i32);
-                    body.extend_from_slice(b);
-                }
-                None => write_varint(&mut body, -1),
-            }
-        }
-        write_varint(&mut body, headers.len() as i32);
-        for (k, v) in headers {
-            write_varint(&mut body, k.len() as i32);
-            body.extend_from_slice(k);
-            match v {
-                Some(v) => {
-                    write_varint(&mut body, v.len() as i32);
-                    body.extend_from_slice(v);
-                }
-                None => write_varint(&mut body, -1),
-            }
-        }
-        write_varint(&mut self.records, body.len() as i32);
-        self.records.extend_from_slice(&body);
+        let record = Record { attributes: 0, timestamp_delta: ts - first, offset_delta: self.count, key, value, headers: headers.to_vec() };
+        encode_record(&mut self.records, &record);
         self.count += 1;
     }
 

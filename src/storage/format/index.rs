@@ -78,16 +78,35 @@ pub fn decode_clean_marker(b: &[u8]) -> Option<(i64, Option<i64>)> {
 /// (i64 BE), CRC-32C of the 16 bytes before it. Written when DeleteRecords moves the log start
 /// past the first segment's base offset (KIP-107).
 pub fn encode_log_start(offset: i64) -> Vec<u8> {
-    let mut b = b"TMSTART1".to_vec();
+    encode_tagged_offset(b"TMSTART1", offset)
+}
+
+/// The offset in a log start offset file, or `None` if the bytes are not a valid one.
+pub fn decode_log_start(b: &[u8]) -> Option<i64> {
+    decode_tagged_offset(b"TMSTART1", b)
+}
+
+/// A cleaner checkpoint file (the first dirty offset of a compacted log): as the log start
+/// file, with its own tag.
+pub fn encode_cleaner_checkpoint(offset: i64) -> Vec<u8> {
+    encode_tagged_offset(b"TMCLEAN1", offset)
+}
+
+pub fn decode_cleaner_checkpoint(b: &[u8]) -> Option<i64> {
+    decode_tagged_offset(b"TMCLEAN1", b)
+}
+
+/// An 8-byte tag, the offset (i64) and the CRC-32C of both: 20 bytes.
+fn encode_tagged_offset(tag: &[u8; 8], offset: i64) -> Vec<u8> {
+    let mut b = tag.to_vec();
     b.extend_from_slice(&offset.to_be_bytes());
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_be_bytes());
     b
 }
 
-/// The offset in a log start offset file, or `None` if the bytes are not a valid one.
-pub fn decode_log_start(b: &[u8]) -> Option<i64> {
-    if b.len() != 20 || &b[0..8] != b"TMSTART1" {
+fn decode_tagged_offset(tag: &[u8; 8], b: &[u8]) -> Option<i64> {
+    if b.len() != 20 || &b[0..8] != tag {
         return None;
     }
     let crc = u32::from_be_bytes(b[16..20].try_into().ok()?);

@@ -170,7 +170,9 @@ fn record_times(
 ) -> Result<(), FormatError> {
     if info.magic == MAGIC_V2 {
         let h = BatchHeader::parse(bytes)?;
-        if h.timestamp_type() == TimestampType::LogAppendTime {
+        let lat = h.timestamp_type() == TimestampType::LogAppendTime;
+        if lat && h.record_count.checked_sub(1) == Some(h.last_offset_delta) {
+            // Every offset of the batch holds a record (not compacted): no need to read them.
             let first = h.base_offset.max(from);
             if first <= h.last_offset() {
                 visit(first, h.max_timestamp);
@@ -181,7 +183,8 @@ fn record_times(
         for r in batch::Records::new(&records, h.record_count) {
             let r = r?;
             let offset = h.base_offset.saturating_add(r.offset_delta as i64);
-            if offset >= from && visit(offset, h.first_timestamp.saturating_add(r.timestamp_delta)) {
+            let ts = if lat { h.max_timestamp } else { h.first_timestamp.saturating_add(r.timestamp_delta) };
+            if offset >= from && visit(offset, ts) {
                 break;
             }
         }

@@ -20,8 +20,8 @@ use crate::io::Disk;
 use crate::metrics::{self, Stage};
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::batch::{
-    check_produced, check_stored, patched_header, timestamps_outside, with_timestamp_type, BatchHeader, RecordStats,
-    TimestampType, HEADER_LEN, MAGIC_V2,
+    check_produced, check_stored, patched_header, records_section, timestamps_outside, with_timestamp_type,
+    BatchHeader, RecordStats, Records, TimestampType, HEADER_LEN, MAGIC_V2,
 };
 use crate::storage::format::index::encode_clean_marker;
 use crate::storage::format::legacy;
@@ -89,6 +89,8 @@ struct Rules {
     lo: i64,
     hi: i64,
     now: i64,
+    /// `cleanup.policy` holds `compact`: every record needs a key (KIP-467).
+    compact: bool,
 }
 
 impl Rules {
@@ -101,6 +103,7 @@ impl Rules {
             lo,
             hi,
             now,
+            compact: config.cleanup_compact,
         }
     }
 
@@ -132,6 +135,14 @@ impl Rules {
 fn check_legacy<'a>(bytes: &'a [u8], next: i64, rules: &Rules) -> StorageResult<Checked<'a>> {
     let p = legacy::check_produced(bytes, rules.decompress_limit)?;
     rules.check_window(p.stats)?;
+    if rules.compact {
+        let mut scratch = Vec::new();
+        let records = legacy::records(bytes, &mut scratch, rules.decompress_limit)?;
+        let keyless: Vec<i32> = (0..).zip(&records).filter(|(_, r)| r.key.is_none()).map(|(i, _)| i).collect();
+        if !keyless.is_empty() {
+            return Err(StorageError::KeylessRecords { records: keyless });
+        }
+    }
     let (stored, max_ts) = legacy::stored_form(bytes, &p, next, rules.ts_type, rules.now, rules.decompress_limit)?;
     if let legacy::Stored::Rebuilt(v) = &stored {
         // Recompressed: its size may differ from the one checked above.
@@ -290,6 +301,18 @@ impl<D: Disk> Log<D> {
             }
             e => e,
         })?;
+        if rules.compact {
+            let records = records_section(&h, bytes, rules.decompress_limit)?;
+            let mut keyless = Vec::new();
+            for (i, r) in (0..).zip(Records::new(&records, h.record_count)) {
+                if r?.key.is_none() {
+                    keyless.push(i);
+                }
+            }
+            if !keyless.is_empty() {
+                return Err(StorageError::KeylessRecords { records: keyless });
+            }
+        }
         // What to store: CreateTime: the type bit cleared and the records' true largest
         // timestamp; LogAppendTime: the bit set and `now`.
         let max_ts = if rules.ts_type == TimestampType::LogAppendTime { rules.now } else { stats.max_ts };

@@ -39,11 +39,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod append;
+mod clean;
 mod flush;
 mod read;
 mod recovery;
 mod retention;
 
+pub use clean::{finish_swap_files, cleaned_path, swap_path, txn_cleaned_path, CleanTarget, CLEANER_CHECKPOINT};
 pub use flush::{FlushDone, FlushWork, SealWork};
 pub use read::{DiskRead, IndexLoad, ReadPlan, SegmentIndexes, TimePlan};
 pub use recovery::SegmentSpan;
@@ -146,6 +148,14 @@ pub struct Log<D: Disk> {
     /// Transaction markers appended since the log opened (a write verified with the
     /// coordinator checks no marker came in meanwhile: [`Log::markers_appended`]).
     markers_appended: u64,
+    /// A compaction swap is between [`Log::begin_swap`] and its end: retention waits.
+    swapping: bool,
+    /// The log was compacted (its [`CLEANER_CHECKPOINT`] exists): offsets may have gaps.
+    may_have_gaps: bool,
+    /// The first dirty offset ([`CLEANER_CHECKPOINT`]), `i64::MIN` before any pass.
+    cleaned_to: i64,
+    /// Bumped by every compaction swap: an index load planned before one is not installed.
+    generation: u64,
 }
 
 fn offset_entries(config: &LogConfig) -> usize {
@@ -266,8 +276,7 @@ impl<D: Disk> Log<D> {
     /// gone).
     fn trim_aborted(&mut self) {
         let start = self.log_start_offset();
-        let gone = self.aborted.partition_point(|t| t.last_offset < start);
-        self.aborted.drain(..gone);
+        self.aborted.retain(|t| t.last_offset >= start);
     }
 
     /// The offset index of a segment, if loaded.

@@ -66,7 +66,7 @@ impl<D: Disk> Log<D> {
             let budget = (self.config.index_interval_bytes + 2 * self.config.max_message_bytes) as usize + max_bytes;
             let to = end_pos.min(start_pos + budget as u64);
             let bytes = Bytes::from(tail.copy_out(start_pos, to));
-            let (kept, _, _) = pick_batches(&bytes, offset, max_bytes, 0, |_| Ok(())).map_err(|(at, error)| {
+            let (kept, _, _) = pick_batches(&bytes, offset, max_bytes, 0, false, |_| Ok(())).map_err(|(at, error)| {
                 StorageError::Corrupt { path: log_path(&self.dir, base), position: start_pos + at as u64, error }
             })?;
             return Ok(ReadPlan::Done(bytes.slice(kept)));
@@ -81,6 +81,7 @@ impl<D: Disk> Log<D> {
             end_pos: end_pos.min(seg.durable_size),
             offset,
             max_bytes,
+            gaps: self.may_have_gaps.then_some(seg.next_offset),
         }))
     }
 
@@ -96,12 +97,16 @@ impl<D: Disk> Log<D> {
             size: seg.size,
             file: seg.file().cloned(),
             config: self.config.clone(),
+            generation: self.generation,
         }
     }
 
     /// Install what an [`IndexLoad`] produced (what is already loaded, or a segment that is
     /// gone, is left alone).
     pub fn install_index(&mut self, base: i64, loaded: SegmentIndexes<D>) {
+        if loaded.generation != self.generation {
+            return; // a compaction swap replaced segments since the load was planned
+        }
         if let Some(seg) = self.segments.get_mut(&base) {
             seg.install_indexes(loaded.file, loaded.index, loaded.time);
         }
@@ -197,9 +202,19 @@ pub struct DiskRead<D: Disk> {
     end_pos: u64,
     offset: i64,
     max_bytes: usize,
+    /// The log may have gaps (it was compacted): a batch past `offset` is the answer, and
+    /// when the segment holds nothing at or past it the read goes on at this offset (the
+    /// next segment's base).
+    gaps: Option<i64>,
 }
 
 impl<D: Disk> DiskRead<D> {
+    /// Where a read that found nothing in this segment goes on (a compacted log's gap at
+    /// the segment's end).
+    pub fn skip_to(&self) -> Option<i64> {
+        self.gaps
+    }
+
     /// Read from disk, checking each returned batch's CRC (bytes are vetted before they are
     /// written and after they are read).
     pub async fn run(self, disk: &D) -> StorageResult<Bytes> {
@@ -220,7 +235,9 @@ impl<D: Disk> DiskRead<D> {
             let len = (self.end_pos - pos).min(window as u64) as usize;
             let buf = Bytes::from(file.read_at(pos, len).await?);
             let (kept, walked, done) =
-                pick_batches(&buf, self.offset, self.max_bytes, collected, |b| check_stored(b).map(|_| ()))
+                pick_batches(&buf, self.offset, self.max_bytes, collected, self.gaps.is_some(), |b| {
+                    check_stored(b).map(|_| ())
+                })
                     .map_err(|(at, e)| corrupt(pos + at as u64, e))?;
             if !kept.is_empty() {
                 collected += kept.len();
@@ -255,12 +272,14 @@ impl<D: Disk> DiskRead<D> {
 /// collected before) fits in `max_bytes`; the very first batch is kept whole even when it is
 /// larger (KIP-74). The batches kept are contiguous: returns their byte range (empty when
 /// none), the bytes walked and whether the read is complete. `check` vets each kept batch.
-/// No bytes are copied: callers slice.
+/// No bytes are copied: callers slice. With `gaps` (a compacted log) the first batch may
+/// start past `offset`.
 fn pick_batches(
     bytes: &[u8],
     offset: i64,
     max_bytes: usize,
     already: usize,
+    gaps: bool,
     mut check: impl FnMut(&[u8]) -> Result<(), FormatError>,
 ) -> Result<(std::ops::Range<usize>, usize, bool), (usize, FormatError)> {
     let mut kept: Option<std::ops::Range<usize>> = None;
@@ -278,7 +297,7 @@ fn pick_batches(
             continue;
         }
         let have = already + kept.as_ref().map_or(0, |r| r.len());
-        if let Some(first) = h.first_offset.filter(|&f| have == 0 && f > offset) {
+        if let Some(first) = h.first_offset.filter(|&f| have == 0 && f > offset && !gaps) {
             // The index (or the data) skipped the batch holding `offset`: never serve a read
             // that silently misses records.
             return Err((at, FormatError::OffsetGap { expected: offset, found: first }));
@@ -320,6 +339,8 @@ pub struct IndexLoad<D: Disk> {
     size: u64,
     file: Option<Rc<D::File>>,
     config: LogConfig,
+    /// The log's [`Log::generation`] when planned.
+    generation: u64,
 }
 
 impl<D: Disk> IndexLoad<D> {
@@ -369,7 +390,7 @@ impl<D: Disk> IndexLoad<D> {
             }
         };
         let (time, _) = time_index_of(&self.disk, &self.dir, &self.spans, self.spans.len() - 1, &self.config).await?;
-        Ok(SegmentIndexes { file, index, time })
+        Ok(SegmentIndexes { file, index, time, generation: self.generation })
     }
 }
 
@@ -378,4 +399,5 @@ pub struct SegmentIndexes<D: Disk> {
     pub file: Rc<D::File>,
     pub index: OffsetIndex,
     pub time: TimeBuilder,
+    generation: u64,
 }

@@ -15,12 +15,15 @@
 //! loading (`read`) and flush's snapshot cleanup (file names).
 
 use super::append::new_active_segment;
+use super::clean::CLEANER_CHECKPOINT;
 use super::{offset_entries, time_entries, Log, OpenReport, CLEAN_MARKER, LOG_START_FILE, MAX_STORED_BATCH};
 use crate::config::LogConfig;
 use crate::io::{align_down, Disk, DiskFile, IoError};
 use crate::storage::error::StorageResult;
 use crate::storage::format::batch::{BatchHeader, MAGIC_V2};
-use crate::storage::format::index::{decode_clean_marker, decode_log_start, decode_offset_index, decode_time_index};
+use crate::storage::format::index::{
+    decode_clean_marker, decode_cleaner_checkpoint, decode_log_start, decode_offset_index, decode_time_index,
+};
 use crate::storage::format::legacy;
 use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWalk, MAX_HEADER_LEN};
 use crate::storage::format::txn_index::{self, AbortedTxn};
@@ -66,6 +69,10 @@ pub(super) struct ScanFrom {
     /// batches count as appended at (the segment file's mtime).
     producers: Option<ProducerState>,
     replay_ms: i64,
+    /// A batch may start past the offset expected (a compacted segment's gaps). Sealed
+    /// segments' scans allow them; the last segment's rescan (never compacted) does not,
+    /// so there an offset out of order still marks a torn or corrupt tail.
+    gaps: bool,
 }
 
 impl ScanFrom {
@@ -79,6 +86,7 @@ impl ScanFrom {
             time: Some(TimeBuilder::new(time_entries(config), last_ts, config.time_index_interval_ms)),
             producers: None,
             replay_ms: 0,
+            gaps: true,
         }
     }
 }
@@ -93,7 +101,7 @@ pub(super) async fn scan_segment<F: DiskFile>(
     file_size: u64,
     from: ScanFrom,
 ) -> Result<Scan, IoError> {
-    let ScanFrom { mut pos, mut expected, mut index, mut time, mut producers, replay_ms } = from;
+    let ScanFrom { mut pos, mut expected, mut index, mut time, mut producers, replay_ms, gaps } = from;
     let mut want = SCAN_WINDOW;
     let mut scanned = 0u64;
     let mut aborted = Vec::new();
@@ -124,24 +132,27 @@ pub(super) async fn scan_segment<F: DiskFile>(
                 None => legacy::wrapper_span(bytes, SCAN_DECOMPRESS_LIMIT).map(|(f, _)| f),
             };
             let in_order = first.and_then(|f| {
-                if f == expected && h.last_offset >= expected {
-                    Ok(())
+                if (f == expected || (gaps && f > expected)) && h.last_offset >= f {
+                    Ok(f)
                 } else {
                     Err(FormatError::OffsetGap { expected, found: f })
                 }
             });
             let checked = check_stored(bytes).and(in_order);
-            if let Err(e) = checked {
-                failed = Some((Some(at), e));
-                break;
-            }
+            let first = match checked {
+                Ok(f) => f,
+                Err(e) => {
+                    failed = Some((Some(at), e));
+                    break;
+                }
+            };
             index.on_batch((h.index_offset() - base) as u32, pos + at as u64, h.total_len as u64);
             if let Some(t) = time.as_mut() {
-                t.on_batch(base, expected, h.max_timestamp);
+                t.on_batch(base, first, h.max_timestamp);
             }
             if let Some(ps) = producers.as_mut().filter(|_| h.magic == MAGIC_V2) {
                 let h = BatchHeader::parse(bytes).expect("checked above");
-                if let Some(t) = ps.replay(&h, bytes, expected, replay_ms).filter(|t| t.aborted) {
+                if let Some(t) = ps.replay(&h, bytes, first, replay_ms).filter(|t| t.aborted) {
                     let last_stable_offset = ps.last_stable_offset_after(&t);
                     aborted.push(AbortedTxn {
                         producer_id: t.producer_id,
@@ -381,6 +392,7 @@ impl<D: Disk> Log<D> {
             disk.sync_dir(parent).await?;
         }
         let mut report = OpenReport::default();
+        super::clean::recover_swaps(&disk, dir).await?;
         let (bases, snapshots) = list_segment_files(&disk, dir).await?;
         let marker_path = dir.join(CLEAN_MARKER);
         // (log end offset, last time-index timestamp) of a clean shutdown.
@@ -455,6 +467,8 @@ impl<D: Disk> Log<D> {
         at.install_last(&mut segments, base, file, last, report.clean).await?;
         report.segments = segments.len();
         let start_offset = read_log_start(&disk, dir, next_offset).await?;
+        let checkpoint = disk.read_file(&dir.join(CLEANER_CHECKPOINT)).await?;
+        let cleaned_to = checkpoint.as_deref().and_then(decode_cleaner_checkpoint).unwrap_or(i64::MIN);
         let log = Log {
             disk,
             dir: dir.to_path_buf(),
@@ -473,6 +487,10 @@ impl<D: Disk> Log<D> {
             aborted,
             start_offset,
             markers_appended: 0,
+            swapping: false,
+            may_have_gaps: checkpoint.is_some(),
+            cleaned_to,
+            generation: 0,
         };
         Ok((log, report))
     }
@@ -617,6 +635,7 @@ impl<D: Disk> Opening<'_, D> {
         // Continue from just past the last entry's batch, as if appends had built it.
         let mut from = ScanFrom::start(base, config, None);
         from.time = None;
+        from.gaps = false;
         if let Some(&(rel, p)) = entries.last() {
             let head = file.read_at(p as u64, MAX_HEADER_LEN).await?;
             let Ok(h) = BatchInfo::parse(&head) else {
@@ -651,6 +670,7 @@ impl<D: Disk> Opening<'_, D> {
     ) -> StorageResult<Last> {
         let (disk, dir, config) = (self.disk, self.dir, self.config);
         let mut from = ScanFrom::start(base, config, context_ts);
+        from.gaps = false;
         let (producers, mut aborted) = producers_at(disk, dir, &self.snapshots, &self.spans, config, base).await?;
         from.producers = Some(producers);
         from.replay_ms = disk.mtime_ms(&log_path(dir, base)).await?;

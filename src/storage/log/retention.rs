@@ -48,7 +48,7 @@ impl<D: Disk> Log<D> {
 
     /// SPEC T7.2: the largest timestamp of segment `base`: its last time-index entry, or an
     /// earlier segment's when its own index is empty. `Err(NeedIndex)` when an index must be loaded.
-    fn largest_timestamp_of(&self, base: i64) -> Result<Option<i64>, NeedIndex> {
+    pub(super) fn largest_timestamp_of(&self, base: i64) -> Result<Option<i64>, NeedIndex> {
         for (&b, seg) in self.segments.range(..=base).rev() {
             let Some(time) = seg.time() else { return Err(NeedIndex(b)) };
             if let Some(&(t, _)) = time.entries.last() {
@@ -58,13 +58,13 @@ impl<D: Disk> Log<D> {
         Ok(self.deleted_last_ts)
     }
 
-    /// SPEC T7.2, T7.3: remove from the log the oldest segments whose largest timestamp is
+    /// SPEC T7.2, T7.3 (with `delete` in `cleanup.policy`): remove from the log the oldest segments whose largest timestamp is
     /// more than `retention.ms` before `now` (a prefix only; an expired active segment is
     /// rolled first and goes at a later check, once sealed). A segment whose largest
     /// timestamp is in the future is kept and logged. `Err(NeedIndex)`: load that segment's
     /// indexes and call again. The caller deletes the returned segments' files.
     pub fn take_expired_by_time(&mut self, now: i64) -> Result<Vec<i64>, NeedIndex> {
-        let Some(retention) = self.config.retention_ms.filter(|_| !self.closing) else { return Ok(Vec::new()) };
+        let Some(retention) = self.config.retention_ms.filter(|_| !self.closing && self.config.cleanup_delete) else { return Ok(Vec::new()) };
         let retention = retention.min(i64::MAX as u64) as i64;
         let mut removed = Vec::new();
         loop {
@@ -106,7 +106,9 @@ impl<D: Disk> Log<D> {
     fn removable_first(&self) -> bool {
         let mut it = self.segments.values();
         match (it.next(), it.next()) {
-            (Some(first), Some(next)) => first.is_sealed() && (next.is_sealed() || next.file().is_some()),
+            (Some(first), Some(next)) => {
+                !self.swapping && first.is_sealed() && (next.is_sealed() || next.file().is_some())
+            }
             _ => false,
         }
     }
@@ -114,7 +116,7 @@ impl<D: Disk> Log<D> {
     /// Remove the oldest sealed segments beyond `retention.bytes` from the log; the caller
     /// deletes their files with [`delete_segment_files`]. The active segment is never removed.
     pub fn take_expired_by_size(&mut self) -> Vec<i64> {
-        let Some(limit) = self.config.retention_bytes.filter(|_| !self.closing) else {
+        let Some(limit) = self.config.retention_bytes.filter(|_| !self.closing && self.config.cleanup_delete) else {
             return Vec::new();
         };
         let mut total = self.size_bytes();

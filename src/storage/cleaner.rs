@@ -1,0 +1,400 @@
+//! One compaction pass over one partition: the I/O around `storage::compaction`'s decisions
+//! and the log's swap ([`Log::begin_swap`], docs/architecture.md "Log compaction").
+//!
+//! A pass: take the cleanable range ([`Log::clean_target`]); build the offset map over its
+//! dirty part, a whole segment at a time within the dedupe budget (the pass ends where the
+//! map does); then clean the range from its first segment in groups of consecutive segments
+//! no larger than `segment.bytes`: each group is written aside (`.cleaned`), synced,
+//! committed (`.swap`), swapped in ([`finish_swap_files`]), and the new segment's indexes
+//! are rebuilt by the recovery scan; a group that would come out unchanged is left alone.
+//! Last, the checkpoint (the first dirty offset) is written. Sealed segments are immutable,
+//! so the pass reads and writes with no borrow of the log held, and appends and fetches go
+//! on meanwhile; reads of a group being swapped use the old files until the swap is in.
+//!
+//! I/O is paced by an [`IoBudget`] (`log.cleaner.io.max.bytes.per.second`) and the pass
+//! yields to the executor between batches, so it never holds the shard for long.
+//!
+//! Callers: the shard's cleaner task (`server`), tests and tools, through [`LogCell`].
+
+use crate::io::{align_up, Disk, DiskFile};
+use crate::storage::access::{load_indexes, LogCell};
+use crate::storage::compaction::{
+    clean_batch, map_batch, CleanRules, CleanStats, OffsetMap, Outcome, Protect, SegmentKeys, TxnTracker,
+};
+use crate::storage::error::{StorageError, StorageResult};
+use crate::storage::format::index::encode_cleaner_checkpoint;
+use crate::storage::format::stored::{check_stored, frame_len, BatchWalk};
+use crate::storage::format::FormatError;
+use crate::storage::log::{
+    cleaned_path, finish_swap_files, swap_path, txn_cleaned_path, CleanTarget, SegmentSpan, CLEANER_CHECKPOINT,
+};
+use crate::storage::segment::log_path;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// Bytes read from a segment at a time.
+const READ_WINDOW: usize = 1 << 20;
+/// Bytes of cleaned output written at a time (one DMA write).
+const WRITE_CHUNK: usize = 1 << 20;
+
+/// Paces a pass's I/O to a rate (bytes read plus written per second).
+pub struct IoBudget {
+    rate: Option<u64>,
+    started: Instant,
+    spent: u64,
+}
+
+impl IoBudget {
+    /// `None`: unlimited.
+    pub fn new(bytes_per_sec: Option<u64>) -> IoBudget {
+        IoBudget { rate: bytes_per_sec.filter(|&r| r > 0), started: Instant::now(), spent: 0 }
+    }
+
+    /// Count `bytes` of I/O and wait until the rate allows more.
+    pub async fn spend(&mut self, bytes: u64) {
+        self.spent += bytes;
+        if let Some(rate) = self.rate {
+            let due = Duration::from_secs_f64(self.spent as f64 / rate as f64);
+            let elapsed = self.started.elapsed();
+            if due > elapsed {
+                glommio::timer::sleep(due - elapsed).await;
+            }
+        }
+    }
+}
+
+/// The broker's cleaner settings, Kafka's `log.cleaner.*` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanerConfig {
+    /// `log.cleaner.enable`: compacted topics are cleaned.
+    pub enable: bool,
+    /// `log.cleaner.threads`: passes a shard runs at once.
+    pub threads: usize,
+    /// `log.cleaner.io.max.bytes.per.second`: each shard's cleaner I/O rate (read plus
+    /// written); `None`: unlimited (Kafka's default).
+    pub io_max_bytes_per_second: Option<u64>,
+    /// `log.cleaner.dedupe.buffer.size`: the offset maps' memory, for the whole broker
+    /// (each pass gets its share: divided by shards and threads).
+    pub dedupe_buffer_size: u64,
+    /// `log.cleaner.backoff.ms`: how long a shard's cleaner sleeps when nothing is due.
+    pub backoff: Duration,
+}
+
+impl Default for CleanerConfig {
+    fn default() -> Self {
+        CleanerConfig {
+            enable: true,
+            threads: 1,
+            io_max_bytes_per_second: None,
+            dedupe_buffer_size: 128 << 20,
+            backoff: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Whether a cleanable range is due for a pass now: its dirty ratio reached
+/// `min.cleanable.dirty.ratio`, or its oldest dirty segment is older than
+/// `max.compaction.lag.ms`.
+pub fn is_due(target: &CleanTarget, config: &crate::config::LogConfig, now: i64) -> bool {
+    let ratio_due = target.dirty_ratio() * 1e6 >= config.min_cleanable_dirty_ratio_ppm as f64 && target.dirty_bytes > 0;
+    let lag_due = match (config.max_compaction_lag_ms, target.oldest_dirty_ts) {
+        (Some(lag), Some(ts)) => now.saturating_sub(ts) > lag.min(i64::MAX as u64) as i64,
+        _ => false,
+    };
+    ratio_due || lag_due
+}
+
+/// What a pass may use.
+#[derive(Debug, Clone, Copy)]
+pub struct CleanerLimits {
+    /// `log.cleaner.dedupe.buffer.size` share of this pass: the offset map's budget.
+    pub map_budget_bytes: usize,
+}
+
+/// What a pass did.
+#[derive(Debug, Default, Clone)]
+pub struct PassReport {
+    pub stats: CleanStats,
+    /// The range cleaned: `[start, end)`, and where its dirty part began.
+    pub start: i64,
+    pub first_dirty: i64,
+    pub end: i64,
+    /// Where the offset map began: the base of the segment holding the first dirty offset.
+    pub map_start: i64,
+    /// The groups of the pass, `[base, next)` each, swapped or left alone.
+    pub groups: Vec<(i64, i64)>,
+    /// Groups swapped (segments rewritten).
+    pub groups_swapped: usize,
+    pub segments_before: usize,
+    pub map_keys: usize,
+    pub elapsed: Duration,
+}
+
+/// The cleanable range of the log now, loading indexes where a timestamp is needed.
+pub async fn clean_target<D: Disk, C: LogCell<D>>(cell: &C, now: i64) -> StorageResult<Option<CleanTarget>> {
+    loop {
+        let step = cell.log().clean_target(now);
+        match step {
+            Ok(t) => return Ok(t),
+            Err(need) => load_indexes(cell, need).await?,
+        }
+    }
+}
+
+/// Clean `target` (from [`clean_target`]) at `now`. `Ok(report)` also when the log changed
+/// under the pass (retention, deletion): what was swapped stays, the rest waits for the next.
+pub async fn run_pass<D: Disk, C: LogCell<D>>(
+    cell: &C,
+    now: i64,
+    target: CleanTarget,
+    limits: CleanerLimits,
+    budget: &mut IoBudget,
+) -> StorageResult<PassReport> {
+    let began = Instant::now();
+    let (disk, dir, config, cleaned_to) = {
+        let log = cell.log();
+        (log.disk().clone(), log.dir().to_path_buf(), log.config().clone(), log.cleaned_to())
+    };
+    let mut report = PassReport {
+        start: target.segments[0].0,
+        first_dirty: target.first_dirty,
+        segments_before: target.segments.len(),
+        ..PassReport::default()
+    };
+    // The checkpoint exists before anything is swapped: it marks the log as one with gaps.
+    if !cell.log().may_have_gaps() {
+        let at = cleaned_to.max(report.start);
+        disk.write_file_atomic(&dir.join(CLEANER_CHECKPOINT), &encode_cleaner_checkpoint(at)).await?;
+        cell.log().set_cleaned_to(at);
+    }
+    let dlimit = config.decompress_limit();
+
+    // 1. The offset map over the dirty part, whole segments within the budget.
+    let mut map = OffsetMap::new(limits.map_budget_bytes);
+    let mut map_txns = TxnTracker::new(target.aborted.iter().filter(|t| t.last_offset >= target.first_dirty).copied().collect());
+    let mut end = target.first_dirty;
+    report.map_start = target.segments.iter().find(|s| s.1 > target.first_dirty).map_or(end, |s| s.0);
+    for &span in target.segments.iter().filter(|s| s.1 > target.first_dirty) {
+        let mut keys = SegmentKeys::default();
+        let mut visit = |batch: &[u8], _: &mut Vec<u8>| map_batch(batch, &mut map_txns, &mut keys, dlimit);
+        walk_segment(&disk, &dir, span, budget, &mut visit, None).await?;
+        if !map.add_segment(keys) {
+            break;
+        }
+        end = span.1;
+    }
+    report.end = end;
+    report.map_keys = map.len();
+
+    // 2. Clean `[start, end)` group by group.
+    let rules = CleanRules { now, delete_retention_ms: config.delete_retention_ms.min(i64::MAX as u64) as i64, decompress_limit: dlimit };
+    let mut txns = TxnTracker::new(target.aborted.clone());
+    let spans: Vec<SegmentSpan> = target.segments.iter().copied().filter(|s| s.1 <= end).collect();
+    let mut entries = target.last_entries.iter();
+    for group in groups(&spans, config.segment_bytes) {
+        let (base, next) = (group[0].0, group.last().expect("a group").1);
+        report.groups.push((base, next));
+        // The group's last time-index entry names the record that stays (see `Protect`).
+        let protect = entries.by_ref().take(group.len()).flatten().last().map(|&(_, at)| Protect { batch_base: at });
+        let cleaned = cleaned_path(&dir, base, next);
+        let mut out = Output::create(&disk, &cleaned).await?;
+        let mut changed = group.len() > 1;
+        for &span in group {
+            let mut visit = |batch: &[u8], out: &mut Vec<u8>| -> Result<(), FormatError> {
+                let last = |pid: i64, last_offset: i64| target.last_batches.get(&pid) == Some(&last_offset);
+                match clean_batch(batch, &map, &mut txns, last, protect, &rules, &mut report.stats)? {
+                    Outcome::Keep => out.extend_from_slice(batch),
+                    Outcome::Drop => changed = true,
+                    Outcome::Rewrite(b) => {
+                        changed = true;
+                        out.extend_from_slice(&b)
+                    }
+                }
+                Ok(())
+            };
+            walk_segment(&disk, &dir, span, budget, &mut visit, Some(&mut out)).await?;
+        }
+        let kept = std::mem::take(&mut txns.kept);
+        if !changed {
+            out.abandon(&disk).await?;
+            continue;
+        }
+        let size = out.finish(&disk, budget).await?;
+        if !kept.is_empty() {
+            let mut bytes = Vec::new();
+            kept.iter().for_each(|t| t.encode(&mut bytes));
+            disk.write_file_atomic(&txn_cleaned_path(&dir, base, next), &bytes).await?;
+        }
+        // Commit: every group segment still there, loaded, and retention held off.
+        let go = loop {
+            let step = cell.log().begin_swap(group);
+            match step {
+                Ok(go) => break go,
+                Err(need) => load_indexes(cell, need).await?,
+            }
+        };
+        if !go {
+            disk.remove_file(&cleaned).await?;
+            disk.remove_file(&txn_cleaned_path(&dir, base, next)).await?;
+            tracing::info!(dir = %dir.display(), base, "the log changed under the cleaner; the pass stops here");
+            report.elapsed = began.elapsed();
+            return Ok(report);
+        }
+        let committed = async {
+            disk.rename(&cleaned, &swap_path(&dir, base, next)).await?;
+            disk.sync_dir(&dir).await
+        }
+        .await;
+        if let Err(e) = committed {
+            cell.log().abandon_swap();
+            return Err(e.into());
+        }
+        if let Err(e) = finish_swap_files(&disk, &dir, base, next).await {
+            // Committed: the next open finishes it. Until then retention stays held off and
+            // reads use the old segments' open files.
+            tracing::error!(dir = %dir.display(), base, next, error = %e, "a compaction swap could not finish; the next start finishes it");
+            return Err(e.into());
+        }
+        cell.log().complete_swap(group, size, kept);
+        report.groups_swapped += 1;
+        // The new segment's indexes, by the recovery scan (SPEC T5), now rather than at the
+        // first read.
+        load_indexes(cell, crate::storage::NeedIndex(base)).await?;
+    }
+    disk.write_file_atomic(&dir.join(CLEANER_CHECKPOINT), &encode_cleaner_checkpoint(end)).await?;
+    cell.log().set_cleaned_to(end);
+    report.elapsed = began.elapsed();
+    Ok(report)
+}
+
+/// Consecutive segments in groups whose total size fits `segment.bytes` (at least one
+/// segment each) and whose offsets fit a segment's relative offsets.
+fn groups(spans: &[SegmentSpan], segment_bytes: u64) -> Vec<&[SegmentSpan]> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while from < spans.len() {
+        let mut to = from + 1;
+        let mut size = spans[from].2;
+        while to < spans.len()
+            && size + spans[to].2 <= segment_bytes
+            && spans[to].1 - spans[from].0 <= i32::MAX as i64
+        {
+            size += spans[to].2;
+            to += 1;
+        }
+        out.push(&spans[from..to]);
+        from = to;
+    }
+    out
+}
+
+/// Walk the stored batches of a sealed segment, checking each (CRC), for `visit`, which may
+/// add bytes to the cleaned output `out` (written out in whole chunks between windows).
+async fn walk_segment<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    (base, _, size): SegmentSpan,
+    budget: &mut IoBudget,
+    visit: &mut dyn FnMut(&[u8], &mut Vec<u8>) -> Result<(), FormatError>,
+    mut out: Option<&mut Output<D>>,
+) -> StorageResult<()> {
+    let path = log_path(dir, base);
+    let file = disk.open_rw(&path).await?;
+    let corrupt = |position: u64, error| StorageError::Corrupt { path: path.clone(), position, error };
+    let mut pos = 0u64;
+    let mut want = READ_WINDOW;
+    let mut scratch = Vec::new();
+    while pos < size {
+        let len = (want as u64).min(size - pos) as usize;
+        let buf = file.read_at(pos, len).await?;
+        budget.spend(buf.len() as u64).await;
+        let mut walk = BatchWalk::new(&buf, i32::MAX as usize);
+        for item in walk.by_ref() {
+            let (at, _, batch) = item.map_err(|e| corrupt(pos, e))?;
+            check_stored(batch).map_err(|e| corrupt(pos + at as u64, e))?;
+            let sink = match out.as_deref_mut() {
+                Some(o) => &mut o.pending,
+                None => &mut scratch,
+            };
+            visit(batch, sink).map_err(|e| corrupt(pos + at as u64, e))?;
+        }
+        let consumed = walk.pos();
+        if consumed == 0 {
+            match frame_len(&buf, i32::MAX as usize) {
+                Ok(Some(total)) if total > buf.len() && pos + total as u64 <= size => {
+                    want = total;
+                    continue;
+                }
+                Ok(_) => return Err(corrupt(pos, FormatError::Truncated { need: 12, have: buf.len() })),
+                Err(e) => return Err(corrupt(pos, e)),
+            }
+        }
+        pos += consumed as u64;
+        want = READ_WINDOW;
+        if let Some(out) = out.as_deref_mut() {
+            out.drain(disk, budget).await?;
+        }
+        futures_lite::future::yield_now().await;
+    }
+    file.close().await?;
+    Ok(())
+}
+
+/// The cleaned segment being written: bytes gathered in memory and written in aligned
+/// chunks; the last partial page is padded, then the file is cut to its exact size.
+struct Output<D: Disk> {
+    file: D::File,
+    pending: Vec<u8>,
+    /// Bytes written to the file so far (a multiple of [`WRITE_CHUNK`]).
+    written: u64,
+}
+
+impl<D: Disk> Output<D> {
+    async fn create(disk: &D, path: &Path) -> StorageResult<Output<D>> {
+        disk.remove_file(path).await?;
+        let file = disk.open_rw(path).await?;
+        Ok(Output { file, pending: Vec::new(), written: 0 })
+    }
+
+    /// Write out every whole chunk gathered.
+    async fn drain(&mut self, disk: &D, budget: &mut IoBudget) -> StorageResult<()> {
+        while self.pending.len() >= WRITE_CHUNK {
+            self.write(disk, WRITE_CHUNK, budget).await?;
+        }
+        Ok(())
+    }
+
+    async fn write(&mut self, disk: &D, len: usize, budget: &mut IoBudget) -> StorageResult<()> {
+        let padded = align_up(len as u64) as usize;
+        let mut buf = disk.alloc(padded);
+        let b = buf.as_mut();
+        b[..len].copy_from_slice(&self.pending[..len]);
+        b[len..].fill(0);
+        self.file.write_at(Rc::new(buf), self.written).await?;
+        budget.spend(padded as u64).await;
+        self.pending.drain(..len);
+        self.written += len as u64;
+        Ok(())
+    }
+
+    /// Write the rest, cut the file to size, sync. Returns the size.
+    async fn finish(mut self, disk: &D, budget: &mut IoBudget) -> StorageResult<u64> {
+        self.drain(disk, budget).await?;
+        let rest = self.pending.len();
+        if rest > 0 {
+            self.write(disk, rest, budget).await?;
+        }
+        self.file.truncate(self.written).await?;
+        self.file.sync().await?;
+        self.file.close().await?;
+        Ok(self.written)
+    }
+
+    async fn abandon(self, disk: &D) -> StorageResult<()> {
+        let path = self.file.path().to_path_buf();
+        self.file.close().await?;
+        disk.remove_file(&path).await?;
+        Ok(())
+    }
+}

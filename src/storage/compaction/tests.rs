@@ -1,0 +1,204 @@
+//! Unit tests of compaction's decisions, one rule each (docs/architecture.md, "Log compaction").
+
+use super::*;
+use crate::storage::format::batch::{check_stored, set_base_offset, BatchBuilder, Compression};
+
+const LIMIT: usize = 1 << 20;
+
+fn batch(base: i64, recs: &[(Option<&str>, Option<&str>, i64)], codec: Compression) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    for &(k, v, ts) in recs {
+        b.push(ts, k.map(str::as_bytes), v.map(str::as_bytes), &[]);
+    }
+    let mut out = b.finish_compressed(codec);
+    set_base_offset(&mut out, base);
+    out
+}
+
+/// (offset, key, value, timestamp) of each record of a stored batch.
+fn records(b: &[u8]) -> Vec<(i64, Option<String>, Option<String>, i64)> {
+    let h = check_stored(b).expect("valid batch");
+    let recs = records_section(&h, b, LIMIT).unwrap();
+    Records::new(&recs, h.record_count)
+        .map(|r| {
+            let r = r.unwrap();
+            let s = |x: Option<&[u8]>| x.map(|x| String::from_utf8(x.to_vec()).unwrap());
+            (h.base_offset + r.offset_delta as i64, s(r.key), s(r.value), h.record_timestamp(r.timestamp_delta))
+        })
+        .collect()
+}
+
+fn map_of(batches: &[&[u8]]) -> OffsetMap {
+    let mut txns = TxnTracker::new(Vec::new());
+    let mut seg = SegmentKeys::default();
+    for b in batches {
+        map_batch(b, &mut txns, &mut seg, LIMIT).unwrap();
+    }
+    let mut map = OffsetMap::new(1 << 20);
+    assert!(map.add_segment(seg));
+    map
+}
+
+fn rules(now: i64) -> CleanRules {
+    CleanRules { now, delete_retention_ms: 1000, decompress_limit: LIMIT }
+}
+
+fn clean(b: &[u8], map: &OffsetMap, now: i64) -> Outcome {
+    let mut stats = CleanStats::default();
+    clean_batch(b, map, &mut TxnTracker::new(Vec::new()), |_, _| false, None, &rules(now), &mut stats).unwrap()
+}
+
+/// The last record of each key stays at its offset; the rewritten batch keeps its base
+/// offset, last offset delta and codec, and its CRC checks.
+#[test]
+fn keeps_the_last_record_of_each_key_at_its_offset() {
+    for codec in [Compression::None, Compression::Gzip, Compression::Lz4, Compression::Zstd, Compression::Snappy] {
+        let b1 = batch(10, &[(Some("a"), Some("1"), 100), (Some("b"), Some("1"), 101), (Some("a"), Some("2"), 102)], codec);
+        let b2 = batch(13, &[(Some("b"), Some("2"), 103)], codec);
+        let map = map_of(&[&b1, &b2]);
+        let Outcome::Rewrite(out) = clean(&b1, &map, 0) else { panic!("b1 loses records") };
+        let h = check_stored(&out).unwrap();
+        assert_eq!((h.base_offset, h.last_offset(), h.compression().unwrap()), (10, 12, codec));
+        assert_eq!(records(&out), vec![(12, Some("a".into()), Some("2".into()), 102)]);
+        assert_eq!(h.max_timestamp, 102, "maxTimestamp of what remains");
+        assert_eq!(clean(&b2, &map, 0), Outcome::Keep);
+    }
+}
+
+/// KIP-534: the first pass keeps a tombstone and stamps the horizon (now +
+/// delete.retention.ms) with the records' timestamps unchanged; a later pass drops it once
+/// the horizon passed, not before.
+#[test]
+fn tombstones_stay_until_their_horizon() {
+    let b = batch(0, &[(Some("a"), None, 500), (Some("b"), Some("x"), 600)], Compression::None);
+    let map = map_of(&[&b]);
+    let Outcome::Rewrite(stamped) = clean(&b, &map, 2000) else { panic!("stamped") };
+    let h = check_stored(&stamped).unwrap();
+    assert_eq!(h.delete_horizon(), Some(3000));
+    assert_eq!(records(&stamped), records(&b), "same records, same timestamps");
+    assert_eq!(clean(&stamped, &map, 2999), Outcome::Keep);
+    let Outcome::Rewrite(after) = clean(&stamped, &map, 3000) else { panic!("tombstone goes") };
+    assert_eq!(records(&after), vec![(1, Some("b".into()), Some("x".into()), 600)]);
+    assert_eq!(check_stored(&after).unwrap().delete_horizon(), Some(3000), "the horizon stays");
+}
+
+/// Records without a key go; a batch left empty goes, unless it is its producer's last.
+#[test]
+fn keyless_records_go_and_a_producers_last_batch_stays_empty() {
+    let mut b = BatchBuilder::new().producer(7, 3, 40);
+    b.push(5, None, Some(b"v"), &[]);
+    b.push(6, Some(b"k"), Some(b"old"), &[]);
+    let mut b = b.finish();
+    set_base_offset(&mut b, 100);
+    let newer = batch(102, &[(Some("k"), Some("new"), 7)], Compression::None);
+    let map = map_of(&[&b, &newer]);
+    assert_eq!(clean(&b, &map, 0), Outcome::Drop);
+    let mut stats = CleanStats::default();
+    let out = clean_batch(&b, &map, &mut TxnTracker::new(Vec::new()), |p, o| p == 7 && o == 101, None, &rules(0), &mut stats)
+        .unwrap();
+    let Outcome::Rewrite(empty) = out else { panic!("kept empty") };
+    let h = check_stored(&empty).unwrap();
+    assert_eq!((h.record_count, h.base_offset, h.last_offset()), (0, 100, 101));
+    assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence), (7, 3, 40));
+    assert_eq!(h.max_timestamp, -1, "no record, no timestamp for the time index");
+    assert_eq!(stats.records_kept, 0);
+}
+
+/// Aborted data goes; its ABORT marker stays while the pass saw its data (and is listed for
+/// the cleaned `.txnindex`), then is stamped, then goes after the horizon. A COMMIT marker
+/// whose data remains stays.
+#[test]
+fn aborted_data_goes_and_markers_follow_their_data() {
+    let mut d = BatchBuilder::new().transactional().producer(9, 0, 0);
+    d.push(1, Some(b"k"), Some(b"v"), &[]);
+    let mut data = d.finish();
+    set_base_offset(&mut data, 0);
+    let mut abort = Marker { commit: false, coordinator_epoch: 1 }.batch(9, 0, 2);
+    set_base_offset(&mut abort, 1);
+    let txn = AbortedTxn { producer_id: 9, first_offset: 0, last_offset: 1, last_stable_offset: 0 };
+    let map = OffsetMap::new(1024);
+    let mut stats = CleanStats::default();
+    let mut t = TxnTracker::new(vec![txn]);
+    assert_eq!(clean_batch(&data, &map, &mut t, |_, _| false, None, &rules(10), &mut stats).unwrap(), Outcome::Drop);
+    assert_eq!(clean_batch(&abort, &map, &mut t, |_, _| false, None, &rules(10), &mut stats).unwrap(), Outcome::Keep);
+    assert_eq!(t.kept, vec![txn]);
+    assert_eq!(stats.aborted_records_removed, 1);
+    // The next pass sees no data: the marker is stamped, then dropped.
+    let mut t = TxnTracker::new(vec![txn]);
+    let Outcome::Rewrite(stamped) = clean_batch(&abort, &map, &mut t, |_, _| false, None, &rules(10), &mut stats).unwrap()
+    else {
+        panic!("stamped")
+    };
+    assert!(t.kept.is_empty());
+    let h = check_stored(&stamped).unwrap();
+    assert_eq!(h.delete_horizon(), Some(1010));
+    assert_eq!(Marker::read(&h, &stamped).unwrap(), Some(Marker { commit: false, coordinator_epoch: 1 }));
+    let mut t = TxnTracker::new(vec![txn]);
+    assert_eq!(clean_batch(&stamped, &map, &mut t, |_, _| false, None, &rules(1010), &mut stats).unwrap(), Outcome::Drop);
+    // A commit whose data stays keeps its marker.
+    let mut commit = Marker { commit: true, coordinator_epoch: 1 }.batch(9, 0, 2);
+    set_base_offset(&mut commit, 1);
+    let map = map_of(&[&data]);
+    let mut t = TxnTracker::new(Vec::new());
+    assert_eq!(clean_batch(&data, &map, &mut t, |_, _| false, None, &rules(10), &mut stats).unwrap(), Outcome::Keep);
+    assert_eq!(clean_batch(&commit, &map, &mut t, |_, _| false, None, &rules(10), &mut stats).unwrap(), Outcome::Keep);
+}
+
+/// The map skips aborted data (an aborted overwrite must not remove the committed value).
+#[test]
+fn the_map_ignores_aborted_records() {
+    let committed = batch(0, &[(Some("k"), Some("good"), 1)], Compression::None);
+    let mut d = BatchBuilder::new().transactional().producer(4, 0, 0);
+    d.push(2, Some(b"k"), Some(b"bad"), &[]);
+    let mut aborted = d.finish();
+    set_base_offset(&mut aborted, 1);
+    let mut txns = TxnTracker::new(vec![AbortedTxn { producer_id: 4, first_offset: 1, last_offset: 2, last_stable_offset: 1 }]);
+    let mut seg = SegmentKeys::default();
+    map_batch(&committed, &mut txns, &mut seg, LIMIT).unwrap();
+    map_batch(&aborted, &mut txns, &mut seg, LIMIT).unwrap();
+    let mut map = OffsetMap::new(1024);
+    map.add_segment(seg);
+    assert_eq!(map.get(b"k"), Some(0));
+}
+
+/// The map's budget: a segment that would pass it is refused, except the first.
+#[test]
+fn offset_map_budget_counts_whole_segments() {
+    let mut map = OffsetMap::new(2 * (MAP_ENTRY_OVERHEAD + 1));
+    let seg = |keys: &[&str]| {
+        let b = batch(0, &keys.iter().map(|k| (Some(*k), Some("v"), 0)).collect::<Vec<_>>(), Compression::None);
+        let mut s = SegmentKeys::default();
+        map_batch(&b, &mut TxnTracker::default(), &mut s, LIMIT).unwrap();
+        s
+    };
+    assert!(map.add_segment(seg(&["a", "b", "c"])), "the first segment always fits");
+    assert!(map.add_segment(seg(&["a"])), "known keys cost nothing");
+    assert!(!map.add_segment(seg(&["d"])));
+    assert_eq!(map.len(), 3);
+}
+
+/// The batch a group's last time-index entry names keeps its maxTimestamp (later segments'
+/// time indexes rest on it) and stays, empty if all its records go; no record is kept for it.
+#[test]
+fn the_protected_batch_keeps_its_max_timestamp() {
+    let b = batch(0, &[(Some("a"), Some("1"), 900), (Some("a"), Some("2"), 500), (Some("b"), Some("1"), 400)], Compression::None);
+    let newer = batch(3, &[(Some("a"), Some("3"), 100), (Some("b"), Some("2"), 100)], Compression::None);
+    let map = map_of(&[&b, &newer]);
+    let mut stats = CleanStats::default();
+    let protect = Some(Protect { batch_base: 0 });
+    let out = clean_batch(&b, &map, &mut TxnTracker::default(), |_, _| false, protect, &rules(0), &mut stats).unwrap();
+    let Outcome::Rewrite(out) = out else { panic!("rewritten") };
+    let h = check_stored(&out).unwrap();
+    assert_eq!((h.record_count, h.base_offset, h.last_offset(), h.max_timestamp), (0, 0, 2, 900));
+    let other = Some(Protect { batch_base: 3 });
+    assert_eq!(clean_batch(&b, &map, &mut TxnTracker::default(), |_, _| false, other, &rules(0), &mut stats).unwrap(), Outcome::Drop);
+    // Records left: the header's maximum stays although the record that held it went.
+    let c = batch(0, &[(Some("a"), Some("1"), 900), (Some("c"), Some("1"), 400)], Compression::None);
+    let Outcome::Rewrite(out) =
+        clean_batch(&c, &map, &mut TxnTracker::default(), |_, _| false, protect, &rules(0), &mut stats).unwrap()
+    else {
+        panic!("rewritten")
+    };
+    assert_eq!(records(&out), vec![(1, Some("c".into()), Some("1".into()), 400)]);
+    assert_eq!(check_stored(&out).unwrap().max_timestamp, 900);
+}
