@@ -121,6 +121,8 @@ pub struct ShardMetrics {
     /// Values read at snapshot time from the shard's state (memory budgets, partitions with
     /// suspended writes): (name, help, value).
     pub gauges: Vec<(&'static str, &'static str, u64)>,
+    /// Per-partition values read at snapshot time: (name, topic, partition, value).
+    pub partition_gauges: Vec<(&'static str, String, i32, f64)>,
 }
 
 impl Default for ShardMetrics {
@@ -133,6 +135,7 @@ impl Default for ShardMetrics {
                 .collect(),
             counters: [0; COUNTERS.len()],
             gauges: Vec::new(),
+            partition_gauges: Vec::new(),
         }
     }
 }
@@ -212,6 +215,23 @@ pub fn prometheus(shards: &[(usize, ShardMetrics)]) -> String {
                 if let Some((_, _, v)) = m.gauges.get(i) {
                     let _ = writeln!(out, "tidemark_{name}{{shard=\"{shard}\"}} {v}");
                 }
+            }
+        }
+    }
+    let mut named: Vec<&str> = shards.iter().flat_map(|(_, m)| m.partition_gauges.iter().map(|g| g.0)).collect();
+    named.sort_unstable();
+    named.dedup();
+    for name in named {
+        let help = match name {
+            "log_dirty_ratio" => "A compacted partition's dirty share of its cleanable log at the cleaner's last check.",
+            _ => "A per-partition value.",
+        };
+        let _ = writeln!(out, "# HELP tidemark_{name} {help}");
+        let _ = writeln!(out, "# TYPE tidemark_{name} gauge");
+        for (shard, m) in shards {
+            for (_, topic, partition, v) in m.partition_gauges.iter().filter(|g| g.0 == name) {
+                let topic = topic.replace('\\', "\\\\").replace('"', "\\\"");
+                let _ = writeln!(out, "tidemark_{name}{{shard=\"{shard}\",topic=\"{topic}\",partition=\"{partition}\"}} {v}");
             }
         }
     }

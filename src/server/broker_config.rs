@@ -60,6 +60,8 @@ pub struct BrokerConfig {
     pub num_partitions: u32,
     /// `log.retention.check.interval.ms`
     pub retention_check_interval: Duration,
+    /// `log.cleaner.*`: log compaction's settings.
+    pub cleaner: crate::storage::cleaner::CleanerConfig,
     /// `socket.request.max.bytes`
     pub max_request_bytes: usize,
     /// Limits on clients and the memory they may make the broker hold (docs/operations.md).
@@ -103,6 +105,7 @@ impl BrokerConfig {
             auto_create_topics: true,
             num_partitions: 1,
             retention_check_interval: crate::storage::manager::DEFAULT_RETENTION_CHECK_INTERVAL,
+            cleaner: Default::default(),
             max_request_bytes: 100 * 1024 * 1024,
             limits: limits::Limits::default(),
             coordinator: coordinator::CoordinatorConfig::default(),
@@ -156,6 +159,42 @@ impl BrokerConfig {
                     bail!("{key}={value}: must be at least 1");
                 }
                 self.retention_check_interval = Duration::from_millis(n as u64);
+            }
+            "log.cleaner.enable" => {
+                self.cleaner.enable = match value.trim() {
+                    "true" => true,
+                    "false" => false,
+                    _ => bail!("{key}={value}: expected true or false"),
+                }
+            }
+            "log.cleaner.threads" => {
+                let n = int(value)?;
+                if !(1..=64).contains(&n) {
+                    bail!("{key}={value}: must be between 1 and 64");
+                }
+                self.cleaner.threads = n as usize;
+            }
+            "log.cleaner.io.max.bytes.per.second" => {
+                // Kafka's type is a double; its default (Double.MAX_VALUE) means unlimited.
+                let v: f64 = value.trim().parse().with_context(|| format!("{key}={value}: not a number"))?;
+                if v.is_nan() || v <= 0.0 {
+                    bail!("{key}={value}: must be above 0");
+                }
+                self.cleaner.io_max_bytes_per_second = (v < u64::MAX as f64).then_some(v as u64);
+            }
+            "log.cleaner.dedupe.buffer.size" => {
+                let n = int(value)?;
+                if n < 1024 * 1024 {
+                    bail!("{key}={value}: must be at least 1048576");
+                }
+                self.cleaner.dedupe_buffer_size = n as u64;
+            }
+            "log.cleaner.backoff.ms" => {
+                let n = int(value)?;
+                if n < 0 {
+                    bail!("{key}={value}: must be at least 0");
+                }
+                self.cleaner.backoff = Duration::from_millis(n as u64);
             }
             "socket.request.max.bytes" => {
                 let n = int(value)?;

@@ -314,6 +314,21 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         false,
         "How long a transactional id with no transaction is remembered.",
     ),
+    key("log.cleaner.enable", ConfigType::Boolean, false, "Whether compacted topics are cleaned."),
+    key("log.cleaner.threads", ConfigType::Int, false, "Compaction passes each shard runs at once."),
+    key(
+        "log.cleaner.io.max.bytes.per.second",
+        ConfigType::Double,
+        false,
+        "Each shard's compaction I/O rate, bytes read plus written per second.",
+    ),
+    key(
+        "log.cleaner.dedupe.buffer.size",
+        ConfigType::Long,
+        false,
+        "Memory of the compaction offset maps, for the whole broker (shared by shards and threads).",
+    ),
+    key("log.cleaner.backoff.ms", ConfigType::Long, false, "How long a shard's cleaner sleeps when no partition is due."),
     key(
         "tidemark.fetch.max.memory.bytes",
         ConfigType::Long,

@@ -169,6 +169,7 @@ impl Shard {
             topics.insert(name, info);
         }
         manager.spawn_upkeep(config.retention_check_interval);
+        manager.spawn_cleaner(config.cleaner, shards);
         let control = if id == 0 {
             let producer_ids = ProducerIds::open(disk.clone(), &config.data_dir, clock()).await?;
             let lock = glommio::sync::Semaphore::new(1);
@@ -409,6 +410,7 @@ impl Shard {
         let mut m = crate::metrics::snapshot();
         let suspended = self.manager.partitions().iter().filter(|(_, p)| p.log().flush_failures() > 0).count();
         let (req, fetch) = (&self.request_memory, &self.fetch_memory);
+        let cleaner = self.manager.cleaner_stats();
         m.gauges = vec![
             ("request_memory_bytes", "Bytes of requests read and not yet answered.", req.in_use()),
             ("request_memory_peak_bytes", "The most request bytes held at once.", req.peak()),
@@ -417,7 +419,18 @@ impl Shard {
             ("fetch_memory_peak_bytes", "The most fetched bytes held at once.", fetch.peak()),
             ("fetch_memory_capacity_bytes", "This shard's share of tidemark.fetch.max.memory.bytes.", fetch.capacity()),
             ("partitions_writes_suspended", "Partitions whose last flush failed (appends refused).", suspended as u64),
+            ("cleaner_passes_total", "Compaction passes completed.", cleaner.passes),
+            ("cleaner_failures_total", "Compaction passes that failed (retried after log.cleaner.backoff.ms).", cleaner.failures),
+            ("cleaner_bytes_read_total", "Bytes of log compaction passes read (the cleanable range).", cleaner.bytes_read),
+            ("cleaner_bytes_written_total", "Bytes compaction passes wrote (what stayed).", cleaner.bytes_written),
+            ("cleaner_time_ms_total", "Time spent in compaction passes (ms).", cleaner.time_ms),
+            ("cleaner_max_compaction_delay_ms", "Age of the oldest uncompacted (dirty) data of any compacted partition at the last check (ms).", cleaner.max_delay_ms),
         ];
+        m.partition_gauges = cleaner
+            .dirty_ratios
+            .into_iter()
+            .map(|((topic, partition), ratio)| ("log_dirty_ratio", topic, partition, ratio))
+            .collect();
         m
     }
 }

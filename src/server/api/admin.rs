@@ -28,6 +28,10 @@ impl ShardCall<Shard> for DeleteRecords {
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let p = shard.partition(&self.topic, self.partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
+        if !p.log().config().cleanup_delete {
+            // Kafka: records of a topic whose cleanup.policy lacks `delete` cannot be deleted.
+            return Err(code::POLICY_VIOLATION);
+        }
         p.delete_records(self.offset).await.map_err(|e| {
             tracing::debug!(topic = self.topic, partition = self.partition, offset = self.offset.get(), error = %e, "DeleteRecords refused");
             storage_code(&e)

@@ -55,6 +55,13 @@ fn broker_value(c: &BrokerConfig, e: &Effective, name: &str) -> Option<String> {
         "max.connections" => e.max_connections.to_string(),
         "max.connections.per.ip" => e.max_connections_per_ip.to_string(),
         "num.partitions" => e.num_partitions.to_string(),
+        "log.cleaner.enable" => c.cleaner.enable.to_string(),
+        "log.cleaner.threads" => c.cleaner.threads.to_string(),
+        "log.cleaner.io.max.bytes.per.second" => {
+            c.cleaner.io_max_bytes_per_second.map_or_else(|| f64::MAX.to_string(), |v| (v as f64).to_string())
+        }
+        "log.cleaner.dedupe.buffer.size" => c.cleaner.dedupe_buffer_size.to_string(),
+        "log.cleaner.backoff.ms" => c.cleaner.backoff.as_millis().to_string(),
         "offset.metadata.max.bytes" => c.coordinator.metadata_max_bytes.to_string(),
         "offsets.topic.num.partitions" => c.coordinator.offsets_partitions.to_string(),
         "offsets.topic.segment.bytes" => c.coordinator.offsets_segment_bytes.to_string(),

@@ -71,6 +71,10 @@ impl ProduceRefused {
                     })
                     .collect(),
             ),
+            StorageError::KeylessRecords { records } => (
+                "One or more records have been rejected due to records without a key in a compacted topic".to_string(),
+                records.iter().map(|&i| (i, "Compacted topic cannot accept message without key.".to_string())).collect(),
+            ),
             // Disk trouble: a fixed text (the error itself, with paths, is in the broker's log).
             StorageError::Io(_) => ("the partition's disk failed".to_string(), Vec::new()),
             StorageError::WritesSuspended(_) => {
