@@ -713,7 +713,9 @@ mod tests {
         );
         assert_eq!(c.describe()["min.cleanable.dirty.ratio"], "0.01");
         assert_eq!(base.describe()["max.compaction.lag.ms"], i64::MAX.to_string());
-        for (k, v) in [("max.compaction.lag.ms", "0"), ("delete.retention.ms", "-1"), ("min.cleanable.dirty.ratio", "1.5")] {
+        for (k, v) in
+            [("max.compaction.lag.ms", "0"), ("delete.retention.ms", "-1"), ("min.cleanable.dirty.ratio", "1.5")]
+        {
             assert!(base.with_overrides([(k, v)]).is_err(), "{k}={v}");
         }
     }

@@ -223,7 +223,9 @@ pub fn prometheus(shards: &[(usize, ShardMetrics)]) -> String {
     named.dedup();
     for name in named {
         let help = match name {
-            "log_dirty_ratio" => "A compacted partition's dirty share of its cleanable log at the cleaner's last check.",
+            "log_dirty_ratio" => {
+                "A compacted partition's dirty share of its cleanable log at the cleaner's last check."
+            }
             _ => "A per-partition value.",
         };
         let _ = writeln!(out, "# HELP tidemark_{name} {help}");
@@ -231,7 +233,10 @@ pub fn prometheus(shards: &[(usize, ShardMetrics)]) -> String {
         for (shard, m) in shards {
             for (_, topic, partition, v) in m.partition_gauges.iter().filter(|g| g.0 == name) {
                 let topic = topic.replace('\\', "\\\\").replace('"', "\\\"");
-                let _ = writeln!(out, "tidemark_{name}{{shard=\"{shard}\",topic=\"{topic}\",partition=\"{partition}\"}} {v}");
+                let _ = writeln!(
+                    out,
+                    "tidemark_{name}{{shard=\"{shard}\",topic=\"{topic}\",partition=\"{partition}\"}} {v}"
+                );
             }
         }
     }

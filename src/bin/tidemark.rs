@@ -108,6 +108,10 @@ struct LoadCmdArgs {
     /// Bytes per record value.
     #[arg(long, default_value_t = 1024)]
     record_size: usize,
+    /// Give records keys, cycling over this many distinct ones (a compacted topic needs keys;
+    /// overwrites make the dirty log the cleaner works on). Default: no keys.
+    #[arg(long)]
+    keys: Option<u64>,
     /// Largest batch (one partition per produce request); as a producer's batch.size.
     #[arg(long, default_value_t = 262144)]
     batch_bytes: usize,
@@ -274,6 +278,7 @@ fn load(
         topic,
         partitions,
         record_size,
+        keys,
         batch_bytes,
         linger_ms,
         acks,
@@ -301,6 +306,7 @@ fn load(
     let mut args = LoadArgs::new(mode, &bootstrap, &topic)?;
     args.partitions = partitions;
     args.record_size = record_size;
+    args.keys = keys;
     args.batch_bytes = batch_bytes;
     args.linger = std::time::Duration::from_millis(linger_ms);
     args.acks = match acks.as_str() {

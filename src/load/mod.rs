@@ -58,6 +58,9 @@ pub struct LoadArgs {
     /// Partitions to create the topic with if it does not exist (an existing topic keeps its own).
     pub partitions: i32,
     pub record_size: usize,
+    /// Records carry keys cycling over this many distinct ones (8-byte big-endian numbers);
+    /// `None`: no keys.
+    pub keys: Option<u64>,
     pub batch_bytes: usize,
     pub linger: Duration,
     /// 0, 1 or -1 (all).
@@ -88,6 +91,7 @@ impl LoadArgs {
             topic: topic.to_string(),
             partitions: 1,
             record_size: 1024,
+            keys: None,
             batch_bytes: 256 * 1024,
             linger: Duration::from_millis(5),
             acks: -1,
@@ -111,6 +115,9 @@ impl LoadArgs {
         }
         if self.mode == Mode::E2e && self.acks == 0 {
             bail!("e2e needs acknowledged produces (--acks 1 or all)");
+        }
+        if self.keys == Some(0) {
+            bail!("--keys must be at least 1");
         }
         if self.connections == 0 || self.threads == 0 || self.in_flight == 0 || self.partitions < 1 {
             bail!("--connections, --threads, --in-flight and --partitions must be at least 1");

@@ -279,6 +279,8 @@ async fn produce(
     let pool = letters(args.record_size.max(8) + (1 << 16), 0x9e37_79b9_7f4a_7c15 ^ partitions[0] as u64);
     let mut schedule = Schedule { start, due_sent: 0, backlog: std::collections::VecDeque::new() };
     let mut value = vec![0u8; args.record_size];
+    // Each connection starts its key cycle elsewhere, so connections overwrite each other's keys.
+    let mut next_key = partitions[0] as u64 * 7919;
     let mut producer = Producer::start(&args, &conn, &partitions).await?;
     loop {
         let now = Instant::now();
@@ -322,7 +324,11 @@ async fn produce(
         let ts = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         for _ in 0..n {
             fill(&mut value, &pool, &mut at);
-            b.push(ts, None, Some(&value), &[]);
+            let key = args.keys.map(|k| {
+                next_key = (next_key + 1) % k;
+                next_key.to_be_bytes()
+            });
+            b.push(ts, key.as_ref().map(|k| &k[..]), Some(&value), &[]);
         }
         let batch = Bytes::from(b.finish_compressed(args.compression));
         let req = ProduceRequest {

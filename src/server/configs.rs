@@ -328,7 +328,12 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         false,
         "Memory of the compaction offset maps, for the whole broker (shared by shards and threads).",
     ),
-    key("log.cleaner.backoff.ms", ConfigType::Long, false, "How long a shard's cleaner sleeps when no partition is due."),
+    key(
+        "log.cleaner.backoff.ms",
+        ConfigType::Long,
+        false,
+        "How long a shard's cleaner sleeps when no partition is due.",
+    ),
     key(
         "tidemark.fetch.max.memory.bytes",
         ConfigType::Long,

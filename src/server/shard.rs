@@ -420,11 +420,23 @@ impl Shard {
             ("fetch_memory_capacity_bytes", "This shard's share of tidemark.fetch.max.memory.bytes.", fetch.capacity()),
             ("partitions_writes_suspended", "Partitions whose last flush failed (appends refused).", suspended as u64),
             ("cleaner_passes_total", "Compaction passes completed.", cleaner.passes),
-            ("cleaner_failures_total", "Compaction passes that failed (retried after log.cleaner.backoff.ms).", cleaner.failures),
-            ("cleaner_bytes_read_total", "Bytes of log compaction passes read (the cleanable range).", cleaner.bytes_read),
+            (
+                "cleaner_failures_total",
+                "Compaction passes that failed (retried after log.cleaner.backoff.ms).",
+                cleaner.failures,
+            ),
+            (
+                "cleaner_bytes_read_total",
+                "Bytes of log compaction passes read (the cleanable range).",
+                cleaner.bytes_read,
+            ),
             ("cleaner_bytes_written_total", "Bytes compaction passes wrote (what stayed).", cleaner.bytes_written),
             ("cleaner_time_ms_total", "Time spent in compaction passes (ms).", cleaner.time_ms),
-            ("cleaner_max_compaction_delay_ms", "Age of the oldest uncompacted (dirty) data of any compacted partition at the last check (ms).", cleaner.max_delay_ms),
+            (
+                "cleaner_max_compaction_delay_ms",
+                "Age of the oldest uncompacted (dirty) data of any compacted partition at the last check (ms).",
+                cleaner.max_delay_ms,
+            ),
         ];
         m.partition_gauges = cleaner
             .dirty_ratios

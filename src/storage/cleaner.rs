@@ -33,8 +33,9 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-/// Bytes read from a segment at a time.
-const READ_WINDOW: usize = 1 << 20;
+/// Bytes read from a segment at a time: the pass yields to the shard after each (a window is
+/// well under a millisecond of work).
+const READ_WINDOW: usize = 256 << 10;
 /// Bytes of cleaned output written at a time (one DMA write).
 const WRITE_CHUNK: usize = 1 << 20;
 
@@ -172,7 +173,8 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
 
     // 1. The offset map over the dirty part, whole segments within the budget.
     let mut map = OffsetMap::new(limits.map_budget_bytes);
-    let mut map_txns = TxnTracker::new(target.aborted.iter().filter(|t| t.last_offset >= target.first_dirty).copied().collect());
+    let mut map_txns =
+        TxnTracker::new(target.aborted.iter().filter(|t| t.last_offset >= target.first_dirty).copied().collect());
     let mut end = target.first_dirty;
     report.map_start = target.segments.iter().find(|s| s.1 > target.first_dirty).map_or(end, |s| s.0);
     for &span in target.segments.iter().filter(|s| s.1 > target.first_dirty) {
@@ -188,7 +190,11 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
     report.map_keys = map.len();
 
     // 2. Clean `[start, end)` group by group.
-    let rules = CleanRules { now, delete_retention_ms: config.delete_retention_ms.min(i64::MAX as u64) as i64, decompress_limit: dlimit };
+    let rules = CleanRules {
+        now,
+        delete_retention_ms: config.delete_retention_ms.min(i64::MAX as u64) as i64,
+        decompress_limit: dlimit,
+    };
     let mut txns = TxnTracker::new(target.aborted.clone());
     let spans: Vec<SegmentSpan> = target.segments.iter().copied().filter(|s| s.1 <= end).collect();
     let mut entries = target.last_entries.iter();
@@ -276,9 +282,7 @@ fn groups(spans: &[SegmentSpan], segment_bytes: u64) -> Vec<&[SegmentSpan]> {
     while from < spans.len() {
         let mut to = from + 1;
         let mut size = spans[from].2;
-        while to < spans.len()
-            && size + spans[to].2 <= segment_bytes
-            && spans[to].1 - spans[from].0 <= i32::MAX as i64
+        while to < spans.len() && size + spans[to].2 <= segment_bytes && spans[to].1 - spans[from].0 <= i32::MAX as i64
         {
             size += spans[to].2;
             to += 1;
@@ -291,12 +295,15 @@ fn groups(spans: &[SegmentSpan], segment_bytes: u64) -> Vec<&[SegmentSpan]> {
 
 /// Walk the stored batches of a sealed segment, checking each (CRC), for `visit`, which may
 /// add bytes to the cleaned output `out` (written out in whole chunks between windows).
+/// What a walk does with each stored batch: it may add bytes to the cleaned output.
+type BatchVisit<'a> = dyn FnMut(&[u8], &mut Vec<u8>) -> Result<(), FormatError> + 'a;
+
 async fn walk_segment<D: Disk>(
     disk: &D,
     dir: &Path,
     (base, _, size): SegmentSpan,
     budget: &mut IoBudget,
-    visit: &mut dyn FnMut(&[u8], &mut Vec<u8>) -> Result<(), FormatError>,
+    visit: &mut BatchVisit<'_>,
     mut out: Option<&mut Output<D>>,
 ) -> StorageResult<()> {
     let path = log_path(dir, base);

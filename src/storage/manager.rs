@@ -177,7 +177,9 @@ impl<D: Disk> PartitionManager<D> {
                         ratios.push((tp, 0.0));
                     }
                 }
-                Err(e) => tracing::warn!(topic = tp.0, partition = tp.1, error = %e, "cleaner could not look at a partition"),
+                Err(e) => {
+                    tracing::warn!(topic = tp.0, partition = tp.1, error = %e, "cleaner could not look at a partition")
+                }
             }
         }
         {
@@ -187,9 +189,8 @@ impl<D: Disk> PartitionManager<D> {
         }
         due.sort_by(|a, b| b.0.total_cmp(&a.0));
         let threads = config.threads.max(1);
-        let limits = CleanerLimits {
-            map_budget_bytes: (config.dedupe_buffer_size / (shards.max(1) * threads) as u64) as usize,
-        };
+        let limits =
+            CleanerLimits { map_budget_bytes: (config.dedupe_buffer_size / (shards.max(1) * threads) as u64) as usize };
         let rate = config.io_max_bytes_per_second.map(|r| (r / threads as u64).max(1));
         let (mut ok, mut failed) = (0, 0);
         let mut due = due.into_iter();

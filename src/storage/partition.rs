@@ -16,9 +16,9 @@ use crate::config::LogConfig;
 use crate::io::Disk;
 use crate::storage::access;
 use crate::storage::cleaner::{self, CleanerLimits, IoBudget, PassReport};
-use crate::storage::log::CleanTarget;
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::encode_clean_marker;
+use crate::storage::log::CleanTarget;
 use crate::storage::log::{AppendInfo, FlushDemand, Log, OpenReport, ReadUpTo, CLEAN_MARKER};
 use crate::types::{Offset, TimestampMs};
 use futures_channel::oneshot;
@@ -306,7 +306,12 @@ impl<D: Disk> Partition<D> {
 
     /// One compaction pass over `target` (docs/architecture.md, "Log compaction"). Appends
     /// and reads go on meanwhile.
-    pub async fn clean(&self, target: CleanTarget, limits: CleanerLimits, budget: &mut IoBudget) -> StorageResult<PassReport> {
+    pub async fn clean(
+        &self,
+        target: CleanTarget,
+        limits: CleanerLimits,
+        budget: &mut IoBudget,
+    ) -> StorageResult<PassReport> {
         let report = cleaner::run_pass(&self.log, (self.clock)(), target, limits, budget).await?;
         self.notify_watchers();
         Ok(report)

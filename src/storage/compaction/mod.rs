@@ -397,13 +397,7 @@ pub enum MaxTimestamp {
 /// partition leader epoch and the codec stay; timestamps are re-based on the horizon (or
 /// the original firstTimestamp) so every record keeps its own. An empty result is a bare
 /// header (no codec): a producer's last batch, kept for its sequence, or a protected one.
-pub fn rebuild(
-    h: &BatchHeader,
-    batch: &[u8],
-    kept: &[Record<'_>],
-    horizon: Option<i64>,
-    max: MaxTimestamp,
-) -> Vec<u8> {
+pub fn rebuild(h: &BatchHeader, batch: &[u8], kept: &[Record<'_>], horizon: Option<i64>, max: MaxTimestamp) -> Vec<u8> {
     let base_ts = horizon.unwrap_or(h.first_timestamp);
     let mut raw = Vec::new();
     let mut max_ts = -1i64;

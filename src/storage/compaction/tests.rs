@@ -53,7 +53,8 @@ fn clean(b: &[u8], map: &OffsetMap, now: i64) -> Outcome {
 #[test]
 fn keeps_the_last_record_of_each_key_at_its_offset() {
     for codec in [Compression::None, Compression::Gzip, Compression::Lz4, Compression::Zstd, Compression::Snappy] {
-        let b1 = batch(10, &[(Some("a"), Some("1"), 100), (Some("b"), Some("1"), 101), (Some("a"), Some("2"), 102)], codec);
+        let b1 =
+            batch(10, &[(Some("a"), Some("1"), 100), (Some("b"), Some("1"), 101), (Some("a"), Some("2"), 102)], codec);
         let b2 = batch(13, &[(Some("b"), Some("2"), 103)], codec);
         let map = map_of(&[&b1, &b2]);
         let Outcome::Rewrite(out) = clean(&b1, &map, 0) else { panic!("b1 loses records") };
@@ -94,8 +95,9 @@ fn keyless_records_go_and_a_producers_last_batch_stays_empty() {
     let map = map_of(&[&b, &newer]);
     assert_eq!(clean(&b, &map, 0), Outcome::Drop);
     let mut stats = CleanStats::default();
-    let out = clean_batch(&b, &map, &mut TxnTracker::new(Vec::new()), |p, o| p == 7 && o == 101, None, &rules(0), &mut stats)
-        .unwrap();
+    let out =
+        clean_batch(&b, &map, &mut TxnTracker::new(Vec::new()), |p, o| p == 7 && o == 101, None, &rules(0), &mut stats)
+            .unwrap();
     let Outcome::Rewrite(empty) = out else { panic!("kept empty") };
     let h = check_stored(&empty).unwrap();
     assert_eq!((h.record_count, h.base_offset, h.last_offset()), (0, 100, 101));
@@ -125,7 +127,8 @@ fn aborted_data_goes_and_markers_follow_their_data() {
     assert_eq!(stats.aborted_records_removed, 1);
     // The next pass sees no data: the marker is stamped, then dropped.
     let mut t = TxnTracker::new(vec![txn]);
-    let Outcome::Rewrite(stamped) = clean_batch(&abort, &map, &mut t, |_, _| false, None, &rules(10), &mut stats).unwrap()
+    let Outcome::Rewrite(stamped) =
+        clean_batch(&abort, &map, &mut t, |_, _| false, None, &rules(10), &mut stats).unwrap()
     else {
         panic!("stamped")
     };
@@ -134,7 +137,10 @@ fn aborted_data_goes_and_markers_follow_their_data() {
     assert_eq!(h.delete_horizon(), Some(1010));
     assert_eq!(Marker::read(&h, &stamped).unwrap(), Some(Marker { commit: false, coordinator_epoch: 1 }));
     let mut t = TxnTracker::new(vec![txn]);
-    assert_eq!(clean_batch(&stamped, &map, &mut t, |_, _| false, None, &rules(1010), &mut stats).unwrap(), Outcome::Drop);
+    assert_eq!(
+        clean_batch(&stamped, &map, &mut t, |_, _| false, None, &rules(1010), &mut stats).unwrap(),
+        Outcome::Drop
+    );
     // A commit whose data stays keeps its marker.
     let mut commit = Marker { commit: true, coordinator_epoch: 1 }.batch(9, 0, 2);
     set_base_offset(&mut commit, 1);
@@ -152,7 +158,8 @@ fn the_map_ignores_aborted_records() {
     d.push(2, Some(b"k"), Some(b"bad"), &[]);
     let mut aborted = d.finish();
     set_base_offset(&mut aborted, 1);
-    let mut txns = TxnTracker::new(vec![AbortedTxn { producer_id: 4, first_offset: 1, last_offset: 2, last_stable_offset: 1 }]);
+    let mut txns =
+        TxnTracker::new(vec![AbortedTxn { producer_id: 4, first_offset: 1, last_offset: 2, last_stable_offset: 1 }]);
     let mut seg = SegmentKeys::default();
     map_batch(&committed, &mut txns, &mut seg, LIMIT).unwrap();
     map_batch(&aborted, &mut txns, &mut seg, LIMIT).unwrap();
@@ -181,7 +188,11 @@ fn offset_map_budget_counts_whole_segments() {
 /// time indexes rest on it) and stays, empty if all its records go; no record is kept for it.
 #[test]
 fn the_protected_batch_keeps_its_max_timestamp() {
-    let b = batch(0, &[(Some("a"), Some("1"), 900), (Some("a"), Some("2"), 500), (Some("b"), Some("1"), 400)], Compression::None);
+    let b = batch(
+        0,
+        &[(Some("a"), Some("1"), 900), (Some("a"), Some("2"), 500), (Some("b"), Some("1"), 400)],
+        Compression::None,
+    );
     let newer = batch(3, &[(Some("a"), Some("3"), 100), (Some("b"), Some("2"), 100)], Compression::None);
     let map = map_of(&[&b, &newer]);
     let mut stats = CleanStats::default();
@@ -191,7 +202,10 @@ fn the_protected_batch_keeps_its_max_timestamp() {
     let h = check_stored(&out).unwrap();
     assert_eq!((h.record_count, h.base_offset, h.last_offset(), h.max_timestamp), (0, 0, 2, 900));
     let other = Some(Protect { batch_base: 3 });
-    assert_eq!(clean_batch(&b, &map, &mut TxnTracker::default(), |_, _| false, other, &rules(0), &mut stats).unwrap(), Outcome::Drop);
+    assert_eq!(
+        clean_batch(&b, &map, &mut TxnTracker::default(), |_, _| false, other, &rules(0), &mut stats).unwrap(),
+        Outcome::Drop
+    );
     // Records left: the header's maximum stays although the record that held it went.
     let c = batch(0, &[(Some("a"), Some("1"), 900), (Some("c"), Some("1"), 400)], Compression::None);
     let Outcome::Rewrite(out) =

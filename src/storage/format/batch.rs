@@ -483,7 +483,14 @@ impl BatchBuilder {
     pub fn push(&mut self, ts: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(&[u8], Option<&[u8]>)]) {
         let first = *self.first_timestamp.get_or_insert(ts);
         self.max_timestamp = self.max_timestamp.max(ts);
-        let record = Record { attributes: 0, timestamp_delta: ts - first, offset_delta: self.count, key, value, headers: headers.to_vec() };
+        let record = Record {
+            attributes: 0,
+            timestamp_delta: ts - first,
+            offset_delta: self.count,
+            key,
+            value,
+            headers: headers.to_vec(),
+        };
         encode_record(&mut self.records, &record);
         self.count += 1;
     }

@@ -45,7 +45,7 @@ mod read;
 mod recovery;
 mod retention;
 
-pub use clean::{finish_swap_files, cleaned_path, swap_path, txn_cleaned_path, CleanTarget, CLEANER_CHECKPOINT};
+pub use clean::{cleaned_path, finish_swap_files, swap_path, txn_cleaned_path, CleanTarget, CLEANER_CHECKPOINT};
 pub use flush::{FlushDone, FlushWork, SealWork};
 pub use read::{DiskRead, IndexLoad, ReadPlan, SegmentIndexes, TimePlan};
 pub use recovery::SegmentSpan;

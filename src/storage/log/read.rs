@@ -66,9 +66,10 @@ impl<D: Disk> Log<D> {
             let budget = (self.config.index_interval_bytes + 2 * self.config.max_message_bytes) as usize + max_bytes;
             let to = end_pos.min(start_pos + budget as u64);
             let bytes = Bytes::from(tail.copy_out(start_pos, to));
-            let (kept, _, _) = pick_batches(&bytes, offset, max_bytes, 0, false, |_| Ok(())).map_err(|(at, error)| {
-                StorageError::Corrupt { path: log_path(&self.dir, base), position: start_pos + at as u64, error }
-            })?;
+            let (kept, _, _) =
+                pick_batches(&bytes, offset, max_bytes, 0, false, |_| Ok(())).map_err(|(at, error)| {
+                    StorageError::Corrupt { path: log_path(&self.dir, base), position: start_pos + at as u64, error }
+                })?;
             return Ok(ReadPlan::Done(bytes.slice(kept)));
         }
         let file = seg.file().cloned();
@@ -238,7 +239,7 @@ impl<D: Disk> DiskRead<D> {
                 pick_batches(&buf, self.offset, self.max_bytes, collected, self.gaps.is_some(), |b| {
                     check_stored(b).map(|_| ())
                 })
-                    .map_err(|(at, e)| corrupt(pos + at as u64, e))?;
+                .map_err(|(at, e)| corrupt(pos + at as u64, e))?;
             if !kept.is_empty() {
                 collected += kept.len();
                 parts.push(buf.slice(kept));

@@ -64,7 +64,9 @@ impl<D: Disk> Log<D> {
     /// timestamp is in the future is kept and logged. `Err(NeedIndex)`: load that segment's
     /// indexes and call again. The caller deletes the returned segments' files.
     pub fn take_expired_by_time(&mut self, now: i64) -> Result<Vec<i64>, NeedIndex> {
-        let Some(retention) = self.config.retention_ms.filter(|_| !self.closing && self.config.cleanup_delete) else { return Ok(Vec::new()) };
+        let Some(retention) = self.config.retention_ms.filter(|_| !self.closing && self.config.cleanup_delete) else {
+            return Ok(Vec::new());
+        };
         let retention = retention.min(i64::MAX as u64) as i64;
         let mut removed = Vec::new();
         loop {
