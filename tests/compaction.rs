@@ -36,9 +36,14 @@ enum Op {
     Roll,
     Tick(u16),
     /// A pass with the dedupe budget small (a few keys) or large.
-    Clean { small_map: bool },
+    Clean {
+        small_map: bool,
+    },
     /// A pass during which the disk dies after `fuse` changes; then a power cut and a reopen.
-    KillInClean { fuse: u16, torn: Option<u64> },
+    KillInClean {
+        fuse: u16,
+        torn: Option<u64>,
+    },
     Reopen,
 }
 
@@ -152,7 +157,12 @@ async fn read_all(log: &mut Log<MemDisk>) -> Vec<(i64, i64, Vec<Rec>)> {
                 .map(|r| {
                     let r = r.expect("record");
                     let o = h.base_offset + r.offset_delta as i64;
-                    (o, r.key.expect("keyed").to_vec(), r.value.map(<[u8]>::to_vec), h.record_timestamp(r.timestamp_delta))
+                    (
+                        o,
+                        r.key.expect("keyed").to_vec(),
+                        r.value.map(<[u8]>::to_vec),
+                        h.record_timestamp(r.timestamp_delta),
+                    )
                 })
                 .collect::<Vec<_>>();
             assert!(recs.iter().all(|r| r.0 >= at), "a read went back: {recs:?} at {at}");
@@ -180,11 +190,15 @@ async fn check_time_lookups(log: &mut Log<MemDisk>, alive: &[Rec], probes: &[i64
 /// One pass: (where its offset map began, its end), or `None` when nothing was cleanable.
 type Pass = (i64, i64);
 
-async fn pass(log: &mut Log<MemDisk>, now: i64, small_map: bool) -> Result<Option<Pass>, tidemark::storage::StorageError> {
+async fn pass(
+    log: &mut Log<MemDisk>,
+    now: i64,
+    small_map: bool,
+) -> Result<Option<Pass>, tidemark::storage::StorageError> {
     let cell = RefCell::new(log);
     let Some(target) = cleaner::clean_target(&cell, now).await? else { return Ok(None) };
     let limits = CleanerLimits { map_budget_bytes: if small_map { 200 } else { 1 << 20 } };
-    let report = cleaner::run_pass(&cell, now, target, limits, &mut IoBudget::new(None)).await?;
+    let report = cleaner::run_pass(&cell, now, target, limits, &mut IoBudget::new(None), &|| false).await?;
     Ok(Some((report.map_start, report.end)))
 }
 

@@ -123,6 +123,14 @@ impl Disk for DmaDisk {
         Ok(DmaDiskFile { file, path: path.to_path_buf(), allocated: Cell::new(0) })
     }
 
+    async fn open_existing(&self, path: &Path) -> IoResult<DmaDiskFile> {
+        let path = &abs(path);
+        injected(FaultOp::Open, "open", path, None).await?;
+        let file =
+            OpenOptions::new().read(true).write(true).dma_open(path).await.map_err(|e| gerr("open", path, None, e))?;
+        Ok(DmaDiskFile { file, path: path.to_path_buf(), allocated: Cell::new(0) })
+    }
+
     async fn create_dir_all(&self, path: &Path) -> IoResult<()> {
         std::fs::create_dir_all(path).map_err(|e| serr("create dir", path, e))
     }

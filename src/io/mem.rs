@@ -261,6 +261,13 @@ impl Disk for MemDisk {
         Ok(MemFile { disk: self.clone(), state, path: path.to_path_buf() })
     }
 
+    async fn open_existing(&self, path: &Path) -> IoResult<MemFile> {
+        if !self.state.borrow().files.contains_key(path) {
+            return Err(err("open", path, None, libc::ENOENT));
+        }
+        self.open_rw(path).await
+    }
+
     async fn create_dir_all(&self, path: &Path) -> IoResult<()> {
         let mut st = self.state.borrow_mut();
         for a in path.ancestors() {

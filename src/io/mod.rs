@@ -84,6 +84,9 @@ pub trait Disk: Clone + 'static {
 
     /// Open `path` for reading and writing, creating it if missing.
     async fn open_rw(&self, path: &Path) -> IoResult<Self::File>;
+    /// Open an existing file for reading and writing (ENOENT when it is missing: a segment
+    /// that retention or a compaction swap removed is never created again empty).
+    async fn open_existing(&self, path: &Path) -> IoResult<Self::File>;
     /// Create a directory and its parents.
     async fn create_dir_all(&self, path: &Path) -> IoResult<()>;
     /// The names of the entries in a directory (files and directories), unsorted.

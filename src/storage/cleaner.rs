@@ -26,7 +26,8 @@ use crate::storage::format::index::encode_cleaner_checkpoint;
 use crate::storage::format::stored::{check_stored, frame_len, BatchWalk};
 use crate::storage::format::FormatError;
 use crate::storage::log::{
-    cleaned_path, finish_swap_files, swap_path, txn_cleaned_path, CleanTarget, SegmentSpan, CLEANER_CHECKPOINT,
+    cleaned_path, finish_swap_files, swap_path, txn_cleaned_path, CleanTarget, SegmentSpan, SwapStart,
+    CLEANER_CHECKPOINT,
 };
 use crate::storage::segment::log_path;
 use std::path::Path;
@@ -106,6 +107,12 @@ pub fn is_due(target: &CleanTarget, config: &crate::config::LogConfig, now: i64)
     ratio_due || lag_due
 }
 
+/// A pass's pacing: its I/O budget, and whether to stop (the partition is closing).
+struct Pace<'a> {
+    budget: &'a mut IoBudget,
+    abort: &'a dyn Fn() -> bool,
+}
+
 /// What a pass may use.
 #[derive(Debug, Clone, Copy)]
 pub struct CleanerLimits {
@@ -151,8 +158,10 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
     target: CleanTarget,
     limits: CleanerLimits,
     budget: &mut IoBudget,
+    abort: &dyn Fn() -> bool,
 ) -> StorageResult<PassReport> {
     let began = Instant::now();
+    let budget = &mut Pace { budget, abort };
     let (disk, dir, config, cleaned_to) = {
         let log = cell.log();
         (log.disk().clone(), log.dir().to_path_buf(), log.config().clone(), log.cleaned_to())
@@ -204,61 +213,92 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
         // The group's last time-index entry names the record that stays (see `Protect`).
         let protect = entries.by_ref().take(group.len()).flatten().last().map(|&(_, at)| Protect { batch_base: at });
         let cleaned = cleaned_path(&dir, base, next);
-        let mut out = Output::create(&disk, &cleaned).await?;
-        let mut changed = group.len() > 1;
-        for &span in group {
-            let mut visit = |batch: &[u8], out: &mut Vec<u8>| -> Result<(), FormatError> {
-                let last = |pid: i64, last_offset: i64| target.last_batches.get(&pid) == Some(&last_offset);
-                match clean_batch(batch, &map, &mut txns, last, protect, &rules, &mut report.stats)? {
-                    Outcome::Keep => out.extend_from_slice(batch),
-                    Outcome::Drop => changed = true,
-                    Outcome::Rewrite(b) => {
-                        changed = true;
-                        out.extend_from_slice(&b)
+        let txn_cleaned = txn_cleaned_path(&dir, base, next);
+        // Until the commit, a failure leaves nothing behind (the next open would delete it
+        // too, but a later pass may reuse the names).
+        let written = async {
+            let mut out = Output::create(&disk, &cleaned).await?;
+            let mut changed = group.len() > 1;
+            for &span in group {
+                let mut visit = |batch: &[u8], out: &mut Vec<u8>| -> Result<(), FormatError> {
+                    let last = |pid: i64, last_offset: i64| target.last_batches.get(&pid) == Some(&last_offset);
+                    match clean_batch(batch, &map, &mut txns, last, protect, &rules, &mut report.stats)? {
+                        Outcome::Keep => out.extend_from_slice(batch),
+                        Outcome::Drop => changed = true,
+                        Outcome::Rewrite(b) => {
+                            changed = true;
+                            out.extend_from_slice(&b)
+                        }
                     }
-                }
-                Ok(())
-            };
-            walk_segment(&disk, &dir, span, budget, &mut visit, Some(&mut out)).await?;
-        }
-        let kept = std::mem::take(&mut txns.kept);
-        if !changed {
-            out.abandon(&disk).await?;
-            continue;
-        }
-        let size = out.finish(&disk, budget).await?;
-        if !kept.is_empty() {
-            let mut bytes = Vec::new();
-            kept.iter().for_each(|t| t.encode(&mut bytes));
-            disk.write_file_atomic(&txn_cleaned_path(&dir, base, next), &bytes).await?;
-        }
-        // Commit: every group segment still there, loaded, and retention held off.
-        let go = loop {
-            let step = cell.log().begin_swap(group);
-            match step {
-                Ok(go) => break go,
-                Err(need) => load_indexes(cell, need).await?,
+                    Ok(())
+                };
+                walk_segment(&disk, &dir, span, budget, &mut visit, Some(&mut out)).await?;
             }
-        };
-        if !go {
-            disk.remove_file(&cleaned).await?;
-            disk.remove_file(&txn_cleaned_path(&dir, base, next)).await?;
-            tracing::info!(dir = %dir.display(), base, "the log changed under the cleaner; the pass stops here");
-            report.elapsed = began.elapsed();
-            return Ok(report);
-        }
-        let committed = async {
-            disk.rename(&cleaned, &swap_path(&dir, base, next)).await?;
-            disk.sync_dir(&dir).await
+            let kept = std::mem::take(&mut txns.kept);
+            if !changed {
+                out.abandon(&disk).await?;
+                return Ok(None);
+            }
+            let size = out.finish(&disk, budget.budget).await?;
+            if !kept.is_empty() {
+                let mut bytes = Vec::new();
+                kept.iter().for_each(|t| t.encode(&mut bytes));
+                disk.write_file_atomic(&txn_cleaned, &bytes).await?;
+            }
+            // Commit: every group segment still there, loaded, no index load in flight, and
+            // retention held off.
+            loop {
+                if (budget.abort)() {
+                    return Err(StorageError::Closed);
+                }
+                let step = cell.log().begin_swap(group);
+                match step {
+                    Ok(SwapStart::Go) => return Ok(Some((size, kept))),
+                    Ok(SwapStart::Changed) => return Err(StorageError::Closed),
+                    Ok(SwapStart::Wait) => futures_lite::future::yield_now().await,
+                    Err(need) => load_indexes(cell, need).await?,
+                }
+            }
         }
         .await;
-        if let Err(e) = committed {
+        let (size, kept) = match written {
+            Ok(Some(w)) => w,
+            Ok(None) => continue,
+            Err(e) => {
+                let _ = disk.remove_file(&cleaned).await;
+                let _ = disk.remove_file(&txn_cleaned).await;
+                if matches!(e, StorageError::Closed) {
+                    tracing::info!(dir = %dir.display(), base, "the log changed or closed under the cleaner; the pass stops here");
+                    report.elapsed = began.elapsed();
+                    return Ok(report);
+                }
+                return Err(e);
+            }
+        };
+        if let Err(e) = disk.rename(&cleaned, &swap_path(&dir, base, next)).await {
+            // Not renamed: not committed.
             cell.log().abandon_swap();
+            let _ = disk.remove_file(&cleaned).await;
+            let _ = disk.remove_file(&txn_cleaned).await;
             return Err(e.into());
         }
-        if let Err(e) = finish_swap_files(&disk, &dir, base, next).await {
-            // Committed: the next open finishes it. Until then retention stays held off and
-            // reads use the old segments' open files.
+        // Committed (the directory sync below, or the next open, makes it durable): finish
+        // it, retrying a failing disk a few times.
+        let mut finished = Ok(());
+        for attempt in 0..3 {
+            finished = async {
+                disk.sync_dir(&dir).await?;
+                finish_swap_files(&disk, &dir, base, next).await
+            }
+            .await;
+            if finished.is_ok() {
+                break;
+            }
+            tracing::warn!(dir = %dir.display(), base, next, attempt, "finishing a compaction swap failed; retrying");
+        }
+        if let Err(e) = finished {
+            // The next open finishes it. Until then retention stays held off for this
+            // partition and reads use the old segments' open files.
             tracing::error!(dir = %dir.display(), base, next, error = %e, "a compaction swap could not finish; the next start finishes it");
             return Err(e.into());
         }
@@ -302,20 +342,27 @@ async fn walk_segment<D: Disk>(
     disk: &D,
     dir: &Path,
     (base, _, size): SegmentSpan,
-    budget: &mut IoBudget,
+    budget: &mut Pace<'_>,
     visit: &mut BatchVisit<'_>,
     mut out: Option<&mut Output<D>>,
 ) -> StorageResult<()> {
     let path = log_path(dir, base);
-    let file = disk.open_rw(&path).await?;
+    let file = disk.open_existing(&path).await?;
     let corrupt = |position: u64, error| StorageError::Corrupt { path: path.clone(), position, error };
     let mut pos = 0u64;
     let mut want = READ_WINDOW;
     let mut scratch = Vec::new();
     while pos < size {
+        if (budget.abort)() {
+            return Err(StorageError::Closed);
+        }
         let len = (want as u64).min(size - pos) as usize;
         let buf = file.read_at(pos, len).await?;
-        budget.spend(buf.len() as u64).await;
+        if buf.len() < len {
+            // The file is shorter than the log thinks: never loop on it.
+            return Err(corrupt(pos + buf.len() as u64, FormatError::Truncated { need: len, have: buf.len() }));
+        }
+        budget.budget.spend(buf.len() as u64).await;
         let mut walk = BatchWalk::new(&buf, i32::MAX as usize);
         for item in walk.by_ref() {
             let (at, _, batch) = item.map_err(|e| corrupt(pos, e))?;
@@ -340,7 +387,7 @@ async fn walk_segment<D: Disk>(
         pos += consumed as u64;
         want = READ_WINDOW;
         if let Some(out) = out.as_deref_mut() {
-            out.drain(disk, budget).await?;
+            out.drain(disk, budget.budget).await?;
         }
         futures_lite::future::yield_now().await;
     }

@@ -46,6 +46,8 @@ pub struct Partition<D: Disk> {
     closed: Cell<bool>,
     /// DeleteRecords calls run one at a time (each replaces the log start file whole).
     deleting: glommio::sync::Semaphore,
+    /// Held by a compaction pass; `close` waits for it.
+    cleaning: glommio::sync::Semaphore,
     /// Long polls waiting for the readable range to change ([`Partition::changed`]).
     watchers: RefCell<Vec<oneshot::Sender<()>>>,
 }
@@ -61,6 +63,7 @@ impl<D: Disk> Partition<D> {
             timer_armed: Cell::new(false),
             closed: Cell::new(false),
             deleting: glommio::sync::Semaphore::new(1),
+            cleaning: glommio::sync::Semaphore::new(1),
             watchers: RefCell::new(Vec::new()),
         };
         Ok((Rc::new(p), report))
@@ -312,7 +315,14 @@ impl<D: Disk> Partition<D> {
         limits: CleanerLimits,
         budget: &mut IoBudget,
     ) -> StorageResult<PassReport> {
-        let report = cleaner::run_pass(&self.log, (self.clock)(), target, limits, budget).await?;
+        // `close` takes this permit after setting `closed`, which stops the pass within a
+        // read window: no cleaner file appears in a closed (or deleted) partition's directory.
+        let _one = self.cleaning.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
+        if self.closed.get() {
+            return Err(StorageError::Closed);
+        }
+        let abort = || self.closed.get();
+        let report = cleaner::run_pass(&self.log, (self.clock)(), target, limits, budget, &abort).await?;
         self.notify_watchers();
         Ok(report)
     }
@@ -349,8 +359,10 @@ impl<D: Disk> Partition<D> {
     pub async fn close(self: &Rc<Self>) -> StorageResult<()> {
         self.closed.set(true);
         self.notify_watchers();
-        // A DeleteRecords under way finishes first; later ones see `closed`.
+        // A DeleteRecords under way finishes first; later ones see `closed`. A compaction pass
+        // sees `closed` and stops (its files removed, or its committed swap finished).
         let _deletions = self.deleting.acquire_permit(1).await;
+        let _cleaning = self.cleaning.acquire_permit(1).await;
         self.log.borrow_mut().begin_close();
         loop {
             if self.flusher_running.get() {

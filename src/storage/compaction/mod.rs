@@ -35,7 +35,9 @@
 //!      scan records, so they answer from what remains.
 //!
 //! Legacy message sets (magic 0 and 1) are kept whole and take no part in the map: only v2
-//! batches are cleaned (documented gap; clients since Kafka 0.11 write v2).
+//! batches are cleaned (documented gap; clients since Kafka 0.11 write v2). So that a kept
+//! legacy record never outlives its key's tombstone, a tombstone whose key a kept legacy
+//! record holds is never dropped ([`TxnTracker::legacy_keys`]).
 //!
 //! Callers: `storage::cleaner` (the pass's I/O) and tests.
 
@@ -122,7 +124,8 @@ pub fn map_batch(
     }
     let h = BatchHeader::parse(batch)?;
     if h.is_control() {
-        txns.on_control(&h, None);
+        // A marker ends its transaction: the producer's later batches are not aborted ones.
+        txns.on_control(&h, Marker::read(&h, batch)?);
         return Ok(());
     }
     if txns.on_data(&h) {
@@ -156,6 +159,8 @@ pub struct TxnTracker {
     committed: HashSet<i64>,
     /// Aborted transactions whose marker stays with data seen: the cleaned segments' `.txnindex`.
     pub kept: Vec<AbortedTxn>,
+    /// Keys of the legacy (magic 0 and 1) records this pass kept: their tombstones stay.
+    pub legacy_keys: HashSet<Vec<u8>>,
 }
 
 impl TxnTracker {
@@ -269,6 +274,12 @@ pub fn clean_batch(
     stats.batches_read += 1;
     stats.bytes_read += batch.len() as u64;
     if batch.get(crate::storage::format::batch::OFF_MAGIC).map(|&m| m as i8) != Some(MAGIC_V2) {
+        let mut scratch = Vec::new();
+        for r in crate::storage::format::legacy::records(batch, &mut scratch, rules.decompress_limit)? {
+            if let Some(k) = r.key {
+                txns.legacy_keys.insert(k.to_vec());
+            }
+        }
         stats.bytes_written += batch.len() as u64;
         return Ok(Outcome::Keep);
     }
@@ -284,7 +295,8 @@ pub fn clean_batch(
     } else {
         let aborted = txns.on_data(&h);
         let keep_empty = h.producer_id >= 0 && last_of_producer(h.producer_id, h.last_offset());
-        clean_data(&h, batch, map, Kept { aborted, keep_empty, protect }, rules, stats)?
+        let kept = Kept { aborted, keep_empty, protect, legacy_keys: &txns.legacy_keys };
+        clean_data(&h, batch, map, kept, rules, stats)?
     };
     stats.bytes_written += match &outcome {
         Outcome::Keep => batch.len() as u64,
@@ -326,20 +338,22 @@ fn clean_control(
 }
 
 /// What decides a data batch's fate besides its records.
-struct Kept {
+struct Kept<'a> {
     /// An aborted transaction holds it.
     aborted: bool,
     /// Its producer's last batch: kept, empty if need be.
     keep_empty: bool,
     /// It keeps its maxTimestamp and stays, empty if need be ([`Protect`]).
     protect: bool,
+    /// Keys kept in legacy records: their tombstones stay.
+    legacy_keys: &'a HashSet<Vec<u8>>,
 }
 
 fn clean_data(
     h: &BatchHeader,
     batch: &[u8],
     map: &OffsetMap,
-    Kept { aborted, keep_empty, protect }: Kept,
+    Kept { aborted, keep_empty, protect, legacy_keys }: Kept<'_>,
     rules: &CleanRules,
     stats: &mut CleanStats,
 ) -> Result<Outcome, FormatError> {
@@ -361,7 +375,8 @@ fn clean_data(
             continue;
         }
         if r.value.is_none() {
-            if horizon.is_some_and(|t| t <= rules.now) {
+            let held = r.key.is_some_and(|k| legacy_keys.contains(k));
+            if horizon.is_some_and(|t| t <= rules.now) && !held {
                 stats.tombstones_removed += 1;
                 continue;
             }

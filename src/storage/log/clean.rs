@@ -30,6 +30,7 @@ use crate::storage::format::txn_index::AbortedTxn;
 use crate::storage::segment::{log_path, txnindex_path, Segment};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// File name of a partition's cleaner checkpoint: the first dirty offset (the end of the
 /// last cleaning pass). Its presence also says the log may have offset gaps.
@@ -97,6 +98,14 @@ pub(super) async fn recover_swaps<D: Disk>(disk: &D, dir: &Path) -> IoResult<usi
         disk.sync_dir(dir).await?;
     }
     Ok(swaps.len())
+}
+
+/// What [`Log::begin_swap`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwapStart {
+    Go,
+    Changed,
+    Wait,
 }
 
 /// What a cleaning pass may do now ([`Log::clean_target`]).
@@ -214,12 +223,15 @@ impl<D: Disk> Log<D> {
     }
 
     /// Before committing the swap of `group` (consecutive sealed segments): check they are
-    /// all still there, unchanged, with their files open and indexes loaded, and hold off
-    /// retention until [`Log::complete_swap`] or [`Log::abandon_swap`]. `Ok(false)`: the log
-    /// changed (or is closing); give the pass up. `Err(NeedIndex)`: load it and ask again.
-    pub fn begin_swap(&mut self, group: &[SegmentSpan]) -> Result<bool, NeedIndex> {
+    /// all still there, unchanged, with their files open and indexes loaded, and no index
+    /// load is in flight (one could write a group segment's index files after the swap
+    /// removed them), and hold off retention until [`Log::complete_swap`] or
+    /// [`Log::abandon_swap`]. `Ok(Go)`: commit; `Ok(Changed)`: the log changed (or is
+    /// closing), give the pass up; `Ok(Wait)`: ask again shortly. `Err(NeedIndex)`: load it
+    /// and ask again.
+    pub fn begin_swap(&mut self, group: &[SegmentSpan]) -> Result<SwapStart, NeedIndex> {
         if self.closing || self.swapping {
-            return Ok(false);
+            return Ok(SwapStart::Changed);
         }
         for &(base, next, size) in group {
             match self.segments.get(&base) {
@@ -228,11 +240,14 @@ impl<D: Disk> Log<D> {
                         return Err(NeedIndex(base));
                     }
                 }
-                _ => return Ok(false),
+                _ => return Ok(SwapStart::Changed),
             }
         }
+        if Rc::strong_count(&self.loads) > 1 {
+            return Ok(SwapStart::Wait);
+        }
         self.swapping = true;
-        Ok(true)
+        Ok(SwapStart::Go)
     }
 
     /// The swap of `group` is on disk: one sealed segment of `size` bytes replaces it, its

@@ -36,6 +36,7 @@ use crate::storage::producers::ProducerState;
 use crate::storage::segment::{Segment, TimeBuilder};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 
 mod append;
@@ -45,7 +46,9 @@ mod read;
 mod recovery;
 mod retention;
 
-pub use clean::{cleaned_path, finish_swap_files, swap_path, txn_cleaned_path, CleanTarget, CLEANER_CHECKPOINT};
+pub use clean::{
+    cleaned_path, finish_swap_files, swap_path, txn_cleaned_path, CleanTarget, SwapStart, CLEANER_CHECKPOINT,
+};
 pub use flush::{FlushDone, FlushWork, SealWork};
 pub use read::{DiskRead, IndexLoad, ReadPlan, SegmentIndexes, TimePlan};
 pub use recovery::SegmentSpan;
@@ -156,6 +159,8 @@ pub struct Log<D: Disk> {
     cleaned_to: i64,
     /// Bumped by every compaction swap: an index load planned before one is not installed.
     generation: u64,
+    /// One clone per index load in flight ([`IndexLoad`]): a swap begins only when none is.
+    loads: Rc<()>,
 }
 
 fn offset_entries(config: &LogConfig) -> usize {

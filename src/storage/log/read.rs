@@ -99,6 +99,7 @@ impl<D: Disk> Log<D> {
             file: seg.file().cloned(),
             config: self.config.clone(),
             generation: self.generation,
+            _in_flight: self.loads.clone(),
         }
     }
 
@@ -221,7 +222,7 @@ impl<D: Disk> DiskRead<D> {
     pub async fn run(self, disk: &D) -> StorageResult<Bytes> {
         let file = match self.file {
             Some(f) => f,
-            None => Rc::new(disk.open_rw(&self.path).await?),
+            None => Rc::new(disk.open_existing(&self.path).await?),
         };
         let corrupt =
             |position: u64, error: FormatError| StorageError::Corrupt { path: self.path.clone(), position, error };
@@ -342,13 +343,16 @@ pub struct IndexLoad<D: Disk> {
     config: LogConfig,
     /// The log's [`Log::generation`] when planned.
     generation: u64,
+    /// Held while the load exists: a compaction swap waits until no load is in flight (a
+    /// load may write index files of the segments it swaps).
+    _in_flight: Rc<()>,
 }
 
 impl<D: Disk> IndexLoad<D> {
     pub async fn run(self) -> StorageResult<SegmentIndexes<D>> {
         let file = match self.file {
             Some(f) => f,
-            None => Rc::new(self.disk.open_rw(&log_path(&self.dir, self.base)).await?),
+            None => Rc::new(self.disk.open_existing(&log_path(&self.dir, self.base)).await?),
         };
         let max_entries = (self.config.segment_index_bytes / 8) as usize;
         let ipath = index_path(&self.dir, self.base);
@@ -372,11 +376,12 @@ impl<D: Disk> IndexLoad<D> {
         let index = match loaded {
             Some(Ok(entries)) => OffsetIndex::from_entries(entries, max_entries),
             other => {
-                let why = match other {
-                    Some(Err(e)) => e.to_string(),
-                    _ => "missing".to_string(),
-                };
-                tracing::warn!(path = %ipath.display(), reason = %why, "rebuilding offset index");
+                match other {
+                    // A compacted segment's indexes are rebuilt on first use: expected.
+                    None => tracing::info!(path = %ipath.display(), "building a missing offset index"),
+                    Some(Err(e)) => tracing::warn!(path = %ipath.display(), reason = %e, "rebuilding offset index"),
+                    Some(Ok(_)) => unreachable!("handled above"),
+                }
                 let scan =
                     scan_segment(&*file, self.base, self.size, ScanFrom::start(self.base, &self.config, None)).await?;
                 if let Some((pos, e)) = scan.stop {

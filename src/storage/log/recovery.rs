@@ -241,7 +241,7 @@ async fn context_before<D: Disk>(
             }
             None => {
                 let (base, _, size) = span;
-                let file = disk.open_rw(&log_path(dir, base)).await?;
+                let file = disk.open_existing(&log_path(dir, base)).await?;
                 let scan = scan_segment(&file, base, size, ScanFrom::start(base, config, None)).await?;
                 file.close().await?;
                 let max = scan.time.map_or(-1, |t| t.max_ts);
@@ -309,7 +309,7 @@ async fn rebuild_time_index<D: Disk>(
     prev_last_ts: Option<i64>,
 ) -> StorageResult<TimeBuilder> {
     let path = log_path(dir, base);
-    let file = disk.open_rw(&path).await?;
+    let file = disk.open_existing(&path).await?;
     let scan = scan_segment(&file, base, size, ScanFrom::start(base, config, prev_last_ts)).await?;
     file.close().await?;
     if let Some((position, error)) = &scan.stop {
@@ -368,7 +368,7 @@ async fn producers_at<D: Disk>(
     tracing::warn!(dir = %dir.display(), from, at, "rebuilding producer state from the segments after the newest valid snapshot");
     for &(base, _, size) in spans.iter().filter(|&&(base, next, _)| base >= from && next <= at) {
         let path = log_path(dir, base);
-        let file = disk.open_rw(&path).await?;
+        let file = disk.open_existing(&path).await?;
         let mut scan_from = ScanFrom::start(base, config, None);
         scan_from.time = None;
         scan_from.producers = Some(state);
@@ -491,6 +491,7 @@ impl<D: Disk> Log<D> {
             may_have_gaps: checkpoint.is_some(),
             cleaned_to,
             generation: 0,
+            loads: Rc::new(()),
         };
         Ok((log, report))
     }
