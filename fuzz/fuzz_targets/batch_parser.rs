@@ -15,7 +15,10 @@
 //! `BatchInfo::parse`, `BatchWalk` (with `check_stored`, `first_record_at_or_after`,
 //! `legacy::records` and `wrapper_span` per batch) and `down_convert` to magic 0 and 1.
 //! Properties beyond "no panic": a legacy stored form is itself a valid entry, and a
-//! down-conversion of valid batches yields valid batches of the reader's magic.
+//! down-conversion of valid batches yields valid batches of the reader's magic. Log
+//! compaction (`map_batch`, then `clean_batch` on every stored-valid batch, with and without
+//! the batch protected): what it rewrites is a valid batch with the same base and last offset,
+//! producer id, epoch and base sequence.
 #![no_main]
 
 use bytes::Bytes;
@@ -24,6 +27,7 @@ use tidemark::storage::format::batch::{self, Compression, TimestampType, HEADER_
 use tidemark::storage::format::compression::{compress, compress_legacy};
 use tidemark::storage::format::convert::down_convert;
 use tidemark::storage::format::legacy::{self, Stored, MAGIC_V0, MAGIC_V1};
+use tidemark::storage::compaction::{self, CleanRules, CleanStats, OffsetMap, Outcome, Protect, SegmentKeys, TxnTracker};
 use tidemark::storage::format::stored::{self, check_stored, BatchInfo, BatchWalk};
 
 /// Decompression bound for every check (the broker's is larger; the code is the same).
@@ -163,6 +167,33 @@ fuzz_target!(|data: &[u8]| {
         check_entry(entry, base, now);
     }
     all_valid &= walk.pos() == buf.len();
+
+    // Compaction over the stored-valid batches: map, then clean each.
+    let valid: Vec<&[u8]> = BatchWalk::new(&buf, usize::MAX >> 1)
+        .map_while(Result::ok)
+        .map(|(_, _, e)| e)
+        .filter(|e| check_stored(e).is_ok())
+        .collect();
+    let mut keys = SegmentKeys::default();
+    let mut map_txns = TxnTracker::default();
+    for e in &valid {
+        let _ = compaction::map_batch(e, &mut map_txns, &mut keys, LIMIT);
+    }
+    let mut map = OffsetMap::new(1 << 20);
+    map.add_segment(keys);
+    let rules = CleanRules { now: i64::from(mode) * 1000, delete_retention_ms: i64::from(mode >> 2), decompress_limit: LIMIT };
+    let mut txns = TxnTracker::default();
+    let mut stats = CleanStats::default();
+    for e in &valid {
+        let Ok(h) = batch::BatchHeader::parse(e) else { continue };
+        let protect = (mode & 0x40 != 0).then_some(Protect { batch_base: h.base_offset });
+        let last = |_: i64, o: i64| mode & 0x20 != 0 && o == h.last_offset();
+        if let Ok(Outcome::Rewrite(out)) = compaction::clean_batch(e, &map, &mut txns, last, protect, &rules, &mut stats) {
+            let n = batch::check_stored(&out).unwrap_or_else(|err| panic!("a cleaned batch fails check_stored: {err}"));
+            assert_eq!((n.base_offset, n.last_offset()), (h.base_offset, h.last_offset()), "offsets kept");
+            assert_eq!((n.producer_id, n.producer_epoch, n.base_sequence), (h.producer_id, h.producer_epoch, h.base_sequence));
+        }
+    }
 
     for to in [MAGIC_V0, MAGIC_V1] {
         let max_bytes = 1 + usize::from(mode) * 64;
