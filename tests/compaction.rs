@@ -257,7 +257,7 @@ proptest! {
                         let Some(target) = target else { continue };
                         let end = target.end;
                         // The killed pass's map if it finishes (a large map: the whole range).
-                        let planned: Pass = (target.segments.iter().find(|s| s.1 > target.first_dirty).expect("dirty").0, end);
+                        let planned: Pass = (target.first_dirty, end);
                         disk.fail_after(fuse as u64);
                         let first = pass(&mut log, now, false).await;
                         disk.heal();

@@ -27,7 +27,7 @@ use tidemark::storage::format::batch::{self, Compression, TimestampType, HEADER_
 use tidemark::storage::format::compression::{compress, compress_legacy};
 use tidemark::storage::format::convert::down_convert;
 use tidemark::storage::format::legacy::{self, Stored, MAGIC_V0, MAGIC_V1};
-use tidemark::storage::compaction::{self, CleanRules, CleanStats, OffsetMap, Outcome, Protect, SegmentKeys, TxnTracker};
+use tidemark::storage::compaction::{self, CleanRules, CleanStats, OffsetMap, Outcome, Protect, TxnTracker};
 use tidemark::storage::format::stored::{self, check_stored, BatchInfo, BatchWalk};
 
 /// Decompression bound for every check (the broker's is larger; the code is the same).
@@ -174,13 +174,13 @@ fuzz_target!(|data: &[u8]| {
         .map(|(_, _, e)| e)
         .filter(|e| check_stored(e).is_ok())
         .collect();
-    let mut keys = SegmentKeys::default();
     let mut map_txns = TxnTracker::default();
-    for e in &valid {
-        let _ = compaction::map_batch(e, &mut map_txns, &mut keys, LIMIT);
-    }
     let mut map = OffsetMap::new(1 << 20);
-    map.add_segment(keys);
+    for e in &valid {
+        if let Ok(keys) = compaction::map_batch(e, &mut map_txns, LIMIT) {
+            map.add(keys);
+        }
+    }
     let rules = CleanRules { now: i64::from(mode) * 1000, delete_retention_ms: i64::from(mode >> 2), decompress_limit: LIMIT };
     let mut txns = TxnTracker::default();
     let mut stats = CleanStats::default();

@@ -2,8 +2,9 @@
 //! and the log's swap ([`Log::begin_swap`], docs/architecture.md "Log compaction").
 //!
 //! A pass: take the cleanable range ([`Log::clean_target`]); build the offset map over its
-//! dirty part, a whole segment at a time within the dedupe budget (the pass ends where the
-//! map does); then clean the range from its first segment in groups of consecutive segments
+//! dirty part, batch by batch within the dedupe budget (the pass ends where the map does,
+//! inside a segment if need be); then clean the range from its first segment in groups of
+//! consecutive segments
 //! no larger than `segment.bytes`: each group is written aside (`.cleaned`), synced,
 //! committed (`.swap`), swapped in ([`finish_swap_files`]), and the new segment's indexes
 //! are rebuilt by the recovery scan; a group that would come out unchanged is left alone.
@@ -19,11 +20,11 @@
 use crate::io::{align_up, Disk, DiskFile};
 use crate::storage::access::{load_indexes, LogCell};
 use crate::storage::compaction::{
-    clean_batch, map_batch, CleanRules, CleanStats, OffsetMap, Outcome, Protect, SegmentKeys, TxnTracker,
+    clean_batch, map_batch, CleanRules, CleanStats, OffsetMap, Outcome, Protect, TxnTracker,
 };
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::encode_cleaner_checkpoint;
-use crate::storage::format::stored::{check_stored, frame_len, BatchWalk};
+use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWalk};
 use crate::storage::format::FormatError;
 use crate::storage::log::{
     cleaned_path, finish_swap_files, swap_path, txn_cleaned_path, CleanTarget, SegmentSpan, SwapStart,
@@ -180,20 +181,34 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
     }
     let dlimit = config.decompress_limit();
 
-    // 1. The offset map over the dirty part, whole segments within the budget.
+    // 1. The offset map over the dirty part, batch by batch within the budget: the pass ends
+    // at the first batch that does not fit (the next pass's map starts there).
+    let first_dirty = target.first_dirty;
     let mut map = OffsetMap::new(limits.map_budget_bytes);
     let mut map_txns =
-        TxnTracker::new(target.aborted.iter().filter(|t| t.last_offset >= target.first_dirty).copied().collect());
-    let mut end = target.first_dirty;
-    report.map_start = target.segments.iter().find(|s| s.1 > target.first_dirty).map_or(end, |s| s.0);
-    for &span in target.segments.iter().filter(|s| s.1 > target.first_dirty) {
-        let mut keys = SegmentKeys::default();
-        let mut visit = |batch: &[u8], _: &mut Vec<u8>| map_batch(batch, &mut map_txns, &mut keys, dlimit);
+        TxnTracker::new(target.aborted.iter().filter(|t| t.last_offset >= first_dirty).copied().collect());
+    let mut end = first_dirty;
+    report.map_start = first_dirty;
+    for &span in target.segments.iter().filter(|s| s.1 > first_dirty) {
+        let mut full_at = None;
+        let mut visit = |batch: &[u8], _: &mut Vec<u8>| -> Result<(), FormatError> {
+            let info = BatchInfo::parse(batch)?;
+            if full_at.is_some() || info.last_offset < first_dirty {
+                return Ok(());
+            }
+            if !map.add(map_batch(batch, &mut map_txns, dlimit)?) {
+                full_at = Some(info.index_offset());
+            }
+            Ok(())
+        };
         walk_segment(&disk, &dir, span, budget, &mut visit, None).await?;
-        if !map.add_segment(keys) {
-            break;
+        match full_at {
+            Some(at) => {
+                end = at;
+                break;
+            }
+            None => end = span.1,
         }
-        end = span.1;
     }
     report.end = end;
     report.map_keys = map.len();
@@ -205,7 +220,9 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
         decompress_limit: dlimit,
     };
     let mut txns = TxnTracker::new(target.aborted.clone());
-    let spans: Vec<SegmentSpan> = target.segments.iter().copied().filter(|s| s.1 <= end).collect();
+    // Every segment holding records below `end`; in the last, the batches at or past `end`
+    // (not mapped yet: dirty) are copied as they are.
+    let spans: Vec<SegmentSpan> = target.segments.iter().copied().filter(|s| s.0 < end).collect();
     let mut entries = target.last_entries.iter();
     for group in groups(&spans, config.segment_bytes) {
         let (base, next) = (group[0].0, group.last().expect("a group").1);
@@ -221,6 +238,10 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
             let mut changed = group.len() > 1;
             for &span in group {
                 let mut visit = |batch: &[u8], out: &mut Vec<u8>| -> Result<(), FormatError> {
+                    if BatchInfo::parse(batch)?.index_offset() >= end {
+                        out.extend_from_slice(batch);
+                        return Ok(());
+                    }
                     let last = |pid: i64, last_offset: i64| target.last_batches.get(&pid) == Some(&last_offset);
                     match clean_batch(batch, &map, &mut txns, last, protect, &rules, &mut report.stats)? {
                         Outcome::Keep => out.extend_from_slice(batch),
@@ -234,7 +255,9 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
                 };
                 walk_segment(&disk, &dir, span, budget, &mut visit, Some(&mut out)).await?;
             }
-            let kept = std::mem::take(&mut txns.kept);
+            let mut kept = std::mem::take(&mut txns.kept);
+            // Markers at or past `end` were copied as they are: their entries stay.
+            kept.extend(target.aborted.iter().filter(|t| t.last_offset >= end && t.last_offset < next));
             if !changed {
                 out.abandon(&disk).await?;
                 return Ok(None);

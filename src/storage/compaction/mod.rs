@@ -4,8 +4,9 @@
 //! A cleaning pass over a partition has two steps, and this module decides both:
 //! 1. **The offset map** ([`OffsetMap`], [`map_batch`]): over the dirty part of the cleanable
 //!    range, each key's last offset. Keys are kept whole (no hash collisions to reason about);
-//!    the map has a byte budget (`log.cleaner.dedupe.buffer.size`) and grows a whole segment
-//!    at a time ([`SegmentKeys`]), so a pass ends at a segment boundary.
+//!    the map has a byte budget (`log.cleaner.dedupe.buffer.size`) and grows a batch at a
+//!    time: a pass ends at the first batch that would not fit (inside a segment if need be, as
+//!    Kafka's does), and the next pass's map starts there.
 //! 2. **What stays** ([`clean_batch`]), over the whole cleanable range, oldest first:
 //!    - a record stays when no later record of its key is in the map; a record without a key
 //!      goes (a compacted topic refuses them at produce, KIP-467; older ones are dropped as
@@ -86,65 +87,55 @@ impl OffsetMap {
         self.bytes
     }
 
-    /// Take one segment's keys, unless they would pass the budget; the first segment is
-    /// always taken (a pass must make progress; its keys are bounded by its size). Returns
-    /// whether they were taken.
-    pub fn add_segment(&mut self, seg: SegmentKeys) -> bool {
-        let added: usize = seg
-            .keys
-            .keys()
-            .filter(|k| !self.keys.contains_key(k.as_slice()))
-            .map(|k| k.len() + MAP_ENTRY_OVERHEAD)
-            .sum();
+    /// Take the keys of one batch ([`map_batch`]), unless they would take the map past its
+    /// budget while it holds others (a pass maps at least one batch). Returns whether they
+    /// were taken (all or none).
+    pub fn add(&mut self, keys: Vec<(Vec<u8>, i64)>) -> bool {
+        let mut fresh: Vec<&[u8]> =
+            keys.iter().map(|(k, _)| k.as_slice()).filter(|k| !self.keys.contains_key(*k)).collect();
+        fresh.sort_unstable();
+        fresh.dedup();
+        let added: usize = fresh.iter().map(|k| k.len() + MAP_ENTRY_OVERHEAD).sum();
         if !self.keys.is_empty() && added > 0 && self.bytes + added > self.budget {
             return false;
         }
         self.bytes += added;
-        self.keys.extend(seg.keys);
+        for (k, o) in keys {
+            let e = self.keys.entry(k).or_insert(o);
+            *e = (*e).max(o);
+        }
         true
     }
 }
 
-/// The keys of one segment, with their last offsets (later batches overwrite).
-#[derive(Debug, Default)]
-pub struct SegmentKeys {
-    keys: HashMap<Vec<u8>, i64>,
-}
-
-/// Add the keys of one stored batch to `seg`: a v2 data batch that no aborted transaction
-/// holds (control batches and legacy entries take no part).
+/// The keys of one stored batch with their offsets, for the offset map: a v2 data batch that
+/// no aborted transaction holds (control batches and legacy entries give none).
 pub fn map_batch(
     batch: &[u8],
     txns: &mut TxnTracker,
-    seg: &mut SegmentKeys,
     decompress_limit: usize,
-) -> Result<(), FormatError> {
+) -> Result<Vec<(Vec<u8>, i64)>, FormatError> {
+    let mut out = Vec::new();
     if batch.get(crate::storage::format::batch::OFF_MAGIC).map(|&m| m as i8) != Some(MAGIC_V2) {
-        return Ok(());
+        return Ok(out);
     }
     let h = BatchHeader::parse(batch)?;
     if h.is_control() {
         // A marker ends its transaction: the producer's later batches are not aborted ones.
         txns.on_control(&h, Marker::read(&h, batch)?);
-        return Ok(());
+        return Ok(out);
     }
     if txns.on_data(&h) {
-        return Ok(());
+        return Ok(out);
     }
     let records = records_section(&h, batch, decompress_limit)?;
     for r in Records::new(&records, h.record_count) {
         let r = r?;
         if let Some(k) = r.key {
-            let offset = h.base_offset + r.offset_delta as i64;
-            match seg.keys.get_mut(k) {
-                Some(o) => *o = offset.max(*o),
-                None => {
-                    seg.keys.insert(k.to_vec(), offset);
-                }
-            }
+            out.push((k.to_vec(), h.base_offset + r.offset_delta as i64));
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Which batches belong to aborted transactions, and which markers' transactions still hold

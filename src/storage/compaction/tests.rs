@@ -30,12 +30,10 @@ fn records(b: &[u8]) -> Vec<(i64, Option<String>, Option<String>, i64)> {
 
 fn map_of(batches: &[&[u8]]) -> OffsetMap {
     let mut txns = TxnTracker::new(Vec::new());
-    let mut seg = SegmentKeys::default();
-    for b in batches {
-        map_batch(b, &mut txns, &mut seg, LIMIT).unwrap();
-    }
     let mut map = OffsetMap::new(1 << 20);
-    assert!(map.add_segment(seg));
+    for b in batches {
+        assert!(map.add(map_batch(b, &mut txns, LIMIT).unwrap()));
+    }
     map
 }
 
@@ -160,28 +158,47 @@ fn the_map_ignores_aborted_records() {
     set_base_offset(&mut aborted, 1);
     let mut txns =
         TxnTracker::new(vec![AbortedTxn { producer_id: 4, first_offset: 1, last_offset: 2, last_stable_offset: 1 }]);
-    let mut seg = SegmentKeys::default();
-    map_batch(&committed, &mut txns, &mut seg, LIMIT).unwrap();
-    map_batch(&aborted, &mut txns, &mut seg, LIMIT).unwrap();
     let mut map = OffsetMap::new(1024);
-    map.add_segment(seg);
+    map.add(map_batch(&committed, &mut txns, LIMIT).unwrap());
+    map.add(map_batch(&aborted, &mut txns, LIMIT).unwrap());
     assert_eq!(map.get(b"k"), Some(0));
 }
 
-/// The map's budget: a segment that would pass it is refused, except the first.
+/// The map's budget: a batch whose new keys would pass it is refused (all or none), except
+/// while the map is empty; keys it already holds cost nothing.
 #[test]
-fn offset_map_budget_counts_whole_segments() {
+fn offset_map_budget_counts_whole_batches() {
     let mut map = OffsetMap::new(2 * (MAP_ENTRY_OVERHEAD + 1));
-    let seg = |keys: &[&str]| {
+    let keys = |keys: &[&str]| {
         let b = batch(0, &keys.iter().map(|k| (Some(*k), Some("v"), 0)).collect::<Vec<_>>(), Compression::None);
-        let mut s = SegmentKeys::default();
-        map_batch(&b, &mut TxnTracker::default(), &mut s, LIMIT).unwrap();
-        s
+        map_batch(&b, &mut TxnTracker::default(), LIMIT).unwrap()
     };
-    assert!(map.add_segment(seg(&["a", "b", "c"])), "the first segment always fits");
-    assert!(map.add_segment(seg(&["a"])), "known keys cost nothing");
-    assert!(!map.add_segment(seg(&["d"])));
-    assert_eq!(map.len(), 3);
+    assert!(map.add(keys(&["a", "b", "c"])), "the first batch always fits");
+    assert!(map.add(keys(&["a"])), "known keys cost nothing");
+    assert!(!map.add(keys(&["d", "a"])));
+    assert_eq!((map.len(), map.get(b"d")), (3, None), "nothing of a refused batch is taken");
+}
+
+/// A map walk ends an aborted transaction at its marker: the producer's next, committed
+/// transaction is mapped (found by a real-client test: a deleted key came back).
+#[test]
+fn the_map_ends_an_aborted_transaction_at_its_marker() {
+    let txn = |base: i64, value: &[u8]| {
+        let mut d = BatchBuilder::new().transactional().producer(4, 0, base as i32);
+        d.push(1, Some(b"k"), Some(value), &[]);
+        let mut b = d.finish();
+        set_base_offset(&mut b, base);
+        b
+    };
+    let mut abort = Marker { commit: false, coordinator_epoch: 0 }.batch(4, 0, 2);
+    set_base_offset(&mut abort, 1);
+    let mut txns =
+        TxnTracker::new(vec![AbortedTxn { producer_id: 4, first_offset: 0, last_offset: 1, last_stable_offset: 0 }]);
+    let mut map = OffsetMap::new(1024);
+    for b in [txn(0, b"aborted"), abort, txn(2, b"committed")] {
+        map.add(map_batch(&b, &mut txns, LIMIT).unwrap());
+    }
+    assert_eq!(map.get(b"k"), Some(2));
 }
 
 /// The batch a group's last time-index entry names keeps its maxTimestamp (later segments'
