@@ -301,3 +301,31 @@ proptest! {
         });
     }
 }
+
+/// KIP-354: on a compacted topic with `max.compaction.lag.ms`, the active segment is rolled
+/// once it began that long ago (so its records become cleanable within the lag), whatever
+/// `segment.ms` says; without `compact` the lag changes nothing.
+#[test]
+fn max_compaction_lag_rolls_the_active_segment() {
+    for compact in [true, false] {
+        let config = LogConfig {
+            cleanup_compact: compact,
+            max_compaction_lag_ms: Some(1000),
+            write_chunk_bytes: 4096,
+            preallocate_bytes: 8192,
+            ..LogConfig::default()
+        };
+        let disk = MemDisk::new();
+        let mut log = open(&disk, &config);
+        block_on(async {
+            let mut b = BatchBuilder::new();
+            b.push(5_000, Some(b"k"), Some(b"v"), &[]);
+            log.append(&b.finish(), 5_000).expect("append");
+            log.flush_all().await.expect("flush");
+            log.roll(5_000);
+            log.append(&b.finish(), 5_100).expect("append");
+            assert!(!log.maybe_roll_for_time(5_500), "within the lag");
+            assert_eq!(log.maybe_roll_for_time(6_100), compact, "past the lag (compact: {compact})");
+        });
+    }
+}

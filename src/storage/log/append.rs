@@ -395,7 +395,10 @@ impl<D: Disk> Log<D> {
 
     /// SPEC T7.1, time part: roll a non-empty active segment once `segment.ms` has passed
     /// since the largest timestamp (or, if no record has one, since the segment began), at
-    /// most once per `segment.ms`. Returns whether a roll is due (the caller rolls).
+    /// most once per `segment.ms`. On a compacted topic with `max.compaction.lag.ms`, also
+    /// once the active segment began that long ago (its records must become cleanable within
+    /// the lag; the active segment never is), at most once per lag (KIP-354). Returns whether a
+    /// roll is due (the caller rolls).
     pub fn maybe_roll_for_time(&mut self, now: i64) -> bool {
         if self.closing || self.active().size == 0 {
             return false;
@@ -403,7 +406,13 @@ impl<D: Disk> Log<D> {
         let largest = self.largest_timestamp();
         let reference = if largest >= 0 { largest } else { self.roll_reference_ms };
         let period = self.config.segment_ms.min(i64::MAX as u64) as i64;
-        let due = now.saturating_sub(reference) >= period && now.saturating_sub(self.last_time_roll_ms) >= period;
+        let since_roll = now.saturating_sub(self.last_time_roll_ms);
+        let lag_due = self.config.cleanup_compact
+            && self.config.max_compaction_lag_ms.is_some_and(|lag| {
+                let lag = lag.min(i64::MAX as u64) as i64;
+                now.saturating_sub(self.roll_reference_ms) >= lag && since_roll >= lag
+            });
+        let due = (now.saturating_sub(reference) >= period && since_roll >= period) || lag_due;
         if due {
             self.last_time_roll_ms = now;
         }
