@@ -56,7 +56,7 @@ except Exception as e:
 PY
 }
 metric() { # the sum over shards of a /metrics counter
-  curl -s "127.0.0.1:$mport/metrics" | awk -v m="tidemark_$1" '$1 ~ "^"m"[{]" {s += $2} END {print s + 0}'
+  curl -s "127.0.0.1:$mport/metrics" | awk -v m="tidemark_$1" '$1 ~ "^"m"[{]" {s += $2} END {printf "%.0f\n", s}'
 }
 load() { "$bin" load produce --bootstrap "127.0.0.1:$port" --record-size 1024 --acks all --json "$@" 2>/dev/null | tail -n 1; }
 
