@@ -213,7 +213,7 @@ def test_dynamic_broker_configs(broker):
         ([("log.retention.hours", AlterConfigOpType.SET, "5")], "INVALID_REQUEST", "Cannot update these configs dynamically"),
         ([("no.such.setting", AlterConfigOpType.SET, "5")], "INVALID_CONFIG", "no.such.setting"),
         ([("num.partitions", AlterConfigOpType.SET, "0")], "INVALID_REQUEST", "num.partitions"),
-        ([("log.cleanup.policy", AlterConfigOpType.APPEND, "compact")], "INVALID_REQUEST", "cleanup.policy"),
+        ([("log.cleanup.policy", AlterConfigOpType.APPEND, "compacted")], "INVALID_REQUEST", "cleanup.policy"),
     ):
         e = incremental(broker, ResourceType.BROKER, "0", *entries)
         assert e is not None and e.name() == code and text in e.str(), (entries, e)
@@ -271,8 +271,9 @@ def test_settings_kafka_has_and_tidemark_applies(broker):
     """min.insync.replicas=2 on a one-replica topic: acks=all produce fails with
     NOT_ENOUGH_REPLICAS and acks=1 succeeds, as in Kafka. message.downconversion.enable=false:
     a Fetch v2 (magic 1 reader) of v2 batches gets UNSUPPORTED_VERSION, while v4 reads them.
-    cleanup.policy=compact, compression.type=gzip and remote.storage.enable=true are refused
-    (INVALID_CONFIG, naming what tidemark supports); settings that change nothing on one node
+    compression.type=gzip and remote.storage.enable=true are refused (INVALID_CONFIG, naming
+    what tidemark supports), as is cleanup.policy=compacted (not a policy); cleanup.policy=compact
+    is taken (compaction: test_compaction.py); settings that change nothing on one node
     (unclean.leader.election.enable) are taken and shown."""
     create(broker.bootstrap, "isr", config={"min.insync.replicas": "2"})
     p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "message.timeout.ms": 5000, "retries": 0})
@@ -295,11 +296,15 @@ def test_settings_kafka_has_and_tidemark_applies(broker):
         error, hw, records = fetch(c, "noconv", 0, 0)  # Fetch v4: magic 2, no conversion
         assert (error, v2_values(records)) == (NONE, [(0, b"v2")])
     a = AdminClient({"bootstrap.servers": broker.bootstrap})
-    for key, value in (("cleanup.policy", "compact"), ("compression.type", "gzip"), ("remote.storage.enable", "true")):
+    for key, value, why in (
+        ("cleanup.policy", "compacted", "must be delete, compact or compact,delete"),
+        ("compression.type", "gzip", "tidemark supports only"),
+        ("remote.storage.enable", "true", "tidemark supports only"),
+    ):
         fs = a.create_topics([NewTopic("refused", 1, 1, config={key: value})], request_timeout=TIMEOUT)
         with pytest.raises(KafkaException) as e:
             fs["refused"].result(TIMEOUT)
-        assert e.value.args[0].name() == "INVALID_CONFIG" and "tidemark supports only" in e.value.args[0].str(), e.value
+        assert e.value.args[0].name() == "INVALID_CONFIG" and why in e.value.args[0].str(), e.value
     create(broker.bootstrap, "inert", config={"unclean.leader.election.enable": "true"})
     u = describe(broker, ConfigResourceType.TOPIC, "inert")["unclean.leader.election.enable"]
     assert (u["value"], u["config_source"]) == ("true", "DYNAMIC_TOPIC_CONFIG")
