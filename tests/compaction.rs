@@ -329,3 +329,45 @@ fn max_compaction_lag_rolls_the_active_segment() {
         });
     }
 }
+
+/// SPEC T5.5 across a compaction: a cleaned group of segments whose records carry no timestamp
+/// keeps its originals' latest modification time, so the rebuilt index's entry (mtime, last
+/// offset) is the one the originals had (later entries and retention rest on it).
+#[test]
+fn untimed_segments_keep_their_mtime_entry() {
+    let config = LogConfig {
+        cleanup_compact: true,
+        cleanup_delete: false,
+        write_chunk_bytes: 4096,
+        preallocate_bytes: 8192,
+        ..LogConfig::default()
+    };
+    let disk = MemDisk::new();
+    let mut log = open(&disk, &config);
+    block_on(async {
+        for (i, t) in [1_000i64, 2_000, 3_000].into_iter().enumerate() {
+            disk.set_now_ms(t);
+            let mut b = BatchBuilder::new();
+            b.push(-1, Some(b"k"), Some(format!("v{i}").as_bytes()), &[]);
+            log.append(&b.finish(), t).expect("append");
+            log.flush_all().await.expect("flush");
+            log.roll(t);
+            log.flush_all().await.expect("flush");
+        }
+        let mut b = BatchBuilder::new();
+        b.push(-1, Some(b"tick"), Some(b"t"), &[]);
+        log.append(&b.finish(), 3_500).expect("append");
+        log.flush_all().await.expect("flush");
+        let before: Vec<_> = log.segment_bases().into_iter().filter_map(|s| log.time_entries(s)).flatten().collect();
+        disk.set_now_ms(9_000);
+        let (_, end) = pass(&mut log, 9_000, false).await.expect("pass").expect("work");
+        assert_eq!(end, 3);
+        let after: Vec<_> = log.segment_bases().into_iter().filter_map(|s| log.time_entries(s)).flatten().collect();
+        assert_eq!(
+            after.last().map(|e| e.0),
+            before.iter().map(|e| e.0).filter(|&t| t <= 3_000).max(),
+            "{before:?} -> {after:?}"
+        );
+        assert!(after.windows(2).all(|w| w[0].0 < w[1].0), "entries increase: {after:?}");
+    });
+}

@@ -188,6 +188,12 @@ impl Disk for DmaDisk {
         let t = m.modified().map_err(|e| serr("stat mtime", path, e))?;
         Ok(t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0))
     }
+
+    async fn set_mtime_ms(&self, path: &Path, ms: i64) -> IoResult<()> {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+        let f = std::fs::File::options().write(true).open(path).map_err(|e| serr("open", path, e))?;
+        f.set_modified(t).map_err(|e| serr("set mtime", path, e))
+    }
 }
 
 impl DiskFile for DmaDiskFile {

@@ -342,6 +342,17 @@ impl Disk for MemDisk {
             None => Err(err("stat", path, None, libc::ENOENT)),
         }
     }
+
+    async fn set_mtime_ms(&self, path: &Path, ms: i64) -> IoResult<()> {
+        self.change("set mtime", path)?;
+        match self.state.borrow().files.get(path) {
+            Some(f) => {
+                f.borrow_mut().mtime_ms = ms;
+                Ok(())
+            }
+            None => Err(err("set mtime", path, None, libc::ENOENT)),
+        }
+    }
 }
 
 impl DiskFile for MemFile {

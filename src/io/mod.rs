@@ -105,6 +105,9 @@ pub trait Disk: Clone + 'static {
     async fn file_size(&self, path: &Path) -> IoResult<u64>;
     /// The file's modification time in ms since the epoch.
     async fn mtime_ms(&self, path: &Path) -> IoResult<i64>;
+    /// Set the file's modification time (a compacted segment keeps its originals' latest, which
+    /// SPEC T5.5 entries and retention of segments without timestamps read).
+    async fn set_mtime_ms(&self, path: &Path, ms: i64) -> IoResult<()>;
 
     /// Read a whole small file; `None` when it does not exist.
     async fn read_file(&self, path: &Path) -> IoResult<Option<Vec<u8>>> {

@@ -263,6 +263,13 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
                 return Ok(None);
             }
             let size = out.finish(&disk, budget.budget).await?;
+            // The originals' latest modification time: what a T5.5 entry (a segment without
+            // timestamps) and recovery read, so the rebuilt index keeps it.
+            let mut mtime = i64::MIN;
+            for &(b, _, _) in group {
+                mtime = mtime.max(disk.mtime_ms(&log_path(&dir, b)).await?);
+            }
+            disk.set_mtime_ms(&cleaned, mtime).await?;
             if !kept.is_empty() {
                 let mut bytes = Vec::new();
                 kept.iter().for_each(|t| t.encode(&mut bytes));
