@@ -93,7 +93,11 @@ fn decode(frame: Vec<u8>) {
     match decode_request(again.slice(4..)) {
         Ok((h2, req2)) => {
             assert_eq!(h2, h, "header changed by a re-encoding");
-            assert_eq!(req2, req, "request changed by a re-encoding");
+            // Compared by their Debug text: a float64 field (AlterClientQuotas' values) may be
+            // NaN, which is never equal to itself though it re-encodes to the same bits.
+            if req2 != req {
+                assert_eq!(format!("{req2:?}"), format!("{req:?}"), "request changed by a re-encoding");
+            }
         }
         Err(e) => panic!("a re-encoded request does not decode: {e:?}"),
     }
