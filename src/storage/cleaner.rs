@@ -163,9 +163,12 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
 ) -> StorageResult<PassReport> {
     let began = Instant::now();
     let budget = &mut Pace { budget, abort };
-    let (disk, dir, config, cleaned_to) = {
+    // Each known producer's last batch (kept, empty if need be): taken when a pass runs, not
+    // at every look the cleaner takes.
+    let (disk, dir, config, cleaned_to, last_batches) = {
         let log = cell.log();
-        (log.disk().clone(), log.dir().to_path_buf(), log.config().clone(), log.cleaned_to())
+        let last = log.producers().last_batches();
+        (log.disk().clone(), log.dir().to_path_buf(), log.config().clone(), log.cleaned_to(), last)
     };
     let mut report = PassReport {
         start: target.segments[0].0,
@@ -242,7 +245,7 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
                         out.extend_from_slice(batch);
                         return Ok(());
                     }
-                    let last = |pid: i64, last_offset: i64| target.last_batches.get(&pid) == Some(&last_offset);
+                    let last = |pid: i64, last_offset: i64| last_batches.get(&pid) == Some(&last_offset);
                     match clean_batch(batch, &map, &mut txns, last, protect, &rules, &mut report.stats)? {
                         Outcome::Keep => out.extend_from_slice(batch),
                         Outcome::Drop => changed = true,

@@ -198,13 +198,15 @@ pub fn check_stored(batch: &[u8]) -> Result<BatchHeader, FormatError> {
     Ok(h)
 }
 
-/// What the records of a produced batch say about time.
+/// What the records of a produced batch say about time, and whether all have keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordStats {
     /// Smallest record timestamp other than -1, or `i64::MAX` if none.
     pub min_ts: i64,
     /// Largest record timestamp, or -1 if no record has one.
     pub max_ts: i64,
+    /// Records without a key (a compacted topic refuses them, KIP-467).
+    pub keyless: u32,
 }
 
 /// The records section of a batch, decompressed if needed (at most `limit` bytes).
@@ -230,9 +232,10 @@ pub fn check_produced(batch: &[u8], decompress_limit: usize) -> Result<(BatchHea
         return Err(FormatError::BadRecordCount { count: h.record_count, last_offset_delta: h.last_offset_delta });
     }
     let records = records_section(&h, batch, decompress_limit)?;
-    let mut stats = RecordStats { min_ts: i64::MAX, max_ts: -1 };
+    let mut stats = RecordStats { min_ts: i64::MAX, max_ts: -1, keyless: 0 };
     for (n, r) in Records::new(&records, h.record_count).enumerate() {
         let r = r?;
+        stats.keyless += r.key.is_none() as u32;
         if r.offset_delta as i64 != n as i64 {
             return Err(FormatError::BadRecords("offset deltas are not sequential"));
         }

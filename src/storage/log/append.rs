@@ -135,7 +135,7 @@ impl Rules {
 fn check_legacy<'a>(bytes: &'a [u8], next: i64, rules: &Rules) -> StorageResult<Checked<'a>> {
     let p = legacy::check_produced(bytes, rules.decompress_limit)?;
     rules.check_window(p.stats)?;
-    if rules.compact {
+    if rules.compact && p.stats.keyless > 0 {
         let mut scratch = Vec::new();
         let records = legacy::records(bytes, &mut scratch, rules.decompress_limit)?;
         let keyless: Vec<i32> = (0..).zip(&records).filter(|(_, r)| r.key.is_none()).map(|(i, _)| i).collect();
@@ -301,7 +301,9 @@ impl<D: Disk> Log<D> {
             }
             e => e,
         })?;
-        if rules.compact {
+        if rules.compact && stats.keyless > 0 {
+            // Refused: name every keyless record (KIP-467; the records are walked again only
+            // on this path, as for timestamps).
             let records = records_section(&h, bytes, rules.decompress_limit)?;
             let mut keyless = Vec::new();
             for (i, r) in (0..).zip(Records::new(&records, h.record_count)) {
@@ -309,9 +311,7 @@ impl<D: Disk> Log<D> {
                     keyless.push(i);
                 }
             }
-            if !keyless.is_empty() {
-                return Err(StorageError::KeylessRecords { records: keyless });
-            }
+            return Err(StorageError::KeylessRecords { records: keyless });
         }
         // What to store: CreateTime: the type bit cleared and the records' true largest
         // timestamp; LogAppendTime: the bit set and `now`.

@@ -28,7 +28,6 @@ use super::{Log, NeedIndex};
 use crate::io::{Disk, IoResult};
 use crate::storage::format::txn_index::AbortedTxn;
 use crate::storage::segment::{log_path, txnindex_path, Segment};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -125,8 +124,6 @@ pub struct CleanTarget {
     pub oldest_dirty_ts: Option<i64>,
     /// Aborted transactions that may hold data in the range.
     pub aborted: Vec<AbortedTxn>,
-    /// Each known producer's last data batch: producer id to its last offset.
-    pub last_batches: HashMap<i64, i64>,
 }
 
 impl CleanTarget {
@@ -200,7 +197,6 @@ impl<D: Disk> Log<D> {
             clean_bytes,
             oldest_dirty_ts,
             aborted,
-            last_batches: self.producers.last_batches(),
         }))
     }
 

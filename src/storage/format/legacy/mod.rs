@@ -427,7 +427,7 @@ pub struct Produced {
 pub fn check_produced(entry: &[u8], limit: usize) -> Result<Produced, FormatError> {
     let m = check(entry)?;
     let h = m.header;
-    let mut stats = RecordStats { min_ts: i64::MAX, max_ts: -1 };
+    let mut stats = RecordStats { min_ts: i64::MAX, max_ts: -1, keyless: 0 };
     let mut note = |ts: i64| {
         if ts != -1 {
             stats.min_ts = stats.min_ts.min(ts);
@@ -436,6 +436,7 @@ pub fn check_produced(entry: &[u8], limit: usize) -> Result<Produced, FormatErro
     };
     if !h.is_wrapper() {
         note(h.timestamp);
+        stats.keyless = m.key.is_none() as u32;
         return Ok(Produced {
             header: h,
             count: 1,
@@ -456,6 +457,7 @@ pub fn check_produced(entry: &[u8], limit: usize) -> Result<Produced, FormatErro
         }
         prev = i.header.offset;
         note(i.header.timestamp);
+        stats.keyless += i.key.is_none() as u32;
         untimed &= i.header.timestamp == -1;
         count = count.checked_add(1).ok_or(FormatError::BadRecords("too many inner messages"))?;
     }
