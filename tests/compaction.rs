@@ -302,19 +302,18 @@ proptest! {
     }
 }
 
-/// KIP-354: on a compacted topic with `max.compaction.lag.ms`, the active segment is rolled
-/// once it began that long ago (so its records become cleanable within the lag), whatever
-/// `segment.ms` says; without `compact` the lag changes nothing.
+/// A small-buffered compacted log's settings (`compact`: with or without the policy).
+fn compacted(compact: bool) -> LogConfig {
+    LogConfig { cleanup_compact: compact, write_chunk_bytes: 4096, preallocate_bytes: 8192, ..LogConfig::default() }
+}
+
+/// spec: T7.1 with KIP-354 — on a compacted topic with `max.compaction.lag.ms`, the active
+/// segment is rolled once it began that long ago (so its records become cleanable within the
+/// lag), whatever `segment.ms` says; without `compact` the lag changes nothing.
 #[test]
 fn max_compaction_lag_rolls_the_active_segment() {
     for compact in [true, false] {
-        let config = LogConfig {
-            cleanup_compact: compact,
-            max_compaction_lag_ms: Some(1000),
-            write_chunk_bytes: 4096,
-            preallocate_bytes: 8192,
-            ..LogConfig::default()
-        };
+        let config = LogConfig { max_compaction_lag_ms: Some(1000), ..compacted(compact) };
         let disk = MemDisk::new();
         let mut log = open(&disk, &config);
         block_on(async {
@@ -330,18 +329,12 @@ fn max_compaction_lag_rolls_the_active_segment() {
     }
 }
 
-/// SPEC T5.5 across a compaction: a cleaned group of segments whose records carry no timestamp
+/// spec: T5.5, T8.3 — across a compaction: a cleaned group of segments whose records carry no timestamp
 /// keeps its originals' latest modification time, so the rebuilt index's entry (mtime, last
 /// offset) is the one the originals had (later entries and retention rest on it).
 #[test]
 fn untimed_segments_keep_their_mtime_entry() {
-    let config = LogConfig {
-        cleanup_compact: true,
-        cleanup_delete: false,
-        write_chunk_bytes: 4096,
-        preallocate_bytes: 8192,
-        ..LogConfig::default()
-    };
+    let config = LogConfig { cleanup_delete: false, ..compacted(true) };
     let disk = MemDisk::new();
     let mut log = open(&disk, &config);
     block_on(async {
@@ -370,4 +363,29 @@ fn untimed_segments_keep_their_mtime_entry() {
         );
         assert!(after.windows(2).all(|w| w[0].0 < w[1].0), "entries increase: {after:?}");
     });
+}
+
+/// spec: T7.2, T7.3 — retention by time and size removes segments only with `delete` in
+/// `cleanup.policy`: a compact-only log keeps its expired segments (the cleaner alone shrinks
+/// it), a `compact,delete` one loses them.
+#[test]
+fn retention_runs_only_with_delete() {
+    for delete in [false, true] {
+        let config =
+            LogConfig { cleanup_delete: delete, retention_ms: Some(1000), retention_bytes: Some(0), ..compacted(true) };
+        let disk = MemDisk::new();
+        let mut log = open(&disk, &config);
+        block_on(async {
+            let mut b = BatchBuilder::new();
+            b.push(5_000, Some(b"k"), Some(b"v"), &[]);
+            for t in [5_000, 5_100] {
+                log.append(&b.finish(), t).expect("append");
+                log.flush_all().await.expect("flush");
+                log.roll(t);
+                log.flush_all().await.expect("flush");
+            }
+            let removed = log.maintain(60_000).await.expect("upkeep");
+            assert_eq!(!removed.is_empty(), delete, "delete in the policy: {delete}, removed {removed:?}");
+        });
+    }
 }
