@@ -103,7 +103,8 @@ fn check_entry(entry: &[u8], base: i64, now: i64) {
     let _ = BatchInfo::parse(entry);
     let mut scratch = Vec::new();
     let _ = legacy::records(entry, &mut scratch, LIMIT);
-    let _ = legacy::wrapper_span(entry, LIMIT);
+    let _ = legacy::wrapper_span(entry, LIMIT, false);
+    let _ = legacy::wrapper_span(entry, LIMIT, true);
     if let Ok(p) = legacy::check_produced(entry, LIMIT) {
         for t in [TimestampType::CreateTime, TimestampType::LogAppendTime] {
             let Ok((form, _)) = legacy::stored_form(entry, &p, base, t, now, LIMIT) else { continue };
@@ -181,17 +182,45 @@ fuzz_target!(|data: &[u8]| {
             map.add(keys);
         }
     }
-    let rules = CleanRules { now: i64::from(mode) * 1000, delete_retention_ms: i64::from(mode >> 2), decompress_limit: LIMIT };
+    let rules = CleanRules {
+        now: i64::from(mode) * 1000,
+        delete_retention_ms: i64::from(mode >> 2),
+        decompress_limit: LIMIT,
+        segment_mtime_ms: i64::from(mode & 0x10) * 100,
+    };
     let mut txns = TxnTracker::default();
     let mut stats = CleanStats::default();
     for e in &valid {
-        let Ok(h) = batch::BatchHeader::parse(e) else { continue };
-        let protect = (mode & 0x40 != 0).then_some(Protect { batch_base: h.base_offset });
-        let last = |_: i64, o: i64| mode & 0x20 != 0 && o == h.last_offset();
-        if let Ok(Outcome::Rewrite(out)) = compaction::clean_batch(e, &map, &mut txns, last, protect, &rules, &mut stats) {
-            let n = batch::check_stored(&out).unwrap_or_else(|err| panic!("a cleaned batch fails check_stored: {err}"));
+        let Ok(info) = BatchInfo::parse(e) else { continue };
+        let first = match info.first_offset {
+            Some(f) => f,
+            None => match legacy::wrapper_span(e, LIMIT, true) {
+                Ok((f, _)) => f,
+                Err(_) => continue,
+            },
+        };
+        let protect = (mode & 0x40 != 0).then_some(Protect { offset: first });
+        let last = |_: i64, o: i64| mode & 0x20 != 0 && o == info.last_offset;
+        let Ok(Outcome::Rewrite(out)) = compaction::clean_batch(e, &map, &mut txns, last, protect, &rules, &mut stats)
+        else {
+            continue;
+        };
+        let (_, n, _) = BatchWalk::new(&out, usize::MAX >> 1).next().expect("one entry").expect("a whole entry");
+        check_stored(&out).unwrap_or_else(|err| panic!("a cleaned batch fails check_stored: {err}"));
+        assert_eq!(n.total_len, out.len(), "one entry");
+        if info.magic == MAGIC_V2 {
+            let (h, n) = (batch::BatchHeader::parse(e).expect("v2"), batch::BatchHeader::parse(&out).expect("v2"));
             assert_eq!((n.base_offset, n.last_offset()), (h.base_offset, h.last_offset()), "offsets kept");
             assert_eq!((n.producer_id, n.producer_epoch, n.base_sequence), (h.producer_id, h.producer_epoch, h.base_sequence));
+        } else {
+            // A legacy entry: rebuilt within its offsets (an empty v2 batch over them, or a
+            // wrapper of the same magic around the inner messages kept).
+            let (f, l) = match n.first_offset {
+                Some(f) if n.magic == MAGIC_V2 => (f, n.last_offset),
+                _ => legacy::wrapper_span(&out, LIMIT, true).expect("a rebuilt wrapper's offsets go up"),
+            };
+            assert!(f >= first && l <= info.last_offset && f <= l, "offsets within the original's");
+            assert!(n.magic == MAGIC_V2 || n.magic == info.magic, "same magic");
         }
     }
 

@@ -221,17 +221,19 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
         now,
         delete_retention_ms: config.delete_retention_ms.min(i64::MAX as u64) as i64,
         decompress_limit: dlimit,
+        segment_mtime_ms: i64::MAX,
     };
     let mut txns = TxnTracker::new(target.aborted.clone());
     // Every segment holding records below `end`; in the last, the batches at or past `end`
     // (not mapped yet: dirty) are copied as they are.
     let spans: Vec<SegmentSpan> = target.segments.iter().copied().filter(|s| s.0 < end).collect();
+    let alone = mtime_entries(cell, &target.last_entries[..spans.len()]).await?;
     let mut entries = target.last_entries.iter();
-    for group in groups(&spans, config.segment_bytes) {
+    for group in groups(&spans, &alone, config.segment_bytes) {
         let (base, next) = (group[0].0, group.last().expect("a group").1);
         report.groups.push((base, next));
         // The group's last time-index entry names the record that stays (see `Protect`).
-        let protect = entries.by_ref().take(group.len()).flatten().last().map(|&(_, at)| Protect { batch_base: at });
+        let protect = entries.by_ref().take(group.len()).flatten().last().map(|&(_, at)| Protect { offset: at });
         let cleaned = cleaned_path(&dir, base, next);
         let txn_cleaned = txn_cleaned_path(&dir, base, next);
         // Until the commit, a failure leaves nothing behind (the next open would delete it
@@ -240,6 +242,8 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
             let mut out = Output::create(&disk, &cleaned).await?;
             let mut changed = group.len() > 1;
             for &span in group {
+                // Legacy tombstones go by their segment's mtime (see `CleanRules`).
+                let rules = CleanRules { segment_mtime_ms: disk.mtime_ms(&log_path(&dir, span.0)).await?, ..rules };
                 let mut visit = |batch: &[u8], out: &mut Vec<u8>| -> Result<(), FormatError> {
                     if BatchInfo::parse(batch)?.index_offset() >= end {
                         out.extend_from_slice(batch);
@@ -347,15 +351,45 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
     Ok(report)
 }
 
+/// Which segments' last time-index entry is a SPEC T5.5 entry (the segment has no timestamps:
+/// the entry is its mtime at its last offset, and the batch there has none). Such a segment is
+/// cleaned alone: merged with a segment that has timestamps, its rebuilt index would lose the
+/// entry that later segments' indexes rest on.
+async fn mtime_entries<D: Disk, C: LogCell<D>>(
+    cell: &C,
+    last_entries: &[Option<(i64, i64)>],
+) -> StorageResult<Vec<bool>> {
+    let mut out = Vec::with_capacity(last_entries.len());
+    for entry in last_entries {
+        let untimed = match *entry {
+            None => false,
+            Some((_, at)) => {
+                let bytes = crate::storage::access::read(cell, at, 1, crate::storage::ReadUpTo::LogEnd).await?;
+                match BatchWalk::new(&bytes, usize::MAX >> 1).next() {
+                    Some(Ok((_, info, _))) => info.max_timestamp < 0 && info.last_offset >= at,
+                    _ => false,
+                }
+            }
+        };
+        out.push(untimed);
+    }
+    Ok(out)
+}
+
 /// Consecutive segments in groups whose total size fits `segment.bytes` (at least one
-/// segment each) and whose offsets fit a segment's relative offsets.
-fn groups(spans: &[SegmentSpan], segment_bytes: u64) -> Vec<&[SegmentSpan]> {
+/// segment each) and whose offsets fit a segment's relative offsets; a segment `alone` is a
+/// group by itself.
+fn groups<'a>(spans: &'a [SegmentSpan], alone: &[bool], segment_bytes: u64) -> Vec<&'a [SegmentSpan]> {
     let mut out = Vec::new();
     let mut from = 0;
     while from < spans.len() {
         let mut to = from + 1;
         let mut size = spans[from].2;
-        while to < spans.len() && size + spans[to].2 <= segment_bytes && spans[to].1 - spans[from].0 <= i32::MAX as i64
+        while to < spans.len()
+            && !alone[from]
+            && !alone[to]
+            && size + spans[to].2 <= segment_bytes
+            && spans[to].1 - spans[from].0 <= i32::MAX as i64
         {
             size += spans[to].2;
             to += 1;

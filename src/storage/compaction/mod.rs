@@ -33,12 +33,22 @@
 //!      later segments (T7.2). Keeping a superseded *record* instead would be wrong: once its
 //!      key's tombstone expired, the old value would come back. A batch's maxTimestamp at
 //!      least its records' is what Kafka's own retained empty batches carry; lookups by time
-//!      scan records, so they answer from what remains.
+//!      scan records, so they answer from what remains. A segment without timestamps whose
+//!      entry is its mtime (SPEC T5.5, naming its last offset) is cleaned alone (`cleaner`),
+//!      and its last batch is the protected one: it stays, so the rebuilt segment is still
+//!      without timestamps and ends at the same offset, and gets the same entry back.
 //!
-//! Legacy message sets (magic 0 and 1) are kept whole and take no part in the map: only v2
-//! batches are cleaned (documented gap; clients since Kafka 0.11 write v2). So that a kept
-//! legacy record never outlives its key's tombstone, a tombstone whose key a kept legacy
-//! record holds is never dropped ([`TxnTracker::legacy_keys`]).
+//! Legacy message sets (magic 0 and 1, from clients before Kafka 0.11) are cleaned by the
+//! same rules, as Kafka's cleaner cleans them ([`clean_legacy`]): their keys join the map; a
+//! plain message stays or goes whole; a wrapper (compressed message set) that loses inner
+//! messages is rebuilt around those kept (same magic, codec and wrapper key; offsets kept,
+//! so its first and last offsets may move inward, gaps allowed). Legacy messages have no
+//! field for a delete horizon: a legacy tombstone goes once `delete.retention.ms` has passed
+//! since its segment was last written (the segment file's mtime, which a cleaned segment
+//! keeps from its originals; Kafka's cleaner judges them by segment mtimes too). A legacy
+//! entry under [`Protect`] that would lose every message becomes an empty v2 batch over its
+//! offsets that keeps its timestamp (what an empty batch of Kafka's is; readers see no
+//! record, old readers get nothing from its down-conversion).
 //!
 //! Callers: `storage::cleaner` (the pass's I/O) and tests.
 
@@ -47,6 +57,7 @@ use crate::storage::format::batch::{
     ATTR_DELETE_HORIZON, HEADER_LEN, LOG_OVERHEAD, MAGIC_V2, OFF_ATTRIBUTES, OFF_FIRST_TIMESTAMP, OFF_LENGTH,
     OFF_MAX_TIMESTAMP, OFF_RECORD_COUNT,
 };
+use crate::storage::format::legacy::{self, LegacyRecord, SetRecord, MAGIC_V0};
 use crate::storage::format::marker::Marker;
 use crate::storage::format::txn_index::AbortedTxn;
 use crate::storage::format::{compression, FormatError};
@@ -108,15 +119,21 @@ impl OffsetMap {
     }
 }
 
-/// The keys of one stored batch with their offsets, for the offset map: a v2 data batch that
-/// no aborted transaction holds (control batches and legacy entries give none).
+/// The keys of one stored batch with their offsets, for the offset map: a data batch (v2 or
+/// legacy) that no aborted transaction holds (control batches give none).
 pub fn map_batch(
     batch: &[u8],
     txns: &mut TxnTracker,
     decompress_limit: usize,
 ) -> Result<Vec<(Vec<u8>, i64)>, FormatError> {
     let mut out = Vec::new();
-    if batch.get(crate::storage::format::batch::OFF_MAGIC).map(|&m| m as i8) != Some(MAGIC_V2) {
+    if !is_v2(batch) {
+        let mut scratch = Vec::new();
+        for r in legacy::records(batch, &mut scratch, decompress_limit)? {
+            if let Some(k) = r.key {
+                out.push((k.to_vec(), r.offset));
+            }
+        }
         return Ok(out);
     }
     let h = BatchHeader::parse(batch)?;
@@ -150,8 +167,6 @@ pub struct TxnTracker {
     committed: HashSet<i64>,
     /// Aborted transactions whose marker stays with data seen: the cleaned segments' `.txnindex`.
     pub kept: Vec<AbortedTxn>,
-    /// Keys of the legacy (magic 0 and 1) records this pass kept: their tombstones stay.
-    pub legacy_keys: HashSet<Vec<u8>>,
 }
 
 impl TxnTracker {
@@ -205,25 +220,43 @@ impl TxnTracker {
 }
 
 /// The batch of a group whose maxTimestamp stays, and which stays (empty if need be): the one
-/// starting at `batch_base`, named by the group's last time-index entry.
+/// holding `offset`, named by the group's last time-index entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Protect {
-    pub batch_base: i64,
+    pub offset: i64,
 }
 
-/// The settings and the moment of one pass.
+impl Protect {
+    fn names(protect: Option<Protect>, first: i64, last: i64) -> bool {
+        protect.is_some_and(|p| (first..=last).contains(&p.offset))
+    }
+}
+
+/// The settings and the moment of one pass, and the segment being cleaned.
 #[derive(Debug, Clone, Copy)]
 pub struct CleanRules {
     pub now: i64,
     /// `delete.retention.ms`.
     pub delete_retention_ms: i64,
     pub decompress_limit: usize,
+    /// When the segment holding the batch was last written (its file's mtime): legacy
+    /// tombstones, which have no horizon field, go `delete.retention.ms` after it.
+    pub segment_mtime_ms: i64,
 }
 
 impl CleanRules {
     fn new_horizon(&self) -> i64 {
         self.now.saturating_add(self.delete_retention_ms)
     }
+
+    /// A legacy tombstone in the segment being cleaned may go.
+    fn legacy_tombstones_expired(&self) -> bool {
+        self.segment_mtime_ms.saturating_add(self.delete_retention_ms) <= self.now
+    }
+}
+
+fn is_v2(batch: &[u8]) -> bool {
+    batch.get(crate::storage::format::batch::OFF_MAGIC).map(|&m| m as i8) == Some(MAGIC_V2)
 }
 
 /// What happens to one batch.
@@ -264,30 +297,10 @@ pub fn clean_batch(
 ) -> Result<Outcome, FormatError> {
     stats.batches_read += 1;
     stats.bytes_read += batch.len() as u64;
-    if batch.get(crate::storage::format::batch::OFF_MAGIC).map(|&m| m as i8) != Some(MAGIC_V2) {
-        let mut scratch = Vec::new();
-        for r in crate::storage::format::legacy::records(batch, &mut scratch, rules.decompress_limit)? {
-            if let Some(k) = r.key {
-                txns.legacy_keys.insert(k.to_vec());
-            }
-        }
-        stats.bytes_written += batch.len() as u64;
-        return Ok(Outcome::Keep);
-    }
-    let h = BatchHeader::parse(batch)?;
-    let protect = protect.is_some_and(|p| p.batch_base == h.base_offset);
-    let outcome = if h.is_control() {
-        let outcome = clean_control(&h, batch, txns, rules, stats)?;
-        if protect && outcome == Outcome::Drop {
-            Outcome::Keep
-        } else {
-            outcome
-        }
+    let outcome = if !is_v2(batch) {
+        clean_legacy(batch, map, protect, rules, stats)?
     } else {
-        let aborted = txns.on_data(&h);
-        let keep_empty = h.producer_id >= 0 && last_of_producer(h.producer_id, h.last_offset());
-        let kept = Kept { aborted, keep_empty, protect, legacy_keys: &txns.legacy_keys };
-        clean_data(&h, batch, map, kept, rules, stats)?
+        clean_v2(batch, map, txns, last_of_producer, protect, rules, stats)?
     };
     stats.bytes_written += match &outcome {
         Outcome::Keep => batch.len() as u64,
@@ -295,6 +308,116 @@ pub fn clean_batch(
         Outcome::Rewrite(b) => b.len() as u64,
     };
     Ok(outcome)
+}
+
+fn clean_v2(
+    batch: &[u8],
+    map: &OffsetMap,
+    txns: &mut TxnTracker,
+    last_of_producer: impl Fn(i64, i64) -> bool,
+    protect: Option<Protect>,
+    rules: &CleanRules,
+    stats: &mut CleanStats,
+) -> Result<Outcome, FormatError> {
+    let h = BatchHeader::parse(batch)?;
+    let protect = Protect::names(protect, h.base_offset, h.last_offset());
+    if h.is_control() {
+        let outcome = clean_control(&h, batch, txns, rules, stats)?;
+        Ok(if protect && outcome == Outcome::Drop { Outcome::Keep } else { outcome })
+    } else {
+        let aborted = txns.on_data(&h);
+        let keep_empty = h.producer_id >= 0 && last_of_producer(h.producer_id, h.last_offset());
+        clean_data(&h, batch, map, Kept { aborted, keep_empty, protect }, rules, stats)
+    }
+}
+
+/// Whether the record at `offset` with `key` is its key's latest: no later record of the key
+/// is in the map (a record without a key never is: it goes).
+fn latest(map: &OffsetMap, key: Option<&[u8]>, offset: i64) -> bool {
+    key.is_some_and(|k| map.get(k).is_none_or(|last| offset >= last))
+}
+
+/// A legacy entry (a plain message or a wrapper): the records that stay, by the rules of v2
+/// records, legacy tombstones judged by their segment's mtime ([`CleanRules`]).
+fn clean_legacy(
+    batch: &[u8],
+    map: &OffsetMap,
+    protect: Option<Protect>,
+    rules: &CleanRules,
+    stats: &mut CleanStats,
+) -> Result<Outcome, FormatError> {
+    let m = legacy::check(batch)?;
+    let h = m.header;
+    let mut scratch = Vec::new();
+    let recs = legacy::records(batch, &mut scratch, rules.decompress_limit)?;
+    let (first, last) = (recs[0].offset, recs[recs.len() - 1].offset);
+    if last != h.offset || recs.windows(2).any(|w| w[0].offset >= w[1].offset) {
+        return Err(FormatError::BadRecords("wrapper offsets are out of order"));
+    }
+    let expired = rules.legacy_tombstones_expired();
+    let mut kept: Vec<&LegacyRecord<'_>> = Vec::with_capacity(recs.len());
+    for r in &recs {
+        if !latest(map, r.key, r.offset) {
+            continue;
+        }
+        if r.value.is_none() && expired {
+            stats.tombstones_removed += 1;
+            continue;
+        }
+        kept.push(r);
+    }
+    stats.records_read += recs.len() as u64;
+    stats.records_kept += kept.len() as u64;
+    if kept.len() == recs.len() {
+        return Ok(Outcome::Keep);
+    }
+    let protect = Protect::names(protect, first, last);
+    if kept.is_empty() {
+        if !protect {
+            return Ok(Outcome::Drop);
+        }
+        return Ok(Outcome::Rewrite(empty_v2(first, last, h.timestamp, h.timestamp_type())));
+    }
+    // A wrapper (a plain message holds one record: kept whole or not at all), rebuilt. Its
+    // timestamp: the append time, or under CreateTime the largest kept (T3.3), or, protected,
+    // its own. Inner messages carry the timestamps their readers saw.
+    let t = h.timestamp_type();
+    let wrapper_ts = match (h.magic, t) {
+        (MAGIC_V0, _) => -1,
+        (_, TimestampType::LogAppendTime) => h.timestamp,
+        _ if protect => h.timestamp,
+        _ => kept.iter().map(|r| r.timestamp).max().unwrap_or(-1),
+    };
+    let set: Vec<SetRecord<'_>> = kept
+        .iter()
+        .map(|r| SetRecord { offset: r.offset, timestamp: r.timestamp, key: r.key, value: r.value })
+        .collect();
+    let mut out = Vec::with_capacity(batch.len());
+    legacy::write_set(&mut out, h.magic, h.compression()?, t, wrapper_ts, m.key, &set);
+    Ok(Outcome::Rewrite(out))
+}
+
+/// An empty v2 batch over offsets `first..=last` with maxTimestamp `max_ts` (a protected
+/// legacy entry that lost every message): no producer, no records.
+fn empty_v2(first: i64, last: i64, max_ts: i64, t: TimestampType) -> Vec<u8> {
+    let attributes = crate::storage::format::batch::with_timestamp_type(0, t);
+    let delta = i32::try_from(last - first).expect("a legacy entry spans what one produce assigned");
+    let mut b = Vec::with_capacity(HEADER_LEN);
+    b.extend_from_slice(&first.to_be_bytes());
+    b.extend_from_slice(&((HEADER_LEN - LOG_OVERHEAD) as i32).to_be_bytes());
+    b.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch: none
+    b.push(MAGIC_V2 as u8);
+    b.extend_from_slice(&0u32.to_be_bytes()); // CRC, below
+    b.extend_from_slice(&attributes.to_be_bytes());
+    b.extend_from_slice(&delta.to_be_bytes());
+    b.extend_from_slice(&(-1i64).to_be_bytes()); // firstTimestamp: no record, no horizon
+    b.extend_from_slice(&max_ts.to_be_bytes());
+    b.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
+    b.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
+    b.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
+    b.extend_from_slice(&0i32.to_be_bytes()); // records
+    crate::storage::format::batch::rewrite_crc(&mut b);
+    b
 }
 
 fn clean_control(
@@ -329,22 +452,20 @@ fn clean_control(
 }
 
 /// What decides a data batch's fate besides its records.
-struct Kept<'a> {
+struct Kept {
     /// An aborted transaction holds it.
     aborted: bool,
     /// Its producer's last batch: kept, empty if need be.
     keep_empty: bool,
     /// It keeps its maxTimestamp and stays, empty if need be ([`Protect`]).
     protect: bool,
-    /// Keys kept in legacy records: their tombstones stay.
-    legacy_keys: &'a HashSet<Vec<u8>>,
 }
 
 fn clean_data(
     h: &BatchHeader,
     batch: &[u8],
     map: &OffsetMap,
-    Kept { aborted, keep_empty, protect, legacy_keys }: Kept<'_>,
+    Kept { aborted, keep_empty, protect }: Kept,
     rules: &CleanRules,
     stats: &mut CleanStats,
 ) -> Result<Outcome, FormatError> {
@@ -361,13 +482,11 @@ fn clean_data(
             continue;
         }
         let offset = h.base_offset + r.offset_delta as i64;
-        let latest = r.key.is_some_and(|k| map.get(k).is_none_or(|last| offset >= last));
-        if !latest {
+        if !latest(map, r.key, offset) {
             continue;
         }
         if r.value.is_none() {
-            let held = r.key.is_some_and(|k| legacy_keys.contains(k));
-            if horizon.is_some_and(|t| t <= rules.now) && !held {
+            if horizon.is_some_and(|t| t <= rules.now) {
                 stats.tombstones_removed += 1;
                 continue;
             }

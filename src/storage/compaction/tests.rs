@@ -38,7 +38,7 @@ fn map_of(batches: &[&[u8]]) -> OffsetMap {
 }
 
 fn rules(now: i64) -> CleanRules {
-    CleanRules { now, delete_retention_ms: 1000, decompress_limit: LIMIT }
+    CleanRules { now, delete_retention_ms: 1000, decompress_limit: LIMIT, segment_mtime_ms: 0 }
 }
 
 fn clean(b: &[u8], map: &OffsetMap, now: i64) -> Outcome {
@@ -213,12 +213,16 @@ fn the_protected_batch_keeps_its_max_timestamp() {
     let newer = batch(3, &[(Some("a"), Some("3"), 100), (Some("b"), Some("2"), 100)], Compression::None);
     let map = map_of(&[&b, &newer]);
     let mut stats = CleanStats::default();
-    let protect = Some(Protect { batch_base: 0 });
+    let protect = Some(Protect { offset: 0 });
     let out = clean_batch(&b, &map, &mut TxnTracker::default(), |_, _| false, protect, &rules(0), &mut stats).unwrap();
     let Outcome::Rewrite(out) = out else { panic!("rewritten") };
     let h = check_stored(&out).unwrap();
     assert_eq!((h.record_count, h.base_offset, h.last_offset(), h.max_timestamp), (0, 0, 2, 900));
-    let other = Some(Protect { batch_base: 3 });
+    // An entry naming the batch's last offset (a segment's mtime entry, SPEC T5.5) protects it too.
+    let inside = Some(Protect { offset: 2 });
+    let again = clean_batch(&b, &map, &mut TxnTracker::default(), |_, _| false, inside, &rules(0), &mut stats).unwrap();
+    assert_eq!(again, Outcome::Rewrite(out.clone()));
+    let other = Some(Protect { offset: 3 });
     assert_eq!(
         clean_batch(&b, &map, &mut TxnTracker::default(), |_, _| false, other, &rules(0), &mut stats).unwrap(),
         Outcome::Drop
@@ -232,4 +236,131 @@ fn the_protected_batch_keeps_its_max_timestamp() {
     };
     assert_eq!(records(&out), vec![(1, Some("c".into()), Some("1".into()), 400)]);
     assert_eq!(check_stored(&out).unwrap().max_timestamp, 900);
+}
+
+/// A stored legacy message set of `magic` and `codec`: the records at offsets from `base`
+/// (plain messages, or one wrapper holding them, its timestamp the largest).
+fn legacy_set(magic: i8, codec: Compression, base: i64, recs: &[(Option<&str>, Option<&str>, i64)]) -> Vec<u8> {
+    let set: Vec<SetRecord<'_>> = recs
+        .iter()
+        .enumerate()
+        .map(|(i, &(k, v, ts))| SetRecord {
+            offset: base + i as i64,
+            timestamp: if magic == MAGIC_V0 { -1 } else { ts },
+            key: k.map(str::as_bytes),
+            value: v.map(str::as_bytes),
+        })
+        .collect();
+    let max = set.iter().map(|r| r.timestamp).max().unwrap_or(-1);
+    let mut out = Vec::new();
+    legacy::write_set(&mut out, magic, codec, TimestampType::CreateTime, max, None, &set);
+    out
+}
+
+/// (offset, key, value, timestamp) of each record of a stored legacy entry.
+fn legacy_records(b: &[u8]) -> Vec<(i64, Option<String>, Option<String>, i64)> {
+    let mut scratch = Vec::new();
+    let s = |x: Option<&[u8]>| x.map(|x| String::from_utf8(x.to_vec()).unwrap());
+    legacy::records(b, &mut scratch, LIMIT)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.offset, s(r.key), s(r.value), r.timestamp))
+        .collect()
+}
+
+/// Legacy message sets are cleaned as Kafka cleans them: their keys join the map (a later
+/// legacy record supersedes a v2 one and the other way round); a plain message stays or goes
+/// whole; a wrapper losing messages is rebuilt around those kept, at their offsets (gaps
+/// allowed: the scan of a compacted segment takes them, the one of a log without gaps does
+/// not), same magic and codec, its timestamp the largest kept; keyless messages go.
+#[test]
+fn legacy_message_sets_are_cleaned() {
+    for magic in [MAGIC_V0, legacy::MAGIC_V1] {
+        for codec in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4] {
+            let set = legacy_set(
+                magic,
+                codec,
+                10,
+                &[
+                    (Some("a"), Some("1"), 100),
+                    (Some("b"), Some("1"), 105),
+                    (Some("c"), Some("1"), 102),
+                    (None, Some("x"), 103),
+                ],
+            );
+            let later = batch(14, &[(Some("b"), Some("2"), 104)], Compression::None);
+            let entries: Vec<&[u8]> =
+                crate::storage::format::BatchWalk::new(&set, usize::MAX >> 1).map(|e| e.unwrap().2).collect();
+            let mut all = entries.clone();
+            all.push(&later);
+            let map = map_of(&all);
+            assert_eq!(map.get(b"a"), Some(10), "legacy keys are mapped");
+            assert_eq!(map.get(b"b"), Some(14));
+            let ts = |t: i64| if magic == MAGIC_V0 { -1 } else { t };
+            let kept = vec![
+                (10, Some("a".into()), Some("1".into()), ts(100)),
+                (12, Some("c".into()), Some("1".into()), ts(102)),
+            ];
+            if codec == Compression::None {
+                let outcomes: Vec<Outcome> = entries.iter().map(|e| clean(e, &map, 0)).collect();
+                assert_eq!(outcomes, [Outcome::Keep, Outcome::Drop, Outcome::Keep, Outcome::Drop], "magic {magic}");
+                continue;
+            }
+            let Outcome::Rewrite(out) = clean(&set, &map, 0) else { panic!("the wrapper loses messages") };
+            assert_eq!(legacy_records(&out), kept, "magic {magic} {codec:?}");
+            let h = legacy::check(&out).unwrap().header;
+            assert_eq!((h.magic, h.compression().unwrap(), h.offset, h.timestamp), (magic, codec, 12, ts(102)));
+            assert_eq!(legacy::wrapper_span(&out, LIMIT, true).unwrap(), (10, 12));
+            assert!(legacy::wrapper_span(&out, LIMIT, false).is_err(), "a gap is not taken where none may be");
+            // The v2 record a later legacy one supersedes goes.
+            let early = batch(5, &[(Some("a"), Some("0"), 90)], Compression::None);
+            assert_eq!(clean(&early, &map, 0), Outcome::Drop);
+        }
+    }
+}
+
+/// A legacy tombstone (no horizon field) stays until `delete.retention.ms` has passed since
+/// its segment was last written, then goes; a superseded one goes at once.
+#[test]
+fn legacy_tombstones_go_by_their_segments_mtime() {
+    let t = legacy_set(legacy::MAGIC_V1, Compression::None, 3, &[(Some("k"), None, 50)]);
+    let map = map_of(&[&t]);
+    let mut stats = CleanStats::default();
+    let mut at = |now: i64, mtime: i64| {
+        let rules = CleanRules { segment_mtime_ms: mtime, ..rules(now) };
+        clean_batch(&t, &map, &mut TxnTracker::default(), |_, _| false, None, &rules, &mut stats).unwrap()
+    };
+    assert_eq!(at(5_000, 4_001), Outcome::Keep, "written 999 ms ago");
+    assert_eq!(at(5_000, 4_000), Outcome::Drop, "written delete.retention.ms ago");
+    assert_eq!(stats.tombstones_removed, 1);
+    let later = legacy_set(legacy::MAGIC_V1, Compression::None, 4, &[(Some("k"), Some("v"), 51)]);
+    assert_eq!(clean(&t, &map_of(&[&t, &later]), 0), Outcome::Drop, "superseded");
+}
+
+/// A protected legacy entry (the one a group's last time-index entry names) that loses every
+/// message becomes an empty v2 batch over its offsets with its timestamp; one that keeps some
+/// keeps its own timestamp.
+#[test]
+fn a_protected_legacy_entry_keeps_its_timestamp() {
+    let set = legacy_set(
+        legacy::MAGIC_V1,
+        Compression::Gzip,
+        20,
+        &[(Some("a"), Some("1"), 300), (Some("b"), Some("1"), 200)],
+    );
+    let later = batch(22, &[(Some("a"), Some("2"), 100)], Compression::None);
+    let map = map_of(&[&set, &later]);
+    let mut stats = CleanStats::default();
+    let protect = Some(Protect { offset: 20 });
+    let out =
+        clean_batch(&set, &map, &mut TxnTracker::default(), |_, _| false, protect, &rules(0), &mut stats).unwrap();
+    let Outcome::Rewrite(out) = out else { panic!("rebuilt") };
+    assert_eq!(legacy::check(&out).unwrap().header.timestamp, 300, "its own timestamp");
+    assert_eq!(legacy_records(&out), [(21, Some("b".into()), Some("1".into()), 200)]);
+    let all_gone = map_of(&[&set, &later, &batch(23, &[(Some("b"), Some("2"), 100)], Compression::None)]);
+    let out = clean_batch(&set, &all_gone, &mut TxnTracker::default(), |_, _| false, protect, &rules(0), &mut stats);
+    let Outcome::Rewrite(out) = out.unwrap() else { panic!("an empty batch") };
+    let h = check_stored(&out).unwrap();
+    assert_eq!((h.base_offset, h.last_offset(), h.max_timestamp, h.record_count), (20, 21, 300, 0));
+    assert_eq!(clean(&set, &all_gone, 0), Outcome::Drop, "unprotected, it goes");
 }

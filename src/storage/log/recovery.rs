@@ -129,7 +129,7 @@ pub(super) async fn scan_segment<F: DiskFile>(
             // (decompressed) must run from `expected` to it.
             let first = match h.first_offset {
                 Some(f) => Ok(f),
-                None => legacy::wrapper_span(bytes, SCAN_DECOMPRESS_LIMIT).map(|(f, _)| f),
+                None => legacy::wrapper_span(bytes, SCAN_DECOMPRESS_LIMIT, gaps).map(|(f, _)| f),
             };
             let in_order = first.and_then(|f| {
                 if (f == expected || (gaps && f > expected)) && h.last_offset >= f {

@@ -393,15 +393,19 @@ pub fn records<'a>(
 }
 
 /// The first and last offset a stored legacy wrapper holds, from its inner messages
-/// (decompressed within `limit`), which must be contiguous: its header names only the last,
-/// outside the CRC, so recovery pins the first this way.
-pub fn wrapper_span(entry: &[u8], limit: usize) -> Result<(i64, i64), FormatError> {
+/// (decompressed within `limit`), which must go up by one (or, where the log may have gaps
+/// (`gaps`: a compacted segment), go up) and end at the wrapper's: its header names only
+/// the last, outside the CRC, so recovery pins the first this way.
+pub fn wrapper_span(entry: &[u8], limit: usize, gaps: bool) -> Result<(i64, i64), FormatError> {
     let mut scratch = Vec::new();
     let recs = records(entry, &mut scratch, limit)?;
     let (first, last) = (recs[0].offset, recs[recs.len() - 1].offset);
-    let contiguous = recs.windows(2).all(|w| w[0].offset.checked_add(1) == Some(w[1].offset));
-    if !contiguous || last != LegacyHeader::parse(entry)?.offset {
-        return Err(FormatError::BadRecords("wrapper offsets are not contiguous"));
+    let in_order = recs.windows(2).all(|w| match w[0].offset.checked_add(1) {
+        Some(next) if gaps => w[1].offset >= next,
+        next => next == Some(w[1].offset),
+    });
+    if !in_order || last != LegacyHeader::parse(entry)?.offset {
+        return Err(FormatError::BadRecords("wrapper offsets are out of order"));
     }
     Ok((first, last))
 }
