@@ -537,3 +537,102 @@ fn an_untimed_segments_mtime_entry_survives_cleaning() {
         assert_eq!(log.offset_for_time(now, ReadUpTo::LogEnd).await.expect("lookup"), Some((2, now)));
     });
 }
+
+/// `max.compaction.lag.ms` counts from a dirty segment's first batch (Kafka's earliest dirty
+/// segment timestamp), not its last: a segment whose first record is older than the lag is
+/// due although its last is recent and its dirty share is below `min.cleanable.dirty.ratio`;
+/// so is one rewritten by a pass or sealed before a restart (its first batch is read), and the
+/// segments' timestamps alone (no lag set) never make it due.
+#[test]
+fn max_compaction_lag_counts_from_the_first_batch() {
+    let config =
+        LogConfig { min_cleanable_dirty_ratio_ppm: 900_000, max_compaction_lag_ms: Some(5_000), ..compacted(true) };
+    let disk = MemDisk::new();
+    let mut log = open(&disk, &config);
+    // `n` records of distinct keys `<k>0`, `<k>1`, ...: none superseded.
+    let batch = |ts: i64, k: &str, n: usize| {
+        let mut b = BatchBuilder::new();
+        for i in 0..n {
+            b.push(ts, Some(format!("{k}{i}").as_bytes()), Some(&[b'v'; 100]), &[]);
+        }
+        b.finish()
+    };
+    block_on(async {
+        // A large clean part: a pass over it first.
+        log.append(&batch(1_000, "a", 40), 1_000).expect("append");
+        log.flush_all().await.expect("flush");
+        log.roll(1_000);
+        log.flush_all().await.expect("flush");
+        pass(&mut log, 1_000, false).await.expect("pass").expect("cleanable");
+        // A small dirty segment: its first record at 2 000, its last at 9 000.
+        log.append(&batch(2_000, "b", 1), 9_000).expect("append");
+        log.append(&batch(9_000, "c", 1), 9_000).expect("append");
+        log.flush_all().await.expect("flush");
+        log.roll(9_000);
+        log.flush_all().await.expect("flush");
+        for reopen in [false, true] {
+            if reopen {
+                log.close().await.expect("close");
+                log = open(&disk, &config);
+            }
+            let target = {
+                let cell = RefCell::new(&mut log);
+                cleaner::clean_target(&cell, 9_500).await.expect("target").expect("cleanable")
+            };
+            assert!(target.dirty_ratio() < 0.9, "{}", target.dirty_ratio());
+            assert_eq!(target.oldest_dirty_ts, Some(2_000), "reopened: {reopen}");
+            assert!(!cleaner::is_due(&target, &config, 7_000), "2 000 + lag not passed");
+            assert!(cleaner::is_due(&target, &config, 7_001), "first batch older than the lag");
+            let no_lag = LogConfig { max_compaction_lag_ms: None, ..config.clone() };
+            assert!(!cleaner::is_due(&target, &no_lag, 1 << 40));
+        }
+    });
+}
+
+/// spec: T8.2 — finishing a committed swap is idempotent at every step: the disk fails after
+/// each possible number of changes, then the finish runs again (as the next open does). The
+/// range's old files are gone, `<base>.log` holds the cleaned segment and `<base>.txnindex` the
+/// cleaned aborted-transaction index (never the old one, and not lost when the first finish
+/// had already moved it in before failing); an empty cleaned index leaves no file.
+#[test]
+fn finishing_a_swap_is_idempotent_at_every_step() {
+    use tidemark::storage::log::{finish_swap_files, swap_path, txn_cleaned_path};
+    let dir = Path::new("/data/c-0");
+    let name = |base: i64, ext: &str| dir.join(format!("{base:020}.{ext}"));
+    for cleaned_txn in [b"new-entries".to_vec(), Vec::new()] {
+        for fuse in 0..12u64 {
+            let disk = MemDisk::new();
+            block_on(disk.create_dir_all(dir)).expect("dir");
+            for (path, bytes) in [
+                (name(0, "log"), b"old-0".to_vec()),
+                (name(0, "index"), b"i".to_vec()),
+                (name(0, "txnindex"), b"old-entries".to_vec()),
+                (name(5, "log"), b"old-5".to_vec()),
+                (name(5, "timeindex"), b"t".to_vec()),
+                (name(9, "log"), b"next".to_vec()),
+                (txn_cleaned_path(dir, 0, 9), cleaned_txn.clone()),
+                (swap_path(dir, 0, 9), b"cleaned".to_vec()),
+            ] {
+                disk.set_file_bytes(&path, bytes);
+            }
+            disk.fail_after(fuse);
+            let _ = block_on(finish_swap_files(&disk, dir, 0, 9));
+            disk.heal();
+            // As the next open does: finish again while the `.swap` is there.
+            if disk.paths().contains(&swap_path(dir, 0, 9)) {
+                block_on(finish_swap_files(&disk, dir, 0, 9)).expect("the second finish");
+            }
+            let mut paths = disk.paths();
+            paths.sort();
+            let mut want = vec![name(0, "log"), name(9, "log")];
+            if !cleaned_txn.is_empty() {
+                want.insert(1, name(0, "txnindex"));
+            }
+            assert_eq!(paths, want, "fuse {fuse}");
+            assert_eq!(disk.file_bytes(&name(0, "log")).as_deref(), Some(&b"cleaned"[..]));
+            if !cleaned_txn.is_empty() {
+                assert_eq!(disk.file_bytes(&name(0, "txnindex")), Some(cleaned_txn.clone()), "fuse {fuse}");
+            }
+        }
+    }
+}

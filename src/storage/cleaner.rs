@@ -97,8 +97,8 @@ impl Default for CleanerConfig {
 }
 
 /// Whether a cleanable range is due for a pass now: its dirty ratio reached
-/// `min.cleanable.dirty.ratio`, or its oldest dirty segment is older than
-/// `max.compaction.lag.ms`.
+/// `min.cleanable.dirty.ratio`, or a dirty segment's first batch is older than
+/// `max.compaction.lag.ms` (KIP-354).
 pub fn is_due(target: &CleanTarget, config: &crate::config::LogConfig, now: i64) -> bool {
     let ratio_due = target.dirty_ratio() * 1e6 >= config.min_cleanable_dirty_ratio_ppm as f64 && target.dirty_bytes > 0;
     let lag_due = match (config.max_compaction_lag_ms, target.oldest_dirty_ts) {
@@ -140,15 +140,46 @@ pub struct PassReport {
     pub elapsed: Duration,
 }
 
-/// The cleanable range of the log now, loading indexes where a timestamp is needed.
+/// The cleanable range of the log now, loading indexes where a timestamp is needed, with
+/// its dirty segments' earliest first-batch timestamp ([`CleanTarget::oldest_dirty_ts`]).
 pub async fn clean_target<D: Disk, C: LogCell<D>>(cell: &C, now: i64) -> StorageResult<Option<CleanTarget>> {
-    loop {
+    let target = loop {
         let step = cell.log().clean_target(now);
         match step {
-            Ok(t) => return Ok(t),
+            Ok(t) => break t,
             Err(need) => load_indexes(cell, need).await?,
         }
+    };
+    let Some(mut target) = target else { return Ok(None) };
+    target.oldest_dirty_ts = oldest_dirty_ts(cell, &target).await?;
+    Ok(Some(target))
+}
+
+/// Kafka's "earliest dirty segment timestamp": the smallest first-batch timestamp of the
+/// segments holding the dirty part (those without one left out), what
+/// `max.compaction.lag.ms` is measured from. A segment not knowing its own (sealed before
+/// this start, or rewritten by a pass) has its first batch read once.
+async fn oldest_dirty_ts<D: Disk, C: LogCell<D>>(cell: &C, target: &CleanTarget) -> StorageResult<Option<i64>> {
+    let mut oldest: Option<i64> = None;
+    for &(base, next, _) in target.segments.iter().filter(|s| s.1 > target.first_dirty) {
+        let known = cell.log().first_batch_ts(base);
+        let ts = match known {
+            Some(ts) => ts,
+            None => {
+                let bytes = crate::storage::access::read(cell, base, 1, crate::storage::ReadUpTo::LogEnd).await?;
+                let ts = match BatchWalk::new(&bytes, usize::MAX >> 1).next() {
+                    Some(Ok((_, info, _))) if info.last_offset < next => info.max_timestamp,
+                    _ => -1,
+                };
+                cell.log().set_first_batch_ts(base, ts);
+                ts
+            }
+        };
+        if ts >= 0 {
+            oldest = Some(oldest.map_or(ts, |o| o.min(ts)));
+        }
     }
+    Ok(oldest)
 }
 
 /// Clean `target` (from [`clean_target`]) at `now`. `Ok(report)` also when the log changed
@@ -277,11 +308,11 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
                 mtime = mtime.max(disk.mtime_ms(&log_path(&dir, b)).await?);
             }
             disk.set_mtime_ms(&cleaned, mtime).await?;
-            if !kept.is_empty() {
-                let mut bytes = Vec::new();
-                kept.iter().for_each(|t| t.encode(&mut bytes));
-                disk.write_file_atomic(&txn_cleaned, &bytes).await?;
-            }
+            // Always written (empty when no entry stays): `finish_swap_files` tells by it
+            // whether `<base>.txnindex` is the old one or the cleaned one moved in.
+            let mut bytes = Vec::new();
+            kept.iter().for_each(|t| t.encode(&mut bytes));
+            disk.write_file_atomic(&txn_cleaned, &bytes).await?;
             // Commit: every group segment still there, loaded, no index load in flight, and
             // retention held off.
             loop {

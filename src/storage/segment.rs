@@ -440,6 +440,9 @@ pub struct Segment<D: Disk> {
     pub size: u64,
     /// Bytes on disk and synced.
     pub durable_size: u64,
+    /// Its first batch's largest timestamp (-1: none), when known: from its first append, or
+    /// read once by the cleaner (`max.compaction.lag.ms`, Kafka's first batch timestamp).
+    pub first_batch_ts: Option<i64>,
     pub state: SegmentState<D>,
 }
 
@@ -451,6 +454,7 @@ impl<D: Disk> Segment<D> {
             next_offset,
             size,
             durable_size: size,
+            first_batch_ts: None,
             state: SegmentState::Sealed(SealedIndexes::NotLoaded),
         }
     }
@@ -544,6 +548,9 @@ impl<D: Disk> Segment<D> {
         u.tail.push(disk, head);
         u.tail.push(disk, rest);
         u.time.on_batch(self.base_offset, base, max_ts);
+        if pos == 0 {
+            self.first_batch_ts = Some(max_ts);
+        }
         self.size += len;
         self.next_offset = next_offset;
         debug_assert_eq!(u.tail.end(), self.size);

@@ -474,6 +474,7 @@ pub(super) fn new_active_segment<D: Disk>(disk: &D, config: &LogConfig, base: i6
         next_offset: base,
         size: 0,
         durable_size: 0,
+        first_batch_ts: None,
         state: SegmentState::Active(Unsealed {
             file: None,
             allocated: 0,

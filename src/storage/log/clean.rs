@@ -54,19 +54,26 @@ pub(super) fn parse_swap_name(name: &str) -> Option<(i64, i64, &str)> {
 
 /// Complete a committed swap of `[base, next)`: remove every segment file of the range (the
 /// old `.log` files but `base`'s, which the rename replaces, and every index), move the
-/// cleaned aborted-transaction index in, rename the `.swap` over `<base>.log`, sync the
-/// directory. Idempotent: a crash inside it is finished by running it again.
+/// cleaned aborted-transaction index in (an empty one is removed instead), rename the
+/// `.swap` over `<base>.log`, sync the directory. Idempotent: a crash inside it is finished
+/// by running it again. Every swap has a `.txncleaned` until this moves it, so when there is
+/// none, `<base>.txnindex` is the cleaned one already moved in (or none): it stays.
 pub async fn finish_swap_files<D: Disk>(disk: &D, dir: &Path, base: i64, next: i64) -> IoResult<()> {
+    let txn = txn_cleaned_path(dir, base, next);
+    let txn_pending = disk.exists(&txn).await?;
     for name in disk.list_dir(dir).await? {
         let Some((b, ext)) = parse_segment_name(&name) else { continue };
-        let index = matches!(ext, "index" | "timeindex" | "txnindex");
+        let index = matches!(ext, "index" | "timeindex") || (ext == "txnindex" && (b != base || txn_pending));
         if (base..next).contains(&b) && (index || (ext == "log" && b != base)) {
             disk.remove_file(&dir.join(&name)).await?;
         }
     }
-    let txn = txn_cleaned_path(dir, base, next);
-    if disk.exists(&txn).await? {
-        disk.rename(&txn, &txnindex_path(dir, base)).await?;
+    if txn_pending {
+        if disk.file_size(&txn).await? == 0 {
+            disk.remove_file(&txn).await?;
+        } else {
+            disk.rename(&txn, &txnindex_path(dir, base)).await?;
+        }
     }
     disk.rename(&swap_path(dir, base, next), &log_path(dir, base)).await?;
     disk.sync_dir(dir).await
@@ -119,8 +126,9 @@ pub struct CleanTarget {
     pub end: i64,
     pub dirty_bytes: u64,
     pub clean_bytes: u64,
-    /// The largest timestamp of the oldest dirty segment (for `max.compaction.lag.ms` and the
-    /// compaction delay metric).
+    /// The earliest first-batch timestamp of the dirty segments (Kafka's, for
+    /// `max.compaction.lag.ms` and the compaction delay metric): filled in by
+    /// `cleaner::clean_target`, which reads what the segments do not know.
     pub oldest_dirty_ts: Option<i64>,
     /// Aborted transactions that may hold data in the range.
     pub aborted: Vec<AbortedTxn>,
@@ -173,19 +181,13 @@ impl<D: Disk> Log<D> {
             return Ok(None);
         }
         let (mut dirty_bytes, mut clean_bytes) = (0, 0);
-        let mut oldest_dirty = None;
-        for &(base, next, size) in &segments {
+        for &(_, next, size) in &segments {
             if next > first_dirty {
                 dirty_bytes += size;
-                oldest_dirty.get_or_insert(base);
             } else {
                 clean_bytes += size;
             }
         }
-        let oldest_dirty_ts = match oldest_dirty {
-            Some(b) => self.largest_timestamp_of(b)?,
-            None => None,
-        };
         let start = segments[0].0;
         let aborted = self.aborted.iter().filter(|t| t.last_offset >= start && t.first_offset < end).copied().collect();
         Ok(Some(CleanTarget {
@@ -195,9 +197,22 @@ impl<D: Disk> Log<D> {
             end,
             dirty_bytes,
             clean_bytes,
-            oldest_dirty_ts,
+            oldest_dirty_ts: None,
             aborted,
         }))
+    }
+
+    /// What segment `base` knows of its first batch's largest timestamp (see
+    /// `Segment::first_batch_ts`); `None` when it does not (or is gone).
+    pub fn first_batch_ts(&self, base: i64) -> Option<i64> {
+        self.segments.get(&base).and_then(|s| s.first_batch_ts)
+    }
+
+    /// Note segment `base`'s first batch's largest timestamp, read by the cleaner.
+    pub fn set_first_batch_ts(&mut self, base: i64, ts: i64) {
+        if let Some(s) = self.segments.get_mut(&base) {
+            s.first_batch_ts = Some(ts);
+        }
     }
 
     /// Whether the log may have offset gaps (it was compacted): reads and scans then accept a

@@ -726,6 +726,7 @@ impl<D: Disk> Opening<'_, D> {
                 next_offset,
                 size,
                 durable_size: size,
+                first_batch_ts: None,
                 state: SegmentState::Sealed(indexes),
             };
             segments.insert(base, sealed);
@@ -741,6 +742,7 @@ impl<D: Disk> Opening<'_, D> {
                 next_offset,
                 size,
                 durable_size: size,
+                first_batch_ts: None,
                 state: SegmentState::Active(unsealed),
             };
             segments.insert(base, active);
