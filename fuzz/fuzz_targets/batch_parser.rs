@@ -186,7 +186,7 @@ fuzz_target!(|data: &[u8]| {
         now: i64::from(mode) * 1000,
         delete_retention_ms: i64::from(mode >> 2),
         decompress_limit: LIMIT,
-        segment_mtime_ms: i64::from(mode & 0x10) * 100,
+        legacy_tombstones_expired: mode & 0x10 != 0,
     };
     let mut txns = TxnTracker::default();
     let mut stats = CleanStats::default();

@@ -20,7 +20,7 @@
 use crate::io::{align_up, Disk, DiskFile};
 use crate::storage::access::{load_indexes, LogCell};
 use crate::storage::compaction::{
-    clean_batch, map_batch, CleanRules, CleanStats, OffsetMap, Outcome, Protect, TxnTracker,
+    clean_batch, legacy_tombstones_expired, map_batch, CleanRules, CleanStats, OffsetMap, Outcome, Protect, TxnTracker,
 };
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::encode_cleaner_checkpoint;
@@ -252,7 +252,13 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
         now,
         delete_retention_ms: config.delete_retention_ms.min(i64::MAX as u64) as i64,
         decompress_limit: dlimit,
-        segment_mtime_ms: i64::MAX,
+        legacy_tombstones_expired: false,
+    };
+    // Legacy tombstones' horizon (Kafka's): the mtime of the last segment below the first
+    // dirty offset.
+    let last_clean_mtime = match target.segments.iter().rfind(|s| s.0 < first_dirty) {
+        Some(&(b, _, _)) => Some(disk.mtime_ms(&log_path(&dir, b)).await?),
+        None => None,
     };
     let mut txns = TxnTracker::new(target.aborted.clone());
     // Every segment holding records below `end`; in the last, the batches at or past `end`
@@ -273,8 +279,10 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
             let mut out = Output::create(&disk, &cleaned).await?;
             let mut changed = group.len() > 1;
             for &span in group {
-                // Legacy tombstones go by their segment's mtime (see `CleanRules`).
-                let rules = CleanRules { segment_mtime_ms: disk.mtime_ms(&log_path(&dir, span.0)).await?, ..rules };
+                // Legacy tombstones: by this segment's mtime against the pass's horizon.
+                let mtime = disk.mtime_ms(&log_path(&dir, span.0)).await?;
+                let expired = legacy_tombstones_expired(mtime, last_clean_mtime, rules.delete_retention_ms);
+                let rules = CleanRules { legacy_tombstones_expired: expired, ..rules };
                 let mut visit = |batch: &[u8], out: &mut Vec<u8>| -> Result<(), FormatError> {
                     if BatchInfo::parse(batch)?.index_offset() >= end {
                         out.extend_from_slice(batch);

@@ -43,9 +43,12 @@
 //! plain message stays or goes whole; a wrapper (compressed message set) that loses inner
 //! messages is rebuilt around those kept (same magic, codec and wrapper key; offsets kept,
 //! so its first and last offsets may move inward, gaps allowed). Legacy messages have no
-//! field for a delete horizon: a legacy tombstone goes once `delete.retention.ms` has passed
-//! since its segment was last written (the segment file's mtime, which a cleaned segment
-//! keeps from its originals; Kafka's cleaner judges them by segment mtimes too). A legacy
+//! field for a delete horizon: as Kafka's cleaner does, a pass takes the last clean segment's
+//! mtime minus `delete.retention.ms` as their horizon, and a legacy tombstone goes when its
+//! segment was last written at or before it (file mtimes, which a cleaned segment keeps from
+//! its originals). So a tombstone survives the pass that first cleans it: one that was dirty
+//! is newer than the clean part, and goes only once data written `delete.retention.ms`
+//! after it has been cleaned. A legacy
 //! entry under [`Protect`] that would lose every message becomes an empty v2 batch over its
 //! offsets that keeps its timestamp (what an empty batch of Kafka's is; readers see no
 //! record, old readers get nothing from its down-conversion).
@@ -239,20 +242,24 @@ pub struct CleanRules {
     /// `delete.retention.ms`.
     pub delete_retention_ms: i64,
     pub decompress_limit: usize,
-    /// When the segment holding the batch was last written (its file's mtime): legacy
-    /// tombstones, which have no horizon field, go `delete.retention.ms` after it.
-    pub segment_mtime_ms: i64,
+    /// Legacy tombstones in the segment being cleaned may go: it was last written at or
+    /// before the pass's legacy delete horizon (Kafka's: the last clean segment's mtime minus
+    /// `delete.retention.ms`; see [`legacy_tombstones_expired`]).
+    pub legacy_tombstones_expired: bool,
 }
 
 impl CleanRules {
     fn new_horizon(&self) -> i64 {
         self.now.saturating_add(self.delete_retention_ms)
     }
+}
 
-    /// A legacy tombstone in the segment being cleaned may go.
-    fn legacy_tombstones_expired(&self) -> bool {
-        self.segment_mtime_ms.saturating_add(self.delete_retention_ms) <= self.now
-    }
+/// Kafka's rule for legacy tombstones (which have no horizon field): with `last_clean_mtime`
+/// the mtime of the last segment below the pass's first dirty offset (`None`: no clean part
+/// yet, nothing goes), those of a segment last written at `segment_mtime` may go when it is at
+/// or before that mtime minus `delete.retention.ms`.
+pub fn legacy_tombstones_expired(segment_mtime: i64, last_clean_mtime: Option<i64>, delete_retention_ms: i64) -> bool {
+    last_clean_mtime.is_some_and(|m| segment_mtime <= m.saturating_sub(delete_retention_ms))
 }
 
 fn is_v2(batch: &[u8]) -> bool {
@@ -354,7 +361,7 @@ fn clean_legacy(
     if last != h.offset || recs.windows(2).any(|w| w[0].offset >= w[1].offset) {
         return Err(FormatError::BadRecords("wrapper offsets are out of order"));
     }
-    let expired = rules.legacy_tombstones_expired();
+    let expired = rules.legacy_tombstones_expired;
     let mut kept: Vec<&LegacyRecord<'_>> = Vec::with_capacity(recs.len());
     for r in &recs {
         if !latest(map, r.key, r.offset) {
@@ -376,7 +383,7 @@ fn clean_legacy(
         if !protect {
             return Ok(Outcome::Drop);
         }
-        return Ok(Outcome::Rewrite(empty_v2(first, last, h.timestamp, h.timestamp_type())));
+        return Ok(Outcome::Rewrite(empty_v2(first, last, h.timestamp, h.timestamp_type())?));
     }
     // A wrapper (a plain message holds one record: kept whole or not at all), rebuilt. Its
     // timestamp: the append time, or under CreateTime the largest kept (T3.3), or, protected,
@@ -399,9 +406,13 @@ fn clean_legacy(
 
 /// An empty v2 batch over offsets `first..=last` with maxTimestamp `max_ts` (a protected
 /// legacy entry that lost every message): no producer, no records.
-fn empty_v2(first: i64, last: i64, max_ts: i64, t: TimestampType) -> Vec<u8> {
+fn empty_v2(first: i64, last: i64, max_ts: i64, t: TimestampType) -> Result<Vec<u8>, FormatError> {
     let attributes = crate::storage::format::batch::with_timestamp_type(0, t);
-    let delta = i32::try_from(last - first).expect("a legacy entry spans what one produce assigned");
+    // A stored entry spans what one produce assigned; a damaged one may not.
+    let delta = last
+        .checked_sub(first)
+        .and_then(|d| i32::try_from(d).ok())
+        .ok_or(FormatError::BadRecords("a legacy entry spans more offsets than a batch holds"))?;
     let mut b = Vec::with_capacity(HEADER_LEN);
     b.extend_from_slice(&first.to_be_bytes());
     b.extend_from_slice(&((HEADER_LEN - LOG_OVERHEAD) as i32).to_be_bytes());
@@ -417,7 +428,7 @@ fn empty_v2(first: i64, last: i64, max_ts: i64, t: TimestampType) -> Vec<u8> {
     b.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
     b.extend_from_slice(&0i32.to_be_bytes()); // records
     crate::storage::format::batch::rewrite_crc(&mut b);
-    b
+    Ok(b)
 }
 
 fn clean_control(

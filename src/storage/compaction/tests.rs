@@ -38,7 +38,7 @@ fn map_of(batches: &[&[u8]]) -> OffsetMap {
 }
 
 fn rules(now: i64) -> CleanRules {
-    CleanRules { now, delete_retention_ms: 1000, decompress_limit: LIMIT, segment_mtime_ms: 0 }
+    CleanRules { now, delete_retention_ms: 1000, decompress_limit: LIMIT, legacy_tombstones_expired: false }
 }
 
 fn clean(b: &[u8], map: &OffsetMap, now: i64) -> Outcome {
@@ -319,22 +319,72 @@ fn legacy_message_sets_are_cleaned() {
     }
 }
 
-/// A legacy tombstone (no horizon field) stays until `delete.retention.ms` has passed since
-/// its segment was last written, then goes; a superseded one goes at once.
+/// A legacy tombstone (no horizon field) goes by Kafka's rule: when its segment was last
+/// written at or before the last clean segment's mtime minus `delete.retention.ms` (never
+/// while nothing is clean: a pass keeps the tombstones it cleans first); a superseded one goes
+/// at once.
 #[test]
-fn legacy_tombstones_go_by_their_segments_mtime() {
+fn legacy_tombstones_go_by_kafkas_horizon() {
+    assert!(!legacy_tombstones_expired(0, None, 1000), "no clean part yet");
+    assert!(!legacy_tombstones_expired(4_001, Some(5_000), 1000), "written 999 ms before the clean part's end");
+    assert!(legacy_tombstones_expired(4_000, Some(5_000), 1000));
+    assert!(!legacy_tombstones_expired(i64::MAX, Some(i64::MIN), i64::MAX), "no overflow");
     let t = legacy_set(legacy::MAGIC_V1, Compression::None, 3, &[(Some("k"), None, 50)]);
     let map = map_of(&[&t]);
     let mut stats = CleanStats::default();
-    let mut at = |now: i64, mtime: i64| {
-        let rules = CleanRules { segment_mtime_ms: mtime, ..rules(now) };
+    let mut at = |expired: bool| {
+        let rules = CleanRules { legacy_tombstones_expired: expired, ..rules(1 << 40) };
         clean_batch(&t, &map, &mut TxnTracker::default(), |_, _| false, None, &rules, &mut stats).unwrap()
     };
-    assert_eq!(at(5_000, 4_001), Outcome::Keep, "written 999 ms ago");
-    assert_eq!(at(5_000, 4_000), Outcome::Drop, "written delete.retention.ms ago");
+    assert_eq!(at(false), Outcome::Keep, "the clock alone never expires one");
+    assert_eq!(at(true), Outcome::Drop);
     assert_eq!(stats.tombstones_removed, 1);
     let later = legacy_set(legacy::MAGIC_V1, Compression::None, 4, &[(Some("k"), Some("v"), 51)]);
     assert_eq!(clean(&t, &map_of(&[&t, &later]), 0), Outcome::Drop, "superseded");
+}
+
+/// Under LogAppendTime a rebuilt legacy wrapper keeps its append time and type bit, and its
+/// inner messages stay without timestamps of their own (-1): every record still reads the
+/// append time.
+#[test]
+fn a_log_append_time_wrapper_keeps_its_append_time() {
+    let set: Vec<SetRecord<'_>> = ["a", "b", "c"]
+        .iter()
+        .enumerate()
+        .map(|(i, k)| SetRecord { offset: 30 + i as i64, timestamp: -1, key: Some(k.as_bytes()), value: Some(b"1") })
+        .collect();
+    let mut w = Vec::new();
+    legacy::write_set(&mut w, legacy::MAGIC_V1, Compression::Gzip, TimestampType::LogAppendTime, 777, None, &set);
+    let later = batch(33, &[(Some("b"), Some("2"), 100)], Compression::None);
+    let Outcome::Rewrite(out) = clean(&w, &map_of(&[&w, &later]), 0) else { panic!("rebuilt") };
+    let m = legacy::check(&out).unwrap();
+    assert_eq!((m.header.timestamp, m.header.timestamp_type()), (777, TimestampType::LogAppendTime));
+    assert_eq!(
+        legacy_records(&out),
+        [(30, Some("a".into()), Some("1".into()), 777), (32, Some("c".into()), Some("1".into()), 777)]
+    );
+    let mut scratch = Vec::new();
+    let inner = legacy::inner_bytes(&m, LIMIT).unwrap();
+    scratch.extend(legacy::Inner::new(&inner, legacy::MAGIC_V1).map(|i| i.unwrap().header.timestamp));
+    assert_eq!(scratch, [-1, -1]);
+}
+
+/// A damaged legacy wrapper whose inner offsets span more than a batch can hold is an error,
+/// not a panic, when protected and emptied (its offsets are outside its CRC).
+#[test]
+fn a_damaged_wrapper_span_is_an_error() {
+    let set = [
+        SetRecord { offset: -(1 << 40), timestamp: -1, key: Some(b"x"), value: Some(b"1") },
+        SetRecord { offset: 3, timestamp: -1, key: Some(b"x"), value: Some(b"2") },
+    ];
+    let mut w = Vec::new();
+    legacy::write_set(&mut w, MAGIC_V0, Compression::Gzip, TimestampType::CreateTime, -1, None, &set);
+    let later = batch(4, &[(Some("x"), Some("3"), 100)], Compression::None);
+    let mut stats = CleanStats::default();
+    let protect = Some(Protect { offset: 3 });
+    let r =
+        clean_batch(&w, &map_of(&[&later]), &mut TxnTracker::default(), |_, _| false, protect, &rules(0), &mut stats);
+    assert!(r.is_err(), "{r:?}");
 }
 
 /// A protected legacy entry (the one a group's last time-index entry names) that loses every

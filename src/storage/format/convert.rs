@@ -106,6 +106,10 @@ fn legacy_to(entry: &[u8], to: i8, limit: usize, out: &mut Vec<u8>) -> Result<()
     Ok(())
 }
 
+fn is_empty_v2(info: &BatchInfo, batch: &[u8]) -> bool {
+    info.magic == MAGIC_V2 && BatchHeader::parse(batch).is_ok_and(|h| h.record_count == 0)
+}
+
 /// Why stored records cannot reach a reader of an older format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ForReader {
@@ -129,7 +133,10 @@ pub fn for_reader(
     if reader_magic >= MAGIC_V2 || records.is_empty() {
         return Ok(records);
     }
-    let newer = super::stored::magics(&records).any(|m| m.is_ok_and(|m| m > reader_magic));
+    // An empty v2 batch (a compacted log's placeholder, no record) is no newer data: it is
+    // left out of the conversion, as Kafka's readers never see one in a legacy-only log.
+    let newer = BatchWalk::new(&records, i32::MAX as usize)
+        .any(|b| b.is_ok_and(|(_, info, batch)| info.magic > reader_magic && !is_empty_v2(&info, batch)));
     if !allowed && newer {
         return Err(ForReader::Refused);
     }
@@ -216,6 +223,24 @@ mod tests {
                 prop_assert_eq!(&g.4, v);
             }
         }
+    }
+
+    /// A compacted legacy log's empty v2 batch (no record: a placeholder that keeps a
+    /// timestamp) is no newer data: an old reader gets the legacy messages around it even where
+    /// the topic forbids down-conversion, and nothing for the placeholder itself.
+    #[test]
+    fn an_empty_v2_batch_is_not_newer_data() {
+        let mut m = LegacyBuilder::new(MAGIC_V1, Compression::None);
+        m.push(5, Some(b"k"), Some(b"a"));
+        let v2 = stored_v2(&[(1, Some(b"k".to_vec()), Some(b"b".to_vec()))], Compression::None, 1, None);
+        let h = BatchHeader::parse(&v2).unwrap();
+        let empty =
+            crate::storage::compaction::rebuild(&h, &v2, &[], None, crate::storage::compaction::MaxTimestamp::Keep);
+        let legacy = m.finish();
+        let out = for_reader(Bytes::from([legacy.clone(), empty.clone()].concat()), MAGIC_V1, false, 1 << 20, 1 << 20);
+        assert_eq!(out.unwrap().as_ref(), &legacy[..]);
+        let refused = for_reader(Bytes::from([legacy, v2].concat()), MAGIC_V1, false, 1 << 20, 1 << 20);
+        assert_eq!(refused, Err(ForReader::Refused), "a v2 batch with records is newer data");
     }
 
     /// magic 1 to magic 0 keeps offsets and payloads (plain and wrapped); bytes already of the

@@ -53,27 +53,23 @@ pub(super) fn parse_swap_name(name: &str) -> Option<(i64, i64, &str)> {
 }
 
 /// Complete a committed swap of `[base, next)`: remove every segment file of the range (the
-/// old `.log` files but `base`'s, which the rename replaces, and every index), move the
-/// cleaned aborted-transaction index in (an empty one is removed instead), rename the
-/// `.swap` over `<base>.log`, sync the directory. Idempotent: a crash inside it is finished
-/// by running it again. Every swap has a `.txncleaned` until this moves it, so when there is
-/// none, `<base>.txnindex` is the cleaned one already moved in (or none): it stays.
+/// old `.log` files but `base`'s, which the rename replaces, and every index but `base`'s
+/// `.txnindex`, which the next rename replaces), move the cleaned aborted-transaction index in
+/// over `<base>.txnindex`, rename the `.swap` over `<base>.log`, sync the directory.
+/// Idempotent: a crash inside it is finished by running it again. Every swap has a
+/// `.txncleaned` (empty when no entry stays) until this moves it: when there is none,
+/// `<base>.txnindex` is already the cleaned one.
 pub async fn finish_swap_files<D: Disk>(disk: &D, dir: &Path, base: i64, next: i64) -> IoResult<()> {
-    let txn = txn_cleaned_path(dir, base, next);
-    let txn_pending = disk.exists(&txn).await?;
     for name in disk.list_dir(dir).await? {
         let Some((b, ext)) = parse_segment_name(&name) else { continue };
-        let index = matches!(ext, "index" | "timeindex") || (ext == "txnindex" && (b != base || txn_pending));
+        let index = matches!(ext, "index" | "timeindex") || (ext == "txnindex" && b != base);
         if (base..next).contains(&b) && (index || (ext == "log" && b != base)) {
             disk.remove_file(&dir.join(&name)).await?;
         }
     }
-    if txn_pending {
-        if disk.file_size(&txn).await? == 0 {
-            disk.remove_file(&txn).await?;
-        } else {
-            disk.rename(&txn, &txnindex_path(dir, base)).await?;
-        }
+    let txn = txn_cleaned_path(dir, base, next);
+    if disk.exists(&txn).await? {
+        disk.rename(&txn, &txnindex_path(dir, base)).await?;
     }
     disk.rename(&swap_path(dir, base, next), &log_path(dir, base)).await?;
     disk.sync_dir(dir).await
