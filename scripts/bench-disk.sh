@@ -7,7 +7,8 @@
 #      (tidemark with flush.messages high so the flusher writes whole chunks);
 #   3. through the Kafka protocol: `tidemark serve` on its defaults (every acknowledged record
 #      fdatasynced) driven by `tidemark load produce` (acks=all, 1 KiB records, 8 partitions,
-#      8 connections, 2 threads) on the same cores, against fio's sequential write of (2).
+#      8 connections, 2 threads) on the same cores, against fio's sequential write of (2);
+#      with the broker's CPU time (user + system, /proc) per GB produced.
 # Usage: scripts/bench-disk.sh [DIR] [SECONDS]   (needs fio; DIR on the disk to measure)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,11 +44,15 @@ $bin serve --data-dir "$dir/serve" --listen "127.0.0.1:$port" >"$dir/serve.log" 
 serve_pid=$!
 trap 'kill $serve_pid 2>/dev/null || true' EXIT
 sleep 1
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
+c0=$(cpu_s $serve_pid)
 t3=$($bin load produce --bootstrap "127.0.0.1:$port" --topic bench --partitions 8 --connections 8 --threads 2 \
        --in-flight 10 --acks all --record-size 1024 --duration "$secs" --json 2>/dev/null | tail -n 1 \
      | python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["mb_per_sec"])')
+c1=$(cpu_s $serve_pid)
 kill $serve_pid; wait $serve_pid 2>/dev/null || true
 rm -rf "$dir/serve"
 echo "durable 16 KiB appends, qd1 + fdatasync: fio ${f1} MB/s, tidemark ${t1} MB/s, ratio $(python3 -c "print('%.2f' % ($t1/$f1))")"
 echo "throughput, 1 MiB writes x8 in flight:    fio ${f2} MB/s, tidemark ${t2} MB/s, ratio $(python3 -c "print('%.2f' % ($t2/$f2))")"
 echo "Kafka protocol, acks=all, load on the same cores: tidemark ${t3} MB/s vs fio ${f2} MB/s sequential, ratio $(python3 -c "print('%.2f' % ($t3/$f2))")"
+echo "  broker CPU: $(python3 -c "print('%.2f' % (($c1 - $c0) / ($t3 * $secs / 1000)))") CPU-seconds per GB produced ($(python3 -c "print('%.1f' % ($c1 - $c0))") s over ${secs} s)"
