@@ -22,6 +22,8 @@ use std::time::Instant;
 pub enum Stage {
     NetworkRead,
     Hop,
+    HopSend,
+    HopReply,
     Validate,
     Copy,
     DmaWrite,
@@ -32,9 +34,11 @@ pub enum Stage {
     RequestOther,
 }
 
-pub const STAGES: [Stage; 10] = [
+pub const STAGES: [Stage; 12] = [
     Stage::NetworkRead,
     Stage::Hop,
+    Stage::HopSend,
+    Stage::HopReply,
     Stage::Validate,
     Stage::Copy,
     Stage::DmaWrite,
@@ -50,6 +54,8 @@ impl Stage {
         match self {
             Stage::NetworkRead => "network_read",
             Stage::Hop => "hop",
+            Stage::HopSend => "hop_send",
+            Stage::HopReply => "hop_reply",
             Stage::Validate => "validate",
             Stage::Copy => "copy",
             Stage::DmaWrite => "dma_write",
@@ -166,6 +172,13 @@ pub fn count(counter: Counter, n: u64) {
         let i = COUNTERS.iter().position(|&c| c == counter).expect("every counter is listed");
         m.borrow_mut().counters[i] += n;
     });
+}
+
+impl ShardMetrics {
+    /// How many times `stage` was recorded.
+    pub fn stage_count(&self, stage: Stage) -> u64 {
+        self.stages[index(stage)].len()
+    }
 }
 
 /// This thread's measurements so far.

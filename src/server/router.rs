@@ -66,14 +66,16 @@ pub enum CallError {
 /// code does not rely on (a version that did crashed under the kill -9 loop with a double
 /// free inside the runtime).
 pub enum Envelope<S> {
-    Call { from: usize, id: u64, call: Box<dyn Erased<S>> },
-    Reply { id: u64, reply: Box<dyn Any + Send> },
+    /// `sent`: when the caller began sending it (the `hop_send` stage ends at its receipt).
+    Call { from: usize, id: u64, call: Box<dyn Erased<S>>, sent: Instant },
+    /// `sent`: when the answering shard began sending it (`hop_reply` ends at its receipt).
+    Reply { id: u64, reply: Box<dyn Any + Send>, sent: Instant },
 }
 
 impl<S> std::fmt::Debug for Envelope<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Envelope::Call { from, id, call } => write!(f, "Call({} #{id} from {from})", call.name()),
+            Envelope::Call { from, id, call, .. } => write!(f, "Call({} #{id} from {from})", call.name()),
             Envelope::Reply { id, .. } => write!(f, "Reply(#{id})"),
         }
     }
@@ -166,16 +168,19 @@ impl<S: Routed> Router<S> {
             glommio::spawn_local(async move {
                 while let Some(envelope) = rx.recv().await {
                     match envelope {
-                        Envelope::Call { from, id, call } => {
+                        Envelope::Call { from, id, call, sent } => {
+                            crate::metrics::since(crate::metrics::Stage::HopSend, sent);
                             let (shard, senders) = (shard.clone(), senders.clone());
                             glommio::spawn_local(async move {
                                 let reply = call.run(shard).await;
                                 // A caller whose shard is gone has nobody to answer.
-                                let _ = senders.send_to(from, Envelope::Reply { id, reply }).await;
+                                let envelope = Envelope::Reply { id, reply, sent: Instant::now() };
+                                let _ = senders.send_to(from, envelope).await;
                             })
                             .detach();
                         }
-                        Envelope::Reply { id, reply } => {
+                        Envelope::Reply { id, reply, sent } => {
+                            crate::metrics::since(crate::metrics::Stage::HopReply, sent);
                             // The caller may have given up (deadline, closed connection).
                             if let Some(tx) = shard.router().pending.borrow_mut().remove(&id) {
                                 let _ = tx.send(reply);
@@ -210,7 +215,7 @@ impl<S: Routed> Router<S> {
         let (tx, rx) = oneshot::channel();
         self.pending.borrow_mut().insert(id, tx);
         let _entry = PendingEntry { pending: &self.pending, id };
-        let envelope = Envelope::Call { from: self.id, id, call: Box::new(Sealed(call)) };
+        let envelope = Envelope::Call { from: self.id, id, call: Box::new(Sealed(call)), sent: Instant::now() };
         match within(limit, senders.send_to(target, envelope)).await {
             Some(Ok(())) => {}
             Some(Err(_)) => return Err(lost),
@@ -251,6 +256,7 @@ impl<S: Routed> Router<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::Stage;
     use glommio::channels::channel_mesh::MeshBuilder;
     use glommio::{LocalExecutorBuilder, Placement};
 
@@ -289,7 +295,10 @@ mod tests {
 
     /// Calls between two executors: typed replies from the right shard, local and remote; a
     /// call past its deadline is TimedOut; a call to a shard that stopped ends in an error
-    /// (Lost when its channel says so, else at its deadline), never in success or a hang.
+    /// (Lost when its channel says so, else at its deadline), never in success or a hang. A
+    /// call to another shard is timed whole (`hop`, caller) and in its two crossings:
+    /// `hop_send` on the target, `hop_reply` on the caller; a call to its own shard crosses
+    /// nothing.
     #[test]
     fn typed_calls_deadlines_and_lost_replies() {
         let mesh = MeshBuilder::<Envelope<Toy>, _>::full(2, 16);
@@ -307,11 +316,20 @@ mod tests {
                         while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                             glommio::timer::sleep(Duration::from_millis(5)).await;
                         }
-                        return Vec::new();
+                        let m = crate::metrics::snapshot();
+                        return vec![format!("target hop_send {}", m.stage_count(Stage::HopSend))];
                     }
                     let mut seen = Vec::new();
                     seen.push(format!("{:?}", toy.router.call(&toy, 1, Echo(7)).await));
+                    let m = crate::metrics::snapshot();
+                    let counts = [Stage::Hop, Stage::HopSend, Stage::HopReply].map(|s| m.stage_count(s));
+                    assert_eq!(counts, [1, 0, 1], "one crossing each way; the send recorded on the target");
                     seen.push(format!("{:?}", toy.router.call(&toy, 0, Echo(8)).await));
+                    assert_eq!(
+                        crate::metrics::snapshot().stage_count(Stage::HopReply),
+                        1,
+                        "a call to itself crosses nothing"
+                    );
                     seen.push(format!("{:?}", toy.router.call_each(&toy, Echo(9)).await));
                     let r = toy.router.call(&toy, 1, Slow(Duration::from_secs(2))).await;
                     seen.push(format!("{r:?}"));
@@ -326,7 +344,9 @@ mod tests {
             handles.push(h);
         }
         let seen = handles.remove(0).join().unwrap();
-        handles.remove(0).join().unwrap();
+        let target = handles.remove(0).join().unwrap();
+        // Echo(7), Echo(9) and the slow call reached shard 1.
+        assert_eq!(target, ["target hop_send 3"]);
         assert_eq!(seen[0], "Ok((1, 7))");
         assert_eq!(seen[1], "Ok((0, 8))");
         assert_eq!(seen[2], "[Ok((0, 9)), Ok((1, 9))]");
