@@ -228,6 +228,7 @@ mod tests {
     /// A compacted legacy log's empty v2 batch (no record: a placeholder that keeps a
     /// timestamp) is no newer data: an old reader gets the legacy messages around it even where
     /// the topic forbids down-conversion, and nothing for the placeholder itself.
+    /// spec: T1.1 — a reader of an older format gets what it can read.
     #[test]
     fn an_empty_v2_batch_is_not_newer_data() {
         let mut m = LegacyBuilder::new(MAGIC_V1, Compression::None);
