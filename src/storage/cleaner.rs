@@ -166,9 +166,8 @@ async fn oldest_dirty_ts<D: Disk, C: LogCell<D>>(cell: &C, target: &CleanTarget)
         let ts = match known {
             Some(ts) => ts,
             None => {
-                let bytes = crate::storage::access::read(cell, base, 1, crate::storage::ReadUpTo::LogEnd).await?;
-                let ts = match BatchWalk::new(&bytes, usize::MAX >> 1).next() {
-                    Some(Ok((_, info, _))) if info.last_offset < next => info.max_timestamp,
+                let ts = match batch_at(cell, base).await? {
+                    Some(info) if info.last_offset < next => info.max_timestamp,
                     _ => -1,
                 };
                 cell.log().set_first_batch_ts(base, ts);
@@ -390,6 +389,12 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
     Ok(report)
 }
 
+/// The header of the first stored batch the log holds at or after `offset` (one small read).
+async fn batch_at<D: Disk, C: LogCell<D>>(cell: &C, offset: i64) -> StorageResult<Option<BatchInfo>> {
+    let bytes = crate::storage::access::read(cell, offset, 1, crate::storage::ReadUpTo::LogEnd).await?;
+    Ok(BatchWalk::new(&bytes, usize::MAX >> 1).next().and_then(Result::ok).map(|(_, info, _)| info))
+}
+
 /// Which segments' last time-index entry is a SPEC T5.5 entry (the segment has no timestamps:
 /// the entry is its mtime at its last offset, and the batch there has none). Such a segment is
 /// cleaned alone: merged with a segment that has timestamps, its rebuilt index would lose the
@@ -402,13 +407,7 @@ async fn mtime_entries<D: Disk, C: LogCell<D>>(
     for entry in last_entries {
         let untimed = match *entry {
             None => false,
-            Some((_, at)) => {
-                let bytes = crate::storage::access::read(cell, at, 1, crate::storage::ReadUpTo::LogEnd).await?;
-                match BatchWalk::new(&bytes, usize::MAX >> 1).next() {
-                    Some(Ok((_, info, _))) => info.max_timestamp < 0 && info.last_offset >= at,
-                    _ => false,
-                }
-            }
+            Some((_, at)) => batch_at(cell, at).await?.is_some_and(|i| i.max_timestamp < 0 && i.last_offset >= at),
         };
         out.push(untimed);
     }

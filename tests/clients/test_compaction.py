@@ -18,14 +18,14 @@ import time
 import urllib.request
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTopicPartition
 
 from conftest import free_port
 from test_clients import TIMEOUT, create
-from test_transactions import end_offsets, txn_producer
+from test_transactions import end_offsets, read_to_end, txn_producer
 
 # How long a wait for the cleaner may take (it usually takes 1-3 s).
 CLEAN_WAIT = 30
@@ -67,25 +67,7 @@ def read_log(bootstrap, topic, partition=0, isolation="read_uncommitted", timeou
     """[(offset, key, value)] of every record a confluent-kafka consumer with this isolation level
     gets from the start of the partition until it reports the end at the high watermark taken
     now."""
-    hw = end_offsets(bootstrap, topic, partitions=[partition])[partition]
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "isolation.level": isolation,
-                  "enable.partition.eof": True, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(topic, partition, 0)])
-    got, deadline = [], time.time() + timeout
-    try:
-        while time.time() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                if m.offset() >= hw:
-                    return got
-            else:
-                got.append((m.offset(), m.key(), m.value()))
-    finally:
-        c.close()
-    raise AssertionError("%s/%d: end %d not reached in %d s, read %d records" % (topic, partition, hw, timeout, len(got)))
+    return read_to_end(bootstrap, topic, isolation, partitions=[partition], timeout=timeout, keys=True)[partition]
 
 
 def data(records):

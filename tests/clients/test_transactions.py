@@ -69,14 +69,15 @@ def end_offsets(bootstrap, topic, isolation="read_uncommitted", partitions=range
         c.close()
 
 
-def read_to_end(bootstrap, topic, isolation, partitions=range(PARTS), timeout=TIMEOUT):
+def read_to_end(bootstrap, topic, isolation, partitions=range(PARTS), timeout=TIMEOUT, keys=False):
     """Every record a consumer with this isolation level gets from the start of each partition
     until it reports the end of the partition at the high watermark taken now (for
     read_committed: the last stable offset has reached it, no transaction is open there any
-    more), as {partition: [(offset, value)]}. Fails after timeout with what was read."""
+    more), as {partition: [(offset, value)]} ((offset, key, value) with keys). Fails after
+    timeout with what was read."""
     hw = end_offsets(bootstrap, topic, partitions=partitions)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "isolation.level": isolation,
-                  "enable.partition.eof": True, "enable.auto.commit": False})
+                  "enable.partition.eof": True, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     c.assign([TopicPartition(topic, p, 0) for p in partitions])
     got = {p: [] for p in partitions}
     eof = {}
@@ -90,7 +91,7 @@ def read_to_end(bootstrap, topic, isolation, partitions=range(PARTS), timeout=TI
                 assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
                 eof[m.partition()] = m.offset()
             else:
-                got[m.partition()].append((m.offset(), m.value()))
+                got[m.partition()].append((m.offset(), m.key(), m.value()) if keys else (m.offset(), m.value()))
                 eof.pop(m.partition(), None)
             if all(eof.get(p, -1) >= hw[p] for p in partitions):
                 return got
