@@ -2,7 +2,10 @@
 //! see what a power cut would leave, and it can fail operations on demand.
 //!
 //! Model: each file has its current bytes and its synced image. A write changes the current
-//! bytes and is queued as pending; `sync` makes the current bytes the synced image. `crash`
+//! bytes and is queued as pending; `sync` makes the bytes as they were when it was issued the
+//! synced image (writes that complete while it runs stay pending, as io_uring orders nothing
+//! between a write and an fdatasync), and two writes of one page may not be in flight at
+//! once (a panic: on a real disk they would race). `crash`
 //! rebuilds every file from its synced image plus some of its pending writes, as
 //! [`CrashMode`] says (none, all, or a random subset with torn pages). Directory operations
 //! (create, remove, rename) are durable at once; a file created but never synced survives a
@@ -33,6 +36,9 @@ struct FileState {
     synced: Vec<u8>,
     /// Writes since the last sync: (position, bytes).
     pending: Vec<(u64, Vec<u8>)>,
+    /// Page ranges of writes in flight: two writes of one page in flight together would race
+    /// on a real disk, so the model refuses them.
+    in_flight: Vec<(u64, u64)>,
     mtime_ms: i64,
 }
 
@@ -47,6 +53,9 @@ struct State {
     fuse: Option<u64>,
     syncs: u64,
     writes: u64,
+    /// Syncs issued and not yet returned, and writes issued while one was.
+    syncs_in_flight: u32,
+    overlapped_writes: u64,
 }
 
 /// The in-memory disk. Clones share the same files.
@@ -118,6 +127,11 @@ impl MemDisk {
     pub fn counters(&self) -> (u64, u64) {
         let s = self.state.borrow();
         (s.syncs, s.writes)
+    }
+
+    /// How many writes were issued while a sync was in flight (pipelined flushes).
+    pub fn overlapped_writes(&self) -> u64 {
+        self.state.borrow().overlapped_writes
     }
 
     /// Simulate a power cut: every file keeps its synced image plus what `mode` lets survive
@@ -355,6 +369,30 @@ impl Disk for MemDisk {
     }
 }
 
+/// A write's page range, registered while it is in flight (also when its future is dropped).
+struct InFlight<'a> {
+    file: &'a RefCell<FileState>,
+    range: (u64, u64),
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut f = self.file.borrow_mut();
+        if let Some(i) = f.in_flight.iter().position(|r| *r == self.range) {
+            f.in_flight.swap_remove(i);
+        }
+    }
+}
+
+/// A sync in flight (also when its future is dropped).
+struct SyncInFlight<'a>(&'a RefCell<State>);
+
+impl Drop for SyncInFlight<'_> {
+    fn drop(&mut self) {
+        self.0.borrow_mut().syncs_in_flight -= 1;
+    }
+}
+
 impl DiskFile for MemFile {
     type Buf = MemBuf;
 
@@ -365,9 +403,23 @@ impl DiskFile for MemFile {
     async fn write_at(&self, buf: Rc<MemBuf>, pos: u64) -> IoResult<()> {
         assert_eq!(pos % PAGE, 0, "unaligned write position");
         assert_eq!(buf.0.len() as u64 % PAGE, 0, "unaligned write length");
+        let range = (pos, pos + buf.0.len() as u64);
+        {
+            let mut f = self.state.borrow_mut();
+            if let Some(other) = f.in_flight.iter().find(|(a, b)| *a < range.1 && range.0 < *b) {
+                panic!("{}: write {range:?} overlaps write {other:?} still in flight", self.path.display());
+            }
+            f.in_flight.push(range);
+        }
+        {
+            let mut st = self.disk.state.borrow_mut();
+            st.overlapped_writes += u64::from(st.syncs_in_flight > 0);
+        }
+        let in_flight = InFlight { file: &self.state, range };
         // Real I/O takes time: yield once so other tasks run meanwhile (as they would while
         // io_uring works); group commit depends on it.
         futures_lite::future::yield_now().await;
+        drop(in_flight);
         self.disk.change("write", &self.path)?;
         let fault = self.disk.take_fault(FaultOp::Write, &self.path);
         self.disk.state.borrow_mut().writes += 1;
@@ -399,15 +451,45 @@ impl DiskFile for MemFile {
     }
 
     async fn sync(&self) -> IoResult<()> {
+        // A sync covers the writes completed when it is issued, not those that complete while
+        // it runs (io_uring orders nothing between them).
+        let (image, covered) = {
+            let f = self.state.borrow();
+            (f.data.clone(), f.pending.len())
+        };
+        self.disk.state.borrow_mut().syncs_in_flight += 1;
+        let syncing = SyncInFlight(&self.disk.state);
         futures_lite::future::yield_now().await;
+        drop(syncing);
         self.disk.change("fdatasync", &self.path)?;
-        if let Some(f) = self.disk.take_fault(FaultOp::Sync, &self.path) {
-            return Err(err("fdatasync", &self.path, None, fault_errno(f)));
+        if let Some(fault) = self.disk.take_fault(FaultOp::Sync, &self.path) {
+            // A failed fdatasync may have lost what it covered, and a later one that succeeds
+            // does not bring it back (Linux marks the pages clean): those writes are gone.
+            let mut f = self.state.borrow_mut();
+            let covered = covered.min(f.pending.len());
+            let lost: Vec<_> = f.pending.drain(..covered).collect();
+            for (pos, bytes) in lost {
+                let (a, b) = (pos as usize, pos as usize + bytes.len());
+                let mut old = vec![0u8; b - a];
+                let have = f.synced.len().clamp(a, b);
+                old[..have - a].copy_from_slice(&f.synced[a..have]);
+                write_into(&mut f.data, pos, &old);
+            }
+            let later = std::mem::take(&mut f.pending);
+            for (pos, bytes) in &later {
+                write_into(&mut f.data, *pos, bytes);
+            }
+            f.pending = later;
+            return Err(err("fdatasync", &self.path, None, fault_errno(fault)));
         }
         self.disk.state.borrow_mut().syncs += 1;
         let mut f = self.state.borrow_mut();
-        f.synced = f.data.clone();
-        f.pending.clear();
+        // A fallocate while the sync ran is durable at once (see `allocate`).
+        let len = image.len().max(f.synced.len());
+        f.synced = image;
+        f.synced.resize(len, 0);
+        let covered = covered.min(f.pending.len());
+        f.pending.drain(..covered);
         Ok(())
     }
 

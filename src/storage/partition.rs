@@ -1,9 +1,10 @@
 //! A partition: its [`Log`] plus group commit.
 //!
 //! Appends run synchronously in the log; durability is a separate wait. One flusher task per
-//! partition (spawned on demand on the current glommio executor) runs flush jobs back to back
-//! while work remains; every waiter whose offset a completed job covers is woken, so one
-//! fdatasync acknowledges every append that arrived before its job started (group commit).
+//! partition (spawned on demand on the current glommio executor) runs flush jobs while work
+//! remains, writing full chunks ahead while a commit syncs (`log::flush`); every waiter whose
+//! offset a completed commit covers is woken, so one fdatasync acknowledges every append that
+//! arrived before its job started (group commit).
 //! A failed flush fails every waiter registered at that moment (their data may or may not be
 //! durable; none is acknowledged); the data stays in memory, new appends are refused
 //! (KAFKA_STORAGE_ERROR) and the flush is retried with a backoff of 50 ms doubling to 2 s; once
@@ -19,12 +20,14 @@ use crate::storage::cleaner::{self, CleanerLimits, IoBudget, PassReport};
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::encode_clean_marker;
 use crate::storage::log::CleanTarget;
-use crate::storage::log::{AppendInfo, FlushDemand, Log, OpenReport, ReadUpTo, CLEAN_MARKER};
+use crate::storage::log::{AppendInfo, FlushDemand, FlushDone, Log, OpenReport, ReadUpTo, Written, CLEAN_MARKER};
 use crate::types::{Offset, TimestampMs};
 use futures_channel::oneshot;
+use futures_util::future::{FutureExt, LocalBoxFuture};
 use std::cell::{Cell, Ref, RefCell};
 use std::path::Path;
 use std::rc::Rc;
+use std::task::Poll;
 
 type Waiter = (i64, oneshot::Sender<StorageResult<()>>);
 
@@ -41,6 +44,8 @@ pub struct Partition<D: Disk> {
     clock: Clock,
     waiters: RefCell<Vec<Waiter>>,
     flusher_running: Cell<bool>,
+    /// Wakes the running flusher ([`Partition::kick`]).
+    nudge: RefCell<Option<oneshot::Sender<()>>>,
     /// A `flush.ms` timer is pending.
     timer_armed: Cell<bool>,
     closed: Cell<bool>,
@@ -60,6 +65,7 @@ impl<D: Disk> Partition<D> {
             clock,
             waiters: RefCell::new(Vec::new()),
             flusher_running: Cell::new(false),
+            nudge: RefCell::new(None),
             timer_armed: Cell::new(false),
             closed: Cell::new(false),
             deleting: glommio::sync::Semaphore::new(1),
@@ -193,35 +199,98 @@ impl<D: Disk> Partition<D> {
         }
     }
 
-    /// Start the flusher if it is not running and there is work.
+    /// Start the flusher if it is not running and there is work. A running one is woken only
+    /// when full chunks could be written while its commit syncs; otherwise it finds the new
+    /// data itself when the commit completes (an append would else wake it every time).
     pub fn kick(self: &Rc<Self>) {
-        if !self.flusher_running.get() && self.log.borrow().has_unflushed() {
+        if self.flusher_running.get() {
+            if !self.log.borrow().can_write_ahead() {
+                return;
+            }
+            if let Some(nudge) = self.nudge.borrow_mut().take() {
+                let _ = nudge.send(());
+            }
+        } else if self.log.borrow().has_unflushed() {
             self.flusher_running.set(true);
             glommio::spawn_local(self.clone().flush_loop()).detach();
         }
     }
 
+    /// The flusher: runs flush jobs while work remains (`log::flush`): a commit job writes,
+    /// then syncs, and while it syncs write-ahead jobs write the full chunks that fill
+    /// meanwhile. Each completed commit wakes the waiters it covers. After a failure no job
+    /// starts; the jobs in flight drain (as failures) and a retry is scheduled.
     async fn flush_loop(self: Rc<Self>) {
+        enum Event<D: Disk> {
+            Wrote(Result<Written<D>, FlushDone<D>>),
+            Synced(FlushDone<D>),
+            Nudged,
+        }
+        let mut writing: Option<LocalBoxFuture<'static, Result<Written<D>, FlushDone<D>>>> = None;
+        let mut syncing: Option<LocalBoxFuture<'static, FlushDone<D>>> = None;
+        let mut failed = false;
         loop {
-            let work = self.log.borrow_mut().prepare_flush();
-            let Some(work) = work else { break };
-            let done = work.run().await;
+            if writing.is_none() && !failed {
+                let work = self.log.borrow_mut().prepare_flush();
+                writing = work.map(|w| w.write().boxed_local());
+            }
+            if writing.is_none() && syncing.is_none() {
+                break;
+            }
+            let (tx, mut nudged) = oneshot::channel();
+            *self.nudge.borrow_mut() = Some(tx);
+            let event = std::future::poll_fn(|cx| {
+                if let Some(Poll::Ready(r)) = writing.as_mut().map(|w| w.poll_unpin(cx)) {
+                    return Poll::Ready(Event::Wrote(r));
+                }
+                if let Some(Poll::Ready(done)) = syncing.as_mut().map(|s| s.poll_unpin(cx)) {
+                    return Poll::Ready(Event::Synced(done));
+                }
+                match nudged.poll_unpin(cx) {
+                    Poll::Ready(_) => Poll::Ready(Event::Nudged),
+                    Poll::Pending => Poll::Pending,
+                }
+            })
+            .await;
+            let done = match event {
+                Event::Wrote(Ok(written)) if written.is_commit() => {
+                    writing = None;
+                    self.log.borrow_mut().flush_written();
+                    syncing = Some(written.finish().boxed_local());
+                    continue;
+                }
+                Event::Wrote(r) => {
+                    writing = None;
+                    match r {
+                        Ok(written) => written.finish().await,
+                        Err(done) => done,
+                    }
+                }
+                Event::Synced(done) => {
+                    syncing = None;
+                    done
+                }
+                Event::Nudged => continue,
+            };
             let result = self.log.borrow_mut().complete_flush(done);
             self.notify_watchers();
             match result {
                 Ok(durable) => self.wake(|offset| offset <= durable, Ok(())),
                 Err(e) => {
                     self.wake(|_| true, Err(e));
-                    self.schedule_retry();
-                    break;
+                    failed = true;
                 }
             }
         }
+        self.nudge.borrow_mut().take();
         self.flusher_running.set(false);
+        if failed {
+            self.schedule_retry();
+        }
         // Waiters that registered after the last job was prepared but whose data was covered.
         let durable = self.log.borrow().durable_offset();
         self.wake(|offset| offset <= durable, Ok(()));
-        if !self.waiters.borrow().is_empty() && !self.closed.get() {
+        if !failed && !self.waiters.borrow().is_empty() && !self.closed.get() {
             self.kick();
         }
     }

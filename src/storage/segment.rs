@@ -18,7 +18,8 @@
 //! - bytes `[0, durable_size)` are on disk and synced; `mem_start <= durable_size`, so every
 //!   byte of `[0, size)` is either readable from disk or held in the tail;
 //! - chunks are in file order and only the last page of a chunk may overlap the next chunk;
-//!   overlapping writes are never in flight at the same time (see `log::FlushWork::run`);
+//!   overlapping writes are never in flight at the same time (see `log::FlushWork::write`:
+//!   within a job, and across pipelined jobs);
 //! - offset-index entries strictly increase in relative offset and position.
 
 use crate::io::{align_down, align_up, Disk, IoBuf, PAGE};

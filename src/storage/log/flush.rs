@@ -1,16 +1,33 @@
 //! Flush jobs: the only way appended data reaches the disk.
 //!
-//! [`Log::prepare_flush`] picks the oldest segment with work (data past its durable size, a
-//! seal, or an active segment's file to create), seals the tail's open chunk and hands out its
-//! writes as a [`FlushWork`]; [`FlushWork::run`] does the I/O without borrowing the log (create
-//! the file, preallocate, write the chunks with several in flight, fdatasync, and for a closing
-//! segment trim it and write its index files and producer snapshot); [`Log::complete_flush`]
-//! records the outcome. A failed flush suspends appends until one succeeds; its chunks wait for
-//! the retry in memory.
+//! [`Log::prepare_flush`] picks the oldest segment with work (data past what earlier jobs
+//! cover, a seal, or an active segment's file to create), seals the tail's open chunk and
+//! hands out its writes as a [`FlushWork`]. The job runs in two halves without borrowing the
+//! log: [`FlushWork::write`] (create the file, preallocate, write the chunks with several in
+//! flight), then [`Written::finish`] (fdatasync, and for a closing segment trim it and write
+//! its index files and producer snapshot). [`Log::complete_flush`] records the outcome.
 //!
-//! Invariants: one job at a time per log, in segment order, so a segment is sealed before the
-//! next one's file is created (the crash-safety invariant of the log) and the high
-//! watermark only moves forward; chunks are dropped only once written and synced.
+//! Two kinds of job, so the disk is not idle during an fdatasync and syncs are not multiplied:
+//! - a **commit** job cuts the open chunk, writes what no job wrote yet, then syncs; at most
+//!   one is in flight, and only its successful sync moves the durable point;
+//! - while a commit job syncs, **write-ahead** jobs write the tail's full chunks (no cut, no
+//!   sync), one at a time; the next commit job's sync covers them.
+//!
+//! A failed job fails every job in flight with it; the chunks then wait in memory for the
+//! retry, and appends are suspended until one succeeds.
+//!
+//! Invariants:
+//! - a sync covers the writes that completed before it was issued: a commit job syncs only
+//!   after its own writes and every earlier job's completed, and durability moves only to
+//!   what it covers;
+//! - a job's writes start only after every earlier job's writes completed, so two writes of
+//!   one page are never in flight together (a write-ahead job's first chunk may rewrite the
+//!   last page of the commit job's cut chunk, with the same bytes first: it does so once that
+//!   write completed, while its sync may run, as the next commit's cut would);
+//! - a job that creates a segment's file or seals it runs alone, in segment order, so a
+//!   segment is sealed before the next one's file is created (the crash-safety invariant of
+//!   the log) and the high watermark only moves forward;
+//! - chunks are dropped only once written and synced.
 //!
 //! Callers: the partition's flusher task and its close; `flush_all` for exclusive owners.
 
@@ -25,15 +42,48 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 
+/// The flush jobs in flight, all on one segment (the oldest unsealed one): at most one commit
+/// job and one write-ahead job.
+#[derive(Debug, Default)]
+pub(super) struct Pipeline {
+    /// A commit job is prepared and not completed.
+    commit: bool,
+    /// A write-ahead job is prepared and not completed.
+    ahead_job: bool,
+    /// A job's writes are under way: no other job may start.
+    writing: bool,
+    /// The segment the jobs are on.
+    base: i64,
+    /// The size the commit job in flight makes durable.
+    target_size: u64,
+    /// The commit job creates the segment's file or seals it: nothing may start until it
+    /// completes (a file is created only after the previous segment is sealed).
+    alone: bool,
+    /// The allocation the jobs in flight reach.
+    allocated: u64,
+    /// Chunks written by completed write-ahead jobs and not yet synced; the next commit job
+    /// drops them with its own.
+    ahead: usize,
+    /// A job failed: the others complete as failures too, and the chunks go back to waiting
+    /// once none is left (after a failed write or fdatasync nothing unsynced is trusted).
+    failed: Option<Arc<IoError>>,
+}
+
+impl Pipeline {
+    pub(super) fn is_idle(&self) -> bool {
+        !self.commit && !self.ahead_job
+    }
+}
+
 impl<D: Disk> Log<D> {
     /// Appended bytes not yet durable (only the newest segments can hold any).
     pub fn unflushed_bytes(&self) -> u64 {
         self.segments.values().rev().take_while(|s| !s.is_sealed()).map(|s| s.size - s.durable_size).sum()
     }
 
-    /// True when data or a seal waits for a flush.
+    /// True when data or a seal waits for a flush job (one not yet prepared).
     pub fn has_unflushed(&self) -> bool {
-        self.segments.values().any(needs_flush)
+        self.segments.values().any(|s| self.needs_flush(s))
     }
 
     /// Consecutive failed flushes (0 when the last one succeeded or none ran).
@@ -43,38 +93,85 @@ impl<D: Disk> Log<D> {
 
     /// Forget a flush failure when nothing is left to flush (appends resume).
     pub fn clear_flush_failure_if_idle(&mut self) {
-        if !self.flush_in_flight && !self.has_unflushed() {
+        if self.pipeline.is_idle() && !self.has_unflushed() {
             self.flush_failure = None;
         }
     }
 
-    /// The next flush job, or `None` when nothing waits or a job is already running.
+    /// A segment the flusher must visit: data no job covers yet, a seal to do, or (an active
+    /// segment after a roll) a file to create, so that the segment before it can be deleted
+    /// by retention even if no record ever arrives.
+    fn needs_flush(&self, s: &Segment<D>) -> bool {
+        let piped = self.pipeline.commit && self.pipeline.base == s.base_offset;
+        let covered = if piped { self.pipeline.target_size } else { s.durable_size };
+        match &s.state {
+            SegmentState::Active(u) => s.size > covered || (u.file.is_none() && !piped),
+            SegmentState::Closing { .. } => !(piped && self.pipeline.alone),
+            // Sealed once durable whole (`Segment::seal`), and immutable since.
+            SegmentState::Sealed(_) => false,
+        }
+    }
+
+    /// The next flush job, or `None` when nothing waits or the pipeline cannot take one now:
+    /// a job is writing, creates or seals its segment, or failed. While a commit job syncs,
+    /// the next job is a write-ahead job, and only when the tail holds full chunks.
     pub fn prepare_flush(&mut self) -> Option<FlushWork<D>> {
-        if self.flush_in_flight {
+        let pipe = &self.pipeline;
+        if pipe.writing || pipe.alone || pipe.failed.is_some() {
             return None;
         }
+        let ahead = pipe.commit;
+        let base = if ahead { pipe.base } else { self.segments.values().find(|s| self.needs_flush(s))?.base_offset };
         let disk = self.disk.clone();
         let dir = self.dir.clone();
         // The three settings a job needs (not a clone of the whole config on every flush).
         let (preallocate_bytes, segment_bytes, max_inflight_writes) =
             (self.config.preallocate_bytes, self.config.segment_bytes, self.config.max_inflight_writes);
-        let seg = self.segments.values_mut().find(|s| needs_flush(s))?;
+        let pipe = &mut self.pipeline;
+        let seg = self.segments.get_mut(&base).expect("the pipeline's segment is not deleted");
         let (unsealed, producer_snapshot) = match &mut seg.state {
             SegmentState::Active(u) => (u, None),
             SegmentState::Closing { unsealed, producer_snapshot } => (unsealed, Some(&*producer_snapshot)),
             SegmentState::Sealed(_) => unreachable!("a sealed segment needs no flush"),
         };
-        unsealed.tail.seal_open(&disk, seg.durable_size);
+        if ahead && !unsealed.tail.has_unsubmitted() {
+            return None;
+        }
+        if !ahead {
+            unsealed.tail.seal_open(&disk, seg.durable_size);
+        }
         let writes = unsealed.tail.take_writes();
         let max_end = writes.iter().map(|w| w.pos + w.buf.as_ref().as_ref().len() as u64).max().unwrap_or(0);
-        let allocate_to = if max_end > unsealed.allocated {
+        let allocated = unsealed.allocated.max(if pipe.base == base { pipe.allocated } else { 0 });
+        let allocate_to = if max_end > allocated {
             let step = preallocate_bytes.max(PAGE);
             let want = align_up(max_end).div_ceil(step) * step;
             want.min(align_up(segment_bytes).max(align_up(max_end)))
         } else {
             0
         };
-        let (base, next) = (seg.base_offset, seg.next_offset);
+        pipe.base = base;
+        pipe.writing = true;
+        pipe.allocated = allocated.max(allocate_to);
+        let file = unsealed.file.clone();
+        if ahead {
+            pipe.ahead_job = true;
+            return Some(FlushWork {
+                disk,
+                dir,
+                base_offset: base,
+                file,
+                chunks: writes.len(),
+                writes,
+                allocate_to,
+                target_size: seg.durable_size,
+                target_next_offset: self.durable_next_offset,
+                seal: None,
+                commit: false,
+                max_inflight: max_inflight_writes as usize,
+            });
+        }
+        let next = seg.next_offset;
         let aborted = &self.aborted;
         let seal = producer_snapshot.map(|snapshot| SealWork {
             size: seg.size,
@@ -90,27 +187,61 @@ impl<D: Disk> Log<D> {
             time_index: unsealed.time.encode(),
             snapshot: (seg.next_offset, snapshot.to_vec()),
         });
-        let file = unsealed.file.clone();
-        self.flush_in_flight = true;
+        pipe.commit = true;
+        pipe.target_size = seg.size;
+        pipe.alone = file.is_none() || seal.is_some();
+        let chunks = std::mem::take(&mut pipe.ahead) + writes.len();
         self.unflushed_records = 0;
         Some(FlushWork {
             disk,
-            dir: dir.clone(),
-            base_offset: seg.base_offset,
+            dir,
+            base_offset: base,
             file,
             writes,
+            chunks,
             allocate_to,
             target_size: seg.size,
             target_next_offset: seg.next_offset,
             seal,
+            commit: true,
             max_inflight: max_inflight_writes as usize,
         })
     }
 
-    /// Record the outcome of a flush job. Returns the new durable offset.
+    /// A write-ahead job could start now: a commit job syncs, nothing is being written, and
+    /// the tail holds full chunks (what makes it worth waking a running flusher).
+    pub fn can_write_ahead(&self) -> bool {
+        let pipe = &self.pipeline;
+        pipe.commit
+            && !pipe.writing
+            && !pipe.alone
+            && pipe.failed.is_none()
+            && self.segments.get(&pipe.base).and_then(|s| s.tail()).is_some_and(|t| t.has_unsubmitted())
+    }
+
+    /// The commit job's writes completed ([`FlushWork::write`]): a write-ahead job may be
+    /// prepared while it syncs.
+    pub fn flush_written(&mut self) {
+        self.pipeline.writing = false;
+    }
+
+    /// Record the outcome of a flush job. Returns the durable offset, or the error of the
+    /// first job that failed since the pipeline was last idle.
     pub fn complete_flush(&mut self, done: FlushDone<D>) -> StorageResult<i64> {
-        assert!(self.flush_in_flight, "complete_flush without a job");
-        self.flush_in_flight = false;
+        let pipe = &mut self.pipeline;
+        assert!(pipe.base == done.base_offset, "complete_flush without a job");
+        if done.commit {
+            assert!(pipe.commit, "complete_flush without a commit job");
+            pipe.commit = false;
+            pipe.alone = false;
+            if !pipe.ahead_job {
+                pipe.writing = false;
+            }
+        } else {
+            assert!(pipe.ahead_job, "complete_flush without a write-ahead job");
+            pipe.ahead_job = false;
+            pipe.writing = false;
+        }
         let seg = self.segments.get_mut(&done.base_offset).expect("a segment being flushed is never deleted");
         let unsealed = match &mut seg.state {
             SegmentState::Active(u) | SegmentState::Closing { unsealed: u, .. } => u,
@@ -119,10 +250,17 @@ impl<D: Disk> Log<D> {
         if let Some(f) = done.file {
             unsealed.file.get_or_insert(f);
         }
-        match done.result {
-            Ok(file) => {
+        let result = match (done.result, &pipe.failed) {
+            (Ok(_), None) if !done.commit => {
+                // Written, not yet synced: the next commit job covers these chunks.
+                pipe.ahead += done.chunks;
+                unsealed.allocated = unsealed.allocated.max(done.allocated);
+                Ok(self.durable_next_offset)
+            }
+            (Ok(file), None) => {
                 unsealed.tail.complete(done.chunks);
                 unsealed.allocated = unsealed.allocated.max(done.allocated);
+                assert!(done.target_size >= seg.durable_size, "the durable size only grows");
                 seg.durable_size = done.target_size;
                 if done.sealed {
                     seg.seal(file);
@@ -135,8 +273,9 @@ impl<D: Disk> Log<D> {
                 }
                 Ok(self.durable_next_offset)
             }
-            Err(e) => {
-                unsealed.tail.unsubmit();
+            // A job in flight with this one failed: nothing this one wrote is trusted.
+            (_, Some(first)) => Err(StorageError::Io(first.clone())),
+            (Err(e), None) => {
                 let e = Arc::new(e);
                 let failures = self.flush_failure.as_ref().map_or(0, |f| f.1) + 1;
                 if failures == 1 {
@@ -145,30 +284,30 @@ impl<D: Disk> Log<D> {
                     tracing::debug!(dir = %self.dir.display(), error = %e, failures, "flush retry failed");
                 }
                 self.flush_failure = Some((e.clone(), failures));
+                pipe.failed = Some(e.clone());
                 Err(StorageError::Io(e))
             }
+        };
+        if pipe.is_idle() && pipe.failed.take().is_some() {
+            // Every job has drained: what is not durable is written again by the retry.
+            pipe.allocated = 0;
+            pipe.ahead = 0;
+            if let Some(SegmentState::Active(u) | SegmentState::Closing { unsealed: u, .. }) =
+                self.segments.get_mut(&done.base_offset).map(|s| &mut s.state)
+            {
+                u.tail.unsubmit();
+            }
         }
+        result
     }
 
-    /// Run flush jobs until nothing waits, for an exclusive owner.
+    /// Run flush jobs one after another until nothing waits, for an exclusive owner.
     pub async fn flush_all(&mut self) -> StorageResult<()> {
         while let Some(work) = self.prepare_flush() {
             let done = work.run().await;
             self.complete_flush(done)?;
         }
         Ok(())
-    }
-}
-
-/// A segment the flusher must visit: data to write, a seal to do, or (an active segment
-/// after a roll) a file to create, so that the segment before it can be deleted by retention
-/// even if no record ever arrives.
-fn needs_flush<D: Disk>(s: &Segment<D>) -> bool {
-    match &s.state {
-        SegmentState::Active(u) => s.size > s.durable_size || u.file.is_none(),
-        SegmentState::Closing { .. } => true,
-        // Sealed once durable whole (`Segment::seal`), and immutable since.
-        SegmentState::Sealed(_) => false,
     }
 }
 
@@ -193,10 +332,14 @@ pub struct FlushWork<D: Disk> {
     base_offset: i64,
     file: Option<Rc<D::File>>,
     writes: Vec<ChunkWrite<D::Buf>>,
+    /// The chunks its completion drops (a commit job's include earlier write-ahead ones).
+    chunks: usize,
     allocate_to: u64,
     target_size: u64,
     target_next_offset: i64,
     seal: Option<SealWork>,
+    /// A commit job (writes, then fdatasync), or a write-ahead job (writes only).
+    commit: bool,
     max_inflight: usize,
 }
 
@@ -205,6 +348,7 @@ pub struct FlushDone<D: Disk> {
     base_offset: i64,
     file: Option<Rc<D::File>>,
     chunks: usize,
+    commit: bool,
     allocated: u64,
     target_size: u64,
     target_next_offset: i64,
@@ -215,16 +359,32 @@ pub struct FlushDone<D: Disk> {
 }
 
 impl<D: Disk> FlushWork<D> {
-    /// Create the file if needed, reserve space, write every chunk (at most `max_inflight` at
-    /// once; a chunk that shares a page with the one before waits for all earlier writes),
-    /// fdatasync, then seal a rolled segment.
+    /// The whole job: [`FlushWork::write`], then [`Written::finish`].
     pub async fn run(self) -> FlushDone<D> {
+        match self.write().await {
+            Ok(written) => written.finish().await,
+            Err(done) => done,
+        }
+    }
+
+    /// The job's first half: create the file if needed, reserve space, and write every chunk
+    /// (at most `max_inflight` at once; a chunk that shares a page with the one before waits
+    /// for all earlier writes). Once a commit job's writes return, a write-ahead job may
+    /// write while it syncs ([`Log::flush_written`]).
+    pub async fn write(self) -> Result<Written<D>, FlushDone<D>> {
         let mut file = self.file.clone();
-        let result = self.run_inner(&mut file).await;
+        match self.write_inner(&mut file).await {
+            Ok(f) => Ok(Written { work: self, file: f }),
+            Err(e) => Err(self.done(file, Err(e))),
+        }
+    }
+
+    fn done(&self, file: Option<Rc<D::File>>, result: Result<Rc<D::File>, IoError>) -> FlushDone<D> {
         FlushDone {
             base_offset: self.base_offset,
             file,
-            chunks: self.writes.len(),
+            chunks: self.chunks,
+            commit: self.commit,
             allocated: self.allocate_to,
             target_size: self.target_size,
             target_next_offset: self.target_next_offset,
@@ -233,7 +393,7 @@ impl<D: Disk> FlushWork<D> {
         }
     }
 
-    async fn run_inner(&self, slot: &mut Option<Rc<D::File>>) -> Result<Rc<D::File>, IoError> {
+    async fn write_inner(&self, slot: &mut Option<Rc<D::File>>) -> Result<Rc<D::File>, IoError> {
         let file = match slot {
             Some(f) => f.clone(),
             None => {
@@ -266,40 +426,71 @@ impl<D: Disk> FlushWork<D> {
                 first_err.get_or_insert(e);
             }
         }
+        drop(inflight);
         if let Some(e) = first_err {
             return Err(e);
         }
-        let syncing = std::time::Instant::now();
         if !self.writes.is_empty() {
-            metrics::record(Stage::DmaWrite, (syncing - writing).as_micros() as u64);
+            metrics::since(Stage::DmaWrite, writing);
         }
+        Ok(file)
+    }
+}
+
+/// A flush job whose writes have completed: its fdatasync (and seal) remain.
+pub struct Written<D: Disk> {
+    work: FlushWork<D>,
+    file: Rc<D::File>,
+}
+
+impl<D: Disk> Written<D> {
+    /// A commit job, which syncs; a write-ahead job is done once written.
+    pub fn is_commit(&self) -> bool {
+        self.work.commit
+    }
+
+    /// A commit job: fdatasync, then seal a rolled segment. The sync covers every write
+    /// completed before it was issued: this job's and every earlier job's. A write-ahead job
+    /// is done.
+    pub async fn finish(self) -> FlushDone<D> {
+        if !self.work.commit {
+            return self.work.done(Some(self.file.clone()), Ok(self.file.clone()));
+        }
+        let result = self.sync_and_seal().await.map(|()| self.file.clone());
+        self.work.done(Some(self.file.clone()), result)
+    }
+
+    async fn sync_and_seal(&self) -> Result<(), IoError> {
+        let syncing = std::time::Instant::now();
+        let file = &self.file;
         file.sync().await?;
         metrics::since(Stage::Fdatasync, syncing);
-        if let Some(seal) = &self.seal {
+        let work = &self.work;
+        if let Some(seal) = &work.seal {
             file.truncate(seal.size).await?;
             file.sync().await?;
             // Written whole or not at all (tmp file, rename): a crash never leaves a torn index.
             // The aborted transactions first: a segment with its `.index` has its `.txnindex`.
             if !seal.txn_index.is_empty() {
-                self.disk.write_file_atomic(&txnindex_path(&self.dir, self.base_offset), &seal.txn_index).await?;
+                work.disk.write_file_atomic(&txnindex_path(&work.dir, work.base_offset), &seal.txn_index).await?;
             }
-            self.disk.write_file_atomic(&index_path(&self.dir, self.base_offset), &seal.index).await?;
-            self.disk.write_file_atomic(&timeindex_path(&self.dir, self.base_offset), &seal.time_index).await?;
+            work.disk.write_file_atomic(&index_path(&work.dir, work.base_offset), &seal.index).await?;
+            work.disk.write_file_atomic(&timeindex_path(&work.dir, work.base_offset), &seal.time_index).await?;
             let (at, snapshot) = &seal.snapshot;
-            self.disk.write_file_atomic(&snapshot_path(&self.dir, *at), snapshot).await?;
-            let mut older: Vec<i64> = self
+            work.disk.write_file_atomic(&snapshot_path(&work.dir, *at), snapshot).await?;
+            let mut older: Vec<i64> = work
                 .disk
-                .list_dir(&self.dir)
+                .list_dir(&work.dir)
                 .await?
                 .iter()
                 .filter_map(|n| parse_segment_name(n).filter(|(o, ext)| *ext == "snapshot" && o < at).map(|(o, _)| o))
                 .collect();
             older.sort_unstable();
             for o in older.iter().rev().skip(SNAPSHOTS_KEPT - 1) {
-                self.disk.remove_file(&snapshot_path(&self.dir, *o)).await?;
+                work.disk.remove_file(&snapshot_path(&work.dir, *o)).await?;
             }
-            self.disk.sync_dir(&self.dir).await?;
+            work.disk.sync_dir(&work.dir).await?;
         }
-        Ok(file.clone())
+        Ok(())
     }
 }

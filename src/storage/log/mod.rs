@@ -3,8 +3,9 @@
 //! Appends are synchronous and in memory ([`Log::append`]): validate every batch first, then
 //! assign offsets and copy each batch once into the active segment's tail. Rolling only
 //! switches the active segment in memory. All write I/O goes through flush jobs
-//! ([`Log::prepare_flush`] → [`FlushWork::run`] → [`Log::complete_flush`]), run one at a time
-//! by the partition's flusher, segment by segment in offset order: create the file, write the
+//! ([`Log::prepare_flush`] → [`FlushWork::write`] → [`Written::finish`] →
+//! [`Log::complete_flush`]), pipelined by the partition's flusher (full chunks are written
+//! while the previous commit syncs), segment by segment in offset order: create the file, write the
 //! sealed chunks (several in flight), fdatasync, and for a rolled segment trim it and write
 //! its index files. So the log's state is never borrowed across an await.
 //!
@@ -18,7 +19,8 @@
 //!   resuming after a clean shutdown or rescanning the last segment, producer state at open;
 //!   the one segment scan and the index loads and rebuilds that lazy loading reuses.
 //! - `append`: [`Log::append`] (checks, then copies), rolls, the close of the active segment.
-//! - `flush`: flush jobs ([`FlushWork`], [`FlushDone`]) and the failure that suspends appends.
+//! - `flush`: flush jobs ([`FlushWork`], [`Written`], [`FlushDone`]), their pipeline, and the
+//!   failure that suspends appends.
 //! - `read`: read plans and [`DiskRead`], index loading ([`IndexLoad`]), time-lookup plans.
 //! - `retention`: expiry by time and size, the log start (DeleteRecords), segments before an
 //!   offset, and deleting a removed segment's files.
@@ -49,7 +51,7 @@ mod retention;
 pub use clean::{
     cleaned_path, finish_swap_files, swap_path, txn_cleaned_path, CleanTarget, SwapStart, CLEANER_CHECKPOINT,
 };
-pub use flush::{FlushDone, FlushWork, SealWork};
+pub use flush::{FlushDone, FlushWork, SealWork, Written};
 pub use read::{DiskRead, IndexLoad, ReadPlan, SegmentIndexes, TimePlan};
 pub use recovery::SegmentSpan;
 pub use retention::delete_segment_files;
@@ -124,7 +126,8 @@ pub struct Log<D: Disk> {
     durable_next_offset: i64,
     /// Records appended since the last flush started.
     unflushed_records: u64,
-    flush_in_flight: bool,
+    /// The flush jobs in flight ([`flush::Pipeline`]).
+    pipeline: flush::Pipeline,
     /// The last flush failed (and how many in a row): appends are refused until one succeeds,
     /// so a full or failing disk holds at most what was appended before it failed.
     flush_failure: Option<(Arc<IoError>, u64)>,

@@ -476,7 +476,7 @@ impl<D: Disk> Log<D> {
             segments,
             durable_next_offset: next_offset,
             unflushed_records: 0,
-            flush_in_flight: false,
+            pipeline: Default::default(),
             flush_failure: None,
             closing: false,
             last_time_roll_ms: i64::MIN,
