@@ -288,3 +288,29 @@ fn pipelined_flushes_acknowledge_only_durable_data() {
     });
     assert!(overlapped > 0, "no write ran during a sync: the pipeline was not exercised");
 }
+
+/// A clean close right after a roll, at every step of the flusher's work: the close waits for
+/// the flusher before it drops a never-written active segment, which may be the one whose file
+/// a flush job is creating (a close that dropped it made that job's completion panic).
+#[test]
+fn close_right_after_a_roll_at_every_flusher_step() {
+    run_glommio(|| {
+        Box::pin(async {
+            for steps in 0..12 {
+                let disk = MemDisk::new();
+                let dir = std::path::Path::new("/d/t-0");
+                let (p, _) = Partition::open(disk.clone(), dir, small_config(), common::test_clock()).await.unwrap();
+                p.append(&tagged_batch(1, 2, 10, 1)).await.unwrap();
+                p.roll();
+                for _ in 0..steps {
+                    futures_lite::future::yield_now().await;
+                }
+                p.close().await.unwrap_or_else(|e| panic!("close after {steps} steps: {e}"));
+                drop(p);
+                let (p, report) = Partition::open(disk, dir, small_config(), common::test_clock()).await.unwrap();
+                assert!(report.clean, "after {steps} steps");
+                assert_eq!(p.log_end(), Offset(2));
+            }
+        })
+    });
+}

@@ -210,6 +210,31 @@ fn power_cut_keeps_synced_batches() {
     }
 }
 
+/// A disk that keeps failing: each retry writes the data held in memory again, and the memory it
+/// holds does not grow with the number of retries (a retry reuses the cut of the partly filled
+/// last page that the failed flush made, instead of cutting it again into a new buffer). Once the
+/// disk heals, the next flush makes everything durable.
+#[test]
+fn failed_flush_retries_hold_constant_memory() {
+    let config = config();
+    let disk = MemDisk::new();
+    let mut log = open(&disk, &config);
+    for (_, b) in &stored(5) {
+        log.append(b, NOW).unwrap();
+    }
+    disk.inject(FaultOp::Sync, Fault::Eio, 0); // until healed
+    assert!(block_on(log.flush_all()).is_err());
+    let held = log.mem_bytes();
+    for retry in 0..20 {
+        log.clear_flush_failure_if_idle();
+        assert!(block_on(log.flush_all()).is_err());
+        assert_eq!(log.mem_bytes(), held, "retry {retry} grew the memory held");
+    }
+    disk.heal();
+    block_on(log.flush_all()).unwrap();
+    assert_eq!(log.durable_offset(), log.log_end_offset());
+}
+
 /// spec: T8.4 — a sealed segment's missing, torn or corrupt offset index is rebuilt,
 /// identical to the one written at its seal.
 #[test]

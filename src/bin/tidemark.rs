@@ -219,8 +219,11 @@ fn init_logging(format: &str) {
 /// storage-load run at 750 MB/s. Allocations up to 32 MiB (glibc's maximum) come from the
 /// heap, and a free heap top is kept up to 512 MiB per arena. (The library forbids `unsafe`;
 /// this is its one use, at process start before any thread exists.)
+/// The cost: up to 512 MiB of freed heap per arena (about one per shard) stays resident, which
+/// counts against a container's memory limit (docs/operations.md).
 fn keep_buffers_resident() {
     // SAFETY: mallopt only sets allocator parameters; called before other threads exist.
+    #[cfg(target_env = "gnu")]
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 512 << 20);

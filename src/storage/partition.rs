@@ -432,6 +432,11 @@ impl<D: Disk> Partition<D> {
         // sees `closed` and stops (its files removed, or its committed swap finished).
         let _deletions = self.deleting.acquire_permit(1).await;
         let _cleaning = self.cleaning.acquire_permit(1).await;
+        // The flusher's jobs finish first: `begin_close` drops a never-written active segment,
+        // which must not be one whose file a job is creating.
+        while self.flusher_running.get() {
+            glommio::timer::sleep(std::time::Duration::from_micros(200)).await;
+        }
         self.log.borrow_mut().begin_close();
         loop {
             if self.flusher_running.get() {

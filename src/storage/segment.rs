@@ -337,6 +337,11 @@ impl<B: IoBuf> Tail<B> {
         if self.end() <= durable_end || self.open_len == 0 {
             return;
         }
+        if self.sealed.back().is_some_and(|c| !c.submitted && c.pos + c.len as u64 == self.end()) {
+            // Already cut here and waiting (a failed flush's retry): cutting again would add a
+            // chunk, and a buffer, per retry.
+            return;
+        }
         let len = self.open_len;
         let aligned = align_up(len as u64) as usize;
         let keep_from = align_down(len as u64) as usize;
