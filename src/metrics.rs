@@ -28,13 +28,15 @@ pub enum Stage {
     Copy,
     DmaWrite,
     Fdatasync,
+    CommitWait,
+    ResponseQueue,
     ResponseWrite,
     RequestProduce,
     RequestFetch,
     RequestOther,
 }
 
-pub const STAGES: [Stage; 12] = [
+pub const STAGES: [Stage; 14] = [
     Stage::NetworkRead,
     Stage::Hop,
     Stage::HopSend,
@@ -43,6 +45,8 @@ pub const STAGES: [Stage; 12] = [
     Stage::Copy,
     Stage::DmaWrite,
     Stage::Fdatasync,
+    Stage::CommitWait,
+    Stage::ResponseQueue,
     Stage::ResponseWrite,
     Stage::RequestProduce,
     Stage::RequestFetch,
@@ -60,6 +64,8 @@ impl Stage {
             Stage::Copy => "copy",
             Stage::DmaWrite => "dma_write",
             Stage::Fdatasync => "fdatasync",
+            Stage::CommitWait => "commit_wait",
+            Stage::ResponseQueue => "response_queue",
             Stage::ResponseWrite => "response_write",
             Stage::RequestProduce => "request_produce",
             Stage::RequestFetch => "request_fetch",

@@ -28,7 +28,9 @@ use std::time::Duration;
 /// What a handler task yields: bytes to write (with the memory they hold), nothing (acks=0),
 /// or "close the connection"; and whether its answer is the connection's last (a failed
 /// re-authentication). The in-flight permit rides along until the answer is written.
-type Outcome = (Result<Option<(Bytes, Held)>, ()>, glommio::sync::StaticPermit, bool);
+/// A handler's answer (or `Err` to close), its in-flight slot, whether it is the last, and
+/// when it was ready (the `response_queue` stage runs from then to the writer taking it).
+type Outcome = (Result<Option<(Bytes, Held)>, ()>, glommio::sync::StaticPermit, bool, std::time::Instant);
 
 /// Serve one connection until the client closes it, it idles past `connections.max.idle.ms`,
 /// or a frame is out of bounds. On a TLS listener the handshake comes first (within
@@ -178,7 +180,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
     let limits = shard.config().limits.clone();
     let (idle, max) = (limits.connections_max_idle, shard.config().max_request_bytes);
     let in_flight = Rc::new(Semaphore::new(limits.max_inflight_per_connection as u64));
-    let close = |permit| glommio::spawn_local(async move { (Err(()), permit, true) });
+    let close = |permit| glommio::spawn_local(async move { (Err(()), permit, true, std::time::Instant::now()) });
     let mut turn: Option<oneshot::Receiver<()>> = None;
     loop {
         let Ok(permit) = in_flight.acquire_static_permit(1).await else { return };
@@ -246,13 +248,13 @@ async fn read_requests<R: AsyncRead + Unpin>(
             // request start: Produce's): pipelining does not let a producer past its quota.
             session.unmuted().await;
             if session.closing.get() {
-                return (Err(()), permit, true); // read after a failed re-authentication
+                return (Err(()), permit, true, std::time::Instant::now()); // read after a failed re-authentication
             }
             let outcome = answer(&shard, &session, Bytes::from(buf), Dispatched::new(done_tx)).await;
             drop(frame_held);
             // Only a failed SaslAuthenticate sets `closing`: its answer is the last.
             let last = api_key == crate::protocol::SASL_AUTHENTICATE && session.closing.get();
-            (outcome, permit, last)
+            (outcome, permit, last, std::time::Instant::now())
         });
         if tx.send(task).await.is_err() {
             return; // the writer closed the connection
@@ -271,9 +273,12 @@ async fn write_responses<W: AsyncWrite + Unpin>(
 ) {
     let peer = session.peer.as_str();
     while let Some(task) = rx.recv().await {
-        let (outcome, permit, last) = task.await;
+        let (outcome, permit, last, ready) = task.await;
         match outcome {
             Ok(Some((bytes, held))) => {
+                // How long the answer waited behind earlier ones on this connection (0 when
+                // the writer was already waiting for it).
+                metrics::since(Stage::ResponseQueue, ready);
                 let started = std::time::Instant::now();
                 match within(write_limit, writer.write_all(&bytes)).await {
                     Some(Ok(())) => {}

@@ -110,7 +110,12 @@ impl<D: Disk> Partition<D> {
         let now = (self.clock)();
         let (info, demand) = self.log.borrow_mut().append(records, now)?;
         match demand {
-            FlushDemand::Wait => self.wait_durable(Offset(info.last_offset + 1)).await?,
+            FlushDemand::Wait => {
+                // The group commit: until a commit job covering the batch has synced.
+                let waiting = std::time::Instant::now();
+                self.wait_durable(Offset(info.last_offset + 1)).await?;
+                crate::metrics::since(crate::metrics::Stage::CommitWait, waiting);
+            }
             FlushDemand::Kick => self.kick(),
             FlushDemand::None => self.arm_flush_timer(),
         }
