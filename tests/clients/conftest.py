@@ -56,8 +56,10 @@ class Broker:
                 return
 
     def log(self):
+        """The end of the broker's log: the last 64 KB (enough for its shutdown lines, the
+        latency summary and a backtrace, which alone can pass 4 KB)."""
         with open(os.path.join(self.data_dir, "broker.log"), "rb") as f:
-            return f.read().decode(errors="replace")[-4000:]
+            return f.read().decode(errors="replace")[-65536:]
 
 
 @pytest.fixture
