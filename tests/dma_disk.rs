@@ -193,9 +193,10 @@ fn relative_data_dir_works() {
     });
 }
 
-/// Pipelined flushes (`log::flush`: the next job writes while the previous one syncs)
-/// acknowledge only what a completed fdatasync covers. Eight appenders write batches of mixed
-/// sizes into small chunks with several writes in flight, across segment rolls; the machine
+/// spec: T3.5, T8.2 — pipelined flushes (`log::flush`: full chunks are written while the
+/// previous commit syncs) acknowledge only what a completed fdatasync covers. Eight appenders
+/// write batches of mixed sizes into small chunks with several writes in flight, across
+/// segment rolls; the machine
 /// dies after a random number of disk changes and then loses power (unsynced writes dropped
 /// or torn); in half the rounds one write or fdatasync fails first, on a disk that stays
 /// alive, so later jobs drain as failures and the retry rewrites them. After reopening, every acknowledged batch is at its offset, whole. The memory

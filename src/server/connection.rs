@@ -26,10 +26,9 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// What a handler task yields: bytes to write (with the memory they hold), nothing (acks=0),
-/// or "close the connection"; and whether its answer is the connection's last (a failed
-/// re-authentication). The in-flight permit rides along until the answer is written.
-/// A handler's answer (or `Err` to close), its in-flight slot, whether it is the last, and
-/// when it was ready (the `response_queue` stage runs from then to the writer taking it).
+/// or "close the connection"; whether its answer is the connection's last (a failed
+/// re-authentication); and when it was ready (the `response_queue` stage runs from then to the
+/// writer taking it). The in-flight permit rides along until the answer is written.
 type Outcome = (Result<Option<(Bytes, Held)>, ()>, glommio::sync::StaticPermit, bool, std::time::Instant);
 
 /// Serve one connection until the client closes it, it idles past `connections.max.idle.ms`,
