@@ -28,6 +28,8 @@ pub struct LoadOptions {
     pub inflight: usize,
     pub duration: Duration,
     pub config: LogConfig,
+    /// Each shard's registered DMA buffer pool (the broker's `tidemark.shard.io.memory.bytes`).
+    pub io_memory: usize,
 }
 
 #[derive(Debug)]
@@ -111,6 +113,7 @@ pub fn run(opts: &LoadOptions) -> anyhow::Result<Summary> {
         let progress = progress.clone();
         let h = LocalExecutorBuilder::new(Placement::Fixed(shard))
             .name(&format!("shard-{shard}"))
+            .io_memory(opts.io_memory)
             .spawn(move || async move { run_shard(shard, opts, progress).await })
             .map_err(|e| anyhow::anyhow!("starting shard {shard}: {e}"))?;
         handles.push(h);

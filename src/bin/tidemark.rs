@@ -189,6 +189,10 @@ struct StorageLoadArgs {
     /// Topic settings, as key=value (e.g. segment.bytes=134217728, flush.messages=1000).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     settings: Vec<String>,
+    /// Each shard's registered DMA buffer pool, bytes (the broker's
+    /// `tidemark.shard.io.memory.bytes`).
+    #[arg(long, default_value_t = tidemark::io::DEFAULT_SHARD_IO_MEMORY)]
+    io_memory: usize,
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
@@ -387,6 +391,7 @@ fn storage_load(
             inflight,
             duration,
             settings,
+            io_memory,
             json,
         }: StorageLoadArgs,
 ) -> Result<()> {
@@ -405,6 +410,7 @@ fn storage_load(
         inflight: inflight.max(1),
         duration: std::time::Duration::from_secs(duration),
         config,
+        io_memory: io_memory.max(64 << 10),
     };
     let summary = storage_load::run(&opts)?;
     if json {

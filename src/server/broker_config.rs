@@ -52,6 +52,9 @@ pub struct BrokerConfig {
     /// [`BrokerConfig::resolve_listeners`] (at startup) reads the listener settings.
     pub listeners: Vec<Listener>,
     pub shards: usize,
+    /// `tidemark.shard.io.memory.bytes`: each shard's registered DMA buffer pool
+    /// ([`crate::io::DEFAULT_SHARD_IO_MEMORY`]).
+    pub shard_io_memory: usize,
     /// `node.id`
     pub node_id: i32,
     /// `auto.create.topics.enable`
@@ -101,6 +104,7 @@ impl BrokerConfig {
             listen: addr,
             listeners: listeners::resolve(None, None, None, addr, &host_name())?,
             shards,
+            shard_io_memory: crate::io::DEFAULT_SHARD_IO_MEMORY,
             node_id: 0,
             auto_create_topics: true,
             num_partitions: 1,
@@ -268,6 +272,9 @@ impl BrokerConfig {
             "queued.max.request.bytes" => {
                 // Kafka's -1 (unbounded) is not offered: memory is always bounded here.
                 self.limits.queued_max_request_bytes = bounded(key, int(value)?, 1 << 20, i64::MAX)? as u64
+            }
+            "tidemark.shard.io.memory.bytes" => {
+                self.shard_io_memory = bounded(key, int(value)?, 64 << 10, 1 << 40)? as usize
             }
             "tidemark.fetch.max.memory.bytes" => {
                 self.limits.fetch_max_memory_bytes = bounded(key, int(value)?, 1 << 20, i64::MAX)? as u64

@@ -358,6 +358,12 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         false,
         "How often offsets partitions are looked at for compaction.",
     ),
+    key(
+        "tidemark.shard.io.memory.bytes",
+        ConfigType::Long,
+        false,
+        "Each shard's pool of DMA buffers registered with io_uring (write tails, disk reads).",
+    ),
 ];
 
 /// A broker setting's type and whether it can change at runtime; `None` if it is not one.

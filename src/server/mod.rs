@@ -141,6 +141,7 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
         let (dynamic, tx, identity) = (dynamic.clone(), exits.clone(), identity.clone());
         let h = LocalExecutorBuilder::new(Placement::Fixed(id))
             .name(&format!("shard-{id}"))
+            .io_memory(config.shard_io_memory)
             .spawn(move || async move {
                 EXIT_REPORT.with(|r| *r.borrow_mut() = Some(ExitReport { id, exit: None, tx }));
                 let r = run_shard(id, config, dynamic, identity, mesh, stop, connections).await;

@@ -77,6 +77,7 @@ fn broker_value(c: &BrokerConfig, e: &Effective, name: &str) -> Option<String> {
         "tidemark.max.inflight.requests.per.connection" => c.limits.max_inflight_per_connection.to_string(),
         "tidemark.offsets.compaction.bytes" => c.coordinator.compaction_bytes.to_string(),
         "tidemark.offsets.compaction.check.ms" => c.coordinator.compaction_check.as_millis().to_string(),
+        "tidemark.shard.io.memory.bytes" => c.shard_io_memory.to_string(),
         _ => return None,
     };
     Some(v)
