@@ -155,6 +155,8 @@ pub struct Interval {
     pub latency: Histogram<u64>,
     /// Transactional runs: EndTxn (commit) latency in µs.
     pub commits: Histogram<u64>,
+    /// End-to-end runs: the producer's latency (send to acknowledgement) in µs.
+    pub produced: Histogram<u64>,
 }
 
 /// The result of a run.
@@ -169,6 +171,9 @@ pub struct Summary {
     pub latency: Histogram<u64>,
     /// Transactional runs: EndTxn (commit) latency in µs (empty otherwise).
     pub commits: Histogram<u64>,
+    /// End-to-end runs: the producer's latency (send to acknowledgement) in µs, beside the
+    /// end-to-end latency (empty otherwise).
+    pub produced: Histogram<u64>,
     /// (second, records/s, MB/s, p99 ms) per second of the run.
     pub timeline: Vec<(f64, f64, f64, f64)>,
     /// Every interval, for the HdrHistogram log.
@@ -202,6 +207,7 @@ pub fn run(args: &LoadArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Su
     let mut next_print = 1.0;
     let mut total = new_histogram();
     let mut commits = new_histogram();
+    let mut produced = new_histogram();
     let (mut records, mut bytes) = (0u64, 0u64);
     let mut flush = |second: &mut Vec<Interval>,
                      upto: f64,
@@ -229,6 +235,7 @@ pub fn run(args: &LoadArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Su
     while let Ok(interval) = rx.recv() {
         let _ = total.add(&interval.latency);
         let _ = commits.add(&interval.commits);
+        let _ = produced.add(&interval.produced);
         while interval.at >= next_print + 1.0 {
             flush(&mut second, next_print, &mut timeline, &mut progress);
             next_print += 1.0;
@@ -240,6 +247,7 @@ pub fn run(args: &LoadArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Su
             errors: interval.errors,
             latency: interval.latency.clone(),
             commits: new_histogram(),
+            produced: new_histogram(),
         });
         intervals.push(interval);
     }
@@ -260,7 +268,18 @@ pub fn run(args: &LoadArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Su
         bail!("{}", failures.join("; "));
     }
     let errors = intervals.iter().map(|i| i.errors).sum();
-    Ok(Summary { mode: args.mode, records, bytes, errors, elapsed, latency: total, commits, timeline, intervals })
+    Ok(Summary {
+        mode: args.mode,
+        records,
+        bytes,
+        errors,
+        elapsed,
+        latency: total,
+        commits,
+        produced,
+        timeline,
+        intervals,
+    })
 }
 
 impl Summary {
@@ -293,6 +312,12 @@ impl Summary {
             self.mb_per_sec(),
             self.errors
         );
+        if !self.produced.is_empty() {
+            let [p50, p99, p999, max] = self.produce_latency_ms();
+            text += &format!(
+                "\nlatency, produce (send to acknowledgement): p50 {p50:.3} ms, p99 {p99:.3} ms, p99.9 {p999:.3} ms, max {max:.3} ms"
+            );
+        }
         if !self.commits.is_empty() {
             let [p50, p99, max] = self.commit_latency_ms();
             text += &format!(
@@ -303,6 +328,12 @@ impl Summary {
         text
     }
 
+    /// End-to-end runs: the producer's latency p50, p99, p99.9 and max, in ms.
+    pub fn produce_latency_ms(&self) -> [f64; 4] {
+        let q = |p: f64| self.produced.value_at_quantile(p) as f64 / 1000.0;
+        [q(0.5), q(0.99), q(0.999), self.produced.max() as f64 / 1000.0]
+    }
+
     /// Commit latency p50, p99 and max, in ms.
     pub fn commit_latency_ms(&self) -> [f64; 3] {
         let q = |p: f64| self.commits.value_at_quantile(p) as f64 / 1000.0;
@@ -311,6 +342,14 @@ impl Summary {
 
     pub fn to_json(&self) -> String {
         let [p50, p90, p99, p999, p9999, max] = self.latency_ms();
+        let produced = if self.produced.is_empty() {
+            String::new()
+        } else {
+            let [p50, p99, p999, max] = self.produce_latency_ms();
+            format!(
+                ", \"produce_ms\": {{\"p50\": {p50:.3}, \"p99\": {p99:.3}, \"p999\": {p999:.3}, \"max\": {max:.3}}}"
+            )
+        };
         let commits = if self.commits.is_empty() {
             String::new()
         } else {
@@ -321,7 +360,7 @@ impl Summary {
             )
         };
         format!(
-            "{{\"records\": {}, \"records_per_sec\": {:.1}, \"mb_per_sec\": {:.3}, \"errors\": {}, \"latency_ms\": {{\"p50\": {p50:.3}, \"p90\": {p90:.3}, \"p99\": {p99:.3}, \"p999\": {p999:.3}, \"p9999\": {p9999:.3}, \"max\": {max:.3}}}{commits}}}",
+            "{{\"records\": {}, \"records_per_sec\": {:.1}, \"mb_per_sec\": {:.3}, \"errors\": {}, \"latency_ms\": {{\"p50\": {p50:.3}, \"p90\": {p90:.3}, \"p99\": {p99:.3}, \"p999\": {p999:.3}, \"p9999\": {p9999:.3}, \"max\": {max:.3}}}{produced}{commits}}}",
             self.records,
             self.records_per_sec(),
             self.mb_per_sec(),

@@ -38,6 +38,8 @@ struct Meter {
     latency: RefCell<Histogram<u64>>,
     /// EndTxn latencies (transactional runs).
     commits: RefCell<Histogram<u64>>,
+    /// End-to-end runs: the producer's own latency (send to acknowledgement).
+    produced: RefCell<Histogram<u64>>,
     /// Records the whole run may still produce (a `--records` budget), shared by connections.
     budget: Cell<Option<u64>>,
 }
@@ -80,6 +82,7 @@ pub async fn run_thread(
         errors: Cell::new(0),
         latency: RefCell::new(new_histogram()),
         commits: RefCell::new(new_histogram()),
+        produced: RefCell::new(new_histogram()),
         budget: Cell::new(args.records.map(share)),
     });
     let deadline = args.duration.map(|d| start + d);
@@ -114,8 +117,10 @@ async fn report_each_second(meter: Rc<Meter>, start: Instant, done: Rc<Cell<bool
         }
         let latency = std::mem::replace(&mut *meter.latency.borrow_mut(), new_histogram());
         let commits = std::mem::replace(&mut *meter.commits.borrow_mut(), new_histogram());
+        let produced = std::mem::replace(&mut *meter.produced.borrow_mut(), new_histogram());
         let interval = Interval {
             commits,
+            produced,
             at: start.elapsed().as_secs_f64(),
             records: meter.records.replace(0),
             bytes: meter.bytes.replace(0),
@@ -180,10 +185,10 @@ fn letters(n: usize, mut seed: u64) -> Vec<u8> {
         .collect()
 }
 
-/// Fill `value` with the send time (µs since the epoch) and a slice of `pool` starting at
-/// `at` (a memcpy: the generator leaves the CPU to the broker it shares the machine with).
-fn fill(value: &mut [u8], pool: &[u8], at: &mut usize) {
-    value[..8].copy_from_slice(&micros_since_epoch().to_be_bytes());
+/// Fill `value` with its send time `sent_us` (µs since the epoch) and a slice of `pool` starting
+/// at `at` (a memcpy: the generator leaves the CPU to the broker it shares the machine with).
+fn fill(value: &mut [u8], sent_us: u64, pool: &[u8], at: &mut usize) {
+    value[..8].copy_from_slice(&sent_us.to_be_bytes());
     let n = value.len() - 8;
     if *at + n > pool.len() {
         *at = 0;
@@ -250,13 +255,15 @@ async fn send_batch(
     if sent.measure {
         meter.records.set(meter.records.get() + sent.n);
         meter.bytes.set(meter.bytes.get() + sent.bytes);
-        let done = Instant::now();
-        if sent.intended.len() == 1 && sent.n > 1 {
-            meter.record(done.duration_since(sent.intended[0]).as_micros() as u64, sent.n);
-        } else {
-            for t in sent.intended {
-                meter.record(done.duration_since(t).as_micros() as u64, 1);
-            }
+    }
+    // The run's latency, or (end to end) the producer's beside it.
+    let mut h = if sent.measure { meter.latency.borrow_mut() } else { meter.produced.borrow_mut() };
+    let done = Instant::now();
+    if sent.intended.len() == 1 && sent.n > 1 {
+        let _ = h.record_n((done.duration_since(sent.intended[0]).as_micros() as u64).max(1), sent.n);
+    } else {
+        for t in sent.intended {
+            let _ = h.record((done.duration_since(t).as_micros() as u64).max(1));
         }
     }
 }
@@ -322,8 +329,12 @@ async fn produce(
             None => BatchBuilder::new(),
         };
         let ts = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        for _ in 0..n {
-            fill(&mut value, &pool, &mut at);
+        // Each record carries its intended send time (open loop: when it was due, as the
+        // producer's latency counts it), so end-to-end latency counts from the same instant.
+        let (now, now_us) = (Instant::now(), micros_since_epoch());
+        for i in 0..n as usize {
+            let due = intended.get(i).map_or(0, |t| now.saturating_duration_since(*t).as_micros() as u64);
+            fill(&mut value, now_us.saturating_sub(due), &pool, &mut at);
             let key = args.keys.map(|k| {
                 next_key = (next_key + 1) % k;
                 next_key.to_be_bytes()
