@@ -29,6 +29,7 @@
 #![warn(missing_debug_implementations)]
 #![allow(missing_debug_implementations)]
 
+pub mod budget;
 pub mod config;
 pub mod dump;
 pub mod groups;

@@ -89,9 +89,11 @@ pub enum Counter {
     AuthenticationFailures,
     Reauthentications,
     ExpiredSessionsClosed,
+    LogDiskReads,
+    LogDiskReadBytes,
 }
 
-pub const COUNTERS: [Counter; 12] = [
+pub const COUNTERS: [Counter; 14] = [
     Counter::Requests,
     Counter::BytesIn,
     Counter::BytesOut,
@@ -104,6 +106,8 @@ pub const COUNTERS: [Counter; 12] = [
     Counter::AuthenticationFailures,
     Counter::Reauthentications,
     Counter::ExpiredSessionsClosed,
+    Counter::LogDiskReads,
+    Counter::LogDiskReadBytes,
 ];
 
 impl Counter {
@@ -121,6 +125,8 @@ impl Counter {
             Counter::AuthenticationFailures => "authentication_failures_total",
             Counter::Reauthentications => "reauthentications_total",
             Counter::ExpiredSessionsClosed => "expired_sessions_closed_total",
+            Counter::LogDiskReads => "log_disk_reads_total",
+            Counter::LogDiskReadBytes => "log_disk_read_bytes_total",
         }
     }
 }

@@ -10,6 +10,7 @@
 //! agree with a brute-force scan of what remains. After a kill mid-pass the log must hold every
 //! record a completed pass would keep and nothing that was not there before (the old segments
 //! or the new ones, never a lost record); a pass after the reopen then gives the exact log.
+//! Reads go through a batch cache that keeps everything: a swap leaves nothing stale in it.
 //!
 //! spec: T5.1, T5.3 — cleaned segments' time indexes are rebuilt by the recovery rules (a
 //!   lookup agrees with a brute-force scan; `-3` finds the largest timestamp left).
@@ -20,8 +21,11 @@ use futures_lite::future::block_on;
 use proptest::prelude::*;
 use std::cell::RefCell;
 use std::path::Path;
+use std::rc::Rc;
+use tidemark::budget::Budget;
 use tidemark::config::LogConfig;
-use tidemark::io::{CrashMode, Disk, MemDisk};
+use tidemark::io::{CrashMode, Disk, MemBuf, MemDisk};
+use tidemark::storage::cache::BatchCache;
 use tidemark::storage::cleaner::{self, CleanerLimits, IoBudget};
 use tidemark::storage::format::batch::{records_section, BatchBuilder, BatchHeader, Compression, Records, MAGIC_V2};
 use tidemark::storage::format::legacy::{self, LegacyBuilder};
@@ -266,6 +270,14 @@ fn open(disk: &MemDisk, config: &LogConfig) -> Log<MemDisk> {
     block_on(Log::open(disk.clone(), Path::new("/data/c-0"), config.clone())).expect("open").0
 }
 
+/// [`open`] with a batch cache that keeps everything: a swap must not leave the bytes it
+/// replaced readable.
+fn open_cached(disk: &MemDisk, config: &LogConfig, cache: &Rc<BatchCache<MemBuf>>) -> Log<MemDisk> {
+    let mut log = open(disk, config);
+    log.attach_cache(cache.register());
+    log
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
@@ -275,9 +287,10 @@ proptest! {
         ops in proptest::collection::vec(op(), 1..90),
     ) {
         let disk = MemDisk::new();
+        let cache = BatchCache::new(Budget::new(1 << 30), 1 << 30);
         let mut now = 1_000_000i64;
         disk.set_now_ms(now);
-        let mut log = open(&disk, &config);
+        let mut log = open_cached(&disk, &config, &cache);
         let mut m = Model::default();
         let mut tag = 0u64;
         let retention = config.delete_retention_ms as i64;
@@ -360,7 +373,7 @@ proptest! {
                         disk.heal();
                         disk.crash(torn.map_or(CrashMode::DropUnsynced, |seed| CrashMode::Torn { seed }));
                         drop(log);
-                        log = open(&disk, &config);
+                        log = open_cached(&disk, &config, &cache);
                         // Old or new segments: nothing the last record of a key is lost, nothing
                         // that was not there appears.
                         let got: Vec<Rec> = read_all(&mut log).await.into_iter().flat_map(|(_, _, r)| r).collect();
@@ -394,7 +407,7 @@ proptest! {
                     }
                     Op::Reopen => {
                         log.close().await.expect("close");
-                        log = open(&disk, &config);
+                        log = open_cached(&disk, &config, &cache);
                         assert_eq!(read_all(&mut log).await, m.expected(), "after a reopen");
                     }
                 }

@@ -1,7 +1,8 @@
 //! Model-based property test of the partition log: random appends (v2 batches and legacy
 //! messages of magic 0 and 1, plain and compressed, mixed in one log), reads, flushes, rolls,
 //! size retention, clean reopens and crashes (power cuts that drop or tear unsynced writes),
-//! checked against a plain `Vec` of batches after every step.
+//! checked against a plain `Vec` of batches after every step, with and without a batch cache
+//! (of sizes that evict all the time and that keep everything).
 //!
 //! spec: T1.1 — every magic is stored with its wire bytes (only the offset rewritten; a magic-0
 //!   wrapper's inner offsets made absolute) and read back as stored, mixed in one log.
@@ -17,8 +18,10 @@ use common::{stored_batches, tagged_batch, with_base};
 use futures_lite::future::block_on;
 use proptest::prelude::*;
 use std::path::Path;
+use tidemark::budget::Budget;
 use tidemark::config::LogConfig;
-use tidemark::io::{CrashMode, Fault, FaultOp, MemDisk};
+use tidemark::io::{CrashMode, Fault, FaultOp, MemBuf, MemDisk};
+use tidemark::storage::cache::BatchCache;
 use tidemark::storage::format::batch::{Compression, TimestampType};
 use tidemark::storage::format::legacy::{self, LegacyBuilder};
 use tidemark::storage::format::BatchInfo;
@@ -187,18 +190,37 @@ async fn check_everything(log: &mut Log<MemDisk>, m: &Model) {
     }
 }
 
-fn reopen(disk: &MemDisk, dir: &Path, config: &LogConfig) -> Log<MemDisk> {
-    block_on(Log::open(disk.clone(), dir, config.clone())).expect("reopen").0
+fn reopen(disk: &MemDisk, dir: &Path, config: &LogConfig, cache: &Cache) -> Log<MemDisk> {
+    let mut log = block_on(Log::open(disk.clone(), dir, config.clone())).expect("reopen").0;
+    if let Some(cache) = cache {
+        log.attach_cache(cache.register());
+    }
+    log
+}
+
+type Cache = Option<std::rc::Rc<BatchCache<MemBuf>>>;
+
+/// No batch cache, or one of `kib` KiB: small ones evict all the time (and take no entry over
+/// an eighth of the budget), large ones keep everything.
+fn cache(kib: u32) -> Cache {
+    (kib > 0).then(|| BatchCache::new(Budget::new(kib as u64 * 1024), kib as usize * 1024))
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
 
     #[test]
-    fn log_matches_model(config in config(), ops in proptest::collection::vec(op(), 1..60)) {
+    fn log_matches_model(
+        config in config(),
+        ops in proptest::collection::vec(op(), 1..60),
+        cache_kib in prop_oneof![Just(0u32), Just(64), Just(1024), Just(65536)],
+    ) {
+        // Reads go through the batch cache when there is one: durable chunks and disk reads
+        // go in, and every read below must still match the model.
+        let cache = cache(cache_kib);
         let disk = MemDisk::new();
         let dir = Path::new("/data/t-0");
-        let mut log = reopen(&disk, dir, &config);
+        let mut log = reopen(&disk, dir, &config, &cache);
         let mut m = Model { batches: Vec::new(), next_offset: 0, start: 0 };
         let mut tag = 0u64;
         for op in ops {
@@ -296,7 +318,7 @@ proptest! {
                         let durable = log.durable_offset();
                         drop(log);
                         disk.crash(CrashMode::DropUnsynced);
-                        log = reopen(&disk, dir, &config);
+                        log = reopen(&disk, dir, &config, &cache);
                         prop_assert!(log.log_end_offset() >= durable, "durable data lost after a failed flush");
                         let keep = m.batches.iter().take_while(|(b, _)| *b < log.log_end_offset()).count();
                         m.batches.truncate(keep);
@@ -330,7 +352,7 @@ proptest! {
                 }
                 Op::CleanReopen => {
                     block_on(log.close()).expect("close");
-                    log = reopen(&disk, dir, &config);
+                    log = reopen(&disk, dir, &config, &cache);
                 }
                 Op::Crash { mode, seed, partial_flush } => {
                     // 1: a flush prepared but whose writes were never issued;
@@ -353,7 +375,7 @@ proptest! {
                     let mode = match mode { 0 => CrashMode::DropUnsynced, 1 => CrashMode::KeepUnsynced, _ => CrashMode::Torn { seed } };
                     drop(log);
                     disk.crash(mode);
-                    log = reopen(&disk, dir, &config);
+                    log = reopen(&disk, dir, &config, &cache);
                     let new_end = log.log_end_offset();
                     prop_assert!(new_end >= durable, "lost synced data: end {} < durable {}", new_end, durable);
                     prop_assert!(new_end <= end);
@@ -370,7 +392,7 @@ proptest! {
         // spec: T8.4 — every segment's offset index (loaded, resumed or rebuilt) equals the
         // one the append rule gives for its batches.
         block_on(log.close()).expect("close");
-        let mut log = reopen(&disk, dir, &config);
+        let mut log = reopen(&disk, dir, &config, &cache);
         let bases = log.segment_bases();
         let start = log.log_start_offset();
         for (i, &base) in bases.iter().enumerate() {
@@ -395,7 +417,7 @@ fn unflushed_bytes_bound_makes_the_append_wait() {
     use tidemark::storage::log::FlushDemand;
     let config = LogConfig { flush_messages: u64::MAX, max_unflushed_bytes: 8192, ..LogConfig::default() };
     let disk = MemDisk::new();
-    let mut log = reopen(&disk, Path::new("/data/u-0"), &config);
+    let mut log = reopen(&disk, Path::new("/data/u-0"), &config, &None);
     let batch = tagged_batch(1, 1, 1000, NOW);
     let mut waited_at = None;
     for i in 0..20 {
@@ -411,4 +433,50 @@ fn unflushed_bytes_bound_makes_the_append_wait() {
     block_on(log.flush_all()).expect("flush");
     assert_eq!(log.unflushed_bytes(), 0);
     assert_ne!(log.append(&batch, NOW).expect("append").1, FlushDemand::Wait);
+}
+
+/// The batch cache serves a reader at the tail: what a flush just made durable is read from the
+/// cache (no disk read), data the cache never held is read from disk once and then from the
+/// cache, retention forgets a deleted segment's bytes, and a dropped log forgets all of its own.
+#[test]
+fn tailing_reads_come_from_the_batch_cache() {
+    let config = LogConfig { segment_bytes: 64 << 10, ..LogConfig::default() };
+    let disk = MemDisk::new();
+    let dir = Path::new("/data/bc-0");
+    let cache = cache(64 << 10).expect("a cache");
+    let cached = Some(cache.clone());
+    let mut log = reopen(&disk, dir, &config, &cached);
+    let mut batches = Vec::new();
+    for tag in 0..40u64 {
+        let b = tagged_batch(tag + 1, 2, 1000, NOW);
+        log.append(&b, NOW).expect("append");
+        block_on(log.flush_all()).expect("flush");
+        batches.push(with_base(&b, tag as i64 * 2));
+        // The tail dropped its chunks once durable (but for the partial last page, which it
+        // keeps): a reader at the tail never reads the disk.
+        let misses = cache.stats().misses;
+        let got = block_on(log.read(tag as i64 * 2, 1 << 20, ReadUpTo::Durable)).expect("read");
+        assert_eq!(stored_batches(&got)[0].1, *batches.last().unwrap(), "batch {tag}");
+        assert_eq!(cache.stats().misses, misses, "batch {tag} read from disk");
+    }
+    assert!(cache.stats().hits >= 10, "few batches came from the cache: {:?}", cache.stats());
+    assert!(log.segment_count() > 1, "the test wants rolled segments");
+    // Reopened: a new log, whose first read of old data goes to disk and the next to the cache.
+    block_on(log.close()).expect("close");
+    assert_eq!(cache.stats().entries, 0, "a dropped log's entries are forgotten");
+    let mut log = reopen(&disk, dir, &config, &cached);
+    for expect_hit in [false, true] {
+        let before = cache.stats();
+        let got = block_on(log.read(0, 1 << 20, ReadUpTo::Durable)).expect("read");
+        assert_eq!(stored_batches(&got)[0].1, batches[0]);
+        assert_eq!(cache.stats().hits - before.hits, expect_hit as u64);
+        assert_eq!(cache.stats().misses - before.misses, !expect_hit as u64);
+    }
+    // Retention deletes the sealed segments: their bytes leave the cache with them.
+    assert!(cache.stats().entries > 0);
+    let mut c = config.clone();
+    c.retention_bytes = Some(1);
+    log.set_config(c);
+    assert_eq!(log.take_expired_by_size()[0], 0);
+    assert_eq!(cache.stats().entries, 0, "the deleted segment's entries are still cached");
 }

@@ -295,7 +295,7 @@ fn upkeep_task_applies_retention_and_runtime_config() {
             let clock_now = now.clone();
             let clock: tidemark::storage::Clock = Rc::new(move || clock_now.get());
             let disk = MemDisk::new();
-            let m = PartitionManager::new(disk.clone(), Path::new("/data"), clock);
+            let m = PartitionManager::new(disk.clone(), Path::new("/data"), clock, None);
             let config = cfg(&[("segment.bytes", "1024"), ("retention.ms", "-1")]);
             let p = m.open_partition("events", 0, config.clone()).await.unwrap();
             for i in 0..40 {

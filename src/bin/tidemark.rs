@@ -383,17 +383,17 @@ fn dump(DumpArgs { paths }: DumpArgs) -> Result<()> {
 
 fn storage_load(
     StorageLoadArgs {
-            data_dir,
-            cores,
-            partitions,
-            record_size,
-            batch_records,
-            inflight,
-            duration,
-            settings,
-            io_memory,
-            json,
-        }: StorageLoadArgs,
+        data_dir,
+        cores,
+        partitions,
+        record_size,
+        batch_records,
+        inflight,
+        duration,
+        settings,
+        io_memory,
+        json,
+    }: StorageLoadArgs,
 ) -> Result<()> {
     let mut config = LogConfig::default();
     for s in &settings {

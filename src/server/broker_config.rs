@@ -55,6 +55,9 @@ pub struct BrokerConfig {
     /// `tidemark.shard.io.memory.bytes`: each shard's registered DMA buffer pool
     /// ([`crate::io::DEFAULT_SHARD_IO_MEMORY`]).
     pub shard_io_memory: usize,
+    /// `tidemark.batch.cache.enable`: each shard keeps recently written and read log bytes in
+    /// memory (`storage::cache`), within its fetch memory.
+    pub batch_cache: bool,
     /// `node.id`
     pub node_id: i32,
     /// `auto.create.topics.enable`
@@ -105,6 +108,7 @@ impl BrokerConfig {
             listeners: listeners::resolve(None, None, None, addr, &host_name())?,
             shards,
             shard_io_memory: crate::io::DEFAULT_SHARD_IO_MEMORY,
+            batch_cache: true,
             node_id: 0,
             auto_create_topics: true,
             num_partitions: 1,
@@ -272,6 +276,13 @@ impl BrokerConfig {
             "queued.max.request.bytes" => {
                 // Kafka's -1 (unbounded) is not offered: memory is always bounded here.
                 self.limits.queued_max_request_bytes = bounded(key, int(value)?, 1 << 20, i64::MAX)? as u64
+            }
+            "tidemark.batch.cache.enable" => {
+                self.batch_cache = match value.trim() {
+                    "true" => true,
+                    "false" => false,
+                    _ => bail!("{key}={value}: expected true or false"),
+                }
             }
             "tidemark.shard.io.memory.bytes" => {
                 self.shard_io_memory = bounded(key, int(value)?, 64 << 10, 1 << 40)? as usize

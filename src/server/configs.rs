@@ -359,6 +359,12 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         "How often offsets partitions are looked at for compaction.",
     ),
     key(
+        "tidemark.batch.cache.enable",
+        ConfigType::Boolean,
+        false,
+        "Keep recently written and read log bytes in memory, within each shard's fetch memory.",
+    ),
+    key(
         "tidemark.shard.io.memory.bytes",
         ConfigType::Long,
         false,

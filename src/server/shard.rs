@@ -8,6 +8,7 @@
 //! Shard 0 also holds the control plane's state (the topic store and the producer-id blocks,
 //! [`ControlState`]); the operations on it are [`crate::server::control`]'s.
 
+use crate::budget::Budget;
 use crate::config::LogConfig;
 use crate::groups::consumer::{TopicMeta, Topics};
 use crate::io::DmaDisk;
@@ -16,12 +17,13 @@ use crate::security::Credentials;
 use crate::server::configs::{DynamicConfigs, Effective};
 use crate::server::coordinator::{Coordinator, OFFSETS_TOPIC};
 use crate::server::data_dir::Identity;
-use crate::server::limits::{Budget, ConnectionTable, LogEvery};
+use crate::server::limits::{ConnectionTable, LogEvery};
 use crate::server::placement::owner;
 use crate::server::producer_ids::ProducerIds;
 use crate::server::router::{CallError, Envelope, Routed, Router, ShardCall};
 use crate::server::transactions::{TxnCoordinator, TXN_TOPIC};
 use crate::server::BrokerConfig;
+use crate::storage::cache::BatchCache;
 use crate::storage::manager::PartitionManager;
 use crate::storage::topics::TopicStore;
 use crate::storage::{system_clock, Clock, Partition};
@@ -151,7 +153,12 @@ impl Shard {
         let disk = DmaDisk::open(&config.data_dir).await?;
         let store = TopicStore::open(disk.clone(), &config.data_dir, effective.log_defaults.clone()).await?;
         let clock = system_clock();
-        let manager = PartitionManager::new(disk.clone(), &config.data_dir, clock.clone());
+        let share = |total: u64| total / shards as u64;
+        let fetch_memory = Budget::new(share(config.limits.fetch_max_memory_bytes));
+        // The batch cache lives in the fetch budget's free part and keeps at most a quarter of
+        // the registered DMA pool (the write tails need the rest).
+        let cache = config.batch_cache.then(|| BatchCache::new(fetch_memory.clone(), config.shard_io_memory / 4));
+        let manager = PartitionManager::new(disk.clone(), &config.data_dir, clock.clone(), cache);
         let mut topics = BTreeMap::new();
         for name in store.names().map(str::to_string).collect::<Vec<_>>() {
             let meta = store.get(&name).expect("listed");
@@ -190,11 +197,10 @@ impl Shard {
         txn.set_partitions(topics.get(TXN_TOPIC).map(|t: &TopicInfo| t.partitions));
         let credentials = Credentials::load(&config.data_dir)?;
         let acls = Acls::load(&config.data_dir)?;
-        let share = |total: u64| total / shards as u64;
         let shard = Rc::new(Shard {
             router: Router::new(id, shards, config.shard_call_timeout),
             request_memory: Budget::new(share(config.limits.queued_max_request_bytes)),
-            fetch_memory: Budget::new(share(config.limits.fetch_max_memory_bytes)),
+            fetch_memory,
             refusals_log: LogEvery::default(),
             read_errors_log: LogEvery::default(),
             dynamic: RefCell::new(dynamic),
@@ -316,6 +322,13 @@ impl Shard {
         &self.fetch_memory
     }
 
+    /// Give at least `bytes` of the fetch budget back from the batch cache (a fetch needs them).
+    pub fn release_cached(&self, bytes: u64) {
+        if let Some(cache) = self.manager.batch_cache() {
+            cache.release(bytes);
+        }
+    }
+
     pub fn connections(&self) -> &Arc<ConnectionTable> {
         &self.connections
     }
@@ -411,6 +424,7 @@ impl Shard {
         let suspended = self.manager.partitions().iter().filter(|(_, p)| p.log().flush_failures() > 0).count();
         let (req, fetch) = (&self.request_memory, &self.fetch_memory);
         let cleaner = self.manager.cleaner_stats();
+        let cache = self.manager.batch_cache().map(|c| c.stats()).unwrap_or_default();
         m.gauges = vec![
             ("request_memory_bytes", "Bytes of requests read and not yet answered.", req.in_use()),
             ("request_memory_peak_bytes", "The most request bytes held at once.", req.peak()),
@@ -419,6 +433,14 @@ impl Shard {
             ("fetch_memory_peak_bytes", "The most fetched bytes held at once.", fetch.peak()),
             ("fetch_memory_capacity_bytes", "This shard's share of tidemark.fetch.max.memory.bytes.", fetch.capacity()),
             ("partitions_writes_suspended", "Partitions whose last flush failed (appends refused).", suspended as u64),
+            ("batch_cache_bytes", "Memory the batch cache holds (part of fetch_memory_bytes).", cache.bytes),
+            ("batch_cache_dma_bytes", "Of batch_cache_bytes, DMA buffers of the registered pool.", cache.dma_bytes),
+            ("batch_cache_entries", "Byte ranges the batch cache holds.", cache.entries),
+            ("batch_cache_hits_total", "Log reads served from the batch cache.", cache.hits),
+            ("batch_cache_hit_bytes_total", "Bytes of log reads served from the batch cache.", cache.hit_bytes),
+            ("batch_cache_misses_total", "Log reads that went to disk.", cache.misses),
+            ("batch_cache_miss_bytes_total", "Bytes of log reads that went to disk.", cache.miss_bytes),
+            ("batch_cache_evictions_total", "Entries dropped for room or for fetches.", cache.evictions),
             ("cleaner_passes_total", "Compaction passes completed.", cleaner.passes),
             (
                 "cleaner_failures_total",

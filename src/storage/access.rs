@@ -9,6 +9,7 @@
 //! defined here, as an `impl Log` block, because they are these loops run over `&mut Log`.
 
 use crate::io::Disk;
+use crate::metrics::{self, Counter};
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::encode_log_start;
 use crate::storage::format::stored::{first_record_at_or_after, max_record_from, BatchInfo, BatchWalk};
@@ -60,8 +61,11 @@ pub async fn read<D: Disk, C: LogCell<D>>(
             ReadPlan::Done(bytes) => return Ok(bytes),
             ReadPlan::Disk(read) => {
                 let disk = cell.log().disk().clone();
-                let skip = read.skip_to();
-                let bytes = read.run(&disk).await?;
+                let (skip, (base, generation)) = (read.skip_to(), read.segment());
+                let (pos, bytes) = read.run(&disk).await?;
+                metrics::count(Counter::LogDiskReads, 1);
+                metrics::count(Counter::LogDiskReadBytes, bytes.len() as u64);
+                cell.log().cache_read(generation, base, pos, &bytes);
                 match skip {
                     // A compacted segment holds nothing at or past `offset`: the next one.
                     Some(next) if bytes.is_empty() && next > offset => offset = next,

@@ -9,6 +9,7 @@
 
 use crate::config::LogConfig;
 use crate::io::Disk;
+use crate::storage::cache::BatchCache;
 use crate::storage::cleaner::{is_due, CleanerConfig, CleanerLimits, IoBudget};
 use crate::storage::error::StorageResult;
 use crate::storage::partition::{Clock, Partition};
@@ -29,6 +30,8 @@ pub struct PartitionManager<D: Disk> {
     data_dir: PathBuf,
     clock: Clock,
     partitions: RefCell<BTreeMap<TopicPartition, Rc<Partition<D>>>>,
+    /// The shard's batch cache, which every partition opened here uses.
+    cache: Option<Rc<BatchCache<D::Buf>>>,
     stopping: Cell<bool>,
     cleaner: RefCell<CleanerStats>,
 }
@@ -55,12 +58,13 @@ pub fn partition_dir(data_dir: &Path, topic: &str, partition: i32) -> PathBuf {
 }
 
 impl<D: Disk> PartitionManager<D> {
-    pub fn new(disk: D, data_dir: &Path, clock: Clock) -> Rc<Self> {
+    pub fn new(disk: D, data_dir: &Path, clock: Clock, cache: Option<Rc<BatchCache<D::Buf>>>) -> Rc<Self> {
         Rc::new(PartitionManager {
             disk,
             data_dir: data_dir.to_path_buf(),
             clock,
             partitions: RefCell::new(BTreeMap::new()),
+            cache,
             stopping: Cell::new(false),
             cleaner: RefCell::new(CleanerStats::default()),
         })
@@ -78,6 +82,9 @@ impl<D: Disk> PartitionManager<D> {
         }
         let dir = partition_dir(&self.data_dir, topic, partition);
         let (p, report) = Partition::open(self.disk.clone(), &dir, config, self.clock.clone()).await?;
+        if let Some(cache) = &self.cache {
+            p.attach_cache(cache.register());
+        }
         tracing::info!(
             topic,
             partition,
@@ -90,6 +97,11 @@ impl<D: Disk> PartitionManager<D> {
         // Another task may have opened it while this one awaited: keep the first.
         let p = self.partitions.borrow_mut().entry((topic.to_string(), partition)).or_insert(p).clone();
         Ok(p)
+    }
+
+    /// The shard's batch cache, if it has one.
+    pub fn batch_cache(&self) -> Option<&Rc<BatchCache<D::Buf>>> {
+        self.cache.as_ref()
     }
 
     pub fn get(&self, topic: &str, partition: i32) -> Option<Rc<Partition<D>>> {

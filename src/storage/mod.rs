@@ -30,6 +30,7 @@
 //! never imports `protocol`.
 
 pub mod access;
+pub mod cache;
 pub mod cleaner;
 pub mod compaction;
 pub mod error;

@@ -16,6 +16,7 @@
 use crate::config::LogConfig;
 use crate::io::Disk;
 use crate::storage::access;
+use crate::storage::cache::CacheHandle;
 use crate::storage::cleaner::{self, CleanerLimits, IoBudget, PassReport};
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::encode_clean_marker;
@@ -73,6 +74,11 @@ impl<D: Disk> Partition<D> {
             watchers: RefCell::new(Vec::new()),
         };
         Ok((Rc::new(p), report))
+    }
+
+    /// Use the shard's batch cache ([`crate::storage::cache`]).
+    pub fn attach_cache(&self, cache: CacheHandle<D::Buf>) {
+        self.log.borrow_mut().attach_cache(cache);
     }
 
     /// Change the partition's settings at runtime (they apply from the next append, roll and

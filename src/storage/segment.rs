@@ -125,12 +125,14 @@ impl IndexBuilder {
     }
 }
 
-struct Sealed<B> {
-    buf: Rc<B>,
+pub struct Sealed<B> {
+    pub buf: Rc<B>,
     /// File position of `buf[0]` (page aligned).
-    pos: u64,
+    pub pos: u64,
     /// Data bytes in `buf`; the rest up to its (page-aligned) length is zero padding.
-    len: usize,
+    pub len: usize,
+    /// Bytes allocated for `buf` (before it was trimmed to a page past `len`).
+    pub alloc: usize,
     /// Handed to a flush that has not completed yet.
     submitted: bool,
 }
@@ -325,7 +327,8 @@ impl<B: IoBuf> Tail<B> {
                 // Full: seal it whole (already page aligned) and grow the next chunk.
                 let next_cap = (cap * 2).min(self.max_chunk).max(self.min_chunk);
                 let full = std::mem::replace(&mut self.open, disk.alloc(next_cap));
-                self.sealed.push_back(Sealed { buf: Rc::new(full), pos: self.open_pos, len: cap, submitted: false });
+                let full = Sealed { buf: Rc::new(full), pos: self.open_pos, len: cap, alloc: cap, submitted: false };
+                self.sealed.push_back(full);
                 self.open_pos += cap as u64;
                 self.open_len = 0;
             }
@@ -351,7 +354,7 @@ impl<B: IoBuf> Tail<B> {
         let mut old = std::mem::replace(&mut self.open, next);
         old.as_mut()[len..aligned].fill(0);
         old.trim(aligned);
-        self.sealed.push_back(Sealed { buf: Rc::new(old), pos: self.open_pos, len, submitted: false });
+        self.sealed.push_back(Sealed { buf: Rc::new(old), pos: self.open_pos, len, alloc: cap, submitted: false });
         self.open_pos += keep_from as u64;
         self.open_len = len - keep_from;
     }
@@ -366,12 +369,10 @@ impl<B: IoBuf> Tail<B> {
         out
     }
 
-    /// The flush that took the first `n` sealed chunks is durable: drop them.
-    pub fn complete(&mut self, n: usize) {
-        for _ in 0..n {
-            let c = self.sealed.pop_front().expect("completed chunk");
-            assert!(c.submitted, "completed a chunk no flush took");
-        }
+    /// The flush that took the first `n` sealed chunks is durable: they leave the tail (to
+    /// the batch cache, or dropped).
+    pub fn complete(&mut self, n: usize) -> impl Iterator<Item = Sealed<B>> + '_ {
+        self.sealed.drain(..n).inspect(|c| assert!(c.submitted, "completed a chunk no flush took"))
     }
 
     /// The flush failed: its chunks go back to waiting for the next one.
@@ -654,7 +655,7 @@ mod tests {
                     assert_eq!(&b[..end - w.pos as usize], &model[w.pos as usize..end]);
                     assert!(b[end - w.pos as usize..].iter().all(|&x| x == 0), "padding must be zero");
                 }
-                t.complete(n);
+                assert_eq!(t.complete(n).count(), n);
                 durable = model.len() as u64;
             }
             assert!(t.mem_start() <= durable);

@@ -51,6 +51,8 @@ def test_produce_consume_and_e2e(broker, tmp_path):
     e, _ = load(broker, "e2e", "--topic", "lt-e2e", "--partitions", "2", "--rate", "2000", "--duration", "2")
     assert e["records"] > 1000 and e["errors"] == 0, e
     assert e["latency_ms"]["p50"] < 1000
+    # The producer's own latency is reported beside the end-to-end one.
+    assert set(e["produce_ms"]) == {"p50", "p99", "p999", "max"} and 0 < e["produce_ms"]["p99"] < 1000, e
     assert sum(end_offsets(broker.bootstrap, "lt-e2e", 2)) >= e["records"]
 
 
@@ -74,6 +76,39 @@ def test_bad_arguments_are_refused(broker):
         out = subprocess.run([BIN, "load", *args, "--bootstrap", broker.bootstrap], capture_output=True, timeout=30)
         assert out.returncode != 0, args
         assert out.stderr.strip(), args
+
+
+def metric_total(port, name):
+    """The sum over shards of a /metrics counter or gauge."""
+    import urllib.request
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read().decode()
+    return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith("tidemark_%s{" % name))
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_tailing_consumers_read_from_the_batch_cache(broker):
+    """Consumers at the tail (load e2e) get what was just produced from memory: the batch cache
+    serves every read and the disk serves none; with tidemark.batch.cache.enable=false the same
+    reads go to disk (the counter counts them), and the records arrive either way."""
+    for cache, from_disk in (("true", False), ("false", True)):
+        port = free_port()
+        broker.stop()
+        broker.start("--metrics-listen", "127.0.0.1:%d" % port, "--set", "tidemark.batch.cache.enable=" + cache)
+        topic = "lt-cache-" + cache
+        e, _ = load(broker, "e2e", "--topic", topic, "--partitions", "2", "--rate", "5000", "--duration", "3")
+        assert e["records"] > 5000 and e["errors"] == 0, e
+        hits, disk = metric_total(port, "batch_cache_hit_bytes_total"), metric_total(port, "log_disk_read_bytes_total")
+        if from_disk:
+            assert hits == 0 and disk > 1_000_000, (hits, disk)
+        else:
+            assert disk == 0 and hits > 1_000_000, (hits, disk)
+            assert metric_total(port, "batch_cache_bytes") > 0
 
 
 def test_metrics_endpoint(broker):

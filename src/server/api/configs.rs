@@ -78,6 +78,7 @@ fn broker_value(c: &BrokerConfig, e: &Effective, name: &str) -> Option<String> {
         "tidemark.offsets.compaction.bytes" => c.coordinator.compaction_bytes.to_string(),
         "tidemark.offsets.compaction.check.ms" => c.coordinator.compaction_check.as_millis().to_string(),
         "tidemark.shard.io.memory.bytes" => c.shard_io_memory.to_string(),
+        "tidemark.batch.cache.enable" => c.batch_cache.to_string(),
         _ => return None,
     };
     Some(v)

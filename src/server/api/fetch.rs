@@ -4,6 +4,7 @@
 //! little waits on the owners ([`Watch`]) until a partition's high watermark or log start
 //! moves, or its `max_wait_ms` passes: an append wakes it, nothing polls.
 
+use crate::budget::Held;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::fetch_reader_magic;
 use crate::protocol::messages::*;
@@ -11,7 +12,6 @@ use crate::security::acl::{Operation, ResourceType};
 use crate::security::quota::CONSUMER_BYTE_RATE;
 use crate::server::api::Cx;
 use crate::server::errors::{call_code, storage_code};
-use crate::server::limits::Held;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use crate::storage::format::convert::{for_reader, ForReader};
@@ -249,6 +249,11 @@ async fn wait_for_change(shard: &Rc<Shard>, seen: BTreeMap<usize, Vec<Seen>>, le
 /// another for ever); once the pass holds data, a share not free now means offsets only
 /// (waiting while holding could deadlock the budget), and the client fetches it next time.
 async fn reserve_share(shard: &Shard, max: usize, holding: bool, deadline: Instant) -> Option<Held> {
+    if let Some(held) = shard.fetch_memory().try_reserve(max as u64) {
+        return Some(held);
+    }
+    // The batch cache lives in the budget's free part: it gives memory back first.
+    shard.release_cached(max as u64);
     if holding {
         return shard.fetch_memory().try_reserve(max as u64);
     }

@@ -24,6 +24,7 @@ mod topics;
 mod transactions;
 mod users;
 
+use crate::budget::Held;
 use crate::protocol::errors as code;
 use crate::protocol::messages::Message;
 use crate::protocol::{
@@ -32,7 +33,6 @@ use crate::protocol::{
 use crate::security::acl::{Asker, Operation, ResourceType, CLUSTER_NAME};
 use crate::security::quota::REQUEST_PERCENTAGE;
 use crate::server::connection::Session;
-use crate::server::limits::Held;
 use crate::server::listeners::Listener;
 use crate::server::shard::Shard;
 use bytes::Bytes;

@@ -264,7 +264,7 @@ impl<D: Disk> Log<D> {
         assert!(self.swapping, "complete_swap without begin_swap");
         let (base, next) = (group[0].0, group.last().expect("a group").1);
         for &(b, _, _) in group {
-            self.segments.remove(&b);
+            self.remove_segment(b);
         }
         self.segments.insert(base, Segment::sealed(base, next, size));
         self.aborted.retain(|t| !(base..next).contains(&t.last_offset));

@@ -258,7 +258,12 @@ impl<D: Disk> Log<D> {
                 Ok(self.durable_next_offset)
             }
             (Ok(file), None) => {
-                unsealed.tail.complete(done.chunks);
+                // Durable: the chunks leave the tail for the batch cache (tailing readers).
+                for c in unsealed.tail.complete(done.chunks) {
+                    if let Some(cache) = &self.cache {
+                        cache.insert_chunk(done.base_offset, c.pos, c.len, c.buf, c.alloc);
+                    }
+                }
                 unsealed.allocated = unsealed.allocated.max(done.allocated);
                 assert!(done.target_size >= seg.durable_size, "the durable size only grows");
                 seg.durable_size = done.target_size;

@@ -32,6 +32,7 @@
 
 use crate::config::LogConfig;
 use crate::io::{Disk, IoError};
+use crate::storage::cache::CacheHandle;
 use crate::storage::error::StorageResult;
 use crate::storage::format::txn_index::{self, AbortedTxn};
 use crate::storage::producers::ProducerState;
@@ -164,6 +165,8 @@ pub struct Log<D: Disk> {
     generation: u64,
     /// One clone per index load in flight ([`IndexLoad`]): a swap begins only when none is.
     loads: Rc<()>,
+    /// The shard's batch cache, where durable chunks and disk reads go and reads look first.
+    cache: Option<CacheHandle<D::Buf>>,
 }
 
 fn offset_entries(config: &LogConfig) -> usize {
@@ -285,6 +288,30 @@ impl<D: Disk> Log<D> {
     fn trim_aborted(&mut self) {
         let start = self.log_start_offset();
         self.aborted.retain(|t| t.last_offset >= start);
+    }
+
+    /// Use the shard's batch cache from now on.
+    pub fn attach_cache(&mut self, cache: CacheHandle<D::Buf>) {
+        self.cache = Some(cache);
+    }
+
+    /// Remove a segment from the log (retention, a compaction swap), and its cached bytes.
+    fn remove_segment(&mut self, base: i64) -> Option<Segment<D>> {
+        if let Some(cache) = &self.cache {
+            cache.forget_segment(base);
+        }
+        self.segments.remove(&base)
+    }
+
+    /// Bytes a disk read planned at `generation` brought from segment `base` at `pos`: into
+    /// the batch cache, unless a compaction swap or retention changed the segment since.
+    /// Counted as a cache miss.
+    pub fn cache_read(&self, generation: u64, base: i64, pos: u64, bytes: &bytes::Bytes) {
+        let Some(cache) = &self.cache else { return };
+        cache.count(false, bytes.len());
+        if generation == self.generation && self.segments.contains_key(&base) {
+            cache.insert_read(base, pos, bytes.clone());
+        }
     }
 
     /// The offset index of a segment, if loaded.

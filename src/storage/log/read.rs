@@ -61,20 +61,38 @@ impl<D: Disk> Log<D> {
             ReadUpTo::Durable => seg.durable_size,
             ReadUpTo::LogEnd => seg.size,
         };
-        if let Some(tail) = seg.tail().filter(|t| start_pos >= t.mem_start()) {
-            // All in memory: copy what the read can use and walk it now.
-            let budget = (self.config.index_interval_bytes + 2 * self.config.max_message_bytes) as usize + max_bytes;
-            let to = end_pos.min(start_pos + budget as u64);
-            let bytes = Bytes::from(tail.copy_out(start_pos, to));
+        // What a read from memory copies: enough for the index's step to the offset, the batch
+        // holding it and `max_bytes` more.
+        let budget = (self.config.index_interval_bytes + 2 * self.config.max_message_bytes) as usize + max_bytes;
+        let to = end_pos.min(start_pos + budget as u64);
+        let pick = |bytes: Bytes, gaps: bool| -> StorageResult<Bytes> {
             let (kept, _, _) =
-                pick_batches(&bytes, offset, max_bytes, 0, false, |_| Ok(())).map_err(|(at, error)| {
+                pick_batches(&bytes, offset, max_bytes, 0, gaps, |_| Ok(())).map_err(|(at, error)| {
                     StorageError::Corrupt { path: log_path(&self.dir, base), position: start_pos + at as u64, error }
                 })?;
-            return Ok(ReadPlan::Done(bytes.slice(kept)));
+            Ok(bytes.slice(kept))
+        };
+        if let Some(tail) = seg.tail().filter(|t| start_pos >= t.mem_start()) {
+            // All in memory: copy what the read can use and walk it now.
+            return Ok(ReadPlan::Done(pick(Bytes::from(tail.copy_out(start_pos, to)), false)?));
+        }
+        // Durable bytes the batch cache holds (chunks written a moment ago, recent reads). A
+        // batch the cached range ends inside, and a compacted segment with nothing left at or
+        // past the offset, go to disk.
+        if let Some(cache) = &self.cache {
+            if let Some(bytes) = cache.read(base, start_pos, to.min(seg.durable_size)) {
+                let bytes = pick(bytes, self.may_have_gaps)?;
+                if !bytes.is_empty() {
+                    cache.count(true, bytes.len());
+                    return Ok(ReadPlan::Done(bytes));
+                }
+            }
         }
         let file = seg.file().cloned();
         Ok(ReadPlan::Disk(DiskRead {
             file,
+            base,
+            generation: self.generation,
             path: log_path(&self.dir, base),
             // Bytes below durable_size are on disk; a read stops there and the consumer
             // fetches the rest (from memory) next time.
@@ -199,6 +217,10 @@ pub enum ReadPlan<D: Disk> {
 
 pub struct DiskRead<D: Disk> {
     file: Option<Rc<D::File>>,
+    /// The segment's base offset, and the log's [`Log::generation`] when planned (for the
+    /// batch cache: [`Log::cache_read`]).
+    base: i64,
+    generation: u64,
     path: PathBuf,
     start_pos: u64,
     end_pos: u64,
@@ -217,9 +239,15 @@ impl<D: Disk> DiskRead<D> {
         self.gaps
     }
 
+    /// (segment base offset, log generation) when planned.
+    pub fn segment(&self) -> (i64, u64) {
+        (self.base, self.generation)
+    }
+
     /// Read from disk, checking each returned batch's CRC (bytes are vetted before they are
-    /// written and after they are read).
-    pub async fn run(self, disk: &D) -> StorageResult<Bytes> {
+    /// written and after they are read). Returns the file position of the first byte, and the
+    /// bytes (whole batches, contiguous).
+    pub async fn run(self, disk: &D) -> StorageResult<(u64, Bytes)> {
         let file = match self.file {
             Some(f) => f,
             None => Rc::new(disk.open_existing(&self.path).await?),
@@ -228,6 +256,7 @@ impl<D: Disk> DiskRead<D> {
             |position: u64, error: FormatError| StorageError::Corrupt { path: self.path.clone(), position, error };
         // The kept batches of each window, as slices of the window (no copy).
         let mut parts: Vec<Bytes> = Vec::new();
+        let mut first_pos = None;
         let mut collected = 0usize;
         let mut pos = self.start_pos;
         let mut want = 0usize;
@@ -242,6 +271,7 @@ impl<D: Disk> DiskRead<D> {
                 })
                 .map_err(|(at, e)| corrupt(pos + at as u64, e))?;
             if !kept.is_empty() {
+                first_pos.get_or_insert(pos + kept.start as u64);
                 collected += kept.len();
                 parts.push(buf.slice(kept));
             }
@@ -260,12 +290,14 @@ impl<D: Disk> DiskRead<D> {
             pos += walked as u64;
             want = 0;
         }
-        // One window (the usual case) is returned as it is; several are joined.
-        Ok(match parts.len() {
+        // One window (the usual case) is returned as it is; several are joined (each window
+        // after the first keeps from its start, where the one before stopped).
+        let bytes = match parts.len() {
             0 => Bytes::new(),
             1 => parts.pop().expect("one part"),
             _ => Bytes::from(parts.concat()),
-        })
+        };
+        Ok((first_pos.unwrap_or(self.start_pos), bytes))
     }
 }
 

@@ -492,6 +492,7 @@ impl<D: Disk> Log<D> {
             cleaned_to,
             generation: 0,
             loads: Rc::new(()),
+            cache: None,
         };
         Ok((log, report))
     }

@@ -95,7 +95,7 @@ impl<D: Disk> Log<D> {
                 break;
             }
             self.deleted_last_ts = seg.time().and_then(|t| t.entries.last().map(|e| e.0)).or(self.deleted_last_ts);
-            self.segments.remove(&base);
+            self.remove_segment(base);
             removed.push(base);
         }
         self.trim_aborted();
@@ -132,7 +132,7 @@ impl<D: Disk> Log<D> {
             if let Some(&(t, _)) = seg.time().and_then(|t| t.entries.last()) {
                 self.deleted_last_ts = Some(t);
             }
-            self.segments.remove(&base);
+            self.remove_segment(base);
             removed.push(base);
         }
         self.trim_aborted();
@@ -152,7 +152,7 @@ impl<D: Disk> Log<D> {
             if let Some(&(t, _)) = seg.time().and_then(|t| t.entries.last()) {
                 self.deleted_last_ts = Some(t);
             }
-            self.segments.remove(&base);
+            self.remove_segment(base);
             removed.push(base);
         }
         self.trim_aborted();
