@@ -129,6 +129,11 @@ impl Budget {
         self.inner.capacity - self.inner.available.get()
     }
 
+    /// True when a reservation is waiting for memory.
+    pub fn has_waiters(&self) -> bool {
+        !self.inner.queue_is_empty()
+    }
+
     pub fn capacity(&self) -> u64 {
         self.inner.capacity
     }

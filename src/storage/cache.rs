@@ -17,9 +17,9 @@
 //! high watermark the read asked for (the log bounds every lookup).
 //!
 //! Memory: every entry holds its bytes from the shard's fetch budget
-//! (`tidemark.fetch.max.memory.bytes`), taken only when free (a fetch waiting for memory is
-//! never passed), and the oldest entries go first (FIFO) when an insert needs room or a fetch
-//! asks for memory ([`BatchCache::release`]). Chunks held here are DMA buffers from the shard's
+//! (`tidemark.fetch.max.memory.bytes`), taken only when free and no fetch waits for memory,
+//! and the oldest entries go first (FIFO) when an insert needs room or a fetch that does not
+//! fit arrives ([`BatchCache::release`]). Chunks held here are DMA buffers from the shard's
 //! registered pool, which the write path needs: at most a quarter of the pool stays here.
 //!
 //! Shard-local: one per shard, shared by its logs through [`CacheHandle`]s.
@@ -142,7 +142,9 @@ impl<B: IoBuf> BatchCache<B> {
     }
 
     fn insert(&self, key: Key, data: Data<B>, len: usize, mem: usize, dma: usize) {
-        if len == 0 || mem as u64 > self.budget.capacity() / MAX_ENTRY_SHARE {
+        // A fetch waiting for memory comes first: nothing goes in (not even what the budget
+        // lets small reservations take past waiting ones).
+        if len == 0 || mem as u64 > self.budget.capacity() / MAX_ENTRY_SHARE || self.budget.has_waiters() {
             return;
         }
         let mut inner = self.inner.borrow_mut();
@@ -169,6 +171,9 @@ impl<B: IoBuf> BatchCache<B> {
             }
             inner.fifo.push_back((key, seq));
             inner.stats.entries = inner.entries.len() as u64;
+            // A replaced entry (a small commit's chunk after the last one, at the same page)
+            // leaves a stale pair behind.
+            inner.prune_fifo();
         }
     }
 
@@ -181,15 +186,20 @@ impl<B: IoBuf> BatchCache<B> {
             inner.stats.dma_bytes -= e.dma as u64;
         }
         inner.stats.entries = inner.entries.len() as u64;
-        // Forgotten entries leave stale FIFO pairs: drop them once they outnumber live ones.
-        if inner.fifo.len() > 2 * inner.entries.len() + 64 {
-            let Inner { fifo, entries, .. } = &mut *inner;
-            fifo.retain(|(k, seq)| entries.get(k).is_some_and(|e| e.seq == *seq));
-        }
+        inner.prune_fifo();
     }
 }
 
 impl<B: IoBuf> Inner<B> {
+    /// Forgotten and replaced entries leave stale FIFO pairs: drop them once they outnumber
+    /// live ones (amortized: at most one pass per as many inserts as there are entries).
+    fn prune_fifo(&mut self) {
+        if self.fifo.len() > 2 * self.entries.len() + 64 {
+            let Inner { fifo, entries, .. } = self;
+            fifo.retain(|(k, seq)| entries.get(k).is_some_and(|e| e.seq == *seq));
+        }
+    }
+
     /// Remove the oldest live entry (its memory is given back when the caller drops it).
     fn evict_oldest(&mut self) -> Option<Entry<B>> {
         while let Some((key, seq)) = self.fifo.pop_front() {
@@ -214,11 +224,11 @@ pub struct CacheHandle<B: IoBuf> {
 
 impl<B: IoBuf> CacheHandle<B> {
     /// A write tail's chunk of segment `base` is durable: its first `len` bytes are the file's
-    /// bytes at `pos`; `alloc` is the buffer's allocated size. Moved in when mostly full,
-    /// copied out otherwise.
+    /// bytes at `pos`; `alloc` is the buffer's allocated size. Moved in when mostly full (and
+    /// within the DMA cap), copied out otherwise.
     pub fn insert_chunk(&self, base: i64, pos: u64, len: usize, chunk: Rc<B>, alloc: usize) {
         let key = (self.log, base, pos);
-        if len * 2 >= alloc {
+        if len * 2 >= alloc && alloc <= self.cache.dma_cap {
             self.cache.insert(key, Data::Chunk(chunk), len, alloc, alloc);
         } else {
             let bytes = Bytes::copy_from_slice(&(*chunk).as_ref()[..len]);
@@ -226,7 +236,8 @@ impl<B: IoBuf> CacheHandle<B> {
         }
     }
 
-    /// Bytes read from disk at `pos` of segment `base`.
+    /// Bytes read from disk at `pos` of segment `base` (right-sized: a slice of a much larger
+    /// buffer would keep it all alive while counting only its own length).
     pub fn insert_read(&self, base: i64, pos: u64, bytes: Bytes) {
         let len = bytes.len();
         self.cache.insert((self.log, base, pos), Data::Bytes(bytes), len, len, 0);
@@ -358,6 +369,45 @@ mod tests {
             assert_eq!(dma.stats().dma_bytes, 40_960, "the first chunk made room");
             h.insert_chunk(0, 90_000, 100, chunk(&[3; 100], 40_960), 40_960);
             assert_eq!((dma.stats().dma_bytes, dma.stats().bytes), (40_960, 41_060));
+            // A chunk larger than the DMA cap is copied out, and empties nothing to get in.
+            h.insert_chunk(0, 200_000, 70_000, chunk(&[4; 70_000], 73_728), 73_728);
+            assert_eq!(dma.stats().entries, 3);
+            assert_eq!((dma.stats().dma_bytes, dma.stats().bytes), (40_960, 111_060));
+        });
+    }
+
+    // While a fetch waits for memory the cache takes none, not even a small entry the budget
+    // would let pass waiting reservations.
+    #[test]
+    fn nothing_goes_in_while_a_fetch_waits() {
+        glommio::LocalExecutor::default().run(async {
+            let budget = Budget::new(1 << 20);
+            let cache = BatchCache::<MemBuf>::new(budget.clone(), 1 << 20);
+            let log = cache.register();
+            let held = budget.try_reserve(1 << 20).expect("all of it");
+            let waiting = glommio::spawn_local({
+                let budget = budget.clone();
+                async move { budget.reserve(4096).await.units() }
+            });
+            glommio::executor().yield_task_queue_now().await;
+            assert!(budget.has_waiters());
+            drop(held);
+            // Given back: the waiter got its share at once; then the cache may take the rest.
+            assert!(!budget.has_waiters());
+            assert_eq!(waiting.await, 4096);
+            log.insert_read(0, 0, Bytes::from(vec![1u8; 1000]));
+            assert_eq!(cache.stats().entries, 1);
+            let held = budget.try_reserve((1 << 20) - 1000).expect("what is free");
+            let waiting = glommio::spawn_local({
+                let budget = budget.clone();
+                async move { budget.reserve(8192).await.units() }
+            });
+            glommio::executor().yield_task_queue_now().await;
+            assert!(budget.has_waiters());
+            log.insert_read(0, 1000, Bytes::from(vec![1u8; 1000]));
+            assert_eq!(cache.stats().entries, 1, "a small entry passed a waiting fetch");
+            drop(held);
+            assert_eq!(waiting.await, 8192);
         });
     }
 }

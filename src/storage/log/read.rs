@@ -70,21 +70,30 @@ impl<D: Disk> Log<D> {
                 pick_batches(&bytes, offset, max_bytes, 0, gaps, |_| Ok(())).map_err(|(at, error)| {
                     StorageError::Corrupt { path: log_path(&self.dir, base), position: start_pos + at as u64, error }
                 })?;
-            Ok(bytes.slice(kept))
+            Ok(right_size(&bytes, kept))
         };
         if let Some(tail) = seg.tail().filter(|t| start_pos >= t.mem_start()) {
             // All in memory: copy what the read can use and walk it now.
             return Ok(ReadPlan::Done(pick(Bytes::from(tail.copy_out(start_pos, to)), false)?));
         }
-        // Durable bytes the batch cache holds (chunks written a moment ago, recent reads). A
-        // batch the cached range ends inside, and a compacted segment with nothing left at or
-        // past the offset, go to disk.
+        // Durable bytes the batch cache holds (chunks written a moment ago, recent reads). The
+        // copy is first what a read usually needs (the index's step, `max_bytes` and a little);
+        // only a first batch larger than that takes the whole budget. A batch the cached range
+        // ends inside, and a compacted segment with nothing left at or past the offset, go to
+        // disk.
         if let Some(cache) = &self.cache {
-            if let Some(bytes) = cache.read(base, start_pos, to.min(seg.durable_size)) {
+            let limit = to.min(seg.durable_size);
+            let usual = limit.min(start_pos + self.config.index_interval_bytes + max_bytes as u64 + SLACK);
+            for upto in [usual, limit] {
+                let Some(bytes) = cache.read(base, start_pos, upto) else { break };
+                let whole = start_pos + bytes.len() as u64 == upto;
                 let bytes = pick(bytes, self.may_have_gaps)?;
                 if !bytes.is_empty() {
                     cache.count(true, bytes.len());
                     return Ok(ReadPlan::Done(bytes));
+                }
+                if !whole || upto == limit {
+                    break; // the cache holds no more of this segment from here
                 }
             }
         }
@@ -262,7 +271,7 @@ impl<D: Disk> DiskRead<D> {
         let mut want = 0usize;
         while pos < self.end_pos {
             // A default window bounded at 16 MiB, or exactly one batch when it is larger.
-            let window = want.max((self.max_bytes.saturating_sub(collected) + 64 * 1024).min(16 << 20));
+            let window = want.max((self.max_bytes.saturating_sub(collected) + SLACK as usize).min(16 << 20));
             let len = (self.end_pos - pos).min(window as u64) as usize;
             let buf = Bytes::from(file.read_at(pos, len).await?);
             let (kept, walked, done) =
@@ -273,7 +282,7 @@ impl<D: Disk> DiskRead<D> {
             if !kept.is_empty() {
                 first_pos.get_or_insert(pos + kept.start as u64);
                 collected += kept.len();
-                parts.push(buf.slice(kept));
+                parts.push(right_size(&buf, kept));
             }
             if done {
                 break;
@@ -298,6 +307,21 @@ impl<D: Disk> DiskRead<D> {
             _ => Bytes::from(parts.concat()),
         };
         Ok((first_pos.unwrap_or(self.start_pos), bytes))
+    }
+}
+
+/// What a read takes past `max_bytes` (a disk read's window, a cache copy's first try), so the
+/// next batch usually comes whole.
+const SLACK: u64 = 64 << 10;
+
+/// The `kept` part of `bytes`: a slice, or a copy when it is less than half of them, so a small
+/// answer does not keep a large buffer alive (in a response, or in the batch cache, where only
+/// its own length is counted).
+fn right_size(bytes: &Bytes, kept: std::ops::Range<usize>) -> Bytes {
+    if kept.len() * 2 < bytes.len() {
+        Bytes::copy_from_slice(&bytes[kept])
+    } else {
+        bytes.slice(kept)
     }
 }
 
