@@ -4,8 +4,12 @@
 #   1. tidemark load, closed loop: 1 KiB records, acks=all, 4 partitions, 4 connections;
 #   2. tidemark load, open loop at half of each broker's own maximum from (1): p99 latency;
 #   3. an external client: confluent-kafka (librdkafka) from Python, 1,000,000 x 1 KiB, acks=all,
-#      linger.ms=5, batch.size=262144 (scripts/peers/py-produce.py).
-# Usage: scripts/bench-peer.sh PEER [SECONDS]
+#      linger.ms=5, batch.size=262144 (scripts/peers/py-produce.py);
+#   4. librdkafka's own C perf tool, rdkafka_performance (built from the sources the rdkafka-sys
+#      crate carries: scripts/librdkafka-0011.sh BUILD_ONLY=1), RDKAFKA_RECORDS (4,000,000) x 1 KiB,
+#      acks=all, linger.ms=5, to a topic of 2 partitions, in RDKAFKA_ROUNDS (5) rounds on fresh
+#      brokers, tidemark and the peer alternating which goes first: every round's ratio.
+# Usage: scripts/bench-peer.sh PEER [SECONDS]      (ONLY_RDKAFKA=1: measurement 4 alone)
 #   PEER: tansu or noida (started here from scripts/peers, installed by scripts/peers/install.sh
 #   if missing), or HOST:PORT of a Kafka-compatible broker already running.
 # tidemark runs with its defaults (every acknowledged record fdatasynced first) on a fresh data
@@ -67,21 +71,45 @@ external() { # addr topic: records_per_sec
   "$venv/bin/python" scripts/peers/py-produce.py "$1" "$2" 1000000 1024 --partitions 4 | json_field 'd["records_per_sec"]'
 }
 ratio() { python3 -c "print('%.2f' % ($1 / $2))"; }
+rdkperf_bin=$(BUILD_ONLY=1 scripts/librdkafka-0011.sh | tail -n 1)
+rdkperf() { # addr topic: MB/s of rdkafka_performance producing RDKAFKA_RECORDS x 1 KiB to a 2-partition topic
+  "$venv/bin/python" - "$1" "$2" <<'PY'
+import sys
+from confluent_kafka.admin import AdminClient, NewTopic
+a = AdminClient({"bootstrap.servers": sys.argv[1]})
+for f in a.create_topics([NewTopic(sys.argv[2], num_partitions=2, replication_factor=1)]).values():
+    f.result()
+PY
+  "$rdkperf_bin" -P -t "$2" -b "$1" -s 1024 -c "${RDKAFKA_RECORDS:-4000000}" -a -1 -X linger.ms=5 2>&1 \
+    | grep 'messages produced' | tail -n 1 | sed -E 's/.* ([0-9.]+) MB\/s.*/\1/'
+}
 
-start_both
-read -r t_max t_p99 < <(closed "$tm_addr" bench-max)
-read -r p_max p_p99 < <(closed "$peer_addr" bench-max)
-start_both
-read -r t_half t_half_p99 < <(open_loop "$tm_addr" bench-half "$(python3 -c "print(int($t_max/2))")")
-read -r p_half p_half_p99 < <(open_loop "$peer_addr" bench-half "$(python3 -c "print(int($p_max/2))")")
-start_both
-t_ext=$(external "$tm_addr" bench-ext)
-p_ext=$(external "$peer_addr" bench-ext)
+if [ "${ONLY_RDKAFKA:-0}" != 1 ]; then
+  start_both
+  read -r t_max t_p99 < <(closed "$tm_addr" bench-max)
+  read -r p_max p_p99 < <(closed "$peer_addr" bench-max)
+  start_both
+  read -r t_half t_half_p99 < <(open_loop "$tm_addr" bench-half "$(python3 -c "print(int($t_max/2))")")
+  read -r p_half p_half_p99 < <(open_loop "$peer_addr" bench-half "$(python3 -c "print(int($p_max/2))")")
+  start_both
+  t_ext=$(external "$tm_addr" bench-ext)
+  p_ext=$(external "$peer_addr" bench-ext)
 
-printf 'peer: %s (%s), %s s per run, acks=all, 1 KiB records, 4 partitions\n' "$peer" "$peer_addr" "$secs"
-printf 'tidemark load, max rate:      tidemark %8.0f records/s (p99 %s ms), peer %8.0f records/s (p99 %s ms), ratio %s\n' \
-  "$t_max" "$t_p99" "$p_max" "$p_p99" "$(ratio "$t_max" "$p_max")"
-printf 'tidemark load, half max rate: tidemark p99 %s ms at %.0f records/s, peer p99 %s ms at %.0f records/s, ratio (peer/tidemark) %s\n' \
-  "$t_half_p99" "$t_half" "$p_half_p99" "$p_half" "$(ratio "$p_half_p99" "$t_half_p99")"
-printf 'confluent-kafka (external):   tidemark %8.0f records/s, peer %8.0f records/s, ratio %s\n' \
-  "$t_ext" "$p_ext" "$(ratio "$t_ext" "$p_ext")"
+  printf 'peer: %s (%s), %s s per run, acks=all, 1 KiB records, 4 partitions\n' "$peer" "$peer_addr" "$secs"
+  printf 'tidemark load, max rate:      tidemark %8.0f records/s (p99 %s ms), peer %8.0f records/s (p99 %s ms), ratio %s\n' \
+    "$t_max" "$t_p99" "$p_max" "$p_p99" "$(ratio "$t_max" "$p_max")"
+  printf 'tidemark load, half max rate: tidemark p99 %s ms at %.0f records/s, peer p99 %s ms at %.0f records/s, ratio (peer/tidemark) %s\n' \
+    "$t_half_p99" "$t_half" "$p_half_p99" "$p_half" "$(ratio "$p_half_p99" "$t_half_p99")"
+  printf 'confluent-kafka (external):   tidemark %8.0f records/s, peer %8.0f records/s, ratio %s\n' \
+    "$t_ext" "$p_ext" "$(ratio "$t_ext" "$p_ext")"
+fi
+rounds=${RDKAFKA_ROUNDS:-5}
+for r in $(seq 1 "$rounds"); do
+  start_both
+  if [ $((r % 2)) = 1 ]; then
+    t_rk=$(rdkperf "$tm_addr" bench-rk); p_rk=$(rdkperf "$peer_addr" bench-rk)
+  else
+    p_rk=$(rdkperf "$peer_addr" bench-rk); t_rk=$(rdkperf "$tm_addr" bench-rk)
+  fi
+  printf 'rdkafka_performance round %s: tidemark %8.1f MB/s, peer %8.1f MB/s, ratio %s\n' "$r" "$t_rk" "$p_rk" "$(ratio "$t_rk" "$p_rk")"
+done

@@ -15,6 +15,8 @@
 #   START_BROKER=0 BROKER=127.0.0.1:9092 scripts/librdkafka-0011.sh   # a broker already running
 #   SUBTESTS=record_fail scripts/librdkafka-0011.sh                  # only the keyless sub-tests
 #   DEBUG=msg,protocol ...                    # librdkafka debug output
+#   BUILD_ONLY=1 scripts/librdkafka-0011.sh   # only build (also examples/rdkafka_performance,
+#                                             # which scripts/bench-peer.sh drives)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,6 +63,11 @@ if [ ! -x "$SRC/tests/test-runner" ]; then
         --disable-zstd --disable-lz4-ext --disable-curl >"$WORK/configure.log" 2>&1)
     make -C "$SRC" -j"$JOBS" libs >"$WORK/build.log" 2>&1
     make -C "$SRC/tests" -j"$JOBS" test-runner >>"$WORK/build.log" 2>&1
+fi
+if [ "${BUILD_ONLY:-0}" = 1 ]; then
+    [ -x "$SRC/examples/rdkafka_performance" ] || make -C "$SRC/examples" rdkafka_performance >>"$WORK/build.log" 2>&1
+    echo "$SRC/examples/rdkafka_performance"
+    exit 0
 fi
 
 # 4. Optionally start our broker on its own port with a throw-away data dir
