@@ -54,11 +54,23 @@ pub async fn read<D: Disk, C: LogCell<D>>(
     max_bytes: usize,
     upto: ReadUpTo,
 ) -> StorageResult<Bytes> {
+    Ok(read_traced(cell, offset, max_bytes, upto).await?.0)
+}
+
+/// [`read`], and whether the answer came from disk (not from memory: the write tail or the
+/// batch cache).
+pub async fn read_traced<D: Disk, C: LogCell<D>>(
+    cell: &C,
+    offset: i64,
+    max_bytes: usize,
+    upto: ReadUpTo,
+) -> StorageResult<(Bytes, bool)> {
     let mut offset = offset;
+    let mut from_disk = false;
     loop {
         let plan = cell.log().plan_read(offset, max_bytes, upto)?;
         match plan {
-            ReadPlan::Done(bytes) => return Ok(bytes),
+            ReadPlan::Done(bytes) => return Ok((bytes, from_disk)),
             ReadPlan::Disk(read) => {
                 let disk = cell.log().disk().clone();
                 let (skip, (base, generation)) = (read.skip_to(), read.segment());
@@ -66,10 +78,11 @@ pub async fn read<D: Disk, C: LogCell<D>>(
                 metrics::count(Counter::LogDiskReads, 1);
                 metrics::count(Counter::LogDiskReadBytes, bytes.len() as u64);
                 cell.log().cache_read(generation, base, pos, &bytes);
+                from_disk = true;
                 match skip {
                     // A compacted segment holds nothing at or past `offset`: the next one.
                     Some(next) if bytes.is_empty() && next > offset => offset = next,
-                    _ => return Ok(bytes),
+                    _ => return Ok((bytes, true)),
                 }
             }
             ReadPlan::NeedIndex(need) => load_indexes(cell, need).await?,

@@ -56,6 +56,29 @@ pub struct Partition<D: Disk> {
     cleaning: glommio::sync::Semaphore,
     /// Long polls waiting for the readable range to change ([`Partition::changed`]).
     watchers: RefCell<Vec<oneshot::Sender<()>>>,
+    /// The read-ahead of a consumer catching up ([`Partition::fetch_read`]).
+    ahead: RefCell<ReadAhead>,
+}
+
+/// A read-ahead: the records from offset `from` on, read into the batch cache by a task while
+/// the consumer handles what it has. `to`: where they end, once the task is done.
+#[derive(Default)]
+struct ReadAhead {
+    from: i64,
+    to: Option<i64>,
+    task: Option<futures_util::future::Shared<LocalBoxFuture<'static, ()>>>,
+}
+
+/// Smallest and largest read-ahead (twice what the consumer's last read returned, within these).
+const READ_AHEAD_MIN: usize = 256 << 10;
+const READ_AHEAD_MAX: usize = 8 << 20;
+
+/// The offset after the last batch of `bytes` (whole batches), if any.
+fn next_offset_after(bytes: &bytes::Bytes) -> Option<i64> {
+    crate::storage::format::BatchWalk::new(bytes, usize::MAX >> 1)
+        .filter_map(Result::ok)
+        .last()
+        .map(|(_, h, _)| h.next_offset())
 }
 
 impl<D: Disk> Partition<D> {
@@ -72,6 +95,7 @@ impl<D: Disk> Partition<D> {
             deleting: glommio::sync::Semaphore::new(1),
             cleaning: glommio::sync::Semaphore::new(1),
             watchers: RefCell::new(Vec::new()),
+            ahead: RefCell::new(ReadAhead::default()),
         };
         Ok((Rc::new(p), report))
     }
@@ -338,6 +362,53 @@ impl<D: Disk> Partition<D> {
     /// Read whole batches from the one holding `offset`, up to about `max_bytes`.
     pub async fn read(&self, offset: Offset, max_bytes: usize, upto: ReadUpTo) -> StorageResult<bytes::Bytes> {
         access::read(&self.log, offset.get(), max_bytes, upto).await
+    }
+
+    /// A consumer's read of durable records ([`Partition::read`]) with read-ahead: when a read
+    /// had to go to disk (the reader is behind what memory holds) the records after it are read
+    /// into the batch cache by a task of their own while the consumer handles these, and once
+    /// the reader is half way through what was read ahead, the next stretch is. A read of an
+    /// offset whose read-ahead is still running waits for it instead of reading the same bytes.
+    /// Without a batch cache this is [`Partition::read`].
+    pub async fn fetch_read(self: &Rc<Self>, offset: Offset, max_bytes: usize) -> StorageResult<bytes::Bytes> {
+        let o = offset.get();
+        let pending = {
+            let ahead = self.ahead.borrow();
+            ahead.task.clone().filter(|_| ahead.to.is_none() && o == ahead.from)
+        };
+        if let Some(task) = pending {
+            task.await;
+        }
+        let (bytes, from_disk) = access::read_traced(&self.log, o, max_bytes, ReadUpTo::Durable).await?;
+        if !self.log.borrow().has_cache() || self.closed.get() {
+            return Ok(bytes);
+        }
+        let Some(end) = next_offset_after(&bytes) else { return Ok(bytes) };
+        let start = {
+            let ahead = self.ahead.borrow();
+            let running = ahead.task.is_some() && ahead.to.is_none();
+            match ahead.to {
+                _ if running => None,
+                _ if from_disk => Some(end),
+                // Reading through what was read ahead: past half of it, the next stretch.
+                Some(to) if (ahead.from..to).contains(&o) && end + (to - ahead.from) / 2 >= to => Some(to),
+                _ => None,
+            }
+        };
+        if let Some(start) = start {
+            let len = (bytes.len() * 2).clamp(READ_AHEAD_MIN, READ_AHEAD_MAX);
+            let me = self.clone();
+            let task = async move {
+                let read = access::read(&me.log, start, len, ReadUpTo::Durable).await;
+                let to = read.ok().and_then(|b| next_offset_after(&b)).unwrap_or(start);
+                me.ahead.borrow_mut().to = Some(to);
+            }
+            .boxed_local()
+            .shared();
+            *self.ahead.borrow_mut() = ReadAhead { from: start, to: None, task: Some(task.clone()) };
+            glommio::spawn_local(task).detach();
+        }
+        Ok(bytes)
     }
 
     /// Call `f` with every durable batch from the log start, about 1 MiB of whole batches at

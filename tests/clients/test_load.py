@@ -111,6 +111,23 @@ def test_tailing_consumers_read_from_the_batch_cache(broker):
             assert metric_total(port, "batch_cache_bytes") > 0
 
 
+def test_a_consumer_catching_up_reads_ahead(broker):
+    """A consumer reading from the start after a restart (nothing in memory) is served by
+    read-ahead: most of what it fetches comes from the batch cache, filled by reads ahead of it,
+    and the disk is read about once (a read-ahead and the consumer's own read never both read
+    the same bytes), with every record arriving."""
+    port = free_port()
+    load(broker, "produce", "--topic", "lt-ahead", "--partitions", "1", "--records", "30000")
+    broker.stop()
+    broker.start("--metrics-listen", "127.0.0.1:%d" % port)
+    c, _ = load(broker, "consume", "--topic", "lt-ahead", "--records", "30000")
+    assert c["records"] == 30000 and c["errors"] == 0, c
+    hits, disk = metric_total(port, "batch_cache_hit_bytes_total"), metric_total(port, "log_disk_read_bytes_total")
+    size = 30000 * 1024
+    assert hits > size / 2, (hits, disk, size)
+    assert size * 0.9 < disk < size * 1.3, (hits, disk, size)
+
+
 def test_metrics_endpoint(broker):
     """--metrics-listen serves every shard's per-stage latency summaries and counters as
     Prometheus text at /metrics after a load run (other paths: 404); the stages of the produce

@@ -15,7 +15,6 @@ use crate::server::errors::{call_code, storage_code};
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use crate::storage::format::convert::{for_reader, ForReader};
-use crate::storage::ReadUpTo;
 use crate::types::{Offset, Uuid};
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -92,11 +91,7 @@ impl ShardCall<Shard> for Read {
         let Some(p) = shard.partition(&self.topic, self.partition) else {
             return Err(ReadRefused::code(code::UNKNOWN_TOPIC_OR_PARTITION));
         };
-        let read = if self.max_bytes == 0 {
-            Ok(Bytes::new())
-        } else {
-            p.read(self.offset, self.max_bytes, ReadUpTo::Durable).await
-        };
+        let read = if self.max_bytes == 0 { Ok(Bytes::new()) } else { p.fetch_read(self.offset, self.max_bytes).await };
         let (high_watermark, log_start_offset) = (p.high_watermark(), p.log_start());
         let last_stable_offset = p.log().last_stable_offset();
         match read {

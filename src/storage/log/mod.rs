@@ -290,6 +290,11 @@ impl<D: Disk> Log<D> {
         self.aborted.retain(|t| t.last_offset >= start);
     }
 
+    /// True when reads go through a batch cache.
+    pub fn has_cache(&self) -> bool {
+        self.cache.is_some()
+    }
+
     /// Use the shard's batch cache from now on.
     pub fn attach_cache(&mut self, cache: CacheHandle<D::Buf>) {
         self.cache = Some(cache);
