@@ -1,6 +1,8 @@
 //! Time-index figures on a real disk (glommio DMA):
 //! 1. lookup latency by time on a log of 1M records over many segments, warm (indexes
-//!    loaded) and cold (after a restart: each lookup's binary search loads what it touches);
+//!    loaded) and cold (after a restart: each lookup's binary search loads what it touches),
+//!    and warm through a batch cache as the broker's (256 MiB: a shard's default share of
+//!    `tidemark.fetch.max.memory.bytes` on two cores), where the scans' reads stay in memory;
 //! 2. startup time after a clean shutdown with 100, 1,000 and 10,000 segments.
 //!
 //! `cargo bench --bench time_index` runs it in full; without `--bench` (as `cargo test
@@ -11,8 +13,10 @@ use hdrhistogram::Histogram;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Instant;
+use tidemark::budget::Budget;
 use tidemark::config::LogConfig;
 use tidemark::io::DmaDisk;
+use tidemark::storage::cache::BatchCache;
 use tidemark::storage::format::batch::BatchBuilder;
 use tidemark::storage::{Clock, Log, Partition, ReadUpTo};
 
@@ -65,11 +69,14 @@ async fn lookups(root: &Path, records: i64, probes: usize) {
         x ^= x << 17;
         x
     };
-    for pass in ["cold (after restart)", "warm"] {
+    for pass in ["cold (after restart)", "warm", "warm, batch cache"] {
         let mut log = if pass.starts_with("cold") {
             Log::open(disk.clone(), &dir, config.clone()).await.unwrap().0
         } else {
             let (mut log, _) = Log::open(disk.clone(), &dir, config.clone()).await.unwrap();
+            if pass.ends_with("cache") {
+                log.attach_cache(BatchCache::new(Budget::new(256 << 20), 32 << 20).register());
+            }
             for _ in 0..probes {
                 let _ = log.offset_for_time(T0 - records + (next() % records as u64) as i64, ReadUpTo::LogEnd).await;
             }

@@ -280,6 +280,15 @@ impl<B: IoBuf> CacheHandle<B> {
         Some(Bytes::from(out))
     }
 
+    /// The most one entry may take now: 0 while a fetch waits for memory.
+    pub fn room(&self) -> usize {
+        if self.cache.budget.has_waiters() {
+            0
+        } else {
+            (self.cache.budget.capacity() / MAX_ENTRY_SHARE) as usize
+        }
+    }
+
     /// Count a read served from the cache (`hit`) or from disk, of `bytes`.
     pub fn count(&self, hit: bool, bytes: usize) {
         let stats = &mut self.cache.inner.borrow_mut().stats;

@@ -67,7 +67,13 @@ struct ReadAhead {
     from: i64,
     to: Option<i64>,
     task: Option<futures_util::future::Shared<LocalBoxFuture<'static, ()>>>,
+    /// Reads to go without read-ahead: the last one was of no use (what it read was not in the
+    /// cache when the consumer came for it: refused or evicted under memory pressure).
+    backoff: u32,
 }
+
+/// Reads without read-ahead after one that was of no use.
+const READ_AHEAD_BACKOFF: u32 = 64;
 
 /// Smallest and largest read-ahead (twice what the consumer's last read returned, within these).
 const READ_AHEAD_MIN: usize = 256 << 10;
@@ -380,15 +386,25 @@ impl<D: Disk> Partition<D> {
             task.await;
         }
         let (bytes, from_disk) = access::read_traced(&self.log, o, max_bytes, ReadUpTo::Durable).await?;
-        if !self.log.borrow().has_cache() || self.closed.get() {
+        // How much one cache entry may take now (nothing while a fetch waits for memory).
+        let room = self.log.borrow().cache_room();
+        if room < READ_AHEAD_MIN || self.closed.get() {
             return Ok(bytes);
         }
         let Some(end) = next_offset_after(&bytes) else { return Ok(bytes) };
         let start = {
-            let ahead = self.ahead.borrow();
+            let mut ahead = self.ahead.borrow_mut();
             let running = ahead.task.is_some() && ahead.to.is_none();
+            if from_disk && !running && ahead.to.is_some_and(|to| to > ahead.from) && o == ahead.from {
+                // What was read ahead for this very read is not in the cache.
+                ahead.backoff = READ_AHEAD_BACKOFF;
+            }
             match ahead.to {
                 _ if running => None,
+                _ if ahead.backoff > 0 => {
+                    ahead.backoff -= 1;
+                    None
+                }
                 _ if from_disk => Some(end),
                 // Reading through what was read ahead: past half of it, the next stretch.
                 Some(to) if (ahead.from..to).contains(&o) && end + (to - ahead.from) / 2 >= to => Some(to),
@@ -396,16 +412,20 @@ impl<D: Disk> Partition<D> {
             }
         };
         if let Some(start) = start {
-            let len = (bytes.len() * 2).clamp(READ_AHEAD_MIN, READ_AHEAD_MAX);
+            let len = (bytes.len() * 2).clamp(READ_AHEAD_MIN, READ_AHEAD_MAX).min(room);
             let me = self.clone();
             let task = async move {
+                if me.closed.get() {
+                    me.ahead.borrow_mut().to = Some(start);
+                    return;
+                }
                 let read = access::read(&me.log, start, len, ReadUpTo::Durable).await;
                 let to = read.ok().and_then(|b| next_offset_after(&b)).unwrap_or(start);
                 me.ahead.borrow_mut().to = Some(to);
             }
             .boxed_local()
             .shared();
-            *self.ahead.borrow_mut() = ReadAhead { from: start, to: None, task: Some(task.clone()) };
+            *self.ahead.borrow_mut() = ReadAhead { from: start, to: None, task: Some(task.clone()), backoff: 0 };
             glommio::spawn_local(task).detach();
         }
         Ok(bytes)
@@ -514,6 +534,12 @@ impl<D: Disk> Partition<D> {
         // sees `closed` and stops (its files removed, or its committed swap finished).
         let _deletions = self.deleting.acquire_permit(1).await;
         let _cleaning = self.cleaning.acquire_permit(1).await;
+        // A read-ahead under way finishes (it may write a rebuilt index file); later ones see
+        // `closed` and do not start.
+        let ahead = self.ahead.borrow().task.clone();
+        if let Some(task) = ahead {
+            task.await;
+        }
         // The flusher's jobs finish first: `begin_close` drops a never-written active segment,
         // which must not be one whose file a job is creating.
         while self.flusher_running.get() {

@@ -290,9 +290,10 @@ impl<D: Disk> Log<D> {
         self.aborted.retain(|t| t.last_offset >= start);
     }
 
-    /// True when reads go through a batch cache.
-    pub fn has_cache(&self) -> bool {
-        self.cache.is_some()
+    /// The most one batch cache entry may take now: 0 without a cache or while a fetch waits
+    /// for memory (the cache takes nothing then).
+    pub fn cache_room(&self) -> usize {
+        self.cache.as_ref().map_or(0, |c| c.room())
     }
 
     /// Use the shard's batch cache from now on.
