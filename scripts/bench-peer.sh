@@ -7,8 +7,9 @@
 #      linger.ms=5, batch.size=262144 (scripts/peers/py-produce.py);
 #   4. librdkafka's own C perf tool, rdkafka_performance (built from the sources the rdkafka-sys
 #      crate carries: scripts/librdkafka-0011.sh BUILD_ONLY=1), RDKAFKA_RECORDS (4,000,000) x 1 KiB,
-#      acks=all, linger.ms=5, to a topic of 2 partitions, in RDKAFKA_ROUNDS (5) rounds on fresh
-#      brokers, tidemark and the peer alternating which goes first: every round's ratio.
+#      acks=all, linger.ms=5, to a topic of 2 partitions, in RDKAFKA_ROUNDS (5) rounds, each run
+#      on a freshly started broker alone on the machine (the page cache synced and quiet first),
+#      tidemark and the peer alternating which goes first: every round's ratio.
 # Usage: scripts/bench-peer.sh PEER [SECONDS]      (ONLY_RDKAFKA=1: measurement 4 alone)
 #   PEER: tansu or noida (started here from scripts/peers, installed by scripts/peers/install.sh
 #   if missing), or HOST:PORT of a Kafka-compatible broker already running.
@@ -30,7 +31,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do scripts/peers/stop.sh "$p" >/dev/null 2>&1 || true; done; pids=(); }
 trap cleanup EXIT
 
-start_both() { # sets tm_addr and peer_addr
+start_both() { # [tidemark|peer]: only that one; sets tm_addr and peer_addr
   cleanup
   # What the last run left in the page cache (noida writes its whole state out when stopped)
   # must not be written back under the next run's fdatasyncs.
@@ -38,13 +39,18 @@ start_both() { # sets tm_addr and peer_addr
   sync
   sleep "${BENCH_SETTLE:-3}"
   local tm_port tm_dir p_port p_dir
-  tm_port=$(free_port)
-  tm_dir=target/bench-peer/tidemark
-  rm -rf "$tm_dir" && mkdir -p "$tm_dir"
-  "$bin" serve --data-dir "$tm_dir" --listen "127.0.0.1:$tm_port" >"$tm_dir/../tidemark.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 100); do "$venv/bin/python" scripts/peers/kafka-probe.py "127.0.0.1:$tm_port" 2>/dev/null && break; sleep 0.1; done
-  tm_addr=127.0.0.1:$tm_port
+  if [ "${1:-}" = peer ]; then
+    tm_addr=
+  else
+    tm_port=$(free_port)
+    tm_dir=target/bench-peer/tidemark
+    rm -rf "$tm_dir" && mkdir -p "$tm_dir"
+    "$bin" serve --data-dir "$tm_dir" --listen "127.0.0.1:$tm_port" >"$tm_dir/../tidemark.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 100); do "$venv/bin/python" scripts/peers/kafka-probe.py "127.0.0.1:$tm_port" 2>/dev/null && break; sleep 0.1; done
+    tm_addr=127.0.0.1:$tm_port
+  fi
+  if [ "${1:-}" = tidemark ]; then return; fi
   case "$peer" in
     tansu | noida)
       p_port=$(free_port)
@@ -104,12 +110,16 @@ if [ "${ONLY_RDKAFKA:-0}" != 1 ]; then
     "$t_ext" "$p_ext" "$(ratio "$t_ext" "$p_ext")"
 fi
 rounds=${RDKAFKA_ROUNDS:-5}
+# Each run has the machine to itself: a peer that holds gigabytes in memory writes a snapshot
+# in the background after a run, which slowed the fdatasyncs of a tidemark run right after it
+# (tidemark 801-889 MB/s when it went second, 1,036-1,191 when first).
 for r in $(seq 1 "$rounds"); do
-  start_both
   if [ $((r % 2)) = 1 ]; then
-    t_rk=$(rdkperf "$tm_addr" bench-rk); p_rk=$(rdkperf "$peer_addr" bench-rk)
+    start_both tidemark; t_rk=$(rdkperf "$tm_addr" bench-rk)
+    start_both peer; p_rk=$(rdkperf "$peer_addr" bench-rk)
   else
-    p_rk=$(rdkperf "$peer_addr" bench-rk); t_rk=$(rdkperf "$tm_addr" bench-rk)
+    start_both peer; p_rk=$(rdkperf "$peer_addr" bench-rk)
+    start_both tidemark; t_rk=$(rdkperf "$tm_addr" bench-rk)
   fi
   printf 'rdkafka_performance round %s: tidemark %8.1f MB/s, peer %8.1f MB/s, ratio %s\n' "$r" "$t_rk" "$p_rk" "$(ratio "$t_rk" "$p_rk")"
 done
