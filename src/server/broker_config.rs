@@ -140,6 +140,11 @@ impl BrokerConfig {
 
     fn apply(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
         let int = |v: &str| v.trim().parse::<i64>().with_context(|| format!("{key}={v}: not an integer"));
+        let flag = |v: &str| match v.trim() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(anyhow::anyhow!("{key}={v}: expected true or false")),
+        };
         match key {
             "node.id" | "broker.id" => self.node_id = int(value)? as i32,
             // Accepted in every form Kafka accepts, and inert: one protocol between tidemark
@@ -148,11 +153,7 @@ impl BrokerConfig {
                 crate::config::kafka_version(key, value)?;
             }
             "auto.create.topics.enable" => {
-                self.auto_create_topics = match value.trim() {
-                    "true" => true,
-                    "false" => false,
-                    _ => bail!("{key}={value}: expected true or false"),
-                }
+                self.auto_create_topics = flag(value)?
             }
             "num.partitions" => {
                 let n = int(value)?;
@@ -169,11 +170,7 @@ impl BrokerConfig {
                 self.retention_check_interval = Duration::from_millis(n as u64);
             }
             "log.cleaner.enable" => {
-                self.cleaner.enable = match value.trim() {
-                    "true" => true,
-                    "false" => false,
-                    _ => bail!("{key}={value}: expected true or false"),
-                }
+                self.cleaner.enable = flag(value)?
             }
             "log.cleaner.threads" => {
                 let n = int(value)?;
@@ -237,11 +234,7 @@ impl BrokerConfig {
                 self.authorizer.super_users = users;
             }
             "allow.everyone.if.no.acl.found" => {
-                self.authorizer.allow_if_no_acl = match value.trim() {
-                    "true" => true,
-                    "false" => false,
-                    _ => bail!("{key}={value}: expected true or false"),
-                }
+                self.authorizer.allow_if_no_acl = flag(value)?
             }
             "sasl.server.max.receive.size" => {
                 self.sasl.max_receive_size = bounded(key, int(value)?, 1024, i32::MAX as i64)? as usize
@@ -278,11 +271,7 @@ impl BrokerConfig {
                 self.limits.queued_max_request_bytes = bounded(key, int(value)?, 1 << 20, i64::MAX)? as u64
             }
             "tidemark.batch.cache.enable" => {
-                self.batch_cache = match value.trim() {
-                    "true" => true,
-                    "false" => false,
-                    _ => bail!("{key}={value}: expected true or false"),
-                }
+                self.batch_cache = flag(value)?
             }
             "tidemark.shard.io.memory.bytes" => {
                 self.shard_io_memory = bounded(key, int(value)?, 64 << 10, 1 << 40)? as usize

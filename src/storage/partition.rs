@@ -391,7 +391,6 @@ impl<D: Disk> Partition<D> {
         if room < READ_AHEAD_MIN || self.closed.get() {
             return Ok(bytes);
         }
-        let Some(end) = next_offset_after(&bytes) else { return Ok(bytes) };
         let start = {
             let mut ahead = self.ahead.borrow_mut();
             let running = ahead.task.is_some() && ahead.to.is_none();
@@ -399,16 +398,21 @@ impl<D: Disk> Partition<D> {
                 // What was read ahead for this very read is not in the cache.
                 ahead.backoff = READ_AHEAD_BACKOFF;
             }
-            match ahead.to {
-                _ if running => None,
-                _ if ahead.backoff > 0 => {
-                    ahead.backoff -= 1;
-                    None
-                }
-                _ if from_disk => Some(end),
+            // The batches are walked (for where they end) only when a read-ahead may start: not
+            // for a consumer at the tail.
+            if running {
+                None
+            } else if ahead.backoff > 0 {
+                ahead.backoff -= 1;
+                None
+            } else if from_disk {
+                next_offset_after(&bytes)
+            } else if let Some(to) = ahead.to.filter(|&to| (ahead.from..to).contains(&o)) {
                 // Reading through what was read ahead: past half of it, the next stretch.
-                Some(to) if (ahead.from..to).contains(&o) && end + (to - ahead.from) / 2 >= to => Some(to),
-                _ => None,
+                let half = (to - ahead.from) / 2;
+                next_offset_after(&bytes).filter(|&end| end + half >= to).map(|_| to)
+            } else {
+                None
             }
         };
         if let Some(start) = start {
