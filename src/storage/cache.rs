@@ -71,6 +71,7 @@ impl<B: IoBuf> Entry<B> {
 pub struct CacheStats {
     /// Memory held (counted in the fetch budget).
     pub bytes: u64,
+    /// Entries held (counted when asked, not kept).
     pub entries: u64,
     /// Of `bytes`, DMA buffers of the registered pool.
     pub dma_bytes: u64,
@@ -125,7 +126,8 @@ impl<B: IoBuf> BatchCache<B> {
     }
 
     pub fn stats(&self) -> CacheStats {
-        self.inner.borrow().stats
+        let inner = self.inner.borrow();
+        CacheStats { entries: inner.entries.len() as u64, ..inner.stats }
     }
 
     /// Give at least `bytes` back to the budget (or everything held), oldest entries first:
@@ -170,7 +172,6 @@ impl<B: IoBuf> BatchCache<B> {
                 inner.stats.dma_bytes -= old.dma as u64;
             }
             inner.fifo.push_back((key, seq));
-            inner.stats.entries = inner.entries.len() as u64;
             // A replaced entry (a small commit's chunk after the last one, at the same page)
             // leaves a stale pair behind.
             inner.prune_fifo();
@@ -185,7 +186,6 @@ impl<B: IoBuf> BatchCache<B> {
             inner.stats.bytes -= e.held.units();
             inner.stats.dma_bytes -= e.dma as u64;
         }
-        inner.stats.entries = inner.entries.len() as u64;
         inner.prune_fifo();
     }
 }
@@ -207,7 +207,6 @@ impl<B: IoBuf> Inner<B> {
                 let e = self.entries.remove(&key).expect("checked");
                 self.stats.bytes -= e.held.units();
                 self.stats.dma_bytes -= e.dma as u64;
-                self.stats.entries = self.entries.len() as u64;
                 self.stats.evictions += 1;
                 return Some(e);
             }
