@@ -702,6 +702,38 @@ def test_v2_batches_down_converted_for_old_fetch_versions(broker):
             assert [ts for _, _, _, ts, _ in got] == [lat_times[e.offset] for e in expected]
 
 
+def test_old_readers_move_past_batches_they_cannot_see(broker):
+    """A reader of Fetch v0-3 gets nothing from a v2 batch without messages for it (a transaction
+    marker, a compacted log's empty placeholder), and moves on only past a message it got. Here
+    every segment (segment.bytes=1024) holds one transaction's record and its commit marker, so a
+    read at a marker finds only the marker in its segment: Fetch v1 and v3 at each marker's offset
+    answer the next transaction's message (the read goes on past what the reader cannot see), never
+    nothing below the high watermark; Fetch v4 still gets the marker as stored; kafka-python at
+    (0, 9) and (0, 10, 1) reads every record. (Before the fix it asked at the first marker for ever.)"""
+    from test_transactions import txn_producer
+    b = broker.bootstrap
+    create(b, "old-past", config={"segment.bytes": "1024"})
+    p = txn_producer(b, "old-past-t")
+    values = [b"txn-%d-" % i + b"v" * 700 for i in range(4)]
+    for v in values:
+        p.begin_transaction()
+        p.produce("old-past", value=v, partition=0)
+        p.commit_transaction(TIMEOUT)
+    assert end_offset(b, "old-past") == 2 * len(values)  # record, marker, record, marker, ...
+    with Raw(b) as raw:
+        for marker in range(1, 2 * len(values) - 1, 2):
+            for version in (1, 3):
+                error, hw, records = raw.fetch(version, "old-past", 0, marker)
+                entries = split_entries(records)
+                assert error == 0 and entries, "Fetch v%d at marker %d: nothing (hw %d)" % (version, marker, hw)
+                assert entries[0][0] == marker + 1 and entries[0][1] == (0 if version == 1 else 1)
+            error, _, records = raw.fetch(4, "old-past", 0, marker)
+            assert error == 0 and split_entries(records)[0][:2] == (marker, 2), "v4 gets the marker as stored"
+    for av in (KP09, KP0101):
+        got = kp_consume(b, "old-past", len(values), av)
+        assert [(r.offset, r.value) for r in got] == [(2 * i, v) for i, v in enumerate(values)], av
+
+
 def test_zstd_v2_batch_fetched_by_old_versions(broker):
     """A zstd v2 batch fetched with Fetch v0-v3. No legacy reader decodes zstd (kafka-python's
     legacy reader raises UnsupportedCodecError for codec 4, Java clients before 2.1 likewise;

@@ -5,6 +5,7 @@
 //! moves, or its `max_wait_ms` passes: an append wakes it, nothing polls.
 
 use crate::budget::Held;
+use crate::io::DmaDisk;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::fetch_reader_magic;
 use crate::protocol::messages::*;
@@ -14,7 +15,9 @@ use crate::server::api::Cx;
 use crate::server::errors::{call_code, storage_code};
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
-use crate::storage::format::convert::{for_reader, ForReader};
+use crate::storage::format::batch::MAGIC_V2;
+use crate::storage::format::convert::{for_reader, nothing_for_legacy_reader, ForReader};
+use crate::storage::{Partition, StorageResult};
 use crate::types::{Offset, Uuid};
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -39,6 +42,9 @@ pub struct Read {
     /// READ_COMMITTED (isolation_level 1): only below the last stable offset, with the
     /// aborted transactions of what is returned.
     pub committed: bool,
+    /// The magic the reader reads (Fetch v0-1: 0, v2-3: 1, later: 2): a legacy reader's read
+    /// goes on past batches that give it no message.
+    pub reader_magic: i8,
 }
 
 /// What a read found: the records, and the partition's high watermark (read after the data,
@@ -69,6 +75,22 @@ fn below(records: Bytes, end: i64) -> (Bytes, Option<i64>) {
     (records.slice(..keep), next)
 }
 
+/// The read of `r`. A legacy reader (magic 0 or 1) gets nothing from v2 batches without
+/// messages for it: transaction markers, a compacted log's empty placeholders. Were those all
+/// a read found (a segment ending with a marker, a cleaned segment left with a placeholder),
+/// the reader, which moves on only past a message it got, would ask for the same offset for
+/// ever; so the read goes on after them, to the first batch it can see or the end.
+async fn read_for(p: &Rc<Partition<DmaDisk>>, r: &Read) -> StorageResult<Bytes> {
+    let mut at = r.offset;
+    loop {
+        let bytes = p.fetch_read(at, r.max_bytes).await?;
+        match (r.reader_magic < MAGIC_V2).then(|| nothing_for_legacy_reader(&bytes)).flatten() {
+            Some(next) if next > at.get() => at = Offset(next),
+            _ => return Ok(bytes),
+        }
+    }
+}
+
 /// Why a read failed, with the offsets the response still carries (-1 when unknown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadRefused {
@@ -91,7 +113,7 @@ impl ShardCall<Shard> for Read {
         let Some(p) = shard.partition(&self.topic, self.partition) else {
             return Err(ReadRefused::code(code::UNKNOWN_TOPIC_OR_PARTITION));
         };
-        let read = if self.max_bytes == 0 { Ok(Bytes::new()) } else { p.fetch_read(self.offset, self.max_bytes).await };
+        let read = if self.max_bytes == 0 { Ok(Bytes::new()) } else { read_for(&p, &self).await };
         let (high_watermark, log_start_offset) = (p.high_watermark(), p.log_start());
         let last_stable_offset = p.log().last_stable_offset();
         match read {
@@ -321,6 +343,7 @@ async fn fetch_once(
                 offset: Offset(p.fetch_offset),
                 max_bytes: max,
                 committed: f.isolation_level == 1,
+                reader_magic: magic,
             };
             let read = match shard.call(owner, call).await {
                 Ok(r) => r,

@@ -110,6 +110,25 @@ fn is_empty_v2(info: &BatchInfo, batch: &[u8]) -> bool {
     info.magic == MAGIC_V2 && BatchHeader::parse(batch).is_ok_and(|h| h.record_count == 0)
 }
 
+/// Where a legacy reader's read goes on when `bytes` (whole stored batches) give it no message:
+/// every batch is a v2 batch it never sees (a transaction marker, or a compacted log's empty
+/// placeholder), so the offset after the last; `None` when some batch holds a message for it
+/// (or there are none). A reader of these versions only moves on past a message it got: an
+/// answer of nothing would have it ask for the same offset again for ever.
+pub fn nothing_for_legacy_reader(bytes: &[u8]) -> Option<i64> {
+    let mut next = None;
+    for item in BatchWalk::new(bytes, usize::MAX >> 1) {
+        let (_, info, batch) = item.ok()?;
+        let unseen =
+            info.magic == MAGIC_V2 && BatchHeader::parse(batch).is_ok_and(|h| h.is_control() || h.record_count == 0);
+        if !unseen {
+            return None;
+        }
+        next = Some(info.next_offset());
+    }
+    next
+}
+
 /// Why stored records cannot reach a reader of an older format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ForReader {
@@ -280,5 +299,38 @@ mod tests {
         .concat();
         let out = down_convert(Bytes::from(two), MAGIC_V1, 10, 1 << 20).unwrap();
         assert_eq!(legacy_records(&out, MAGIC_V1).len(), 1);
+    }
+
+    /// A legacy reader's read goes on past v2 batches without messages for it (a transaction
+    /// marker, a compacted log's empty placeholder): the offset after the last of them; a
+    /// batch with a message for it (a v2 record, a legacy message) anywhere stops that.
+    #[test]
+    fn a_legacy_reader_reads_on_past_batches_without_messages_for_it() {
+        let at = |mut b: Vec<u8>, base: i64| {
+            crate::storage::format::batch::set_base_offset(&mut b, base);
+            b
+        };
+        let mut marker = BatchBuilder::new().control().producer(7, 0, -1);
+        marker.push(1, Some(&[0, 0, 0, 1]), Some(&[0, 0, 0, 0, 0, 0]), &[]);
+        let marker = at(marker.finish(), 5);
+        // An empty placeholder over offsets 6..=9: a 4-record batch's header, its records gone.
+        let mut empty = at(stored_v2(&vec![(1, None, Some(b"x".to_vec())); 4], Compression::None, 0, None), 6);
+        empty.truncate(crate::storage::format::batch::HEADER_LEN);
+        let len = (empty.len() - crate::storage::format::batch::LOG_OVERHEAD) as i32;
+        empty[8..12].copy_from_slice(&len.to_be_bytes());
+        let n = empty.len();
+        empty[n - 4..].copy_from_slice(&0i32.to_be_bytes());
+        crate::storage::format::batch::rewrite_crc(&mut empty);
+        check_stored(&empty).unwrap();
+        let data = stored_v2(&[(1, None, Some(b"v".to_vec()))], Compression::None, 10, None);
+        let mut legacy = LegacyBuilder::new(MAGIC_V1, Compression::None);
+        legacy.push(1, Some(b"k"), Some(b"v"));
+        let legacy = legacy.finish();
+        assert_eq!(nothing_for_legacy_reader(&marker), Some(6));
+        assert_eq!(nothing_for_legacy_reader(&[marker.clone(), empty.clone()].concat()), Some(10));
+        assert_eq!(nothing_for_legacy_reader(&[marker.clone(), empty, data.clone()].concat()), None);
+        assert_eq!(nothing_for_legacy_reader(&[marker, legacy].concat()), None);
+        assert_eq!(nothing_for_legacy_reader(&data), None);
+        assert_eq!(nothing_for_legacy_reader(&[]), None);
     }
 }
