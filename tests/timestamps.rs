@@ -214,6 +214,35 @@ fn retention_uses_earlier_entries_for_empty_indexes() {
     assert_eq!(removed, bases[..2].to_vec(), "both expire with the first segment's entry");
 }
 
+/// Decisions by time on a reopened log load only the time indexes of the sealed segments they
+/// look at (one small file each), not their data files and offset indexes: with the data
+/// files of all sealed segments but the last failing to open, a lookup whose answer is in
+/// the active segment (its search probes the sealed ones; its scan starts in the last) and
+/// retention by time both answer. spec: T6.3, T7.2
+#[test]
+fn decisions_by_time_load_only_time_indexes() {
+    use tidemark::io::{Fault, FaultOp, FaultRule};
+    let config = cfg(&[("retention.ms", "3600000"), ("segment.ms", "604800000")]);
+    let disk = MemDisk::new();
+    let mut log = open(&disk, &config);
+    for i in 0..8 {
+        log.append(&batch_at(&[NOW - (8 - i) * HOUR]), NOW).unwrap();
+        log.roll(NOW);
+    }
+    block_on(log.flush_all()).unwrap();
+    let bases = log.segment_bases();
+    block_on(log.close()).unwrap();
+    let mut log = open(&disk, &config);
+    log.append(&batch_at(&[NOW + MIN]), NOW).unwrap();
+    block_on(log.flush_all()).unwrap();
+    for b in &bases[..7] {
+        disk.inject_rule(FaultRule { op: FaultOp::Open, path: format!("{b:020}.log"), fault: Fault::Eio, count: 0 });
+    }
+    assert_eq!(block_on(log.offset_for_time(NOW + MIN, ReadUpTo::Durable)).unwrap(), Some((8, NOW + MIN)));
+    // Largest timestamps NOW-8h .. NOW-1h: all but the last are more than an hour old.
+    assert_eq!(block_on(log.maintain(NOW)).unwrap(), bases[..7].to_vec());
+}
+
 /// spec: T8.3 — sealed segments without a time index (older data) get one rebuilt at open,
 /// identical to the one written at their close. spec: T5.6 — a torn time index keeps its
 /// valid prefix and lookups stay right.

@@ -39,11 +39,17 @@ impl<D: Disk> LogCell<D> for RefCell<&mut Log<D>> {
     }
 }
 
-/// Open a sealed segment and load its indexes.
-pub async fn load_indexes<D: Disk, C: LogCell<D>>(cell: &C, NeedIndex(base): NeedIndex) -> StorageResult<()> {
-    let load = cell.log().index_load(base);
-    let loaded = load.run().await?;
-    cell.log().install_index(base, loaded);
+/// Open a sealed segment and load its indexes (or load its time index alone).
+pub async fn load_indexes<D: Disk, C: LogCell<D>>(cell: &C, need: NeedIndex) -> StorageResult<()> {
+    if need.time_only {
+        let load = cell.log().time_load(need.base);
+        let loaded = load.run().await?;
+        cell.log().install_time(need.base, loaded);
+    } else {
+        let load = cell.log().index_load(need.base);
+        let loaded = load.run().await?;
+        cell.log().install_index(need.base, loaded);
+    }
     Ok(())
 }
 

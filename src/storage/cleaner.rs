@@ -381,7 +381,7 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
         report.groups_swapped += 1;
         // The new segment's indexes, by the recovery scan (SPEC T5), now rather than at the
         // first read.
-        load_indexes(cell, crate::storage::NeedIndex(base)).await?;
+        load_indexes(cell, crate::storage::NeedIndex::all(base)).await?;
     }
     disk.write_file_atomic(&dir.join(CLEANER_CHECKPOINT), &encode_cleaner_checkpoint(end)).await?;
     cell.log().set_cleaned_to(end);

@@ -599,10 +599,16 @@ impl<D: Disk> Segment<D> {
 
     /// A sealed segment's file and indexes, loaded; what is already loaded is kept. An unsealed
     /// segment holds its own and is left alone.
-    pub fn install_indexes(&mut self, file: Rc<D::File>, index: OffsetIndex, time: TimeBuilder) {
+    pub fn install_indexes(&mut self, file: Rc<D::File>, index: OffsetIndex, time: Option<TimeBuilder>) {
         let SegmentState::Sealed(indexes) = &mut self.state else { return };
         *indexes = match std::mem::replace(indexes, SealedIndexes::NotLoaded) {
-            SealedIndexes::NotLoaded => SealedIndexes::Loaded { file, index, time },
+            // Loaded without its time index (it was loaded when the load was planned): left as
+            // it is, and a later read loads again (nothing unloads a time index, so this is
+            // not expected).
+            SealedIndexes::NotLoaded => match time {
+                Some(time) => SealedIndexes::Loaded { file, index, time },
+                None => SealedIndexes::NotLoaded,
+            },
             SealedIndexes::TimeOnly(time) => SealedIndexes::Loaded { file, index, time },
             loaded @ SealedIndexes::Loaded { .. } => loaded,
         };

@@ -168,7 +168,7 @@ impl<D: Disk> Log<D> {
                 }
             }
             segments.push((base, seg.next_offset, seg.size));
-            let Some(time) = seg.time() else { return Err(NeedIndex(base)) };
+            let Some(time) = seg.time() else { return Err(NeedIndex::time(base)) };
             last_entries.push(time.entries.last().map(|&(t, rel)| (t, base + rel as i64)));
         }
         let Some(&(_, end, _)) = segments.last() else { return Ok(None) };
@@ -244,7 +244,7 @@ impl<D: Disk> Log<D> {
             match self.segments.get(&base) {
                 Some(s) if s.is_sealed() && s.next_offset == next && s.size == size => {
                     if s.offset_index().is_none() {
-                        return Err(NeedIndex(base));
+                        return Err(NeedIndex::all(base));
                     }
                 }
                 _ => return Ok(SwapStart::Changed),

@@ -21,7 +21,7 @@
 //! - `append`: [`Log::append`] (checks, then copies), rolls, the close of the active segment.
 //! - `flush`: flush jobs ([`FlushWork`], [`Written`], [`FlushDone`]), their pipeline, and the
 //!   failure that suspends appends.
-//! - `read`: read plans and [`DiskRead`], index loading ([`IndexLoad`]), time-lookup plans.
+//! - `read`: read plans and [`DiskRead`], index loading ([`IndexLoad`], [`TimeLoad`]), time-lookup plans.
 //! - `retention`: expiry by time and size, the log start (DeleteRecords), segments before an
 //!   offset, and deleting a removed segment's files.
 //!
@@ -53,7 +53,7 @@ pub use clean::{
     cleaned_path, finish_swap_files, swap_path, txn_cleaned_path, CleanTarget, SwapStart, CLEANER_CHECKPOINT,
 };
 pub use flush::{FlushDone, FlushWork, SealWork, Written};
-pub use read::{DiskRead, IndexLoad, ReadPlan, SegmentIndexes, TimePlan};
+pub use read::{DiskRead, IndexLoad, LoadedTime, ReadPlan, SegmentIndexes, TimeLoad, TimePlan};
 pub use recovery::SegmentSpan;
 pub use retention::delete_segment_files;
 
@@ -66,12 +66,31 @@ pub const LOG_START_FILE: &str = "log-start-offset";
 /// Largest batch a stored log may hold (positions are u32; Kafka caps sizes at i32::MAX).
 const MAX_STORED_BATCH: usize = i32::MAX as usize;
 
-/// A sealed segment's indexes are not loaded yet: load them ([`Log::index_load`], run, then
-/// [`Log::install_index`]) and ask again. Holds the segment's base offset. What a plan or a
+/// A sealed segment's indexes are not loaded yet: load them and ask again. What a plan or a
 /// retention decision returns when it cannot answer from memory; `storage::access` does the
-/// load, with no borrow of the log held across it.
+/// load, with no borrow of the log held across it. Reads need the open file and the offset
+/// index too ([`Log::index_load`], [`Log::install_index`]); decisions by time (a lookup's
+/// search over segments, retention, the cleaner's lag) only the time index, one small file
+/// ([`Log::time_load`], [`Log::install_time`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NeedIndex(pub i64);
+pub struct NeedIndex {
+    /// The segment's base offset.
+    pub base: i64,
+    /// Only the time index is needed.
+    pub time_only: bool,
+}
+
+impl NeedIndex {
+    /// The file, the offset index and the time index (a read).
+    pub fn all(base: i64) -> Self {
+        NeedIndex { base, time_only: false }
+    }
+
+    /// The time index alone.
+    pub fn time(base: i64) -> Self {
+        NeedIndex { base, time_only: true }
+    }
+}
 
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +182,7 @@ pub struct Log<D: Disk> {
     cleaned_to: i64,
     /// Bumped by every compaction swap: an index load planned before one is not installed.
     generation: u64,
-    /// One clone per index load in flight ([`IndexLoad`]): a swap begins only when none is.
+    /// One clone per index load in flight ([`IndexLoad`], [`TimeLoad`]): a swap begins only when none is.
     loads: Rc<()>,
     /// The shard's batch cache, where durable chunks and disk reads go and reads look first.
     cache: Option<CacheHandle<D::Buf>>,

@@ -48,7 +48,7 @@ impl<D: Disk> Log<D> {
             return Ok(empty);
         }
         let Some(index) = seg.offset_index() else {
-            return Ok(ReadPlan::NeedIndex(NeedIndex(base)));
+            return Ok(ReadPlan::NeedIndex(NeedIndex::all(base)));
         };
         let mut start_pos = index.lookup((offset - base) as u32) as u64;
         if seg.tail().is_some() && offset >= self.durable_next_offset {
@@ -113,15 +113,15 @@ impl<D: Disk> Log<D> {
         }))
     }
 
-    /// I/O to load a sealed segment's file handle and offset index for reads.
+    /// I/O to load a sealed segment's file handle and offset index for reads (and its time
+    /// index, unless that is loaded already).
     pub fn index_load(&self, base: i64) -> IndexLoad<D> {
         let seg = &self.segments[&base];
-        let spans = self.segments.range(..=base).map(|(_, s)| (s.base_offset, s.next_offset, s.size)).collect();
         IndexLoad {
+            time: (seg.time().is_none()).then(|| self.time_load(base)),
             disk: self.disk.clone(),
             dir: self.dir.clone(),
             base,
-            spans,
             size: seg.size,
             file: seg.file().cloned(),
             config: self.config.clone(),
@@ -138,6 +138,31 @@ impl<D: Disk> Log<D> {
         }
         if let Some(seg) = self.segments.get_mut(&base) {
             seg.install_indexes(loaded.file, loaded.index, loaded.time);
+        }
+    }
+
+    /// I/O to load a sealed segment's time index alone (one small file; rebuilt when missing
+    /// or damaged, SPEC T8.3): what a decision by time needs of a segment it does not read.
+    pub fn time_load(&self, base: i64) -> TimeLoad<D> {
+        let spans = self.segments.range(..=base).map(|(_, s)| (s.base_offset, s.next_offset, s.size)).collect();
+        TimeLoad {
+            disk: self.disk.clone(),
+            dir: self.dir.clone(),
+            spans,
+            config: self.config.clone(),
+            generation: self.generation,
+            _in_flight: self.loads.clone(),
+        }
+    }
+
+    /// Install what a [`TimeLoad`] produced (a segment whose time index is loaded already, or
+    /// that is gone, is left alone).
+    pub fn install_time(&mut self, base: i64, loaded: LoadedTime) {
+        if loaded.generation != self.generation {
+            return;
+        }
+        if let Some(seg) = self.segments.get_mut(&base).filter(|s| s.is_sealed() && s.time().is_none()) {
+            seg.set_time_index(loaded.time);
         }
     }
 
@@ -170,7 +195,7 @@ impl<D: Disk> Log<D> {
             let mut m = mid;
             let found = loop {
                 let Some(time) = self.segments[&bases[m]].time() else {
-                    return TimePlan::NeedIndex(NeedIndex(bases[m]));
+                    return TimePlan::NeedIndex(NeedIndex::time(bases[m]));
                 };
                 if let Some(&(first, _)) = time.entries.first() {
                     break Some((m, first, time));
@@ -205,7 +230,7 @@ impl<D: Disk> Log<D> {
     pub fn max_scan_start(&self, before: i64) -> Result<Option<(i64, i64, i64)>, NeedIndex> {
         let start = self.log_start_offset();
         for (&b, seg) in self.segments.range(..before).rev() {
-            let Some(time) = seg.time() else { return Err(NeedIndex(b)) };
+            let Some(time) = seg.time() else { return Err(NeedIndex::time(b)) };
             if let Some(&(t, rel)) = time.entries.iter().rev().find(|&&(_, r)| b + (r as i64) < before) {
                 return Ok(Some(((b + rel as i64).max(start), t, b)));
             }
@@ -387,13 +412,13 @@ pub enum TimePlan {
     ScanMax { limit: i64 },
 }
 
-/// Opening a sealed segment and loading (or rebuilding, SPEC T8.4) its offset index.
+/// Opening a sealed segment and loading (or rebuilding, SPEC T8.4) its offset index, and its
+/// time index when that is not loaded yet.
 pub struct IndexLoad<D: Disk> {
+    time: Option<TimeLoad<D>>,
     disk: D,
     dir: PathBuf,
     base: i64,
-    /// This segment and the ones before it, for a time-index rebuild's context.
-    spans: Vec<SegmentSpan>,
     size: u64,
     file: Option<Rc<D::File>>,
     config: LogConfig,
@@ -451,15 +476,45 @@ impl<D: Disk> IndexLoad<D> {
                 scan.index.index
             }
         };
-        let (time, _) = time_index_of(&self.disk, &self.dir, &self.spans, self.spans.len() - 1, &self.config).await?;
+        let time = match self.time {
+            Some(load) => Some(load.run().await?.time),
+            None => None,
+        };
         Ok(SegmentIndexes { file, index, time, generation: self.generation })
     }
 }
 
-/// What [`IndexLoad`] brings: a sealed segment's open file and both its indexes.
+/// What [`IndexLoad`] brings: a sealed segment's open file, its offset index and (unless it
+/// was loaded already) its time index.
 pub struct SegmentIndexes<D: Disk> {
     pub file: Rc<D::File>,
     pub index: OffsetIndex,
-    pub time: TimeBuilder,
+    pub time: Option<TimeBuilder>,
+    generation: u64,
+}
+
+/// Loading (or rebuilding, SPEC T8.3) a sealed segment's time index.
+pub struct TimeLoad<D: Disk> {
+    disk: D,
+    dir: PathBuf,
+    /// This segment and the ones before it, for a rebuild's context.
+    spans: Vec<SegmentSpan>,
+    config: LogConfig,
+    /// The log's [`Log::generation`] when planned.
+    generation: u64,
+    /// Held while the load exists, as [`IndexLoad`]'s (a rebuild writes the index file).
+    _in_flight: Rc<()>,
+}
+
+impl<D: Disk> TimeLoad<D> {
+    pub async fn run(self) -> StorageResult<LoadedTime> {
+        let (time, _) = time_index_of(&self.disk, &self.dir, &self.spans, self.spans.len() - 1, &self.config).await?;
+        Ok(LoadedTime { time, generation: self.generation })
+    }
+}
+
+/// What [`TimeLoad`] brings.
+pub struct LoadedTime {
+    time: TimeBuilder,
     generation: u64,
 }

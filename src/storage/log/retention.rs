@@ -50,7 +50,7 @@ impl<D: Disk> Log<D> {
     /// earlier segment's when its own index is empty. `Err(NeedIndex)` when an index must be loaded.
     pub(super) fn largest_timestamp_of(&self, base: i64) -> Result<Option<i64>, NeedIndex> {
         for (&b, seg) in self.segments.range(..=base).rev() {
-            let Some(time) = seg.time() else { return Err(NeedIndex(b)) };
+            let Some(time) = seg.time() else { return Err(NeedIndex::time(b)) };
             if let Some(&(t, _)) = time.entries.last() {
                 return Ok(Some(t));
             }
