@@ -324,10 +324,12 @@ async fn produce(
         };
         let partition = partitions[next_partition % partitions.len()];
         next_partition += 1;
-        let mut b = match producer.as_mut() {
+        let b = match producer.as_mut() {
             Some(p) => p.builder(partition, n as i32),
             None => BatchBuilder::new(),
         };
+        // A record's encoding adds at most 21 bytes to the value (and the key, 8 bytes).
+        let mut b = b.reserve(n as usize * (args.record_size + 32));
         let ts = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         // Each record carries its intended send time (open loop: when it was due, as the
         // producer's latency counts it), so end-to-end latency counts from the same instant.

@@ -21,7 +21,7 @@
 //! keyLength varint (-1 = null), key, valueLength varint, value, headerCount varint, headers
 //! (keyLength varint, key, valueLength varint, value).
 
-use super::varint::{read_varint, read_varlong, write_varint, write_varlong};
+use super::varint::{read_varint, read_varlong, varint_len, varlong_len, write_varint, write_varlong};
 use std::borrow::Cow;
 
 pub const HEADER_LEN: usize = 61;
@@ -390,26 +390,34 @@ impl<'a> Iterator for Records<'a> {
 
 /// Append one record's bytes (its length varint first) to `out`.
 pub fn encode_record(out: &mut Vec<u8>, r: &Record<'_>) {
-    let mut body = Vec::with_capacity(16 + r.key.map_or(0, |k| k.len()) + r.value.map_or(0, |v| v.len()));
-    body.push(r.attributes as u8);
-    write_varlong(&mut body, r.timestamp_delta);
-    write_varint(&mut body, r.offset_delta);
-    let field = |body: &mut Vec<u8>, f: Option<&[u8]>| match f {
+    // The length comes first: sized, then each field written once, straight into `out`.
+    let field_len = |f: Option<&[u8]>| f.map_or(varint_len(-1), |b| varint_len(b.len() as i32) + b.len());
+    let body = 1
+        + varlong_len(r.timestamp_delta)
+        + varint_len(r.offset_delta)
+        + field_len(r.key)
+        + field_len(r.value)
+        + varint_len(r.headers.len() as i32)
+        + r.headers.iter().map(|&(k, v)| field_len(Some(k)) + field_len(v)).sum::<usize>();
+    out.reserve(varint_len(body as i32) + body);
+    write_varint(out, body as i32);
+    out.push(r.attributes as u8);
+    write_varlong(out, r.timestamp_delta);
+    write_varint(out, r.offset_delta);
+    let field = |out: &mut Vec<u8>, f: Option<&[u8]>| match f {
         Some(b) => {
-            write_varint(body, b.len() as i32);
-            body.extend_from_slice(b);
+            write_varint(out, b.len() as i32);
+            out.extend_from_slice(b);
         }
-        None => write_varint(body, -1),
+        None => write_varint(out, -1),
     };
-    field(&mut body, r.key);
-    field(&mut body, r.value);
-    write_varint(&mut body, r.headers.len() as i32);
+    field(out, r.key);
+    field(out, r.value);
+    write_varint(out, r.headers.len() as i32);
     for &(k, v) in &r.headers {
-        field(&mut body, Some(k));
-        field(&mut body, v);
+        field(out, Some(k));
+        field(out, v);
     }
-    write_varint(out, body.len() as i32);
-    out.extend_from_slice(&body);
 }
 
 /// Builds v2 batches: for tests, benches and the load generator.
@@ -473,6 +481,13 @@ impl BatchBuilder {
         self.count
     }
 
+    /// Room for `bytes` more of encoded records (a caller that knows a batch's size saves
+    /// the copies of growing into it).
+    pub fn reserve(mut self, bytes: usize) -> Self {
+        self.records.reserve(bytes);
+        self
+    }
+
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -506,7 +521,11 @@ impl BatchBuilder {
     /// The finished batch with its records compressed by `codec`.
     pub fn finish_compressed(&self, codec: Compression) -> Vec<u8> {
         assert!(self.count > 0, "a batch holds at least one record");
-        let records = super::compression::compress(codec, &self.records);
+        // Uncompressed records are copied once, into the batch.
+        let records = match codec {
+            Compression::None => Cow::Borrowed(&self.records[..]),
+            codec => Cow::Owned(super::compression::compress(codec, &self.records)),
+        };
         let attributes = (self.attributes & !ATTR_COMPRESSION_MASK) | codec as i16;
         let size = HEADER_LEN + records.len();
         let mut b = Vec::with_capacity(size);

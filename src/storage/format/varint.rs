@@ -39,6 +39,21 @@ pub fn write_varlong(out: &mut Vec<u8>, v: i64) {
     write_unsigned(out, ((v << 1) ^ (v >> 63)) as u64)
 }
 
+/// The bytes [`write_varint`] writes for `v`.
+pub fn varint_len(v: i32) -> usize {
+    unsigned_len(((v << 1) ^ (v >> 31)) as u32 as u64)
+}
+
+/// The bytes [`write_varlong`] writes for `v`.
+pub fn varlong_len(v: i64) -> usize {
+    unsigned_len(((v << 1) ^ (v >> 63)) as u64)
+}
+
+fn unsigned_len(v: u64) -> usize {
+    // 7 bits a byte, at least one byte.
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 fn write_unsigned(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -58,6 +73,10 @@ mod tests {
         fn varint_round_trip(a: i32, b: i64) {
             let mut out = Vec::new();
             write_varint(&mut out, a);
+            prop_assert_eq!(out.len(), varint_len(a));
+            let mut long = Vec::new();
+            write_varlong(&mut long, b);
+            prop_assert_eq!(long.len(), varlong_len(b));
             write_varlong(&mut out, b);
             let mut pos = 0;
             prop_assert_eq!(read_varint(&out, &mut pos), Some(a));
