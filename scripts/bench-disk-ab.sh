@@ -27,8 +27,8 @@ for r in $(seq 1 "$rounds"); do
   f2=$(fio_mbps seq1m 4G --bs=1M --iodepth=8 --end_fsync=1)
   a2=$(storage_mbps "$a" "${THROUGHPUT_ARGS[@]}"); b2=$(storage_mbps "$b" "${THROUGHPUT_ARGS[@]}")
   row "1 MiB x8 in flight MB/s (ratio):" "$f2" "$a2" "$b2"
-  read -r a3 ap ac <<<"$(protocol_run "$a")"
-  read -r b3 bp bc <<<"$(protocol_run "$b")"
+  read -r a3 ap ac ag <<<"$(protocol_run "$a")"
+  read -r b3 bp bc bg <<<"$(protocol_run "$b")"
   row "protocol acks=all MB/s (ratio):" "$f2" "$a3" "$b3"
-  echo "  protocol p99 ms: A $ap  B $bp; broker CPU-s per GB: A $ac  B $bc"
+  echo "  protocol p99 ms: A $ap  B $bp; broker CPU-s per GB: A $ac  B $bc; generator CPU-s per GB: A $ag  B $bg"
 done

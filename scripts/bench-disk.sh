@@ -25,8 +25,8 @@ f1=$(fio_mbps sync16k 1G --bs=16k --iodepth=1 --fdatasync=1)
 t1=$(storage_mbps "$bin" "${QD1_ARGS[@]}")
 f2=$(fio_mbps seq1m 1G --bs=1M --iodepth=8 --end_fsync=1)
 t2=$(storage_mbps "$bin" "${THROUGHPUT_ARGS[@]}")
-read -r t3 _ cpu_per_gb <<<"$(protocol_run "$bin")"
+read -r t3 _ cpu_per_gb gen_per_gb <<<"$(protocol_run "$bin")"
 echo "durable 16 KiB appends, qd1 + fdatasync: fio ${f1} MB/s, tidemark ${t1} MB/s, ratio $(python3 -c "print('%.2f' % ($t1/$f1))")"
 echo "throughput, 1 MiB writes x8 in flight:    fio ${f2} MB/s, tidemark ${t2} MB/s, ratio $(python3 -c "print('%.2f' % ($t2/$f2))")"
 echo "Kafka protocol, acks=all, load on the same cores: tidemark ${t3} MB/s vs fio ${f2} MB/s sequential, ratio $(python3 -c "print('%.2f' % ($t3/$f2))")"
-echo "  broker CPU: ${cpu_per_gb} CPU-seconds per GB produced"
+echo "  broker CPU: ${cpu_per_gb} CPU-seconds per GB produced; the generator beside it: ${gen_per_gb}"

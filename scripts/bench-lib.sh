@@ -27,19 +27,26 @@ THROUGHPUT_ARGS=(--cores 1 --partitions 1 --inflight 64 --batch-records 64 --rec
 
 # protocol_run BIN: a fresh `BIN serve` on its defaults (every acknowledged record fdatasynced)
 # driven by `BIN load produce` (acks=all, 1 KiB records, 8 partitions, 8 connections, 2 threads,
-# 10 in flight) on the same cores; prints "MB/s p99_ms broker_CPU_seconds_per_GB".
+# 10 in flight) on the same cores; prints "MB/s p99_ms broker_CPU_seconds_per_GB
+# generator_CPU_seconds_per_GB" (the generator shares the cores: what it spends, the broker lacks).
 protocol_run() {
-  local bin=$1 port serve_pid c0 c1 out
+  local bin=$1 port serve_pid c0 c1 out gen
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   rm -rf "$dir/serve"
   $bin serve --data-dir "$dir/serve" --listen "127.0.0.1:$port" >"$dir/serve.log" 2>&1 &
   serve_pid=$!
   sleep 1
   c0=$(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$serve_pid/stat")
-  out=$($bin load produce --bootstrap "127.0.0.1:$port" --topic bench --partitions 8 --connections 8 --threads 2 \
-         --in-flight 10 --acks all --record-size 1024 --duration "$secs" --json 2>/dev/null | tail -n 1)
+  # The generator's CPU seconds (user + system, all threads) from its rusage, on stderr.
+  out=$(python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stderr=subprocess.DEVNULL)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(r.ru_utime + r.ru_stime, file=sys.stderr)' \
+    $bin load produce --bootstrap "127.0.0.1:$port" --topic bench --partitions 8 --connections 8 --threads 2 \
+         --in-flight 10 --acks all --record-size 1024 --duration "$secs" --json 2>"$dir/gen.cpu" | tail -n 1)
+  gen=$(cat "$dir/gen.cpu")
   c1=$(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$serve_pid/stat")
   kill $serve_pid; wait $serve_pid 2>/dev/null || true
   rm -rf "$dir/serve"
-  echo "$out" | python3 -c "import json,sys; j=json.load(sys.stdin); mb=j['mb_per_sec']; print('%.1f %.2f %.2f' % (mb, j['latency_ms']['p99'], ($c1-$c0)/(mb*$secs/1000)))"
+  echo "$out" | python3 -c "import json,sys; j=json.load(sys.stdin); mb=j['mb_per_sec']; gb=mb*$secs/1000; print('%.1f %.2f %.2f %.2f' % (mb, j['latency_ms']['p99'], ($c1-$c0)/gb, $gen/gb))"
 }
