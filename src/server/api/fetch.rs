@@ -58,6 +58,9 @@ pub struct ReadOut {
     /// READ_COMMITTED: (producer id, first offset) of the aborted transactions overlapping
     /// the records.
     pub aborted: Option<Vec<(i64, i64)>>,
+    /// Where the read of the records began: the fetch offset, or for a legacy reader past the
+    /// batches it gets nothing from ([`read_for`]).
+    pub read_from: Offset,
 }
 
 /// The whole batches of `records` that begin below `end`, and the offset after the last of
@@ -80,14 +83,22 @@ fn below(records: Bytes, end: i64) -> (Bytes, Option<i64>) {
 /// a read found (a segment ending with a marker, a cleaned segment left with a placeholder),
 /// the reader, which moves on only past a message it got, would ask for the same offset for
 /// ever; so the read goes on after them, to the first batch it can see or the end.
-async fn read_for(p: &Rc<Partition<DmaDisk>>, r: &Read) -> StorageResult<Bytes> {
+/// Not when the topic refuses down-conversion: as Kafka, the reader is then refused what holds
+/// newer batches (markers included). Returns the records and where their read began.
+async fn read_for(shard: &Shard, p: &Rc<Partition<DmaDisk>>, r: &Read) -> StorageResult<(Bytes, Offset)> {
+    let (limit, allowed) =
+        shard.topic(&r.topic, |i| (i.config.decompress_limit(), i.config.downconversion)).unwrap_or((64 << 20, true));
     let mut at = r.offset;
     loop {
         let bytes = p.fetch_read(at, r.max_bytes).await?;
-        match (r.reader_magic < MAGIC_V2).then(|| nothing_for_legacy_reader(&bytes)).flatten() {
+        let skip = (r.reader_magic < MAGIC_V2 && allowed).then(|| nothing_for_legacy_reader(&bytes, at.get(), limit));
+        match skip.flatten() {
             Some(next) if next > at.get() => at = Offset(next),
-            _ => return Ok(bytes),
+            _ => return Ok((bytes, at)),
         }
+        // Reads served from memory never suspend: a long run of such batches leaves the core
+        // to others between reads.
+        glommio::yield_if_needed().await;
     }
 }
 
@@ -113,22 +124,23 @@ impl ShardCall<Shard> for Read {
         let Some(p) = shard.partition(&self.topic, self.partition) else {
             return Err(ReadRefused::code(code::UNKNOWN_TOPIC_OR_PARTITION));
         };
-        let read = if self.max_bytes == 0 { Ok(Bytes::new()) } else { read_for(&p, &self).await };
+        let read =
+            if self.max_bytes == 0 { Ok((Bytes::new(), self.offset)) } else { read_for(&shard, &p, &self).await };
         let (high_watermark, log_start_offset) = (p.high_watermark(), p.log_start());
         let last_stable_offset = p.log().last_stable_offset();
         match read {
-            Ok(records) if self.committed => {
+            Ok((records, read_from)) if self.committed => {
                 // The aborted transactions of what is returned (Kafka bounds the list by the
                 // fetched data too): none without records.
                 let (records, next) = below(records, last_stable_offset);
                 let upper = next.map_or(self.offset.get(), |n| n.min(last_stable_offset));
                 let aborted = Some(p.log().aborted_between(self.offset.get(), upper));
                 let last_stable_offset = Offset(last_stable_offset);
-                Ok(ReadOut { high_watermark, log_start_offset, last_stable_offset, records, aborted })
+                Ok(ReadOut { high_watermark, log_start_offset, last_stable_offset, records, aborted, read_from })
             }
-            Ok(records) => {
+            Ok((records, read_from)) => {
                 let last_stable_offset = Offset(last_stable_offset);
-                Ok(ReadOut { high_watermark, log_start_offset, last_stable_offset, records, aborted: None })
+                Ok(ReadOut { high_watermark, log_start_offset, last_stable_offset, records, aborted: None, read_from })
             }
             Err(e) => {
                 let code = storage_code(&e);
@@ -349,7 +361,7 @@ async fn fetch_once(
                 Ok(r) => r,
                 Err(e) => Err(ReadRefused::code(call_code(&e, code::NOT_LEADER_OR_FOLLOWER))),
             };
-            let (mut error_code, hw, start, lso, aborted, mut records) = match read {
+            let (mut error_code, hw, start, lso, aborted, mut records, read_from) = match read {
                 Ok(out) => (
                     code::NONE,
                     out.high_watermark,
@@ -357,8 +369,11 @@ async fn fetch_once(
                     out.last_stable_offset,
                     out.aborted,
                     out.records,
+                    out.read_from,
                 ),
-                Err(r) => (r.code, r.high_watermark, r.log_start_offset, r.high_watermark, None, Bytes::new()),
+                Err(r) => {
+                    (r.code, r.high_watermark, r.log_start_offset, r.high_watermark, None, Bytes::new(), Offset::NONE)
+                }
             };
             // What this reader may see ends at the LSO under READ_COMMITTED.
             let visible = if f.isolation_level == 1 { lso } else { hw };
@@ -381,7 +396,9 @@ async fn fetch_once(
             budget = budget.saturating_sub(records.len());
             pass.bytes += records.len();
             if error_code == code::NONE {
-                pass.unread |= records.is_empty() && Offset(p.fetch_offset) < visible;
+                // (Past batches a legacy reader gets nothing from, nothing is left to read: the
+                // long poll waits for a change, it does not read them again.)
+                pass.unread |= records.is_empty() && Offset(p.fetch_offset).max(read_from) < visible;
                 let seen = Seen {
                     topic: t.topic.clone(),
                     partition: p.partition,

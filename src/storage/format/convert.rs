@@ -110,23 +110,41 @@ fn is_empty_v2(info: &BatchInfo, batch: &[u8]) -> bool {
     info.magic == MAGIC_V2 && BatchHeader::parse(batch).is_ok_and(|h| h.record_count == 0)
 }
 
-/// Where a legacy reader's read goes on when `bytes` (whole stored batches) give it no message:
-/// every batch is a v2 batch it never sees (a transaction marker, or a compacted log's empty
-/// placeholder), so the offset after the last; `None` when some batch holds a message for it
-/// (or there are none). A reader of these versions only moves on past a message it got: an
-/// answer of nothing would have it ask for the same offset again for ever.
-pub fn nothing_for_legacy_reader(bytes: &[u8]) -> Option<i64> {
+/// Where a legacy reader's read from offset `from` goes on when `bytes` (whole stored batches)
+/// give it no message at or past `from`: every batch is a v2 batch it never sees (a transaction
+/// marker, a compacted log's empty placeholder, or one whose records left after compaction are
+/// all below `from`, its header still spanning past it), so the offset after the last; `None`
+/// when some batch holds a message for it (or there are none, or a batch cannot be read: the
+/// conversion reports that). A reader of these versions only moves on past a message it got:
+/// an answer of nothing would have it ask for the same offset again for ever. `limit` bounds a
+/// decompression, as in [`down_convert`].
+pub fn nothing_for_legacy_reader(bytes: &[u8], from: i64, limit: usize) -> Option<i64> {
     let mut next = None;
     for item in BatchWalk::new(bytes, usize::MAX >> 1) {
         let (_, info, batch) = item.ok()?;
-        let unseen =
-            info.magic == MAGIC_V2 && BatchHeader::parse(batch).is_ok_and(|h| h.is_control() || h.record_count == 0);
+        if info.magic != MAGIC_V2 {
+            return None; // a legacy entry's offset is its last kept message's
+        }
+        let h = BatchHeader::parse(batch).ok()?;
+        let unseen = h.is_control()
+            || h.record_count == 0
+            || (h.base_offset < from && !has_record_from(&h, batch, from, limit)?);
         if !unseen {
             return None;
         }
         next = Some(info.next_offset());
     }
     next
+}
+
+/// Whether the v2 batch holds a record at or past offset `from` (`None`: it cannot be read).
+fn has_record_from(h: &BatchHeader, batch: &[u8], from: i64, limit: usize) -> Option<bool> {
+    let section = super::batch::records_section(h, batch, limit).ok()?;
+    let mut last = None;
+    for r in Records::new(&section, h.record_count) {
+        last = Some(r.ok()?.offset_delta);
+    }
+    Some(last.is_some_and(|d| h.base_offset.saturating_add(d as i64) >= from))
 }
 
 /// Why stored records cannot reach a reader of an older format.
@@ -301,9 +319,10 @@ mod tests {
         assert_eq!(legacy_records(&out, MAGIC_V1).len(), 1);
     }
 
-    /// A legacy reader's read goes on past v2 batches without messages for it (a transaction
-    /// marker, a compacted log's empty placeholder): the offset after the last of them; a
-    /// batch with a message for it (a v2 record, a legacy message) anywhere stops that.
+    /// A legacy reader's read goes on past v2 batches without messages for it at or past the
+    /// read's offset (a transaction marker, a compacted log's empty placeholder, a compacted
+    /// batch whose kept records are all below it): the offset after the last of them; a batch
+    /// with a message for it (a v2 record, a legacy message) anywhere stops that.
     #[test]
     fn a_legacy_reader_reads_on_past_batches_without_messages_for_it() {
         let at = |mut b: Vec<u8>, base: i64| {
@@ -326,11 +345,22 @@ mod tests {
         let mut legacy = LegacyBuilder::new(MAGIC_V1, Compression::None);
         legacy.push(1, Some(b"k"), Some(b"v"));
         let legacy = legacy.finish();
-        assert_eq!(nothing_for_legacy_reader(&marker), Some(6));
-        assert_eq!(nothing_for_legacy_reader(&[marker.clone(), empty.clone()].concat()), Some(10));
-        assert_eq!(nothing_for_legacy_reader(&[marker.clone(), empty, data.clone()].concat()), None);
-        assert_eq!(nothing_for_legacy_reader(&[marker, legacy].concat()), None);
-        assert_eq!(nothing_for_legacy_reader(&data), None);
-        assert_eq!(nothing_for_legacy_reader(&[]), None);
+        let none = |bytes: &[u8], from| nothing_for_legacy_reader(bytes, from, 1 << 20);
+        assert_eq!(none(&marker, 5), Some(6));
+        assert_eq!(none(&[marker.clone(), empty.clone()].concat(), 5), Some(10));
+        assert_eq!(none(&[marker.clone(), empty, data.clone()].concat(), 5), None);
+        assert_eq!(none(&[marker, legacy].concat(), 5), None);
+        assert_eq!(none(&data, 10), None);
+        assert_eq!(none(&[], 0), None);
+        // A compacted batch over offsets 10..=14 that kept records 10 and 11 only (its header
+        // still spans to 14): nothing for a read from 12 on, its records for one from 11.
+        let mut kept = stored_v2(&vec![(1, None, Some(b"x".to_vec())); 2], Compression::Gzip, 10, None);
+        kept[crate::storage::format::batch::OFF_LAST_OFFSET_DELTA..][..4].copy_from_slice(&4i32.to_be_bytes());
+        crate::storage::format::batch::rewrite_crc(&mut kept);
+        check_stored(&kept).unwrap();
+        assert_eq!(none(&kept, 12), Some(15));
+        assert_eq!(none(&kept, 11), None);
+        let after = stored_v2(&[(1, None, Some(b"v".to_vec()))], Compression::None, 15, None);
+        assert_eq!(none(&[kept, after].concat(), 12), None, "what follows it is seen");
     }
 }
