@@ -42,6 +42,9 @@ pub struct Summary {
     pub read_bytes: u64,
     pub read_seconds: f64,
     pub verified_batches: u64,
+    /// The engine's own stages during the appends (`crate::metrics`: the DMA writes, the
+    /// fdatasyncs, the wait for a commit), every shard's merged: where an append's time goes.
+    pub stages: crate::metrics::ShardMetrics,
 }
 
 impl Summary {
@@ -70,7 +73,8 @@ impl Summary {
         format!(
             "appended {} records, {:.0} records/s, {:.1} MB/s (batches on disk, 10^6 B)\n\
              append latency ms (durable): p50 {p50:.3} p90 {p90:.3} p99 {p99:.3} p99.9 {p999:.3} p99.99 {p9999:.3} max {max:.3}\n\
-             read back {} batches ({:.1} MB) in {:.2} s: {:.1} MB/s, every batch checked",
+             read back {} batches ({:.1} MB) in {:.2} s: {:.1} MB/s, every batch checked\n\
+             stages while appending: {}",
             self.records,
             self.records_per_sec(),
             self.mb_per_sec(),
@@ -78,17 +82,31 @@ impl Summary {
             self.read_bytes as f64 / 1e6,
             self.read_seconds,
             self.read_mb_per_sec(),
+            crate::metrics::summary(&self.stages),
         )
     }
 
     pub fn to_json(&self) -> String {
         let [p50, p90, p99, p999, p9999, max] = self.latency_ms();
         format!(
-            "{{\"records\":{},\"records_per_sec\":{:.1},\"mb_per_sec\":{:.2},\"latency_ms\":{{\"p50\":{p50:.3},\"p90\":{p90:.3},\"p99\":{p99:.3},\"p999\":{p999:.3},\"p9999\":{p9999:.3},\"max\":{max:.3}}},\"read_mb_per_sec\":{:.2}}}",
+            "{{\"records\":{},\"records_per_sec\":{:.1},\"mb_per_sec\":{:.2},\"latency_ms\":{{\"p50\":{p50:.3},\"p90\":{p90:.3},\"p99\":{p99:.3},\"p999\":{p999:.3},\"p9999\":{p9999:.3},\"max\":{max:.3}}},\"read_mb_per_sec\":{:.2},\"stages_us\":{{{}}}}}",
             self.records,
             self.records_per_sec(),
             self.mb_per_sec(),
             self.read_mb_per_sec(),
+            crate::metrics::STAGES
+                .iter()
+                .zip(&self.stages.stages)
+                .filter(|(_, h)| !h.is_empty())
+                .map(|(s, h)| format!(
+                    "\"{}\":{{\"p50\":{},\"p99\":{},\"n\":{}}}",
+                    s.name(),
+                    h.value_at_quantile(0.5),
+                    h.value_at_quantile(0.99),
+                    h.len()
+                ))
+                .collect::<Vec<_>>()
+                .join(","),
         )
     }
 }
@@ -100,6 +118,7 @@ struct ShardResult {
     read_bytes: u64,
     read_time: Duration,
     verified: u64,
+    stages: crate::metrics::ShardMetrics,
 }
 
 /// Run the load and return its summary.
@@ -157,8 +176,12 @@ pub fn run(opts: &LoadOptions) -> anyhow::Result<Summary> {
         read_bytes: 0,
         read_seconds: 0.0,
         verified_batches: 0,
+        stages: crate::metrics::ShardMetrics::default(),
     };
     for r in results {
+        for (all, h) in s.stages.stages.iter_mut().zip(&r.stages.stages) {
+            all.add(h)?;
+        }
         s.records += r.records;
         s.bytes += r.bytes;
         hist.add(&r.hist)?;
@@ -219,6 +242,8 @@ async fn run_shard(
     for t in tasks {
         t.await?;
     }
+    // This shard's stages while appending (its executor thread's; the read-back adds none).
+    let stages = crate::metrics::snapshot();
     let read_start = Instant::now();
     let (read_bytes, verified) = read_back(&disk, parts, &opts, &batch).await?;
     let hist = Rc::try_unwrap(hist).map_err(|_| anyhow::anyhow!("appenders still running"))?.into_inner();
@@ -229,6 +254,7 @@ async fn run_shard(
         read_bytes,
         read_time: read_start.elapsed(),
         verified,
+        stages,
     })
 }
 
