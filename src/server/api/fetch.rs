@@ -86,13 +86,15 @@ fn below(records: Bytes, end: i64) -> (Bytes, Option<i64>) {
 /// Not when the topic refuses down-conversion: as Kafka, the reader is then refused what holds
 /// newer batches (markers included). Returns the records and where their read began.
 async fn read_for(shard: &Shard, p: &Rc<Partition<DmaDisk>>, r: &Read) -> StorageResult<(Bytes, Offset)> {
-    let (limit, allowed) =
-        shard.topic(&r.topic, |i| (i.config.decompress_limit(), i.config.downconversion)).unwrap_or((64 << 20, true));
+    // The decompression limit, for a legacy reader whose read may skip (nothing to look up
+    // for a current one).
+    let skipping = (r.reader_magic < MAGIC_V2)
+        .then(|| conversion_settings(shard, &r.topic))
+        .and_then(|(limit, allowed)| allowed.then_some(limit));
     let mut at = r.offset;
     loop {
         let bytes = p.fetch_read(at, r.max_bytes).await?;
-        let skip = (r.reader_magic < MAGIC_V2 && allowed).then(|| nothing_for_legacy_reader(&bytes, at.get(), limit));
-        match skip.flatten() {
+        match skipping.and_then(|limit| nothing_for_legacy_reader(&bytes, at.get(), limit)) {
             Some(next) if next > at.get() => at = Offset(next),
             _ => return Ok((bytes, at)),
         }
@@ -437,6 +439,12 @@ async fn fetch_once(
     pass
 }
 
+/// A topic's decompression limit and whether it allows down-conversion
+/// (`message.downconversion.enable`).
+fn conversion_settings(shard: &Shard, topic: &str) -> (usize, bool) {
+    shard.topic(topic, |i| (i.config.decompress_limit(), i.config.downconversion)).unwrap_or((64 << 20, true))
+}
+
 /// The records as a reader of `magic` reads them, under the topic's settings, or the error
 /// code such a reader gets.
 fn down_convert(
@@ -447,8 +455,7 @@ fn down_convert(
     magic: i8,
     max: usize,
 ) -> Result<Bytes, ErrorCode> {
-    let (limit, allowed) =
-        shard.topic(topic, |i| (i.config.decompress_limit(), i.config.downconversion)).unwrap_or((64 << 20, true));
+    let (limit, allowed) = conversion_settings(shard, topic);
     match for_reader(records, magic, allowed, max, limit) {
         Ok(records) => Ok(records),
         // message.downconversion.enable=false: as Kafka, the old reader is refused.
