@@ -94,17 +94,8 @@ impl Summary {
             self.records_per_sec(),
             self.mb_per_sec(),
             self.read_mb_per_sec(),
-            crate::metrics::STAGES
-                .iter()
-                .zip(&self.stages.stages)
-                .filter(|(_, h)| !h.is_empty())
-                .map(|(s, h)| format!(
-                    "\"{}\":{{\"p50\":{},\"p99\":{},\"n\":{}}}",
-                    s.name(),
-                    h.value_at_quantile(0.5),
-                    h.value_at_quantile(0.99),
-                    h.len()
-                ))
+            crate::metrics::measured(&self.stages)
+                .map(|(name, p50, p99, n)| format!("\"{name}\":{{\"p50\":{p50},\"p99\":{p99},\"n\":{n}}}"))
                 .collect::<Vec<_>>()
                 .join(","),
         )
