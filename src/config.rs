@@ -47,6 +47,10 @@ pub struct LogConfig {
     pub write_chunk_bytes: u64,
     /// `tidemark.max.inflight.writes`: DMA writes one flush keeps in flight.
     pub max_inflight_writes: u32,
+    /// `tidemark.zero.ahead.bytes`: how far past an active segment's data the flusher keeps
+    /// the file written with zeros (0: not at all), so appends overwrite written blocks and an
+    /// fdatasync needs no filesystem journal commit.
+    pub zero_ahead_bytes: u64,
     /// `message.timestamp.type`: CreateTime (the producer's) or LogAppendTime (the broker's).
     pub message_timestamp_type: TimestampType,
     /// `max.message.time.difference.ms` (alias `message.timestamp.difference.max.ms`): how far
@@ -115,6 +119,7 @@ impl Default for LogConfig {
             preallocate_bytes: 32 * MIB,
             write_chunk_bytes: MIB,
             max_inflight_writes: 8,
+            zero_ahead_bytes: MIB,
             max_unflushed_bytes: 64 * MIB,
             message_timestamp_type: TimestampType::CreateTime,
             timestamp_difference_max_ms: None,
@@ -232,6 +237,7 @@ pub const TOPIC_KEYS: &[TopicKey] = &[
     TopicKey { name: "tidemark.max.unflushed.bytes", kind: ConfigType::Long, synonyms: &[syn("tidemark.max.unflushed.bytes")], effect: Effect::Applied, doc: "Appended bytes not yet durable after which an append waits for its flush." },
     TopicKey { name: "tidemark.preallocate.bytes", kind: ConfigType::Long, synonyms: &[syn("tidemark.preallocate.bytes")], effect: Effect::Applied, doc: "The fallocate step of segment files." },
     TopicKey { name: "tidemark.write.chunk.bytes", kind: ConfigType::Long, synonyms: &[syn("tidemark.write.chunk.bytes")], effect: Effect::Applied, doc: "The size of the aligned write buffers (one DMA write each)." },
+    TopicKey { name: "tidemark.zero.ahead.bytes", kind: ConfigType::Long, synonyms: &[syn("tidemark.zero.ahead.bytes")], effect: Effect::Applied, doc: "How far past an active segment's data the flusher keeps its file written with zeros, in 128 KiB writes while a flush syncs (0: off); appends then land on written blocks and their fdatasync needs no journal commit." },
     TopicKey { name: "time.index.interval.ms", kind: ConfigType::Long, synonyms: &[syn("time.index.interval.ms")], effect: Effect::Applied, doc: "The bucket width of the time index (SPEC T5.2)." },
     TopicKey { name: "unclean.leader.election.enable", kind: ConfigType::Boolean, synonyms: &[syn("unclean.leader.election.enable")], effect: Effect::Inert, doc: "Leader election among replicas; one replica here." },
 ];
@@ -450,6 +456,13 @@ impl LogConfig {
                 }
                 self.write_chunk_bytes = v
             }
+            "tidemark.zero.ahead.bytes" => {
+                let v = in_range(key, value, 0, I32)?;
+                if v % crate::io::PAGE != 0 {
+                    return Err(bad(key, value, "must be a multiple of 4096"));
+                }
+                self.zero_ahead_bytes = v
+            }
             "tidemark.max.inflight.writes" => self.max_inflight_writes = in_range(key, value, 1, 1024)? as u32,
             "tidemark.max.unflushed.bytes" => self.max_unflushed_bytes = in_range(key, value, 4096, i64::MAX)?,
             "message.timestamp.type" => {
@@ -531,6 +544,7 @@ impl LogConfig {
         m.insert("tidemark.preallocate.bytes", self.preallocate_bytes.to_string());
         m.insert("tidemark.write.chunk.bytes", self.write_chunk_bytes.to_string());
         m.insert("tidemark.max.inflight.writes", self.max_inflight_writes.to_string());
+        m.insert("tidemark.zero.ahead.bytes", self.zero_ahead_bytes.to_string());
         m.insert("tidemark.max.unflushed.bytes", self.max_unflushed_bytes.to_string());
         let ts_type = match self.message_timestamp_type {
             TimestampType::CreateTime => "CreateTime",

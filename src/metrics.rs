@@ -91,9 +91,10 @@ pub enum Counter {
     ExpiredSessionsClosed,
     LogDiskReads,
     LogDiskReadBytes,
+    LogZeroBytes,
 }
 
-pub const COUNTERS: [Counter; 14] = [
+pub const COUNTERS: [Counter; 15] = [
     Counter::Requests,
     Counter::BytesIn,
     Counter::BytesOut,
@@ -108,6 +109,7 @@ pub const COUNTERS: [Counter; 14] = [
     Counter::ExpiredSessionsClosed,
     Counter::LogDiskReads,
     Counter::LogDiskReadBytes,
+    Counter::LogZeroBytes,
 ];
 
 impl Counter {
@@ -127,6 +129,7 @@ impl Counter {
             Counter::ExpiredSessionsClosed => "expired_sessions_closed_total",
             Counter::LogDiskReads => "log_disk_reads_total",
             Counter::LogDiskReadBytes => "log_disk_read_bytes_total",
+            Counter::LogZeroBytes => "log_zero_ahead_bytes_total",
         }
     }
 }
@@ -187,6 +190,11 @@ pub fn count(counter: Counter, n: u64) {
 }
 
 impl ShardMetrics {
+    /// A counter's value.
+    pub fn counter(&self, counter: Counter) -> u64 {
+        self.counters[COUNTERS.iter().position(|&c| c == counter).expect("every counter is listed")]
+    }
+
     /// How many times `stage` was recorded.
     pub fn stage_count(&self, stage: Stage) -> u64 {
         self.stages[index(stage)].len()

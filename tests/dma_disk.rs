@@ -202,22 +202,28 @@ fn relative_data_dir_works() {
 /// alive, so later jobs drain as failures and the retry rewrites them. After reopening, every acknowledged batch is at its offset, whole. The memory
 /// disk's sync covers only writes completed when it was issued, and it panics if two writes
 /// of one page are ever in flight together; the test also checks that writes did run during
-/// syncs, so the pipeline was exercised.
+/// syncs, so the pipeline was exercised. Every other pair of rounds has segments large enough
+/// for zeros to be written ahead of the data (`tidemark.zero.ahead.bytes`, during syncs, in
+/// 128 KiB writes): they must never overwrite a batch, and the test checks some were written.
 #[test]
 fn pipelined_flushes_acknowledge_only_durable_data() {
     use std::cell::RefCell;
     use tidemark::io::{CrashMode, Fault, FaultOp};
+    use tidemark::metrics::{self, Counter};
     use tidemark::storage::log::Log;
-    let overlapped = run_glommio(|| {
+    let (overlapped, zeros) = run_glommio(|| {
         Box::pin(async {
             let mut overlapped = 0;
+            let zeros_before = metrics::snapshot().counter(Counter::LogZeroBytes);
             for round in 0..60u64 {
                 let disk = MemDisk::new();
+                let zeroing = round % 4 >= 2;
                 let config = LogConfig {
                     write_chunk_bytes: 8192,
                     max_inflight_writes: 4,
-                    segment_bytes: 96 * 1024,
-                    preallocate_bytes: 32 * 1024,
+                    segment_bytes: if zeroing { 640 * 1024 } else { 96 * 1024 },
+                    preallocate_bytes: if zeroing { 256 * 1024 } else { 32 * 1024 },
+                    zero_ahead_bytes: if zeroing { 256 * 1024 } else { 0 },
                     ..LogConfig::default()
                 };
                 let dir = std::path::Path::new("/d/t-0");
@@ -284,10 +290,88 @@ fn pipelined_flushes_acknowledge_only_durable_data() {
                     assert_eq!(&g[8..], &b[8..], "round {round}: batch at {base} changed");
                 }
             }
-            overlapped
+            (overlapped, metrics::snapshot().counter(Counter::LogZeroBytes) - zeros_before)
         })
     });
     assert!(overlapped > 0, "no write ran during a sync: the pipeline was not exercised");
+    assert!(zeros > 0, "no zeros were written ahead: that path was not exercised");
+}
+
+/// The extents of `path` in `[from, to)` that the file system reports as unwritten (reserved
+/// by fallocate, never written), via FIEMAP; `None` where the file system cannot say.
+fn unwritten_extents(path: &std::path::Path, from: u64, to: u64) -> Option<Vec<(u64, u64)>> {
+    use std::os::fd::AsRawFd;
+    const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+    const FIEMAP_FLAG_SYNC: u32 = 1;
+    const FIEMAP_EXTENT_UNWRITTEN: u32 = 0x800;
+    const EXTENTS: usize = 64;
+    // struct fiemap (32 bytes) and its extents (56 bytes each), as u64 words.
+    let mut buf = vec![0u64; 4 + EXTENTS * 7];
+    buf[0] = from;
+    buf[1] = to - from;
+    // fm_flags and fm_mapped_extents (u32 each) share word 2; fm_extent_count is word 3's low
+    // half (little-endian). In an extent, fe_flags is the low half of word 5.
+    buf[2] = FIEMAP_FLAG_SYNC as u64;
+    buf[3] = EXTENTS as u64;
+    let f = std::fs::File::open(path).unwrap();
+    // SAFETY: the buffer is a struct fiemap with room for EXTENTS extents, as the ioctl wants.
+    if unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_FIEMAP, buf.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    let mapped = (buf[2] >> 32) as usize;
+    let mut out = Vec::new();
+    for e in 0..mapped.min(EXTENTS) {
+        let w = &buf[4 + e * 7..4 + e * 7 + 7];
+        let (logical, length, flags) = (w[0], w[2], w[5] as u32);
+        if flags & FIEMAP_EXTENT_UNWRITTEN != 0 {
+            out.push((logical, logical + length));
+        }
+    }
+    Some(out)
+}
+
+/// `tidemark.zero.ahead.bytes`: small durable appends leave zeros written past the active
+/// segment's data, so the next appends overwrite written blocks (no reserved extent for the
+/// file system to convert and journal at each fdatasync). Checked on the file system's own
+/// extent map: written with the default, still reserved-but-unwritten with the setting at 0
+/// (so the check itself can tell the two apart). Files go under target/tmp, on the disk the
+/// build uses (a tmpfs has no such extents; there the test says so and checks nothing).
+#[test]
+fn zeros_are_written_ahead_of_small_durable_appends() {
+    std::fs::create_dir_all("target/tmp").unwrap();
+    let tmp = tempfile::tempdir_in("target/tmp").unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let unwritten_after = |zero_ahead: u64| {
+        let root = root.clone();
+        run_glommio(move || {
+            Box::pin(async move {
+                let disk = DmaDisk::open(&root).await.unwrap();
+                let dir = root.join(format!("z{zero_ahead}-0"));
+                let config = LogConfig { zero_ahead_bytes: zero_ahead, ..LogConfig::default() };
+                let (p, _) = Partition::open(disk, &dir, config, common::test_clock()).await.unwrap();
+                for i in 0..40u64 {
+                    p.append(&tagged_batch(i, 2, 500, 1)).await.unwrap();
+                }
+                // The last zero write may still be in flight: let it land.
+                glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
+                assert_eq!(p.log().segment_count(), 1);
+                let end = tidemark::io::align_up(p.log().size_bytes());
+                let got = unwritten_extents(&dir.join(format!("{:020}.log", 0)), end, end + 128 * 1024);
+                p.close().await.unwrap();
+                got
+            })
+        })
+    };
+    let Some(off) = unwritten_after(0) else {
+        eprintln!("the file system under target/tmp has no extent map (FIEMAP): nothing checked");
+        return;
+    };
+    if off.is_empty() {
+        eprintln!("the file system under target/tmp does not report unwritten extents: nothing checked");
+        return;
+    }
+    let on = unwritten_after(LogConfig::default().zero_ahead_bytes).unwrap();
+    assert!(on.is_empty(), "unwritten extents past the data with zeros written ahead: {on:?}");
 }
 
 /// A clean close right after a roll, at every step of the flusher's work: the close waits for

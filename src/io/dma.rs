@@ -10,7 +10,7 @@
 //! retention, never per record.
 
 use super::faults::{self, Fault, FaultOp};
-use super::{Disk, DiskFile, IoBuf, IoError, IoResult, PAGE};
+use super::{Disk, DiskFile, IoBuf, IoError, IoResult, PAGE, ZEROS_BYTES};
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -23,6 +23,8 @@ pub const PROBE_FILE: &str = ".tidemark-probe";
 #[derive(Clone, Debug)]
 pub struct DmaDisk {
     root: Rc<PathBuf>,
+    /// [`Disk::zeros`], made on first use (one per executor: the clones share it).
+    zeros: Rc<std::cell::OnceCell<Rc<DmaBuffer>>>,
 }
 
 fn gerr<T>(op: &'static str, path: &Path, offset: Option<u64>, e: glommio::GlommioError<T>) -> IoError {
@@ -79,7 +81,7 @@ impl DmaDisk {
         // Reading it proves DMA reads work on this device for this executor.
         f.read_at_aligned(0, PAGE as usize).await.map_err(|e| gerr("read probe", &probe, Some(0), e))?;
         f.close().await.map_err(|e| gerr("close probe", &probe, None, e))?;
-        Ok(DmaDisk { root: Rc::new(root.to_path_buf()) })
+        Ok(DmaDisk { root: Rc::new(root.to_path_buf()), zeros: Rc::default() })
     }
 
     pub fn root(&self) -> &Path {
@@ -108,6 +110,16 @@ impl Disk for DmaDisk {
     fn alloc(&self, len: usize) -> DmaBuffer {
         debug_assert_eq!(len as u64 % PAGE, 0);
         glommio::allocate_dma_buffer(len)
+    }
+
+    fn zeros(&self) -> Rc<DmaBuffer> {
+        self.zeros
+            .get_or_init(|| {
+                let mut b = glommio::allocate_dma_buffer(ZEROS_BYTES);
+                b.as_bytes_mut().fill(0);
+                Rc::new(b)
+            })
+            .clone()
     }
 
     async fn open_rw(&self, path: &Path) -> IoResult<DmaDiskFile> {

@@ -251,6 +251,10 @@ impl Disk for MemDisk {
         MemBuf(vec![0xa5; len])
     }
 
+    fn zeros(&self) -> Rc<MemBuf> {
+        Rc::new(MemBuf(vec![0; super::ZEROS_BYTES]))
+    }
+
     async fn open_rw(&self, path: &Path) -> IoResult<MemFile> {
         if let Some(f) = self.take_fault(FaultOp::Open, path) {
             return Err(err("open", path, None, fault_errno(f)));

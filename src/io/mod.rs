@@ -33,6 +33,9 @@ use std::rc::Rc;
 /// glommio reports the 512 B logical sector, the device's physical sector is 4096).
 pub const PAGE: u64 = 4096;
 
+/// The length of [`Disk::zeros`]: one zero write ahead of a segment's data.
+pub const ZEROS_BYTES: usize = 128 << 10;
+
 /// Default of `tidemark.shard.io.memory.bytes`: each shard's pool of DMA buffers, registered
 /// with io_uring (glommio's `io_memory`, whose own default is 10 MiB). Write-tail chunks and
 /// disk reads come from it; past it they fall back to ordinary allocations, which io_uring
@@ -89,6 +92,10 @@ pub trait Disk: Clone + 'static {
     /// An uninitialised buffer of `len` bytes (a multiple of [`PAGE`]) suitable for
     /// [`DiskFile::write_at`] on any file of this disk. Callers fill every byte they write.
     fn alloc(&self, len: usize) -> Self::Buf;
+
+    /// A buffer of [`ZEROS_BYTES`] zeros, shared by every writer on this disk (the flusher
+    /// writes it ahead of a segment's data: `tidemark.zero.ahead.bytes`). Never modified.
+    fn zeros(&self) -> Rc<Self::Buf>;
 
     /// Open `path` for reading and writing, creating it if missing.
     async fn open_rw(&self, path: &Path) -> IoResult<Self::File>;

@@ -409,6 +409,10 @@ pub struct Unsealed<D: Disk> {
     pub file: Option<Rc<D::File>>,
     /// Bytes reserved with fallocate.
     pub allocated: u64,
+    /// Zeros are written up to here (0: none yet; `tidemark.zero.ahead.bytes`). With the data,
+    /// the file's blocks are written (not merely reserved) up to the larger of this and the
+    /// data's end.
+    pub zeroed: u64,
     pub index: IndexBuilder,
     pub time: TimeBuilder,
     pub tail: Tail<D::Buf>,

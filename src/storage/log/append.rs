@@ -478,6 +478,7 @@ pub(super) fn new_active_segment<D: Disk>(disk: &D, config: &LogConfig, base: i6
         state: SegmentState::Active(Unsealed {
             file: None,
             allocated: 0,
+            zeroed: 0,
             index: IndexBuilder::new(offset_entries(config), config.index_interval_bytes),
             time: TimeBuilder::new(time_entries(config), last_ts, config.time_index_interval_ms),
             tail: Tail::new(disk, 0, &[], config.write_chunk_bytes as usize),

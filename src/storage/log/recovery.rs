@@ -737,7 +737,7 @@ impl<D: Disk> Opening<'_, D> {
             let partial = file.read_at(align_down(size), (size - align_down(size)) as usize).await?;
             let tail = Tail::new(self.disk, size, &partial, self.config.write_chunk_bytes as usize);
             let allocated = file.size().await?;
-            let unsealed = Unsealed { file: Some(Rc::new(file)), allocated, index, time, tail };
+            let unsealed = Unsealed { file: Some(Rc::new(file)), allocated, zeroed: 0, index, time, tail };
             let active = Segment {
                 base_offset: base,
                 next_offset,
