@@ -243,6 +243,51 @@ fn decisions_by_time_load_only_time_indexes() {
     assert_eq!(block_on(log.maintain(NOW)).unwrap(), bases[..7].to_vec());
 }
 
+/// spec: T6.3 — after a restart, a lookup's binary search over sealed segments loads the
+/// time indexes of the probes it may make next (two more levels, whichever way it goes)
+/// together with the one it needs: over 100 sealed segments (7 levels) it asks for at most 3
+/// rounds of loads, each of at most 7 small files, where one index per round would take up to
+/// 7 rounds; and it answers as before, at each segment's record.
+#[test]
+fn lookup_after_restart_loads_next_probes_together() {
+    use tidemark::storage::log::TimePlan;
+    let config = cfg(&[("retention.ms", "-1"), ("segment.ms", "604800000")]);
+    let disk = MemDisk::new();
+    let mut log = open(&disk, &config);
+    let ts = |i: i64| NOW - (100 - i) * MIN;
+    for i in 0..100 {
+        log.append(&batch_at(&[ts(i)]), NOW).unwrap();
+        log.roll(NOW);
+    }
+    block_on(log.flush_all()).unwrap();
+    block_on(log.close()).unwrap();
+    let mut most_rounds = 0;
+    for k in (0..100).step_by(3) {
+        for t in [ts(k) - 1, ts(k)] {
+            let mut log = open(&disk, &config);
+            let mut rounds = 0;
+            loop {
+                match log.plan_time_lookup(t, ReadUpTo::Durable) {
+                    TimePlan::NeedTimes(bases) => {
+                        rounds += 1;
+                        assert!(bases.len() <= 7, "a round of {} loads", bases.len());
+                        for b in bases {
+                            let loaded = block_on(log.time_load(b).run()).unwrap();
+                            log.install_time(b, loaded);
+                        }
+                    }
+                    TimePlan::Scan { .. } => break,
+                    _ => panic!("a lookup of {t} planned neither loads nor a scan"),
+                }
+            }
+            assert!(rounds <= 3, "lookup of record {k}: {rounds} rounds of loads");
+            most_rounds = most_rounds.max(rounds);
+            assert_eq!(block_on(log.offset_for_time(t, ReadUpTo::Durable)).unwrap(), Some((k, ts(k))));
+        }
+    }
+    assert!(most_rounds >= 2, "the search never needed loads: nothing was checked");
+}
+
 /// spec: T8.3 — sealed segments without a time index (older data) get one rebuilt at open,
 /// identical to the one written at their close. spec: T5.6 — a torn time index keeps its
 /// valid prefix and lookups stay right.

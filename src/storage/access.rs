@@ -53,6 +53,23 @@ pub async fn load_indexes<D: Disk, C: LogCell<D>>(cell: &C, need: NeedIndex) -> 
     Ok(())
 }
 
+/// Load the time indexes of `bases` together (one round of small reads): the first is needed,
+/// and its failure is the caller's; the others are loaded ahead, and one that fails (a
+/// segment retention removed meanwhile, a damaged file) is left to be loaded, or to fail, when
+/// it is needed.
+async fn load_times<D: Disk, C: LogCell<D>>(cell: &C, bases: &[i64]) -> StorageResult<()> {
+    let loads: Vec<_> = bases.iter().map(|&b| cell.log().time_load(b)).collect();
+    let loaded = futures_util::future::join_all(loads.into_iter().map(|l| l.run())).await;
+    for (i, (&base, result)) in bases.iter().zip(loaded).enumerate() {
+        match result {
+            Ok(time) => cell.log().install_time(base, time),
+            Err(e) if i == 0 => return Err(e),
+            Err(e) => tracing::debug!(base, error = %e, "time index loaded ahead failed; left for when it is needed"),
+        }
+    }
+    Ok(())
+}
+
 /// Whole batches from the one holding `offset`, up to about `max_bytes`.
 pub async fn read<D: Disk, C: LogCell<D>>(
     cell: &C,
@@ -106,8 +123,8 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
         let plan = cell.log().plan_time_lookup(t, upto);
         return match plan {
             TimePlan::Found(answer) => Ok(answer),
-            TimePlan::NeedIndex(need) => {
-                load_indexes(cell, need).await?;
+            TimePlan::NeedTimes(bases) => {
+                load_times(cell, &bases).await?;
                 continue;
             }
             // Skip batches whose max timestamp is below t; in the first that reaches t, the

@@ -195,7 +195,15 @@ impl<D: Disk> Log<D> {
             let mut m = mid;
             let found = loop {
                 let Some(time) = self.segments[&bases[m]].time() else {
-                    return TimePlan::NeedIndex(NeedIndex::time(bases[m]));
+                    // With the probes the search may make next whichever way it goes (two
+                    // more levels), loaded together: one round of small reads for three levels.
+                    let mut need = vec![bases[m]];
+                    if m == mid {
+                        let unloaded = |i: usize| self.segments[&bases[i]].time().is_none();
+                        next_probes(lo, mid, SPECULATIVE_LEVELS, &mut need, &bases, &unloaded);
+                        next_probes(mid + 1, hi, SPECULATIVE_LEVELS, &mut need, &bases, &unloaded);
+                    }
+                    return TimePlan::NeedTimes(need);
                 };
                 if let Some(&(first, _)) = time.entries.first() {
                     break Some((m, first, time));
@@ -402,14 +410,34 @@ fn pick_batches(
 pub enum TimePlan {
     /// The answer: (offset, timestamp), or `None` (Kafka's -1, -1).
     Found(Option<(i64, i64)>),
-    /// Load this sealed segment's indexes first.
-    NeedIndex(NeedIndex),
+    /// Load the time index of the first of these sealed segments, then plan again; the
+    /// others are the search's possible next probes, worth loading in the same round (a
+    /// failure to load one of them is no failure of the lookup).
+    NeedTimes(Vec<i64>),
     /// Scan batches from offset `from` (a batch's first offset) for the first record with a
     /// timestamp `>= t` below offset `limit`.
     Scan { from: i64, t: i64, limit: i64 },
     /// Find the largest timestamp below offset `limit` and its first record, scanning back
     /// from the limit ([`Log::max_scan_start`]).
     ScanMax { limit: i64 },
+}
+
+/// Levels of a lookup's binary search over segments whose time indexes are loaded ahead,
+/// together with the one it needs now: 2 makes a round of at most 7 small reads.
+const SPECULATIVE_LEVELS: u32 = 2;
+
+/// The segments (as bases) the binary search over `[lo, hi)` probes in its next `levels`
+/// levels, whichever way each goes, that `unloaded` says have no time index in memory.
+fn next_probes(lo: usize, hi: usize, levels: u32, out: &mut Vec<i64>, bases: &[i64], unloaded: &dyn Fn(usize) -> bool) {
+    if levels == 0 || lo >= hi {
+        return;
+    }
+    let mid = (lo + hi) / 2;
+    if unloaded(mid) {
+        out.push(bases[mid]);
+    }
+    next_probes(lo, mid, levels - 1, out, bases, unloaded);
+    next_probes(mid + 1, hi, levels - 1, out, bases, unloaded);
 }
 
 /// Opening a sealed segment and loading (or rebuilding, SPEC T8.4) its offset index, and its
@@ -431,13 +459,26 @@ pub struct IndexLoad<D: Disk> {
 
 impl<D: Disk> IndexLoad<D> {
     pub async fn run(self) -> StorageResult<SegmentIndexes<D>> {
-        let file = match self.file {
-            Some(f) => f,
-            None => Rc::new(self.disk.open_existing(&log_path(&self.dir, self.base)).await?),
-        };
-        let max_entries = (self.config.segment_index_bytes / 8) as usize;
+        // Opening the data file, reading the offset index and loading the time index do not
+        // depend on each other: one round of I/O, not three in a row (a cold lookup or read
+        // waits for all of it).
         let ipath = index_path(&self.dir, self.base);
-        let loaded = self.disk.read_file(&ipath).await?.map(|b| decode_offset_index(&b, self.size.max(1)));
+        let open = async {
+            match self.file {
+                Some(f) => Ok(f),
+                None => Ok::<_, StorageError>(Rc::new(self.disk.open_existing(&log_path(&self.dir, self.base)).await?)),
+            }
+        };
+        let time = async {
+            match self.time {
+                Some(load) => load.run().await.map(|t| Some(t.time)),
+                None => Ok(None),
+            }
+        };
+        let (file, loaded, time) = futures_util::future::join3(open, self.disk.read_file(&ipath), time).await;
+        let file = file?;
+        let max_entries = (self.config.segment_index_bytes / 8) as usize;
+        let loaded = loaded?.map(|b| decode_offset_index(&b, self.size.max(1)));
         // A well-formed index whose last entry does not point at the batch it names is as
         // corrupt as a torn one (SPEC T8.4): check it against the data.
         let loaded = match loaded {
@@ -476,11 +517,7 @@ impl<D: Disk> IndexLoad<D> {
                 scan.index.index
             }
         };
-        let time = match self.time {
-            Some(load) => Some(load.run().await?.time),
-            None => None,
-        };
-        Ok(SegmentIndexes { file, index, time, generation: self.generation })
+        Ok(SegmentIndexes { file, index, time: time?, generation: self.generation })
     }
 }
 
