@@ -1,0 +1,39 @@
+#!/bin/bash
+# Issue 19, target 3: open-loop produce latency for two builds, alternated, beside fio's
+# fdatasync latency on the same disk in each round.
+#
+# Usage: scripts/bench-tail.sh BIN_A BIN_B [ROUNDS] [RATE] [LINGER_MS] [SECONDS] [DIR]
+#   defaults: 2 rounds, 500000 records/s (about half the maximum on the 2-core machine),
+#   linger 5 ms, 8 s, ./target/bench-tail. Each run: a fresh `BIN serve` on its defaults, then
+#   `BIN load produce` (acks=all, 1 KiB, 8 partitions, 8 connections, 2 threads, 10 in flight;
+#   latency counted from each record's intended send time). The broker's /metrics after each
+#   run are kept in DIR/metrics.NAME.ROUND (request_produce, commit_wait, fdatasync stages).
+set -u
+[ $# -ge 2 ] || { sed -n 2,11p "$0"; exit 2; }
+command -v fio >/dev/null || { echo "bench-tail: fio not found (apt-get install fio)" >&2; exit 1; }
+A=$1 B=$2 rounds=${3:-2} rate=${4:-500000} linger=${5:-5} secs=${6:-8} dir=${7:-./target/bench-tail}
+mkdir -p "$dir"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+for r in $(seq "$rounds"); do
+  rm -f "$dir/fio.f"
+  fio --name=s --filename="$dir/fio.f" --size=1G --direct=1 --ioengine=io_uring --rw=write --bs=16k \
+      --iodepth=1 --fdatasync=1 --time_based --runtime=4 --output-format=json 2>/dev/null | python3 -c "
+import json,sys; s=json.load(sys.stdin)['jobs'][0]['sync']['lat_ns']['percentile']
+print('round $r: fio fdatasync p50 / p99 / p99.9: %d / %d / %d us' % (s['50.000000']//1000, s['99.000000']//1000, s['99.900000']//1000))"
+  rm -f "$dir/fio.f"
+  for bin in "$A" "$B"; do
+    port=$(free_port); mport=$(free_port)
+    rm -rf "$dir/serve"
+    "$bin" serve --data-dir "$dir/serve" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$mport" >"$dir/serve.log" 2>&1 &
+    pid=$!
+    sleep 1
+    "$bin" load produce --bootstrap "127.0.0.1:$port" --topic t --partitions 8 --connections 8 --threads 2 \
+        --in-flight 10 --acks all --record-size 1024 --rate "$rate" --linger-ms "$linger" --duration "$secs" \
+        --json 2>/dev/null | tail -n 1 | python3 -c "
+import json,sys; j=json.load(sys.stdin); l=j['latency_ms']
+print('  %-30s %8.0f records/s  p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f ms' % ('$(basename "$bin")', j['records_per_sec'], l['p50'], l['p99'], l['p999'], l['max']))"
+    curl -s "127.0.0.1:$mport/metrics" >"$dir/metrics.$(basename "$bin").$r"
+    kill $pid; wait $pid 2>/dev/null
+  done
+done
+rm -rf "$dir/serve"
