@@ -399,3 +399,45 @@ fn close_right_after_a_roll_at_every_flusher_step() {
         })
     });
 }
+
+/// Zero jobs (`tidemark.zero.ahead.bytes`), driven step by step on the memory disk: while a
+/// small commit syncs, the flusher hands out one zero job, and only one per commit, even with
+/// the zeros still short of the configured distance; a zero write that fails fails nothing (the
+/// commit it ran beside completes and its data is durable, appends go on) and stops zeroing for
+/// that segment.
+#[test]
+fn zero_jobs_one_per_commit_and_their_failure_fails_nothing() {
+    use tidemark::io::{Fault, FaultOp};
+    use tidemark::storage::log::Log;
+    run_glommio(|| {
+        Box::pin(async {
+            let disk = MemDisk::new();
+            let config = LogConfig { preallocate_bytes: 1 << 20, ..LogConfig::default() };
+            let (mut log, _) = Log::open(disk.clone(), std::path::Path::new("/d/t-0"), config).await.unwrap();
+            // The first commit creates the file (a job that runs alone: no zeros beside it).
+            log.append(&tagged_batch(0, 2, 100, 1), 10_000).unwrap();
+            log.flush_all().await.unwrap();
+            for (round, fail) in [(1u64, false), (2, true), (3, false)] {
+                log.append(&tagged_batch(round, 2, 100, 1), 10_000).unwrap();
+                let written = log.prepare_flush().expect("a commit job").write().await.ok().expect("written");
+                log.flush_written();
+                let zeros = log.prepare_flush();
+                if round == 3 {
+                    assert!(zeros.is_none(), "zeros written after a zero write failed");
+                } else {
+                    let zeros = zeros.expect("a zero job while a small commit syncs");
+                    let (_, writes) = disk.counters();
+                    if fail {
+                        disk.inject(FaultOp::Write, Fault::Eio, 1);
+                    }
+                    let done = zeros.run().await;
+                    assert_eq!(disk.counters().1, writes + 1, "a zero job is one write");
+                    log.complete_flush(done).expect("a zero job fails nothing");
+                    assert!(log.prepare_flush().is_none(), "a second zero job during one commit");
+                }
+                let durable = log.complete_flush(written.finish().await).expect("the commit");
+                assert_eq!(durable, log.log_end_offset(), "round {round}: the commit's data is durable");
+            }
+        })
+    });
+}

@@ -5,8 +5,9 @@
 //! are glommio local tasks of the executor that calls [`GlommioRuntime::spawn`].
 //! - **Tasks.** A glommio task whose handle is dropped is cancelled, and openraft drops the
 //!   handles of tasks it means to keep running; so every task is detached at once and its
-//!   handle only observes it ([`Join`]). A task that ends without a value (cancelled, or a
-//!   panic caught by the executor) is a [`JoinError`].
+//!   handle only observes it ([`Join`]). A task that ends without a value (it was cancelled)
+//!   is a [`JoinError`]; a panic in a task unwinds through the executor, as everywhere in the
+//!   broker.
 //! - **Time.** `std::time::Instant`, the clock glommio's timers use; sleeps are glommio timers,
 //!   and a timeout is a future raced against one ([`Timeout`]: glommio's own timeout wants the
 //!   future to return a glommio result).
@@ -147,8 +148,16 @@ impl RtInstant for Instant {
     }
 }
 
+/// The longest sleep: glommio adds a timer's duration to the clock and would overflow on
+/// `Duration::MAX`, where tokio clamps to a far deadline; so does this (30 years).
+const LONGEST_SLEEP: Duration = Duration::from_secs(30 * 365 * 86_400);
+
+fn sleep_for(duration: Duration) -> Sleep {
+    Sleep(glommio::timer::Timer::new(duration.min(LONGEST_SLEEP)))
+}
+
 fn sleep_until(deadline: Instant) -> Sleep {
-    Sleep(glommio::timer::Timer::new(deadline.0.saturating_duration_since(std::time::Instant::now())))
+    sleep_for(deadline.0.saturating_duration_since(std::time::Instant::now()))
 }
 
 impl AsyncRuntime for GlommioRuntime {
@@ -169,7 +178,7 @@ impl AsyncRuntime for GlommioRuntime {
     }
 
     fn sleep(duration: Duration) -> Sleep {
-        Sleep(glommio::timer::Timer::new(duration))
+        sleep_for(duration)
     }
 
     fn sleep_until(deadline: Instant) -> Sleep {

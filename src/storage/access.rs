@@ -53,17 +53,20 @@ pub async fn load_indexes<D: Disk, C: LogCell<D>>(cell: &C, need: NeedIndex) -> 
     Ok(())
 }
 
-/// Load the time indexes of `bases` together (one round of small reads): the first is needed,
-/// and its failure is the caller's; the others are loaded ahead, and one that fails (a
-/// segment retention removed meanwhile, a damaged file) is left to be loaded, or to fail, when
-/// it is needed.
+/// Load the time indexes of `bases` together (one round of small reads): the first is needed
+/// (rebuilt if missing or damaged), and its failure is the caller's; the others are loaded
+/// ahead, only as stored, and one that is missing, damaged or fails to load (a segment
+/// retention removed meanwhile) is left to be loaded, or to fail, when it is needed.
 async fn load_times<D: Disk, C: LogCell<D>>(cell: &C, bases: &[i64]) -> StorageResult<()> {
-    let loads: Vec<_> = bases.iter().map(|&b| cell.log().time_load(b)).collect();
-    let loaded = futures_util::future::join_all(loads.into_iter().map(|l| l.run())).await;
-    for (i, (&base, result)) in bases.iter().zip(loaded).enumerate() {
+    let Some((&first, ahead)) = bases.split_first() else { return Ok(()) };
+    let needed = cell.log().time_load(first).run();
+    let loads: Vec<_> = ahead.iter().map(|&b| cell.log().time_load(b).run_stored()).collect();
+    let (needed, ahead_loaded) = futures_util::future::join(needed, futures_util::future::join_all(loads)).await;
+    cell.log().install_time(first, needed?);
+    for (&base, result) in ahead.iter().zip(ahead_loaded) {
         match result {
-            Ok(time) => cell.log().install_time(base, time),
-            Err(e) if i == 0 => return Err(e),
+            Ok(Some(time)) => cell.log().install_time(base, time),
+            Ok(None) => {}
             Err(e) => tracing::debug!(base, error = %e, "time index loaded ahead failed; left for when it is needed"),
         }
     }

@@ -259,7 +259,7 @@ impl<D: Disk> Partition<D> {
 
     /// The flusher: runs flush jobs while work remains (`log::flush`): a commit job writes,
     /// then syncs, and while it syncs write-ahead jobs write the full chunks that fill
-    /// meanwhile. Each completed commit wakes the waiters it covers. After a failure no job
+    /// meanwhile (or, for a small commit, zeros past the data). Each completed commit wakes the waiters it covers. After a failure no job
     /// starts; the jobs in flight drain (as failures) and a retry is scheduled.
     async fn flush_loop(self: Rc<Self>) {
         enum Event<D: Disk> {

@@ -67,6 +67,9 @@ pub(super) struct Pipeline {
     /// Chunks written by completed write-ahead jobs and not yet synced; the next commit job
     /// drops them with its own.
     ahead: usize,
+    /// A zero job was handed out while the commit in flight syncs (one per commit: a zero
+    /// write that outlasts the sync delays the next commit).
+    zeroed_this_commit: bool,
     /// A job failed: the others complete as failures too, and the chunks go back to waiting
     /// once none is left (after a failed write or fdatasync nothing unsynced is trusted).
     failed: Option<Arc<IoError>>,
@@ -117,7 +120,8 @@ impl<D: Disk> Log<D> {
 
     /// The next flush job, or `None` when nothing waits or the pipeline cannot take one now:
     /// a job is writing, creates or seals its segment, or failed. While a commit job syncs,
-    /// the next job is a write-ahead job, and only when the tail holds full chunks.
+    /// the next job is a write-ahead job: of the tail's full chunks, or else (once per commit,
+    /// for a small commit of an active segment) of zeros just past the data.
     pub fn prepare_flush(&mut self) -> Option<FlushWork<D>> {
         let pipe = &self.pipeline;
         if pipe.writing || pipe.alone || pipe.failed.is_some() {
@@ -150,15 +154,18 @@ impl<D: Disk> Log<D> {
             // allocation, and up to `tidemark.zero.ahead.bytes` ahead.
             let data_end = align_up(seg.size);
             let from = unsealed.zeroed.max(data_end);
-            let to = from + ZEROS_BYTES as u64;
+            let to = from.saturating_add(ZEROS_BYTES as u64);
             let allocated = unsealed.allocated.max(pipe.allocated);
             let file = unsealed.file.clone()?;
             let small_commit = pipe.target_size - seg.durable_size <= ZERO_COMMIT_MAX;
-            if !small_commit || from >= data_end + zero_ahead || to > allocated {
+            // A rolled segment is truncated at its seal: zeros past its data are wasted.
+            let active = producer_snapshot.is_none();
+            if !active || pipe.zeroed_this_commit || !small_commit || from >= data_end + zero_ahead || to > allocated {
                 return None;
             }
             pipe.writing = true;
             pipe.ahead_job = true;
+            pipe.zeroed_this_commit = true;
             return Some(FlushWork {
                 writes: vec![ChunkWrite { buf: disk.zeros(), pos: from }],
                 disk,
@@ -227,6 +234,7 @@ impl<D: Disk> Log<D> {
             snapshot: (seg.next_offset, snapshot.to_vec()),
         });
         pipe.commit = true;
+        pipe.zeroed_this_commit = false;
         pipe.target_size = seg.size;
         pipe.alone = file.is_none() || seal.is_some();
         let chunks = std::mem::take(&mut pipe.ahead) + writes.len();
@@ -291,6 +299,13 @@ impl<D: Disk> Log<D> {
             unsealed.file.get_or_insert(f);
         }
         let result = match (done.result, &pipe.failed) {
+            (Err(e), None) if done.zeroed > 0 => {
+                // Zeros carry nothing: their failure fails no commit, and zeroing stops for
+                // this segment (a data write to the same place reports its own error).
+                tracing::warn!(dir = %self.dir.display(), base = done.base_offset, error = %e, "writing zeros ahead of the data failed; no more for this segment");
+                unsealed.zeroed = u64::MAX;
+                Ok(self.durable_next_offset)
+            }
             (Ok(_), None) if !done.commit => {
                 // Written, not yet synced: the next commit job covers these chunks.
                 pipe.ahead += done.chunks;

@@ -14,7 +14,7 @@
 //!
 //! Callers: `storage::access`, which runs the plans' loops for partitions and exclusive owners.
 
-use super::recovery::{scan_segment, time_index_of, ScanFrom, SegmentSpan};
+use super::recovery::{scan_segment, stored_time_index, time_index_of, ScanFrom, SegmentSpan};
 use super::{Log, NeedIndex, ReadUpTo, MAX_STORED_BATCH};
 use crate::config::LogConfig;
 use crate::io::{Disk, DiskFile};
@@ -547,6 +547,15 @@ impl<D: Disk> TimeLoad<D> {
     pub async fn run(self) -> StorageResult<LoadedTime> {
         let (time, _) = time_index_of(&self.disk, &self.dir, &self.spans, self.spans.len() - 1, &self.config).await?;
         Ok(LoadedTime { time, generation: self.generation })
+    }
+
+    /// The time index as stored, or `None` when it is missing or damaged: a load ahead of need
+    /// (a lookup's next probes) never turns into a rebuild, which scans the segment and writes
+    /// the file (two rebuilds of one segment at once would share its temporary file).
+    pub async fn run_stored(self) -> StorageResult<Option<LoadedTime>> {
+        let span = *self.spans.last().expect("the segment's own span");
+        let time = stored_time_index(&self.disk, &self.dir, span, &self.config).await?;
+        Ok(time.map(|time| LoadedTime { time, generation: self.generation }))
     }
 }
 

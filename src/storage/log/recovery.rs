@@ -215,7 +215,7 @@ async fn read_time_index<D: Disk>(
     let Some(bytes) = disk.read_file(&path).await? else { return Ok(None) };
     let (entries, damaged) = decode_time_index(&bytes, (next - base).max(0) as u64);
     if damaged {
-        tracing::warn!(path = %path.display(), kept = entries.len(), "time index is torn or invalid; rebuilding it");
+        tracing::warn!(path = %path.display(), kept = entries.len(), "time index is torn or invalid; rebuilt when needed");
         return Ok(None);
     }
     Ok(Some(entries))
@@ -265,12 +265,25 @@ pub(super) async fn time_index_of<D: Disk>(
     config: &LogConfig,
 ) -> StorageResult<(TimeBuilder, bool)> {
     let (base, _, size) = spans[i];
-    if let Some(entries) = read_time_index(disk, dir, spans[i]).await? {
-        let t = TimeBuilder::loaded(entries, time_entries(config), None, base, config.time_index_interval_ms);
+    if let Some(t) = stored_time_index(disk, dir, spans[i], config).await? {
         return Ok((t, false));
     }
     let context = context_before(disk, dir, &spans[..i], config).await?;
     Ok((rebuild_time_index(disk, dir, base, size, config, context).await?, true))
+}
+
+/// A sealed segment's time index as stored, or `None` when it is missing or damaged (nothing
+/// rebuilt).
+pub(super) async fn stored_time_index<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    span: SegmentSpan,
+    config: &LogConfig,
+) -> StorageResult<Option<TimeBuilder>> {
+    let base = span.0;
+    Ok(read_time_index(disk, dir, span)
+        .await?
+        .map(|entries| TimeBuilder::loaded(entries, time_entries(config), None, base, config.time_index_interval_ms)))
 }
 
 /// SPEC T8.1: the log's last time-index timestamp among the sealed segments, scanning back
