@@ -169,6 +169,10 @@ fn index(stage: Stage) -> usize {
     STAGES.iter().position(|&s| s == stage).expect("every stage is listed")
 }
 
+fn counter_index(counter: Counter) -> usize {
+    COUNTERS.iter().position(|&c| c == counter).expect("every counter is listed")
+}
+
 /// Record that `stage` took `micros`.
 pub fn record(stage: Stage, micros: u64) {
     METRICS.with(|m| {
@@ -184,15 +188,14 @@ pub fn since(stage: Stage, start: Instant) {
 /// Add `n` to a counter.
 pub fn count(counter: Counter, n: u64) {
     METRICS.with(|m| {
-        let i = COUNTERS.iter().position(|&c| c == counter).expect("every counter is listed");
-        m.borrow_mut().counters[i] += n;
+        m.borrow_mut().counters[counter_index(counter)] += n;
     });
 }
 
 impl ShardMetrics {
     /// A counter's value.
     pub fn counter(&self, counter: Counter) -> u64 {
-        self.counters[COUNTERS.iter().position(|&c| c == counter).expect("every counter is listed")]
+        self.counters[counter_index(counter)]
     }
 
     /// How many times `stage` was recorded.
