@@ -57,6 +57,19 @@ enum Op {
     DeleteRecords {
         pick: u16,
     },
+    /// Cut the log's suffix at an offset picked between the log start and the log end (or
+    /// below the start, refused).
+    Truncate {
+        pick: u16,
+    },
+    /// A truncation the machine dies in after `fuse` changes, then a power cut (`mode` as in
+    /// `Crash`) and a reopen.
+    KillInTruncate {
+        pick: u16,
+        fuse: u8,
+        mode: u8,
+        seed: u64,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -70,6 +83,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..3, any::<u64>(), 0u8..4).prop_map(|(mode, seed, partial_flush)| Op::Crash { mode, seed, partial_flush }),
         1 => (0u8..3, 0u8..3).prop_map(|(op, fault)| Op::FailingFlush { op, fault }),
         1 => any::<u16>().prop_map(|pick| Op::DeleteRecords { pick }),
+        1 => any::<u16>().prop_map(|pick| Op::Truncate { pick }),
+        1 => (any::<u16>(), 0u8..16, 0u8..3, any::<u64>()).prop_map(|(pick, fuse, mode, seed)| Op::KillInTruncate { pick, fuse, mode, seed }),
     ]
 }
 
@@ -140,6 +155,23 @@ fn legacy_set(kind: u8, tag: u64, n: usize, len: usize, base: i64) -> (Vec<u8>, 
 }
 
 impl Model {
+    /// The model after cutting the suffix at `offset`: the log ends where the batch holding
+    /// it begins (batches are atomic), and a log start past that end comes down to it.
+    fn truncated(&self, offset: i64) -> Model {
+        if offset >= self.next_offset {
+            return Model { batches: self.batches.clone(), next_offset: self.next_offset, start: self.start };
+        }
+        let i = self.index_of(offset);
+        let end = self.batches[i].0;
+        Model { batches: self.batches[..i].to_vec(), next_offset: end, start: self.start.min(end) }
+    }
+
+    /// An offset to truncate at, picked between the log start and the log end.
+    fn truncation_point(&self, log: &Log<MemDisk>, pick: u16) -> i64 {
+        let start = log.log_start_offset();
+        start + (pick as i64 % (self.next_offset - start + 1))
+    }
+
     /// Index of the batch holding `offset`.
     fn index_of(&self, offset: i64) -> usize {
         self.batches.partition_point(|(_, b)| info(b).last_offset < offset)
@@ -348,6 +380,44 @@ proptest! {
                         prop_assert!(m.batches.iter().all(|(b, bytes)| *b >= first || info(bytes).next_offset() <= first), "a deletion cut inside a batch");
                         let dropped = m.batches.iter().take_while(|(b, _)| *b < first).count();
                         m.batches.drain(..dropped);
+                    }
+                }
+                Op::Truncate { pick } => {
+                    // Below the log start: refused, nothing changes.
+                    let start = log.log_start_offset();
+                    if pick % 8 == 0 && start > 0 {
+                        let (end, durable) = (log.log_end_offset(), log.durable_offset());
+                        let refused = block_on(log.truncate_to(start - 1));
+                        prop_assert!(matches!(refused, Err(StorageError::OffsetOutOfRange { .. })), "truncation below the log start");
+                        prop_assert_eq!((log.log_end_offset(), log.durable_offset()), (end, durable));
+                    } else {
+                        let offset = m.truncation_point(&log, pick);
+                        let report = block_on(log.truncate_to(offset)).expect("truncate");
+                        let cut = offset < m.next_offset;
+                        m = m.truncated(offset);
+                        prop_assert_eq!(report.suffix_truncated_to, cut.then_some(m.next_offset));
+                        if cut {
+                            prop_assert_eq!(log.durable_offset(), m.next_offset, "everything left is durable");
+                        }
+                        prop_assert_eq!(report.truncated_bytes, 0, "a cut reported as a torn tail");
+                    }
+                }
+                Op::KillInTruncate { pick, fuse, mode, seed } => {
+                    // The machine dies at any step of a truncation, then loses power: the log
+                    // is then either untouched or cut exactly (the intent file decides), never
+                    // anything between, and appends go on after it.
+                    block_on(log.flush_all()).expect("flush");
+                    let offset = m.truncation_point(&log, pick);
+                    disk.fail_after(fuse as u64);
+                    let _ = block_on(log.truncate_to(offset));
+                    disk.heal();
+                    drop(log);
+                    let mode = match mode { 0 => CrashMode::DropUnsynced, 1 => CrashMode::KeepUnsynced, _ => CrashMode::Torn { seed } };
+                    disk.crash(mode);
+                    log = reopen(&disk, dir, &config, &cache);
+                    let cut = m.truncated(offset);
+                    if log.log_end_offset() != m.next_offset || cut.next_offset == m.next_offset {
+                        m = cut;
                     }
                 }
                 Op::CleanReopen => {

@@ -7,6 +7,8 @@
 //! spec: T5.2, T5.3, T5.4 — checked through T5.1 and the exactness of closed segments.
 //! spec: T6.1, T6.2, T6.3 — every probe's answer equals "first offset with ts >= T".
 //! spec: T8.1, T8.2 — after a restart, clean or not, the same entries and the same answers.
+//! spec: T5.1, T8.2 — after a suffix truncation, the entries the rules give for the batches
+//!   left, and the answers over them.
 
 mod common;
 
@@ -30,6 +32,8 @@ enum Op {
     Crash,
     /// Change `time.index.interval.ms` at runtime.
     SetInterval(u64),
+    /// Cut the log's suffix at an offset picked among its records ([`Log::truncate_to`]).
+    Truncate(u16),
 }
 
 fn ts() -> impl Strategy<Value = i64> {
@@ -49,6 +53,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::CleanReopen),
         1 => Just(Op::Crash),
         1 => prop_oneof![Just(1u64), 2u64..50, 50u64..2000].prop_map(Op::SetInterval),
+        1 => any::<u16>().prop_map(Op::Truncate),
     ]
 }
 
@@ -212,6 +217,22 @@ proptest! {
                     interval_changed = true;
                 }
                 Op::Flush => block_on(log.flush_all()).unwrap(),
+                Op::Truncate(pick) => {
+                    // spec: T5.1, T8.2 — after a suffix truncation the time index is what
+                    // appends of the batches left built (checked by check() and, at the end,
+                    // against the rules' entries), and lookups never answer a record cut away.
+                    let n = records.len() as i64;
+                    let offset = pick as i64 % (n + 1);
+                    let report = block_on(log.truncate_to(offset)).expect("truncate");
+                    // Batches are atomic: the log ends where the batch holding `offset` began.
+                    let end = batches.iter().rev().find(|(b, _)| *b <= offset).map_or(0, |(b, _)| *b);
+                    let end = if offset >= n { n } else { end };
+                    prop_assert_eq!(log.log_end_offset(), end);
+                    prop_assert_eq!(report.suffix_truncated_to, (offset < n).then_some(end));
+                    batches.retain(|(b, _)| *b < end);
+                    records.truncate(end as usize);
+                    check(&mut log, &records)?;
+                }
                 Op::CleanReopen => {
                     let before = check(&mut log, &records)?;
                     block_on(log.close()).unwrap();

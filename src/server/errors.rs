@@ -62,6 +62,7 @@ pub fn storage_code(e: &StorageError) -> ErrorCode {
             code::KAFKA_STORAGE_ERROR
         }
         StorageError::Closed => code::KAFKA_STORAGE_ERROR,
+        StorageError::Truncating => code::NOT_LEADER_OR_FOLLOWER,
         StorageError::Sequence(e) => match e {
             SequenceError::InvalidEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
             SequenceError::OutOfOrder { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,

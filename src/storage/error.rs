@@ -41,6 +41,10 @@ pub enum StorageError {
     /// The partition is closing or closed.
     #[error("partition is closed")]
     Closed,
+    /// The partition's log is being cut back (a replica truncating its divergent suffix):
+    /// no append is taken meanwhile (NOT_LEADER_OR_FOLLOWER: the replica is a follower).
+    #[error("the partition's log is being truncated")]
+    Truncating,
     /// An idempotent producer's batch breaks the sequence rules (INVALID_PRODUCER_EPOCH,
     /// OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_RECORD).
     #[error("{0}")]

@@ -50,8 +50,11 @@ pub struct Partition<D: Disk> {
     /// A `flush.ms` timer is pending.
     timer_armed: Cell<bool>,
     closed: Cell<bool>,
-    /// DeleteRecords calls run one at a time (each replaces the log start file whole).
+    /// What deletes files runs one at a time: DeleteRecords (each replaces the log start file
+    /// whole), retention, truncation (which reopens the log from its files), and `close`.
     deleting: glommio::sync::Semaphore,
+    /// A suffix truncation is under way ([`Partition::truncate_to`]): appends are refused.
+    truncating: Cell<bool>,
     /// Held by a compaction pass; `close` waits for it.
     cleaning: glommio::sync::Semaphore,
     /// Long polls waiting for the readable range to change ([`Partition::changed`]).
@@ -99,6 +102,7 @@ impl<D: Disk> Partition<D> {
             timer_armed: Cell::new(false),
             closed: Cell::new(false),
             deleting: glommio::sync::Semaphore::new(1),
+            truncating: Cell::new(false),
             cleaning: glommio::sync::Semaphore::new(1),
             watchers: RefCell::new(Vec::new()),
             ahead: RefCell::new(ReadAhead::default()),
@@ -140,9 +144,7 @@ impl<D: Disk> Partition<D> {
     /// Append `records` (v2 batches) and return once they are as durable as the flush policy
     /// promises (SPEC T3.5): with the default `flush.messages=1`, after their fdatasync.
     pub async fn append(self: &Rc<Self>, records: &[u8]) -> StorageResult<AppendInfo> {
-        if self.closed.get() {
-            return Err(StorageError::Closed);
-        }
+        self.accepting()?;
         let now = (self.clock)();
         let (info, demand) = self.log.borrow_mut().append(records, now)?;
         match demand {
@@ -161,9 +163,7 @@ impl<D: Disk> Partition<D> {
     /// Append `records` now, synchronously, without waiting for durability (the caller waits
     /// with [`Partition::flush`] or [`Partition::wait_durable`]); the flusher is started.
     pub fn append_nowait(self: &Rc<Self>, records: &[u8]) -> StorageResult<AppendInfo> {
-        if self.closed.get() {
-            return Err(StorageError::Closed);
-        }
+        self.accepting()?;
         let now = (self.clock)();
         let (info, _) = self.log.borrow_mut().append(records, now)?;
         self.kick();
@@ -178,13 +178,22 @@ impl<D: Disk> Partition<D> {
         epoch: i16,
         marker: crate::storage::format::marker::Marker,
     ) -> StorageResult<AppendInfo> {
-        if self.closed.get() {
-            return Err(StorageError::Closed);
-        }
+        self.accepting()?;
         let now = (self.clock)();
         let (info, _, _) = self.log.borrow_mut().append_marker(pid, epoch, marker, now)?;
         self.kick();
         Ok(info)
+    }
+
+    /// Whether appends are taken now.
+    fn accepting(&self) -> StorageResult<()> {
+        if self.closed.get() {
+            return Err(StorageError::Closed);
+        }
+        if self.truncating.get() {
+            return Err(StorageError::Truncating);
+        }
+        Ok(())
     }
 
     /// `flush.ms`: data an append did not wait for is flushed at most this long after it.
@@ -468,6 +477,10 @@ impl<D: Disk> Partition<D> {
     /// Periodic upkeep: time-based roll and retention by time and size (SPEC T7); returns
     /// the deleted segments' base offsets. A rolled segment is sealed by the flusher.
     pub async fn maintain(self: &Rc<Self>) -> StorageResult<Vec<i64>> {
+        let Ok(_one) = self.deleting.acquire_permit(1).await else { return Ok(Vec::new()) };
+        if self.closed.get() {
+            return Ok(Vec::new());
+        }
         let removed = access::maintain(&self.log, (self.clock)()).await?;
         self.kick();
         Ok(removed)
@@ -526,7 +539,76 @@ impl<D: Disk> Partition<D> {
 
     /// Delete the sealed segments wholly below `offset`; see [`Log::take_segments_before`].
     pub async fn remove_before(&self, offset: Offset) -> StorageResult<Vec<i64>> {
+        let _one = self.deleting.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
+        if self.closed.get() {
+            return Err(StorageError::Closed);
+        }
         access::remove_before(&self.log, offset.get()).await
+    }
+
+    /// Remove every record at or after `offset` (a Raft log's entries that conflict with the
+    /// leader's, a follower's divergent suffix, KIP-101), durably: see `storage::log::truncate`.
+    /// Appends are refused meanwhile (NOT_LEADER_OR_FOLLOWER); what was appended before is
+    /// made durable first; a waiter for an offset past the cut gets the same error. Returns the
+    /// new log end: `offset`, or the start of the batch holding it (batches are atomic). An
+    /// offset at or past the log end changes nothing; one below the log start is refused.
+    /// A failure after the truncation was decided leaves the partition refusing appends; the
+    /// next open finishes the truncation.
+    pub async fn truncate_to(self: &Rc<Self>, offset: Offset) -> StorageResult<Offset> {
+        let _one = self.deleting.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
+        let _cleaning = self.cleaning.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
+        self.accepting()?;
+        let Some(target) = self.log.borrow().truncation_target(offset.get())? else {
+            return Ok(self.log_end());
+        };
+        self.truncating.set(true);
+        let result = self.truncate_quiesced(target).await;
+        if result.is_ok() {
+            *self.ahead.borrow_mut() = ReadAhead::default();
+        }
+        let end = self.log.borrow().log_end_offset();
+        self.wake(|o| o > end, Err(StorageError::Truncating));
+        let durable = self.log.borrow().durable_offset();
+        self.wake(|o| o <= durable, Ok(()));
+        self.notify_watchers();
+        result.map(|()| Offset(end))
+    }
+
+    /// [`Partition::truncate_to`] once appends are refused: make everything durable, let the
+    /// flusher, a read-ahead and index loads finish, decide the cut durably and reopen the log
+    /// from its files, which carries the cut out. Appends are taken again after, or after a
+    /// failure that left nothing decided.
+    async fn truncate_quiesced(self: &Rc<Self>, target: i64) -> StorageResult<()> {
+        let ahead = self.ahead.borrow().task.clone();
+        if let Some(task) = ahead {
+            task.await;
+        }
+        if let Err(e) = self.flush().await {
+            self.truncating.set(false);
+            return Err(e);
+        }
+        while self.flusher_running.get() || self.log.borrow().loads_in_flight() {
+            glommio::timer::sleep(std::time::Duration::from_micros(200)).await;
+        }
+        let (disk, dir, config) = {
+            let log = self.log.borrow();
+            (log.disk().clone(), log.dir().to_path_buf(), log.config().clone())
+        };
+        if let Err(e) = crate::storage::log::write_truncate_intent(&disk, &dir, target).await {
+            // Appends resume only if no intent can be left to cut them at the next open.
+            let intent = dir.join(crate::storage::log::TRUNCATE_FILE);
+            if disk.remove_file(&intent).await.is_ok() && disk.sync_dir(&dir).await.is_ok() {
+                self.truncating.set(false);
+            }
+            return Err(e);
+        }
+        self.log.borrow_mut().begin_truncate(target);
+        let (mut log, report) = Log::open(disk, &dir, config).await?;
+        log.take_over(&mut self.log.borrow_mut());
+        tracing::info!(dir = %dir.display(), offset = target, end = ?report.suffix_truncated_to, "log truncated");
+        *self.log.borrow_mut() = log;
+        self.truncating.set(false);
+        Ok(())
     }
 
     /// Clean shutdown: refuse new appends, flush and seal the active segment, write the

@@ -96,6 +96,16 @@ pub fn decode_cleaner_checkpoint(b: &[u8]) -> Option<i64> {
     decode_tagged_offset(b"TMCLEAN1", b)
 }
 
+/// A suffix truncation's intent file (the offset the log is cut at): as the log start file,
+/// with its own tag.
+pub fn encode_truncate_intent(offset: i64) -> Vec<u8> {
+    encode_tagged_offset(b"TMTRUNC1", offset)
+}
+
+pub fn decode_truncate_intent(b: &[u8]) -> Option<i64> {
+    decode_tagged_offset(b"TMTRUNC1", b)
+}
+
 /// An 8-byte tag, the offset (i64) and the CRC-32C of both: 20 bytes.
 fn encode_tagged_offset(tag: &[u8; 8], offset: i64) -> Vec<u8> {
     let mut b = tag.to_vec();

@@ -29,7 +29,6 @@ use crate::io::{Disk, IoResult};
 use crate::storage::format::txn_index::AbortedTxn;
 use crate::storage::segment::{log_path, txnindex_path, Segment};
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 
 /// File name of a partition's cleaner checkpoint: the first dirty offset (the end of the
 /// last cleaning pass). Its presence also says the log may have offset gaps.
@@ -250,7 +249,7 @@ impl<D: Disk> Log<D> {
                 _ => return Ok(SwapStart::Changed),
             }
         }
-        if Rc::strong_count(&self.loads) > 1 {
+        if self.loads_in_flight() {
             return Ok(SwapStart::Wait);
         }
         self.swapping = true;

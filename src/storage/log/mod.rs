@@ -48,6 +48,7 @@ mod flush;
 mod read;
 mod recovery;
 mod retention;
+mod truncate;
 
 pub use clean::{
     cleaned_path, finish_swap_files, swap_path, txn_cleaned_path, CleanTarget, SwapStart, CLEANER_CHECKPOINT,
@@ -56,12 +57,17 @@ pub use flush::{FlushDone, FlushWork, SealWork, Written};
 pub use read::{DiskRead, IndexLoad, LoadedTime, ReadPlan, SegmentIndexes, TimeLoad, TimePlan};
 pub use recovery::SegmentSpan;
 pub use retention::delete_segment_files;
+pub use truncate::write_intent as write_truncate_intent;
 
 /// File name of the clean-shutdown marker in a partition directory.
 pub const CLEAN_MARKER: &str = "clean-shutdown";
 
 /// File name of the log start offset that DeleteRecords set (docs/format.md, section 8a).
 pub const LOG_START_FILE: &str = "log-start-offset";
+
+/// File name of a suffix truncation's intent (docs/format.md, section 8c): present from the
+/// moment the truncation is decided until the log has been cut.
+pub const TRUNCATE_FILE: &str = "truncate-to";
 
 /// Largest batch a stored log may hold (positions are u32; Kafka caps sizes at i32::MAX).
 const MAX_STORED_BATCH: usize = i32::MAX as usize;
@@ -135,6 +141,8 @@ pub struct OpenReport {
     pub scanned_bytes: u64,
     /// Sealed segments whose missing time index was rebuilt (SPEC T8.3).
     pub rebuilt_time_indexes: usize,
+    /// A suffix truncation was completed: the log end it left ([`Log::truncate_to`]).
+    pub suffix_truncated_to: Option<i64>,
 }
 
 pub struct Log<D: Disk> {

@@ -73,6 +73,9 @@ pub(super) struct ScanFrom {
     /// segments' scans allow them; the last segment's rescan (never compacted) does not,
     /// so there an offset out of order still marks a torn or corrupt tail.
     gaps: bool,
+    /// Stop before the first batch that holds this offset or a later one (a suffix
+    /// truncation's cut, `log::truncate`): the segment ends there.
+    until: Option<i64>,
 }
 
 impl ScanFrom {
@@ -87,6 +90,7 @@ impl ScanFrom {
             producers: None,
             replay_ms: 0,
             gaps: true,
+            until: None,
         }
     }
 }
@@ -101,7 +105,7 @@ pub(super) async fn scan_segment<F: DiskFile>(
     file_size: u64,
     from: ScanFrom,
 ) -> Result<Scan, IoError> {
-    let ScanFrom { mut pos, mut expected, mut index, mut time, mut producers, replay_ms, gaps } = from;
+    let ScanFrom { mut pos, mut expected, mut index, mut time, mut producers, replay_ms, gaps, until } = from;
     let mut want = SCAN_WINDOW;
     let mut scanned = 0u64;
     let mut aborted = Vec::new();
@@ -116,6 +120,8 @@ pub(super) async fn scan_segment<F: DiskFile>(
         let mut walk = BatchWalk::new(&buf, MAX_STORED_BATCH);
         // (position in `buf` of the first bad batch, why)
         let mut failed = None;
+        // Position in `buf` of the first batch at or past `until`.
+        let mut cut = None;
         for item in walk.by_ref() {
             let (at, h, bytes) = match item {
                 Ok(x) => x,
@@ -124,6 +130,10 @@ pub(super) async fn scan_segment<F: DiskFile>(
                     break;
                 }
             };
+            if until.is_some_and(|u| h.last_offset >= u) {
+                cut = Some(at);
+                break;
+            }
             // Offsets are contiguous: a batch starts where the one before ended. A legacy
             // wrapper's header names only its last offset, outside its CRC: its inner messages
             // (decompressed) must run from `expected` to it.
@@ -163,6 +173,10 @@ pub(super) async fn scan_segment<F: DiskFile>(
                 }
             }
             expected = h.next_offset();
+        }
+        if let Some(at) = cut {
+            pos += at as u64;
+            break None;
         }
         let consumed = walk.pos();
         if let Some((at, e)) = failed {
@@ -406,10 +420,19 @@ impl<D: Disk> Log<D> {
         }
         let mut report = OpenReport::default();
         super::clean::recover_swaps(&disk, dir).await?;
-        let (bases, snapshots) = list_segment_files(&disk, dir).await?;
+        let (mut bases, mut snapshots) = list_segment_files(&disk, dir).await?;
+        // A suffix truncation begun (`log::truncate`): its files go first, and the last segment
+        // left is cut at the offset by the rescan below (a clean marker cannot describe it).
+        let until = super::truncate::read_intent(&disk, dir).await?;
+        if let Some(offset) = until {
+            super::truncate::drop_suffix_files(&disk, dir, &mut bases, &mut snapshots, offset).await?;
+        }
         let marker_path = dir.join(CLEAN_MARKER);
         // (log end offset, last time-index timestamp) of a clean shutdown.
-        let marker = disk.read_file(&marker_path).await?.and_then(|b| decode_clean_marker(&b));
+        let marker = match until {
+            Some(_) => None,
+            None => disk.read_file(&marker_path).await?.and_then(|b| decode_clean_marker(&b)),
+        };
         // Every segment but the last is sealed.
         let mut segments = BTreeMap::new();
         for pair in bases.windows(2) {
@@ -417,7 +440,7 @@ impl<D: Disk> Log<D> {
             segments.insert(pair[0], Segment::sealed(pair[0], pair[1], size));
         }
         let spans: Vec<SegmentSpan> = segments.values().map(|s| (s.base_offset, s.next_offset, s.size)).collect();
-        let at = Opening { disk: &disk, dir, config: &config, spans, snapshots };
+        let at = Opening { disk: &disk, dir, config: &config, spans, snapshots, until };
         // SPEC T8.1: the log's last time-index timestamp. A clean shutdown recorded it in the
         // marker; otherwise scan back from the newest sealed segment until an index holds an
         // entry (rebuilding a missing or damaged one on the way, T8.3, T5.6).
@@ -479,6 +502,10 @@ impl<D: Disk> Log<D> {
         let next_offset = last.next_offset;
         at.install_last(&mut segments, base, file, last, report.clean).await?;
         report.segments = segments.len();
+        if until.is_some() {
+            super::truncate::finish(&disk, dir, next_offset).await?;
+            report.suffix_truncated_to = Some(next_offset);
+        }
         let start_offset = read_log_start(&disk, dir, next_offset).await?;
         let checkpoint = disk.read_file(&dir.join(CLEANER_CHECKPOINT)).await?;
         let cleaned_to = checkpoint.as_deref().and_then(decode_cleaner_checkpoint).unwrap_or(i64::MIN);
@@ -598,6 +625,8 @@ struct Opening<'a, D: Disk> {
     config: &'a LogConfig,
     spans: Vec<SegmentSpan>,
     snapshots: Vec<i64>,
+    /// A suffix truncation's offset: the last segment ends before the batch holding it.
+    until: Option<i64>,
 }
 
 impl<D: Disk> Opening<'_, D> {
@@ -686,16 +715,20 @@ impl<D: Disk> Opening<'_, D> {
         let (disk, dir, config) = (self.disk, self.dir, self.config);
         let mut from = ScanFrom::start(base, config, context_ts);
         from.gaps = false;
+        from.until = self.until;
         let (producers, mut aborted) = producers_at(disk, dir, &self.snapshots, &self.spans, config, base).await?;
         from.producers = Some(producers);
         from.replay_ms = disk.mtime_ms(&log_path(dir, base)).await?;
         let scan = scan_segment(file, base, file_size, from).await?;
         report.scanned_bytes = scan.scanned;
         if scan.valid_size < file_size {
-            // Preallocated zeros past the end are expected; anything else is reported.
+            // Preallocated zeros past the end are expected, and so is a suffix truncation's cut;
+            // anything else is reported.
             let len = (file_size - scan.valid_size).min(1 << 20) as usize;
             let tail = file.read_at(scan.valid_size, len).await?;
-            if tail.iter().any(|&b| b != 0) {
+            if self.until.is_some() && scan.stop.is_none() {
+                tracing::info!(dir = %dir.display(), base, position = scan.valid_size, next_offset = scan.next_offset, "suffix truncation: segment cut");
+            } else if tail.iter().any(|&b| b != 0) {
                 report.truncated_bytes = file_size - scan.valid_size;
                 report.truncate_reason = scan.stop.as_ref().map(|(p, e)| format!("at position {p}: {e}"));
                 tracing::warn!(dir = %dir.display(), base, position = scan.valid_size, reason = ?report.truncate_reason, "truncating torn or corrupt segment tail");

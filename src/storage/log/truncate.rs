@@ -1,0 +1,164 @@
+//! Suffix truncation: removing every record at or after an offset (Kafka's `truncateTo`), for a
+//! Raft log whose uncommitted entries conflict with the leader's, and for a follower replica
+//! cutting its divergent suffix (KIP-101).
+//!
+//! One mechanism, recovery's: the truncation is decided durably by an intent file
+//! ([`TRUNCATE_FILE`], the offset), then the log is opened again, and [`Log::open`] carries
+//! it out the way it recovers from a crash:
+//! 1. the producer snapshots past the offset and the segments that begin at or past it (but
+//!    the first) are deleted, newest first, so what is left is always a prefix of the log;
+//! 2. the last segment left is rescanned as after an unclean shutdown, the scan stopping at
+//!    the first batch that holds the offset or a later one, and the file is cut there and
+//!    synced: its offset index, time index (continuing the sealed segments' entries, SPEC T5,
+//!    T8), producer state and aborted transactions are rebuilt as appends built them;
+//! 3. a cleaner checkpoint past the new end is lowered to it, and the intent file is removed.
+//!
+//! A crash at any step leaves the intent in place, and the next open carries it out from the
+//! start: every step is idempotent. A cut inside a batch removes the whole batch (batches are
+//! atomic), so the log may end before the offset asked for: the new log end is returned.
+//!
+//! The cost is a rescan of the last segment left, as after an unclean shutdown (bounded by
+//! `segment.bytes`); truncations are rare (a leader change).
+
+use super::recovery::snapshot_path;
+use super::retention::delete_segment_files;
+use super::{Log, OpenReport, CLEANER_CHECKPOINT, LOG_START_FILE, TRUNCATE_FILE};
+use crate::io::Disk;
+use crate::storage::error::{StorageError, StorageResult};
+use crate::storage::format::index::{
+    decode_cleaner_checkpoint, decode_log_start, decode_truncate_intent, encode_cleaner_checkpoint, encode_log_start,
+    encode_truncate_intent,
+};
+use std::path::Path;
+
+/// The offset of a truncation begun and not finished in `dir`, if any. A damaged intent file
+/// is an error: guessing could resurrect a suffix that was meant to go, or cut one that was not.
+pub(super) async fn read_intent<D: Disk>(disk: &D, dir: &Path) -> StorageResult<Option<i64>> {
+    let path = dir.join(TRUNCATE_FILE);
+    match disk.read_file(&path).await? {
+        None => Ok(None),
+        Some(bytes) => match decode_truncate_intent(&bytes) {
+            Some(offset) => Ok(Some(offset)),
+            None => Err(StorageError::Corrupt {
+                path,
+                position: 0,
+                error: crate::storage::format::FormatError::BadRecords("unreadable suffix truncation intent"),
+            }),
+        },
+    }
+}
+
+/// Step 1: delete the producer snapshots past `offset` and the segments that begin at or past
+/// it, but the first (newest first), updating the listing `bases` and `snapshots`.
+pub(super) async fn drop_suffix_files<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    bases: &mut Vec<i64>,
+    snapshots: &mut Vec<i64>,
+    offset: i64,
+) -> StorageResult<()> {
+    // Snapshots first: one left past the end would describe producers whose batches are gone.
+    let mut removed_any = false;
+    for &s in snapshots.iter().filter(|&&s| s > offset) {
+        disk.remove_file(&snapshot_path(dir, s)).await?;
+        removed_any = true;
+    }
+    if removed_any {
+        disk.sync_dir(dir).await?;
+    }
+    snapshots.retain(|&s| s <= offset);
+    while bases.len() > 1 && *bases.last().expect("non-empty") >= offset {
+        let base = bases.pop().expect("non-empty");
+        tracing::info!(dir = %dir.display(), base, offset, "suffix truncation: deleting segment");
+        delete_segment_files(disk, dir, base).await?;
+    }
+    Ok(())
+}
+
+/// Step 3, once the last segment is cut and synced at `end`: lower the cleaner checkpoint and
+/// the log start past the new end to it (the batch holding the offset may have begun below
+/// them: new records at those offsets must not count as cleaned, or come back below the
+/// start), and remove the intent.
+pub(super) async fn finish<D: Disk>(disk: &D, dir: &Path, end: i64) -> StorageResult<()> {
+    let checkpoint = dir.join(CLEANER_CHECKPOINT);
+    let cleaned_to = disk.read_file(&checkpoint).await?.as_deref().and_then(decode_cleaner_checkpoint);
+    if cleaned_to.is_some_and(|c| c > end) {
+        disk.write_file_atomic(&checkpoint, &encode_cleaner_checkpoint(end)).await?;
+    }
+    let start_file = dir.join(LOG_START_FILE);
+    let start = disk.read_file(&start_file).await?.as_deref().and_then(decode_log_start);
+    if start.is_some_and(|s| s > end) {
+        disk.write_file_atomic(&start_file, &encode_log_start(end)).await?;
+    }
+    disk.remove_file(&dir.join(TRUNCATE_FILE)).await?;
+    disk.sync_dir(dir).await?;
+    tracing::info!(dir = %dir.display(), end, "suffix truncation done");
+    Ok(())
+}
+
+impl<D: Disk> Log<D> {
+    /// Where a truncation at `offset` would cut: `Ok(None)` when nothing is at or past it
+    /// (it is at or past the log end); an error below the log start (the log is never cut
+    /// below it: DeleteRecords' promise would come undone).
+    pub fn truncation_target(&self, offset: i64) -> StorageResult<Option<i64>> {
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if offset < start {
+            return Err(StorageError::OffsetOutOfRange { offset, start, end });
+        }
+        Ok((offset < end).then_some(offset))
+    }
+
+    /// Once a truncation at `offset` is decided ([`write_intent`]; everything appended durable,
+    /// no flush running): no append is taken and no reader sees past it from now on, and the
+    /// batch cache forgets the segments it touches.
+    pub fn begin_truncate(&mut self, offset: i64) {
+        self.durable_next_offset = self.durable_next_offset.min(offset);
+        self.closing = true;
+        if let Some(cache) = &self.cache {
+            for s in self.segments.values().filter(|s| s.next_offset > offset || !s.is_sealed()) {
+                cache.forget_segment(s.base_offset);
+            }
+        }
+    }
+
+    /// After the reopen that carried the truncation out: take over what lives across it
+    /// (the batch cache, and counters that must keep moving forward), from the log it replaced.
+    pub fn take_over(&mut self, old: &mut Log<D>) {
+        self.cache = old.cache.take();
+        // An index load or read planned on the old log is not installed in this one.
+        self.generation = old.generation + 1;
+        // A coordinator's check that no marker came in meanwhile fails across a truncation.
+        self.markers_appended = old.markers_appended + 1;
+    }
+
+    /// An index load is in flight (its rebuilt index file could land in a directory being
+    /// changed).
+    pub fn loads_in_flight(&self) -> bool {
+        std::rc::Rc::strong_count(&self.loads) > 1
+    }
+
+    /// Remove every record at or after `offset` (see the module's description), for an
+    /// exclusive owner: everything appended is made durable first, then the log is replaced by
+    /// the one opened again, which carries the cut out. Returns the report of that open (its
+    /// `suffix_truncated_to` is the new log end: `offset`, or the start of the batch holding
+    /// it), or an empty one when nothing was at or past `offset`.
+    pub async fn truncate_to(&mut self, offset: i64) -> StorageResult<OpenReport> {
+        let Some(target) = self.truncation_target(offset)? else {
+            return Ok(OpenReport::default());
+        };
+        self.flush_all().await?;
+        write_intent(&self.disk, &self.dir, target).await?;
+        self.begin_truncate(target);
+        let (log, report) = Log::open(self.disk.clone(), &self.dir.clone(), self.config.clone()).await?;
+        let mut old = std::mem::replace(self, log);
+        self.take_over(&mut old);
+        Ok(report)
+    }
+}
+
+/// Decide a truncation at `offset` durably: from here on the log will be cut, by this open or,
+/// after a crash, the next.
+pub async fn write_intent<D: Disk>(disk: &D, dir: &Path, offset: i64) -> StorageResult<()> {
+    disk.write_file_atomic(&dir.join(TRUNCATE_FILE), &encode_truncate_intent(offset)).await?;
+    Ok(())
+}
