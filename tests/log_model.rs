@@ -69,6 +69,11 @@ enum Op {
         fuse: u8,
         mode: u8,
         seed: u64,
+        restart: bool,
+    },
+    /// Remove everything and start again at an offset below, at or past the log end.
+    Restart {
+        pick: u16,
     },
 }
 
@@ -84,7 +89,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..3, 0u8..3).prop_map(|(op, fault)| Op::FailingFlush { op, fault }),
         1 => any::<u16>().prop_map(|pick| Op::DeleteRecords { pick }),
         1 => any::<u16>().prop_map(|pick| Op::Truncate { pick }),
-        1 => (any::<u16>(), 0u8..16, 0u8..3, any::<u64>()).prop_map(|(pick, fuse, mode, seed)| Op::KillInTruncate { pick, fuse, mode, seed }),
+        1 => (any::<u16>(), 0u8..16, 0u8..3, any::<u64>(), any::<bool>()).prop_map(|(pick, fuse, mode, seed, restart)| Op::KillInTruncate { pick, fuse, mode, seed, restart }),
+        1 => any::<u16>().prop_map(|pick| Op::Restart { pick }),
     ]
 }
 
@@ -166,6 +172,16 @@ impl Model {
         Model { batches: self.batches[..i].to_vec(), next_offset: end, start: self.start.min(end) }
     }
 
+    /// The model after a restart at `offset`: empty, starting there.
+    fn restarted(offset: i64) -> Model {
+        Model { batches: Vec::new(), next_offset: offset, start: offset }
+    }
+
+    /// An offset to start again at: below, at or past the log end.
+    fn restart_point(&self, pick: u16) -> i64 {
+        (self.next_offset + pick as i64 % 40 - 20).max(0)
+    }
+
     /// An offset to truncate at, picked between the log start and the log end.
     fn truncation_point(&self, log: &Log<MemDisk>, pick: u16) -> i64 {
         let start = log.log_start_offset();
@@ -194,11 +210,16 @@ impl Model {
     }
 }
 
+/// The log start the model gives: the start DeleteRecords set, or the first batch's base.
+fn check_start(m: &Model) -> i64 {
+    m.start.max(m.batches.first().map_or(m.next_offset, |b| b.0))
+}
+
 async fn check_everything(log: &mut Log<MemDisk>, m: &Model) {
     assert_eq!(log.log_end_offset(), m.next_offset, "log end offset");
     assert!(log.durable_offset() <= log.log_end_offset());
     let start = log.log_start_offset();
-    assert_eq!(start, m.start.max(m.batches.first().map_or(m.next_offset, |b| b.0)), "log start offset");
+    assert_eq!(start, check_start(m), "log start offset");
     // Read everything back, batch run by batch run, from the start (the first batch may begin
     // before it when DeleteRecords cut inside a batch).
     let mut at = start;
@@ -402,23 +423,37 @@ proptest! {
                         prop_assert_eq!(report.truncated_bytes, 0, "a cut reported as a torn tail");
                     }
                 }
-                Op::KillInTruncate { pick, fuse, mode, seed } => {
-                    // The machine dies at any step of a truncation, then loses power: the log
-                    // is then either untouched or cut exactly (the intent file decides), never
-                    // anything between, and appends go on after it.
+                Op::KillInTruncate { pick, fuse, mode, seed, restart } => {
+                    // The machine dies at any step of a truncation (or a restart), then loses
+                    // power: the log is then either untouched or cut exactly (the intent file
+                    // decides), never anything between, and appends go on after it.
                     block_on(log.flush_all()).expect("flush");
-                    let offset = m.truncation_point(&log, pick);
+                    let (offset, cut) = if restart {
+                        let offset = m.restart_point(pick);
+                        (offset, Model::restarted(offset))
+                    } else {
+                        let offset = m.truncation_point(&log, pick);
+                        (offset, m.truncated(offset))
+                    };
                     disk.fail_after(fuse as u64);
-                    let _ = block_on(log.truncate_to(offset));
+                    let _ = if restart { block_on(log.restart_at(offset)) } else { block_on(log.truncate_to(offset)) };
                     disk.heal();
                     drop(log);
                     let mode = match mode { 0 => CrashMode::DropUnsynced, 1 => CrashMode::KeepUnsynced, _ => CrashMode::Torn { seed } };
                     disk.crash(mode);
                     log = reopen(&disk, dir, &config, &cache);
-                    let cut = m.truncated(offset);
-                    if log.log_end_offset() != m.next_offset || cut.next_offset == m.next_offset {
+                    let untouched = log.log_end_offset() == m.next_offset && log.log_start_offset() == check_start(&m);
+                    let done = log.log_end_offset() == cut.next_offset && log.log_start_offset() == check_start(&cut);
+                    prop_assert!(untouched || done, "a kill left neither the old log nor the cut one");
+                    if !untouched {
                         m = cut;
                     }
+                }
+                Op::Restart { pick } => {
+                    let offset = m.restart_point(pick);
+                    let report = block_on(log.restart_at(offset)).expect("restart");
+                    prop_assert_eq!(report.suffix_truncated_to, Some(offset));
+                    m = Model::restarted(offset);
                 }
                 Op::CleanReopen => {
                     block_on(log.close()).expect("close");

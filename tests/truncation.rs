@@ -51,6 +51,7 @@ async fn check_batches(p: &Rc<Partition<DmaDisk>>, want: &[i64]) {
 /// the log ends at 60 (the whole batch holding 63 goes), later segments' files are gone, reads
 /// and lookups by time see batches 0-5 only, and an append continues at 60. A restart (clean)
 /// gives the same log. Truncating at or past the end changes nothing; below the start is refused.
+/// A restart empties the log and starts it again at an offset.
 #[test]
 fn partition_truncation_cuts_the_suffix_on_a_real_disk() {
     let tmp = tempfile::tempdir_in("target/tmp").or_else(|_| tempfile::tempdir()).unwrap();
@@ -121,6 +122,25 @@ fn partition_truncation_cuts_the_suffix_on_a_real_disk() {
             assert_eq!(p.truncate_to(Offset(15)).await.unwrap(), Offset(10));
             assert_eq!(p.log_start(), Offset(10), "the start came down to the end");
             assert_eq!(p.append(&batch(30)).await.unwrap().base_offset, 10);
+            // A restart (Kafka's truncateFullyAndStartAt) past the end: empty, starting there,
+            // files of the old segments gone; appends continue there, and a reopen keeps it.
+            assert_eq!(p.restart_at(Offset(500)).await.unwrap(), Offset(500));
+            assert_eq!((p.log_start(), p.log_end(), p.high_watermark()), (Offset(500), Offset(500), Offset(500)));
+            assert!(matches!(
+                p.read(Offset(10), 1 << 20, ReadUpTo::Durable).await,
+                Err(StorageError::OffsetOutOfRange { .. })
+            ));
+            assert_eq!(p.append(&batch(40)).await.unwrap().base_offset, 500);
+            let logs: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| n.ends_with(".log"))
+                .collect();
+            assert_eq!(logs, ["00000000000000000500.log"]);
+            drop(p);
+            let disk = DmaDisk::open(&root).await.unwrap();
+            let (p, _) = Partition::open(disk, &dir, config(), common::test_clock()).await.unwrap();
+            assert_eq!((p.log_start(), p.log_end()), (Offset(500), Offset(510)));
         })
     });
 }

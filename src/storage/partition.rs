@@ -20,8 +20,8 @@ use crate::storage::cache::CacheHandle;
 use crate::storage::cleaner::{self, CleanerLimits, IoBudget, PassReport};
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::encode_clean_marker;
-use crate::storage::log::CleanTarget;
 use crate::storage::log::{AppendInfo, FlushDemand, FlushDone, Log, OpenReport, ReadUpTo, Written, CLEAN_MARKER};
+use crate::storage::log::{CleanTarget, Cut};
 use crate::types::{Offset, TimestampMs};
 use futures_channel::oneshot;
 use futures_util::future::{FutureExt, LocalBoxFuture};
@@ -555,10 +555,22 @@ impl<D: Disk> Partition<D> {
     /// A failure after the truncation was decided leaves the partition refusing appends; the
     /// next open finishes the truncation.
     pub async fn truncate_to(self: &Rc<Self>, offset: Offset) -> StorageResult<Offset> {
+        self.cut(Cut::Suffix(offset.get())).await
+    }
+
+    /// Remove every record and start again, empty, at `offset` (Kafka's
+    /// `truncateFullyAndStartAt`: a replica whose log ends below the leader's start, a Raft
+    /// follower that installed a snapshot past its log); as [`Partition::truncate_to`]. Returns
+    /// the new log end, `offset`.
+    pub async fn restart_at(self: &Rc<Self>, offset: Offset) -> StorageResult<Offset> {
+        self.cut(Cut::Restart(offset.get())).await
+    }
+
+    async fn cut(self: &Rc<Self>, cut: Cut) -> StorageResult<Offset> {
         let _one = self.deleting.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
         let _cleaning = self.cleaning.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
         self.accepting()?;
-        let Some(target) = self.log.borrow().truncation_target(offset.get())? else {
+        let Some(target) = self.log.borrow().truncation_target(cut)? else {
             return Ok(self.log_end());
         };
         self.truncating.set(true);
@@ -578,7 +590,7 @@ impl<D: Disk> Partition<D> {
     /// flusher, a read-ahead and index loads finish, decide the cut durably and reopen the log
     /// from its files, which carries the cut out. Appends are taken again after, or after a
     /// failure that left nothing decided.
-    async fn truncate_quiesced(self: &Rc<Self>, target: i64) -> StorageResult<()> {
+    async fn truncate_quiesced(self: &Rc<Self>, target: Cut) -> StorageResult<()> {
         let ahead = self.ahead.borrow().task.clone();
         if let Some(task) = ahead {
             task.await;
@@ -605,7 +617,7 @@ impl<D: Disk> Partition<D> {
         self.log.borrow_mut().begin_truncate(target);
         let (mut log, report) = Log::open(disk, &dir, config).await?;
         log.take_over(&mut self.log.borrow_mut());
-        tracing::info!(dir = %dir.display(), offset = target, end = ?report.suffix_truncated_to, "log truncated");
+        tracing::info!(dir = %dir.display(), cut = ?target, end = ?report.suffix_truncated_to, "log truncated");
         *self.log.borrow_mut() = log;
         self.truncating.set(false);
         Ok(())

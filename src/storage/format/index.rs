@@ -96,14 +96,17 @@ pub fn decode_cleaner_checkpoint(b: &[u8]) -> Option<i64> {
     decode_tagged_offset(b"TMCLEAN1", b)
 }
 
-/// A suffix truncation's intent file (the offset the log is cut at): as the log start file,
-/// with its own tag.
-pub fn encode_truncate_intent(offset: i64) -> Vec<u8> {
-    encode_tagged_offset(b"TMTRUNC1", offset)
+/// A truncation's intent file: the offset, tagged with what is cut ([`encode_tagged_offset`]'s
+/// layout): `TMTRUNC1` the suffix from the offset on, `TMRESET1` everything, the log starting
+/// again empty at the offset. Returns (restart, offset).
+pub fn encode_truncate_intent(restart: bool, offset: i64) -> Vec<u8> {
+    encode_tagged_offset(if restart { b"TMRESET1" } else { b"TMTRUNC1" }, offset)
 }
 
-pub fn decode_truncate_intent(b: &[u8]) -> Option<i64> {
+pub fn decode_truncate_intent(b: &[u8]) -> Option<(bool, i64)> {
     decode_tagged_offset(b"TMTRUNC1", b)
+        .map(|o| (false, o))
+        .or_else(|| decode_tagged_offset(b"TMRESET1", b).map(|o| (true, o)))
 }
 
 /// An 8-byte tag, the offset (i64) and the CRC-32C of both: 20 bytes.

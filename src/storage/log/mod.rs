@@ -57,7 +57,7 @@ pub use flush::{FlushDone, FlushWork, SealWork, Written};
 pub use read::{DiskRead, IndexLoad, LoadedTime, ReadPlan, SegmentIndexes, TimeLoad, TimePlan};
 pub use recovery::SegmentSpan;
 pub use retention::delete_segment_files;
-pub use truncate::write_intent as write_truncate_intent;
+pub use truncate::{write_intent as write_truncate_intent, Cut};
 
 /// File name of the clean-shutdown marker in a partition directory.
 pub const CLEAN_MARKER: &str = "clean-shutdown";
@@ -141,7 +141,8 @@ pub struct OpenReport {
     pub scanned_bytes: u64,
     /// Sealed segments whose missing time index was rebuilt (SPEC T8.3).
     pub rebuilt_time_indexes: usize,
-    /// A suffix truncation was completed: the log end it left ([`Log::truncate_to`]).
+    /// A truncation was completed: the log end it left ([`Log::truncate_to`],
+    /// [`Log::restart_at`]).
     pub suffix_truncated_to: Option<i64>,
 }
 

@@ -16,6 +16,7 @@
 
 use super::append::new_active_segment;
 use super::clean::CLEANER_CHECKPOINT;
+use super::truncate::Cut;
 use super::{offset_entries, time_entries, Log, OpenReport, CLEAN_MARKER, LOG_START_FILE, MAX_STORED_BATCH};
 use crate::config::LogConfig;
 use crate::io::{align_down, Disk, DiskFile, IoError};
@@ -423,13 +424,18 @@ impl<D: Disk> Log<D> {
         let (mut bases, mut snapshots) = list_segment_files(&disk, dir).await?;
         // A suffix truncation begun (`log::truncate`): its files go first, and the last segment
         // left is cut at the offset by the rescan below (a clean marker cannot describe it).
-        let until = super::truncate::read_intent(&disk, dir).await?;
-        if let Some(offset) = until {
-            super::truncate::drop_suffix_files(&disk, dir, &mut bases, &mut snapshots, offset).await?;
+        let cut = super::truncate::read_intent(&disk, dir).await?;
+        if let Some(cut) = cut {
+            super::truncate::drop_files(&disk, dir, &mut bases, &mut snapshots, cut).await?;
         }
+        let (until, restart) = match cut {
+            Some(Cut::Suffix(offset)) => (Some(offset), None),
+            Some(Cut::Restart(offset)) => (None, Some(offset)),
+            None => (None, None),
+        };
         let marker_path = dir.join(CLEAN_MARKER);
         // (log end offset, last time-index timestamp) of a clean shutdown.
-        let marker = match until {
+        let marker = match cut {
             Some(_) => None,
             None => disk.read_file(&marker_path).await?.and_then(|b| decode_clean_marker(&b)),
         };
@@ -449,7 +455,7 @@ impl<D: Disk> Log<D> {
             None => backward_scan(&disk, dir, &at.spans, &mut segments, &config, &mut report).await?,
         };
         // The last segment becomes the active one.
-        let base = bases.last().copied().unwrap_or(0);
+        let base = bases.last().copied().unwrap_or(restart.unwrap_or(0));
         let path = log_path(dir, base);
         let file = disk.open_rw(&path).await?;
         if bases.is_empty() {
@@ -502,7 +508,7 @@ impl<D: Disk> Log<D> {
         let next_offset = last.next_offset;
         at.install_last(&mut segments, base, file, last, report.clean).await?;
         report.segments = segments.len();
-        if until.is_some() {
+        if cut.is_some() {
             super::truncate::finish(&disk, dir, next_offset).await?;
             report.suffix_truncated_to = Some(next_offset);
         }

@@ -1,6 +1,8 @@
-//! Suffix truncation: removing every record at or after an offset (Kafka's `truncateTo`), for a
-//! Raft log whose uncommitted entries conflict with the leader's, and for a follower replica
-//! cutting its divergent suffix (KIP-101).
+//! Truncation: removing every record at or after an offset (Kafka's `truncateTo`), for a Raft
+//! log whose uncommitted entries conflict with the leader's and for a follower replica cutting
+//! its divergent suffix (KIP-101); or removing every record and starting again, empty, at an
+//! offset (Kafka's `truncateFullyAndStartAt`), for a replica whose log ends below the leader's
+//! start (a Raft follower that installed a snapshot past its log).
 //!
 //! One mechanism, recovery's: the truncation is decided durably by an intent file
 //! ([`TRUNCATE_FILE`], the offset), then the log is opened again, and [`Log::open`] carries
@@ -12,6 +14,9 @@
 //!    synced: its offset index, time index (continuing the sealed segments' entries, SPEC T5,
 //!    T8), producer state and aborted transactions are rebuilt as appends built them;
 //! 3. a cleaner checkpoint past the new end is lowered to it, and the intent file is removed.
+//!
+//! A restart deletes every snapshot and segment (newest first), the log start file and the
+//! cleaner checkpoint in step 1, and opens an empty segment at the offset.
 //!
 //! A crash at any step leaves the intent in place, and the next open carries it out from the
 //! start: every step is idempotent. A cut inside a batch removes the whole batch (batches are
@@ -31,14 +36,24 @@ use crate::storage::format::index::{
 };
 use std::path::Path;
 
-/// The offset of a truncation begun and not finished in `dir`, if any. A damaged intent file
-/// is an error: guessing could resurrect a suffix that was meant to go, or cut one that was not.
-pub(super) async fn read_intent<D: Disk>(disk: &D, dir: &Path) -> StorageResult<Option<i64>> {
+/// What a truncation removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Every record at or after the offset.
+    Suffix(i64),
+    /// Every record; the log starts again, empty, at the offset.
+    Restart(i64),
+}
+
+/// The truncation begun and not finished in `dir`, if any. A damaged intent file is an error:
+/// guessing could resurrect a suffix that was meant to go, or cut one that was not.
+pub(super) async fn read_intent<D: Disk>(disk: &D, dir: &Path) -> StorageResult<Option<Cut>> {
     let path = dir.join(TRUNCATE_FILE);
     match disk.read_file(&path).await? {
         None => Ok(None),
         Some(bytes) => match decode_truncate_intent(&bytes) {
-            Some(offset) => Ok(Some(offset)),
+            Some((false, offset)) => Ok(Some(Cut::Suffix(offset))),
+            Some((true, offset)) => Ok(Some(Cut::Restart(offset))),
             None => Err(StorageError::Corrupt {
                 path,
                 position: 0,
@@ -48,15 +63,20 @@ pub(super) async fn read_intent<D: Disk>(disk: &D, dir: &Path) -> StorageResult<
     }
 }
 
-/// Step 1: delete the producer snapshots past `offset` and the segments that begin at or past
-/// it, but the first (newest first), updating the listing `bases` and `snapshots`.
-pub(super) async fn drop_suffix_files<D: Disk>(
+/// Step 1: delete the producer snapshots past the offset and the segments that begin at or
+/// past it, but the first (newest first), updating the listing `bases` and `snapshots`; for a
+/// restart, every one of them, then the log start file and the cleaner checkpoint.
+pub(super) async fn drop_files<D: Disk>(
     disk: &D,
     dir: &Path,
     bases: &mut Vec<i64>,
     snapshots: &mut Vec<i64>,
-    offset: i64,
+    cut: Cut,
 ) -> StorageResult<()> {
+    let (offset, keep) = match cut {
+        Cut::Suffix(offset) => (offset, 1),
+        Cut::Restart(_) => (i64::MIN, 0),
+    };
     // Snapshots first: one left past the end would describe producers whose batches are gone.
     let mut removed_any = false;
     for &s in snapshots.iter().filter(|&&s| s > offset) {
@@ -67,10 +87,15 @@ pub(super) async fn drop_suffix_files<D: Disk>(
         disk.sync_dir(dir).await?;
     }
     snapshots.retain(|&s| s <= offset);
-    while bases.len() > 1 && *bases.last().expect("non-empty") >= offset {
+    while bases.len() > keep && *bases.last().expect("non-empty") >= offset {
         let base = bases.pop().expect("non-empty");
-        tracing::info!(dir = %dir.display(), base, offset, "suffix truncation: deleting segment");
+        tracing::info!(dir = %dir.display(), base, ?cut, "truncation: deleting segment");
         delete_segment_files(disk, dir, base).await?;
+    }
+    if let Cut::Restart(_) = cut {
+        disk.remove_file(&dir.join(LOG_START_FILE)).await?;
+        disk.remove_file(&dir.join(CLEANER_CHECKPOINT)).await?;
+        disk.sync_dir(dir).await?;
     }
     Ok(())
 }
@@ -97,22 +122,28 @@ pub(super) async fn finish<D: Disk>(disk: &D, dir: &Path, end: i64) -> StorageRe
 }
 
 impl<D: Disk> Log<D> {
-    /// Where a truncation at `offset` would cut: `Ok(None)` when nothing is at or past it
-    /// (it is at or past the log end); an error below the log start (the log is never cut
-    /// below it: DeleteRecords' promise would come undone).
-    pub fn truncation_target(&self, offset: i64) -> StorageResult<Option<i64>> {
+    /// Whether `cut` has anything to do: `Ok(None)` when it is a suffix at or past the log end;
+    /// an error for a suffix below the log start (the log is never cut below it: DeleteRecords'
+    /// promise would come undone) or a restart at a negative offset.
+    pub fn truncation_target(&self, cut: Cut) -> StorageResult<Option<Cut>> {
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
-        if offset < start {
-            return Err(StorageError::OffsetOutOfRange { offset, start, end });
+        match cut {
+            Cut::Suffix(offset) if offset < start => Err(StorageError::OffsetOutOfRange { offset, start, end }),
+            Cut::Suffix(offset) => Ok((offset < end).then_some(cut)),
+            Cut::Restart(offset) if offset < 0 => Err(StorageError::OffsetOutOfRange { offset, start, end }),
+            Cut::Restart(_) => Ok(Some(cut)),
         }
-        Ok((offset < end).then_some(offset))
     }
 
-    /// Once a truncation at `offset` is decided ([`write_intent`]; everything appended durable,
-    /// no flush running): no append is taken and no reader sees past it from now on, and the
+    /// Once a truncation is decided ([`write_intent`]; everything appended durable, no flush
+    /// running): no append is taken and no reader sees past what is left from now on, and the
     /// batch cache forgets the segments it touches.
-    pub fn begin_truncate(&mut self, offset: i64) {
-        self.durable_next_offset = self.durable_next_offset.min(offset);
+    pub fn begin_truncate(&mut self, cut: Cut) {
+        let offset = match cut {
+            Cut::Suffix(offset) => offset,
+            Cut::Restart(_) => i64::MIN,
+        };
+        self.durable_next_offset = self.durable_next_offset.min(offset.max(self.log_start_offset()));
         self.closing = true;
         if let Some(cache) = &self.cache {
             for s in self.segments.values().filter(|s| s.next_offset > offset || !s.is_sealed()) {
@@ -143,7 +174,17 @@ impl<D: Disk> Log<D> {
     /// `suffix_truncated_to` is the new log end: `offset`, or the start of the batch holding
     /// it), or an empty one when nothing was at or past `offset`.
     pub async fn truncate_to(&mut self, offset: i64) -> StorageResult<OpenReport> {
-        let Some(target) = self.truncation_target(offset)? else {
+        self.cut(Cut::Suffix(offset)).await
+    }
+
+    /// Remove every record and start again, empty, at `offset` (Kafka's
+    /// `truncateFullyAndStartAt`), for an exclusive owner; as [`Log::truncate_to`].
+    pub async fn restart_at(&mut self, offset: i64) -> StorageResult<OpenReport> {
+        self.cut(Cut::Restart(offset)).await
+    }
+
+    async fn cut(&mut self, cut: Cut) -> StorageResult<OpenReport> {
+        let Some(target) = self.truncation_target(cut)? else {
             return Ok(OpenReport::default());
         };
         self.flush_all().await?;
@@ -156,9 +197,13 @@ impl<D: Disk> Log<D> {
     }
 }
 
-/// Decide a truncation at `offset` durably: from here on the log will be cut, by this open or,
-/// after a crash, the next.
-pub async fn write_intent<D: Disk>(disk: &D, dir: &Path, offset: i64) -> StorageResult<()> {
-    disk.write_file_atomic(&dir.join(TRUNCATE_FILE), &encode_truncate_intent(offset)).await?;
+/// Decide a truncation durably: from here on the log will be cut, by this open or, after a
+/// crash, the next.
+pub async fn write_intent<D: Disk>(disk: &D, dir: &Path, cut: Cut) -> StorageResult<()> {
+    let bytes = match cut {
+        Cut::Suffix(offset) => encode_truncate_intent(false, offset),
+        Cut::Restart(offset) => encode_truncate_intent(true, offset),
+    };
+    disk.write_file_atomic(&dir.join(TRUNCATE_FILE), &bytes).await?;
     Ok(())
 }
