@@ -87,6 +87,10 @@ pub const UNRELEASED_INSTANCE_ID: ErrorCode = ErrorCode(111);
 pub const UNSUPPORTED_ASSIGNOR: ErrorCode = ErrorCode(112);
 /// KIP-848: an offset commit or fetch from a member epoch that is not the member's current one.
 pub const STALE_MEMBER_EPOCH: ErrorCode = ErrorCode(113);
+/// KRaft: a broker's heartbeat or request names an epoch other than its registration's.
+pub const STALE_BROKER_EPOCH: ErrorCode = ErrorCode(77);
+/// KRaft: a broker that is not registered with the controller.
+pub const BROKER_ID_NOT_REGISTERED: ErrorCode = ErrorCode(102);
 /// KIP-848: a subscription's regular expression does not compile.
 pub const INVALID_REGULAR_EXPRESSION: ErrorCode = ErrorCode(128);
 /// The operation needs the cluster resource, which the principal may not use.

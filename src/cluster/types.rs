@@ -1,0 +1,137 @@
+//! The quorum's types: openraft's type configuration ([`Tm`]) and what the metadata log holds,
+//! one [`MetaCommand`] per Raft entry (as KRaft's metadata records), with the answer its
+//! application gives ([`MetaResponse`]).
+
+use super::rt::GlommioRuntime;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+openraft::declare_raft_types!(
+    /// openraft's types for the metadata quorum: node ids are Kafka's `node.id`, a node's
+    /// address is its CONTROLLER listener (`host:port`), and openraft runs on glommio.
+    pub Tm:
+        D = MetaCommand,
+        R = MetaResponse,
+        NodeId = u64,
+        Node = openraft::BasicNode,
+        AsyncRuntime = GlommioRuntime,
+);
+
+pub type LogId = openraft::alias::LogIdOf<Tm>;
+pub type Vote = <Tm as openraft::RaftTypeConfig>::Vote;
+pub type Entry = <Tm as openraft::RaftTypeConfig>::Entry;
+pub type EntryPayload = openraft::alias::EntryPayloadOf<Tm>;
+pub type StoredMembership = openraft::alias::StoredMembershipOf<Tm>;
+pub type SnapshotMeta = openraft::alias::SnapshotMetaOf<Tm>;
+pub type Snapshot = openraft::alias::SnapshotOf<Tm, SnapshotData>;
+pub type LogState = openraft::storage::LogState<Tm>;
+pub type IOFlushed = openraft::storage::IOFlushed<Tm>;
+pub type Raft<D> = openraft::Raft<Tm, super::state::MetaStateMachine<D>>;
+
+/// A snapshot's bytes: the metadata image as JSON ([`super::state`]).
+pub type SnapshotData = std::io::Cursor<Vec<u8>>;
+
+/// A listener a broker advertises: (listener name, host, port, security protocol).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    pub security_protocol: String,
+}
+
+/// A broker's registration (KRaft's RegisterBrokerRecord).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct BrokerRegistration {
+    pub id: i32,
+    /// Changes with every start of the broker's process (its incarnation).
+    pub incarnation: String,
+    pub listeners: Vec<Endpoint>,
+    pub rack: Option<String>,
+}
+
+/// One partition's replicas and leadership (KRaft's PartitionRecord).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct PartitionState {
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    /// -1: none.
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+}
+
+/// A topic (KRaft's TopicRecord with its PartitionRecords and ConfigRecords).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct TopicState {
+    /// The topic id, as Kafka's base64 UUID.
+    pub id: String,
+    pub partitions: Vec<PartitionState>,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// A change to the cluster's metadata: what one Raft entry carries.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum MetaCommand {
+    /// A broker registers (again, after a restart): it starts fenced, with the entry's log index
+    /// as its broker epoch (as KRaft does).
+    RegisterBroker(BrokerRegistration),
+    /// The broker of that epoch may lead and follow (its first heartbeat).
+    UnfenceBroker {
+        id: i32,
+        epoch: u64,
+    },
+    /// The broker of that epoch missed its session: it leads nothing.
+    FenceBroker {
+        id: i32,
+        epoch: u64,
+    },
+    CreateTopic {
+        name: String,
+        topic: TopicState,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    /// A block of producer ids for a broker (KRaft's ProducerIdsRecord).
+    AllocateProducerIds {
+        broker: i32,
+        count: i64,
+    },
+}
+
+impl std::fmt::Display for MetaCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetaCommand::RegisterBroker(b) => write!(f, "register broker {}", b.id),
+            MetaCommand::UnfenceBroker { id, epoch } => write!(f, "unfence broker {id} epoch {epoch}"),
+            MetaCommand::FenceBroker { id, epoch } => write!(f, "fence broker {id} epoch {epoch}"),
+            MetaCommand::CreateTopic { name, topic } => {
+                write!(f, "create topic {name} ({} partitions)", topic.partitions.len())
+            }
+            MetaCommand::DeleteTopic { name } => write!(f, "delete topic {name}"),
+            MetaCommand::AllocateProducerIds { broker, count } => {
+                write!(f, "allocate {count} producer ids to broker {broker}")
+            }
+        }
+    }
+}
+
+/// What applying a [`MetaCommand`] gave.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum MetaResponse {
+    Done,
+    /// A registration's broker epoch.
+    BrokerEpoch(u64),
+    /// The first id of an allocated block.
+    ProducerIds {
+        first: i64,
+        count: i64,
+    },
+    /// The command does not apply to the current metadata (a Kafka error code and message):
+    /// the entry stays in the log and changes nothing.
+    Refused {
+        code: i16,
+        message: String,
+    },
+}
