@@ -2,11 +2,14 @@
 //! - [`rt`]: the runtime openraft runs on (glommio);
 //! - [`types`]: openraft's type configuration and the metadata commands;
 //! - [`log_store`]: the Raft log, kept in a tidemark partition log (Raft index = offset);
-//! - [`state`]: the metadata image and its snapshots.
+//! - [`state`]: the metadata image and its snapshots;
+//! - [`net`]: the RPCs between controllers (TCP, JSON frames);
+//! - [`controller`]: starting a voter, forming the quorum, writing through the leader.
 //!
 //! docs/cluster-research.md has the plan; docs/architecture.md ("The cluster") what is built.
-
+pub mod controller;
 pub mod log_store;
+pub mod net;
 pub mod rt;
 pub mod state;
 pub mod types;

@@ -1,0 +1,182 @@
+//! A controller: one voter of the metadata quorum, running on the shard that calls [`start`]
+//! (shard 0 in the broker). It opens the metadata log and state machine from its directory,
+//! starts openraft, serves the quorum's RPCs on the CONTROLLER listener, and forms the cluster
+//! on first start with no format step: every voter calls `initialize` with the same voter set
+//! (from `controller.quorum.voters`, sorted), which openraft allows on a pristine node only and
+//! documents as safe when the sets are equal; the set's hash travels with every RPC, so a node
+//! configured with another set is refused instead of splitting the quorum.
+
+use super::log_store::{metadata_log_config, MetaLog};
+use super::net::{self, Network, Peer, Reply};
+use super::state::{MetaImage, MetaStateMachine};
+use super::types::{MetaCommand, Raft};
+use crate::io::Disk;
+use crate::storage::{system_clock, Partition};
+use openraft::BasicNode;
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a controller needs to know.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// `node.id`.
+    pub node_id: u64,
+    /// `controller.quorum.voters`: node id → `host:port` of its CONTROLLER listener.
+    pub voters: BTreeMap<u64, String>,
+    /// Where this node's CONTROLLER listener binds.
+    pub listen: SocketAddr,
+    /// The metadata log's directory (`<data-dir>/__cluster_metadata-0`).
+    pub dir: PathBuf,
+    /// Leader heartbeat period.
+    pub heartbeat: Duration,
+    /// Election timeout: a follower that hears nothing for a random time in [min, 2 × min]
+    /// starts an election.
+    pub election_timeout: Duration,
+    /// Build a snapshot (and purge the log below it) every this many applied entries.
+    pub snapshot_every: u64,
+    /// Entries kept below a snapshot when the log is purged, so a follower a little behind
+    /// catches up from the log rather than by a snapshot.
+    pub keep_below_snapshot: u64,
+}
+
+impl ControllerConfig {
+    /// Defaults for a quorum on one machine or a LAN (KRaft's are 2 s fetch timeouts and 1 s
+    /// elections; these are shorter, and generous enough for three nodes on two cores).
+    pub fn new(node_id: u64, voters: BTreeMap<u64, String>, listen: SocketAddr, dir: PathBuf) -> Self {
+        ControllerConfig {
+            node_id,
+            voters,
+            listen,
+            dir,
+            heartbeat: Duration::from_millis(200),
+            election_timeout: Duration::from_millis(1000),
+            snapshot_every: 1000,
+            keep_below_snapshot: 100,
+        }
+    }
+
+    /// The voter set's hash (FNV-1a over the sorted `id=addr` pairs): what every RPC carries.
+    pub fn cluster_hash(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for (id, addr) in &self.voters {
+            for b in format!("{id}={addr};").bytes() {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        h
+    }
+}
+
+/// A running controller.
+pub struct Controller<D: Disk> {
+    pub raft: Raft<D>,
+    pub state: MetaStateMachine<D>,
+    pub log: MetaLog<D>,
+    config: ControllerConfig,
+    stop: Rc<Cell<bool>>,
+}
+
+/// Start the controller described by `config` on this executor.
+pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Controller<D>> {
+    if !config.voters.contains_key(&config.node_id) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("node.id {} is not among controller.quorum.voters", config.node_id),
+        ));
+    }
+    let (partition, report) = Partition::open(disk.clone(), &config.dir, metadata_log_config(), system_clock())
+        .await
+        .map_err(io::Error::other)?;
+    tracing::info!(dir = %config.dir.display(), clean = report.clean, "metadata log opened");
+    let log = MetaLog::open(partition).await?;
+    let state = MetaStateMachine::open(disk, &config.dir).await?;
+    let raft_config = openraft::Config {
+        cluster_name: "tidemark".into(),
+        heartbeat_interval: config.heartbeat.as_millis() as u64,
+        election_timeout_min: config.election_timeout.as_millis() as u64,
+        election_timeout_max: 2 * config.election_timeout.as_millis() as u64,
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(config.snapshot_every),
+        max_in_snapshot_log_to_keep: config.keep_below_snapshot,
+        ..Default::default()
+    };
+    let raft_config = Arc::new(raft_config.validate().map_err(io::Error::other)?);
+    let network = Network { cluster: config.cluster_hash() };
+    let raft =
+        Raft::new(config.node_id, raft_config, network, log.clone(), state.clone()).await.map_err(io::Error::other)?;
+    let listener = glommio::net::TcpListener::bind(config.listen).map_err(io::Error::from)?;
+    let stop = Rc::new(Cell::new(false));
+    glommio::spawn_local(net::serve(raft.clone(), listener, config.cluster_hash(), stop.clone())).detach();
+    if !raft.is_initialized().await.map_err(io::Error::other)? {
+        let members: BTreeMap<u64, BasicNode> =
+            config.voters.iter().map(|(&id, addr)| (id, BasicNode { addr: addr.clone() })).collect();
+        match raft.initialize(members).await {
+            Ok(()) => tracing::info!(node = config.node_id, "metadata quorum initialized"),
+            // Another voter's membership reached this node first: it is formed.
+            Err(e) => tracing::info!(node = config.node_id, error = %e, "metadata quorum already initialized"),
+        }
+    }
+    Ok(Controller { raft, state, log, config, stop })
+}
+
+impl<D: Disk> Controller<D> {
+    pub fn node_id(&self) -> u64 {
+        self.config.node_id
+    }
+
+    /// The active controller as this node knows it.
+    pub async fn leader(&self) -> Option<u64> {
+        self.raft.current_leader().await
+    }
+
+    /// The metadata image this node has applied.
+    pub fn image(&self) -> MetaImage {
+        self.state.image()
+    }
+
+    /// Commit `command` through the active controller (this node, or forwarded to the one it
+    /// knows), retrying while a leader is being elected, within `limit`. Returns the response.
+    pub async fn write(&self, command: MetaCommand, limit: Duration) -> io::Result<super::types::MetaResponse> {
+        let deadline = std::time::Instant::now() + limit;
+        let mut last_error = String::from("no leader");
+        while std::time::Instant::now() < deadline {
+            let leader = self.leader().await;
+            let reply = match leader {
+                Some(l) if l == self.config.node_id => net::write(&self.raft, command.clone()).await,
+                Some(l) => match self.config.voters.get(&l) {
+                    Some(addr) => {
+                        let mut peer = Peer::new(l, addr.clone(), self.config.cluster_hash());
+                        peer.write(command.clone(), Duration::from_secs(5))
+                            .await
+                            .unwrap_or_else(|e| Reply::Failed(e.to_string()))
+                    }
+                    None => Reply::NotLeader { leader: None },
+                },
+                None => Reply::NotLeader { leader: None },
+            };
+            match reply {
+                Reply::Written { response, .. } => return Ok(response),
+                Reply::Failed(why) => last_error = why,
+                Reply::NotLeader { leader } => last_error = format!("not the leader (leader {leader:?})"),
+                other => last_error = format!("unexpected reply {other:?}"),
+            }
+            glommio::timer::sleep(Duration::from_millis(50)).await;
+        }
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("metadata write not committed within {limit:?}: {last_error}"),
+        ))
+    }
+
+    /// Stop serving and shut openraft down (the metadata log stays as it is on disk).
+    pub async fn shutdown(&self) {
+        self.stop.set(true);
+        let _ = self.raft.shutdown().await;
+    }
+}

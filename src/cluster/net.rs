@@ -1,0 +1,347 @@
+//! The quorum's links: openraft's RPCs between controllers, over TCP on the CONTROLLER listener.
+//!
+//! A frame is a 4-byte big-endian length and a JSON body. A request ([`Request`]) carries the
+//! sender's cluster check (a hash of `controller.quorum.voters`, so a node configured with
+//! another voter set is refused rather than split the quorum) and one [`Rpc`]; the answer is one
+//! [`Reply`]. A connection carries one request at a time: openraft's replication to a peer is
+//! sequential, and heartbeats and snapshots get clients of their own.
+//!
+//! Failures are openraft's to handle: a peer that cannot be reached is `Unreachable` (openraft
+//! backs off), a broken connection or timeout is a network error, and the connection is dropped
+//! and dialled again on the next call. Nothing connects eagerly.
+
+use super::types::{LogId, MetaCommand, MetaResponse, Raft, Snapshot, SnapshotData, SnapshotMeta, Tm, Vote};
+use crate::io::Disk;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Timeout, Unreachable};
+use openraft::network::v2::RaftNetworkV2;
+use openraft::network::RPCOption;
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use openraft::{BasicNode, RaftNetworkFactory};
+use serde::{Deserialize, Serialize};
+use std::cell::Cell;
+use std::future::Future;
+use std::io;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The largest frame accepted (a snapshot of a large cluster's metadata fits).
+pub const MAX_FRAME: usize = 256 << 20;
+
+/// How long a connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What one controller asks another.
+#[derive(Serialize, Deserialize, Debug)]
+pub enum Rpc {
+    Append(AppendEntriesRequest<Tm>),
+    Vote(VoteRequest<Tm>),
+    PreVote(VoteRequest<Tm>),
+    Snapshot {
+        vote: Vote,
+        meta: SnapshotMeta,
+        data: Vec<u8>,
+    },
+    /// A metadata change for the leader to commit (a node that is not the leader forwards it).
+    Write(MetaCommand),
+}
+
+/// The answer to an [`Rpc`].
+#[derive(Serialize, Deserialize, Debug)]
+pub enum Reply {
+    Append(AppendEntriesResponse<Tm>),
+    Vote(VoteResponse<Tm>),
+    Snapshot(SnapshotResponse<Tm>),
+    /// A write committed and applied: its response and log id.
+    Written {
+        response: MetaResponse,
+        log_id: LogId,
+    },
+    /// This node is not the leader (the leader it knows, if any).
+    NotLeader {
+        leader: Option<u64>,
+    },
+    /// The request could not be served (a cluster mismatch, a shutdown, a bad frame).
+    Failed(String),
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+struct Request {
+    cluster: u64,
+    rpc: Rpc,
+}
+
+/// Write one frame.
+pub async fn write_frame<W: futures_lite::AsyncWrite + Unpin>(w: &mut W, body: &[u8]) -> io::Result<()> {
+    let len = u32::try_from(body.len()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame too large"))?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(body);
+    w.write_all(&frame).await?;
+    w.flush().await
+}
+
+/// Read one frame (`None`: the peer closed the connection between frames).
+pub async fn read_frame<R: futures_lite::AsyncRead + Unpin>(r: &mut R) -> io::Result<Option<Vec<u8>>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("frame of {len} bytes (at most {MAX_FRAME})")));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).await?;
+    Ok(Some(body))
+}
+
+/// Race `f` against `limit`.
+async fn within<T>(limit: Duration, f: impl Future<Output = T>) -> Option<T> {
+    let f = std::pin::pin!(f);
+    let sleep = std::pin::pin!(glommio::timer::sleep(limit));
+    match futures_util::future::select(f, sleep).await {
+        futures_util::future::Either::Left((v, _)) => Some(v),
+        futures_util::future::Either::Right(_) => None,
+    }
+}
+
+/// A failure of one call.
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    #[error("cannot connect to controller {0}: {1}")]
+    Connect(String, io::Error),
+    #[error("controller {0}: {1}")]
+    Io(String, io::Error),
+    #[error("controller {0} did not answer within {1:?}")]
+    Timeout(String, Duration),
+    #[error("controller {0} refused the request: {1}")]
+    Refused(String, String),
+}
+
+/// The connections to one peer controller (openraft asks for one per purpose).
+pub struct Peer {
+    target: u64,
+    addr: String,
+    cluster: u64,
+    stream: Option<glommio::net::TcpStream>,
+}
+
+impl Peer {
+    pub fn new(target: u64, addr: String, cluster: u64) -> Peer {
+        Peer { target, addr, cluster, stream: None }
+    }
+
+    /// One round trip, dialling first if needed; any failure drops the connection.
+    async fn call(&mut self, rpc: Rpc, limit: Duration) -> Result<Reply, CallError> {
+        let body = serde_json::to_vec(&Request { cluster: self.cluster, rpc })
+            .map_err(|e| CallError::Io(self.addr.clone(), io::Error::other(e)))?;
+        if self.stream.is_none() {
+            let addr = self.addr.clone();
+            let connect = glommio::net::TcpStream::connect(addr.clone());
+            let stream = match within(CONNECT_TIMEOUT.min(limit), connect).await {
+                Some(Ok(s)) => s,
+                Some(Err(e)) => return Err(CallError::Connect(addr, io::Error::from(e))),
+                None => return Err(CallError::Connect(addr, io::Error::from(io::ErrorKind::TimedOut))),
+            };
+            let _ = stream.set_nodelay(true);
+            self.stream = Some(stream);
+        }
+        let stream = self.stream.as_mut().expect("connected");
+        let round_trip = async {
+            write_frame(stream, &body).await?;
+            read_frame(stream).await?.ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))
+        };
+        let result = match within(limit, round_trip).await {
+            Some(Ok(bytes)) => serde_json::from_slice::<Reply>(&bytes)
+                .map_err(|e| CallError::Io(self.addr.clone(), io::Error::new(io::ErrorKind::InvalidData, e))),
+            Some(Err(e)) => Err(CallError::Io(self.addr.clone(), e)),
+            None => Err(CallError::Timeout(self.addr.clone(), limit)),
+        };
+        match result {
+            Ok(Reply::Failed(why)) => {
+                self.stream = None;
+                Err(CallError::Refused(self.addr.clone(), why))
+            }
+            Ok(reply) => Ok(reply),
+            Err(e) => {
+                self.stream = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// Forward a metadata change to this peer (the leader, as far as the caller knows).
+    pub async fn write(&mut self, command: MetaCommand, limit: Duration) -> io::Result<Reply> {
+        self.call(Rpc::Write(command), limit).await.map_err(io::Error::other)
+    }
+
+    fn rpc_error(&self, e: CallError) -> RPCError<Tm> {
+        match e {
+            CallError::Connect(..) => RPCError::Unreachable(Unreachable::new(&e)),
+            CallError::Timeout(_, limit) => RPCError::Timeout(Timeout {
+                action: openraft::network::RPCTypes::AppendEntries,
+                id: 0,
+                target: self.target,
+                timeout: limit,
+            }),
+            CallError::Io(..) | CallError::Refused(..) => RPCError::Network(NetworkError::new(&e)),
+        }
+    }
+
+    fn unexpected(&self, reply: Reply) -> RPCError<Tm> {
+        let e = CallError::Refused(self.addr.clone(), format!("unexpected reply {reply:?}"));
+        RPCError::Network(NetworkError::new(&e))
+    }
+}
+
+impl RaftNetworkV2<Tm> for Peer {
+    type SnapshotData = SnapshotData;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<Tm>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<Tm>, RPCError<Tm>> {
+        match self.call(Rpc::Append(rpc), option.hard_ttl()).await {
+            Ok(Reply::Append(r)) => Ok(r),
+            Ok(other) => Err(self.unexpected(other)),
+            Err(e) => Err(self.rpc_error(e)),
+        }
+    }
+
+    async fn vote(&mut self, rpc: VoteRequest<Tm>, option: RPCOption) -> Result<VoteResponse<Tm>, RPCError<Tm>> {
+        match self.call(Rpc::Vote(rpc), option.hard_ttl()).await {
+            Ok(Reply::Vote(r)) => Ok(r),
+            Ok(other) => Err(self.unexpected(other)),
+            Err(e) => Err(self.rpc_error(e)),
+        }
+    }
+
+    async fn pre_vote(&mut self, rpc: VoteRequest<Tm>, option: RPCOption) -> Result<VoteResponse<Tm>, RPCError<Tm>> {
+        match self.call(Rpc::PreVote(rpc), option.hard_ttl()).await {
+            Ok(Reply::Vote(r)) => Ok(r),
+            Ok(other) => Err(self.unexpected(other)),
+            Err(e) => Err(self.rpc_error(e)),
+        }
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<Tm>, StreamingError<Tm>> {
+        let rpc = Rpc::Snapshot { vote, meta: snapshot.meta, data: snapshot.snapshot.into_inner() };
+        let outcome = {
+            let call = std::pin::pin!(self.call(rpc, option.hard_ttl()));
+            let cancel = std::pin::pin!(cancel);
+            match futures_util::future::select(call, cancel).await {
+                futures_util::future::Either::Left((r, _)) => Ok(r),
+                futures_util::future::Either::Right((closed, _)) => Err(closed),
+            }
+        };
+        match outcome {
+            Ok(Ok(Reply::Snapshot(r))) => Ok(r),
+            Ok(Ok(other)) => Err(StreamingError::from(self.unexpected(other))),
+            Ok(Err(e)) => Err(StreamingError::from(self.rpc_error(e))),
+            Err(closed) => {
+                self.stream = None;
+                Err(StreamingError::Closed(closed))
+            }
+        }
+    }
+}
+
+/// Makes a [`Peer`] per target; `cluster` is this node's voter-set hash.
+#[derive(Clone)]
+pub struct Network {
+    pub cluster: u64,
+}
+
+impl RaftNetworkFactory<Tm> for Network {
+    type Network = Peer;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
+        Peer::new(target, node.addr.clone(), self.cluster)
+    }
+}
+
+/// Serve the quorum's RPCs on `listener` until `stop` is set: one task per connection.
+pub async fn serve<D: Disk>(raft: Raft<D>, listener: glommio::net::TcpListener, cluster: u64, stop: Rc<Cell<bool>>) {
+    loop {
+        let accepted = within(Duration::from_millis(200), listener.accept()).await;
+        if stop.get() {
+            return;
+        }
+        let stream = match accepted {
+            None => continue,
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "controller listener: accept failed");
+                glommio::timer::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (raft, stop) = (raft.clone(), stop.clone());
+        glommio::spawn_local(async move {
+            if let Err(e) = connection(raft, stream, cluster, stop).await {
+                tracing::debug!(error = %e, "controller connection closed");
+            }
+        })
+        .detach();
+    }
+}
+
+async fn connection<D: Disk>(
+    raft: Raft<D>,
+    mut stream: glommio::net::TcpStream,
+    cluster: u64,
+    stop: Rc<Cell<bool>>,
+) -> io::Result<()> {
+    while let Some(body) = read_frame(&mut stream).await? {
+        if stop.get() {
+            return Ok(());
+        }
+        let reply = match serde_json::from_slice::<Request>(&body) {
+            Err(e) => Reply::Failed(format!("bad request: {e}")),
+            Ok(r) if r.cluster != cluster => Reply::Failed(format!(
+                "cluster mismatch: the peer's controller.quorum.voters hash {:x}, ours {cluster:x}",
+                r.cluster
+            )),
+            Ok(r) => handle(&raft, r.rpc).await,
+        };
+        let bytes = serde_json::to_vec(&reply).map_err(io::Error::other)?;
+        write_frame(&mut stream, &bytes).await?;
+    }
+    Ok(())
+}
+
+async fn handle<D: Disk>(raft: &Raft<D>, rpc: Rpc) -> Reply {
+    let failed = |e: &dyn std::fmt::Display| Reply::Failed(e.to_string());
+    match rpc {
+        Rpc::Append(r) => raft.append_entries(r).await.map_or_else(|e| failed(&e), Reply::Append),
+        Rpc::Vote(r) => raft.vote(r).await.map_or_else(|e| failed(&e), Reply::Vote),
+        Rpc::PreVote(r) => raft.pre_vote(r).await.map_or_else(|e| failed(&e), Reply::Vote),
+        Rpc::Snapshot { vote, meta, data } => {
+            let snapshot = Snapshot { meta, snapshot: SnapshotData::new(data) };
+            raft.install_full_snapshot(vote, snapshot).await.map_or_else(|e| failed(&e), Reply::Snapshot)
+        }
+        Rpc::Write(command) => write(raft, command).await,
+    }
+}
+
+/// Commit `command` if this node leads, or say who does.
+pub async fn write<D: Disk>(raft: &Raft<D>, command: MetaCommand) -> Reply {
+    match raft.client_write(command).await {
+        Ok(r) => Reply::Written { response: r.response().clone(), log_id: r.log_id },
+        Err(e) => match e.forward_to_leader() {
+            Some(f) => Reply::NotLeader { leader: f.leader_id },
+            None => Reply::Failed(e.to_string()),
+        },
+    }
+}
