@@ -207,7 +207,9 @@ fn mode_name(m: tidemark::load::Mode) -> &'static str {
 }
 
 fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    // openraft logs every vote and election step at info: its warnings and errors only, unless
+    // RUST_LOG asks for more.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,openraft=warn".into());
     let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if format == "json" {
         b.json().init();

@@ -35,7 +35,7 @@ pub struct ControllerConfig {
     pub dir: PathBuf,
     /// Leader heartbeat period.
     pub heartbeat: Duration,
-    /// Election timeout: a follower that hears nothing for a random time in [min, 2 × min]
+    /// Election timeout: a follower that hears nothing for a random time in [min, 1.5 × min]
     /// starts an election.
     pub election_timeout: Duration,
     /// Build a snapshot (and purge the log below it) every this many applied entries.
@@ -101,7 +101,7 @@ pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Con
         cluster_name: "tidemark".into(),
         heartbeat_interval: config.heartbeat.as_millis() as u64,
         election_timeout_min: config.election_timeout.as_millis() as u64,
-        election_timeout_max: 2 * config.election_timeout.as_millis() as u64,
+        election_timeout_max: config.election_timeout.as_millis() as u64 * 3 / 2,
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(config.snapshot_every),
         max_in_snapshot_log_to_keep: config.keep_below_snapshot,
         ..Default::default()

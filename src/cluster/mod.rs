@@ -4,12 +4,14 @@
 //! - [`log_store`]: the Raft log, kept in a tidemark partition log (Raft index = offset);
 //! - [`state`]: the metadata image and its snapshots;
 //! - [`net`]: the RPCs between controllers (TCP, JSON frames);
-//! - [`controller`]: starting a voter, forming the quorum, writing through the leader.
+//! - [`controller`]: starting a voter, forming the quorum, writing through the leader;
+//! - [`settings`]: KRaft's settings (`process.roles`, `controller.quorum.voters`, ...).
 //!
 //! docs/cluster-research.md has the plan; docs/architecture.md ("The cluster") what is built.
 pub mod controller;
 pub mod log_store;
 pub mod net;
 pub mod rt;
+pub mod settings;
 pub mod state;
 pub mod types;

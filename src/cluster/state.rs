@@ -39,6 +39,9 @@ pub struct MetaImage {
     pub topics: BTreeMap<String, TopicState>,
     /// The first producer id not yet handed out.
     pub next_producer_id: i64,
+    /// The cluster's id (the first [`MetaCommand::SetClusterId`] committed).
+    #[serde(default)]
+    pub cluster_id: Option<String>,
 }
 
 impl MetaImage {
@@ -72,6 +75,9 @@ impl MetaImage {
                 Some(_) => MetaResponse::Done,
                 None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
             },
+            MetaCommand::SetClusterId { id } => {
+                MetaResponse::ClusterId(self.cluster_id.get_or_insert_with(|| id.clone()).clone())
+            }
             MetaCommand::AllocateProducerIds { count, .. } => {
                 let first = self.next_producer_id;
                 self.next_producer_id = first.saturating_add((*count).max(1));

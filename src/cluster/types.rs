@@ -98,6 +98,11 @@ pub enum MetaCommand {
         broker: i32,
         count: i64,
     },
+    /// The cluster's id, proposed by every node from its `meta.properties`: the first one
+    /// committed is the cluster's (a cluster formed with no format step has no other source).
+    SetClusterId {
+        id: String,
+    },
 }
 
 impl std::fmt::Display for MetaCommand {
@@ -113,6 +118,7 @@ impl std::fmt::Display for MetaCommand {
             MetaCommand::AllocateProducerIds { broker, count } => {
                 write!(f, "allocate {count} producer ids to broker {broker}")
             }
+            MetaCommand::SetClusterId { id } => write!(f, "cluster id {id}"),
         }
     }
 }
@@ -128,6 +134,8 @@ pub enum MetaResponse {
         first: i64,
         count: i64,
     },
+    /// The cluster's id (the one proposed, or the one committed before it).
+    ClusterId(String),
     /// The command does not apply to the current metadata (a Kafka error code and message):
     /// the entry stays in the log and changes nothing.
     Refused {

@@ -90,6 +90,10 @@ pub struct BrokerConfig {
     /// client gets REQUEST_TIMED_OUT (calls that wait by design, a long poll, a rebalance,
     /// name their own).
     pub shard_call_timeout: Duration,
+    /// `process.roles` and `controller.*`: this node's place in a cluster (`None`: standalone),
+    /// resolved with the listeners at startup (the controller listener is then not among
+    /// `listeners`: it serves the metadata quorum, not clients).
+    pub cluster: Option<crate::cluster::settings::ClusterSettings>,
     /// Every setting given (`--set`, `--config`) as written: the static layer of
     /// [`configs`] (DescribeConfigs sources, topic defaults by Kafka's synonym order).
     pub settings: BTreeMap<String, String>,
@@ -124,6 +128,7 @@ impl BrokerConfig {
             sasl: SaslConfig::default(),
             authorizer_enabled: false,
             authorizer: Default::default(),
+            cluster: None,
             settings: BTreeMap::new(),
         })
     }
@@ -212,6 +217,7 @@ impl BrokerConfig {
             // does not name.
             "advertised.host" => {}
             "listeners" | "advertised.listeners" | "listener.security.protocol.map" => listeners::check(key, value)?,
+            k if crate::cluster::settings::SETTINGS.contains(&k) => crate::cluster::settings::check(k, value)?,
             k if tls::SETTINGS.contains(&k) => tls::check(k, value)?,
             "sasl.enabled.mechanisms" => {
                 sasl_mechanisms(value)?;
@@ -387,6 +393,11 @@ impl BrokerConfig {
                     .unwrap_or(DEFAULT_SASL_MECHANISMS);
                 l.sasl_mechanisms = sasl_mechanisms(enabled).with_context(|| format!("listener {}", l.name))?;
             }
+        }
+        let named: Vec<(String, SocketAddr)> = resolved.iter().map(|l| (l.name.clone(), l.addr)).collect();
+        self.cluster = crate::cluster::settings::resolve(|k| self.settings.get(k).cloned(), self.node_id, &named)?;
+        if let Some(c) = &self.cluster {
+            resolved.retain(|l| l.name != c.controller_listener);
         }
         self.listeners = resolved;
         for (i, acceptor) in self.tls_acceptors(node)? {

@@ -202,6 +202,14 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     ),
     key("broker.id", ConfigType::Int, false, "The node id (alias of node.id)."),
     key("connections.max.idle.ms", ConfigType::Long, false, "A connection that sends nothing this long is closed."),
+    key("controller.listener.names", ConfigType::String, false, "The listener the metadata quorum uses (not clients)."),
+    key(
+        "controller.quorum.election.timeout.ms",
+        ConfigType::Int,
+        false,
+        "A controller that hears no leader this long (to 1.5 times as long) starts an election.",
+    ),
+    key("controller.quorum.voters", ConfigType::String, false, "The metadata quorum's voters, id@host:port each."),
     key("default.replication.factor", ConfigType::Int, false, "One node: every partition has one replica."),
     key("delete.topic.enable", ConfigType::Boolean, false, "Topics can always be deleted."),
     key("fetch.max.bytes", ConfigType::Int, false, "The most one Fetch response carries."),
@@ -275,6 +283,12 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         ConfigType::Int,
         false,
         "segment.bytes of __consumer_offsets when it is created.",
+    ),
+    key(
+        "process.roles",
+        ConfigType::String,
+        false,
+        "broker,controller: a node of a cluster (combined mode); unset: standalone.",
     ),
     key(
         "queued.max.request.bytes",

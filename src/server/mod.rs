@@ -124,6 +124,9 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     for l in &config.listeners {
         check_port_free(l.addr)?;
     }
+    if let Some(c) = &config.cluster {
+        check_port_free(c.controller_addr)?;
+    }
     // The directory's identity (its cluster and node), and topic ids for topics that had none,
     // before any shard reads it.
     let identity = data_dir::Identity::load_or_create(&config.data_dir, config.node_id)?;
@@ -239,6 +242,16 @@ async fn run_shard(
         tracing::info!(%addr, "metrics at http://{addr}/metrics");
     }
     if id == 0 {
+        match control::quorum::start(&shard, stop.clone()).await {
+            Ok(controller) => *shard.control().expect("shard 0").quorum.borrow_mut() = controller,
+            Err(e) => {
+                stop.store(true, Ordering::SeqCst);
+                shard.manager().close_all().await?;
+                return Err(e);
+            }
+        }
+    }
+    if id == 0 {
         // Committed offsets need their topic before the first group request (FindCoordinator
         // answers COORDINATOR_NOT_AVAILABLE until it exists).
         let s = shard.clone();
@@ -261,6 +274,11 @@ async fn run_shard(
     }
     // Let in-flight requests finish, then close every partition cleanly.
     glommio::timer::sleep(Duration::from_millis(200)).await;
+    let controller = shard.control().and_then(|c| c.quorum.borrow_mut().take());
+    if let Some(controller) = controller {
+        controller.shutdown().await;
+        controller.log.partition().close().await?;
+    }
     shard.manager().close_all().await?;
     tracing::info!(shard = id, "latency: {}", crate::metrics::summary(&crate::metrics::snapshot()));
     Ok(())

@@ -53,6 +53,8 @@ pub struct ControlState {
     pub producer_ids: ProducerIds,
     /// For the control plane's own files (`broker-configs`).
     pub disk: DmaDisk,
+    /// A clustered node's controller (`control::quorum`), once started.
+    pub quorum: RefCell<Option<Rc<crate::cluster::controller::Controller<DmaDisk>>>>,
 }
 
 /// The topic store, lent to one control operation at a time; it goes back when this drops.
@@ -180,7 +182,13 @@ impl Shard {
         let control = if id == 0 {
             let producer_ids = ProducerIds::open(disk.clone(), &config.data_dir, clock()).await?;
             let lock = glommio::sync::Semaphore::new(1);
-            Some(ControlState { store: RefCell::new(Some(store)), lock, producer_ids, disk })
+            Some(ControlState {
+                store: RefCell::new(Some(store)),
+                lock,
+                producer_ids,
+                disk,
+                quorum: RefCell::new(None),
+            })
         } else {
             None
         };

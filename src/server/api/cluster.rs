@@ -155,15 +155,36 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
             }),
         }
     }
+    let (controller_id, brokers, cluster_id) = match quorum_brokers(cx).await {
+        Some((controller, listed, id)) => (
+            controller,
+            listed
+                .into_iter()
+                .map(|b| MetadataBroker {
+                    node_id: b.id,
+                    host: b.host,
+                    port: b.port,
+                    rack: b.rack,
+                    ..Default::default()
+                })
+                .collect(),
+            id,
+        ),
+        None => (
+            node,
+            vec![MetadataBroker {
+                node_id: node,
+                host: cx.listener.advertised_host.clone(),
+                port: cx.listener.advertised_port,
+                ..Default::default()
+            }],
+            shard.cluster_id().to_string(),
+        ),
+    };
     MetadataResponse {
-        brokers: vec![MetadataBroker {
-            node_id: node,
-            host: cx.listener.advertised_host.clone(),
-            port: cx.listener.advertised_port,
-            ..Default::default()
-        }],
-        cluster_id: Some(shard.cluster_id().to_string()),
-        controller_id: node,
+        brokers,
+        cluster_id: Some(cluster_id),
+        controller_id,
         topics,
         cluster_authorized_operations: if m.include_cluster_authorized_operations {
             cluster_operations(cx)
@@ -172,6 +193,46 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
         },
         ..Default::default()
     }
+}
+
+/// A broker as Metadata and DescribeCluster list it.
+struct Listed {
+    id: i32,
+    host: String,
+    port: i32,
+    rack: Option<String>,
+}
+
+/// A clustered node's view for Metadata and DescribeCluster (`None` standalone): the active
+/// controller as this node knows it (-1 during an election), the brokers registered with the
+/// metadata quorum, each at the listener the request came in on (or its first), this node
+/// always among them, by id, and the cluster's id (the quorum's, once committed).
+async fn quorum_brokers(cx: &Cx<'_>) -> Option<(i32, Vec<Listed>, String)> {
+    let c = cx.shard.config();
+    c.cluster.as_ref()?;
+    let view = cx.shard.call(0, crate::server::control::quorum::QuorumStatus).await.ok().flatten();
+    let (leader, registered, cluster_id) =
+        view.map_or((None, Vec::new(), None), |v| (v.leader, v.brokers, v.cluster_id));
+    let cluster_id = cluster_id.unwrap_or_else(|| cx.shard.cluster_id().to_string());
+    let name = &cx.listener.name;
+    let mut out: Vec<Listed> = registered
+        .iter()
+        .filter_map(|b| {
+            let r = &b.registration;
+            let e = r.listeners.iter().find(|e| e.name == *name).or(r.listeners.first())?;
+            Some(Listed { id: r.id, host: e.host.clone(), port: e.port as i32, rack: r.rack.clone() })
+        })
+        .collect();
+    if !out.iter().any(|b| b.id == c.node_id) {
+        out.push(Listed {
+            id: c.node_id,
+            host: cx.listener.advertised_host.clone(),
+            port: cx.listener.advertised_port,
+            rack: None,
+        });
+    }
+    out.sort_by_key(|b| b.id);
+    Some((leader.map_or(-1, |l| l as i32), out, cluster_id))
 }
 
 /// KIP-430: the cluster operations the client may do (0 without DESCRIBE on the cluster).
@@ -183,10 +244,13 @@ fn cluster_operations(cx: &Cx<'_>) -> i32 {
     }
 }
 
-/// DescribeCluster: this node is the whole cluster (and its controller). Only the broker
-/// endpoint type exists here: a request for controllers gets MISMATCHED_ENDPOINT_TYPE (v1+),
-/// an unknown type UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at v0), as Kafka answers.
-pub fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> DescribeClusterResponse {
+/// DescribeCluster: a standalone node is the whole cluster (and its controller); a clustered
+/// node reports the active controller as it knows it (-1 during an election) and the brokers
+/// registered with the metadata quorum, each at the listener the request came in on (or its
+/// first). Only the broker endpoint type exists here: a request for controllers gets
+/// MISMATCHED_ENDPOINT_TYPE (v1+), an unknown type UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST
+/// at v0), as Kafka answers.
+pub async fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> DescribeClusterResponse {
     cx.release_turn();
     const MISMATCHED_ENDPOINT_TYPE: ErrorCode = ErrorCode(114);
     const UNSUPPORTED_ENDPOINT_TYPE: ErrorCode = ErrorCode(115);
@@ -208,22 +272,41 @@ pub fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> Describ
         Some((error_code, message)) => {
             DescribeClusterResponse { error_code, error_message: Some(message), ..Default::default() }
         }
-        None => DescribeClusterResponse {
-            cluster_id: cx.shard.cluster_id().to_string(),
-            controller_id: c.node_id,
-            brokers: vec![DescribeClusterBroker {
+        None => {
+            let mut controller_id = c.node_id;
+            let mut brokers = vec![DescribeClusterBroker {
                 broker_id: c.node_id,
                 host: cx.listener.advertised_host.clone(),
                 port: cx.listener.advertised_port,
                 ..Default::default()
-            }],
-            cluster_authorized_operations: if req.include_cluster_authorized_operations {
-                cluster_operations(cx)
-            } else {
-                i32::MIN
-            },
-            ..Default::default()
-        },
+            }];
+            let mut cluster_id = cx.shard.cluster_id().to_string();
+            if let Some((controller, registered, id)) = quorum_brokers(cx).await {
+                controller_id = controller;
+                cluster_id = id;
+                brokers = registered
+                    .into_iter()
+                    .map(|b| DescribeClusterBroker {
+                        broker_id: b.id,
+                        host: b.host,
+                        port: b.port,
+                        rack: b.rack,
+                        ..Default::default()
+                    })
+                    .collect();
+            }
+            DescribeClusterResponse {
+                cluster_id,
+                controller_id,
+                brokers,
+                cluster_authorized_operations: if req.include_cluster_authorized_operations {
+                    cluster_operations(cx)
+                } else {
+                    i32::MIN
+                },
+                ..Default::default()
+            }
+        }
     }
 }
 

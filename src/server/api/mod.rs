@@ -231,7 +231,7 @@ async fn dispatch(
     let out = match req {
         Request::ApiVersions(r) => answer!(cluster::api_versions(cx, r)),
         Request::Metadata(r) => answer!(cluster::metadata(cx, r).await),
-        Request::DescribeCluster(r) => answer!(cluster::describe_cluster(cx, r)),
+        Request::DescribeCluster(r) => answer!(cluster::describe_cluster(cx, r).await),
         Request::DescribeTopicPartitions(r) => answer!(cluster::describe_topic_partitions(cx, r)),
         Request::Produce(r) => match produce::handle(cx, r).await {
             Some(resp) => reply(cx, resp),

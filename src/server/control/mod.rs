@@ -14,6 +14,7 @@
 
 pub mod acls;
 pub mod broker;
+pub mod quorum;
 pub mod quotas;
 pub mod users;
 

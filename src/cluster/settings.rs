@@ -1,0 +1,230 @@
+//! A clustered node's settings, with KRaft's names so a combined-mode `server.properties` works:
+//!
+//! ```text
+//! process.roles=broker,controller
+//! node.id=1
+//! listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093
+//! listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+//! controller.listener.names=CONTROLLER
+//! controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293
+//! ```
+//!
+//! Without `process.roles` the node is standalone, exactly as before. Each value is checked as
+//! it is set ([`check`]); the whole is resolved at startup with the listeners ([`resolve`]).
+
+use anyhow::{bail, Context};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The settings of a node in a cluster (combined mode: broker and controller in one process).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterSettings {
+    pub node_id: u64,
+    /// `controller.quorum.voters`: node id → `host:port`.
+    pub voters: BTreeMap<u64, String>,
+    /// The CONTROLLER listener (the first of `controller.listener.names`): its name and where
+    /// it binds; it serves the quorum, not Kafka clients.
+    pub controller_listener: String,
+    pub controller_addr: SocketAddr,
+    /// `controller.quorum.election.timeout.ms`.
+    pub election_timeout: Duration,
+}
+
+/// The setting names this module owns.
+pub const SETTINGS: &[&str] = &[
+    "process.roles",
+    "controller.quorum.voters",
+    "controller.listener.names",
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.bootstrap.servers",
+];
+
+/// `process.roles`: whether it asks for combined mode (the only clustered mode offered).
+fn roles(value: &str) -> anyhow::Result<bool> {
+    let mut roles: Vec<&str> = value.split(',').map(str::trim).filter(|r| !r.is_empty()).collect();
+    roles.sort_unstable();
+    roles.dedup();
+    match roles.as_slice() {
+        [] => Ok(false),
+        ["broker", "controller"] => Ok(true),
+        ["broker"] | ["controller"] => bail!(
+            "process.roles={value}: tidemark runs every node as broker and controller together \
+             (process.roles=broker,controller); separate roles are not offered"
+        ),
+        _ => bail!("process.roles={value}: the roles are broker and controller"),
+    }
+}
+
+/// `controller.quorum.voters`: `id@host:port,...`, ids unique and non-negative.
+pub fn voters(value: &str) -> anyhow::Result<BTreeMap<u64, String>> {
+    let mut out = BTreeMap::new();
+    for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (id, addr) =
+            part.split_once('@').with_context(|| format!("controller.quorum.voters: {part}: expected id@host:port"))?;
+        let id: u64 = id.trim().parse().with_context(|| format!("controller.quorum.voters: {part}: bad node id"))?;
+        let (host, port) = addr
+            .rsplit_once(':')
+            .with_context(|| format!("controller.quorum.voters: {part}: expected id@host:port"))?;
+        let port: u16 = port
+            .parse()
+            .ok()
+            .filter(|p| *p > 0)
+            .with_context(|| format!("controller.quorum.voters: {part}: bad port"))?;
+        if host.is_empty() {
+            bail!("controller.quorum.voters: {part}: no host");
+        }
+        if out.insert(id, format!("{host}:{port}")).is_some() {
+            bail!("controller.quorum.voters: node {id} appears twice");
+        }
+    }
+    if out.is_empty() {
+        bail!("controller.quorum.voters: no voter given");
+    }
+    Ok(out)
+}
+
+/// Check one value as it is set.
+pub fn check(key: &str, value: &str) -> anyhow::Result<()> {
+    match key {
+        "process.roles" => roles(value).map(|_| ()),
+        "controller.quorum.voters" => voters(value).map(|_| ()),
+        "controller.listener.names" => {
+            if value.split(',').all(|n| n.trim().is_empty()) {
+                bail!("controller.listener.names: no listener name given");
+            }
+            Ok(())
+        }
+        "controller.quorum.election.timeout.ms" => {
+            let ms: u64 = value.trim().parse().with_context(|| format!("{key}={value}: not an integer"))?;
+            if !(100..=600_000).contains(&ms) {
+                bail!("{key}={value}: must be between 100 and 600000");
+            }
+            Ok(())
+        }
+        "controller.quorum.bootstrap.servers" => bail!(
+            "controller.quorum.bootstrap.servers: dynamic quorums (KIP-853) are not offered; \
+             list the voters in controller.quorum.voters"
+        ),
+        _ => bail!("{key}: not a cluster setting"),
+    }
+}
+
+/// The cluster settings from every setting given (`None`: standalone). `listeners` are the
+/// resolved listeners as (name, bind address); the controller listener must be one of them.
+pub fn resolve(
+    get: impl Fn(&str) -> Option<String>,
+    node_id: i32,
+    listeners: &[(String, SocketAddr)],
+) -> anyhow::Result<Option<ClusterSettings>> {
+    let combined = match get("process.roles") {
+        Some(r) => roles(&r)?,
+        None => false,
+    };
+    if !combined {
+        for key in ["controller.quorum.voters", "controller.listener.names"] {
+            if get(key).is_some() {
+                bail!("{key} is set but process.roles is not: set process.roles=broker,controller for a cluster");
+            }
+        }
+        return Ok(None);
+    }
+    let voters = voters(
+        &get("controller.quorum.voters").context("process.roles is set: controller.quorum.voters is required")?,
+    )?;
+    if node_id < 0 {
+        bail!("node.id={node_id}: a clustered node needs a node id of 0 or more");
+    }
+    let node = node_id as u64;
+    if !voters.contains_key(&node) {
+        bail!(
+            "node.id={node} is not among controller.quorum.voters ({})",
+            voters.keys().map(u64::to_string).collect::<Vec<_>>().join(",")
+        );
+    }
+    let names =
+        get("controller.listener.names").context("process.roles is set: controller.listener.names is required")?;
+    let name = names.split(',').map(|n| n.trim().to_ascii_uppercase()).find(|n| !n.is_empty()).expect("checked");
+    let addr = listeners
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, a)| *a)
+        .with_context(|| format!("controller.listener.names: {name} is not one of the listeners"))?;
+    if listeners.iter().all(|(n, _)| *n == name) {
+        bail!("listeners: a clustered node needs a listener for clients besides {name}");
+    }
+    let election_ms: u64 = match get("controller.quorum.election.timeout.ms") {
+        Some(v) => v.trim().parse().context("controller.quorum.election.timeout.ms")?,
+        None => 1000,
+    };
+    Ok(Some(ClusterSettings {
+        node_id: node,
+        voters,
+        controller_listener: name,
+        controller_addr: addr,
+        election_timeout: Duration::from_millis(election_ms),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listeners() -> Vec<(String, SocketAddr)> {
+        vec![
+            ("PLAINTEXT".into(), "127.0.0.1:9092".parse().unwrap()),
+            ("CONTROLLER".into(), "127.0.0.1:9093".parse().unwrap()),
+        ]
+    }
+
+    fn settings(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| m.get(k).cloned()
+    }
+
+    /// A combined-mode server.properties resolves; without process.roles the node is standalone;
+    /// each missing or contradictory setting is an error naming it.
+    #[test]
+    fn kraft_combined_mode_settings() {
+        let ok = settings(&[
+            ("process.roles", "broker,controller"),
+            ("controller.quorum.voters", "1@127.0.0.1:9093,2@h2:9093,3@h3:9093"),
+            ("controller.listener.names", "CONTROLLER"),
+        ]);
+        let c = resolve(&ok, 1, &listeners()).unwrap().expect("clustered");
+        assert_eq!(c.voters.len(), 3);
+        assert_eq!(c.voters[&2], "h2:9093");
+        assert_eq!((c.controller_listener.as_str(), c.controller_addr.port()), ("CONTROLLER", 9093));
+        assert_eq!(c.election_timeout, Duration::from_millis(1000));
+        assert_eq!(resolve(settings(&[]), 0, &listeners()).unwrap(), None);
+
+        let err =
+            |pairs: &[(&str, &str)], node: i32| resolve(settings(pairs), node, &listeners()).unwrap_err().to_string();
+        assert!(err(&[("process.roles", "broker,controller")], 1).contains("controller.quorum.voters"));
+        assert!(err(
+            &[
+                ("process.roles", "controller,broker"),
+                ("controller.quorum.voters", "1@a:1"),
+                ("controller.listener.names", "CONTROLLER")
+            ],
+            4
+        )
+        .contains("not among"));
+        assert!(err(&[("controller.quorum.voters", "1@a:1")], 1).contains("process.roles"));
+        assert!(err(
+            &[
+                ("process.roles", "broker,controller"),
+                ("controller.quorum.voters", "1@a:1"),
+                ("controller.listener.names", "CTL")
+            ],
+            1
+        )
+        .contains("not one of the listeners"));
+        assert!(check("process.roles", "broker").unwrap_err().to_string().contains("broker,controller"));
+        assert!(check("controller.quorum.voters", "1@a:1,1@b:2").is_err());
+        assert!(check("controller.quorum.voters", "x@a:1").is_err());
+        assert!(check("controller.quorum.voters", "1@a").is_err());
+        assert!(check("controller.quorum.bootstrap.servers", "a:1").is_err());
+        assert!(check("controller.quorum.election.timeout.ms", "10").is_err());
+    }
+}

@@ -1,0 +1,120 @@
+//! The metadata quorum inside the broker (issue 20): on a clustered node (`process.roles`),
+//! shard 0 runs the node's controller ([`crate::cluster::controller`]) beside its control
+//! plane, registers the broker with the quorum, and answers the other shards' questions about
+//! it with typed calls ([`QuorumStatus`]); no shard reads the quorum's state any other way.
+//!
+//! Built so far: the quorum forms, elects, fails over and replicates; brokers register (with
+//! their listeners) and DescribeCluster reports the active controller and the registered
+//! brokers. Not yet: heartbeats and fencing, Metadata and topics from the metadata image,
+//! partition placement and leaders (docs/architecture.md, "The cluster").
+
+use crate::cluster::controller::{self, Controller, ControllerConfig};
+use crate::cluster::state::BrokerState;
+use crate::cluster::types::{BrokerRegistration, Endpoint, MetaCommand, MetaResponse};
+use crate::io::DmaDisk;
+use crate::server::router::ShardCall;
+use crate::server::shard::Shard;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The metadata log's directory in the data directory (KRaft's name).
+pub const METADATA_DIR: &str = "__cluster_metadata-0";
+
+/// Start this node's controller on shard 0 (a clustered node only), and register the broker in
+/// the background until it is registered or the broker stops.
+pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<Option<Rc<Controller<DmaDisk>>>> {
+    let config = shard.config();
+    let Some(cluster) = config.cluster.clone() else { return Ok(None) };
+    let control = shard.control().expect("the quorum runs on shard 0");
+    let mut cc = ControllerConfig::new(
+        cluster.node_id,
+        cluster.voters.clone(),
+        cluster.controller_addr,
+        config.data_dir.join(METADATA_DIR),
+    );
+    cc.election_timeout = cluster.election_timeout;
+    cc.heartbeat = (cluster.election_timeout / 5).max(Duration::from_millis(20));
+    let controller = Rc::new(
+        controller::start(control.disk.clone(), cc)
+            .await
+            .map_err(|e| anyhow::anyhow!("starting the metadata quorum's controller: {e}"))?,
+    );
+    tracing::info!(node = cluster.node_id, voters = ?cluster.voters, listen = %cluster.controller_addr, "controller started");
+    let registration = BrokerRegistration {
+        id: config.node_id,
+        incarnation: format!("{:016x}", rand_u64()),
+        listeners: config
+            .listeners
+            .iter()
+            .map(|l| Endpoint {
+                name: l.name.clone(),
+                host: l.advertised_host.clone(),
+                port: l.advertised_port as u16,
+                security_protocol: l.protocol.name().to_string(),
+            })
+            .collect(),
+        rack: None,
+    };
+    let c = controller.clone();
+    let cluster_id = shard.cluster_id().to_string();
+    glommio::spawn_local(async move {
+        while !stop.load(Ordering::Relaxed) {
+            match c.write(MetaCommand::SetClusterId { id: cluster_id.clone() }, Duration::from_secs(5)).await {
+                Ok(MetaResponse::ClusterId(id)) => {
+                    if id != cluster_id {
+                        tracing::info!(cluster = %id, own = %cluster_id, "the quorum's cluster id is another node's: reported as the cluster's");
+                    }
+                    break;
+                }
+                Ok(other) => tracing::warn!(?other, "cluster id proposal answered oddly; retrying"),
+                Err(e) => tracing::info!(error = %e, "cluster id not committed yet; retrying"),
+            }
+        }
+        while !stop.load(Ordering::Relaxed) {
+            match c.write(MetaCommand::RegisterBroker(registration.clone()), Duration::from_secs(5)).await {
+                Ok(MetaResponse::BrokerEpoch(epoch)) => {
+                    tracing::info!(broker = registration.id, epoch, "broker registered with the metadata quorum");
+                    return;
+                }
+                Ok(other) => tracing::warn!(?other, "broker registration refused; retrying"),
+                Err(e) => tracing::info!(error = %e, "broker registration not committed yet; retrying"),
+            }
+        }
+    })
+    .detach();
+    Ok(Some(controller))
+}
+
+fn rand_u64() -> u64 {
+    let mut b = [0u8; 8];
+    let _ = getrandom::fill(&mut b);
+    u64::from_le_bytes(b)
+}
+
+/// What the quorum looks like from this node: the active controller (as this node knows it)
+/// and the registered brokers. Sent to shard 0; `None` from a standalone node.
+#[derive(Debug, Clone)]
+pub struct QuorumStatus;
+
+/// The answer to [`QuorumStatus`].
+#[derive(Debug, Clone)]
+pub struct QuorumView {
+    pub leader: Option<u64>,
+    pub brokers: Vec<BrokerState>,
+    /// The cluster's id, once the quorum has one.
+    pub cluster_id: Option<String>,
+}
+
+impl ShardCall<Shard> for QuorumStatus {
+    type Reply = Option<QuorumView>;
+    const NAME: &'static str = "quorum-status";
+
+    async fn run(self, shard: Rc<Shard>) -> Option<QuorumView> {
+        let controller = shard.control()?.quorum.borrow().clone()?;
+        let leader = controller.leader().await;
+        let image = controller.image();
+        Some(QuorumView { leader, brokers: image.brokers.into_values().collect(), cluster_id: image.cluster_id })
+    }
+}

@@ -1,0 +1,161 @@
+"""Three tidemark processes as a cluster (issue 20, the metadata quorum), configured with KRaft's
+combined-mode settings, on loopback; a real client (confluent-kafka's AdminClient) asks each for
+DescribeCluster. Three nodes share the machine's two cores: the waits are generous.
+
+What is checked: the nodes form the quorum on first start with no format step, agree on one
+active controller and register all three brokers (with their client listeners); SIGKILL of the
+active controller's process makes the other two elect another within the wait, and the killed
+node, restarted, rejoins and sees the same controller; settings that cannot form a cluster stop
+the start with an error naming them.
+"""
+import os
+import signal
+import struct
+import subprocess
+import tempfile
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from conftest import BIN, Broker, free_port
+from test_bad_input import Conn
+
+WAIT = 60
+
+
+def cluster_settings(node, ports, controller_ports):
+    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in controller_ports.items())
+    return [
+        "--set", "process.roles=broker,controller",
+        "--set", f"node.id={node}",
+        "--set", f"listeners=PLAINTEXT://127.0.0.1:{ports[node]},CONTROLLER://127.0.0.1:{controller_ports[node]}",
+        "--set", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "--set", "controller.listener.names=CONTROLLER",
+        "--set", f"controller.quorum.voters={voters}",
+    ]
+
+
+class Cluster:
+    def __init__(self, root):
+        ids = [1, 2, 3]
+        self.ports = {i: free_port() for i in ids}
+        self.controller_ports = {i: free_port() for i in ids}
+        self.brokers = {}
+        for i in ids:
+            d = os.path.join(root, f"node{i}")
+            os.makedirs(d)
+            self.brokers[i] = Broker(d, self.ports[i])
+
+    def start(self, node):
+        self.brokers[node].start(*cluster_settings(node, self.ports, self.controller_ports))
+
+    def describe(self, node):
+        """(controller id, sorted broker ids with their ports, cluster id) as node answers
+        Metadata v2, asked directly (a client would route the question to any broker)."""
+        with Conn(self.brokers[node], timeout=5) as c:
+            r = c.call(3, 2, struct.pack(">i", 0))
+            brokers = []
+            for _ in range(r.i32()):
+                node_id, _host, port, _rack = r.i32(), r.string(), r.i32(), r.nstring()
+                brokers.append((node_id, port))
+            cluster_id = r.nstring()
+            return r.i32(), sorted(brokers), cluster_id
+
+    def describe_with_client(self, node):
+        """The same through confluent-kafka's AdminClient.describe_cluster."""
+        a = AdminClient({"bootstrap.servers": self.brokers[node].bootstrap})
+        d = a.describe_cluster(request_timeout=10).result(15)
+        return (d.controller.id if d.controller else -1), sorted((n.id, n.port) for n in d.nodes), d.cluster_id
+
+    def agreed(self, nodes, want_brokers=None, not_controller=None):
+        """Wait until every node in `nodes` names the same controller (a live one, not
+        `not_controller`) and, if given, lists `want_brokers`; returns it."""
+        deadline = time.time() + WAIT
+        seen = None
+        while time.time() < deadline:
+            try:
+                seen = {n: self.describe(n) for n in nodes}
+            except Exception as e:  # a node still starting or electing
+                seen = repr(e)
+                time.sleep(0.2)
+                continue
+            controllers = {c for c, _, _ in seen.values()}
+            cluster_ids = {i for _, _, i in seen.values()}
+            if len(controllers) == 1 and len(cluster_ids) == 1:
+                c = controllers.pop()
+                ok = c in nodes and c != not_controller
+                if ok and (want_brokers is None or all(b == want_brokers for _, b, _ in seen.values())):
+                    return c
+            time.sleep(0.2)
+        raise AssertionError(f"no agreement within {WAIT}s: {seen}; logs: " +
+                             " ".join(self.brokers[n].log()[-3000:] for n in nodes))
+
+    def stop_all(self):
+        for b in self.brokers.values():
+            if b.proc and b.proc.poll() is None:
+                b.stop()
+
+
+@pytest.fixture
+def cluster():
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as d:
+        c = Cluster(d)
+        try:
+            yield c
+        finally:
+            c.stop_all()
+
+
+def test_three_nodes_form_a_quorum_and_fail_over(cluster):
+    for n in (1, 2, 3):
+        cluster.start(n)
+    everyone = sorted((n, cluster.ports[n]) for n in (1, 2, 3))
+    leader = cluster.agreed([1, 2, 3], want_brokers=everyone)
+    controller, nodes, cluster_id = cluster.describe_with_client(1)
+    assert (controller, nodes) == (leader, everyone), (controller, nodes)
+    assert cluster_id == cluster.describe(2)[2], "one cluster id for every node"
+
+    # Kill the active controller, wait for the others to agree on a new one, restart the killed
+    # node and wait for all three to agree: TIDEMARK_FAILOVER_ROUNDS times (1 in CI;
+    # scripts/bench-failover.sh runs more and reports the distribution).
+    times = []
+    for _ in range(int(os.environ.get("TIDEMARK_FAILOVER_ROUNDS", "1"))):
+        killed_at = time.time()
+        cluster.brokers[leader].stop(signal.SIGKILL)
+        survivors = [n for n in (1, 2, 3) if n != leader]
+        new_leader = cluster.agreed(survivors, not_controller=leader)
+        times.append(time.time() - killed_at)
+        print(f"controller failover: {times[-1]:.2f}s from SIGKILL of node {leader} to node {new_leader}")
+        cluster.start(leader)
+        leader = cluster.agreed([1, 2, 3], want_brokers=everyone)
+    times.sort()
+    print(f"failover over {len(times)} kills: p50 {times[len(times) // 2]:.2f}s, "
+          f"p99 {times[min(len(times) - 1, int(len(times) * 0.99))]:.2f}s, max {times[-1]:.2f}s")
+    # A clean stop of every node, then a start: the quorum comes back from its logs.
+    cluster.stop_all()
+    for n in (1, 2, 3):
+        cluster.start(n)
+    cluster.agreed([1, 2, 3], want_brokers=everyone)
+
+
+def test_settings_that_cannot_form_a_cluster_stop_the_start(tmp_path):
+    """A node id missing from the voters, a controller listener that is not a listener, and a
+    broker-only role each stop the start, with an error naming the setting."""
+    port, cport = free_port(), free_port()
+    base = ["--set", "process.roles=broker,controller", "--set", "node.id=1",
+            "--set", f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
+            "--set", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "--set", "controller.listener.names=CONTROLLER"]
+    cases = [
+        (["--set", f"controller.quorum.voters=2@127.0.0.1:{cport}"], "not among controller.quorum.voters"),
+        (["--set", f"controller.quorum.voters=1@127.0.0.1:{cport}", "--set", "controller.listener.names=CTL"],
+         "controller.listener.names"),
+        (["--set", "process.roles=broker"], "process.roles"),
+    ]
+    for i, (extra, want) in enumerate(cases):
+        d = tmp_path / f"d{i}"
+        d.mkdir()
+        r = subprocess.run([BIN, "serve", "--data-dir", str(d), *base, *extra],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0 and want in r.stderr, (extra, r.returncode, r.stderr[-2000:])
