@@ -13,14 +13,14 @@ use super::types::{MetaCommand, Raft};
 use crate::io::Disk;
 use crate::storage::{system_clock, Partition};
 use openraft::BasicNode;
-use std::cell::Cell;
-use std::collections::BTreeMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a controller needs to know.
 #[derive(Debug, Clone)]
@@ -43,6 +43,9 @@ pub struct ControllerConfig {
     /// Entries kept below a snapshot when the log is purged, so a follower a little behind
     /// catches up from the log rather than by a snapshot.
     pub keep_below_snapshot: u64,
+    /// `broker.session.timeout.ms`: the active controller fences a broker it has not heard
+    /// from for this long.
+    pub session_timeout: Duration,
 }
 
 impl ControllerConfig {
@@ -58,6 +61,7 @@ impl ControllerConfig {
             election_timeout: Duration::from_millis(1000),
             snapshot_every: 1000,
             keep_below_snapshot: 100,
+            session_timeout: Duration::from_secs(9),
         }
     }
 
@@ -74,13 +78,69 @@ impl ControllerConfig {
     }
 }
 
+/// When the active controller last heard from each broker (in memory only, as in KRaft: a new
+/// active controller gives every broker a full session from its election).
+#[derive(Default)]
+pub struct Liveness {
+    last_seen: RefCell<HashMap<i32, Instant>>,
+}
+
+impl Liveness {
+    pub fn seen(&self, broker: i32) {
+        self.last_seen.borrow_mut().insert(broker, Instant::now());
+    }
+
+    /// Every broker gets a full session from now (this node just became the leader).
+    fn restart(&self) {
+        self.last_seen.borrow_mut().clear();
+    }
+
+    /// Whether `broker` has been silent longer than `timeout` (one never heard of is given a
+    /// session from now).
+    fn expired(&self, broker: i32, timeout: Duration) -> bool {
+        let now = Instant::now();
+        let mut seen = self.last_seen.borrow_mut();
+        now.duration_since(*seen.entry(broker).or_insert(now)) > timeout
+    }
+}
+
 /// A running controller.
 pub struct Controller<D: Disk> {
     pub raft: Raft<D>,
     pub state: MetaStateMachine<D>,
     pub log: MetaLog<D>,
+    served: Rc<net::Served<D>>,
     config: ControllerConfig,
     stop: Rc<Cell<bool>>,
+}
+
+/// On the active controller, every heartbeat period: fence the unfenced brokers silent longer
+/// than the session timeout (committed through the quorum).
+async fn fence_silent_brokers<D: Disk>(served: Rc<net::Served<D>>, config: ControllerConfig, stop: Rc<Cell<bool>>) {
+    let mut leading = false;
+    while !stop.get() {
+        glommio::timer::sleep(config.heartbeat).await;
+        if !served.raft.is_leader() {
+            leading = false;
+            continue;
+        }
+        if !leading {
+            served.liveness.restart();
+            leading = true;
+        }
+        for (id, epoch) in served.state.unfenced() {
+            if served.liveness.expired(id, config.session_timeout) {
+                match net::write(&served.raft, MetaCommand::FenceBroker { id, epoch }).await {
+                    Reply::Written { .. } => tracing::warn!(
+                        broker = id,
+                        epoch,
+                        "broker fenced: no heartbeat within broker.session.timeout.ms"
+                    ),
+                    other => tracing::info!(broker = id, ?other, "fencing a silent broker did not commit; retrying"),
+                }
+            }
+        }
+    }
 }
 
 /// Start the controller described by `config` on this executor.
@@ -112,7 +172,9 @@ pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Con
         Raft::new(config.node_id, raft_config, network, log.clone(), state.clone()).await.map_err(io::Error::other)?;
     let listener = glommio::net::TcpListener::bind(config.listen).map_err(io::Error::from)?;
     let stop = Rc::new(Cell::new(false));
-    glommio::spawn_local(net::serve(raft.clone(), listener, config.cluster_hash(), stop.clone())).detach();
+    let served = Rc::new(net::Served { raft: raft.clone(), state: state.clone(), liveness: Rc::default() });
+    glommio::spawn_local(net::serve(served.clone(), listener, config.cluster_hash(), stop.clone())).detach();
+    glommio::spawn_local(fence_silent_brokers(served.clone(), config.clone(), stop.clone())).detach();
     if !raft.is_initialized().await.map_err(io::Error::other)? {
         let members: BTreeMap<u64, BasicNode> =
             config.voters.iter().map(|(&id, addr)| (id, BasicNode { addr: addr.clone() })).collect();
@@ -122,7 +184,7 @@ pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Con
             Err(e) => tracing::info!(node = config.node_id, error = %e, "metadata quorum already initialized"),
         }
     }
-    Ok(Controller { raft, state, log, config, stop })
+    Ok(Controller { raft, state, log, served, config, stop })
 }
 
 impl<D: Disk> Controller<D> {
@@ -172,6 +234,24 @@ impl<D: Disk> Controller<D> {
             io::ErrorKind::TimedOut,
             format!("metadata write not committed within {limit:?}: {last_error}"),
         ))
+    }
+
+    /// Send broker `broker`'s heartbeat (at registration `epoch`) to the active controller
+    /// (this node, or the one it knows); the reply is a [`Reply::Heartbeat`] or why not.
+    pub async fn heartbeat(&self, broker: i32, epoch: u64) -> Reply {
+        match self.leader().await {
+            Some(l) if l == self.config.node_id => net::heartbeat(&self.served, broker, epoch).await,
+            Some(l) => match self.config.voters.get(&l) {
+                Some(addr) => {
+                    let mut peer = Peer::new(l, addr.clone(), self.config.cluster_hash());
+                    peer.heartbeat(broker, epoch, self.config.heartbeat * 5)
+                        .await
+                        .unwrap_or_else(|e| Reply::Failed(e.to_string()))
+                }
+                None => Reply::NotLeader { leader: Some(l) },
+            },
+            None => Reply::NotLeader { leader: None },
+        }
     }
 
     /// Stop serving and shut openraft down (the metadata log stays as it is on disk).

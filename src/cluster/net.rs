@@ -44,6 +44,11 @@ pub enum Rpc {
     },
     /// A metadata change for the leader to commit (a node that is not the leader forwards it).
     Write(MetaCommand),
+    /// A broker's heartbeat to the active controller (KRaft's BrokerHeartbeat).
+    Heartbeat {
+        broker: i32,
+        epoch: u64,
+    },
 }
 
 /// The answer to an [`Rpc`].
@@ -60,6 +65,12 @@ pub enum Reply {
     /// This node is not the leader (the leader it knows, if any).
     NotLeader {
         leader: Option<u64>,
+    },
+    /// A heartbeat's answer: whether the broker is registered at that epoch (if not, it
+    /// registers again), and whether it is fenced.
+    Heartbeat {
+        registered: bool,
+        fenced: bool,
     },
     /// The request could not be served (a cluster mismatch, a shutdown, a bad frame).
     Failed(String),
@@ -178,6 +189,11 @@ impl Peer {
         self.call(Rpc::Write(command), limit).await.map_err(io::Error::other)
     }
 
+    /// Send a broker's heartbeat to this peer (the leader, as far as the caller knows).
+    pub async fn heartbeat(&mut self, broker: i32, epoch: u64, limit: Duration) -> io::Result<Reply> {
+        self.call(Rpc::Heartbeat { broker, epoch }, limit).await.map_err(io::Error::other)
+    }
+
     fn rpc_error(&self, e: CallError) -> RPCError<Tm> {
         match e {
             CallError::Connect(..) => RPCError::Unreachable(Unreachable::new(&e)),
@@ -270,8 +286,21 @@ impl RaftNetworkFactory<Tm> for Network {
     }
 }
 
+/// What serving the quorum's RPCs needs: the Raft handle, the applied metadata (for
+/// heartbeats) and the brokers' liveness.
+pub struct Served<D: Disk> {
+    pub raft: Raft<D>,
+    pub state: super::state::MetaStateMachine<D>,
+    pub liveness: Rc<super::controller::Liveness>,
+}
+
 /// Serve the quorum's RPCs on `listener` until `stop` is set: one task per connection.
-pub async fn serve<D: Disk>(raft: Raft<D>, listener: glommio::net::TcpListener, cluster: u64, stop: Rc<Cell<bool>>) {
+pub async fn serve<D: Disk>(
+    served: Rc<Served<D>>,
+    listener: glommio::net::TcpListener,
+    cluster: u64,
+    stop: Rc<Cell<bool>>,
+) {
     loop {
         let accepted = within(Duration::from_millis(200), listener.accept()).await;
         if stop.get() {
@@ -287,9 +316,9 @@ pub async fn serve<D: Disk>(raft: Raft<D>, listener: glommio::net::TcpListener, 
             }
         };
         let _ = stream.set_nodelay(true);
-        let (raft, stop) = (raft.clone(), stop.clone());
+        let (served, stop) = (served.clone(), stop.clone());
         glommio::spawn_local(async move {
-            if let Err(e) = connection(raft, stream, cluster, stop).await {
+            if let Err(e) = connection(served, stream, cluster, stop).await {
                 tracing::debug!(error = %e, "controller connection closed");
             }
         })
@@ -298,7 +327,7 @@ pub async fn serve<D: Disk>(raft: Raft<D>, listener: glommio::net::TcpListener, 
 }
 
 async fn connection<D: Disk>(
-    raft: Raft<D>,
+    served: Rc<Served<D>>,
     mut stream: glommio::net::TcpStream,
     cluster: u64,
     stop: Rc<Cell<bool>>,
@@ -313,7 +342,7 @@ async fn connection<D: Disk>(
                 "cluster mismatch: the peer's controller.quorum.voters hash {:x}, ours {cluster:x}",
                 r.cluster
             )),
-            Ok(r) => handle(&raft, r.rpc).await,
+            Ok(r) => handle(&served, r.rpc).await,
         };
         let bytes = serde_json::to_vec(&reply).map_err(io::Error::other)?;
         write_frame(&mut stream, &bytes).await?;
@@ -321,7 +350,8 @@ async fn connection<D: Disk>(
     Ok(())
 }
 
-async fn handle<D: Disk>(raft: &Raft<D>, rpc: Rpc) -> Reply {
+async fn handle<D: Disk>(served: &Served<D>, rpc: Rpc) -> Reply {
+    let raft = &served.raft;
     let failed = |e: &dyn std::fmt::Display| Reply::Failed(e.to_string());
     match rpc {
         Rpc::Append(r) => raft.append_entries(r).await.map_or_else(|e| failed(&e), Reply::Append),
@@ -332,6 +362,33 @@ async fn handle<D: Disk>(raft: &Raft<D>, rpc: Rpc) -> Reply {
             raft.install_full_snapshot(vote, snapshot).await.map_or_else(|e| failed(&e), Reply::Snapshot)
         }
         Rpc::Write(command) => write(raft, command).await,
+        Rpc::Heartbeat { broker, epoch } => heartbeat(served, broker, epoch).await,
+    }
+}
+
+/// A broker's heartbeat, on the active controller: it is alive now; a fenced broker of that
+/// epoch is unfenced (committed before the answer).
+pub async fn heartbeat<D: Disk>(served: &Served<D>, broker: i32, epoch: u64) -> Reply {
+    let raft = &served.raft;
+    if !raft.is_leader() {
+        return Reply::NotLeader { leader: raft.current_leader().await };
+    }
+    match served.state.broker(broker) {
+        Some(b) if b.epoch == epoch => {
+            served.liveness.seen(broker);
+            if b.fenced {
+                match write(raft, MetaCommand::UnfenceBroker { id: broker, epoch }).await {
+                    Reply::Written { .. } => {
+                        tracing::info!(broker, epoch, "broker unfenced");
+                        Reply::Heartbeat { registered: true, fenced: false }
+                    }
+                    other => other,
+                }
+            } else {
+                Reply::Heartbeat { registered: true, fenced: false }
+            }
+        }
+        _ => Reply::Heartbeat { registered: false, fenced: true },
     }
 }
 

@@ -29,6 +29,11 @@ pub struct ClusterSettings {
     pub controller_addr: SocketAddr,
     /// `controller.quorum.election.timeout.ms`.
     pub election_timeout: Duration,
+    /// `broker.heartbeat.interval.ms`: how often the broker tells the active controller it is
+    /// alive.
+    pub broker_heartbeat: Duration,
+    /// `broker.session.timeout.ms`: a broker silent this long is fenced.
+    pub broker_session_timeout: Duration,
 }
 
 /// The setting names this module owns.
@@ -38,6 +43,8 @@ pub const SETTINGS: &[&str] = &[
     "controller.listener.names",
     "controller.quorum.election.timeout.ms",
     "controller.quorum.bootstrap.servers",
+    "broker.heartbeat.interval.ms",
+    "broker.session.timeout.ms",
 ];
 
 /// `process.roles`: whether it asks for combined mode (the only clustered mode offered).
@@ -92,6 +99,13 @@ pub fn check(key: &str, value: &str) -> anyhow::Result<()> {
         "controller.listener.names" => {
             if value.split(',').all(|n| n.trim().is_empty()) {
                 bail!("controller.listener.names: no listener name given");
+            }
+            Ok(())
+        }
+        "broker.heartbeat.interval.ms" | "broker.session.timeout.ms" => {
+            let ms: u64 = value.trim().parse().with_context(|| format!("{key}={value}: not an integer"))?;
+            if !(10..=3_600_000).contains(&ms) {
+                bail!("{key}={value}: must be between 10 and 3600000");
             }
             Ok(())
         }
@@ -153,16 +167,26 @@ pub fn resolve(
     if listeners.iter().all(|(n, _)| *n == name) {
         bail!("listeners: a clustered node needs a listener for clients besides {name}");
     }
-    let election_ms: u64 = match get("controller.quorum.election.timeout.ms") {
-        Some(v) => v.trim().parse().context("controller.quorum.election.timeout.ms")?,
-        None => 1000,
+    let ms = |key: &str, default: u64| -> anyhow::Result<u64> {
+        match get(key) {
+            Some(v) => v.trim().parse().with_context(|| key.to_string()),
+            None => Ok(default),
+        }
     };
+    let election_ms = ms("controller.quorum.election.timeout.ms", 1000)?;
+    let heartbeat_ms = ms("broker.heartbeat.interval.ms", 2000)?;
+    let session_ms = ms("broker.session.timeout.ms", 9000)?;
+    if session_ms <= heartbeat_ms {
+        bail!("broker.session.timeout.ms={session_ms} must be above broker.heartbeat.interval.ms={heartbeat_ms}");
+    }
     Ok(Some(ClusterSettings {
         node_id: node,
         voters,
         controller_listener: name,
         controller_addr: addr,
         election_timeout: Duration::from_millis(election_ms),
+        broker_heartbeat: Duration::from_millis(heartbeat_ms),
+        broker_session_timeout: Duration::from_millis(session_ms),
     }))
 }
 

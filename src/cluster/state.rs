@@ -173,6 +173,17 @@ impl<D: Disk> MetaStateMachine<D> {
         self.inner.applied.borrow().image.clone()
     }
 
+    /// A registered broker's state.
+    pub fn broker(&self, id: i32) -> Option<BrokerState> {
+        self.inner.applied.borrow().image.brokers.get(&id).cloned()
+    }
+
+    /// The registered brokers that are not fenced: (id, epoch).
+    pub fn unfenced(&self) -> Vec<(i32, u64)> {
+        let applied = self.inner.applied.borrow();
+        applied.image.brokers.values().filter(|b| !b.fenced).map(|b| (b.registration.id, b.epoch)).collect()
+    }
+
     /// The last applied entry's log id.
     pub fn last_applied(&self) -> Option<LogId> {
         self.inner.applied.borrow().last_applied

@@ -200,7 +200,19 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         true,
         "Create unknown topics on Metadata and Produce (dynamic in tidemark).",
     ),
+    key(
+        "broker.heartbeat.interval.ms",
+        ConfigType::Int,
+        false,
+        "How often a clustered broker tells the active controller it is alive.",
+    ),
     key("broker.id", ConfigType::Int, false, "The node id (alias of node.id)."),
+    key(
+        "broker.session.timeout.ms",
+        ConfigType::Int,
+        false,
+        "A clustered broker silent this long is fenced (left out of Metadata).",
+    ),
     key("connections.max.idle.ms", ConfigType::Long, false, "A connection that sends nothing this long is closed."),
     key("controller.listener.names", ConfigType::String, false, "The listener the metadata quorum uses (not clients)."),
     key(

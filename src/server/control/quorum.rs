@@ -4,11 +4,14 @@
 //! it with typed calls ([`QuorumStatus`]); no shard reads the quorum's state any other way.
 //!
 //! Built so far: the quorum forms, elects, fails over and replicates; brokers register (with
-//! their listeners) and DescribeCluster reports the active controller and the registered
-//! brokers. Not yet: heartbeats and fencing, Metadata and topics from the metadata image,
-//! partition placement and leaders (docs/architecture.md, "The cluster").
+//! their listeners) and heartbeat to the active controller, which fences one silent for
+//! `broker.session.timeout.ms` and unfences it at its next heartbeat; Metadata and
+//! DescribeCluster report the active controller and the unfenced brokers. Not yet: topics,
+//! partition placement and leaders from the metadata image (docs/architecture.md, "The
+//! cluster").
 
 use crate::cluster::controller::{self, Controller, ControllerConfig};
+use crate::cluster::net::Reply;
 use crate::cluster::state::BrokerState;
 use crate::cluster::types::{BrokerRegistration, Endpoint, MetaCommand, MetaResponse};
 use crate::io::DmaDisk;
@@ -35,6 +38,7 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
         config.data_dir.join(METADATA_DIR),
     );
     cc.election_timeout = cluster.election_timeout;
+    cc.session_timeout = cluster.broker_session_timeout;
     cc.heartbeat = (cluster.election_timeout / 5).max(Duration::from_millis(20));
     let controller = Rc::new(
         controller::start(control.disk.clone(), cc)
@@ -59,6 +63,7 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
     };
     let c = controller.clone();
     let cluster_id = shard.cluster_id().to_string();
+    let heartbeat = cluster.broker_heartbeat;
     glommio::spawn_local(async move {
         while !stop.load(Ordering::Relaxed) {
             match c.write(MetaCommand::SetClusterId { id: cluster_id.clone() }, Duration::from_secs(5)).await {
@@ -72,14 +77,30 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
                 Err(e) => tracing::info!(error = %e, "cluster id not committed yet; retrying"),
             }
         }
-        while !stop.load(Ordering::Relaxed) {
-            match c.write(MetaCommand::RegisterBroker(registration.clone()), Duration::from_secs(5)).await {
+        // Register, then heartbeat; register again whenever the active controller does not
+        // know this registration (its epoch).
+        'register: while !stop.load(Ordering::Relaxed) {
+            let epoch = match c.write(MetaCommand::RegisterBroker(registration.clone()), Duration::from_secs(5)).await {
                 Ok(MetaResponse::BrokerEpoch(epoch)) => {
                     tracing::info!(broker = registration.id, epoch, "broker registered with the metadata quorum");
-                    return;
+                    epoch
                 }
-                Ok(other) => tracing::warn!(?other, "broker registration refused; retrying"),
-                Err(e) => tracing::info!(error = %e, "broker registration not committed yet; retrying"),
+                Ok(other) => {
+                    tracing::warn!(?other, "broker registration refused; retrying");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "broker registration not committed yet; retrying");
+                    continue;
+                }
+            };
+            while !stop.load(Ordering::Relaxed) {
+                match c.heartbeat(registration.id, epoch).await {
+                    Reply::Heartbeat { registered: false, .. } => continue 'register,
+                    Reply::Heartbeat { .. } => {}
+                    other => tracing::debug!(?other, "heartbeat not answered by the active controller"),
+                }
+                glommio::timer::sleep(heartbeat).await;
             }
         }
     })
@@ -94,7 +115,8 @@ fn rand_u64() -> u64 {
 }
 
 /// What the quorum looks like from this node: the active controller (as this node knows it)
-/// and the registered brokers. Sent to shard 0; `None` from a standalone node.
+/// and the registered brokers that are not fenced. Sent to shard 0; `None` from a standalone
+/// node.
 #[derive(Debug, Clone)]
 pub struct QuorumStatus;
 
@@ -115,6 +137,7 @@ impl ShardCall<Shard> for QuorumStatus {
         let controller = shard.control()?.quorum.borrow().clone()?;
         let leader = controller.leader().await;
         let image = controller.image();
-        Some(QuorumView { leader, brokers: image.brokers.into_values().collect(), cluster_id: image.cluster_id })
+        let brokers = image.brokers.into_values().filter(|b| !b.fenced).collect();
+        Some(QuorumView { leader, brokers, cluster_id: image.cluster_id })
     }
 }
