@@ -148,3 +148,75 @@ fn partition_truncation_cuts_the_suffix_on_a_real_disk() {
 async fn at_after(p: &Rc<Partition<DmaDisk>>, t: i64) -> Option<i64> {
     p.offset_for_time(TimestampMs(t), ReadUpTo::Durable).await.unwrap().map(|(o, _)| o.get())
 }
+
+/// A truncation that cuts an ABORT marker takes its aborted transaction with it, for good:
+/// the segment left last loses its `.txnindex` (sealed again later with no abort, it writes
+/// none), so neither a clean nor an unclean reopen lists the transaction for READ_COMMITTED.
+#[test]
+fn a_cut_abort_marker_leaves_no_aborted_transaction_behind() {
+    use futures_lite::future::block_on;
+    use tidemark::io::{CrashMode, MemDisk};
+    use tidemark::storage::format::batch::BatchBuilder;
+    use tidemark::storage::format::marker::Marker;
+    use tidemark::storage::Log;
+    const NOW: i64 = 1_700_000_000_000;
+    let dir = std::path::PathBuf::from("/d/cut-txn-0");
+    let txn = |seq: i32| {
+        let mut b = BatchBuilder::new().producer(7, 0, seq).transactional();
+        b.push(NOW, None, Some(b"v"), &[]);
+        b.finish()
+    };
+    for clean in [true, false] {
+        let disk = MemDisk::new();
+        disk.set_now_ms(NOW);
+        let open = || block_on(Log::open(disk.clone(), &dir, LogConfig::default())).expect("open").0;
+        let mut log = open();
+        log.append(&txn(0), NOW).unwrap();
+        log.append(&txn(1), NOW).unwrap();
+        log.append_marker(7, 0, Marker { commit: false, coordinator_epoch: 1 }, NOW).unwrap(); // offset 2
+        log.roll(NOW);
+        log.append(&tagged_batch(9, 2, 10, NOW), NOW).unwrap(); // offsets 3-4, the next segment
+        block_on(log.flush_all()).unwrap();
+        assert_eq!(log.aborted_between(0, 10), vec![(7, 0)], "the abort before the cut");
+        // Cut the marker (offset 2) away: segment 0 is last and active again.
+        block_on(log.truncate_to(2)).unwrap();
+        assert_eq!(log.log_end_offset(), 2);
+        assert!(log.aborted_between(0, 10).is_empty(), "the cut marker's transaction is still listed");
+        if clean {
+            block_on(log.close()).unwrap();
+        } else {
+            drop(log);
+            disk.crash(CrashMode::DropUnsynced);
+        }
+        let log = open();
+        assert!(log.aborted_between(0, 10).is_empty(), "after a {} reopen: a phantom aborted transaction", if clean { "clean" } else { "crash and" });
+    }
+}
+
+/// A log the cleaner compacted cannot be cut so that a compacted segment is left last (recovery
+/// rescans the last segment as never compacted, and would take its gaps for a torn tail): the
+/// truncation is refused and changes nothing.
+#[test]
+fn a_cut_into_the_compacted_part_is_refused() {
+    use futures_lite::future::block_on;
+    use tidemark::io::MemDisk;
+    use tidemark::storage::Log;
+    let dir = std::path::PathBuf::from("/d/cut-compacted-0");
+    let disk = MemDisk::new();
+    // What a cleaning pass leaves: a checkpoint (the first dirty offset, 20).
+    block_on(disk.create_dir_all(&dir)).unwrap();
+    disk.set_file_bytes(
+        &dir.join(tidemark::storage::log::CLEANER_CHECKPOINT),
+        tidemark::storage::format::index::encode_cleaner_checkpoint(20),
+    );
+    let mut log = block_on(Log::open(disk.clone(), &dir, config())).expect("open").0;
+    for b in 0..4 {
+        log.append(&batch(b), 1000).unwrap();
+    }
+    block_on(log.flush_all()).unwrap();
+    let refused = block_on(log.truncate_to(15));
+    assert!(matches!(refused, Err(StorageError::TruncationIntoCompacted { offset: 15, cleaned_to: 20 })), "{refused:?}");
+    assert!(matches!(block_on(log.truncate_to(20)), Err(StorageError::TruncationIntoCompacted { .. })));
+    assert_eq!(log.log_end_offset(), 40);
+    assert_eq!(block_on(log.truncate_to(30)).unwrap().suffix_truncated_to, Some(30), "past the cleaned part");
+}

@@ -3,8 +3,10 @@
 //! starts openraft, serves the quorum's RPCs on the CONTROLLER listener, and forms the cluster
 //! on first start with no format step: every voter calls `initialize` with the same voter set
 //! (from `controller.quorum.voters`, sorted), which openraft allows on a pristine node only and
-//! documents as safe when the sets are equal; the set's hash travels with every RPC, so a node
-//! configured with another set is refused instead of splitting the quorum.
+//! documents as safe when the sets are equal. Each voter's initial membership entry (index 0)
+//! carries its own id, so they differ; the first leader's wins and the others' are truncated
+//! away as any conflicting entry. The set's hash travels with every RPC, so a node configured
+//! with another set is refused instead of splitting the quorum.
 
 use super::log_store::{metadata_log_config, MetaLog};
 use super::net::{self, Network, Peer, Reply};
@@ -13,6 +15,7 @@ use super::types::{MetaCommand, Raft};
 use crate::io::Disk;
 use crate::storage::{system_clock, Partition};
 use openraft::BasicNode;
+use openraft_rt::WatchReceiver;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -117,16 +120,19 @@ pub struct Controller<D: Disk> {
 /// On the active controller, every heartbeat period: fence the unfenced brokers silent longer
 /// than the session timeout (committed through the quorum).
 async fn fence_silent_brokers<D: Disk>(served: Rc<net::Served<D>>, config: ControllerConfig, stop: Rc<Cell<bool>>) {
-    let mut leading = false;
+    // The term this node last led in: leading in a new term (even after a loss and a win
+    // within one period) gives every broker a full session again.
+    let mut led_term = None;
     while !stop.get() {
         glommio::timer::sleep(config.heartbeat).await;
         if !served.raft.is_leader() {
-            leading = false;
+            led_term = None;
             continue;
         }
-        if !leading {
+        let term = served.raft.metrics().borrow_watched().current_term;
+        if led_term != Some(term) {
             served.liveness.restart();
-            leading = true;
+            led_term = Some(term);
         }
         for (id, epoch) in served.state.unfenced() {
             if served.liveness.expired(id, config.session_timeout) {
@@ -208,13 +214,20 @@ impl<D: Disk> Controller<D> {
         let deadline = std::time::Instant::now() + limit;
         let mut last_error = String::from("no leader");
         while std::time::Instant::now() < deadline {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
             let leader = self.leader().await;
+            // Each attempt within the time left: a proposal made by a leader about to lose its
+            // quorum is never answered. (An attempt that timed out may still commit, and is
+            // then made again: the commands are applied so that a repeat does no harm but say
+            // so, TOPIC_ALREADY_EXISTS or a newer broker epoch.)
             let reply = match leader {
-                Some(l) if l == self.config.node_id => net::write(&self.raft, command.clone()).await,
+                Some(l) if l == self.config.node_id => net::within(left, net::write(&self.raft, command.clone()))
+                    .await
+                    .unwrap_or_else(|| Reply::Failed(format!("not committed within {limit:?}"))),
                 Some(l) => match self.config.voters.get(&l) {
                     Some(addr) => {
                         let mut peer = Peer::new(l, addr.clone(), self.config.cluster_hash());
-                        peer.write(command.clone(), Duration::from_secs(5))
+                        peer.write(command.clone(), left.min(net::WRITE_TIMEOUT + Duration::from_secs(1)))
                             .await
                             .unwrap_or_else(|e| Reply::Failed(e.to_string()))
                     }

@@ -175,7 +175,12 @@ impl<D: Disk> MetaLog<D> {
         start.max(purged)
     }
 
+    /// Change and persist the vote, committed or purged id. Everything appended before is made
+    /// durable first: openraft's writes must reach the disk in the order made (a vote saved
+    /// ahead of entries appended before it would let a follower acknowledge entries a power cut
+    /// then takes).
     async fn save_meta(&self, change: impl FnOnce(&mut RaftMeta)) -> io::Result<()> {
+        self.inner.partition.flush().await.map_err(io_err)?;
         let bytes = {
             let mut meta = self.inner.meta.borrow_mut();
             change(&mut meta);

@@ -31,6 +31,10 @@ pub const MAX_FRAME: usize = 256 << 20;
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long the leader waits for a write to commit before answering that it did not (openraft
+/// does not bound a proposal made by a leader about to lose its quorum).
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// What one controller asks another.
 #[derive(Serialize, Deserialize, Debug)]
 pub enum Rpc {
@@ -40,7 +44,9 @@ pub enum Rpc {
     Snapshot {
         vote: Vote,
         meta: SnapshotMeta,
-        data: Vec<u8>,
+        /// The snapshot's bytes, which are JSON text (`cluster::state`): a JSON string here,
+        /// not an array of numbers.
+        data: String,
     },
     /// A metadata change for the leader to commit (a node that is not the leader forwards it).
     Write(MetaCommand),
@@ -110,7 +116,7 @@ pub async fn read_frame<R: futures_lite::AsyncRead + Unpin>(r: &mut R) -> io::Re
 }
 
 /// Race `f` against `limit`.
-async fn within<T>(limit: Duration, f: impl Future<Output = T>) -> Option<T> {
+pub(crate) async fn within<T>(limit: Duration, f: impl Future<Output = T>) -> Option<T> {
     let f = std::pin::pin!(f);
     let sleep = std::pin::pin!(glommio::timer::sleep(limit));
     match futures_util::future::select(f, sleep).await {
@@ -149,6 +155,10 @@ impl Peer {
     async fn call(&mut self, rpc: Rpc, limit: Duration) -> Result<Reply, CallError> {
         let body = serde_json::to_vec(&Request { cluster: self.cluster, rpc })
             .map_err(|e| CallError::Io(self.addr.clone(), io::Error::other(e)))?;
+        if body.len() > MAX_FRAME {
+            let e = io::Error::new(io::ErrorKind::InvalidInput, format!("a request of {} bytes (at most {MAX_FRAME})", body.len()));
+            return Err(CallError::Io(self.addr.clone(), e));
+        }
         if self.stream.is_none() {
             let addr = self.addr.clone();
             let connect = glommio::net::TcpStream::connect(addr.clone());
@@ -251,7 +261,11 @@ impl RaftNetworkV2<Tm> for Peer {
         cancel: impl Future<Output = ReplicationClosed> + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<Tm>, StreamingError<Tm>> {
-        let rpc = Rpc::Snapshot { vote, meta: snapshot.meta, data: snapshot.snapshot.into_inner() };
+        let data = String::from_utf8(snapshot.snapshot.into_inner()).map_err(|e| {
+            let e = CallError::Refused(self.addr.clone(), format!("a snapshot that is not UTF-8 JSON: {e}"));
+            StreamingError::Network(NetworkError::new(&e))
+        })?;
+        let rpc = Rpc::Snapshot { vote, meta: snapshot.meta, data };
         let outcome = {
             let call = std::pin::pin!(self.call(rpc, option.hard_ttl()));
             let cancel = std::pin::pin!(cancel);
@@ -358,10 +372,13 @@ async fn handle<D: Disk>(served: &Served<D>, rpc: Rpc) -> Reply {
         Rpc::Vote(r) => raft.vote(r).await.map_or_else(|e| failed(&e), Reply::Vote),
         Rpc::PreVote(r) => raft.pre_vote(r).await.map_or_else(|e| failed(&e), Reply::Vote),
         Rpc::Snapshot { vote, meta, data } => {
-            let snapshot = Snapshot { meta, snapshot: SnapshotData::new(data) };
+            let snapshot = Snapshot { meta, snapshot: SnapshotData::new(data.into_bytes()) };
             raft.install_full_snapshot(vote, snapshot).await.map_or_else(|e| failed(&e), Reply::Snapshot)
         }
-        Rpc::Write(command) => write(raft, command).await,
+        Rpc::Write(command) => match within(WRITE_TIMEOUT, write(raft, command)).await {
+            Some(reply) => reply,
+            None => Reply::Failed(format!("not committed within {WRITE_TIMEOUT:?}")),
+        },
         Rpc::Heartbeat { broker, epoch } => heartbeat(served, broker, epoch).await,
     }
 }
@@ -377,7 +394,8 @@ pub async fn heartbeat<D: Disk>(served: &Served<D>, broker: i32, epoch: u64) -> 
         Some(b) if b.epoch == epoch => {
             served.liveness.seen(broker);
             if b.fenced {
-                match write(raft, MetaCommand::UnfenceBroker { id: broker, epoch }).await {
+                let unfence = write(raft, MetaCommand::UnfenceBroker { id: broker, epoch });
+                match within(WRITE_TIMEOUT, unfence).await.unwrap_or_else(|| Reply::Failed("unfencing timed out".into())) {
                     Reply::Written { .. } => {
                         tracing::info!(broker, epoch, "broker unfenced");
                         Reply::Heartbeat { registered: true, fenced: false }

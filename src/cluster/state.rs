@@ -178,6 +178,16 @@ impl<D: Disk> MetaStateMachine<D> {
         self.inner.applied.borrow().image.brokers.get(&id).cloned()
     }
 
+    /// The registered brokers that are not fenced.
+    pub fn unfenced_brokers(&self) -> Vec<BrokerState> {
+        self.inner.applied.borrow().image.brokers.values().filter(|b| !b.fenced).cloned().collect()
+    }
+
+    /// The cluster's id, once committed.
+    pub fn cluster_id(&self) -> Option<String> {
+        self.inner.applied.borrow().image.cluster_id.clone()
+    }
+
     /// The registered brokers that are not fenced: (id, epoch).
     pub fn unfenced(&self) -> Vec<(i32, u64)> {
         let applied = self.inner.applied.borrow();

@@ -41,6 +41,10 @@ pub enum StorageError {
     /// The partition is closing or closed.
     #[error("partition is closed")]
     Closed,
+    /// A suffix truncation would leave a compacted segment as the log's last (not offered:
+    /// recovery rescans the last segment as never compacted).
+    #[error("cannot truncate at {offset}: the log is compacted up to {cleaned_to}")]
+    TruncationIntoCompacted { offset: i64, cleaned_to: i64 },
     /// The partition's log is being cut back (a replica truncating its divergent suffix):
     /// no append is taken meanwhile (NOT_LEADER_OR_FOLLOWER: the replica is a follower).
     #[error("the partition's log is being truncated")]

@@ -397,7 +397,7 @@ impl<D: Disk> Partition<D> {
         let (bytes, from_disk) = access::read_traced(&self.log, o, max_bytes, ReadUpTo::Durable).await?;
         // How much one cache entry may take now (nothing while a fetch waits for memory).
         let room = self.log.borrow().cache_room();
-        if room < READ_AHEAD_MIN || self.closed.get() {
+        if room < READ_AHEAD_MIN || self.closed.get() || self.truncating.get() {
             return Ok(bytes);
         }
         let start = {
@@ -428,7 +428,7 @@ impl<D: Disk> Partition<D> {
             let len = (bytes.len() * 2).clamp(READ_AHEAD_MIN, READ_AHEAD_MAX).min(room);
             let me = self.clone();
             let task = async move {
-                if me.closed.get() {
+                if me.closed.get() || me.truncating.get() {
                     me.ahead.borrow_mut().to = Some(start);
                     return;
                 }

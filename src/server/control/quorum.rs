@@ -136,8 +136,10 @@ impl ShardCall<Shard> for QuorumStatus {
     async fn run(self, shard: Rc<Shard>) -> Option<QuorumView> {
         let controller = shard.control()?.quorum.borrow().clone()?;
         let leader = controller.leader().await;
-        let image = controller.image();
-        let brokers = image.brokers.into_values().filter(|b| !b.fenced).collect();
-        Some(QuorumView { leader, brokers, cluster_id: image.cluster_id })
+        Some(QuorumView {
+            leader,
+            brokers: controller.state.unfenced_brokers(),
+            cluster_id: controller.state.cluster_id(),
+        })
     }
 }

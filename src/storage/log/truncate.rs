@@ -27,6 +27,7 @@
 
 use super::recovery::snapshot_path;
 use super::retention::delete_segment_files;
+use crate::storage::segment::{index_path, timeindex_path, txnindex_path};
 use super::{Log, OpenReport, CLEANER_CHECKPOINT, LOG_START_FILE, TRUNCATE_FILE};
 use crate::io::Disk;
 use crate::storage::error::{StorageError, StorageResult};
@@ -92,6 +93,16 @@ pub(super) async fn drop_files<D: Disk>(
         tracing::info!(dir = %dir.display(), base, ?cut, "truncation: deleting segment");
         delete_segment_files(disk, dir, base).await?;
     }
+    // The segment left last is active again: its index files describe batches that may be
+    // cut (an aborted transaction's entry in its `.txnindex` would outlive its marker, as
+    // sealing writes no empty `.txnindex`). The rescan rebuilds them in memory; its seal
+    // writes them again.
+    if let (Cut::Suffix(_), Some(&last)) = (cut, bases.last()) {
+        disk.remove_file(&index_path(dir, last)).await?;
+        disk.remove_file(&timeindex_path(dir, last)).await?;
+        disk.remove_file(&txnindex_path(dir, last)).await?;
+        disk.sync_dir(dir).await?;
+    }
     if let Cut::Restart(_) = cut {
         disk.remove_file(&dir.join(LOG_START_FILE)).await?;
         disk.remove_file(&dir.join(CLEANER_CHECKPOINT)).await?;
@@ -129,6 +140,11 @@ impl<D: Disk> Log<D> {
         let (start, end) = (self.log_start_offset(), self.log_end_offset());
         match cut {
             Cut::Suffix(offset) if offset < start => Err(StorageError::OffsetOutOfRange { offset, start, end }),
+            // The segment left last would be one the cleaner compacted, which recovery's
+            // rescan (gaps are a torn tail in the last segment) cannot take back.
+            Cut::Suffix(offset) if offset < end && self.may_have_gaps && offset <= self.cleaned_to => {
+                Err(StorageError::TruncationIntoCompacted { offset, cleaned_to: self.cleaned_to })
+            }
             Cut::Suffix(offset) => Ok((offset < end).then_some(cut)),
             Cut::Restart(offset) if offset < 0 => Err(StorageError::OffsetOutOfRange { offset, start, end }),
             Cut::Restart(_) => Ok(Some(cut)),
@@ -145,6 +161,14 @@ impl<D: Disk> Log<D> {
         };
         self.durable_next_offset = self.durable_next_offset.min(offset.max(self.log_start_offset()));
         self.closing = true;
+        // A read planned before now puts nothing in the cache (its bytes may be cut).
+        self.generation += 1;
+        self.forget_touched(offset);
+    }
+
+    /// Forget the cached bytes of every segment holding offsets at or past `offset`, and of
+    /// the active one.
+    fn forget_touched(&self, offset: i64) {
         if let Some(cache) = &self.cache {
             for s in self.segments.values().filter(|s| s.next_offset > offset || !s.is_sealed()) {
                 cache.forget_segment(s.base_offset);
@@ -155,6 +179,9 @@ impl<D: Disk> Log<D> {
     /// After the reopen that carried the truncation out: take over what lives across it
     /// (the batch cache, and counters that must keep moving forward), from the log it replaced.
     pub fn take_over(&mut self, old: &mut Log<D>) {
+        // Every segment the old log had, for a read that began before the truncation (the
+        // generation bump already keeps its bytes out; this is the belt to those braces).
+        old.forget_touched(i64::MIN);
         self.cache = old.cache.take();
         // An index load or read planned on the old log is not installed in this one.
         self.generation = old.generation + 1;
