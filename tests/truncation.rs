@@ -189,7 +189,11 @@ fn a_cut_abort_marker_leaves_no_aborted_transaction_behind() {
             disk.crash(CrashMode::DropUnsynced);
         }
         let log = open();
-        assert!(log.aborted_between(0, 10).is_empty(), "after a {} reopen: a phantom aborted transaction", if clean { "clean" } else { "crash and" });
+        assert!(
+            log.aborted_between(0, 10).is_empty(),
+            "after a {} reopen: a phantom aborted transaction",
+            if clean { "clean" } else { "crash and" }
+        );
     }
 }
 
@@ -199,7 +203,7 @@ fn a_cut_abort_marker_leaves_no_aborted_transaction_behind() {
 #[test]
 fn a_cut_into_the_compacted_part_is_refused() {
     use futures_lite::future::block_on;
-    use tidemark::io::MemDisk;
+    use tidemark::io::{Disk, MemDisk};
     use tidemark::storage::Log;
     let dir = std::path::PathBuf::from("/d/cut-compacted-0");
     let disk = MemDisk::new();
@@ -215,7 +219,10 @@ fn a_cut_into_the_compacted_part_is_refused() {
     }
     block_on(log.flush_all()).unwrap();
     let refused = block_on(log.truncate_to(15));
-    assert!(matches!(refused, Err(StorageError::TruncationIntoCompacted { offset: 15, cleaned_to: 20 })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StorageError::TruncationIntoCompacted { offset: 15, cleaned_to: 20 })),
+        "{refused:?}"
+    );
     assert!(matches!(block_on(log.truncate_to(20)), Err(StorageError::TruncationIntoCompacted { .. })));
     assert_eq!(log.log_end_offset(), 40);
     assert_eq!(block_on(log.truncate_to(30)).unwrap().suffix_truncated_to, Some(30), "past the cleaned part");

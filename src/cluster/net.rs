@@ -156,7 +156,10 @@ impl Peer {
         let body = serde_json::to_vec(&Request { cluster: self.cluster, rpc })
             .map_err(|e| CallError::Io(self.addr.clone(), io::Error::other(e)))?;
         if body.len() > MAX_FRAME {
-            let e = io::Error::new(io::ErrorKind::InvalidInput, format!("a request of {} bytes (at most {MAX_FRAME})", body.len()));
+            let e = io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a request of {} bytes (at most {MAX_FRAME})", body.len()),
+            );
             return Err(CallError::Io(self.addr.clone(), e));
         }
         if self.stream.is_none() {
@@ -395,7 +398,10 @@ pub async fn heartbeat<D: Disk>(served: &Served<D>, broker: i32, epoch: u64) -> 
             served.liveness.seen(broker);
             if b.fenced {
                 let unfence = write(raft, MetaCommand::UnfenceBroker { id: broker, epoch });
-                match within(WRITE_TIMEOUT, unfence).await.unwrap_or_else(|| Reply::Failed("unfencing timed out".into())) {
+                match within(WRITE_TIMEOUT, unfence)
+                    .await
+                    .unwrap_or_else(|| Reply::Failed("unfencing timed out".into()))
+                {
                     Reply::Written { .. } => {
                         tracing::info!(broker, epoch, "broker unfenced");
                         Reply::Heartbeat { registered: true, fenced: false }

@@ -27,7 +27,6 @@
 
 use super::recovery::snapshot_path;
 use super::retention::delete_segment_files;
-use crate::storage::segment::{index_path, timeindex_path, txnindex_path};
 use super::{Log, OpenReport, CLEANER_CHECKPOINT, LOG_START_FILE, TRUNCATE_FILE};
 use crate::io::Disk;
 use crate::storage::error::{StorageError, StorageResult};
@@ -35,6 +34,7 @@ use crate::storage::format::index::{
     decode_cleaner_checkpoint, decode_log_start, decode_truncate_intent, encode_cleaner_checkpoint, encode_log_start,
     encode_truncate_intent,
 };
+use crate::storage::segment::{index_path, timeindex_path, txnindex_path};
 use std::path::Path;
 
 /// What a truncation removes.
