@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tidemark::cluster::controller::{start, Controller, ControllerConfig};
+use tidemark::cluster::net::Links;
 use tidemark::cluster::types::{MetaCommand, MetaResponse, TopicState};
 use tidemark::io::{CrashMode, MemDisk};
 
@@ -26,6 +27,8 @@ fn ports(n: usize) -> Vec<u16> {
 }
 
 struct Cluster {
+    /// The links the tests cut (a network partition inside one process).
+    links: Rc<Links>,
     voters: BTreeMap<u64, String>,
     disks: BTreeMap<u64, MemDisk>,
     nodes: BTreeMap<u64, Rc<Controller<MemDisk>>>,
@@ -36,7 +39,7 @@ impl Cluster {
     fn new(snapshot_every: u64) -> Cluster {
         let voters = ports(3).into_iter().enumerate().map(|(i, p)| (i as u64 + 1, format!("127.0.0.1:{p}"))).collect();
         let disks = (1..=3).map(|id| (id, MemDisk::new())).collect();
-        Cluster { voters, disks, nodes: BTreeMap::new(), snapshot_every }
+        Cluster { links: Rc::default(), voters, disks, nodes: BTreeMap::new(), snapshot_every }
     }
 
     async fn start(&mut self, id: u64) {
@@ -45,6 +48,7 @@ impl Cluster {
             ControllerConfig::new(id, self.voters.clone(), listen, PathBuf::from("/data/__cluster_metadata-0"));
         config.snapshot_every = self.snapshot_every;
         config.keep_below_snapshot = self.snapshot_every / 4;
+        config.links = Some(self.links.clone());
         // The port of a node stopped a moment ago may still be held by its listener's last
         // accept round.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -180,6 +184,45 @@ fn a_minority_cannot_change_metadata() {
             c.nodes[&1].write(topic("after"), LIMIT).await.expect("write with a majority again");
             c.visible_everywhere("after", LIMIT).await;
             for id in [1, 2] {
+                c.kill(id).await;
+            }
+        })
+    });
+}
+
+/// The leader cut off from both followers (a network partition, every node running): the two
+/// elect a new leader and commit; the cut-off node commits nothing and does not see it; healed,
+/// it follows the new leader and catches up.
+#[test]
+fn a_leader_partitioned_away_cannot_change_metadata() {
+    run_glommio(|| {
+        Box::pin(async move {
+            let mut c = Cluster::new(1000);
+            for id in 1..=3 {
+                c.start(id).await;
+            }
+            let old = c.leader(LIMIT).await;
+            let others: Vec<u64> = c.nodes.keys().copied().filter(|&id| id != old).collect();
+            for &o in &others {
+                c.links.cut(old, o);
+            }
+            let cut_at = Instant::now();
+            // The majority side commits (through whichever of the two leads).
+            c.nodes[&others[0]].write(topic("majority"), LIMIT).await.expect("the majority side commits");
+            eprintln!("partition: the majority side committed {:?} after the cut", cut_at.elapsed());
+            // The cut-off node cannot, whatever it believes about its leadership.
+            let lone = c.nodes[&old].write(topic("minority"), Duration::from_secs(3)).await;
+            assert!(lone.is_err(), "the partitioned node committed: {lone:?}");
+            assert!(!c.nodes[&old].image().topics.contains_key("majority"), "the cut-off node saw a commit");
+            for &o in &others {
+                assert!(!c.nodes[&o].image().topics.contains_key("minority"));
+            }
+            c.links.heal();
+            let now = c.leader(LIMIT).await;
+            c.visible_everywhere("majority", LIMIT).await;
+            assert!(c.nodes.values().all(|n| !n.image().topics.contains_key("minority")), "a minority write surfaced");
+            eprintln!("healed: leader {now}, the cut-off node {old} caught up");
+            for id in 1..=3 {
                 c.kill(id).await;
             }
         })

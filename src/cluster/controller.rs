@@ -49,6 +49,8 @@ pub struct ControllerConfig {
     /// `broker.session.timeout.ms`: the active controller fences a broker it has not heard
     /// from for this long.
     pub session_timeout: Duration,
+    /// Tests only: links they cut to make network partitions ([`net::Links`]).
+    pub links: Option<Rc<net::Links>>,
 }
 
 impl ControllerConfig {
@@ -65,6 +67,7 @@ impl ControllerConfig {
             snapshot_every: 1000,
             keep_below_snapshot: 100,
             session_timeout: Duration::from_secs(9),
+            links: None,
         }
     }
 
@@ -173,12 +176,18 @@ pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Con
         ..Default::default()
     };
     let raft_config = Arc::new(raft_config.validate().map_err(io::Error::other)?);
-    let network = Network { cluster: config.cluster_hash() };
+    let network = Network { cluster: config.cluster_hash(), me: config.node_id, links: config.links.clone() };
     let raft =
         Raft::new(config.node_id, raft_config, network, log.clone(), state.clone()).await.map_err(io::Error::other)?;
     let listener = glommio::net::TcpListener::bind(config.listen).map_err(io::Error::from)?;
     let stop = Rc::new(Cell::new(false));
-    let served = Rc::new(net::Served { raft: raft.clone(), state: state.clone(), liveness: Rc::default() });
+    let served = Rc::new(net::Served {
+        me: config.node_id,
+        links: config.links.clone(),
+        raft: raft.clone(),
+        state: state.clone(),
+        liveness: Rc::default(),
+    });
     glommio::spawn_local(net::serve(served.clone(), listener, config.cluster_hash(), stop.clone())).detach();
     glommio::spawn_local(fence_silent_brokers(served.clone(), config.clone(), stop.clone())).detach();
     if !raft.is_initialized().await.map_err(io::Error::other)? {
@@ -226,7 +235,7 @@ impl<D: Disk> Controller<D> {
                     .unwrap_or_else(|| Reply::Failed(format!("not committed within {limit:?}"))),
                 Some(l) => match self.config.voters.get(&l) {
                     Some(addr) => {
-                        let mut peer = Peer::new(l, addr.clone(), self.config.cluster_hash());
+                        let mut peer = self.peer(l, addr);
                         peer.write(command.clone(), left.min(net::WRITE_TIMEOUT + Duration::from_secs(1)))
                             .await
                             .unwrap_or_else(|e| Reply::Failed(e.to_string()))
@@ -256,7 +265,7 @@ impl<D: Disk> Controller<D> {
             Some(l) if l == self.config.node_id => net::heartbeat(&self.served, broker, epoch).await,
             Some(l) => match self.config.voters.get(&l) {
                 Some(addr) => {
-                    let mut peer = Peer::new(l, addr.clone(), self.config.cluster_hash());
+                    let mut peer = self.peer(l, addr);
                     peer.heartbeat(broker, epoch, self.config.heartbeat * 5)
                         .await
                         .unwrap_or_else(|e| Reply::Failed(e.to_string()))
@@ -265,6 +274,10 @@ impl<D: Disk> Controller<D> {
             },
             None => Reply::NotLeader { leader: None },
         }
+    }
+
+    fn peer(&self, target: u64, addr: &str) -> Peer {
+        Peer::new(self.config.node_id, target, addr.to_string(), self.config.cluster_hash(), self.config.links.clone())
     }
 
     /// Stop serving and shut openraft down (the metadata log stays as it is on disk).

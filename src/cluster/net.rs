@@ -85,7 +85,34 @@ pub enum Reply {
 #[derive(Serialize, Deserialize, Debug)]
 struct Request {
     cluster: u64,
+    /// The sending node's id.
+    #[serde(default)]
+    from: u64,
     rpc: Rpc,
+}
+
+/// Links cut between nodes (fault injection for tests: a network partition without network
+/// namespaces). A cut link behaves as a dropped one: calls over it fail as unreachable, and a
+/// request that arrives over it is not answered (its connection closes).
+#[derive(Debug, Default)]
+pub struct Links {
+    cut: std::cell::RefCell<std::collections::HashSet<(u64, u64)>>,
+}
+
+impl Links {
+    /// Cut the links between `a` and `b`, both ways.
+    pub fn cut(&self, a: u64, b: u64) {
+        self.cut.borrow_mut().extend([(a, b), (b, a)]);
+    }
+
+    /// Restore every link.
+    pub fn heal(&self) {
+        self.cut.borrow_mut().clear();
+    }
+
+    fn is_cut(links: &Option<Rc<Links>>, from: u64, to: u64) -> bool {
+        links.as_ref().is_some_and(|l| l.cut.borrow().contains(&(from, to)))
+    }
 }
 
 /// Write one frame.
@@ -140,20 +167,27 @@ enum CallError {
 
 /// The connections to one peer controller (openraft asks for one per purpose).
 pub struct Peer {
+    from: u64,
     target: u64,
     addr: String,
     cluster: u64,
+    links: Option<Rc<Links>>,
     stream: Option<glommio::net::TcpStream>,
 }
 
 impl Peer {
-    pub fn new(target: u64, addr: String, cluster: u64) -> Peer {
-        Peer { target, addr, cluster, stream: None }
+    /// Calls from node `from` to node `target` at `addr`.
+    pub fn new(from: u64, target: u64, addr: String, cluster: u64, links: Option<Rc<Links>>) -> Peer {
+        Peer { from, target, addr, cluster, links, stream: None }
     }
 
     /// One round trip, dialling first if needed; any failure drops the connection.
     async fn call(&mut self, rpc: Rpc, limit: Duration) -> Result<Reply, CallError> {
-        let body = serde_json::to_vec(&Request { cluster: self.cluster, rpc })
+        if Links::is_cut(&self.links, self.from, self.target) {
+            self.stream = None;
+            return Err(CallError::Connect(self.addr.clone(), io::Error::from(io::ErrorKind::ConnectionRefused)));
+        }
+        let body = serde_json::to_vec(&Request { cluster: self.cluster, from: self.from, rpc })
             .map_err(|e| CallError::Io(self.addr.clone(), io::Error::other(e)))?;
         if body.len() > MAX_FRAME {
             let e = io::Error::new(
@@ -293,19 +327,25 @@ impl RaftNetworkV2<Tm> for Peer {
 #[derive(Clone)]
 pub struct Network {
     pub cluster: u64,
+    /// This node's id.
+    pub me: u64,
+    pub links: Option<Rc<Links>>,
 }
 
 impl RaftNetworkFactory<Tm> for Network {
     type Network = Peer;
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
-        Peer::new(target, node.addr.clone(), self.cluster)
+        Peer::new(self.me, target, node.addr.clone(), self.cluster, self.links.clone())
     }
 }
 
 /// What serving the quorum's RPCs needs: the Raft handle, the applied metadata (for
 /// heartbeats) and the brokers' liveness.
 pub struct Served<D: Disk> {
+    /// This node's id.
+    pub me: u64,
+    pub links: Option<Rc<Links>>,
     pub raft: Raft<D>,
     pub state: super::state::MetaStateMachine<D>,
     pub liveness: Rc<super::controller::Liveness>,
@@ -359,6 +399,8 @@ async fn connection<D: Disk>(
                 "cluster mismatch: the peer's controller.quorum.voters hash {:x}, ours {cluster:x}",
                 r.cluster
             )),
+            // Over a cut link: as if it never arrived.
+            Ok(r) if Links::is_cut(&served.links, r.from, served.me) => return Ok(()),
             Ok(r) => handle(&served, r.rpc).await,
         };
         let bytes = serde_json::to_vec(&reply).map_err(io::Error::other)?;
