@@ -4,12 +4,13 @@ DescribeCluster. Three nodes share the machine's two cores: the waits are genero
 
 What is checked: the nodes form the quorum on first start with no format step, agree on one
 active controller and one cluster id, and register all three brokers (with their client
-listeners); SIGKILL of the active controller's process makes the other two elect another within
+listeners), as confluent-kafka, kafka-python and kcat see them; SIGKILL of the active controller's process makes the other two elect another within
 the wait, the killed broker is fenced (left out of Metadata) once its session passes, and the
 killed node, restarted, rejoins (unfenced by its heartbeat) and sees the same controller;
 settings that cannot form a cluster stop the start with an error naming them.
 """
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -119,6 +120,7 @@ def test_three_nodes_form_a_quorum_and_fail_over(cluster):
     controller, nodes, cluster_id = cluster.describe_with_client(1)
     assert (controller, nodes) == (leader, everyone), (controller, nodes)
     assert cluster_id == cluster.describe(2)[2], "one cluster id for every node"
+    see_three_brokers_with_other_clients(cluster, leader)
 
     # Kill the active controller, wait for the others to agree on a new one, restart the killed
     # node and wait for all three to agree: TIDEMARK_FAILOVER_ROUNDS times (1 in CI;
@@ -145,6 +147,30 @@ def test_three_nodes_form_a_quorum_and_fail_over(cluster):
     for n in (1, 2, 3):
         cluster.start(n)
     cluster.agreed([1, 2, 3], want_brokers=everyone)
+
+
+def see_three_brokers_with_other_clients(cluster, leader):
+    """kafka-python's describe_cluster and kcat -L through node 2 list the three brokers and
+    the active controller too."""
+    from kafka import KafkaAdminClient
+    k = KafkaAdminClient(bootstrap_servers=cluster.brokers[2].bootstrap, request_timeout_ms=10000)
+    try:
+        info = k.describe_cluster()
+    finally:
+        k.close()
+    assert info["controller_id"] == leader, info
+    assert sorted((b["broker_id"], b["port"]) for b in info["brokers"]) == sorted(cluster.ports.items()), info
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        if os.environ.get("TIDEMARK_REQUIRE_KCAT") == "1":
+            raise AssertionError("kcat is required here (scripts/test installs it)")
+        return
+    meta = subprocess.run([kcat, "-L", "-b", cluster.brokers[2].bootstrap], capture_output=True, check=True,
+                          timeout=30).stdout.decode()
+    assert "3 brokers:" in meta, meta
+    for n, port in cluster.ports.items():
+        assert f"broker {n} at 127.0.0.1:{port}" in meta, meta
+    assert "(controller)" in meta.split(f"broker {leader} at")[1].splitlines()[0], meta
 
 
 def test_settings_that_cannot_form_a_cluster_stop_the_start(tmp_path):
