@@ -116,6 +116,8 @@ pub struct Controller<D: Disk> {
     pub state: MetaStateMachine<D>,
     pub log: MetaLog<D>,
     served: Rc<net::Served<D>>,
+    /// The connection heartbeats go over, to the leader it was made for (kept between them).
+    heartbeats: RefCell<Option<(u64, Peer)>>,
     config: ControllerConfig,
     stop: Rc<Cell<bool>>,
 }
@@ -199,7 +201,7 @@ pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Con
             Err(e) => tracing::info!(node = config.node_id, error = %e, "metadata quorum already initialized"),
         }
     }
-    Ok(Controller { raft, state, log, served, config, stop })
+    Ok(Controller { raft, state, log, served, heartbeats: RefCell::new(None), config, stop })
 }
 
 impl<D: Disk> Controller<D> {
@@ -265,10 +267,16 @@ impl<D: Disk> Controller<D> {
             Some(l) if l == self.config.node_id => net::heartbeat(&self.served, broker, epoch).await,
             Some(l) => match self.config.voters.get(&l) {
                 Some(addr) => {
-                    let mut peer = self.peer(l, addr);
-                    peer.heartbeat(broker, epoch, self.config.heartbeat * 5)
+                    // The connection of the last heartbeat, if it went to this leader (taken
+                    // out while in use: no borrow is held across the call).
+                    let kept = self.heartbeats.borrow_mut().take().filter(|(to, _)| *to == l);
+                    let mut peer = kept.map_or_else(|| self.peer(l, addr), |(_, p)| p);
+                    let reply = peer
+                        .heartbeat(broker, epoch, self.config.heartbeat * 5)
                         .await
-                        .unwrap_or_else(|e| Reply::Failed(e.to_string()))
+                        .unwrap_or_else(|e| Reply::Failed(e.to_string()));
+                    *self.heartbeats.borrow_mut() = Some((l, peer));
+                    reply
                 }
                 None => Reply::NotLeader { leader: Some(l) },
             },
