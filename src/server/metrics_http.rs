@@ -61,7 +61,9 @@ async fn answer(shard: Rc<Shard>, mut stream: TcpStream) {
                     Err(e) => tracing::warn!(shard = target, error = %e, "no metrics from a shard"),
                 }
             }
-            ("200 OK", crate::metrics::prometheus(&all))
+            let mut body = crate::metrics::prometheus(&all);
+            body.push_str(&crate::server::control::quorum::prometheus(&shard));
+            ("200 OK", body)
         }
         (_, "/faults") if shard.config().fault_injection => faults(method, query),
         ("POST", "/faults/panic") if shard.config().fault_injection => panic_shard(&shard, query),

@@ -53,7 +53,17 @@ class Cluster:
             self.brokers[i] = Broker(d, self.ports[i])
 
     def start(self, node):
-        self.brokers[node].start(*cluster_settings(node, self.ports, self.controller_ports))
+        self.metrics_ports = getattr(self, "metrics_ports", {})
+        self.metrics_ports.setdefault(node, free_port())
+        self.brokers[node].start(*cluster_settings(node, self.ports, self.controller_ports),
+                                 "--metrics-listen", f"127.0.0.1:{self.metrics_ports[node]}")
+
+    def gauges(self, node):
+        """The quorum's gauges from node's /metrics."""
+        import urllib.request
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_ports[node]}/metrics", timeout=10).read().decode()
+        return {line.split()[0]: int(line.split()[1]) for line in text.splitlines()
+                if line.startswith("tidemark_controller_")}
 
     def describe(self, node):
         """(controller id, sorted broker ids with their ports, cluster id) as node answers
@@ -121,6 +131,12 @@ def test_three_nodes_form_a_quorum_and_fail_over(cluster):
     assert (controller, nodes) == (leader, everyone), (controller, nodes)
     assert cluster_id == cluster.describe(2)[2], "one cluster id for every node"
     see_three_brokers_with_other_clients(cluster, leader)
+    # /metrics: exactly one active controller, all on one term, three unfenced brokers.
+    gauges = {n: cluster.gauges(n) for n in (1, 2, 3)}
+    assert [n for n, g in gauges.items() if g["tidemark_controller_active"] == 1] == [leader], gauges
+    assert len({g["tidemark_controller_term"] for g in gauges.values()}) == 1, gauges
+    assert gauges[leader]["tidemark_controller_unfenced_brokers"] == 3, gauges
+    assert gauges[leader]["tidemark_controller_applied_index"] >= 4, gauges
 
     # Kill the active controller, wait for the others to agree on a new one, restart the killed
     # node and wait for all three to agree: TIDEMARK_FAILOVER_ROUNDS times (1 in CI;

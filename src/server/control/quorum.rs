@@ -143,3 +143,43 @@ impl ShardCall<Shard> for QuorumStatus {
         })
     }
 }
+
+/// The quorum's gauges in Prometheus text, for `/metrics` (served by shard 0; empty on a
+/// standalone node): whether this node is the active controller, the Raft term, its last log
+/// index, the committed and applied indexes, and the unfenced brokers.
+pub fn prometheus(shard: &Shard) -> String {
+    use openraft_rt::WatchReceiver;
+    use std::fmt::Write as _;
+    let Some(controller) = shard.control().and_then(|c| c.quorum.borrow().clone()) else { return String::new() };
+    let m = controller.raft.metrics().borrow_watched().clone();
+    let index = |l: Option<u64>| l.map_or(-1, |i| i as i64);
+    let gauges = [
+        ("tidemark_controller_active", "1 if this node is the active controller.", controller.raft.is_leader() as i64),
+        ("tidemark_controller_term", "The metadata quorum's Raft term as this node knows it.", m.current_term as i64),
+        (
+            "tidemark_controller_last_log_index",
+            "The last index in this node's metadata log (-1: none).",
+            index(m.last_log_index),
+        ),
+        (
+            "tidemark_controller_committed_index",
+            "The last committed index this node knows (-1: none).",
+            index(m.local_committed.map(|l| l.index)),
+        ),
+        (
+            "tidemark_controller_applied_index",
+            "The last index this node applied (-1: none).",
+            index(m.last_applied.map(|l| l.index)),
+        ),
+        (
+            "tidemark_controller_unfenced_brokers",
+            "Brokers registered and not fenced.",
+            controller.state.unfenced().len() as i64,
+        ),
+    ];
+    let mut out = String::new();
+    for (name, help, value) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+    }
+    out
+}
