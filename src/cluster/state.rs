@@ -78,8 +78,8 @@ impl MetaImage {
             MetaCommand::SetClusterId { id } => {
                 MetaResponse::ClusterId(self.cluster_id.get_or_insert_with(|| id.clone()).clone())
             }
-            MetaCommand::AllocateProducerIds { count, .. } => {
-                let first = self.next_producer_id;
+            MetaCommand::AllocateProducerIds { count, floor, .. } => {
+                let first = self.next_producer_id.max(*floor);
                 self.next_producer_id = first.saturating_add((*count).max(1));
                 MetaResponse::ProducerIds { first, count: (*count).max(1) }
             }

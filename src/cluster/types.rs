@@ -97,6 +97,10 @@ pub enum MetaCommand {
     AllocateProducerIds {
         broker: i32,
         count: i64,
+        /// The proposer's floor (its clock × 1024, as a standalone node's ids start): the block
+        /// starts at least there, so ids stay above any a node handed out before it joined.
+        #[serde(default)]
+        floor: i64,
     },
     /// The cluster's id, proposed by every node from its `meta.properties`: the first one
     /// committed is the cluster's (a cluster formed with no format step has no other source).
@@ -115,7 +119,7 @@ impl std::fmt::Display for MetaCommand {
                 write!(f, "create topic {name} ({} partitions)", topic.partitions.len())
             }
             MetaCommand::DeleteTopic { name } => write!(f, "delete topic {name}"),
-            MetaCommand::AllocateProducerIds { broker, count } => {
+            MetaCommand::AllocateProducerIds { broker, count, .. } => {
                 write!(f, "allocate {count} producer ids to broker {broker}")
             }
             MetaCommand::SetClusterId { id } => write!(f, "cluster id {id}"),

@@ -4,10 +4,14 @@
 //! id at or above it was ever handed out. The end of a block is persisted before its first id
 //! is used, so no id is given twice, across restarts too.
 
+use crate::cluster::controller::Controller;
+use crate::cluster::types::{MetaCommand, MetaResponse};
 use crate::io::{Disk, DmaDisk};
 use crate::protocol::errors::{self as code, ErrorCode};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Duration;
 
 /// Producer ids are handed out in blocks this large (each block's end persisted once).
 const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -49,10 +53,36 @@ impl ProducerIds {
         })
     }
 
-    /// The next producer id, or Kafka's error code when the next block cannot be persisted.
-    pub async fn allocate(&self) -> Result<i64, ErrorCode> {
+    /// The next producer id, or Kafka's error code when the next block cannot be had. On a
+    /// clustered node (`quorum`) blocks come from the metadata quorum (KRaft's
+    /// ProducerIdsRecord), so ids are unique across the cluster; standalone, from the file.
+    pub async fn allocate(&self, quorum: Option<Rc<Controller<DmaDisk>>>) -> Result<i64, ErrorCode> {
         let _permit = self.lock.acquire_permit(1).await.map_err(|_| code::UNKNOWN_SERVER_ERROR)?;
         let next = self.next.get();
+        if let (true, Some(quorum)) = (next >= self.end.get(), quorum) {
+            let now =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+            let ask = MetaCommand::AllocateProducerIds {
+                broker: quorum.node_id() as i32,
+                count: PRODUCER_ID_BLOCK,
+                floor: now.saturating_mul(1024),
+            };
+            return match quorum.write(ask, Duration::from_secs(10)).await {
+                Ok(MetaResponse::ProducerIds { first, count }) => {
+                    self.end.set(first + count);
+                    self.next.set(first + 1);
+                    Ok(first)
+                }
+                Ok(other) => {
+                    tracing::warn!(?other, "the quorum answered a producer-id block oddly");
+                    Err(code::COORDINATOR_NOT_AVAILABLE)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "no producer-id block from the metadata quorum");
+                    Err(code::COORDINATOR_NOT_AVAILABLE)
+                }
+            };
+        }
         if next >= self.end.get() {
             let end = next.checked_add(PRODUCER_ID_BLOCK).ok_or(code::UNKNOWN_SERVER_ERROR)?;
             if let Err(e) = self.disk.write_file_atomic(&self.path, encode(end).as_bytes()).await {

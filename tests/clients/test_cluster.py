@@ -4,7 +4,8 @@ DescribeCluster. Three nodes share the machine's two cores: the waits are genero
 
 What is checked: the nodes form the quorum on first start with no format step, agree on one
 active controller and one cluster id, and register all three brokers (with their client
-listeners), as confluent-kafka, kafka-python and kcat see them; SIGKILL of the active controller's process makes the other two elect another within
+listeners), as confluent-kafka, kafka-python and kcat see them; two nodes hand out producer
+ids from the quorum's blocks, never the same one; SIGKILL of the active controller's process makes the other two elect another within
 the wait, the killed broker is fenced (left out of Metadata) once its session passes, and the
 killed node, restarted, rejoins (unfenced by its heartbeat) and sees the same controller;
 settings that cannot form a cluster stop the start with an error naming them.
@@ -57,6 +58,14 @@ class Cluster:
         self.metrics_ports.setdefault(node, free_port())
         self.brokers[node].start(*cluster_settings(node, self.ports, self.controller_ports),
                                  "--metrics-listen", f"127.0.0.1:{self.metrics_ports[node]}")
+
+    def init_producer_id(self, node):
+        """An idempotent producer's id from node (raw InitProducerId v0)."""
+        with Conn(self.brokers[node], timeout=20) as c:
+            r = c.call(22, 0, struct.pack(">hi", -1, 60000))
+            _throttle, error, pid = r.i32(), r.i16(), r.i64()
+            assert error == 0, (node, error)
+            return pid
 
     def gauges(self, node):
         """The quorum's gauges from node's /metrics."""
@@ -131,6 +140,13 @@ def test_three_nodes_form_a_quorum_and_fail_over(cluster):
     assert (controller, nodes) == (leader, everyone), (controller, nodes)
     assert cluster_id == cluster.describe(2)[2], "one cluster id for every node"
     see_three_brokers_with_other_clients(cluster, leader)
+    # Producer ids come in blocks from the quorum (KRaft's ProducerIdsRecord): each node's first
+    # id is a block committed to the metadata log (one entry each), the second node's after
+    # the first's block, so never the same id.
+    before = cluster.gauges(leader)["tidemark_controller_last_log_index"]
+    pids = {n: cluster.init_producer_id(n) for n in (1, 2)}
+    assert pids[2] >= pids[1] + 1000, pids
+    assert cluster.gauges(leader)["tidemark_controller_last_log_index"] == before + 2, "two blocks committed"
     # /metrics: exactly one active controller, all on one term, three unfenced brokers.
     gauges = {n: cluster.gauges(n) for n in (1, 2, 3)}
     assert [n for n, g in gauges.items() if g["tidemark_controller_active"] == 1] == [leader], gauges

@@ -209,7 +209,8 @@ impl ShardCall<Shard> for AllocateProducerId {
 
     async fn run(self, shard: Rc<Shard>) -> Result<i64, ErrorCode> {
         let control = shard.control().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
-        control.producer_ids.allocate().await
+        let quorum = control.quorum.borrow().clone();
+        control.producer_ids.allocate(quorum).await
     }
 }
 
