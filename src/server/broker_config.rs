@@ -157,6 +157,37 @@ impl BrokerConfig {
             "inter.broker.protocol.version" => {
                 crate::config::kafka_version(key, value)?;
             }
+            // Kafka's data directories: tidemark keeps one per node (`--data-dir` unless these
+            // are set; `log.dirs` wins over `log.dir`, as in Kafka).
+            "log.dirs" | "log.dir" => {
+                let dirs: Vec<&str> = value.split(',').map(str::trim).filter(|d| !d.is_empty()).collect();
+                let [dir] = dirs.as_slice() else {
+                    bail!("{key}={value}: tidemark keeps one data directory per node; name exactly one");
+                };
+                if key == "log.dirs" || !self.settings.contains_key("log.dirs") {
+                    self.data_dir = PathBuf::from(dir);
+                }
+            }
+            // Accepted as Kafka validates them, and inert here: thread-per-core has one shard per
+            // core (`--cores`) doing network, I/O and recovery; the OS sizes socket buffers; and
+            // every partition has one replica until replication (issue 21).
+            "num.network.threads" | "num.io.threads" | "num.recovery.threads.per.data.dir" | "background.threads"
+            | "num.replica.fetchers" | "transaction.state.log.min.isr" => {
+                bounded(key, int(value)?, 1, i32::MAX as i64)?;
+            }
+            "socket.send.buffer.bytes" | "socket.receive.buffer.bytes" => {
+                bounded(key, int(value)?, -1, i32::MAX as i64)?;
+            }
+            "default.replication.factor" | "offsets.topic.replication.factor" | "transaction.state.log.replication.factor" => {
+                bounded(key, int(value)?, 1, i16::MAX as i64)?;
+            }
+            // The listener brokers replicate over (issue 21): one of the listeners, checked at
+            // startup with them.
+            "inter.broker.listener.name" => {
+                if value.trim().is_empty() {
+                    bail!("{key}: no listener name given");
+                }
+            }
             "auto.create.topics.enable" => {
                 self.auto_create_topics = flag(value)?
             }
@@ -395,6 +426,12 @@ impl BrokerConfig {
             }
         }
         let named: Vec<(String, SocketAddr)> = resolved.iter().map(|l| (l.name.clone(), l.addr)).collect();
+        if let Some(name) = get("inter.broker.listener.name").map(|n| n.trim().to_ascii_uppercase()) {
+            let controller = get("controller.listener.names").map(|n| n.to_ascii_uppercase()).unwrap_or_default();
+            if !named.iter().any(|(n, _)| *n == name) || controller.split(',').any(|c| c.trim() == name) {
+                bail!("inter.broker.listener.name={name}: not one of the listeners brokers serve clients on");
+            }
+        }
         self.cluster = crate::cluster::settings::resolve(|k| self.settings.get(k).cloned(), self.node_id, &named)?;
         if let Some(c) = &self.cluster {
             resolved.retain(|l| l.name != c.controller_listener);

@@ -206,6 +206,12 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         false,
         "How often a clustered broker tells the active controller it is alive.",
     ),
+    key(
+        "background.threads",
+        ConfigType::Int,
+        false,
+        "Accepted, no effect: each core's shard runs its own background work.",
+    ),
     key("broker.id", ConfigType::Int, false, "The node id (alias of node.id)."),
     key(
         "broker.session.timeout.ms",
@@ -271,7 +277,14 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         false,
         "Each listener name's security protocol, NAME:PROTOCOL each.",
     ),
-    key("log.dirs", ConfigType::String, false, "The data directory (--data-dir)."),
+    key(
+        "inter.broker.listener.name",
+        ConfigType::String,
+        false,
+        "The listener brokers replicate over (one of the listeners).",
+    ),
+    key("log.dir", ConfigType::String, false, "The data directory, when log.dirs is not set."),
+    key("log.dirs", ConfigType::String, false, "The data directory (--data-dir); one directory."),
     key(
         "log.retention.check.interval.ms",
         ConfigType::Long,
@@ -289,6 +302,20 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     ),
     key("offset.metadata.max.bytes", ConfigType::Int, false, "Longest metadata string of a committed offset."),
     key("offsets.topic.num.partitions", ConfigType::Int, false, "Partitions of __consumer_offsets when it is created."),
+    key("num.io.threads", ConfigType::Int, false, "Accepted, no effect: one shard per core (--cores) does the I/O."),
+    key(
+        "num.network.threads",
+        ConfigType::Int,
+        false,
+        "Accepted, no effect: one shard per core (--cores) serves the network.",
+    ),
+    key(
+        "num.recovery.threads.per.data.dir",
+        ConfigType::Int,
+        false,
+        "Accepted, no effect: each shard recovers its partitions.",
+    ),
+    key("num.replica.fetchers", ConfigType::Int, false, "Accepted, no effect until replication."),
     key("offsets.topic.replication.factor", ConfigType::Short, false, "One node: one replica."),
     key(
         "offsets.topic.segment.bytes",
@@ -308,7 +335,9 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         false,
         "Bytes of requests read and not yet answered, per broker.",
     ),
+    key("socket.receive.buffer.bytes", ConfigType::Int, false, "Accepted, no effect: the OS sizes socket buffers."),
     key("socket.request.max.bytes", ConfigType::Int, false, "The largest request frame."),
+    key("socket.send.buffer.bytes", ConfigType::Int, false, "Accepted, no effect: the OS sizes socket buffers."),
     key(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
         ConfigType::Int,
@@ -322,6 +351,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         false,
         "How often the coordinator forgets transactional ids idle past transactional.id.expiration.ms.",
     ),
+    key("transaction.state.log.min.isr", ConfigType::Int, false, "Accepted, no effect until replication."),
     key(
         "transaction.state.log.num.partitions",
         ConfigType::Int,
@@ -333,6 +363,12 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         ConfigType::Int,
         false,
         "segment.bytes of __transaction_state when it is created.",
+    ),
+    key(
+        "transaction.state.log.replication.factor",
+        ConfigType::Short,
+        false,
+        "One node: one replica (no effect until replication).",
     ),
     key(
         "transactional.id.expiration.ms",

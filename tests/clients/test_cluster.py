@@ -225,3 +225,60 @@ def test_settings_that_cannot_form_a_cluster_stop_the_start(tmp_path):
         r = subprocess.run([BIN, "serve", "--data-dir", str(d), *base, *extra],
                            capture_output=True, text=True, timeout=30)
         assert r.returncode != 0 and want in r.stderr, (extra, r.returncode, r.stderr[-2000:])
+
+
+KAFKA_KRAFT_PROPERTIES = """# Kafka 3.x's config/kraft/server.properties (combined mode), as shipped but for the ports
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@localhost:{cport}
+listeners=PLAINTEXT://:{port},CONTROLLER://:{cport}
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:{port}
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs={logs}
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+"""
+
+
+def test_kafkas_own_kraft_server_properties_runs_a_node(tmp_path):
+    """Kafka's shipped combined-mode server.properties, only the ports changed, starts a
+    one-voter cluster: its data goes to log.dirs, it is its own controller, and a client
+    produces and reads back through it."""
+    port, cport = free_port(), free_port()
+    logs = tmp_path / "kraft-combined-logs"
+    props = tmp_path / "server.properties"
+    props.write_text(KAFKA_KRAFT_PROPERTIES.format(port=port, cport=cport, logs=logs))
+    b = Broker(str(tmp_path), port)
+    b.start("--config", str(props))
+    try:
+        deadline = time.time() + WAIT
+        while True:
+            with Conn(b, timeout=5) as c:
+                r = c.call(3, 2, struct.pack(">i", 0))
+                brokers = [(r.i32(), r.string(), r.i32(), r.nstring())[0] for _ in range(r.i32())]
+                r.nstring()
+                controller = r.i32()
+            if (controller, brokers) == (1, [1]):
+                break
+            assert time.time() < deadline, (controller, brokers, b.log()[-3000:])
+            time.sleep(0.2)
+        assert (logs / "__cluster_metadata-0").is_dir(), "the metadata log is not in log.dirs"
+        from test_clients import consume, create, produce
+        create(b.bootstrap, "kraft", partitions=1)
+        produce(b.bootstrap, "kraft", [(None, b"v%d" % i, None) for i in range(3)])
+        assert [m.value() for m in consume(b.bootstrap, "kraft", 3)] == [b"v0", b"v1", b"v2"]
+    finally:
+        b.stop()

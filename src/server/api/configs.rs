@@ -50,7 +50,35 @@ fn broker_value(c: &BrokerConfig, e: &Effective, name: &str) -> Option<String> {
             );
             map.join(",")
         }
-        "log.dirs" => std::path::absolute(&c.data_dir).unwrap_or_else(|_| c.data_dir.clone()).display().to_string(),
+        "log.dirs" | "log.dir" => {
+            std::path::absolute(&c.data_dir).unwrap_or_else(|_| c.data_dir.clone()).display().to_string()
+        }
+        // Accepted and inert: the value given, or Kafka's default.
+        "background.threads"
+        | "num.io.threads"
+        | "num.network.threads"
+        | "num.recovery.threads.per.data.dir"
+        | "num.replica.fetchers"
+        | "socket.receive.buffer.bytes"
+        | "socket.send.buffer.bytes"
+        | "transaction.state.log.min.isr"
+        | "transaction.state.log.replication.factor" => {
+            let kafka_default = match name {
+                "background.threads" => "10",
+                "num.io.threads" => "8",
+                "num.network.threads" => "3",
+                "num.recovery.threads.per.data.dir" => "2",
+                "socket.receive.buffer.bytes" | "socket.send.buffer.bytes" => "102400",
+                "transaction.state.log.min.isr" => "2",
+                "transaction.state.log.replication.factor" => "3",
+                _ => "1",
+            };
+            c.settings.get(name).map_or(kafka_default, |v| v.trim()).to_string()
+        }
+        "inter.broker.listener.name" => c.settings.get(name).map_or_else(
+            || c.listeners.first().map(|l| l.name.clone()).unwrap_or_default(),
+            |v| v.trim().to_ascii_uppercase(),
+        ),
         "log.retention.check.interval.ms" => c.retention_check_interval.as_millis().to_string(),
         "max.connections" => e.max_connections.to_string(),
         "max.connections.per.ip" => e.max_connections_per_ip.to_string(),
