@@ -70,6 +70,11 @@ impl OffsetIndex {
         }
     }
 
+    /// Whether an entry (rel, pos) may follow the last one (both larger).
+    pub fn follows(&self, rel: u32, pos: u32) -> bool {
+        self.entries.last().is_none_or(|&(r, p)| rel > r && pos > p)
+    }
+
     pub fn push(&mut self, rel: u32, pos: u32) {
         if let Some(&(r, p)) = self.entries.last() {
             assert!(rel > r && pos > p, "offset index must increase: ({r},{p}) then ({rel},{pos})");
@@ -117,7 +122,10 @@ impl IndexBuilder {
     /// Record a batch of `len` bytes at `pos` whose indexed offset (`BatchInfo::index_offset`)
     /// is `rel` past the segment's base.
     pub fn on_batch(&mut self, rel: u32, pos: u64, len: u64) {
-        if self.bytes_since_entry >= self.interval {
+        // An entry that would not increase (a damaged segment a scan walks past, found by the
+        // recovery fuzz target) is left out: entries only speed lookups up, and the index keeps
+        // its order.
+        if self.bytes_since_entry >= self.interval && self.index.follows(rel, pos as u32) {
             self.index.push(rel, pos as u32);
             self.bytes_since_entry = 0;
         }
