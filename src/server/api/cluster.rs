@@ -155,32 +155,11 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
             }),
         }
     }
-    let (controller_id, brokers, cluster_id) = match quorum_brokers(cx).await {
-        Some((controller, listed, id)) => (
-            controller,
-            listed
-                .into_iter()
-                .map(|b| MetadataBroker {
-                    node_id: b.id,
-                    host: b.host,
-                    port: b.port,
-                    rack: b.rack,
-                    ..Default::default()
-                })
-                .collect(),
-            id,
-        ),
-        None => (
-            node,
-            vec![MetadataBroker {
-                node_id: node,
-                host: cx.listener.advertised_host.clone(),
-                port: cx.listener.advertised_port,
-                ..Default::default()
-            }],
-            shard.cluster_id().to_string(),
-        ),
-    };
+    let (controller_id, listed, cluster_id) = cluster_view(cx).await;
+    let brokers = listed
+        .into_iter()
+        .map(|b| MetadataBroker { node_id: b.id, host: b.host, port: b.port, rack: b.rack, ..Default::default() })
+        .collect();
     MetadataResponse {
         brokers,
         cluster_id: Some(cluster_id),
@@ -203,13 +182,22 @@ struct Listed {
     rack: Option<String>,
 }
 
-/// A clustered node's view for Metadata and DescribeCluster (`None` standalone): the active
-/// controller as this node knows it (-1 during an election), the brokers registered with the
-/// metadata quorum, each at the listener the request came in on (or its first), this node
-/// always among them, by id, and the cluster's id (the quorum's, once committed).
-async fn quorum_brokers(cx: &Cx<'_>) -> Option<(i32, Vec<Listed>, String)> {
+/// What Metadata and DescribeCluster say of the cluster: (controller, brokers, cluster id).
+/// Standalone: this node, its own controller, with its directory's cluster id. Clustered: the
+/// active controller as this node knows it (-1 during an election), the unfenced brokers
+/// registered with the metadata quorum, each at the listener the request came in on (or its
+/// first), this node always among them, by id, and the quorum's cluster id once committed.
+async fn cluster_view(cx: &Cx<'_>) -> (i32, Vec<Listed>, String) {
     let c = cx.shard.config();
-    c.cluster.as_ref()?;
+    let me = || Listed {
+        id: c.node_id,
+        host: cx.listener.advertised_host.clone(),
+        port: cx.listener.advertised_port,
+        rack: None,
+    };
+    if c.cluster.is_none() {
+        return (c.node_id, vec![me()], cx.shard.cluster_id().to_string());
+    }
     let view = cx.shard.call(0, crate::server::control::quorum::QuorumStatus).await.ok().flatten();
     let (leader, registered, cluster_id) =
         view.map_or((None, Vec::new(), None), |v| (v.leader, v.brokers, v.cluster_id));
@@ -224,15 +212,10 @@ async fn quorum_brokers(cx: &Cx<'_>) -> Option<(i32, Vec<Listed>, String)> {
         })
         .collect();
     if !out.iter().any(|b| b.id == c.node_id) {
-        out.push(Listed {
-            id: c.node_id,
-            host: cx.listener.advertised_host.clone(),
-            port: cx.listener.advertised_port,
-            rack: None,
-        });
+        out.push(me());
     }
     out.sort_by_key(|b| b.id);
-    Some((leader.map_or(-1, |l| l as i32), out, cluster_id))
+    (leader.map_or(-1, |l| l as i32), out, cluster_id)
 }
 
 /// KIP-430: the cluster operations the client may do (0 without DESCRIBE on the cluster).
@@ -267,34 +250,22 @@ pub async fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> D
             format!("Unsupported endpoint type {t}"),
         )),
     };
-    let c = cx.shard.config();
     match error {
         Some((error_code, message)) => {
             DescribeClusterResponse { error_code, error_message: Some(message), ..Default::default() }
         }
         None => {
-            let mut controller_id = c.node_id;
-            let mut brokers = vec![DescribeClusterBroker {
-                broker_id: c.node_id,
-                host: cx.listener.advertised_host.clone(),
-                port: cx.listener.advertised_port,
-                ..Default::default()
-            }];
-            let mut cluster_id = cx.shard.cluster_id().to_string();
-            if let Some((controller, registered, id)) = quorum_brokers(cx).await {
-                controller_id = controller;
-                cluster_id = id;
-                brokers = registered
-                    .into_iter()
-                    .map(|b| DescribeClusterBroker {
-                        broker_id: b.id,
-                        host: b.host,
-                        port: b.port,
-                        rack: b.rack,
-                        ..Default::default()
-                    })
-                    .collect();
-            }
+            let (controller_id, listed, cluster_id) = cluster_view(cx).await;
+            let brokers = listed
+                .into_iter()
+                .map(|b| DescribeClusterBroker {
+                    broker_id: b.id,
+                    host: b.host,
+                    port: b.port,
+                    rack: b.rack,
+                    ..Default::default()
+                })
+                .collect();
             DescribeClusterResponse {
                 cluster_id,
                 controller_id,
