@@ -222,6 +222,16 @@ impl<D: Disk> Controller<D> {
     /// Commit `command` through the active controller (this node, or forwarded to the one it
     /// knows), retrying while a leader is being elected, within `limit`. Returns the response.
     pub async fn write(&self, command: MetaCommand, limit: Duration) -> io::Result<super::types::MetaResponse> {
+        self.write_at(command, limit).await.map(|(response, _)| response)
+    }
+
+    /// [`Controller::write`], with the log index the command committed at (this node has
+    /// applied it once its applied index reaches that).
+    pub async fn write_at(
+        &self,
+        command: MetaCommand,
+        limit: Duration,
+    ) -> io::Result<(super::types::MetaResponse, u64)> {
         let deadline = std::time::Instant::now() + limit;
         let mut last_error = String::from("no leader");
         while std::time::Instant::now() < deadline {
@@ -247,7 +257,7 @@ impl<D: Disk> Controller<D> {
                 None => Reply::NotLeader { leader: None },
             };
             match reply {
-                Reply::Written { response, .. } => return Ok(response),
+                Reply::Written { response, log_id } => return Ok((response, log_id.index)),
                 Reply::Failed(why) => last_error = why,
                 Reply::NotLeader { leader } => last_error = format!("not the leader (leader {leader:?})"),
                 other => last_error = format!("unexpected reply {other:?}"),

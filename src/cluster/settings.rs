@@ -34,6 +34,12 @@ pub struct ClusterSettings {
     pub broker_heartbeat: Duration,
     /// `broker.session.timeout.ms`: a broker silent this long is fenced.
     pub broker_session_timeout: Duration,
+    /// `default.replication.factor` (Kafka's default 1): for topics created without one.
+    pub default_replication_factor: i16,
+    /// `offsets.topic.replication.factor` (3): `__consumer_offsets` waits for that many brokers.
+    pub offsets_replication_factor: i16,
+    /// `transaction.state.log.replication.factor` (3): as above, `__transaction_state`.
+    pub txn_replication_factor: i16,
 }
 
 /// The setting names this module owns.
@@ -179,7 +185,18 @@ pub fn resolve(
     if session_ms <= heartbeat_ms {
         bail!("broker.session.timeout.ms={session_ms} must be above broker.heartbeat.interval.ms={heartbeat_ms}");
     }
+    let factor = |key: &str, default: i16| -> anyhow::Result<i16> {
+        match get(key) {
+            Some(v) => {
+                v.trim().parse().ok().filter(|f| *f >= 1).with_context(|| format!("{key}={v}: must be 1 or more"))
+            }
+            None => Ok(default),
+        }
+    };
     Ok(Some(ClusterSettings {
+        default_replication_factor: factor("default.replication.factor", 1)?,
+        offsets_replication_factor: factor("offsets.topic.replication.factor", 3)?,
+        txn_replication_factor: factor("transaction.state.log.replication.factor", 3)?,
         node_id: node,
         voters,
         controller_listener: name,

@@ -9,11 +9,11 @@
 //! it (the log store keeps the committed log id).
 
 use super::types::{
-    BrokerRegistration, EntryPayload, LogId, MetaCommand, MetaResponse, Snapshot, SnapshotData, SnapshotMeta,
-    StoredMembership, Tm, TopicState,
+    BrokerRegistration, EntryPayload, LogId, MetaCommand, MetaResponse, PartitionState, Snapshot, SnapshotData,
+    SnapshotMeta, StoredMembership, Tm, TopicState,
 };
 use crate::io::Disk;
-use crate::protocol::errors as code;
+use crate::protocol::errors::{self as code, ErrorCode};
 use futures_util::{Stream, TryStreamExt};
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use serde::{Deserialize, Serialize};
@@ -51,13 +51,21 @@ impl MetaImage {
             |code: crate::protocol::errors::ErrorCode, message: String| MetaResponse::Refused { code: code.0, message };
         match command {
             MetaCommand::RegisterBroker(r) => {
+                // A new incarnation: the old one's leaderships end (it starts fenced).
+                self.fence_leaderships(r.id);
                 self.brokers.insert(r.id, BrokerState { registration: r.clone(), epoch: index, fenced: true });
                 MetaResponse::BrokerEpoch(index)
             }
             MetaCommand::UnfenceBroker { id, epoch } | MetaCommand::FenceBroker { id, epoch } => {
+                let fence = matches!(command, MetaCommand::FenceBroker { .. });
                 match self.brokers.get_mut(id) {
                     Some(b) if b.epoch == *epoch => {
-                        b.fenced = matches!(command, MetaCommand::FenceBroker { .. });
+                        b.fenced = fence;
+                        if fence {
+                            self.fence_leaderships(*id);
+                        } else {
+                            self.elect_leaderless();
+                        }
                         MetaResponse::Done
                     }
                     Some(b) => refused(code::STALE_BROKER_EPOCH, format!("broker {id} is at epoch {}", b.epoch)),
@@ -75,6 +83,42 @@ impl MetaImage {
                 Some(_) => MetaResponse::Done,
                 None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
             },
+            MetaCommand::CreatePartitions { name, partitions } => match self.topics.get_mut(name) {
+                Some(t) => {
+                    t.partitions.extend(partitions.iter().cloned());
+                    MetaResponse::Done
+                }
+                None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
+            },
+            MetaCommand::AlterTopicConfigs { name, configs } => match self.topics.get_mut(name) {
+                Some(t) => {
+                    t.configs = configs.clone();
+                    MetaResponse::Done
+                }
+                None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
+            },
+            MetaCommand::ElectPreferred { partitions } => {
+                let unfenced = self.unfenced_ids();
+                let codes = partitions
+                    .iter()
+                    .map(|(name, index)| {
+                        let Some(p) = self.topics.get_mut(name).and_then(|t| t.partitions.get_mut(*index as usize))
+                        else {
+                            return code::UNKNOWN_TOPIC_OR_PARTITION.0;
+                        };
+                        let preferred = p.replicas[0];
+                        if p.leader == preferred {
+                            code::ELECTION_NOT_NEEDED.0
+                        } else if !p.isr.contains(&preferred) || !unfenced.contains(&preferred) {
+                            code::PREFERRED_LEADER_NOT_AVAILABLE.0
+                        } else {
+                            p.set_leader(preferred);
+                            code::NONE.0
+                        }
+                    })
+                    .collect();
+                MetaResponse::Elected(codes)
+            }
             MetaCommand::SetClusterId { id } => {
                 MetaResponse::ClusterId(self.cluster_id.get_or_insert_with(|| id.clone()).clone())
             }
@@ -84,6 +128,113 @@ impl MetaImage {
                 MetaResponse::ProducerIds { first, count: (*count).max(1) }
             }
         }
+    }
+
+    /// The ids of the registered brokers that are not fenced, in order.
+    pub fn unfenced_ids(&self) -> Vec<i32> {
+        self.brokers.values().filter(|b| !b.fenced).map(|b| b.registration.id).collect()
+    }
+
+    /// Broker `id` can no longer lead or count as in sync (fenced, or registered again): it
+    /// leaves every ISR it is in unless it is the last member (KRaft keeps the last one, so
+    /// that it leads again when it returns rather than a replica missing data), and each
+    /// partition it led gets the first other ISR member that is unfenced as leader, or none.
+    fn fence_leaderships(&mut self, id: i32) {
+        let unfenced: Vec<i32> = self.unfenced_ids().into_iter().filter(|b| *b != id).collect();
+        for p in self.topics.values_mut().flat_map(|t| t.partitions.iter_mut()) {
+            if !p.isr.contains(&id) && p.leader != id {
+                continue;
+            }
+            if p.isr.len() > 1 {
+                p.isr.retain(|r| *r != id);
+                p.partition_epoch += 1;
+            }
+            if p.leader == id {
+                let next = p.replicas.iter().copied().find(|r| p.isr.contains(r) && unfenced.contains(r));
+                p.set_leader(next.unwrap_or(-1));
+            }
+        }
+    }
+
+    /// Every partition without a leader gets the first ISR member that is unfenced, if any.
+    fn elect_leaderless(&mut self) {
+        let unfenced = self.unfenced_ids();
+        for p in self.topics.values_mut().flat_map(|t| t.partitions.iter_mut()).filter(|p| p.leader < 0) {
+            if let Some(next) = p.replicas.iter().copied().find(|r| p.isr.contains(r) && unfenced.contains(r)) {
+                p.set_leader(next);
+            }
+        }
+    }
+
+    /// Place `count` new partitions of a topic, `replication_factor` replicas each, on the
+    /// unfenced brokers (as Kafka without racks: partition `p`'s replicas are consecutive
+    /// brokers from a start that moves one broker per partition, so leaders and replicas
+    /// spread evenly; the start also moves with the partitions already placed, so small topics
+    /// do not all lead on the same broker). Each replica is in the ISR; the first leads.
+    pub fn place(&self, count: u32, replication_factor: i16) -> Result<Vec<PartitionState>, (ErrorCode, String)> {
+        let brokers = self.unfenced_ids();
+        if replication_factor < 1 {
+            return Err((code::INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.".into()));
+        }
+        if replication_factor as usize > brokers.len() {
+            return Err((
+                code::INVALID_REPLICATION_FACTOR,
+                format!(
+                    "Unable to replicate the partition {replication_factor} time(s): The target replication factor of \
+                     {replication_factor} cannot be reached because only {} broker(s) are registered.",
+                    brokers.len()
+                ),
+            ));
+        }
+        let n = brokers.len();
+        let placed: usize = self.topics.values().map(|t| t.partitions.len()).sum();
+        Ok((0..count as usize)
+            .map(|p| {
+                let replicas: Vec<i32> =
+                    (0..replication_factor as usize).map(|j| brokers[(placed + p + j) % n]).collect();
+                PartitionState::new(replicas.clone(), replicas)
+            })
+            .collect())
+    }
+
+    /// Partitions from explicit assignments (CreateTopics, CreatePartitions), checked as Kafka
+    /// does: every replica a registered broker, none twice, one replication factor for all;
+    /// the ISR is the unfenced replicas, and the first of them leads.
+    pub fn assign(&self, assignments: &[Vec<i32>]) -> Result<Vec<PartitionState>, (ErrorCode, String)> {
+        let bad = |m: String| Err((code::INVALID_REPLICA_ASSIGNMENT, m));
+        let unfenced = self.unfenced_ids();
+        let mut out = Vec::with_capacity(assignments.len());
+        for (i, replicas) in assignments.iter().enumerate() {
+            if replicas.is_empty() {
+                return bad(format!("The manual partition assignment includes an empty replica list (partition {i})."));
+            }
+            if replicas.len() != assignments[0].len() {
+                return bad("All partitions in the manual partition assignment must have the same number of replicas."
+                    .to_string());
+            }
+            if let Some(b) = replicas.iter().find(|b| !self.brokers.contains_key(b)) {
+                return bad(format!(
+                    "The manual partition assignment includes broker {b}, but no such broker is registered."
+                ));
+            }
+            let mut seen = replicas.clone();
+            seen.sort_unstable();
+            seen.dedup();
+            if seen.len() != replicas.len() {
+                return bad(format!(
+                    "The manual partition assignment includes the broker id more than once: {replicas:?}."
+                ));
+            }
+            let isr: Vec<i32> = replicas.iter().copied().filter(|r| unfenced.contains(r)).collect();
+            if isr.is_empty() {
+                return Err((
+                    code::INVALID_REPLICATION_FACTOR,
+                    format!("All brokers specified in the partition assignment for partition {i} are fenced."),
+                ));
+            }
+            out.push(PartitionState::new(replicas.clone(), isr));
+        }
+        Ok(out)
     }
 }
 
@@ -297,4 +448,141 @@ pub fn snapshot_image(bytes: &[u8]) -> io::Result<MetaImage> {
     let file: SnapshotFile =
         serde_json::from_slice(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     Ok(file.image)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::types::Endpoint;
+
+    fn register(image: &mut MetaImage, index: u64, id: i32) {
+        let r = BrokerRegistration {
+            id,
+            incarnation: format!("{id}-{index}"),
+            listeners: vec![Endpoint {
+                name: "PLAINTEXT".into(),
+                host: "h".into(),
+                port: 1,
+                security_protocol: "PLAINTEXT".into(),
+            }],
+            rack: None,
+        };
+        assert_eq!(image.apply(index, &MetaCommand::RegisterBroker(r)), MetaResponse::BrokerEpoch(index));
+        assert_eq!(image.apply(index + 1, &MetaCommand::UnfenceBroker { id, epoch: index }), MetaResponse::Done);
+    }
+
+    fn three_brokers() -> MetaImage {
+        let mut image = MetaImage::default();
+        for (i, id) in [1, 2, 3].into_iter().enumerate() {
+            register(&mut image, 10 * (i as u64 + 1), id);
+        }
+        image
+    }
+
+    fn create(image: &mut MetaImage, name: &str, partitions: Vec<PartitionState>) {
+        let topic = TopicState { id: format!("id-{name}"), partitions, configs: BTreeMap::new() };
+        assert_eq!(image.apply(100, &MetaCommand::CreateTopic { name: name.into(), topic }), MetaResponse::Done);
+    }
+
+    /// Placement spreads replicas over distinct brokers and leaders evenly, refuses a factor
+    /// above the unfenced brokers (INVALID_REPLICATION_FACTOR) and moves its start with the
+    /// partitions already placed.
+    #[test]
+    fn placement_spreads_replicas_and_leaders() {
+        let mut image = three_brokers();
+        let placed = image.place(6, 3).unwrap();
+        for p in &placed {
+            let mut r = p.replicas.clone();
+            r.sort();
+            r.dedup();
+            assert_eq!(r.len(), 3, "distinct replicas: {p:?}");
+            assert_eq!(p.isr, p.replicas);
+            assert_eq!((p.leader, p.leader_epoch), (p.replicas[0], 0));
+        }
+        for b in [1, 2, 3] {
+            assert_eq!(placed.iter().filter(|p| p.leader == b).count(), 2, "leaders balanced");
+        }
+        assert_eq!(image.place(1, 4).unwrap_err().0, code::INVALID_REPLICATION_FACTOR);
+        assert_eq!(image.place(1, 0).unwrap_err().0, code::INVALID_REPLICATION_FACTOR);
+        let placed = image.place(1, 1).unwrap();
+        create(&mut image, "a", placed);
+        let first = image.topics["a"].partitions[0].leader;
+        let placed = image.place(1, 1).unwrap();
+        create(&mut image, "b", placed);
+        assert_ne!(image.topics["b"].partitions[0].leader, first, "one-partition topics do not pile up");
+    }
+
+    /// Explicit assignments are checked as Kafka does and keep their order; fenced replicas
+    /// are left out of the ISR.
+    #[test]
+    fn assignments_are_checked() {
+        let mut image = three_brokers();
+        let placed = image.assign(&[vec![3, 1], vec![2, 3]]).unwrap();
+        assert_eq!((placed[0].leader, placed[1].leader), (3, 2));
+        let err = |a: &[Vec<i32>]| image.assign(a).unwrap_err().0;
+        assert_eq!(err(&[vec![1, 1]]), code::INVALID_REPLICA_ASSIGNMENT);
+        assert_eq!(err(&[vec![1, 9]]), code::INVALID_REPLICA_ASSIGNMENT);
+        assert_eq!(err(&[vec![1], vec![1, 2]]), code::INVALID_REPLICA_ASSIGNMENT);
+        assert_eq!(err(&[vec![]]), code::INVALID_REPLICA_ASSIGNMENT);
+        image.apply(50, &MetaCommand::FenceBroker { id: 3, epoch: 30 });
+        let placed = image.assign(&[vec![3, 1]]).unwrap();
+        assert_eq!((placed[0].leader, placed[0].isr.clone()), (1, vec![1]));
+        assert_eq!(image.assign(&[vec![3]]).unwrap_err().0, code::INVALID_REPLICATION_FACTOR);
+    }
+
+    /// A fenced broker leaves the ISRs (but the last member stays), its leaderships move to
+    /// the next ISR member with a new leader epoch, a partition with no other member has no
+    /// leader until the broker is unfenced again; a new registration fences the old
+    /// incarnation's leaderships the same way.
+    #[test]
+    fn fencing_moves_leaders() {
+        let mut image = three_brokers();
+        create(&mut image, "r3", vec![PartitionState::new(vec![1, 2, 3], vec![1, 2, 3])]);
+        create(&mut image, "r1", vec![PartitionState::new(vec![1], vec![1])]);
+        image.apply(200, &MetaCommand::FenceBroker { id: 1, epoch: 10 });
+        let p = &image.topics["r3"].partitions[0];
+        assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (2, 1, vec![2, 3]));
+        let p = &image.topics["r1"].partitions[0];
+        assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (-1, 1, vec![1]));
+        // A stale epoch changes nothing.
+        assert!(matches!(
+            image.apply(201, &MetaCommand::UnfenceBroker { id: 1, epoch: 3 }),
+            MetaResponse::Refused { .. }
+        ));
+        image.apply(202, &MetaCommand::UnfenceBroker { id: 1, epoch: 10 });
+        let p = &image.topics["r1"].partitions[0];
+        assert_eq!((p.leader, p.leader_epoch), (1, 2));
+        // Broker 1 is not back in r3's ISR (replication puts it back): 2 still leads.
+        assert_eq!(image.topics["r3"].partitions[0].leader, 2);
+        // Broker 2 restarts: a new registration, fenced; 3 leads r3.
+        register(&mut image, 300, 2);
+        let p = &image.topics["r3"].partitions[0];
+        assert_eq!((p.leader, p.isr.clone()), (3, vec![3]));
+    }
+
+    /// Preferred-leader election: the first replica leads again where it can; otherwise
+    /// Kafka's codes.
+    #[test]
+    fn preferred_election() {
+        let mut image = three_brokers();
+        create(
+            &mut image,
+            "t",
+            vec![PartitionState::new(vec![1, 2], vec![1, 2]), PartitionState::new(vec![2, 3], vec![2, 3])],
+        );
+        image.topics.get_mut("t").unwrap().partitions[0].set_leader(2);
+        let asked = vec![("t".to_string(), 0), ("t".to_string(), 1), ("t".to_string(), 7), ("u".to_string(), 0)];
+        let codes = match image.apply(300, &MetaCommand::ElectPreferred { partitions: asked }) {
+            MetaResponse::Elected(c) => c,
+            other => panic!("{other:?}"),
+        };
+        let expected =
+            [code::NONE, code::ELECTION_NOT_NEEDED, code::UNKNOWN_TOPIC_OR_PARTITION, code::UNKNOWN_TOPIC_OR_PARTITION];
+        assert_eq!(codes, expected.map(|c| c.0).to_vec());
+        assert_eq!(image.topics["t"].partitions[0].leader, 1);
+        image.topics.get_mut("t").unwrap().partitions[1].isr = vec![3];
+        image.topics.get_mut("t").unwrap().partitions[1].set_leader(3);
+        let codes = image.apply(301, &MetaCommand::ElectPreferred { partitions: vec![("t".to_string(), 1)] });
+        assert_eq!(codes, MetaResponse::Elected(vec![code::PREFERRED_LEADER_NOT_AVAILABLE.0]));
+    }
 }

@@ -61,6 +61,21 @@ pub struct PartitionState {
     pub partition_epoch: i32,
 }
 
+impl PartitionState {
+    /// A new partition: the first ISR member leads, at epoch 0.
+    pub fn new(replicas: Vec<i32>, isr: Vec<i32>) -> PartitionState {
+        let leader = isr.first().copied().unwrap_or(-1);
+        PartitionState { replicas, isr, leader, leader_epoch: 0, partition_epoch: 0 }
+    }
+
+    /// A new leader (-1: none): a new leader epoch.
+    pub fn set_leader(&mut self, leader: i32) {
+        self.leader = leader;
+        self.leader_epoch += 1;
+        self.partition_epoch += 1;
+    }
+}
+
 /// A topic (KRaft's TopicRecord with its PartitionRecords and ConfigRecords).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct TopicState {
@@ -93,6 +108,21 @@ pub enum MetaCommand {
     DeleteTopic {
         name: String,
     },
+    /// New partitions for a topic, appended after its last (CreatePartitions).
+    CreatePartitions {
+        name: String,
+        partitions: Vec<PartitionState>,
+    },
+    /// A topic's own settings, the whole new set (AlterConfigs, IncrementalAlterConfigs).
+    AlterTopicConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    /// Preferred-leader election (ElectLeaders): each partition's first replica leads again
+    /// where it is in the ISR and unfenced.
+    ElectPreferred {
+        partitions: Vec<(String, i32)>,
+    },
     /// A block of producer ids for a broker (KRaft's ProducerIdsRecord).
     AllocateProducerIds {
         broker: i32,
@@ -119,6 +149,13 @@ impl std::fmt::Display for MetaCommand {
                 write!(f, "create topic {name} ({} partitions)", topic.partitions.len())
             }
             MetaCommand::DeleteTopic { name } => write!(f, "delete topic {name}"),
+            MetaCommand::CreatePartitions { name, partitions } => {
+                write!(f, "add {} partitions to {name}", partitions.len())
+            }
+            MetaCommand::AlterTopicConfigs { name, .. } => write!(f, "alter the settings of topic {name}"),
+            MetaCommand::ElectPreferred { partitions } => {
+                write!(f, "elect preferred leaders of {} partitions", partitions.len())
+            }
             MetaCommand::AllocateProducerIds { broker, count, .. } => {
                 write!(f, "allocate {count} producer ids to broker {broker}")
             }
@@ -140,6 +177,9 @@ pub enum MetaResponse {
     },
     /// The cluster's id (the one proposed, or the one committed before it).
     ClusterId(String),
+    /// Per partition asked of [`MetaCommand::ElectPreferred`]: its Kafka error code (NONE,
+    /// ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION).
+    Elected(Vec<i16>),
     /// The command does not apply to the current metadata (a Kafka error code and message):
     /// the entry stays in the log and changes nothing.
     Refused {

@@ -113,3 +113,14 @@ pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(29);
 pub const GROUP_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(30);
 /// The ACL APIs without an authorizer (`authorizer.class.name` unset).
 pub const SECURITY_DISABLED: ErrorCode = ErrorCode(54);
+/// ElectLeaders: the preferred replica cannot lead (not in the ISR, or fenced).
+pub const PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode = ErrorCode(80);
+/// ElectLeaders: the preferred replica leads already.
+pub const ELECTION_NOT_NEEDED: ErrorCode = ErrorCode(84);
+/// KIP-951 and partition leadership: the leader epoch a request names is older than the
+/// partition's.
+pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
+/// A controller request sent to a node that is not the active controller (or has none yet).
+pub const NOT_CONTROLLER: ErrorCode = ErrorCode(41);
+/// A partition with no leader now (its replicas are fenced or an election is under way).
+pub const LEADER_NOT_AVAILABLE: ErrorCode = ErrorCode(5);

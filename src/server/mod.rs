@@ -254,10 +254,17 @@ async fn run_shard(
     if id == 0 {
         // Committed offsets need their topic before the first group request (FindCoordinator
         // answers COORDINATOR_NOT_AVAILABLE until it exists).
-        let s = shard.clone();
+        // A clustered node tries until they exist (the quorum may have no leader yet, or too
+        // few brokers for their replication factor).
+        let (s, stop) = (shard.clone(), stop.clone());
         glommio::spawn_local(async move {
-            control::ensure_offsets_topic(&s).await;
-            control::ensure_txn_topic(&s).await;
+            loop {
+                let ready = control::ensure_offsets_topic(&s).await && control::ensure_txn_topic(&s).await;
+                if ready || s.config().cluster.is_none() || stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                glommio::timer::sleep(Duration::from_secs(1)).await;
+            }
         })
         .detach();
     }

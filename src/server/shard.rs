@@ -9,9 +9,11 @@
 //! [`ControlState`]); the operations on it are [`crate::server::control`]'s.
 
 use crate::budget::Budget;
+use crate::cluster::types::PartitionState;
 use crate::config::LogConfig;
 use crate::groups::consumer::{TopicMeta, Topics};
-use crate::io::DmaDisk;
+use crate::io::{Disk, DmaDisk};
+use crate::protocol::errors::{self as code, ErrorCode};
 use crate::security::acl::Acls;
 use crate::security::Credentials;
 use crate::server::configs::{DynamicConfigs, Effective};
@@ -43,6 +45,10 @@ pub struct TopicInfo {
     pub config: LogConfig,
     /// The topic's own settings (the rest come from the broker defaults).
     pub overrides: BTreeMap<String, String>,
+    /// On a clustered node, each partition's replicas and leadership from the metadata image
+    /// (`None` until the image reached this shard: no partition is led here meanwhile). A
+    /// standalone node is every partition's only replica and leader; this is `None` there.
+    pub placement: Option<Vec<PartitionState>>,
 }
 
 /// Shard 0's control-plane state: the persistent topic store (taken out of its cell while an
@@ -55,6 +61,8 @@ pub struct ControlState {
     pub disk: DmaDisk,
     /// A clustered node's controller (`control::quorum`), once started.
     pub quorum: RefCell<Option<Rc<crate::cluster::controller::Controller<DmaDisk>>>>,
+    /// The metadata log index whose image the shards have (`control::metadata`'s publisher).
+    pub published: tokio::sync::watch::Sender<u64>,
 }
 
 /// The topic store, lent to one control operation at a time; it goes back when this drops.
@@ -105,6 +113,10 @@ impl Topics for ShardTopics {
 
     fn name_of(&self, id: Uuid) -> Option<String> {
         self.0.upgrade()?.topic_name(id)
+    }
+
+    fn leads(&self, name: &str, partition: i32) -> bool {
+        self.0.upgrade().is_some_and(|s| s.leads(name, partition))
     }
 }
 
@@ -169,9 +181,16 @@ impl Shard {
                 partitions: meta.partitions,
                 config: store.config(&name)?,
                 overrides: meta.overrides.clone(),
+                placement: None,
             };
             for p in 0..info.partitions as i32 {
-                if owner(&name, p, shards) == id {
+                // A clustered node keeps the partitions it is a replica of: those it has a
+                // directory for (the metadata image then opens or closes the rest).
+                if owner(&name, p, shards) != id {
+                    continue;
+                }
+                let dir = crate::storage::manager::partition_dir(&config.data_dir, &name, p);
+                if config.cluster.is_none() || disk.exists(&dir).await? {
                     manager.open_partition(&name, p, info.config.clone()).await?;
                 }
             }
@@ -188,6 +207,7 @@ impl Shard {
                 producer_ids,
                 disk,
                 quorum: RefCell::new(None),
+                published: tokio::sync::watch::Sender::new(0),
             })
         } else {
             None
@@ -229,6 +249,7 @@ impl Shard {
             control,
         });
         shard.coordinator.attach_topics(Rc::new(ShardTopics(Rc::downgrade(&shard))));
+        shard.txn.attach_topics(Rc::new(ShardTopics(Rc::downgrade(&shard))));
         let records = shard.coordinator.load().await?;
         if records > 0 {
             tracing::info!(shard = id, records, "committed offsets loaded");
@@ -308,6 +329,42 @@ impl Shard {
     /// A partition this shard owns and has open.
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition<DmaDisk>>> {
         self.manager.get(topic, partition)
+    }
+
+    /// A partition's replicas and leadership as clients are told them: standalone, this node
+    /// alone at leader epoch 0; clustered, the metadata image's (no leader, -1, until the
+    /// image reached this shard). `None`: no such topic or partition.
+    pub fn leadership(&self, topic: &str, partition: i32) -> Option<PartitionState> {
+        let node = self.config.node_id;
+        self.topic(topic, |t| {
+            if partition < 0 || partition as u32 >= t.partitions {
+                return None;
+            }
+            if self.config.cluster.is_none() {
+                return Some(PartitionState::new(vec![node], vec![node]));
+            }
+            let placed = t.placement.as_ref().and_then(|p| p.get(partition as usize).cloned());
+            Some(placed.unwrap_or(PartitionState { leader: -1, ..PartitionState::new(Vec::new(), Vec::new()) }))
+        })
+        .flatten()
+    }
+
+    /// The partition a client's produce, fetch or offset request is for, if this node leads it
+    /// and this shard has it open: UNKNOWN_TOPIC_OR_PARTITION when no such partition exists,
+    /// NOT_LEADER_OR_FOLLOWER when another node leads it (or none does), so the client
+    /// refreshes its metadata and goes there.
+    pub fn led_partition(&self, topic: &str, partition: i32) -> Result<Rc<Partition<DmaDisk>>, ErrorCode> {
+        let leader = self.leadership(topic, partition).map(|l| l.leader);
+        match leader {
+            None => Err(code::UNKNOWN_TOPIC_OR_PARTITION),
+            Some(l) if l != self.config.node_id => Err(code::NOT_LEADER_OR_FOLLOWER),
+            Some(_) => self.manager.get(topic, partition).ok_or(code::NOT_LEADER_OR_FOLLOWER),
+        }
+    }
+
+    /// Whether this node leads a partition (always, standalone).
+    pub fn leads(&self, topic: &str, partition: i32) -> bool {
+        self.leadership(topic, partition).is_some_and(|l| l.leader == self.config.node_id)
     }
 
     pub fn manager(&self) -> &Rc<PartitionManager<DmaDisk>> {
@@ -402,6 +459,13 @@ impl Shard {
         if let Some(t) = self.topics.borrow_mut().get_mut(name) {
             t.config = config;
             t.overrides = overrides;
+        }
+    }
+
+    /// A topic's placement from the metadata image (a clustered node).
+    pub fn set_placement(&self, name: &str, placement: Vec<PartitionState>) {
+        if let Some(t) = self.topics.borrow_mut().get_mut(name) {
+            t.placement = Some(placement);
         }
     }
 

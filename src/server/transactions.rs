@@ -93,6 +93,8 @@ pub struct TxnCoordinator {
     /// The partition count of `__transaction_state`, once it exists.
     partitions: Cell<Option<u32>>,
     ids: RefCell<HashMap<String, TxnMetadata>>,
+    /// The shard's topics, to ask which partitions this node leads ([`TxnCoordinator::attach_topics`]).
+    topics: RefCell<Option<Rc<dyn crate::groups::consumer::Topics>>>,
     /// `tidemark.offsets.compaction.bytes`: a state partition larger than this (and than twice
     /// its live records) is compacted.
     compaction_bytes: u64,
@@ -124,8 +126,14 @@ impl TxnCoordinator {
             clock,
             partitions: Cell::new(None),
             ids: RefCell::new(HashMap::new()),
+            topics: RefCell::new(None),
             compaction_bytes,
         }
+    }
+
+    /// How the coordinator learns which partitions this node leads (set once the shard exists).
+    pub fn attach_topics(&self, topics: Rc<dyn crate::groups::consumer::Topics>) {
+        *self.topics.borrow_mut() = Some(topics);
     }
 
     pub fn config(&self) -> &TxnConfig {
@@ -157,7 +165,9 @@ impl TxnCoordinator {
             return Some(code::INVALID_REQUEST);
         }
         let Some(n) = self.partitions.get() else { return Some(code::COORDINATOR_NOT_AVAILABLE) };
-        if self.manager.get(TXN_TOPIC, txn::partition_for(id, n as i32)).is_none() {
+        let index = txn::partition_for(id, n as i32);
+        let led = self.topics.borrow().as_ref().is_none_or(|t| t.leads(TXN_TOPIC, index));
+        if self.manager.get(TXN_TOPIC, index).is_none() || !led {
             return Some(code::NOT_COORDINATOR);
         }
         None
@@ -694,7 +704,7 @@ impl ShardCall<Shard> for WriteMarker {
     const NAME: &'static str = "write-txn-marker";
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
-        let p = shard.partition(&self.topic, self.partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
+        let p = shard.led_partition(&self.topic, self.partition)?;
         let info = p.append_marker(self.pid, self.epoch, self.marker).map_err(|e| {
             if !matches!(e, crate::storage::StorageError::Sequence(_)) {
                 tracing::warn!(topic = self.topic, partition = self.partition, error = %e, "marker append failed");

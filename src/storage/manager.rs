@@ -112,6 +112,16 @@ impl<D: Disk> PartitionManager<D> {
         self.partitions.borrow().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
+    /// Close a partition, keeping its directory (this node is no longer one of its replicas).
+    pub async fn close_partition(&self, topic: &str, partition: i32) {
+        let p = self.partitions.borrow_mut().remove(&(topic.to_string(), partition));
+        if let Some(p) = p {
+            if let Err(e) = p.close().await {
+                tracing::warn!(topic, partition, error = %e, "closing a partition failed");
+            }
+        }
+    }
+
     /// Close a partition and remove its directory (DeleteTopics).
     pub async fn delete_partition(&self, topic: &str, partition: i32) -> StorageResult<()> {
         let p = self.partitions.borrow_mut().remove(&(topic.to_string(), partition));

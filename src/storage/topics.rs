@@ -59,6 +59,10 @@ pub fn validate_topic_name(name: &str) -> Result<(), TopicError> {
     if name == "." || name == ".." {
         return bad("cannot be '.' or '..'");
     }
+    if name == "__cluster_metadata" {
+        // KRaft's name: its partition 0's directory is the metadata log's.
+        return bad("is reserved for the cluster's metadata log");
+    }
     if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
         return bad("may contain only ASCII letters, digits, '.', '_' and '-'");
     }
@@ -195,6 +199,18 @@ impl<D: Disk> TopicStore<D> {
         partitions: i64,
         overrides: &[(&str, &str)],
     ) -> Result<LogConfig, TopicError> {
+        let id = Uuid::random().map_err(TopicError::NoId)?;
+        self.create_with_id(name, id, partitions, overrides).await
+    }
+
+    /// [`TopicStore::create`] with the id given (a clustered node takes the metadata's).
+    pub async fn create_with_id(
+        &mut self,
+        name: &str,
+        id: Uuid,
+        partitions: i64,
+        overrides: &[(&str, &str)],
+    ) -> Result<LogConfig, TopicError> {
         validate_topic_name(name)?;
         if self.topics.contains_key(name) {
             return Err(TopicError::AlreadyExists(name.to_string()));
@@ -203,7 +219,6 @@ impl<D: Disk> TopicStore<D> {
             return Err(TopicError::InvalidPartitions(partitions));
         }
         let config = self.defaults.with_overrides(overrides.iter().copied())?;
-        let id = Uuid::random().map_err(TopicError::NoId)?;
         let meta = TopicMeta {
             name: name.to_string(),
             id,

@@ -86,6 +86,35 @@ class Cluster:
             cluster_id = r.nstring()
             return r.i32(), sorted(brokers), cluster_id
 
+    def topics(self, node):
+        """{topic: [(partition, error, leader, replicas, isr)]} as node answers Metadata v1."""
+        with Conn(self.brokers[node], timeout=10) as c:
+            r = c.call(3, 1, struct.pack(">i", -1))
+            for _ in range(r.i32()):
+                r.i32(), r.string(), r.i32(), r.nstring()
+            r.i32()  # controller
+            topics = {}
+            for _ in range(r.i32()):
+                _error, name, _internal = r.i16(), r.string(), r.i8()
+                parts = []
+                for _ in range(r.i32()):
+                    error, index, leader = r.i16(), r.i32(), r.i32()
+                    replicas = [r.i32() for _ in range(r.i32())]
+                    isr = [r.i32() for _ in range(r.i32())]
+                    parts.append((index, error, leader, replicas, isr))
+                topics[name] = sorted(parts)
+            return topics
+
+    def internal_topics_created(self, nodes):
+        """Wait until every node lists the internal topics (created through the quorum once
+        enough brokers are registered for their replication factor)."""
+        deadline = time.time() + WAIT
+        while time.time() < deadline:
+            if all({"__consumer_offsets", "__transaction_state"} <= set(self.topics(n)) for n in nodes):
+                return
+            time.sleep(0.2)
+        raise AssertionError("internal topics not created: " + " ".join(self.brokers[n].log()[-3000:] for n in nodes))
+
     def describe_with_client(self, node):
         """The same through confluent-kafka's AdminClient.describe_cluster."""
         a = AdminClient({"bootstrap.servers": self.brokers[node].bootstrap})
@@ -143,6 +172,7 @@ def test_three_nodes_form_a_quorum_and_fail_over(cluster):
     # Producer ids come in blocks from the quorum (KRaft's ProducerIdsRecord): each node's first
     # id is a block committed to the metadata log (one entry each), the second node's after
     # the first's block, so never the same id.
+    cluster.internal_topics_created([1, 2, 3])
     before = cluster.gauges(leader)["tidemark_controller_last_log_index"]
     pids = {n: cluster.init_producer_id(n) for n in (1, 2)}
     assert pids[2] >= pids[1] + 1000, pids

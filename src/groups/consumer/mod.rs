@@ -52,6 +52,11 @@ pub trait Topics {
     fn name_of(&self, _id: Uuid) -> Option<String> {
         None
     }
+    /// Whether this node leads a partition (a coordinator serves only the partitions of the
+    /// internal topics it leads; always, standalone).
+    fn leads(&self, _name: &str, _partition: i32) -> bool {
+        true
+    }
 }
 
 impl<F: Fn(&str) -> Option<TopicMeta>> Topics for F {

@@ -27,7 +27,7 @@ impl ShardCall<Shard> for DeleteRecords {
     const NAME: &'static str = "delete-records";
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
-        let p = shard.partition(&self.topic, self.partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
+        let p = shard.led_partition(&self.topic, self.partition)?;
         if !p.log().config().cleanup_delete {
             // Kafka: records of a topic whose cleanup.policy lacks `delete` cannot be deleted.
             return Err(code::POLICY_VIOLATION);

@@ -1,6 +1,7 @@
 //! What a client learns about the cluster: ApiVersions, Metadata (with topic auto-creation),
-//! DescribeTopicPartitions and DescribeCluster. One node is the whole cluster, its own
-//! controller.
+//! DescribeTopicPartitions and DescribeCluster. A standalone node is the whole cluster, its
+//! own controller and every partition's only replica; a clustered node reports the metadata
+//! image's brokers, controller and leaderships.
 
 use crate::protocol::admin::{
     DescribeClusterBroker, DescribeClusterRequest, DescribeClusterResponse, DescribeTopicPartitionsCursor,
@@ -33,8 +34,8 @@ pub fn api_versions_body() -> ApiVersionsResponse {
 }
 
 /// Metadata: every topic (or those named, by name or from v12 by id (KIP-516), auto-created
-/// by name when the client allows it) with this node as leader and only replica of each
-/// partition, and each topic's id (v10+). Auto-creation completes before the connection's next
+/// by name when the client allows it) with each partition's leader, epoch, replicas and ISR
+/// ([`crate::server::shard::Shard::leadership`]), and each topic's id (v10+). Auto-creation completes before the connection's next
 /// request.
 pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
     let shard = cx.shard;
@@ -89,7 +90,6 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
             names
         }
     };
-    let node = shard.config().node_id;
     let all_topics = m.topics.is_none();
     for name in names {
         // DESCRIBE on the topic, before anything is said of it: every topic listed leaves out
@@ -139,18 +139,22 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
                 } else {
                     i32::MIN
                 },
-                name: Some(name),
-                topic_id: id.0,
                 partitions: (0..n as i32)
-                    .map(|p| MetadataPartition {
-                        partition_index: p,
-                        leader_id: node,
-                        leader_epoch: 0,
-                        replica_nodes: vec![node],
-                        isr_nodes: vec![node],
-                        ..Default::default()
+                    .filter_map(|p| {
+                        let l = shard.leadership(&name, p)?;
+                        Some(MetadataPartition {
+                            error_code: if l.leader < 0 { code::LEADER_NOT_AVAILABLE } else { code::NONE },
+                            partition_index: p,
+                            leader_id: l.leader,
+                            leader_epoch: l.leader_epoch,
+                            replica_nodes: l.replicas,
+                            isr_nodes: l.isr,
+                            ..Default::default()
+                        })
                     })
                     .collect(),
+                name: Some(name),
+                topic_id: id.0,
                 ..Default::default()
             }),
         }
@@ -216,6 +220,13 @@ async fn cluster_view(cx: &Cx<'_>) -> (i32, Vec<Listed>, String) {
     }
     out.sort_by_key(|b| b.id);
     (leader.map_or(-1, |l| l as i32), out, cluster_id)
+}
+
+/// Where a client of this listener reaches node `id` (this node, or an unfenced broker of
+/// the cluster): (id, host, port).
+pub(super) async fn node_endpoint(cx: &Cx<'_>, id: i32) -> Option<(i32, String, i32)> {
+    let (_, listed, _) = cluster_view(cx).await;
+    listed.into_iter().find(|b| b.id == id).map(|b| (b.id, b.host, b.port))
 }
 
 /// KIP-430: the cluster operations the client may do (0 without DESCRIBE on the cluster).
@@ -315,7 +326,6 @@ pub fn describe_topic_partitions(
         let topics = req.topics.iter().map(|t| refused(&t.name)).collect();
         return DescribeTopicPartitionsResponse { topics, ..Default::default() };
     }
-    let node = shard.config().node_id;
     let mut remaining = req.response_partition_limit.clamp(1, DESCRIBE_PARTITIONS_LIMIT);
     let mut resp = DescribeTopicPartitionsResponse::default();
     for name in names {
@@ -350,15 +360,19 @@ pub fn describe_topic_partitions(
         let first = if name == cursor_topic { cursor_partition } else { 0 };
         let upper = count.min(first.saturating_add(remaining));
         let partitions: Vec<_> = (first..upper)
-            .map(|p| DescribeTopicPartitionsPartition {
-                partition_index: p,
-                leader_id: node,
-                leader_epoch: 0,
-                replica_nodes: vec![node],
-                isr_nodes: vec![node],
-                eligible_leader_replicas: Some(Vec::new()),
-                last_known_elr: Some(Vec::new()),
-                ..Default::default()
+            .filter_map(|p| {
+                let l = shard.leadership(&name, p)?;
+                Some(DescribeTopicPartitionsPartition {
+                    error_code: if l.leader < 0 { code::LEADER_NOT_AVAILABLE } else { code::NONE },
+                    partition_index: p,
+                    leader_id: l.leader,
+                    leader_epoch: l.leader_epoch,
+                    replica_nodes: l.replicas,
+                    isr_nodes: l.isr,
+                    eligible_leader_replicas: Some(Vec::new()),
+                    last_known_elr: Some(Vec::new()),
+                    ..Default::default()
+                })
             })
             .collect();
         remaining -= partitions.len() as i32;

@@ -123,9 +123,7 @@ impl ShardCall<Shard> for Read {
     const NAME: &'static str = "read";
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
-        let Some(p) = shard.partition(&self.topic, self.partition) else {
-            return Err(ReadRefused::code(code::UNKNOWN_TOPIC_OR_PARTITION));
-        };
+        let p = shard.led_partition(&self.topic, self.partition).map_err(ReadRefused::code)?;
         let read =
             if self.max_bytes == 0 { Ok((Bytes::new(), self.offset)) } else { read_for(&shard, &p, &self).await };
         let (high_watermark, log_start_offset) = (p.high_watermark(), p.log_start());

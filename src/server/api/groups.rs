@@ -392,13 +392,30 @@ pub async fn delete_groups(cx: &mut Cx<'_>, d: DeleteGroupsRequest) -> DeleteGro
 
 /// FindCoordinator: this broker coordinates every group, once `__consumer_offsets` exists.
 /// Transactions are not implemented: a transactional id gets COORDINATOR_NOT_AVAILABLE.
+/// The node leading the partition of `key` in the offsets topic (or, `txn`, the transaction
+/// state topic): (id, host, port) as a client of this listener reaches it.
+async fn coordinator_node(cx: &Cx<'_>, key: &str, txn: bool) -> Option<(i32, String, i32)> {
+    let shard = cx.shard;
+    let (topic, partition) = if txn {
+        let n = shard.txn().partitions()?;
+        (crate::server::transactions::TXN_TOPIC, crate::txn::partition_for(key, n as i32))
+    } else {
+        let n = shard.offsets_partitions()?;
+        (crate::server::coordinator::OFFSETS_TOPIC, crate::server::coordinator::offsets_partition(key, n))
+    };
+    let leader = shard.leadership(topic, partition)?.leader;
+    if leader < 0 {
+        return None;
+    }
+    super::cluster::node_endpoint(cx, leader).await
+}
+
 pub async fn find_coordinator(cx: &mut Cx<'_>, f: FindCoordinatorRequest) -> FindCoordinatorResponse {
     cx.release_turn();
     let version = cx.version();
     let keys = if version >= 4 { f.coordinator_keys } else { vec![f.key] };
     let txn = f.key_type == COORDINATOR_TRANSACTION;
     let ready = txn || ensure_offsets_topic(cx.shard).await;
-    let c = cx.shard.config();
     let mut coordinators: Vec<Coordinator> = Vec::with_capacity(keys.len());
     for key in keys {
         let (error_code, error_message) = if txn {
@@ -410,16 +427,16 @@ pub async fn find_coordinator(cx: &mut Cx<'_>, f: FindCoordinatorRequest) -> Fin
         } else {
             (code::NONE, None)
         };
-        let found = error_code == code::NONE;
-        coordinators.push(Coordinator {
-            key,
-            node_id: if found { c.node_id } else { -1 },
-            host: if found { cx.listener.advertised_host.clone() } else { String::new() },
-            port: if found { cx.listener.advertised_port } else { -1 },
-            error_code,
-            error_message,
-            ..Default::default()
-        });
+        // The leader of the key's partition of the internal topic coordinates it.
+        let node = if error_code == code::NONE { coordinator_node(cx, &key, txn).await } else { None };
+        let (error_code, error_message) = match (&node, error_code) {
+            (None, code::NONE) => {
+                (code::COORDINATOR_NOT_AVAILABLE, Some("the coordinator's partition has no leader now".to_string()))
+            }
+            _ => (error_code, error_message),
+        };
+        let (node_id, host, port) = node.unwrap_or((-1, String::new(), -1));
+        coordinators.push(Coordinator { key, node_id, host, port, error_code, error_message, ..Default::default() });
     }
     if version >= 4 {
         return FindCoordinatorResponse { coordinators, ..Default::default() };

@@ -39,7 +39,7 @@ impl ShardCall<Shard> for Lookup {
     const NAME: &'static str = "lookup";
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
-        let p = shard.partition(&self.topic, self.partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
+        let p = shard.led_partition(&self.topic, self.partition)?;
         let found = p.offset_for_time(self.timestamp, ReadUpTo::Durable).await.map_err(|e| storage_code(&e))?;
         let found = found.map(|(offset, timestamp)| Found { offset, timestamp });
         if !self.committed {

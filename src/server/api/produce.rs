@@ -92,9 +92,7 @@ impl ShardCall<Shard> for Append {
     const NAME: &'static str = "append";
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
-        let Some(p) = shard.partition(&self.topic, self.partition) else {
-            return Err(ProduceRefused::code(code::UNKNOWN_TOPIC_OR_PARTITION));
-        };
+        let p = shard.led_partition(&self.topic, self.partition).map_err(ProduceRefused::code)?;
         if let Err(c) = self.verify_txn(&shard, &p).await {
             return Err(ProduceRefused { code: c, log_start_offset: p.log_start(), ..Default::default() });
         }
@@ -162,9 +160,13 @@ fn refusal(cx: &Cx<'_>, acks: i16, topic: &str, known: bool, part: &ProduceParti
         // Only the coordinators write there (Kafka: "cannot append to internal topic").
         return Some(code::INVALID_TOPIC_EXCEPTION);
     }
-    if acks == -1 && cx.shard.topic(topic, |i| i.config.min_insync_replicas > 1).unwrap_or(false) {
-        // One replica can never satisfy min.insync.replicas above 1 (Kafka's answer).
-        return Some(code::NOT_ENOUGH_REPLICAS);
+    if acks == -1 {
+        // Fewer replicas in sync than min.insync.replicas (a standalone node has one): Kafka's
+        // answer.
+        let isr = cx.shard.leadership(topic, part.index).map_or(1, |l| l.isr.len() as i32);
+        if cx.shard.topic(topic, |i| i.config.min_insync_replicas as i32 > isr).unwrap_or(false) {
+            return Some(code::NOT_ENOUGH_REPLICAS);
+        }
     }
     if !known || part.index < 0 {
         return Some(code::UNKNOWN_TOPIC_OR_PARTITION);

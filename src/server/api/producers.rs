@@ -53,7 +53,7 @@ impl ShardCall<Shard> for Producers {
     const NAME: &'static str = "describe-producers";
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
-        let p = shard.partition(&self.topic, self.partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION)?;
+        let p = shard.led_partition(&self.topic, self.partition)?;
         let active = p.log().producers().active();
         Ok(active)
     }

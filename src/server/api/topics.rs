@@ -47,27 +47,45 @@ pub async fn create_topics(cx: &mut Cx<'_>, c: CreateTopicsRequest) -> CreateTop
             let exists = shard.has_topic(&t.name);
             let c = if exists { code::TOPIC_ALREADY_EXISTS } else { code::INVALID_TOPIC_EXCEPTION };
             Err(AdminError::new(c, format!("{} is internal: the broker creates it", t.name)))
-        } else if !matches!(t.replication_factor, -1 | 1) {
-            Err(AdminError::new(code::INVALID_REPLICATION_FACTOR, "a single broker: the replication factor must be 1"))
         } else if let Some(k) = t.configs.iter().find(|k| k.value.is_none()) {
             Err(AdminError::new(code::INVALID_CONFIG, format!("null value for {}", k.name)))
         } else {
-            let configs = t.configs.iter().map(|k| (k.name.clone(), k.value.clone().unwrap_or_default())).collect();
-            let call =
-                control::CreateTopic { name: t.name.clone(), partitions, configs, validate_only: c.validate_only };
-            on_shard0(shard, call).await
+            match assignments(&t) {
+                Err(e) => Err(e),
+                Ok(assignments) => {
+                    let configs =
+                        t.configs.iter().map(|k| (k.name.clone(), k.value.clone().unwrap_or_default())).collect();
+                    let call = control::CreateTopic {
+                        name: t.name.clone(),
+                        partitions,
+                        replication_factor: t.replication_factor,
+                        assignments,
+                        configs,
+                        validate_only: c.validate_only,
+                    };
+                    on_shard0(shard, call).await
+                }
+            }
         };
         let (error_code, error_message) = outcome(result);
         // KIP-516 (v7+): the new topic's id.
         let created = error_code == code::NONE && !c.validate_only;
         let topic_id = if created { shard.topic(&t.name, |i| i.id.0).unwrap_or_default() } else { [0; 16] };
+        // The replicas each partition got (one, standalone).
+        let factor = shard.leadership(&t.name, 0).map_or(1, |l| l.replicas.len().max(1) as i16);
         topics.push(CreatableTopicResult {
             name: t.name,
             topic_id,
             error_code,
             error_message,
             num_partitions: if error_code == code::NONE { partitions as i32 } else { -1 },
-            replication_factor: if error_code == code::NONE { 1 } else { -1 },
+            replication_factor: if error_code != code::NONE {
+                -1
+            } else if created {
+                factor
+            } else {
+                t.replication_factor.max(1)
+            },
             // An empty list, not null: the Java AdminClient reads the list whenever
             // num_partitions is set (v5+).
             configs: Some(Vec::new()),
@@ -75,6 +93,26 @@ pub async fn create_topics(cx: &mut Cx<'_>, c: CreateTopicsRequest) -> CreateTop
         });
     }
     CreateTopicsResponse { topics, ..Default::default() }
+}
+
+/// A CreateTopics topic's explicit assignments, one replica list per partition in partition
+/// order, checked as Kafka does: given only with the partition count and replication factor
+/// left at -1, and naming each partition from 0 once.
+fn assignments(t: &CreatableTopic) -> Result<Vec<Vec<i32>>, AdminError> {
+    if t.assignments.is_empty() {
+        return Ok(Vec::new());
+    }
+    if t.num_partitions != -1 || t.replication_factor != -1 {
+        let message = "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.";
+        return Err(AdminError::new(code::INVALID_REQUEST, message));
+    }
+    let mut sorted: Vec<&CreatableAssignment> = t.assignments.iter().collect();
+    sorted.sort_by_key(|a| a.partition_index);
+    if sorted.iter().enumerate().any(|(i, a)| a.partition_index != i as i32) {
+        let message = "Partitions should be consecutive and start from 0.";
+        return Err(AdminError::new(code::INVALID_REPLICA_ASSIGNMENT, message));
+    }
+    Ok(sorted.into_iter().map(|a| a.broker_ids.clone()).collect())
 }
 
 /// DeleteTopics, by name or (v6+, KIP-516) by topic id: each answer names the topic both ways
@@ -124,8 +162,9 @@ pub async fn delete_topics(cx: &mut Cx<'_>, d: DeleteTopicsRequest) -> DeleteTop
     DeleteTopicsResponse { responses, ..Default::default() }
 }
 
-/// CreatePartitions: grow each topic to its new count. With one node and replication factor
-/// 1, explicit assignments must name this node once per new partition, as Kafka checks them.
+/// CreatePartitions: grow each topic to its new count. Standalone, with one node and
+/// replication factor 1, explicit assignments must name this node once per new partition, as
+/// Kafka checks them; clustered, the quorum's checks apply ([`control::metadata`]).
 pub async fn create_partitions(cx: &mut Cx<'_>, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
     let shard = cx.shard;
     let mut seen = HashSet::new();
@@ -137,12 +176,14 @@ pub async fn create_partitions(cx: &mut Cx<'_>, req: CreatePartitionsRequest) ->
             Err(AdminError::new(code::INVALID_REQUEST, "Duplicate topic name."))
         } else if !cx.allowed(Operation::Alter, ResourceType::Topic, &t.name) {
             Err(AdminError::new(code::TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
-        } else if let Err(e) = check_assignments(shard, &t) {
-            Err(e)
+        } else if shard.config().cluster.is_none() && check_assignments(shard, &t).is_err() {
+            check_assignments(shard, &t)
         } else {
+            let assignments = t.assignments.iter().flatten().map(|a| a.broker_ids.clone()).collect();
             let call = control::CreatePartitions {
                 name: t.name.clone(),
                 count: t.count as i64,
+                assignments,
                 validate_only: req.validate_only,
             };
             on_shard0(shard, call).await

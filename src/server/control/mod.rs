@@ -14,6 +14,7 @@
 
 pub mod acls;
 pub mod broker;
+pub mod metadata;
 pub mod quorum;
 pub mod quotas;
 pub mod users;
@@ -56,6 +57,10 @@ async fn broadcast<C: ShardCall<Shard, Reply = ()> + Clone>(shard: &Rc<Shard>, c
 pub struct CreateTopic {
     pub name: String,
     pub partitions: i64,
+    /// -1: `default.replication.factor` (a standalone node has one replica of everything).
+    pub replication_factor: i16,
+    /// Explicit replica assignments, one per partition (clustered; none: placed).
+    pub assignments: Vec<Vec<i32>>,
     pub configs: Vec<(String, String)>,
     pub validate_only: bool,
 }
@@ -65,6 +70,23 @@ impl ShardCall<Shard> for CreateTopic {
     const NAME: &'static str = "create-topic";
 
     async fn run(self, shard: Rc<Shard>) -> AdminResult {
+        if shard.config().cluster.is_some() {
+            let (name, rf, assigned) = (&self.name, self.replication_factor, &self.assignments);
+            return metadata::create_topic(
+                &shard,
+                name,
+                self.partitions,
+                rf,
+                assigned,
+                &self.configs,
+                self.validate_only,
+            )
+            .await;
+        }
+        if !matches!(self.replication_factor, -1 | 1) {
+            let message = "a single broker: the replication factor must be 1";
+            return Err(AdminError::new(code::INVALID_REPLICATION_FACTOR, message));
+        }
         let control = control_of(&shard)?;
         let mut lease = control.lease().await;
         let store = lease.store();
@@ -87,8 +109,8 @@ impl ShardCall<Shard> for CreateTopic {
         let partitions = self.partitions as u32;
         let opened = open_everywhere(&shard, &name, 0, partitions, &config).await;
         let overrides: BTreeMap<String, String> = self.configs.into_iter().collect();
-        broadcast(&shard, TopicCreated { name: name.clone(), info: TopicInfo { id, partitions, config, overrides } })
-            .await;
+        let info = TopicInfo { id, partitions, config, overrides, placement: None };
+        broadcast(&shard, TopicCreated { name: name.clone(), info }).await;
         opened?;
         tracing::info!(topic = name, partitions, "topic created");
         Ok(())
@@ -110,6 +132,9 @@ impl ShardCall<Shard> for DeleteTopic {
         if crate::server::is_internal_topic(&name) {
             let message = format!("{name} is internal: it cannot be deleted");
             return Err(AdminError::new(code::INVALID_TOPIC_EXCEPTION, message));
+        }
+        if shard.config().cluster.is_some() {
+            return metadata::delete_topic(&shard, &name).await;
         }
         let control = control_of(&shard)?;
         let mut lease = control.lease().await;
@@ -151,6 +176,10 @@ impl ShardCall<Shard> for AlterTopic {
         if self.validate_only {
             return Ok(());
         }
+        if shard.config().cluster.is_some() {
+            drop(lease);
+            return metadata::alter_topic(&shard, &name, next).await;
+        }
         store
             .replace_overrides(&name, next.clone())
             .await
@@ -167,6 +196,8 @@ impl ShardCall<Shard> for AlterTopic {
 pub struct CreatePartitions {
     pub name: String,
     pub count: i64,
+    /// Explicit replica assignments of the new partitions (clustered; none: placed).
+    pub assignments: Vec<Vec<i32>>,
     pub validate_only: bool,
 }
 
@@ -181,6 +212,9 @@ impl ShardCall<Shard> for CreatePartitions {
             // would move them.
             let message = format!("{name} is internal: its partitions cannot change");
             return Err(AdminError::new(code::INVALID_REQUEST, message));
+        }
+        if shard.config().cluster.is_some() {
+            return metadata::create_partitions(&shard, &name, self.count, &self.assignments, self.validate_only).await;
         }
         let control = control_of(&shard)?;
         let mut lease = control.lease().await;
@@ -346,6 +380,8 @@ pub async fn ensure_topic(shard: &Rc<Shard>, name: &str) -> bool {
     let call = CreateTopic {
         name: name.to_string(),
         partitions: shard.effective().num_partitions as i64,
+        replication_factor: -1,
+        assignments: Vec::new(),
         configs: Vec::new(),
         validate_only: false,
     };
@@ -366,7 +402,8 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> bool {
         return true;
     }
     let c = &shard.config().coordinator;
-    ensure_internal_topic(shard, OFFSETS_TOPIC, c.offsets_partitions, c.offsets_segment_bytes).await
+    let factor = shard.config().cluster.as_ref().map_or(-1, |c| c.offsets_replication_factor);
+    ensure_internal_topic(shard, OFFSETS_TOPIC, c.offsets_partitions, factor, c.offsets_segment_bytes).await
 }
 
 /// Create `__transaction_state` unless it exists (as [`ensure_offsets_topic`]).
@@ -375,14 +412,25 @@ pub async fn ensure_txn_topic(shard: &Rc<Shard>) -> bool {
         return true;
     }
     let c = shard.txn().config();
-    ensure_internal_topic(shard, TXN_TOPIC, c.partitions, c.segment_bytes).await
+    let factor = shard.config().cluster.as_ref().map_or(-1, |c| c.txn_replication_factor);
+    ensure_internal_topic(shard, TXN_TOPIC, c.partitions, factor, c.segment_bytes).await
 }
 
 /// Create an internal topic kept for good, every write durable before it is answered.
-async fn ensure_internal_topic(shard: &Rc<Shard>, name: &str, partitions: u32, segment_bytes: u64) -> bool {
+/// On a clustered node it has `factor` replicas, and is not created while fewer brokers are
+/// unfenced (Kafka's rule: until then, its coordinators are not available).
+async fn ensure_internal_topic(
+    shard: &Rc<Shard>,
+    name: &str,
+    partitions: u32,
+    factor: i16,
+    segment_bytes: u64,
+) -> bool {
     let call = CreateTopic {
         name: name.to_string(),
         partitions: partitions as i64,
+        replication_factor: factor,
+        assignments: Vec::new(),
         configs: vec![
             ("segment.bytes".to_string(), segment_bytes.to_string()),
             ("retention.ms".to_string(), "-1".to_string()),
@@ -396,6 +444,10 @@ async fn ensure_internal_topic(shard: &Rc<Shard>, name: &str, partitions: u32, s
     match shard.call(0, call).await {
         Ok(Ok(())) => true,
         Ok(Err(e)) if e.code == code::TOPIC_ALREADY_EXISTS => true,
+        Ok(Err(e)) if shard.config().cluster.is_some() => {
+            tracing::info!(error = e.message, "{name} not created yet");
+            false
+        }
         Ok(Err(e)) => {
             tracing::error!(error = e.message, "cannot create {name}");
             false

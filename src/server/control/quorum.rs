@@ -3,18 +3,17 @@
 //! plane, registers the broker with the quorum, and answers the other shards' questions about
 //! it with typed calls ([`QuorumStatus`]); no shard reads the quorum's state any other way.
 //!
-//! Built so far: the quorum forms, elects, fails over and replicates; brokers register (with
-//! their listeners) and heartbeat to the active controller, which fences one silent for
-//! `broker.session.timeout.ms` and unfences it at its next heartbeat; Metadata and
-//! DescribeCluster report the active controller and the unfenced brokers. Not yet: topics,
-//! partition placement and leaders from the metadata image (docs/architecture.md, "The
-//! cluster").
+//! Brokers register (with their listeners) and heartbeat to the active controller, which
+//! fences one silent for `broker.session.timeout.ms` (its leaderships move) and unfences it at
+//! its next heartbeat; topics and their placement come from the metadata image
+//! ([`super::metadata`]); Metadata and DescribeCluster report the active controller, the
+//! unfenced brokers and each partition's leadership (docs/architecture.md, "The cluster").
 
 use crate::cluster::controller::{self, Controller, ControllerConfig};
 use crate::cluster::net::Reply;
 use crate::cluster::state::BrokerState;
 use crate::cluster::types::{BrokerRegistration, Endpoint, MetaCommand, MetaResponse};
-use crate::io::DmaDisk;
+use crate::io::{Disk, DmaDisk};
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use std::rc::Rc;
@@ -40,6 +39,20 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
     cc.election_timeout = cluster.election_timeout;
     cc.session_timeout = cluster.broker_session_timeout;
     cc.heartbeat = (cluster.election_timeout / 5).max(Duration::from_millis(20));
+    // A node joins a cluster with no topics of its own: the metadata's topics replace the
+    // local ones, so a standalone node's data would be deleted.
+    if !control.disk.exists(&config.data_dir.join(METADATA_DIR)).await? {
+        let mut lease = control.lease().await;
+        let names: Vec<String> = lease.store().names().map(str::to_string).collect();
+        if !names.is_empty() {
+            anyhow::bail!(
+                "{} holds topics of a standalone node ({}): a node joins a cluster with an empty data directory \
+                 (its topics would be replaced by the cluster's)",
+                config.data_dir.display(),
+                names.join(", ")
+            );
+        }
+    }
     let controller = Rc::new(
         controller::start(control.disk.clone(), cc)
             .await
@@ -61,6 +74,7 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
             .collect(),
         rack: None,
     };
+    super::metadata::spawn_publisher(shard.clone(), controller.clone(), stop.clone());
     let c = controller.clone();
     let cluster_id = shard.cluster_id().to_string();
     let heartbeat = cluster.broker_heartbeat;

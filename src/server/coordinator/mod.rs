@@ -284,7 +284,7 @@ impl Coordinator {
         }
         let Some(partitions) = self.offsets_partitions.get() else { return Some(code::COORDINATOR_NOT_AVAILABLE) };
         let index = offsets_partition(group, partitions);
-        if self.manager.get(OFFSETS_TOPIC, index).is_none() {
+        if self.manager.get(OFFSETS_TOPIC, index).is_none() || !self.topics().leads(OFFSETS_TOPIC, index) {
             return Some(code::NOT_COORDINATOR);
         }
         None

@@ -1,0 +1,370 @@
+//! A clustered node's topics: changed through the metadata quorum, and brought to the shards
+//! from the metadata image this node applies.
+//!
+//! - A topic change (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs) is checked on
+//!   shard 0 against the image, placed there ([`MetaImage::place`]), and committed as one
+//!   [`MetaCommand`]; it is answered once this node has published the entry, so the client's
+//!   next request here sees it.
+//! - The publisher ([`spawn_publisher`], shard 0) follows the applied index and brings the
+//!   local topic store and every shard's view in line with the image, with the same broadcasts
+//!   a standalone node's changes use: a topic the image no longer has (or has with another id)
+//!   is deleted here; a new one is created with the image's id and settings; partitions are
+//!   opened where this node is a replica and closed where it is not ([`PlacePartitions`],
+//!   before the topic is published), and each shard learns every partition's leadership.
+//!
+//! The local store is thus a copy of the image's topics, kept so that a restart opens the
+//! partitions before the quorum answers. Nothing here locks: the image is read on shard 0 and
+//! reaches the other shards in typed calls.
+
+use super::{broadcast, control_of, AdminResult, TopicCreated, TopicDeleted, TopicGrown};
+use crate::cluster::controller::Controller;
+use crate::cluster::state::MetaImage;
+use crate::cluster::types::{MetaCommand, MetaResponse, PartitionState, TopicState};
+use crate::config::LogConfig;
+use crate::io::DmaDisk;
+use crate::protocol::errors::{self as code, ErrorCode};
+use crate::server::errors::AdminError;
+use crate::server::router::ShardCall;
+use crate::server::shard::{Shard, TopicInfo};
+use crate::types::Uuid;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a topic change waits for its commit, and then for this node to publish it.
+const COMMIT_LIMIT: Duration = Duration::from_secs(10);
+
+/// This node's controller, if it is clustered and the controller has started.
+pub fn controller(shard: &Shard) -> Option<Rc<Controller<DmaDisk>>> {
+    shard.control()?.quorum.borrow().clone()
+}
+
+/// The error a topic change gets on a clustered node whose controller is not up yet.
+fn not_ready() -> AdminError {
+    AdminError::new(code::NOT_CONTROLLER, "the metadata quorum is not up yet on this node")
+}
+
+/// Commit `command` through the quorum; once this node has published it, its response (a
+/// refusal is its error).
+async fn commit(shard: &Shard, command: MetaCommand) -> Result<MetaResponse, AdminError> {
+    let controller = controller(shard).ok_or_else(not_ready)?;
+    let (response, index) = controller
+        .write_at(command, COMMIT_LIMIT)
+        .await
+        .map_err(|e| AdminError::new(code::REQUEST_TIMED_OUT, e.to_string()))?;
+    if let MetaResponse::Refused { code, message } = response {
+        return Err(AdminError::new(ErrorCode(code), message));
+    }
+    let control = control_of(shard)?;
+    let mut published = control.published.subscribe();
+    let waited = crate::cluster::net::within(COMMIT_LIMIT, published.wait_for(|i| *i >= index)).await;
+    if !matches!(waited, Some(Ok(_))) {
+        let message = format!("committed at {index}, not yet applied on this node");
+        return Err(AdminError::new(code::REQUEST_TIMED_OUT, message));
+    }
+    Ok(response)
+}
+
+fn placement_error((c, message): (ErrorCode, String)) -> AdminError {
+    AdminError::new(c, message)
+}
+
+/// CreateTopics on a clustered node: checked against the image (name, partition count,
+/// settings, replication factor up to the unfenced brokers, or explicit assignments), placed,
+/// committed. `replication_factor` -1 is `default.replication.factor`.
+pub async fn create_topic(
+    shard: &Shard,
+    name: &str,
+    partitions: i64,
+    replication_factor: i16,
+    assignments: &[Vec<i32>],
+    configs: &[(String, String)],
+    validate_only: bool,
+) -> AdminResult {
+    let controller = controller(shard).ok_or_else(not_ready)?;
+    crate::storage::topics::validate_topic_name(name).map_err(|e| AdminError::from(&e))?;
+    let image = controller.image();
+    if image.topics.contains_key(name) {
+        return Err(AdminError::new(code::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")));
+    }
+    if assignments.is_empty() && !(1..=100_000).contains(&partitions) {
+        return Err(AdminError::new(code::INVALID_PARTITIONS, format!("invalid partition count {partitions}")));
+    }
+    {
+        let control = control_of(shard)?;
+        let mut lease = control.lease().await;
+        let pairs = configs.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        lease
+            .store()
+            .defaults()
+            .with_overrides(pairs)
+            .map_err(|e| AdminError::new(code::INVALID_CONFIG, e.to_string()))?;
+    }
+    let placement = if assignments.is_empty() {
+        let factor = match replication_factor {
+            -1 => shard.config().cluster.as_ref().map_or(1, |c| c.default_replication_factor),
+            f => f,
+        };
+        image.place(partitions as u32, factor)
+    } else {
+        image.assign(assignments)
+    }
+    .map_err(placement_error)?;
+    if validate_only {
+        return Ok(());
+    }
+    let id = Uuid::random().map_err(|e| AdminError::new(code::UNKNOWN_SERVER_ERROR, e.to_string()))?;
+    let topic = TopicState { id: id.to_string(), partitions: placement, configs: configs.iter().cloned().collect() };
+    commit(shard, MetaCommand::CreateTopic { name: name.to_string(), topic }).await?;
+    tracing::info!(topic = name, partitions, "topic created through the metadata quorum");
+    Ok(())
+}
+
+/// DeleteTopics on a clustered node.
+pub async fn delete_topic(shard: &Shard, name: &str) -> AdminResult {
+    commit(shard, MetaCommand::DeleteTopic { name: name.to_string() }).await?;
+    tracing::info!(topic = name, "topic deleted through the metadata quorum");
+    Ok(())
+}
+
+/// CreatePartitions on a clustered node: the new partitions keep the topic's replication
+/// factor (or follow the explicit assignments).
+pub async fn create_partitions(
+    shard: &Shard,
+    name: &str,
+    count: i64,
+    assignments: &[Vec<i32>],
+    validate_only: bool,
+) -> AdminResult {
+    let controller = controller(shard).ok_or_else(not_ready)?;
+    let image = controller.image();
+    let topic = image
+        .topics
+        .get(name)
+        .ok_or_else(|| AdminError::new(code::UNKNOWN_TOPIC_OR_PARTITION, format!("Topic '{name}' does not exist.")))?;
+    let current = topic.partitions.len() as i64;
+    if count <= current {
+        let message = format!("Topic currently has {current} partitions, which is higher than the requested {count}.");
+        return Err(AdminError::new(code::INVALID_PARTITIONS, message));
+    }
+    if count > 100_000 {
+        return Err(AdminError::new(code::INVALID_PARTITIONS, format!("invalid partition count {count}")));
+    }
+    let factor = topic.partitions.first().map_or(1, |p| p.replicas.len()) as i16;
+    let placement = if assignments.is_empty() {
+        image.place((count - current) as u32, factor)
+    } else if assignments.len() as i64 != count - current {
+        Err((
+            code::INVALID_REPLICA_ASSIGNMENT,
+            format!(
+                "Attempted to add {} additional partition(s), but only {} assignment(s) were specified.",
+                count - current,
+                assignments.len()
+            ),
+        ))
+    } else if assignments.iter().any(|a| a.len() as i16 != factor) {
+        Err((
+            code::INVALID_REPLICA_ASSIGNMENT,
+            format!(
+                "Inconsistent replication factor between partitions: the topic has {factor} replicas per partition."
+            ),
+        ))
+    } else {
+        image.assign(assignments)
+    }
+    .map_err(placement_error)?;
+    if validate_only {
+        return Ok(());
+    }
+    commit(shard, MetaCommand::CreatePartitions { name: name.to_string(), partitions: placement }).await?;
+    tracing::info!(topic = name, partitions = count, "partitions added through the metadata quorum");
+    Ok(())
+}
+
+/// AlterConfigs on a clustered node: the topic's whole new set of settings (checked by the
+/// caller).
+pub async fn alter_topic(shard: &Shard, name: &str, configs: BTreeMap<String, String>) -> AdminResult {
+    commit(shard, MetaCommand::AlterTopicConfigs { name: name.to_string(), configs }).await?;
+    tracing::info!(topic = name, "topic settings changed through the metadata quorum");
+    Ok(())
+}
+
+/// ElectLeaders (preferred) on a clustered node: one Kafka error code per partition asked.
+pub async fn elect_preferred(shard: &Shard, partitions: Vec<(String, i32)>) -> Result<Vec<ErrorCode>, AdminError> {
+    match commit(shard, MetaCommand::ElectPreferred { partitions }).await? {
+        MetaResponse::Elected(codes) => Ok(codes.into_iter().map(ErrorCode).collect()),
+        other => Err(AdminError::new(code::UNKNOWN_SERVER_ERROR, format!("unexpected answer {other:?}"))),
+    }
+}
+
+/// Shard 0 of a clustered node: publish the image each time this node applies more of the
+/// metadata log, until the broker stops.
+pub fn spawn_publisher(shard: Rc<Shard>, controller: Rc<Controller<DmaDisk>>, stop: Arc<AtomicBool>) {
+    use openraft_rt::WatchReceiver;
+    glommio::spawn_local(async move {
+        let mut metrics = controller.raft.metrics();
+        let mut placed: BTreeMap<String, Vec<PartitionState>> = BTreeMap::new();
+        let mut published = None;
+        while !stop.load(Ordering::Relaxed) {
+            let applied = controller.state.last_applied().map(|l| l.index);
+            if applied.is_some() && applied != published {
+                let image = controller.image();
+                publish(&shard, &image, &mut placed).await;
+                published = applied;
+                if let (Some(i), Some(control)) = (applied, shard.control()) {
+                    control.published.send_replace(i);
+                }
+            }
+            // A change of the metrics (applied index among them), or a look every second.
+            let _ = crate::cluster::net::within(Duration::from_secs(1), metrics.changed()).await;
+        }
+    })
+    .detach();
+}
+
+/// Bring the local topic store and every shard's view in line with `image` (`placed`: the
+/// placement each topic was last published with).
+async fn publish(shard: &Rc<Shard>, image: &MetaImage, placed: &mut BTreeMap<String, Vec<PartitionState>>) {
+    let Ok(control) = control_of(shard) else { return };
+    let mut lease = control.lease().await;
+    let local: Vec<(String, Uuid)> = {
+        let store = lease.store();
+        store.names().map(|n| (n.to_string(), store.get(n).expect("listed").id)).collect()
+    };
+    for (name, id) in local {
+        let same = image.topics.get(&name).and_then(|t| Uuid::parse(&t.id)) == Some(id);
+        if same {
+            continue;
+        }
+        if let Err(e) = lease.store().delete(&name).await {
+            tracing::error!(topic = name, error = %e, "cannot delete a topic the metadata no longer has");
+            continue;
+        }
+        placed.remove(&name);
+        broadcast(shard, TopicDeleted { name: name.clone() }).await;
+        tracing::info!(topic = name, "topic deleted (metadata image)");
+    }
+    for (name, topic) in &image.topics {
+        let count = topic.partitions.len() as u32;
+        let configs: Vec<(&str, &str)> = topic.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let existing = lease.store().get(name).cloned();
+        let Some(meta) = existing else {
+            let Some(id) = Uuid::parse(&topic.id) else {
+                tracing::error!(topic = name, id = topic.id, "the metadata names a topic with a malformed id");
+                continue;
+            };
+            let config = match lease.store().create_with_id(name, id, count as i64, &configs).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(topic = name, error = %e, "cannot create a topic of the metadata here");
+                    continue;
+                }
+            };
+            let place = PlacePartitions {
+                name: name.clone(),
+                config: config.clone(),
+                placement: topic.partitions.clone(),
+                fresh_from: 0,
+            };
+            broadcast(shard, place).await;
+            let info = TopicInfo {
+                id,
+                partitions: count,
+                config,
+                overrides: topic.configs.clone(),
+                placement: Some(topic.partitions.clone()),
+            };
+            broadcast(shard, TopicCreated { name: name.clone(), info }).await;
+            placed.insert(name.clone(), topic.partitions.clone());
+            tracing::info!(topic = name, partitions = count, "topic created (metadata image)");
+            continue;
+        };
+        let mut config = match lease.store().config(name) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(topic = name, error = %e, "a topic's settings do not apply here");
+                continue;
+            }
+        };
+        if meta.overrides != topic.configs {
+            match lease.store().replace_overrides(name, topic.configs.clone()).await {
+                Ok(c) => {
+                    config = c;
+                    let altered = super::TopicAltered {
+                        name: name.clone(),
+                        config: config.clone(),
+                        overrides: topic.configs.clone(),
+                    };
+                    broadcast(shard, altered).await;
+                }
+                Err(e) => tracing::error!(topic = name, error = %e, "cannot take a topic's new settings"),
+            }
+        }
+        let grown = count > meta.partitions;
+        if grown {
+            if let Err(e) = lease.store().grow(name, count as i64, false).await {
+                tracing::error!(topic = name, error = %e, "cannot add the metadata's new partitions here");
+                continue;
+            }
+        }
+        if grown || placed.get(name) != Some(&topic.partitions) {
+            let place = PlacePartitions {
+                name: name.clone(),
+                config,
+                placement: topic.partitions.clone(),
+                fresh_from: meta.partitions,
+            };
+            broadcast(shard, place).await;
+            placed.insert(name.clone(), topic.partitions.clone());
+        }
+        if grown {
+            broadcast(shard, TopicGrown { name: name.clone(), partitions: count }).await;
+        }
+    }
+}
+
+/// From shard 0 to every shard: a topic's partitions are placed so. Each shard opens those it
+/// owns where this node is a replica (partitions from `fresh_from` on are new: data an
+/// interrupted deletion left is cleared first) and closes those where it is not, then takes
+/// the leadership of each.
+#[derive(Debug, Clone)]
+pub struct PlacePartitions {
+    pub name: String,
+    pub config: LogConfig,
+    pub placement: Vec<PartitionState>,
+    pub fresh_from: u32,
+}
+
+impl ShardCall<Shard> for PlacePartitions {
+    type Reply = ();
+    const NAME: &'static str = "place-partitions";
+
+    async fn run(self, shard: Rc<Shard>) {
+        let node = shard.config().node_id;
+        let manager = shard.manager();
+        for (p, state) in self.placement.iter().enumerate() {
+            let p = p as i32;
+            if shard.owner(&self.name, p) != shard.id() {
+                continue;
+            }
+            let replica = state.replicas.contains(&node);
+            let open = manager.get(&self.name, p).is_some();
+            if replica && !open {
+                let fresh = p as u32 >= self.fresh_from;
+                let cleared = if fresh { manager.delete_partition(&self.name, p).await } else { Ok(()) };
+                let opened = match cleared {
+                    Ok(()) => manager.open_partition(&self.name, p, self.config.clone()).await.map(|_| ()),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = opened {
+                    tracing::error!(topic = self.name, partition = p, error = %e, "cannot open a partition this node is a replica of");
+                }
+            } else if !replica && open {
+                manager.close_partition(&self.name, p).await;
+            }
+        }
+        shard.set_placement(&self.name, self.placement);
+    }
+}

@@ -1,0 +1,210 @@
+"""Topics in a cluster of three tidemark processes (issue 20): created, grown and deleted through
+the metadata quorum, placed on the brokers, led by one broker each, with leaderships moving when
+a broker is fenced. Three nodes share the machine's two cores: the waits are generous.
+
+Each node is asked directly (raw Metadata v1 and ListOffsets v1) so that what every node says
+is checked, not only what a client's chosen broker says; confluent-kafka's clients then produce
+and consume through the cluster, following the leaders and the group coordinator.
+"""
+import os
+import signal
+import struct
+import tempfile
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from test_bad_input import Conn
+from test_cluster import WAIT, Cluster
+
+NOT_LEADER_OR_FOLLOWER = 6
+LEADER_NOT_AVAILABLE = 5
+INVALID_REPLICATION_FACTOR = 38
+
+
+def metadata(cluster, node):
+    return cluster.topics(node)
+
+
+def list_offset_error(cluster, node, topic, partition):
+    """The error node gives ListOffsets v1 (latest) for one partition."""
+    name = topic.encode()
+    body = struct.pack(">ii", -1, 1) + struct.pack(">h", len(name)) + name + struct.pack(">iiq", 1, partition, -1)
+    with Conn(cluster.brokers[node], timeout=10) as c:
+        r = c.call(2, 1, body)
+        r.i32()
+        r.string()
+        r.i32()
+        _p, error = r.i32(), r.i16()
+        return error
+
+
+def wait_for(what, check, nodes_logs):
+    """Poll check() until it returns a true value (returned), within WAIT."""
+    deadline = time.time() + WAIT
+    last = None
+    while time.time() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except (OSError, AssertionError, EOFError, struct.error) as e:
+            last = repr(e)
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not within {WAIT}s: {last}; logs: {nodes_logs()}")
+
+
+@pytest.fixture
+def cluster():
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as d:
+        c = Cluster(d)
+        try:
+            for n in (1, 2, 3):
+                c.start(n)
+            everyone = sorted((n, c.ports[n]) for n in (1, 2, 3))
+            c.agreed([1, 2, 3], want_brokers=everyone)
+            yield c
+        finally:
+            c.stop_all()
+
+
+def logs(cluster):
+    return lambda: " | ".join(f"node {n}: " + b.log()[-2000:] for n, b in cluster.brokers.items())
+
+
+def test_topics_are_created_placed_and_deleted_through_the_quorum(cluster):
+    """CreateTopics through node 1 with replication factor 3: every node lists the topic with
+    the same placement (three distinct replicas per partition, all in the ISR, leaders spread
+    two per broker); a factor above the brokers is INVALID_REPLICATION_FACTOR; a partition asked
+    of a node that does not lead it gets NOT_LEADER_OR_FOLLOWER, of its leader no error;
+    CreatePartitions and DeleteTopics through node 2 reach every node, and the deleted topic's
+    directories are gone from every data directory."""
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    futures = admin.create_topics([NewTopic("t3", 6, 3), NewTopic("too-many", 1, 4)], request_timeout=30)
+    futures["t3"].result(30)
+    with pytest.raises(KafkaException) as e:
+        futures["too-many"].result(30)
+    assert e.value.args[0].code() == INVALID_REPLICATION_FACTOR, e.value
+
+    views = wait_for("t3 on every node", lambda: all("t3" in metadata(cluster, n) for n in (1, 2, 3))
+                     and {n: metadata(cluster, n)["t3"] for n in (1, 2, 3)}, logs(cluster))
+    assert views[1] == views[2] == views[3], views
+    parts = views[1]
+    assert [p[0] for p in parts] == list(range(6))
+    for index, error, leader, replicas, isr in parts:
+        assert error == 0 and sorted(replicas) == [1, 2, 3] and sorted(isr) == [1, 2, 3], parts
+        assert leader == replicas[0], parts
+    assert sorted(p[2] for p in parts) == [1, 1, 2, 2, 3, 3], f"leaders balanced: {parts}"
+
+    for index, _, leader, _, _ in parts[:3]:
+        assert list_offset_error(cluster, leader, "t3", index) == 0
+        other = next(n for n in (1, 2, 3) if n != leader)
+        assert list_offset_error(cluster, other, "t3", index) == NOT_LEADER_OR_FOLLOWER
+
+    admin2 = AdminClient({"bootstrap.servers": cluster.brokers[2].bootstrap})
+    admin2.create_partitions([NewPartitions("t3", 8)], request_timeout=30)["t3"].result(30)
+    wait_for("8 partitions on every node", lambda: all(len(metadata(cluster, n).get("t3", [])) == 8
+                                                        for n in (1, 2, 3)), logs(cluster))
+    # Every replica has the partition's directory; no other node has one.
+    final = metadata(cluster, 1)["t3"]
+    for index, _, _, replicas, _ in final:
+        for n in (1, 2, 3):
+            has = os.path.isdir(os.path.join(cluster.brokers[n].data_dir, f"t3-{index}"))
+            assert has == (n in replicas), (index, n, replicas)
+
+    admin2.delete_topics(["t3"], request_timeout=30)["t3"].result(30)
+    wait_for("t3 gone everywhere", lambda: all("t3" not in metadata(cluster, n) for n in (1, 2, 3)), logs(cluster))
+    wait_for("t3's directories gone", lambda: not any(
+        name.startswith("t3-") for n in (1, 2, 3) for name in os.listdir(cluster.brokers[n].data_dir)), logs(cluster))
+
+
+def test_clients_follow_leaders_and_leaderships_move_when_a_broker_is_fenced(cluster):
+    """confluent-kafka produces 300 messages to a 6-partition topic of factor 3 and a consumer
+    group reads them all back (each request at the partition's leader, the group at the
+    coordinator FindCoordinator names). Then one broker is killed: once fenced, the partitions
+    it led are led by another ISR member at a higher leader epoch, it leaves every ISR, and a
+    factor-1 topic's partition it held has no leader (LEADER_NOT_AVAILABLE) until it comes back,
+    when it leads that partition again."""
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    futures = admin.create_topics([NewTopic("orders", 6, 3), NewTopic("solo", 3, 1)], request_timeout=30)
+    for f in futures.values():
+        f.result(30)
+    wait_for("topics on every node", lambda: all({"orders", "solo"} <= set(metadata(cluster, n)) for n in (1, 2, 3)),
+             logs(cluster))
+
+    bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for i in range(300):
+        p.produce("orders", key=str(i).encode(), value=f"v{i}".encode())
+    assert p.flush(60) == 0, "every message acknowledged"
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g1", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe(["orders"])
+    got = set()
+    deadline = time.time() + WAIT
+    while len(got) < 300 and time.time() < deadline:
+        m = c.poll(1.0)
+        if m is not None and m.error() is None:
+            got.add(m.value())
+    c.commit(asynchronous=False)
+    c.close()
+    assert len(got) == 300, f"read {len(got)} of 300; logs: {logs(cluster)()}"
+
+    before = {name: {i: (l, r, isr) for i, _, l, r, isr in parts} for name, parts in metadata(cluster, 1).items()}
+    controller = cluster.describe(1)[0]
+    victim = next(n for n in (1, 2, 3) if n != controller)
+    victim_led = [i for i, (l, _, _) in before["orders"].items() if l == victim]
+    assert victim_led, before
+    cluster.brokers[victim].stop(signal.SIGKILL)
+    survivor = controller
+
+    def moved():
+        after = metadata(cluster, survivor)
+        orders = {i: (l, isr) for i, _, l, _, isr in after["orders"]}
+        if any(l == victim or victim in isr for l, isr in orders.values()):
+            return None
+        return after
+    after = wait_for("leaderships moved off the killed broker", moved, logs(cluster))
+    for i, error, leader, _replicas, isr in after["orders"]:
+        assert error == 0 and leader != victim and leader in isr, after["orders"]
+    solo_victim = [i for i, (l, _, _) in before["solo"].items() if l == victim]
+    for i, error, leader, _replicas, isr in after["solo"]:
+        if i in solo_victim:
+            assert (error, leader, isr) == (LEADER_NOT_AVAILABLE, -1, [victim]), after["solo"]
+        else:
+            assert error == 0 and leader != victim
+
+    cluster.start(victim)
+
+    def back():
+        solo = {i: l for i, _, l, _, _ in metadata(cluster, survivor)["solo"]}
+        return all(solo[i] == victim for i in solo_victim)
+    wait_for("the returned broker leads its factor-1 partitions again", back, logs(cluster))
+
+
+def test_a_standalone_data_directory_does_not_join_a_cluster(tmp_path):
+    """A data directory holding a standalone node's topics is refused by a clustered start (its
+    topics would be replaced by the cluster's), with an error naming them; the data stays."""
+    from conftest import Broker, free_port
+    d = tmp_path / "node"
+    d.mkdir()
+    port = free_port()
+    b = Broker(str(d), port)
+    b.start("--set", "node.id=1")
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("kept", 1, 1)])["kept"].result(30)
+    b.stop()
+    from test_cluster import cluster_settings
+    import subprocess
+    from conftest import BIN
+    controller = free_port()
+    out = subprocess.run([BIN, "serve", "--data-dir", str(d), "--listen", b.bootstrap,
+                          *cluster_settings(1, {1: port}, {1: controller})],
+                         capture_output=True, timeout=60)
+    assert out.returncode != 0
+    err = out.stderr.decode()
+    assert "standalone" in err and "kept" in err, err
+    assert (d / "kept-0").is_dir()
