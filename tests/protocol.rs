@@ -524,6 +524,54 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
             include_authorized_operations: g.bool(),
             tags: g.tags(),
         }),
+        ELECT_LEADERS => Request::ElectLeaders(ElectLeadersRequest {
+            election_type: g.i8(),
+            topic_partitions: if g.bool() {
+                None
+            } else {
+                Some(
+                    (0..g.len())
+                        .map(|_| ElectLeadersTopic { topic: g.string(), partitions: g.ints(), tags: g.tags() })
+                        .collect(),
+                )
+            },
+            timeout_ms: g.i32(),
+            tags: g.tags(),
+        }),
+        ALTER_PARTITION_REASSIGNMENTS => Request::AlterPartitionReassignments(AlterPartitionReassignmentsRequest {
+            timeout_ms: g.i32(),
+            topics: (0..g.len())
+                .map(|_| ReassignableTopic {
+                    name: g.string(),
+                    partitions: (0..g.len())
+                        .map(|_| ReassignablePartition {
+                            partition_index: g.i32(),
+                            replicas: if g.bool() { None } else { Some(g.ints()) },
+                            tags: g.tags(),
+                        })
+                        .collect(),
+                    tags: g.tags(),
+                })
+                .collect(),
+            tags: g.tags(),
+        }),
+        LIST_PARTITION_REASSIGNMENTS => Request::ListPartitionReassignments(ListPartitionReassignmentsRequest {
+            timeout_ms: g.i32(),
+            topics: if g.bool() {
+                None
+            } else {
+                Some(
+                    (0..g.len())
+                        .map(|_| ListPartitionReassignmentsTopics {
+                            name: g.string(),
+                            partition_indexes: g.ints(),
+                            tags: g.tags(),
+                        })
+                        .collect(),
+                )
+            },
+            tags: g.tags(),
+        }),
         DESCRIBE_TOPIC_PARTITIONS => Request::DescribeTopicPartitions(DescribeTopicPartitionsRequest {
             topics: (0..g.len()).map(|_| DescribeTopicPartitionsTopic { name: g.string(), tags: g.tags() }).collect(),
             response_partition_limit: g.i32(),
@@ -687,6 +735,9 @@ fn encode_any_request(header: &RequestHeader, req: Request) -> Bytes {
         Request::DescribeCluster(mut m) => encode_request(header, &mut m),
         Request::DescribeProducers(mut m) => encode_request(header, &mut m),
         Request::DescribeTopicPartitions(mut m) => encode_request(header, &mut m),
+        Request::ElectLeaders(mut m) => encode_request(header, &mut m),
+        Request::AlterPartitionReassignments(mut m) => encode_request(header, &mut m),
+        Request::ListPartitionReassignments(mut m) => encode_request(header, &mut m),
         Request::ConsumerGroupHeartbeat(mut m) => encode_request(header, &mut m),
         Request::ConsumerGroupDescribe(mut m) => encode_request(header, &mut m),
         Request::SaslHandshake(mut m) => encode_request(header, &mut m),
@@ -751,6 +802,9 @@ fn round_trip_request(req: Request, version: i16) {
         Request::DescribeCluster(mut m) => round_trip(&mut m, DESCRIBE_CLUSTER, version),
         Request::DescribeProducers(mut m) => round_trip(&mut m, DESCRIBE_PRODUCERS, version),
         Request::DescribeTopicPartitions(mut m) => round_trip(&mut m, DESCRIBE_TOPIC_PARTITIONS, version),
+        Request::ElectLeaders(mut m) => round_trip(&mut m, ELECT_LEADERS, version),
+        Request::AlterPartitionReassignments(mut m) => round_trip(&mut m, ALTER_PARTITION_REASSIGNMENTS, version),
+        Request::ListPartitionReassignments(mut m) => round_trip(&mut m, LIST_PARTITION_REASSIGNMENTS, version),
         Request::ConsumerGroupHeartbeat(mut m) => round_trip(&mut m, CONSUMER_GROUP_HEARTBEAT, version),
         Request::ConsumerGroupDescribe(mut m) => round_trip(&mut m, CONSUMER_GROUP_DESCRIBE, version),
         Request::SaslHandshake(mut m) => round_trip(&mut m, SASL_HANDSHAKE, version),
@@ -800,6 +854,9 @@ fn api_of(r: &Request) -> i16 {
         Request::DescribeCluster(_) => DESCRIBE_CLUSTER,
         Request::DescribeProducers(_) => DESCRIBE_PRODUCERS,
         Request::DescribeTopicPartitions(_) => DESCRIBE_TOPIC_PARTITIONS,
+        Request::ElectLeaders(_) => ELECT_LEADERS,
+        Request::AlterPartitionReassignments(_) => ALTER_PARTITION_REASSIGNMENTS,
+        Request::ListPartitionReassignments(_) => LIST_PARTITION_REASSIGNMENTS,
         Request::ConsumerGroupHeartbeat(_) => CONSUMER_GROUP_HEARTBEAT,
         Request::ConsumerGroupDescribe(_) => CONSUMER_GROUP_DESCRIBE,
         Request::SaslHandshake(_) => SASL_HANDSHAKE,
@@ -1666,6 +1723,78 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                     })
                     .collect(),
                 next_cursor: gen_cursor(g),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        ELECT_LEADERS => out.take(
+            &mut ElectLeadersResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                replica_election_results: (0..g.len())
+                    .map(|_| ElectLeadersTopicResult {
+                        topic: g.string(),
+                        partition_result: (0..g.len())
+                            .map(|_| ElectLeadersPartitionResult {
+                                partition_id: g.i32(),
+                                error_code: ErrorCode(g.i16()),
+                                error_message: g.opt_string(),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        ALTER_PARTITION_REASSIGNMENTS => out.take(
+            &mut AlterPartitionReassignmentsResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                error_message: g.opt_string(),
+                responses: (0..g.len())
+                    .map(|_| ReassignableTopicResponse {
+                        name: g.string(),
+                        partitions: (0..g.len())
+                            .map(|_| ReassignablePartitionResponse {
+                                partition_index: g.i32(),
+                                error_code: ErrorCode(g.i16()),
+                                error_message: g.opt_string(),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        LIST_PARTITION_REASSIGNMENTS => out.take(
+            &mut ListPartitionReassignmentsResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                error_message: g.opt_string(),
+                topics: (0..g.len())
+                    .map(|_| OngoingTopicReassignment {
+                        name: g.string(),
+                        partitions: (0..g.len())
+                            .map(|_| OngoingPartitionReassignment {
+                                partition_index: g.i32(),
+                                replicas: g.ints(),
+                                adding_replicas: g.ints(),
+                                removing_replicas: g.ints(),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
                 tags: g.tags(),
             },
             api,

@@ -104,13 +104,7 @@ impl Cluster {
 }
 
 fn topic(name: &str) -> MetaCommand {
-    let partition = tidemark::cluster::types::PartitionState {
-        replicas: vec![1, 2, 3],
-        isr: vec![1, 2, 3],
-        leader: 1,
-        leader_epoch: 0,
-        partition_epoch: 0,
-    };
+    let partition = tidemark::cluster::types::PartitionState::new(vec![1, 2, 3], vec![1, 2, 3]);
     MetaCommand::CreateTopic {
         name: name.to_string(),
         topic: TopicState { id: format!("id-{name}"), partitions: vec![partition], configs: BTreeMap::new() },

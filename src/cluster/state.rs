@@ -73,6 +73,10 @@ impl MetaImage {
                 }
             }
             MetaCommand::CreateTopic { name, topic } => {
+                if self.topics.get(name).is_some_and(|t| t.id == topic.id) {
+                    // The same creation again (a proposal retried after it committed).
+                    return MetaResponse::Done;
+                }
                 if self.topics.contains_key(name) {
                     return refused(code::TOPIC_ALREADY_EXISTS, format!("topic '{name}' already exists"));
                 }
@@ -97,27 +101,66 @@ impl MetaImage {
                 }
                 None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
             },
-            MetaCommand::ElectPreferred { partitions } => {
+            MetaCommand::ElectLeaders { unclean, partitions } => {
                 let unfenced = self.unfenced_ids();
-                let codes = partitions
+                let results = partitions
                     .iter()
                     .map(|(name, index)| {
-                        let Some(p) = self.topics.get_mut(name).and_then(|t| t.partitions.get_mut(*index as usize))
-                        else {
-                            return code::UNKNOWN_TOPIC_OR_PARTITION.0;
+                        let Some(p) = self.partition_mut(name, *index) else {
+                            return (code::UNKNOWN_TOPIC_OR_PARTITION.0, None);
                         };
+                        let done = |c: ErrorCode, m: &str| (c.0, Some(m.to_string()));
+                        if *unclean {
+                            if p.leader >= 0 {
+                                return done(code::ELECTION_NOT_NEEDED, "The partition has a leader.");
+                            }
+                            let Some(next) = p.replicas.iter().copied().find(|r| unfenced.contains(r)) else {
+                                return done(
+                                    code::ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                                    "No replica of the partition is live.",
+                                );
+                            };
+                            p.isr = vec![next];
+                            p.set_leader(next);
+                            return (code::NONE.0, None);
+                        }
                         let preferred = p.replicas[0];
                         if p.leader == preferred {
-                            code::ELECTION_NOT_NEEDED.0
+                            done(code::ELECTION_NOT_NEEDED, "The preferred replica leads already.")
                         } else if !p.isr.contains(&preferred) || !unfenced.contains(&preferred) {
-                            code::PREFERRED_LEADER_NOT_AVAILABLE.0
+                            done(
+                                code::PREFERRED_LEADER_NOT_AVAILABLE,
+                                "The preferred replica is not in the ISR or not live.",
+                            )
                         } else {
                             p.set_leader(preferred);
-                            code::NONE.0
+                            (code::NONE.0, None)
                         }
                     })
                     .collect();
-                MetaResponse::Elected(codes)
+                MetaResponse::Partitions(results)
+            }
+            MetaCommand::Reassign { partitions } => {
+                let mut results = Vec::with_capacity(partitions.len());
+                for (name, index, target) in partitions {
+                    let checked = match target {
+                        Some(t) => self.check_replicas(t).map(|()| Some(t.clone())),
+                        None => Ok(None),
+                    };
+                    let unfenced = self.unfenced_ids();
+                    let Some(p) = self.partition_mut(name, *index) else {
+                        results.push((code::UNKNOWN_TOPIC_OR_PARTITION.0, None));
+                        continue;
+                    };
+                    match checked {
+                        Err((c, m)) => results.push((c.0, Some(m))),
+                        Ok(target) => results.push(match p.reassign(target, &unfenced) {
+                            Ok(()) => (code::NONE.0, None),
+                            Err((c, m)) => (c.0, Some(m)),
+                        }),
+                    }
+                }
+                MetaResponse::Partitions(results)
             }
             MetaCommand::SetClusterId { id } => {
                 MetaResponse::ClusterId(self.cluster_id.get_or_insert_with(|| id.clone()).clone())
@@ -128,6 +171,28 @@ impl MetaImage {
                 MetaResponse::ProducerIds { first, count: (*count).max(1) }
             }
         }
+    }
+
+    fn partition_mut(&mut self, name: &str, index: i32) -> Option<&mut PartitionState> {
+        self.topics.get_mut(name)?.partitions.get_mut(usize::try_from(index).ok()?)
+    }
+
+    /// A replica list of registered brokers, each once (Kafka's checks of a reassignment).
+    fn check_replicas(&self, replicas: &[i32]) -> Result<(), (ErrorCode, String)> {
+        let bad = |m: String| Err((code::INVALID_REPLICA_ASSIGNMENT, m));
+        if replicas.is_empty() {
+            return bad("The replica list is empty.".into());
+        }
+        if let Some(b) = replicas.iter().find(|b| !self.brokers.contains_key(b)) {
+            return bad(format!("The replica list includes broker {b}, which is not registered."));
+        }
+        let mut seen = replicas.to_vec();
+        seen.sort_unstable();
+        seen.dedup();
+        if seen.len() != replicas.len() {
+            return bad(format!("The replica list names a broker more than once: {replicas:?}."));
+        }
+        Ok(())
     }
 
     /// The ids of the registered brokers that are not fenced, in order.
@@ -572,8 +637,8 @@ mod tests {
         );
         image.topics.get_mut("t").unwrap().partitions[0].set_leader(2);
         let asked = vec![("t".to_string(), 0), ("t".to_string(), 1), ("t".to_string(), 7), ("u".to_string(), 0)];
-        let codes = match image.apply(300, &MetaCommand::ElectPreferred { partitions: asked }) {
-            MetaResponse::Elected(c) => c,
+        let codes: Vec<i16> = match image.apply(300, &MetaCommand::ElectLeaders { unclean: false, partitions: asked }) {
+            MetaResponse::Partitions(c) => c.into_iter().map(|(c, _)| c).collect(),
             other => panic!("{other:?}"),
         };
         let expected =
@@ -582,7 +647,57 @@ mod tests {
         assert_eq!(image.topics["t"].partitions[0].leader, 1);
         image.topics.get_mut("t").unwrap().partitions[1].isr = vec![3];
         image.topics.get_mut("t").unwrap().partitions[1].set_leader(3);
-        let codes = image.apply(301, &MetaCommand::ElectPreferred { partitions: vec![("t".to_string(), 1)] });
-        assert_eq!(codes, MetaResponse::Elected(vec![code::PREFERRED_LEADER_NOT_AVAILABLE.0]));
+        let codes =
+            image.apply(301, &MetaCommand::ElectLeaders { unclean: false, partitions: vec![("t".to_string(), 1)] });
+        assert!(
+            matches!(&codes, MetaResponse::Partitions(c) if c[0].0 == code::PREFERRED_LEADER_NOT_AVAILABLE.0),
+            "{codes:?}"
+        );
+    }
+
+    /// KIP-455 reassignments: a reorder or a removal completes at once (every target replica
+    /// in sync), a removed leader handing over; an addition stays under way, with the target
+    /// then the removed replicas as replicas, until the new replica is in the ISR; a
+    /// cancellation restores the original replicas; an unknown broker or a broker twice is
+    /// refused.
+    #[test]
+    fn reassignments() {
+        let mut image = three_brokers();
+        create(&mut image, "t", vec![PartitionState::new(vec![1, 2], vec![1, 2])]);
+        let reassign = |image: &mut MetaImage, target: Option<Vec<i32>>| match image
+            .apply(400, &MetaCommand::Reassign { partitions: vec![("t".into(), 0, target)] })
+        {
+            MetaResponse::Partitions(r) => r[0].0,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(reassign(&mut image, Some(vec![2, 1])), code::NONE.0);
+        let p = image.topics["t"].partitions[0].clone();
+        assert_eq!((p.replicas, p.leader, p.adding.is_empty()), (vec![2, 1], 1, true));
+        assert_eq!(reassign(&mut image, Some(vec![2])), code::NONE.0);
+        let p = image.topics["t"].partitions[0].clone();
+        assert_eq!((p.replicas, p.isr, p.leader), (vec![2], vec![2], 2));
+        assert_eq!(reassign(&mut image, Some(vec![3, 2])), code::NONE.0);
+        let p = image.topics["t"].partitions[0].clone();
+        assert_eq!(
+            (p.replicas.clone(), p.adding.clone(), p.removing.clone(), p.leader),
+            (vec![3, 2], vec![3], vec![], 2)
+        );
+        assert_eq!(reassign(&mut image, Some(vec![3])), code::NONE.0, "a new target replaces the one under way");
+        let p = image.topics["t"].partitions[0].clone();
+        assert_eq!((p.replicas, p.adding, p.removing), (vec![3, 2], vec![3], vec![2]));
+        assert_eq!(reassign(&mut image, None), code::NONE.0);
+        let p = image.topics["t"].partitions[0].clone();
+        assert_eq!((p.replicas, p.adding.is_empty(), p.removing.is_empty(), p.leader), (vec![2], true, true, 2));
+        assert_eq!(reassign(&mut image, None), code::NO_REASSIGNMENT_IN_PROGRESS.0);
+        assert_eq!(reassign(&mut image, Some(vec![2, 9])), code::INVALID_REPLICA_ASSIGNMENT.0);
+        assert_eq!(reassign(&mut image, Some(vec![2, 2])), code::INVALID_REPLICA_ASSIGNMENT.0);
+        // In sync at last (replication's ISR expansion): the move completes.
+        create(&mut image, "u", vec![PartitionState::new(vec![1], vec![1])]);
+        let p = image.topics.get_mut("u").unwrap().partitions.get_mut(0).unwrap();
+        p.reassign(Some(vec![2]), &[1, 2, 3]).unwrap();
+        assert_eq!((p.replicas.clone(), p.leader), (vec![2, 1], 1));
+        p.isr.push(2);
+        p.complete_reassignment(&[1, 2, 3]);
+        assert_eq!((p.replicas.clone(), p.isr.clone(), p.leader), (vec![2], vec![2], 2));
     }
 }

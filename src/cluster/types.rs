@@ -3,6 +3,7 @@
 //! application gives ([`MetaResponse`]).
 
 use super::rt::GlommioRuntime;
+use crate::protocol::errors::{ErrorCode, NO_REASSIGNMENT_IN_PROGRESS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -53,19 +54,34 @@ pub struct BrokerRegistration {
 /// One partition's replicas and leadership (KRaft's PartitionRecord).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct PartitionState {
+    /// During a reassignment, the target replicas, then those being removed.
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
     /// -1: none.
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    /// A reassignment under way: replicas being added (not in the original set) ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding: Vec<i32>,
+    /// ... and being removed (not in the target set).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing: Vec<i32>,
 }
 
 impl PartitionState {
     /// A new partition: the first ISR member leads, at epoch 0.
     pub fn new(replicas: Vec<i32>, isr: Vec<i32>) -> PartitionState {
         let leader = isr.first().copied().unwrap_or(-1);
-        PartitionState { replicas, isr, leader, leader_epoch: 0, partition_epoch: 0 }
+        PartitionState {
+            replicas,
+            isr,
+            leader,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            adding: Vec::new(),
+            removing: Vec::new(),
+        }
     }
 
     /// A new leader (-1: none): a new leader epoch.
@@ -73,6 +89,59 @@ impl PartitionState {
         self.leader = leader;
         self.leader_epoch += 1;
         self.partition_epoch += 1;
+    }
+
+    /// The replicas before the reassignment under way (all, with none under way).
+    pub fn original(&self) -> Vec<i32> {
+        self.replicas.iter().copied().filter(|r| !self.adding.contains(r)).collect()
+    }
+
+    /// The replicas a reassignment under way moves to.
+    pub fn target(&self) -> Vec<i32> {
+        self.replicas.iter().copied().filter(|r| !self.removing.contains(r)).collect()
+    }
+
+    /// Start a reassignment to `target` (checked replicas), or cancel the one under way
+    /// (`None`), as KIP-455: the replicas are the target then those being removed, and the
+    /// reassignment completes once every target replica is in the ISR.
+    pub fn reassign(&mut self, target: Option<Vec<i32>>, unfenced: &[i32]) -> Result<(), (ErrorCode, String)> {
+        let original = self.original();
+        let target = match target {
+            Some(t) => t,
+            None if self.adding.is_empty() && self.removing.is_empty() => {
+                return Err((NO_REASSIGNMENT_IN_PROGRESS, "There is no reassignment in progress.".into()))
+            }
+            None => original.clone(),
+        };
+        self.adding = target.iter().copied().filter(|r| !original.contains(r)).collect();
+        self.removing = original.iter().copied().filter(|r| !target.contains(r)).collect();
+        self.replicas = target.iter().chain(self.removing.iter()).copied().collect();
+        self.isr.retain(|r| self.replicas.contains(r));
+        self.partition_epoch += 1;
+        self.complete_reassignment(unfenced);
+        Ok(())
+    }
+
+    /// Finish the reassignment under way if every target replica is in the ISR: the removed
+    /// replicas leave, and a leader outside the target hands over to the first target replica
+    /// in the ISR that is unfenced.
+    pub fn complete_reassignment(&mut self, unfenced: &[i32]) {
+        let target = self.target();
+        if !target.iter().all(|r| self.isr.contains(r)) {
+            return;
+        }
+        let moved = !self.adding.is_empty() || !self.removing.is_empty();
+        self.replicas = target;
+        self.adding.clear();
+        self.removing.clear();
+        self.isr.retain(|r| self.replicas.contains(r));
+        if moved {
+            self.partition_epoch += 1;
+        }
+        if !self.replicas.contains(&self.leader) {
+            let next = self.replicas.iter().copied().find(|r| self.isr.contains(r) && unfenced.contains(r));
+            self.set_leader(next.unwrap_or(-1));
+        }
     }
 }
 
@@ -118,10 +187,18 @@ pub enum MetaCommand {
         name: String,
         configs: BTreeMap<String, String>,
     },
-    /// Preferred-leader election (ElectLeaders): each partition's first replica leads again
-    /// where it is in the ISR and unfenced.
-    ElectPreferred {
+    /// ElectLeaders. Preferred: each partition's first replica leads again where it is in the
+    /// ISR and unfenced. Unclean: a partition with no leader gets its first unfenced replica,
+    /// in the ISR or not, as leader and only ISR member (it may lack acknowledged records).
+    ElectLeaders {
+        unclean: bool,
         partitions: Vec<(String, i32)>,
+    },
+    /// AlterPartitionReassignments: move each partition to the replicas given (`None`: cancel
+    /// the reassignment under way). The new replicas are added; the reassignment completes
+    /// when every target replica is in the ISR (at once where none is new).
+    Reassign {
+        partitions: Vec<(String, i32, Option<Vec<i32>>)>,
     },
     /// A block of producer ids for a broker (KRaft's ProducerIdsRecord).
     AllocateProducerIds {
@@ -153,9 +230,11 @@ impl std::fmt::Display for MetaCommand {
                 write!(f, "add {} partitions to {name}", partitions.len())
             }
             MetaCommand::AlterTopicConfigs { name, .. } => write!(f, "alter the settings of topic {name}"),
-            MetaCommand::ElectPreferred { partitions } => {
-                write!(f, "elect preferred leaders of {} partitions", partitions.len())
+            MetaCommand::ElectLeaders { unclean, partitions } => {
+                let kind = if *unclean { "unclean" } else { "preferred" };
+                write!(f, "elect {kind} leaders of {} partitions", partitions.len())
             }
+            MetaCommand::Reassign { partitions } => write!(f, "reassign {} partitions", partitions.len()),
             MetaCommand::AllocateProducerIds { broker, count, .. } => {
                 write!(f, "allocate {count} producer ids to broker {broker}")
             }
@@ -177,9 +256,9 @@ pub enum MetaResponse {
     },
     /// The cluster's id (the one proposed, or the one committed before it).
     ClusterId(String),
-    /// Per partition asked of [`MetaCommand::ElectPreferred`]: its Kafka error code (NONE,
-    /// ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION).
-    Elected(Vec<i16>),
+    /// Per partition asked of [`MetaCommand::ElectLeaders`] or [`MetaCommand::Reassign`]: its
+    /// Kafka error code and message.
+    Partitions(Vec<(i16, Option<String>)>),
     /// The command does not apply to the current metadata (a Kafka error code and message):
     /// the entry stays in the log and changes nothing.
     Refused {

@@ -292,3 +292,134 @@ crate::schema! {
         pub next_cursor: Option<DescribeTopicPartitionsCursor> => nullable_structure,
     }
 }
+
+// ---------------------------------------------------------------- ElectLeaders (43)
+
+crate::schema! {
+    pub struct ElectLeadersTopic {
+        pub topic: String => string,
+        pub partitions: Vec<i32> => int32_array,
+    }
+}
+
+crate::schema! {
+    /// Preferred (0) or unclean (1) leader election for the partitions named (null: all).
+    pub struct ElectLeadersRequest {
+        pub election_type: i8 => int8 if 1..,
+        pub topic_partitions: Option<Vec<ElectLeadersTopic>> => nullable_array,
+        pub timeout_ms: i32 = 60000 => int32,
+    }
+}
+
+crate::schema! {
+    pub struct ElectLeadersPartitionResult {
+        pub partition_id: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+    }
+}
+
+crate::schema! {
+    pub struct ElectLeadersTopicResult {
+        pub topic: String => string,
+        pub partition_result: Vec<ElectLeadersPartitionResult> => array,
+    }
+}
+
+crate::schema! {
+    pub struct ElectLeadersResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub error_code: ErrorCode => error_code if 1..,
+        pub replica_election_results: Vec<ElectLeadersTopicResult> => array,
+    }
+}
+
+// ---------------------------------------------------------------- AlterPartitionReassignments (45)
+
+crate::schema! {
+    pub struct ReassignablePartition {
+        pub partition_index: i32 => int32,
+        /// The replicas to move to; null cancels the partition's reassignment.
+        pub replicas: Option<Vec<i32>> => nullable_int32_array,
+    }
+}
+
+crate::schema! {
+    pub struct ReassignableTopic {
+        pub name: String => string,
+        pub partitions: Vec<ReassignablePartition> => array,
+    }
+}
+
+crate::schema! {
+    pub struct AlterPartitionReassignmentsRequest {
+        pub timeout_ms: i32 = 60000 => int32,
+        pub topics: Vec<ReassignableTopic> => array,
+    }
+}
+
+crate::schema! {
+    pub struct ReassignablePartitionResponse {
+        pub partition_index: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+    }
+}
+
+crate::schema! {
+    pub struct ReassignableTopicResponse {
+        pub name: String => string,
+        pub partitions: Vec<ReassignablePartitionResponse> => array,
+    }
+}
+
+crate::schema! {
+    pub struct AlterPartitionReassignmentsResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+        pub responses: Vec<ReassignableTopicResponse> => array,
+    }
+}
+
+// ---------------------------------------------------------------- ListPartitionReassignments (46)
+
+crate::schema! {
+    pub struct ListPartitionReassignmentsTopics {
+        pub name: String => string,
+        pub partition_indexes: Vec<i32> => int32_array,
+    }
+}
+
+crate::schema! {
+    /// The reassignments under way of the partitions named (null: every one).
+    pub struct ListPartitionReassignmentsRequest {
+        pub timeout_ms: i32 = 60000 => int32,
+        pub topics: Option<Vec<ListPartitionReassignmentsTopics>> => nullable_array,
+    }
+}
+
+crate::schema! {
+    pub struct OngoingPartitionReassignment {
+        pub partition_index: i32 => int32,
+        pub replicas: Vec<i32> => int32_array,
+        pub adding_replicas: Vec<i32> => int32_array,
+        pub removing_replicas: Vec<i32> => int32_array,
+    }
+}
+
+crate::schema! {
+    pub struct OngoingTopicReassignment {
+        pub name: String => string,
+        pub partitions: Vec<OngoingPartitionReassignment> => array,
+    }
+}
+
+crate::schema! {
+    pub struct ListPartitionReassignmentsResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+        pub topics: Vec<OngoingTopicReassignment> => array,
+    }
+}

@@ -124,3 +124,7 @@ pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
 pub const NOT_CONTROLLER: ErrorCode = ErrorCode(41);
 /// A partition with no leader now (its replicas are fenced or an election is under way).
 pub const LEADER_NOT_AVAILABLE: ErrorCode = ErrorCode(5);
+/// ElectLeaders (unclean): no replica of the partition can lead.
+pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode = ErrorCode(83);
+/// AlterPartitionReassignments: a cancellation of a partition with no reassignment under way.
+pub const NO_REASSIGNMENT_IN_PROGRESS: ErrorCode = ErrorCode(85);

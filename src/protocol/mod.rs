@@ -59,6 +59,9 @@ pub const ALTER_CONFIGS: i16 = 33;
 pub const DESCRIBE_LOG_DIRS: i16 = 35;
 pub const CREATE_PARTITIONS: i16 = 37;
 pub const DELETE_GROUPS: i16 = 42;
+pub const ELECT_LEADERS: i16 = 43;
+pub const ALTER_PARTITION_REASSIGNMENTS: i16 = 45;
+pub const LIST_PARTITION_REASSIGNMENTS: i16 = 46;
 pub const INCREMENTAL_ALTER_CONFIGS: i16 = 44;
 pub const SASL_AUTHENTICATE: i16 = 36;
 pub const DESCRIBE_CLIENT_QUOTAS: i16 = 48;
@@ -107,6 +110,9 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (DESCRIBE_LOG_DIRS, 0, 4, 2),
     (CREATE_PARTITIONS, 0, 3, 2),
     (DELETE_GROUPS, 0, 2, 2),
+    (ELECT_LEADERS, 0, 2, 2),
+    (ALTER_PARTITION_REASSIGNMENTS, 0, 0, 0),
+    (LIST_PARTITION_REASSIGNMENTS, 0, 0, 0),
     (INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
     (SASL_AUTHENTICATE, 0, 2, 2),
     (DESCRIBE_CLIENT_QUOTAS, 0, 1, 1),
@@ -191,6 +197,9 @@ pub enum Request {
     DescribeTransactions(DescribeTransactionsRequest),
     ListTransactions(ListTransactionsRequest),
     CreatePartitions(CreatePartitionsRequest),
+    ElectLeaders(ElectLeadersRequest),
+    AlterPartitionReassignments(AlterPartitionReassignmentsRequest),
+    ListPartitionReassignments(ListPartitionReassignmentsRequest),
     DeleteRecords(DeleteRecordsRequest),
     DescribeLogDirs(DescribeLogDirsRequest),
     DescribeCluster(DescribeClusterRequest),
@@ -283,6 +292,9 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         DESCRIBE_TRANSACTIONS => body(&mut r, version).map(Request::DescribeTransactions),
         LIST_TRANSACTIONS => body(&mut r, version).map(Request::ListTransactions),
         CREATE_PARTITIONS => body(&mut r, version).map(Request::CreatePartitions),
+        ELECT_LEADERS => body(&mut r, version).map(Request::ElectLeaders),
+        ALTER_PARTITION_REASSIGNMENTS => body(&mut r, version).map(Request::AlterPartitionReassignments),
+        LIST_PARTITION_REASSIGNMENTS => body(&mut r, version).map(Request::ListPartitionReassignments),
         DELETE_RECORDS => body(&mut r, version).map(Request::DeleteRecords),
         DESCRIBE_LOG_DIRS => body(&mut r, version).map(Request::DescribeLogDirs),
         DESCRIBE_CLUSTER => body(&mut r, version).map(Request::DescribeCluster),
@@ -402,6 +414,9 @@ throttled!(
     CreateTopicsResponse,
     DeleteTopicsResponse,
     CreatePartitionsResponse,
+    ElectLeadersResponse,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponse,
     DescribeConfigsResponse,
     AlterConfigsResponse,
     FindCoordinatorResponse,

@@ -436,3 +436,32 @@ def test_api_versions_advertise_what_is_implemented(broker):
         assert k.describe_features() == {}, "a feature flag is advertised"
     finally:
         k.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments (standalone)
+# ---------------------------------------------------------------------------------------------
+
+def test_leader_election_and_reassignment_on_a_standalone_node(broker):
+    """A standalone node is every partition's only replica: kafka-python's ElectLeaders gets
+    ELECTION_NOT_NEEDED for an existing partition and UNKNOWN_TOPIC_OR_PARTITION for a missing
+    one; a reassignment to this node alone is accepted (nothing moves), to another broker is
+    INVALID_REPLICA_ASSIGNMENT, a cancellation NO_REASSIGNMENT_IN_PROGRESS; none is listed."""
+    create(broker.bootstrap, "standalone-moves", 2)
+    k = kadmin(broker)
+    try:
+        me = k.describe_cluster()["brokers"][0]["broker_id"]
+        r = k.elect_leaders(0, {"standalone-moves": [0, 1], "no-such-topic": [0]}, raise_errors=False)
+        codes = {(t[0], p[0]): p[1] for t in r.replica_election_results for p in t[1]}
+        assert codes == {("standalone-moves", 0): 84, ("standalone-moves", 1): 84, ("no-such-topic", 0): 3}, codes
+        r = k.alter_partition_reassignments({KTopicPartition("standalone-moves", 0): [me],
+                                             KTopicPartition("standalone-moves", 1): [me + 1],
+                                             KTopicPartition("no-such-topic", 0): None})
+        assert r[KTopicPartition("standalone-moves", 0)] is None, r
+        assert r[KTopicPartition("standalone-moves", 1)].errno == INVALID_REPLICA_ASSIGNMENT, r
+        assert r[KTopicPartition("no-such-topic", 0)].errno == 3, r
+        r = k.alter_partition_reassignments({KTopicPartition("standalone-moves", 0): None})
+        assert r[KTopicPartition("standalone-moves", 0)].errno == 85, r
+        assert k.list_partition_reassignments() == {}
+    finally:
+        k.close()

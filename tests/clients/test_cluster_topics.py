@@ -208,3 +208,67 @@ def test_a_standalone_data_directory_does_not_join_a_cluster(tmp_path):
     err = out.stderr.decode()
     assert "standalone" in err and "kept" in err, err
     assert (d / "kept-0").is_dir()
+
+
+def test_reassignments_and_preferred_leader_election(cluster):
+    """kafka-python's AlterPartitionReassignments and ListPartitionReassignments and
+    confluent-kafka's ElectLeaders, through different nodes: a reordering of a partition's
+    replicas completes at once (every replica in sync) and a preferred election then hands the
+    leadership to the new first replica; a removal completes at once, the removed broker leaves
+    the replicas and closes its copy; an addition stays under way (listed with its adding
+    replica) until the new replica is in sync, and its cancellation restores the replicas;
+    an unknown broker is INVALID_REPLICA_ASSIGNMENT; an election needing nothing says
+    ELECTION_NOT_NEEDED."""
+    from confluent_kafka import TopicPartition as CTp
+    from confluent_kafka import ElectionType
+    from kafka import KafkaAdminClient, TopicPartition
+
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    admin.create_topics([NewTopic("moves", num_partitions=2, replica_assignment=[[1, 2], [2, 3]])],
+                        request_timeout=30)["moves"].result(30)
+    wait_for("moves on every node", lambda: all("moves" in metadata(cluster, n) for n in (1, 2, 3)), logs(cluster))
+    parts = metadata(cluster, 3)["moves"]
+    assert [(p[2], p[3]) for p in parts] == [(1, [1, 2]), (2, [2, 3])], parts
+
+    k = KafkaAdminClient(bootstrap_servers=cluster.brokers[2].bootstrap, request_timeout_ms=30000)
+    try:
+        r = k.alter_partition_reassignments({TopicPartition("moves", 0): [2, 1], TopicPartition("moves", 1): [3],
+                                             TopicPartition("moves", 9): [1]})
+        assert r[TopicPartition("moves", 0)] is None and r[TopicPartition("moves", 1)] is None, r
+        assert r[TopicPartition("moves", 9)] is not None, "unknown partition refused"
+        r = k.alter_partition_reassignments({TopicPartition("moves", 0): [1, 7]})
+        assert r[TopicPartition("moves", 0)].errno == 39, r  # INVALID_REPLICA_ASSIGNMENT
+
+        def reordered():
+            p = {i: (l, rep, isr) for i, _, l, rep, isr in metadata(cluster, 1)["moves"]}
+            return p if p[0][1] == [2, 1] and p[1][1] == [3] else None
+        p = wait_for("reassignments complete", reordered, logs(cluster))
+        assert p[0][0] == 1, "the leader stays while it is a replica"
+        assert p[1][0] == 3 and p[1][2] == [3], "the removed leader hands over"
+        assert k.list_partition_reassignments() == {}
+
+        # A new replica is not in sync until it has the data (replication): the move stays
+        # under way, listed, until cancelled.
+        r = k.alter_partition_reassignments({TopicPartition("moves", 1): [3, 1]})
+        assert r[TopicPartition("moves", 1)] is None, r
+        ongoing = wait_for("the addition listed", lambda: k.list_partition_reassignments(), logs(cluster))
+        assert ongoing == {TopicPartition("moves", 1): {"replicas": [3, 1], "adding_replicas": [1],
+                                                       "removing_replicas": []}}, ongoing
+        r = k.alter_partition_reassignments({TopicPartition("moves", 1): None})
+        assert r[TopicPartition("moves", 1)] is None, r
+        wait_for("the cancellation", lambda: k.list_partition_reassignments() == {}, logs(cluster))
+        wait_for("the replicas restored everywhere",
+                 lambda: all(metadata(cluster, n)["moves"][1][3] == [3] for n in (1, 2, 3)), logs(cluster))
+    finally:
+        k.close()
+
+    admin3 = AdminClient({"bootstrap.servers": cluster.brokers[3].bootstrap})
+    result = admin3.elect_leaders(ElectionType.PREFERRED, [CTp("moves", 0), CTp("moves", 1)]).result(30)
+    errors = {tp.partition: e for tp, e in result.items()}
+    assert errors[0] is None, errors
+    assert errors[1] is not None and errors[1].code() == 84, errors  # ELECTION_NOT_NEEDED
+    wait_for("partition 0 led by its preferred replica",
+             lambda: all(metadata(cluster, n)["moves"][0][2] == 2 for n in (1, 2, 3)), logs(cluster))
+    # Node 2 no longer holds partition 1: its copy is closed (kept on disk), node 3's open.
+    assert list_offset_error(cluster, 3, "moves", 1) == 0
+    assert list_offset_error(cluster, 2, "moves", 1) == NOT_LEADER_OR_FOLLOWER

@@ -17,6 +17,7 @@ mod consumer_groups;
 mod fetch;
 mod groups;
 mod list_offsets;
+mod partitions;
 mod produce;
 mod producers;
 mod quotas;
@@ -245,6 +246,9 @@ async fn dispatch(
         Request::CreateTopics(r) => answer!(topics::create_topics(cx, r).await),
         Request::DeleteTopics(r) => answer!(topics::delete_topics(cx, r).await),
         Request::CreatePartitions(r) => answer!(topics::create_partitions(cx, r).await),
+        Request::ElectLeaders(r) => answer!(partitions::elect_leaders(cx, r).await),
+        Request::AlterPartitionReassignments(r) => answer!(partitions::alter_reassignments(cx, r).await),
+        Request::ListPartitionReassignments(r) => answer!(partitions::list_reassignments(cx, r)),
         Request::DescribeConfigs(r) => answer!(configs::describe_configs(cx, r)),
         Request::AlterConfigs(r) => answer!(configs::alter_configs(cx, r).await),
         Request::FindCoordinator(r) => answer!(groups::find_coordinator(cx, r).await),

@@ -191,11 +191,20 @@ pub async fn alter_topic(shard: &Shard, name: &str, configs: BTreeMap<String, St
     Ok(())
 }
 
-/// ElectLeaders (preferred) on a clustered node: one Kafka error code per partition asked.
-pub async fn elect_preferred(shard: &Shard, partitions: Vec<(String, i32)>) -> Result<Vec<ErrorCode>, AdminError> {
-    match commit(shard, MetaCommand::ElectPreferred { partitions }).await? {
-        MetaResponse::Elected(codes) => Ok(codes.into_iter().map(ErrorCode).collect()),
-        other => Err(AdminError::new(code::UNKNOWN_SERVER_ERROR, format!("unexpected answer {other:?}"))),
+/// To shard 0 of a clustered node: a per-partition command (ElectLeaders, Reassign); each
+/// partition's Kafka error code and message, in the order asked.
+#[derive(Debug)]
+pub struct PartitionCommand(pub MetaCommand);
+
+impl ShardCall<Shard> for PartitionCommand {
+    type Reply = Result<Vec<(ErrorCode, Option<String>)>, AdminError>;
+    const NAME: &'static str = "partition-command";
+
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        match commit(&shard, self.0).await? {
+            MetaResponse::Partitions(results) => Ok(results.into_iter().map(|(c, m)| (ErrorCode(c), m)).collect()),
+            other => Err(AdminError::new(code::UNKNOWN_SERVER_ERROR, format!("unexpected answer {other:?}"))),
+        }
     }
 }
 
