@@ -130,10 +130,17 @@ fn three_controllers_elect_commit_fail_over_and_catch_up() {
             assert_eq!(r, MetaResponse::Done);
             let took = c.visible_everywhere("a", LIMIT).await;
             eprintln!("topic creation visible on all nodes after {took:?}");
-            match c.nodes[&leader].write(topic("a"), LIMIT).await.unwrap() {
+            // Another topic of the same name (another id) is refused; the same creation again
+            // (a retried proposal) is not.
+            let mut other = topic("a");
+            if let MetaCommand::CreateTopic { topic, .. } = &mut other {
+                topic.id = "another-id".into();
+            }
+            match c.nodes[&leader].write(other, LIMIT).await.unwrap() {
                 MetaResponse::Refused { code, .. } => assert_eq!(code, 36),
                 other => panic!("a duplicate topic: {other:?}"),
             }
+            assert_eq!(c.nodes[&leader].write(topic("a"), LIMIT).await.unwrap(), MetaResponse::Done);
 
             let killed_at = Instant::now();
             c.kill(leader).await;
