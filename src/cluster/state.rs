@@ -42,6 +42,16 @@ pub struct MetaImage {
     /// The cluster's id (the first [`MetaCommand::SetClusterId`] committed).
     #[serde(default)]
     pub cluster_id: Option<String>,
+    /// Cluster-wide documents by name (the security state's files).
+    #[serde(default)]
+    pub documents: BTreeMap<String, Document>,
+}
+
+/// A cluster-wide document: its text and version (the log index that set it).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    pub version: u64,
+    pub text: String,
 }
 
 impl MetaImage {
@@ -161,6 +171,14 @@ impl MetaImage {
                     }
                 }
                 MetaResponse::Partitions(results)
+            }
+            MetaCommand::SetDocument { name, text, based_on } => {
+                let current = self.documents.get(name).map_or(0, |d| d.version);
+                if current != *based_on {
+                    return MetaResponse::Conflict { version: current };
+                }
+                self.documents.insert(name.clone(), Document { version: index, text: text.clone() });
+                MetaResponse::Done
             }
             MetaCommand::SetClusterId { id } => {
                 MetaResponse::ClusterId(self.cluster_id.get_or_insert_with(|| id.clone()).clone())
@@ -699,5 +717,19 @@ mod tests {
         p.isr.push(2);
         p.complete_reassignment(&[1, 2, 3]);
         assert_eq!((p.replicas.clone(), p.isr.clone(), p.leader), (vec![2], vec![2], 2));
+    }
+
+    /// A document change based on an older version than the current one is refused with the
+    /// current version (so that concurrent changes from two nodes are never lost); one based
+    /// on the current version takes the entry's index as its version.
+    #[test]
+    fn documents_refuse_changes_based_on_old_versions() {
+        let mut image = MetaImage::default();
+        let set = |text: &str, based_on| MetaCommand::SetDocument { name: "acls".into(), text: text.into(), based_on };
+        assert_eq!(image.apply(7, &set("a", 0)), MetaResponse::Done);
+        assert_eq!(image.apply(8, &set("b", 0)), MetaResponse::Conflict { version: 7 });
+        assert_eq!(image.documents["acls"], Document { version: 7, text: "a".into() });
+        assert_eq!(image.apply(9, &set("b", 7)), MetaResponse::Done);
+        assert_eq!(image.documents["acls"], Document { version: 9, text: "b".into() });
     }
 }

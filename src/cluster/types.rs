@@ -209,6 +209,14 @@ pub enum MetaCommand {
         #[serde(default)]
         floor: i64,
     },
+    /// A new version of a cluster-wide document (the security state: ACLs, SCRAM credentials,
+    /// client quotas, each as its file's text), made from the version `based_on` (0: none
+    /// yet): refused with [`MetaResponse::Conflict`] if another change came first.
+    SetDocument {
+        name: String,
+        text: String,
+        based_on: u64,
+    },
     /// The cluster's id, proposed by every node from its `meta.properties`: the first one
     /// committed is the cluster's (a cluster formed with no format step has no other source).
     SetClusterId {
@@ -239,6 +247,7 @@ impl std::fmt::Display for MetaCommand {
                 write!(f, "allocate {count} producer ids to broker {broker}")
             }
             MetaCommand::SetClusterId { id } => write!(f, "cluster id {id}"),
+            MetaCommand::SetDocument { name, .. } => write!(f, "new version of {name}"),
         }
     }
 }
@@ -259,6 +268,10 @@ pub enum MetaResponse {
     /// Per partition asked of [`MetaCommand::ElectLeaders`] or [`MetaCommand::Reassign`]: its
     /// Kafka error code and message.
     Partitions(Vec<(i16, Option<String>)>),
+    /// A [`MetaCommand::SetDocument`] based on an older version than this one.
+    Conflict {
+        version: u64,
+    },
     /// The command does not apply to the current metadata (a Kafka error code and message):
     /// the entry stays in the log and changes nothing.
     Refused {

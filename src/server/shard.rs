@@ -63,6 +63,8 @@ pub struct ControlState {
     pub quorum: RefCell<Option<Rc<crate::cluster::controller::Controller<DmaDisk>>>>,
     /// The metadata log index whose image the shards have (`control::metadata`'s publisher).
     pub published: tokio::sync::watch::Sender<u64>,
+    /// The version of each cluster-wide document in force here (`control::metadata`).
+    pub documents: RefCell<BTreeMap<String, u64>>,
 }
 
 /// The topic store, lent to one control operation at a time; it goes back when this drops.
@@ -208,6 +210,7 @@ impl Shard {
                 disk,
                 quorum: RefCell::new(None),
                 published: tokio::sync::watch::Sender::new(0),
+                documents: RefCell::new(BTreeMap::new()),
             })
         } else {
             None

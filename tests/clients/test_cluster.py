@@ -53,11 +53,11 @@ class Cluster:
             os.makedirs(d)
             self.brokers[i] = Broker(d, self.ports[i])
 
-    def start(self, node):
+    def start(self, node, *extra):
         self.metrics_ports = getattr(self, "metrics_ports", {})
         self.metrics_ports.setdefault(node, free_port())
         self.brokers[node].start(*cluster_settings(node, self.ports, self.controller_ports),
-                                 "--metrics-listen", f"127.0.0.1:{self.metrics_ports[node]}")
+                                 "--metrics-listen", f"127.0.0.1:{self.metrics_ports[node]}", *extra)
 
     def init_producer_id(self, node):
         """An idempotent producer's id from node (raw InitProducerId v0)."""

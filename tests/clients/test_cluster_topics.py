@@ -272,3 +272,76 @@ def test_reassignments_and_preferred_leader_election(cluster):
     # Node 2 no longer holds partition 1: its copy is closed (kept on disk), node 3's open.
     assert list_offset_error(cluster, 3, "moves", 1) == 0
     assert list_offset_error(cluster, 2, "moves", 1) == NOT_LEADER_OR_FOLLOWER
+
+
+def test_security_state_is_cluster_wide(tmp_path):
+    """SCRAM credentials set through node 1, ACLs created through nodes 2 and 3 at the same
+    time, and a client quota set through node 3 reach every node through the metadata quorum:
+    each node's files hold the same state (written by its publisher) and each node describes
+    it; neither of the two concurrent ACL changes is lost (the second is made again from the
+    first's result); a node restarted keeps it."""
+    import threading
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                                       ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialUpsertion)
+    from test_quotas import alter, describe
+
+    c = Cluster(str(tmp_path))
+    extra = ("--set", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+             "--set", "super.users=User:ANONYMOUS")
+    try:
+        for n in (1, 2, 3):
+            c.start(n, *extra)
+        c.agreed([1, 2, 3], want_brokers=sorted((n, c.ports[n]) for n in (1, 2, 3)))
+        a1 = AdminClient({"bootstrap.servers": c.brokers[1].bootstrap})
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+        for f in a1.alter_user_scram_credentials([UserScramCredentialUpsertion("alice", info, b"pw")]).values():
+            f.result(30)
+
+        def binding(topic):
+            return AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*",
+                              AclOperation.READ, AclPermissionType.ALLOW)
+        errors = []
+
+        def create_acl(node, topic):
+            try:
+                a = AdminClient({"bootstrap.servers": c.brokers[node].bootstrap})
+                for f in a.create_acls([binding(topic)]).values():
+                    f.result(30)
+            except Exception as e:  # reported below
+                errors.append(e)
+        threads = [threading.Thread(target=create_acl, args=(n, f"t{n}")) for n in (2, 3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert alter(c.brokers[3], [("client-id", "slow")], [("producer_byte_rate", 1024)]) == [(0, None)]
+
+        def same_files():
+            texts = {}
+            for name in ("credentials", "acls", "quotas"):
+                found = set()
+                for n in (1, 2, 3):
+                    path = os.path.join(c.brokers[n].data_dir, name)
+                    found.add(open(path).read() if os.path.exists(path) else None)
+                if len(found) != 1 or None in found:
+                    return None
+                texts[name] = found.pop()
+            return texts
+        texts = wait_for("the same security files on every node", same_files, logs(c))
+        # The files name users and resources in base64.
+        assert "YWxpY2U=" in texts["credentials"] and "dDI=" in texts["acls"] and "dDM=" in texts["acls"], texts
+        acl_filter = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                      AclOperation.ANY, AclPermissionType.ANY)
+        for n in (1, 2, 3):
+            a = AdminClient({"bootstrap.servers": c.brokers[n].bootstrap})
+            assert sorted(b.name for b in a.describe_acls(acl_filter).result(30)) == ["t2", "t3"]
+            assert describe(c.brokers[n], []) == [((("client-id", "slow"),), (("producer_byte_rate", 1024.0),))]
+        users = a1.describe_user_scram_credentials(["alice"])
+        assert users["alice"].result(30).user == "alice", users
+        c.brokers[2].stop()
+        c.start(2, *extra)
+        assert describe(c.brokers[2], []) == [((("client-id", "slow"),), (("producer_byte_rate", 1024.0),))]
+    finally:
+        c.stop_all()

@@ -21,8 +21,11 @@ use crate::cluster::controller::Controller;
 use crate::cluster::state::MetaImage;
 use crate::cluster::types::{MetaCommand, MetaResponse, PartitionState, TopicState};
 use crate::config::LogConfig;
-use crate::io::DmaDisk;
+use crate::io::{Disk, DmaDisk};
 use crate::protocol::errors::{self as code, ErrorCode};
+use crate::security::acl::{Acls, ACLS_FILE};
+use crate::security::quota::{Quotas, QUOTAS_FILE};
+use crate::security::{Credentials, CREDENTIALS_FILE};
 use crate::server::errors::AdminError;
 use crate::server::router::ShardCall;
 use crate::server::shard::{Shard, TopicInfo};
@@ -85,6 +88,7 @@ pub async fn create_topic(
 ) -> AdminResult {
     let controller = controller(shard).ok_or_else(not_ready)?;
     crate::storage::topics::validate_topic_name(name).map_err(|e| AdminError::from(&e))?;
+    unfenced_here(shard, &controller).await;
     let image = controller.image();
     if image.topics.contains_key(name) {
         return Err(AdminError::new(code::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists.")));
@@ -120,6 +124,17 @@ pub async fn create_topic(
     commit(shard, MetaCommand::CreateTopic { name: name.to_string(), topic }).await?;
     tracing::info!(topic = name, partitions, "topic created through the metadata quorum");
     Ok(())
+}
+
+/// Wait (within the commit limit) until this node's broker is registered and unfenced: a
+/// node just started places nothing before it counts itself among the brokers (Kafka's broker
+/// serves only once unfenced).
+async fn unfenced_here(shard: &Shard, controller: &Controller<DmaDisk>) {
+    let me = shard.config().node_id;
+    let Some(control) = shard.control() else { return };
+    let mut published = control.published.subscribe();
+    let ready = |_: &u64| controller.state.broker(me).is_some_and(|b| !b.fenced);
+    let _ = crate::cluster::net::within(COMMIT_LIMIT, published.wait_for(ready)).await;
 }
 
 /// DeleteTopics on a clustered node.
@@ -208,6 +223,98 @@ impl ShardCall<Shard> for PartitionCommand {
     }
 }
 
+/// How many times a document change is made again when another node's change came first.
+const DOCUMENT_ATTEMPTS: usize = 5;
+
+/// The security files a clustered node takes from the metadata image: ACLs, SCRAM credentials,
+/// client quotas. Each change is the file's whole new text, committed as one document version
+/// ([`put_document`]); the publisher writes the file on every node and puts it in force.
+pub const DOCUMENTS: [&str; 3] = [ACLS_FILE, CREDENTIALS_FILE, QUOTAS_FILE];
+
+/// The version of document `name` in force on this node (0: none from the metadata yet). A
+/// change computed from the state in force is based on it.
+pub fn document_version(shard: &Shard, name: &str) -> u64 {
+    shard.control().and_then(|c| c.documents.borrow().get(name).copied()).unwrap_or(0)
+}
+
+/// Commit a new version of document `name` made from version `based_on`: `false` if another
+/// change came first (the caller computes its change again from the state now in force).
+pub async fn put_document(shard: &Shard, name: &str, text: String, based_on: u64) -> Result<bool, AdminError> {
+    match commit(shard, MetaCommand::SetDocument { name: name.to_string(), text, based_on }).await? {
+        MetaResponse::Conflict { version } => {
+            // Wait until this node has the newer version before the caller tries again.
+            if let Some(control) = shard.control() {
+                let mut published = control.published.subscribe();
+                let newer = |_: &u64| document_version(shard, name) >= version;
+                let _ = crate::cluster::net::within(COMMIT_LIMIT, published.wait_for(newer)).await;
+            }
+            Ok(false)
+        }
+        _ => Ok(true),
+    }
+}
+
+/// Run a change of a document: `attempt` computes it from the state in force and stores it,
+/// returning `None` when another node's change came first; tried [`DOCUMENT_ATTEMPTS`] times.
+pub async fn with_retries<T>(mut attempt: impl AsyncFnMut() -> Option<T>, gave_up: impl FnOnce() -> T) -> T {
+    for _ in 0..DOCUMENT_ATTEMPTS {
+        if let Some(t) = attempt().await {
+            return t;
+        }
+    }
+    gave_up()
+}
+
+/// Put the documents of `image` newer than those in force here into force: the file written
+/// (so that a restart reads it before the quorum answers), then the state it holds on every
+/// shard. A document this node cannot read is logged and left out (the file stays as it was).
+async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage) {
+    let Ok(control) = control_of(shard) else { return };
+    for (name, doc) in &image.documents {
+        if document_version(shard, name) == doc.version || !DOCUMENTS.contains(&name.as_str()) {
+            continue;
+        }
+        let text = &doc.text;
+        let applied: Result<(), String> = async {
+            let path = shard.config().data_dir.join(name);
+            let write = || async {
+                control.disk.write_file_atomic(&path, text.as_bytes()).await.map_err(|e| format!("writing: {e}"))
+            };
+            match name.as_str() {
+                ACLS_FILE => {
+                    let acls = Acls::decode(text)?;
+                    write().await?;
+                    broadcast(shard, super::acls::AclsChanged(acls)).await;
+                }
+                CREDENTIALS_FILE => {
+                    let credentials = Credentials::decode(text)?;
+                    write().await?;
+                    broadcast(shard, super::users::CredentialsChanged(credentials)).await;
+                }
+                _ => {
+                    let quotas = Quotas::decode(text)?;
+                    write().await?;
+                    shard.connections().set_quotas(quotas);
+                }
+            }
+            Ok(())
+        }
+        .await;
+        match applied {
+            Ok(()) => {
+                control.documents.borrow_mut().insert(name.clone(), doc.version);
+                tracing::info!(document = name, version = doc.version, "cluster-wide settings in force");
+            }
+            Err(e) => tracing::error!(
+                document = name,
+                version = doc.version,
+                error = e,
+                "cannot take a cluster-wide document"
+            ),
+        }
+    }
+}
+
 /// Shard 0 of a clustered node: publish the image each time this node applies more of the
 /// metadata log, until the broker stops.
 pub fn spawn_publisher(shard: Rc<Shard>, controller: Rc<Controller<DmaDisk>>, stop: Arc<AtomicBool>) {
@@ -221,6 +328,7 @@ pub fn spawn_publisher(shard: Rc<Shard>, controller: Rc<Controller<DmaDisk>>, st
             if applied.is_some() && applied != published {
                 let image = controller.image();
                 publish(&shard, &image, &mut placed).await;
+                publish_documents(&shard, &image).await;
                 published = applied;
                 if let (Some(i), Some(control)) = (applied, shard.control()) {
                     control.published.send_replace(i);
