@@ -102,6 +102,20 @@ def test_topics_are_created_placed_and_deleted_through_the_quorum(cluster):
         assert list_offset_error(cluster, leader, "t3", index) == 0
         other = next(n for n in (1, 2, 3) if n != leader)
         assert list_offset_error(cluster, other, "t3", index) == NOT_LEADER_OR_FOLLOWER
+    # KIP-951: Produce v10+ refused by a node that does not lead names the leader, its epoch
+    # and its address (kafka-python's own decoding of the tagged fields).
+    from test_conformance import ProduceRequest, TIMEOUT as CT, call
+    from test_bad_input import v2_batch
+    index, _, leader, _, _ = parts[0]
+    other = next(n for n in (1, 2, 3) if n != leader)
+    P = ProduceRequest
+    r = call(cluster.brokers[other], P, 10, transactional_id=None, acks=-1, timeout_ms=CT * 1000, topic_data=[
+        P.TopicProduceData(name="t3", partition_data=[
+            P.TopicProduceData.PartitionProduceData(index=index, records=v2_batch([b"x"]))])])
+    part = r.responses[0].partition_responses[0]
+    assert part.error_code == NOT_LEADER_OR_FOLLOWER, r
+    assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (leader, 0), r
+    assert [(e.node_id, e.port) for e in r.node_endpoints] == [(leader, cluster.ports[leader])], r
 
     admin2 = AdminClient({"bootstrap.servers": cluster.brokers[2].bootstrap})
     admin2.create_partitions([NewPartitions("t3", 8)], request_timeout=30)["t3"].result(30)

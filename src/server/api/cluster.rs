@@ -229,6 +229,35 @@ pub(super) async fn node_endpoint(cx: &Cx<'_>, id: i32) -> Option<(i32, String, 
     listed.into_iter().find(|b| b.id == id).map(|b| (b.id, b.host, b.port))
 }
 
+/// KIP-951: who leads a partition now (for an answer refusing it with NOT_LEADER_OR_FOLLOWER),
+/// if anyone does.
+pub(super) fn current_leader(
+    shard: &crate::server::shard::Shard,
+    topic: &str,
+    partition: i32,
+) -> Option<LeaderIdAndEpoch> {
+    let l = shard.leadership(topic, partition)?;
+    (l.leader >= 0).then(|| LeaderIdAndEpoch {
+        leader_id: l.leader,
+        leader_epoch: l.leader_epoch,
+        ..Default::default()
+    })
+}
+
+/// KIP-951: the endpoints of the leaders an answer names, as a client of this listener reaches
+/// them.
+pub(super) async fn leader_endpoints(cx: &Cx<'_>, leaders: std::collections::BTreeSet<i32>) -> Vec<NodeEndpoint> {
+    if leaders.is_empty() {
+        return Vec::new();
+    }
+    let (_, listed, _) = cluster_view(cx).await;
+    listed
+        .into_iter()
+        .filter(|b| leaders.contains(&b.id))
+        .map(|b| NodeEndpoint { node_id: b.id, host: b.host, port: b.port, rack: b.rack, ..Default::default() })
+        .collect()
+}
+
 /// KIP-430: the cluster operations the client may do (0 without DESCRIBE on the cluster).
 fn cluster_operations(cx: &Cx<'_>) -> i32 {
     if cx.allowed_on_cluster(Operation::Describe) {

@@ -242,7 +242,25 @@ pub async fn handle(cx: &mut Cx<'_>, mut f: FetchRequest) -> FetchResponse {
                 return FetchResponse { throttle_time_ms, ..Default::default() };
             }
             cx.hold(pass.held);
-            return pass.resp;
+            let mut resp = pass.resp;
+            // KIP-951 (v12+): a partition led elsewhere names its leader; from v16 the answer
+            // carries the leaders' addresses.
+            let mut leaders = std::collections::BTreeSet::new();
+            if cx.version() >= 12 {
+                for t in &mut resp.topics {
+                    let led_elsewhere = |x: &&mut FetchPartitionResponse| x.error_code == code::NOT_LEADER_OR_FOLLOWER;
+                    for part in t.partitions.iter_mut().filter(led_elsewhere) {
+                        if let Some(l) = super::cluster::current_leader(shard, &t.topic, part.partition_index) {
+                            leaders.insert(l.leader_id);
+                            part.current_leader = l;
+                        }
+                    }
+                }
+            }
+            if cx.version() >= 16 {
+                resp.node_endpoints = super::cluster::leader_endpoints(cx, leaders).await;
+            }
+            return resp;
         }
         drop(pass.held);
         if pass.unread {

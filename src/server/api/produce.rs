@@ -260,7 +260,23 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
         }
         topics.push(ProduceTopicResponse { name, partitions, ..Default::default() });
     }
-    (p.acks != 0).then(|| ProduceResponse { topics, throttle_time_ms, ..Default::default() })
+    if p.acks == 0 {
+        return None;
+    }
+    // KIP-951 (v10+): a partition led elsewhere names its leader, and the answer its address.
+    let mut leaders = std::collections::BTreeSet::new();
+    if cx.version() >= 10 {
+        for t in &mut topics {
+            for part in t.partitions.iter_mut().filter(|x| x.error_code == code::NOT_LEADER_OR_FOLLOWER) {
+                if let Some(l) = super::cluster::current_leader(cx.shard, &t.name, part.index) {
+                    leaders.insert(l.leader_id);
+                    part.current_leader = l;
+                }
+            }
+        }
+    }
+    let node_endpoints = super::cluster::leader_endpoints(cx, leaders).await;
+    Some(ProduceResponse { topics, throttle_time_ms, node_endpoints, ..Default::default() })
 }
 
 fn partition_response(index: i32, result: Result<Appended, ProduceRefused>) -> ProducePartitionResponse {
