@@ -228,7 +228,12 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         "A controller that hears no leader this long (to 1.5 times as long) starts an election.",
     ),
     key("controller.quorum.voters", ConfigType::String, false, "The metadata quorum's voters, id@host:port each."),
-    key("default.replication.factor", ConfigType::Int, false, "One node: every partition has one replica."),
+    key(
+        "default.replication.factor",
+        ConfigType::Int,
+        false,
+        "Replicas of a topic created without a factor (a clustered node; standalone: one).",
+    ),
     key("delete.topic.enable", ConfigType::Boolean, false, "Topics can always be deleted."),
     key("fetch.max.bytes", ConfigType::Int, false, "The most one Fetch response carries."),
     key(
@@ -316,7 +321,12 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         "Accepted, no effect: each shard recovers its partitions.",
     ),
     key("num.replica.fetchers", ConfigType::Int, false, "Accepted, no effect until replication."),
-    key("offsets.topic.replication.factor", ConfigType::Short, false, "One node: one replica."),
+    key(
+        "offsets.topic.replication.factor",
+        ConfigType::Short,
+        false,
+        "Replicas of __consumer_offsets (a clustered node; standalone: one).",
+    ),
     key(
         "offsets.topic.segment.bytes",
         ConfigType::Int,

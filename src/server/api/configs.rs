@@ -24,7 +24,10 @@ fn broker_value(c: &BrokerConfig, e: &Effective, name: &str) -> Option<String> {
         "auto.create.topics.enable" => e.auto_create_topics.to_string(),
         "broker.id" | "node.id" => c.node_id.to_string(),
         "connections.max.idle.ms" => c.limits.connections_max_idle.as_millis().to_string(),
-        "default.replication.factor" | "offsets.topic.replication.factor" => "1".into(),
+        "default.replication.factor" => c.cluster.as_ref().map_or(1, |k| k.default_replication_factor).to_string(),
+        "offsets.topic.replication.factor" => {
+            c.cluster.as_ref().map_or(1, |k| k.offsets_replication_factor).to_string()
+        }
         "delete.topic.enable" => "true".into(),
         "fetch.max.bytes" => c.limits.fetch_max_bytes.to_string(),
         "group.initial.rebalance.delay.ms" => c.coordinator.limits.initial_rebalance_delay_ms.to_string(),
