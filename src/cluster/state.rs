@@ -90,21 +90,37 @@ impl MetaImage {
                 if self.topics.contains_key(name) {
                     return refused(code::TOPIC_ALREADY_EXISTS, format!("topic '{name}' already exists"));
                 }
-                self.topics.insert(name.clone(), topic.clone());
+                let unfenced = self.unfenced_ids();
+                let mut topic = topic.clone();
+                topic.partitions.iter_mut().for_each(|p| p.settle(&unfenced));
+                self.topics.insert(name.clone(), topic);
                 MetaResponse::Done
             }
             MetaCommand::DeleteTopic { name } => match self.topics.remove(name) {
                 Some(_) => MetaResponse::Done,
                 None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
             },
-            MetaCommand::CreatePartitions { name, partitions } => match self.topics.get_mut(name) {
-                Some(t) => {
-                    t.partitions.extend(partitions.iter().cloned());
-                    MetaResponse::Done
+            MetaCommand::CreatePartitions { name, from, partitions } => {
+                let unfenced = self.unfenced_ids();
+                match self.topics.get_mut(name) {
+                    Some(t) if t.partitions.len() == *from as usize => {
+                        let mut added = partitions.clone();
+                        added.iter_mut().for_each(|p| p.settle(&unfenced));
+                        t.partitions.extend(added);
+                        MetaResponse::Done
+                    }
+                    // These partitions again (a proposal retried after it committed).
+                    Some(t) if t.partitions.len() == *from as usize + partitions.len() => MetaResponse::Done,
+                    Some(t) => refused(
+                        code::INVALID_PARTITIONS,
+                        format!("Topic '{name}' has {} partitions now, not {from}.", t.partitions.len()),
+                    ),
+                    None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
                 }
-                None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
-            },
-            MetaCommand::AlterTopicConfigs { name, configs } => match self.topics.get_mut(name) {
+            }
+            MetaCommand::AlterTopicConfigs { name, configs, based_on } => match self.topics.get_mut(name) {
+                Some(t) if t.configs == *configs => MetaResponse::Done,
+                Some(t) if t.configs != *based_on => MetaResponse::Conflict { version: 0 },
                 Some(t) => {
                     t.configs = configs.clone();
                     MetaResponse::Done
@@ -253,7 +269,9 @@ impl MetaImage {
     /// unfenced brokers (as Kafka without racks: partition `p`'s replicas are consecutive
     /// brokers from a start that moves one broker per partition, so leaders and replicas
     /// spread evenly; the start also moves with the partitions already placed, so small topics
-    /// do not all lead on the same broker). Each replica is in the ISR; the first leads.
+    /// do not all lead on the same broker). The first replica leads, and is the ISR alone: a
+    /// follower joins the ISR once it has the leader's data (replication, issue 21), so no
+    /// leadership ever moves to a replica without it.
     pub fn place(&self, count: u32, replication_factor: i16) -> Result<Vec<PartitionState>, (ErrorCode, String)> {
         let brokers = self.unfenced_ids();
         if replication_factor < 1 {
@@ -275,14 +293,14 @@ impl MetaImage {
             .map(|p| {
                 let replicas: Vec<i32> =
                     (0..replication_factor as usize).map(|j| brokers[(placed + p + j) % n]).collect();
-                PartitionState::new(replicas.clone(), replicas)
+                PartitionState::new(replicas.clone(), replicas[..1].to_vec())
             })
             .collect())
     }
 
     /// Partitions from explicit assignments (CreateTopics, CreatePartitions), checked as Kafka
     /// does: every replica a registered broker, none twice, one replication factor for all;
-    /// the ISR is the unfenced replicas, and the first of them leads.
+    /// the first unfenced replica leads and is the ISR (as [`MetaImage::place`]).
     pub fn assign(&self, assignments: &[Vec<i32>]) -> Result<Vec<PartitionState>, (ErrorCode, String)> {
         let bad = |m: String| Err((code::INVALID_REPLICA_ASSIGNMENT, m));
         let unfenced = self.unfenced_ids();
@@ -308,7 +326,7 @@ impl MetaImage {
                     "The manual partition assignment includes the broker id more than once: {replicas:?}."
                 ));
             }
-            let isr: Vec<i32> = replicas.iter().copied().filter(|r| unfenced.contains(r)).collect();
+            let isr: Vec<i32> = replicas.iter().copied().filter(|r| unfenced.contains(r)).take(1).collect();
             if isr.is_empty() {
                 return Err((
                     code::INVALID_REPLICATION_FACTOR,
@@ -579,7 +597,7 @@ mod tests {
             r.sort();
             r.dedup();
             assert_eq!(r.len(), 3, "distinct replicas: {p:?}");
-            assert_eq!(p.isr, p.replicas);
+            assert_eq!(p.isr, vec![p.replicas[0]], "the leader alone is in sync until replication");
             assert_eq!((p.leader, p.leader_epoch), (p.replicas[0], 0));
         }
         for b in [1, 2, 3] {
@@ -731,5 +749,41 @@ mod tests {
         assert_eq!(image.documents["acls"], Document { version: 7, text: "a".into() });
         assert_eq!(image.apply(9, &set("b", 7)), MetaResponse::Done);
         assert_eq!(image.documents["acls"], Document { version: 9, text: "b".into() });
+    }
+
+    /// A placement proposed before a broker was fenced is settled as the image stands when it
+    /// applies: a fenced leader does not lead; a retried CreatePartitions is answered Done and
+    /// one made from a stale count refused; a topic-settings change made from a stale set is a
+    /// conflict; a reassignment that would leave no in-sync replica is refused.
+    #[test]
+    fn stale_proposals_are_settled_or_refused() {
+        let mut image = three_brokers();
+        let placed = image.assign(&[vec![3, 1]]).unwrap();
+        assert_eq!((placed[0].leader, placed[0].isr.clone()), (3, vec![3]));
+        image.apply(50, &MetaCommand::FenceBroker { id: 3, epoch: 30 });
+        create(&mut image, "t", placed.clone());
+        assert_eq!(
+            (image.topics["t"].partitions[0].leader, image.topics["t"].partitions[0].isr.clone()),
+            (-1, vec![3])
+        );
+        let grow = MetaCommand::CreatePartitions { name: "t".into(), from: 1, partitions: placed.clone() };
+        assert_eq!(image.apply(60, &grow), MetaResponse::Done);
+        assert_eq!(image.apply(61, &grow), MetaResponse::Done, "a retry");
+        assert_eq!(image.topics["t"].partitions.len(), 2);
+        let stale = MetaCommand::CreatePartitions { name: "t".into(), from: 1, partitions: vec![placed[0].clone(); 3] };
+        assert!(
+            matches!(image.apply(62, &stale), MetaResponse::Refused { code, .. } if code == code::INVALID_PARTITIONS.0)
+        );
+        let set = |k: &str, based_on: BTreeMap<String, String>| MetaCommand::AlterTopicConfigs {
+            name: "t".into(),
+            configs: BTreeMap::from([(k.to_string(), "1".to_string())]),
+            based_on,
+        };
+        assert_eq!(image.apply(63, &set("a", BTreeMap::new())), MetaResponse::Done);
+        assert_eq!(image.apply(64, &set("b", BTreeMap::new())), MetaResponse::Conflict { version: 0 });
+        assert_eq!(image.apply(65, &set("a", BTreeMap::new())), MetaResponse::Done, "a retry");
+        let mut p = PartitionState::new(vec![1, 2], vec![3]);
+        assert_eq!(p.reassign(Some(vec![1, 2]), &[1, 2]).unwrap_err().0, code::INVALID_REPLICA_ASSIGNMENT);
+        assert_eq!(p.replicas, vec![1, 2], "unchanged");
     }
 }

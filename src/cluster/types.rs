@@ -3,7 +3,7 @@
 //! application gives ([`MetaResponse`]).
 
 use super::rt::GlommioRuntime;
-use crate::protocol::errors::{ErrorCode, NO_REASSIGNMENT_IN_PROGRESS};
+use crate::protocol::errors::{ErrorCode, INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -113,21 +113,33 @@ impl PartitionState {
             }
             None => original.clone(),
         };
-        self.adding = target.iter().copied().filter(|r| !original.contains(r)).collect();
-        self.removing = original.iter().copied().filter(|r| !target.contains(r)).collect();
-        self.replicas = target.iter().chain(self.removing.iter()).copied().collect();
+        let adding: Vec<i32> = target.iter().copied().filter(|r| !original.contains(r)).collect();
+        let removing: Vec<i32> = original.iter().copied().filter(|r| !target.contains(r)).collect();
+        let replicas: Vec<i32> = target.iter().chain(removing.iter()).copied().collect();
+        if !self.isr.iter().any(|r| replicas.contains(r)) {
+            // No replica that has the data would be left (a cancellation after an unclean
+            // election, say).
+            let message = format!("The replicas {replicas:?} would leave no in-sync replica (ISR {:?}).", self.isr);
+            return Err((INVALID_REPLICA_ASSIGNMENT, message));
+        }
+        (self.adding, self.removing, self.replicas) = (adding, removing, replicas);
         self.isr.retain(|r| self.replicas.contains(r));
         self.partition_epoch += 1;
+        if !self.replicas.contains(&self.leader) {
+            self.elect_from_isr(unfenced);
+        }
         self.complete_reassignment(unfenced);
         Ok(())
     }
 
-    /// Finish the reassignment under way if every target replica is in the ISR: the removed
-    /// replicas leave, and a leader outside the target hands over to the first target replica
-    /// in the ISR that is unfenced.
+    /// Finish the reassignment under way once every replica being added is in the ISR and an
+    /// ISR member stays among the target replicas (KIP-455): the removed replicas leave, and a
+    /// leader outside the target hands over to the first target replica in the ISR that is
+    /// unfenced. A reorder alone completes at once.
     pub fn complete_reassignment(&mut self, unfenced: &[i32]) {
         let target = self.target();
-        if !target.iter().all(|r| self.isr.contains(r)) {
+        let caught_up = self.adding.iter().all(|r| self.isr.contains(r));
+        if !caught_up || !self.isr.iter().any(|r| target.contains(r)) {
             return;
         }
         let moved = !self.adding.is_empty() || !self.removing.is_empty();
@@ -139,9 +151,25 @@ impl PartitionState {
             self.partition_epoch += 1;
         }
         if !self.replicas.contains(&self.leader) {
-            let next = self.replicas.iter().copied().find(|r| self.isr.contains(r) && unfenced.contains(r));
-            self.set_leader(next.unwrap_or(-1));
+            self.elect_from_isr(unfenced);
         }
+    }
+
+    /// The first replica in the ISR that is unfenced leads (none: -1).
+    fn elect_from_isr(&mut self, unfenced: &[i32]) {
+        let next = self.replicas.iter().copied().find(|r| self.isr.contains(r) && unfenced.contains(r));
+        self.set_leader(next.unwrap_or(-1));
+    }
+
+    /// A new partition as the image takes it: the ISR keeps only unfenced brokers (but never
+    /// becomes empty), and the first unfenced ISR member leads (none: -1), whatever the
+    /// proposer saw.
+    pub fn settle(&mut self, unfenced: &[i32]) {
+        if self.isr.iter().any(|r| unfenced.contains(r)) {
+            self.isr.retain(|r| unfenced.contains(r));
+        }
+        let next = self.replicas.iter().copied().find(|r| self.isr.contains(r) && unfenced.contains(r));
+        self.leader = next.unwrap_or(-1);
     }
 }
 
@@ -177,15 +205,21 @@ pub enum MetaCommand {
     DeleteTopic {
         name: String,
     },
-    /// New partitions for a topic, appended after its last (CreatePartitions).
+    /// New partitions for a topic, appended after its first `from` (CreatePartitions): refused
+    /// if the topic has another count by then, answered Done if these are already there (a
+    /// proposal retried after it committed).
     CreatePartitions {
         name: String,
+        from: u32,
         partitions: Vec<PartitionState>,
     },
-    /// A topic's own settings, the whole new set (AlterConfigs, IncrementalAlterConfigs).
+    /// A topic's own settings, the whole new set (AlterConfigs, IncrementalAlterConfigs), made
+    /// from the set `based_on`: refused with [`MetaResponse::Conflict`] if the topic's settings
+    /// are another set by then.
     AlterTopicConfigs {
         name: String,
         configs: BTreeMap<String, String>,
+        based_on: BTreeMap<String, String>,
     },
     /// ElectLeaders. Preferred: each partition's first replica leads again where it is in the
     /// ISR and unfenced. Unclean: a partition with no leader gets its first unfenced replica,
@@ -234,7 +268,7 @@ impl std::fmt::Display for MetaCommand {
                 write!(f, "create topic {name} ({} partitions)", topic.partitions.len())
             }
             MetaCommand::DeleteTopic { name } => write!(f, "delete topic {name}"),
-            MetaCommand::CreatePartitions { name, partitions } => {
+            MetaCommand::CreatePartitions { name, partitions, .. } => {
                 write!(f, "add {} partitions to {name}", partitions.len())
             }
             MetaCommand::AlterTopicConfigs { name, .. } => write!(f, "alter the settings of topic {name}"),

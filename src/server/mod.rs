@@ -259,7 +259,9 @@ async fn run_shard(
         let (s, stop) = (shard.clone(), stop.clone());
         glommio::spawn_local(async move {
             loop {
-                let ready = control::ensure_offsets_topic(&s).await && control::ensure_txn_topic(&s).await;
+                let offsets = control::ensure_offsets_topic(&s).await;
+                let txn = control::ensure_txn_topic(&s).await;
+                let ready = offsets && txn;
                 if ready || s.config().cluster.is_none() || stop.load(Ordering::Relaxed) {
                     break;
                 }

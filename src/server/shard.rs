@@ -361,7 +361,8 @@ impl Shard {
         match leader {
             None => Err(code::UNKNOWN_TOPIC_OR_PARTITION),
             Some(l) if l != self.config.node_id => Err(code::NOT_LEADER_OR_FOLLOWER),
-            Some(_) => self.manager.get(topic, partition).ok_or(code::NOT_LEADER_OR_FOLLOWER),
+            // Led here but not open (it failed to open): as a partition this node lacks.
+            Some(_) => self.manager.get(topic, partition).ok_or(code::UNKNOWN_TOPIC_OR_PARTITION),
         }
     }
 

@@ -91,7 +91,12 @@ pub async fn handle(cx: &mut Cx<'_>, l: ListOffsetsRequest) -> ListOffsetsRespon
                 old_style_offsets: if version == 0 && found.is_some() { vec![offset.get()] } else { Vec::new() },
                 timestamp: timestamp.get(),
                 offset: offset.get(),
-                leader_epoch: if found.is_some() { 0 } else { -1 },
+                // The partition's leader epoch now (batches do not carry theirs until replication
+                // stamps them, issue 21).
+                leader_epoch: match found {
+                    Some(_) => cx.shard.leadership(&t.name, p.partition_index).map_or(0, |l| l.leader_epoch.max(0)),
+                    None => -1,
+                },
                 ..Default::default()
             });
         }

@@ -167,7 +167,9 @@ pub async fn create_partitions(
     if count > 100_000 {
         return Err(AdminError::new(code::INVALID_PARTITIONS, format!("invalid partition count {count}")));
     }
-    let factor = topic.partitions.first().map_or(1, |p| p.replicas.len()) as i16;
+    // The topic's factor: its first partition's target replicas (a reassignment may be under
+    // way there).
+    let factor = topic.partitions.first().map_or(1, |p| p.target().len()) as i16;
     let placement = if assignments.is_empty() {
         image.place((count - current) as u32, factor)
     } else if assignments.len() as i64 != count - current {
@@ -193,17 +195,38 @@ pub async fn create_partitions(
     if validate_only {
         return Ok(());
     }
-    commit(shard, MetaCommand::CreatePartitions { name: name.to_string(), partitions: placement }).await?;
+    let from = current as u32;
+    commit(shard, MetaCommand::CreatePartitions { name: name.to_string(), from, partitions: placement }).await?;
     tracing::info!(topic = name, partitions = count, "partitions added through the metadata quorum");
     Ok(())
 }
 
 /// AlterConfigs on a clustered node: the topic's whole new set of settings (checked by the
-/// caller).
-pub async fn alter_topic(shard: &Shard, name: &str, configs: BTreeMap<String, String>) -> AdminResult {
-    commit(shard, MetaCommand::AlterTopicConfigs { name: name.to_string(), configs }).await?;
-    tracing::info!(topic = name, "topic settings changed through the metadata quorum");
-    Ok(())
+/// caller), made from the set `based_on`; `false` if the topic's settings changed first (the
+/// caller makes its change again from the set now in force).
+pub async fn alter_topic(
+    shard: &Shard,
+    name: &str,
+    configs: BTreeMap<String, String>,
+    based_on: BTreeMap<String, String>,
+) -> Result<bool, AdminError> {
+    let command = MetaCommand::AlterTopicConfigs { name: name.to_string(), configs, based_on };
+    match commit(shard, command).await? {
+        MetaResponse::Conflict { .. } => {
+            // Wait for this node to publish the newer settings before the caller tries again.
+            if let Some(controller) = controller(shard) {
+                let control = control_of(shard)?;
+                let mut published = control.published.subscribe();
+                let applied = controller.state.last_applied().map_or(0, |l| l.index);
+                let _ = crate::cluster::net::within(COMMIT_LIMIT, published.wait_for(|i| *i >= applied)).await;
+            }
+            Ok(false)
+        }
+        _ => {
+            tracing::info!(topic = name, "topic settings changed through the metadata quorum");
+            Ok(true)
+        }
+    }
 }
 
 /// To shard 0 of a clustered node: a per-partition command (ElectLeaders, Reassign); each
@@ -224,7 +247,7 @@ impl ShardCall<Shard> for PartitionCommand {
 }
 
 /// How many times a document change is made again when another node's change came first.
-const DOCUMENT_ATTEMPTS: usize = 5;
+pub const DOCUMENT_ATTEMPTS: usize = 5;
 
 /// The security files a clustered node takes from the metadata image: ACLs, SCRAM credentials,
 /// client quotas. Each change is the file's whole new text, committed as one document version
@@ -268,8 +291,28 @@ pub async fn with_retries<T>(mut attempt: impl AsyncFnMut() -> Option<T>, gave_u
 /// Put the documents of `image` newer than those in force here into force: the file written
 /// (so that a restart reads it before the quorum answers), then the state it holds on every
 /// shard. A document this node cannot read is logged and left out (the file stays as it was).
-async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage) {
+async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bool) {
     let Ok(control) = control_of(shard) else { return };
+    if !*seeded {
+        // A cluster formed with no format step has no other source: each node proposes its own
+        // files as the first version of a document the metadata lacks, and the first one
+        // committed is the cluster's (as the cluster id).
+        *seeded = true;
+        for name in DOCUMENTS.into_iter().filter(|n| !image.documents.contains_key(*n)) {
+            let path = shard.config().data_dir.join(name);
+            let Ok(Some(bytes)) = control.disk.read_file(&path).await else { continue };
+            let Ok(text) = String::from_utf8(bytes) else { continue };
+            let shard = shard.clone();
+            glommio::spawn_local(async move {
+                match put_document(&shard, name, text, 0).await {
+                    Ok(true) => tracing::info!(document = name, "this node's file is the cluster's first version"),
+                    Ok(false) => tracing::info!(document = name, "the cluster has another node's version"),
+                    Err(e) => tracing::warn!(document = name, error = e.message, "could not propose this node's file"),
+                }
+            })
+            .detach();
+        }
+    }
     for (name, doc) in &image.documents {
         if document_version(shard, name) == doc.version || !DOCUMENTS.contains(&name.as_str()) {
             continue;
@@ -278,6 +321,17 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage) {
         let applied: Result<(), String> = async {
             let path = shard.config().data_dir.join(name);
             let write = || async {
+                // The first version this node takes replaces its own file: kept beside it if it
+                // differs (nothing an operator put there is lost).
+                if document_version(shard, name) == 0 {
+                    if let Ok(Some(old)) = control.disk.read_file(&path).await {
+                        if old != text.as_bytes() {
+                            let kept = path.with_file_name(format!("{name}.before-cluster"));
+                            control.disk.rename(&path, &kept).await.map_err(|e| format!("keeping the old file: {e}"))?;
+                            tracing::warn!(document = name, kept = %kept.display(), "this node's own file is replaced by the cluster's");
+                        }
+                    }
+                }
                 control.disk.write_file_atomic(&path, text.as_bytes()).await.map_err(|e| format!("writing: {e}"))
             };
             match name.as_str() {
@@ -305,12 +359,16 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage) {
                 control.documents.borrow_mut().insert(name.clone(), doc.version);
                 tracing::info!(document = name, version = doc.version, "cluster-wide settings in force");
             }
-            Err(e) => tracing::error!(
-                document = name,
-                version = doc.version,
-                error = e,
-                "cannot take a cluster-wide document"
-            ),
+            Err(e) => {
+                // Counted as seen (changes made here wait for it), though not in force.
+                control.documents.borrow_mut().insert(name.clone(), doc.version);
+                tracing::error!(
+                    document = name,
+                    version = doc.version,
+                    error = e,
+                    "cannot take a cluster-wide document"
+                )
+            }
         }
     }
 }
@@ -322,48 +380,117 @@ pub fn spawn_publisher(shard: Rc<Shard>, controller: Rc<Controller<DmaDisk>>, st
     glommio::spawn_local(async move {
         let mut metrics = controller.raft.metrics();
         let mut placed: BTreeMap<String, Vec<PartitionState>> = BTreeMap::new();
+        let mut origin = Origin::load(&shard).await;
+        let mut seeded = false;
         let mut published = None;
         while !stop.load(Ordering::Relaxed) {
             let applied = controller.state.last_applied().map(|l| l.index);
             if applied.is_some() && applied != published {
                 let image = controller.image();
-                publish(&shard, &image, &mut placed).await;
-                publish_documents(&shard, &image).await;
+                publish(&shard, &image, &mut placed, &mut origin).await;
+                publish_documents(&shard, &image, &mut seeded).await;
                 published = applied;
                 if let (Some(i), Some(control)) = (applied, shard.control()) {
                     control.published.send_replace(i);
                 }
             }
-            // A change of the metrics (applied index among them), or a look every second.
-            let _ = crate::cluster::net::within(Duration::from_secs(1), metrics.changed()).await;
+            // A change of the metrics (applied index among them), or a look every second. Once
+            // openraft has stopped (its watch closed), a look every second: never a busy loop.
+            if let Some(Err(_)) = crate::cluster::net::within(Duration::from_secs(1), metrics.changed()).await {
+                glommio::timer::sleep(Duration::from_secs(1)).await;
+            }
         }
     })
     .detach();
 }
 
+/// The ids of the local topics that came from the metadata image (`<data-dir>/cluster-topics`,
+/// one per line, replaced whole): only those are deleted when the image no longer has them. A
+/// local topic not among them (a standalone node's, an older build's) is never deleted: it is
+/// left on disk, unserved, and reported.
+struct Origin {
+    ids: std::collections::BTreeSet<Uuid>,
+    path: std::path::PathBuf,
+    /// Topics already reported as not the cluster's (once each per start).
+    reported: std::collections::BTreeSet<String>,
+}
+
+impl Origin {
+    const FILE: &'static str = "cluster-topics";
+
+    async fn load(shard: &Shard) -> Origin {
+        let path = shard.config().data_dir.join(Self::FILE);
+        let mut ids = std::collections::BTreeSet::new();
+        if let Some(control) = shard.control() {
+            match control.disk.read_file(&path).await {
+                Ok(Some(bytes)) => ids = String::from_utf8_lossy(&bytes).lines().filter_map(Uuid::parse).collect(),
+                Ok(None) => {}
+                Err(e) => tracing::error!(error = %e, "cannot read {}", path.display()),
+            }
+        }
+        Origin { ids, path, reported: Default::default() }
+    }
+
+    async fn save(&self, shard: &Shard) {
+        let text: String = self.ids.iter().map(|id| format!("{id}\n")).collect();
+        if let Some(control) = shard.control() {
+            if let Err(e) = control.disk.write_file_atomic(&self.path, text.as_bytes()).await {
+                tracing::error!(error = %e, "cannot write {}", self.path.display());
+            }
+        }
+    }
+}
+
 /// Bring the local topic store and every shard's view in line with `image` (`placed`: the
-/// placement each topic was last published with).
-async fn publish(shard: &Rc<Shard>, image: &MetaImage, placed: &mut BTreeMap<String, Vec<PartitionState>>) {
+/// placement each topic was last published with; `origin`: the local topics that came from
+/// the image).
+async fn publish(
+    shard: &Rc<Shard>,
+    image: &MetaImage,
+    placed: &mut BTreeMap<String, Vec<PartitionState>>,
+    origin: &mut Origin,
+) {
     let Ok(control) = control_of(shard) else { return };
     let mut lease = control.lease().await;
     let local: Vec<(String, Uuid)> = {
         let store = lease.store();
         store.names().map(|n| (n.to_string(), store.get(n).expect("listed").id)).collect()
     };
+    let mut strays = std::collections::BTreeSet::new();
     for (name, id) in local {
         let same = image.topics.get(&name).and_then(|t| Uuid::parse(&t.id)) == Some(id);
         if same {
+            if origin.ids.insert(id) {
+                origin.save(shard).await;
+            }
+            continue;
+        }
+        if !origin.ids.contains(&id) {
+            if origin.reported.insert(name.clone()) {
+                tracing::error!(
+                    topic = name,
+                    %id,
+                    "a topic on disk is not the cluster's (never in its metadata): kept, not served; move its \
+                     directories away to take the cluster's"
+                );
+            }
+            strays.insert(name);
             continue;
         }
         if let Err(e) = lease.store().delete(&name).await {
             tracing::error!(topic = name, error = %e, "cannot delete a topic the metadata no longer has");
             continue;
         }
+        origin.ids.remove(&id);
+        origin.save(shard).await;
         placed.remove(&name);
         broadcast(shard, TopicDeleted { name: name.clone() }).await;
         tracing::info!(topic = name, "topic deleted (metadata image)");
     }
     for (name, topic) in &image.topics {
+        if strays.contains(name) {
+            continue;
+        }
         let count = topic.partitions.len() as u32;
         let configs: Vec<(&str, &str)> = topic.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let existing = lease.store().get(name).cloned();
@@ -372,6 +499,10 @@ async fn publish(shard: &Rc<Shard>, image: &MetaImage, placed: &mut BTreeMap<Str
                 tracing::error!(topic = name, id = topic.id, "the metadata names a topic with a malformed id");
                 continue;
             };
+            // Recorded first: a crash after the store's file is written leaves a topic this
+            // node knows came from the image.
+            origin.ids.insert(id);
+            origin.save(shard).await;
             let config = match lease.store().create_with_id(name, id, count as i64, &configs).await {
                 Ok(c) => c,
                 Err(e) => {

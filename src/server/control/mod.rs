@@ -161,32 +161,40 @@ impl ShardCall<Shard> for AlterTopic {
 
     async fn run(self, shard: Rc<Shard>) -> AdminResult {
         let control = control_of(&shard)?;
-        let mut lease = control.lease().await;
-        let store = lease.store();
-        let name = self.name;
-        let unknown = || AdminError::new(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist"));
-        let current = store.get(&name).ok_or_else(unknown)?.overrides.clone();
-        let values = store.config(&name).map_err(|e| AdminError::from(&e))?.describe();
-        let next =
-            configs::apply_ops(&current, &self.ops, self.replace, |k| values.get(k).cloned(), configs::topic_kind)?;
-        let config = store
-            .defaults()
-            .with_overrides(next.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .map_err(|e| AdminError::new(code::INVALID_CONFIG, e.to_string()))?;
-        if self.validate_only {
+        let name = &self.name;
+        // A clustered node's change is made again if another one came first (from the settings
+        // then in force); a standalone node's the first time.
+        for _ in 0..metadata::DOCUMENT_ATTEMPTS {
+            let mut lease = control.lease().await;
+            let store = lease.store();
+            let unknown = || AdminError::new(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist"));
+            let current = store.get(name).ok_or_else(unknown)?.overrides.clone();
+            let values = store.config(name).map_err(|e| AdminError::from(&e))?.describe();
+            let next =
+                configs::apply_ops(&current, &self.ops, self.replace, |k| values.get(k).cloned(), configs::topic_kind)?;
+            let config = store
+                .defaults()
+                .with_overrides(next.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .map_err(|e| AdminError::new(code::INVALID_CONFIG, e.to_string()))?;
+            if self.validate_only {
+                return Ok(());
+            }
+            if shard.config().cluster.is_some() {
+                drop(lease);
+                if metadata::alter_topic(&shard, name, next, current).await? {
+                    return Ok(());
+                }
+                continue;
+            }
+            store
+                .replace_overrides(name, next.clone())
+                .await
+                .map_err(|e| AdminError::new(topic_code(&e), e.to_string()))?;
+            broadcast(&shard, TopicAltered { name: name.clone(), config, overrides: next }).await;
+            tracing::info!(topic = name, "topic settings changed");
             return Ok(());
         }
-        if shard.config().cluster.is_some() {
-            drop(lease);
-            return metadata::alter_topic(&shard, &name, next).await;
-        }
-        store
-            .replace_overrides(&name, next.clone())
-            .await
-            .map_err(|e| AdminError::new(topic_code(&e), e.to_string()))?;
-        broadcast(&shard, TopicAltered { name: name.clone(), config, overrides: next }).await;
-        tracing::info!(topic = name, "topic settings changed");
-        Ok(())
+        Err(AdminError::new(code::REQUEST_TIMED_OUT, "the topic's settings kept changing: retry"))
     }
 }
 
