@@ -19,7 +19,7 @@ import tempfile
 import time
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import BIN, Broker, free_port
 from test_bad_input import Conn
@@ -195,6 +195,15 @@ def test_three_nodes_form_a_quorum_and_fail_over(cluster):
         new_leader = cluster.agreed(survivors, not_controller=leader)
         times.append(time.time() - killed_at)
         print(f"controller failover: {times[-1]:.2f}s from SIGKILL of node {leader} to node {new_leader}")
+        # The new active controller serves metadata writes: a topic created through a survivor
+        # is listed by both.
+        name = f"after-failover-{len(times)}"
+        a = AdminClient({"bootstrap.servers": cluster.brokers[survivors[0]].bootstrap})
+        a.create_topics([NewTopic(name, 1, 1)], request_timeout=30)[name].result(30)
+        deadline = time.time() + WAIT
+        while not all(name in cluster.topics(n) for n in survivors):
+            assert time.time() < deadline, "the topic created after the failover is not listed by both survivors"
+            time.sleep(0.1)
         # The killed broker is fenced after its session (3 s here): left out of Metadata.
         alive = sorted((n, cluster.ports[n]) for n in survivors)
         cluster.agreed(survivors, want_brokers=alive, not_controller=leader)

@@ -329,6 +329,18 @@ def test_security_state_is_cluster_wide(tmp_path):
             t.join()
         assert not errors, errors
         assert alter(c.brokers[3], [("client-id", "slow")], [("producer_byte_rate", 1024)]) == [(0, None)]
+        # A cluster-default broker setting through node 2 (IncrementalAlterConfigs on the
+        # broker resource ""): every node's broker-configs holds it.
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+        a2 = AdminClient({"bootstrap.servers": c.brokers[2].bootstrap})
+        entry = ConfigEntry("log.retention.ms", "12345", incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource("BROKER", "", incremental_configs=[entry])
+        for f in a2.incremental_alter_configs([resource]).values():
+            f.result(30)
+        wait_for("the cluster default on every node", lambda: all(
+            "default log.retention.ms=12345" in open(os.path.join(c.brokers[n].data_dir, "broker-configs")).read()
+            for n in (1, 2, 3) if os.path.exists(os.path.join(c.brokers[n].data_dir, "broker-configs"))) and all(
+            os.path.exists(os.path.join(c.brokers[n].data_dir, "broker-configs")) for n in (1, 2, 3)), logs(c))
 
         def same_files():
             texts = {}
@@ -418,3 +430,29 @@ def test_a_returning_node_deletes_only_topics_it_took_from_the_metadata(cluster)
     wait_for("the stray reported", lambda: "not the cluster's" in n3.log(), logs(cluster))
     assert os.path.exists(os.path.join(n3.data_dir, "topics", "stray.topic")), "a topic not the cluster's is kept"
     assert "stray" not in metadata(cluster, 1)
+
+
+def test_a_node_that_missed_many_changes_catches_up_from_a_snapshot(cluster):
+    """Node 3 is stopped while 1,200 topic changes commit (more than the 1,000 entries between
+    snapshots, so the active controller snapshots and purges what node 3 missed); restarted, it
+    installs the snapshot (a snapshot file appears in its metadata directory), and lists exactly
+    the topics the others list."""
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    cluster.brokers[3].stop()
+    for batch in range(6):
+        names = [f"churn-{batch}-{i}" for i in range(100)]
+        for f in admin.create_topics([NewTopic(n, 1, 1) for n in names], request_timeout=60).values():
+            f.result(60)
+        if batch < 5:
+            for f in admin.delete_topics(names, request_timeout=60).values():
+                f.result(60)
+    meta = os.path.join(cluster.brokers[3].data_dir, "__cluster_metadata-0")
+    assert not any(f.startswith("snapshot-") for f in os.listdir(meta))
+    cluster.start(3)
+
+    def caught_up():
+        views = [sorted(metadata(cluster, n)) for n in (1, 2, 3)]
+        return views[0] == views[1] == views[2] and any(t.startswith("churn-5-") for t in views[2])
+    wait_for("node 3 caught up", caught_up, logs(cluster))
+    assert any(f.startswith("snapshot-") for f in os.listdir(meta)), os.listdir(meta)
+    assert sum(t.startswith("churn-") for t in metadata(cluster, 3)) == 100

@@ -7,7 +7,10 @@
 use crate::io::Disk;
 use crate::protocol::errors as code;
 use crate::server::configs::{self, AlterOp, DynamicConfigs, Effective};
-use crate::server::control::{broadcast, control_of, AdminResult, TopicAltered};
+use crate::config::LogConfig;
+use crate::io::DmaDisk;
+use crate::server::control::{broadcast, control_of, metadata, AdminResult, TopicAltered};
+use crate::storage::topics::TopicStore;
 use crate::server::errors::AdminError;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
@@ -62,8 +65,39 @@ impl ShardCall<Shard> for AlterBroker {
             return Err(AdminError::new(code::INVALID_REQUEST, message));
         }
         let control = control_of(&shard)?;
-        let mut lease = control.lease().await;
-        let store = lease.store();
+        // A clustered node's cluster defaults go through the metadata quorum, made again from
+        // the defaults then in force if another node's change came first.
+        let clustered_default = !self.node && shard.config().cluster.is_some();
+        for _ in 0..metadata::DOCUMENT_ATTEMPTS {
+            let based_on = metadata::document_version(&shard, metadata::BROKER_DEFAULTS);
+            let mut lease = control.lease().await;
+            let Some((next, effective, acceptors, changed)) = self.checked(&shard, lease.store(), &tls)? else {
+                return Ok(());
+            };
+            if clustered_default {
+                drop(lease);
+                let text = DynamicConfigs { default: next.default, node: Default::default() }.encode();
+                if metadata::put_document(&shard, metadata::BROKER_DEFAULTS, text, based_on).await? {
+                    tracing::info!("cluster-default broker settings changed through the metadata quorum");
+                    return Ok(());
+                }
+                continue;
+            }
+            put_in_force(&shard, lease.store(), next, effective, acceptors, changed).await?;
+            tracing::info!(scope = if self.node { "node" } else { "cluster default" }, "dynamic broker settings changed");
+            return Ok(());
+        }
+        Err(AdminError::new(code::REQUEST_TIMED_OUT, "the broker settings kept changing: retry"))
+    }
+}
+
+/// What [`AlterBroker::checked`] gives: the new settings, their effect, the new TLS acceptors
+/// (listener index, acceptor), and the topics whose settings change with them.
+type Checked = (DynamicConfigs, Effective, Vec<(usize, futures_rustls::TlsAcceptor)>, Vec<(String, LogConfig)>);
+
+impl AlterBroker {
+    /// The change checked against the settings in force (`None`: only validation was asked).
+    fn checked(&self, shard: &Shard, store: &TopicStore<DmaDisk>, tls: &[&str]) -> Result<Option<Checked>, AdminError> {
         let current = shard.dynamic();
         let layer = if self.node { &current.node } else { &current.default };
         let defaults = shard.effective().log_defaults.describe();
@@ -96,27 +130,55 @@ impl ShardCall<Shard> for AlterBroker {
             })?
         };
         if self.validate_only {
-            return Ok(());
+            return Ok(None);
         }
-        let path = shard.config().data_dir.join(configs::BROKER_CONFIGS_FILE);
-        let written = control.disk.write_file_atomic(&path, next.encode().as_bytes()).await;
-        written.map_err(|e| AdminError::new(code::KAFKA_STORAGE_ERROR, e.to_string()))?;
-        store.set_defaults(effective.log_defaults.clone());
-        for (i, acceptor) in acceptors {
-            let listener = &shard.config().listeners[i];
-            if let Some(t) = &listener.tls {
-                t.replace(acceptor);
-                tracing::info!(listener = %listener.name, "TLS stores changed: new connections use them");
-            }
-        }
-        broadcast(&shard, BrokerConfigs { dynamic: next }).await;
-        for (name, config) in changed {
-            let overrides = shard.topic(&name, |t| t.overrides.clone()).unwrap_or_default();
-            broadcast(&shard, TopicAltered { name, config, overrides }).await;
-        }
-        tracing::info!(scope = if self.node { "node" } else { "cluster default" }, "dynamic broker settings changed");
-        Ok(())
+        Ok(Some((next, effective, acceptors, changed)))
     }
+}
+
+/// Put dynamic broker settings in force on this node: written to `<data-dir>/broker-configs`
+/// (read at start), the topic store's defaults, the TLS listeners' new stores, every shard,
+/// and the topics whose settings follow a changed default.
+pub(super) async fn put_in_force(
+    shard: &Rc<Shard>,
+    store: &mut TopicStore<DmaDisk>,
+    next: DynamicConfigs,
+    effective: Effective,
+    acceptors: Vec<(usize, futures_rustls::TlsAcceptor)>,
+    changed: Vec<(String, LogConfig)>,
+) -> AdminResult {
+    let control = control_of(shard)?;
+    let path = shard.config().data_dir.join(configs::BROKER_CONFIGS_FILE);
+    let written = control.disk.write_file_atomic(&path, next.encode().as_bytes()).await;
+    written.map_err(|e| AdminError::new(code::KAFKA_STORAGE_ERROR, e.to_string()))?;
+    store.set_defaults(effective.log_defaults.clone());
+    for (i, acceptor) in acceptors {
+        let listener = &shard.config().listeners[i];
+        if let Some(t) = &listener.tls {
+            t.replace(acceptor);
+            tracing::info!(listener = %listener.name, "TLS stores changed: new connections use them");
+        }
+    }
+    broadcast(shard, BrokerConfigs { dynamic: next }).await;
+    for (name, config) in changed {
+        let overrides = shard.topic(&name, |t| t.overrides.clone()).unwrap_or_default();
+        broadcast(shard, TopicAltered { name, config, overrides }).await;
+    }
+    Ok(())
+}
+
+/// The cluster defaults `default` put in force on this node with its own layer (a clustered
+/// node's publisher, [`metadata`]): checked as a change would be; the topics that follow them
+/// updated.
+pub(super) async fn take_defaults(
+    shard: &Rc<Shard>,
+    store: &mut TopicStore<DmaDisk>,
+    default: std::collections::BTreeMap<String, String>,
+) -> Result<(), String> {
+    let next = DynamicConfigs { default, node: shard.dynamic().node };
+    let effective = Effective::compute(shard.config(), &next).map_err(|e| format!("{e:#}"))?;
+    let changed = store.with_defaults(&effective.log_defaults).map_err(|e| e.to_string())?;
+    put_in_force(shard, store, next, effective, Vec::new(), changed).await.map_err(|e| e.message)
 }
 
 /// From shard 0 to every shard: the dynamic broker settings changed.

@@ -24,6 +24,7 @@ use crate::config::LogConfig;
 use crate::io::{Disk, DmaDisk};
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::security::acl::{Acls, ACLS_FILE};
+use crate::server::configs::DynamicConfigs;
 use crate::security::quota::{Quotas, QUOTAS_FILE};
 use crate::security::{Credentials, CREDENTIALS_FILE};
 use crate::server::errors::AdminError;
@@ -249,10 +250,15 @@ impl ShardCall<Shard> for PartitionCommand {
 /// How many times a document change is made again when another node's change came first.
 pub const DOCUMENT_ATTEMPTS: usize = 5;
 
-/// The security files a clustered node takes from the metadata image: ACLs, SCRAM credentials,
-/// client quotas. Each change is the file's whole new text, committed as one document version
-/// ([`put_document`]); the publisher writes the file on every node and puts it in force.
-pub const DOCUMENTS: [&str; 3] = [ACLS_FILE, CREDENTIALS_FILE, QUOTAS_FILE];
+/// The cluster-default dynamic broker settings, as a document: a `broker-configs` text with
+/// its `default` lines only (each node keeps its own `node` lines).
+pub const BROKER_DEFAULTS: &str = "broker-defaults";
+
+/// The cluster-wide state a clustered node takes from the metadata image as documents: ACLs,
+/// SCRAM credentials, client quotas (each its file's whole text) and the cluster-default
+/// broker settings. Each change is committed as one document version ([`put_document`]); the
+/// publisher writes the file on every node and puts it in force.
+pub const DOCUMENTS: [&str; 4] = [ACLS_FILE, CREDENTIALS_FILE, QUOTAS_FILE, BROKER_DEFAULTS];
 
 /// The version of document `name` in force on this node (0: none from the metadata yet). A
 /// change computed from the state in force is based on it.
@@ -299,9 +305,18 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bo
         // committed is the cluster's (as the cluster id).
         *seeded = true;
         for name in DOCUMENTS.into_iter().filter(|n| !image.documents.contains_key(*n)) {
-            let path = shard.config().data_dir.join(name);
-            let Ok(Some(bytes)) = control.disk.read_file(&path).await else { continue };
-            let Ok(text) = String::from_utf8(bytes) else { continue };
+            let text = if name == BROKER_DEFAULTS {
+                let default = shard.dynamic().default;
+                if default.is_empty() {
+                    continue;
+                }
+                DynamicConfigs { default, node: Default::default() }.encode()
+            } else {
+                let path = shard.config().data_dir.join(name);
+                let Ok(Some(bytes)) = control.disk.read_file(&path).await else { continue };
+                let Ok(text) = String::from_utf8(bytes) else { continue };
+                text
+            };
             let shard = shard.clone();
             glommio::spawn_local(async move {
                 match put_document(&shard, name, text, 0).await {
@@ -335,6 +350,12 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bo
                 control.disk.write_file_atomic(&path, text.as_bytes()).await.map_err(|e| format!("writing: {e}"))
             };
             match name.as_str() {
+                BROKER_DEFAULTS => {
+                    // Into this node's `broker-configs`, beside its own layer.
+                    let default = DynamicConfigs::decode(text)?.default;
+                    let mut lease = control.lease().await;
+                    super::broker::take_defaults(shard, lease.store(), default).await?;
+                }
                 ACLS_FILE => {
                     let acls = Acls::decode(text)?;
                     write().await?;
