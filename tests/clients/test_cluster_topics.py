@@ -331,12 +331,9 @@ def test_security_state_is_cluster_wide(tmp_path):
         assert alter(c.brokers[3], [("client-id", "slow")], [("producer_byte_rate", 1024)]) == [(0, None)]
         # A cluster-default broker setting through node 2 (IncrementalAlterConfigs on the
         # broker resource ""): every node's broker-configs holds it.
-        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
-        a2 = AdminClient({"bootstrap.servers": c.brokers[2].bootstrap})
-        entry = ConfigEntry("log.retention.ms", "12345", incremental_operation=AlterConfigOpType.SET)
-        resource = ConfigResource("BROKER", "", incremental_configs=[entry])
-        for f in a2.incremental_alter_configs([resource]).values():
-            f.result(30)
+        from test_configs import incremental_raw
+        # (The admin clients cannot name the resource "": a raw IncrementalAlterConfigs v0, SET.)
+        assert incremental_raw(c.brokers[2], 4, "", ("log.retention.ms", 0, "12345")) == (0, None)
         wait_for("the cluster default on every node", lambda: all(
             "default log.retention.ms=12345" in open(os.path.join(c.brokers[n].data_dir, "broker-configs")).read()
             for n in (1, 2, 3) if os.path.exists(os.path.join(c.brokers[n].data_dir, "broker-configs"))) and all(

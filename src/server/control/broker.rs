@@ -4,16 +4,16 @@
 //! everywhere; a TLS listener's new key store or trust store (KIP-226) is read, checked and
 //! then taken by new connections on every shard.
 
+use crate::config::LogConfig;
 use crate::io::Disk;
+use crate::io::DmaDisk;
 use crate::protocol::errors as code;
 use crate::server::configs::{self, AlterOp, DynamicConfigs, Effective};
-use crate::config::LogConfig;
-use crate::io::DmaDisk;
 use crate::server::control::{broadcast, control_of, metadata, AdminResult, TopicAltered};
-use crate::storage::topics::TopicStore;
 use crate::server::errors::AdminError;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
+use crate::storage::topics::TopicStore;
 use std::rc::Rc;
 
 /// To shard 0: change the dynamic broker settings of this node (`node`) or the cluster
@@ -84,7 +84,10 @@ impl ShardCall<Shard> for AlterBroker {
                 continue;
             }
             put_in_force(&shard, lease.store(), next, effective, acceptors, changed).await?;
-            tracing::info!(scope = if self.node { "node" } else { "cluster default" }, "dynamic broker settings changed");
+            tracing::info!(
+                scope = if self.node { "node" } else { "cluster default" },
+                "dynamic broker settings changed"
+            );
             return Ok(());
         }
         Err(AdminError::new(code::REQUEST_TIMED_OUT, "the broker settings kept changing: retry"))
