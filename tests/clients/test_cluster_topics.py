@@ -52,7 +52,7 @@ def wait_for(what, check, nodes_logs):
                 return last
         except (OSError, AssertionError, EOFError, struct.error) as e:
             last = repr(e)
-        time.sleep(0.2)
+        time.sleep(0.02)
     raise AssertionError(f"{what}: not within {WAIT}s: {last}; logs: {nodes_logs()}")
 
 
