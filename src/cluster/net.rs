@@ -117,8 +117,19 @@ impl Links {
 
 /// Write one frame.
 pub async fn write_frame<W: futures_lite::AsyncWrite + Unpin>(w: &mut W, body: &[u8]) -> io::Result<()> {
+    write_prefixed(w, &[], body).await
+}
+
+/// Write one request frame: the voter set's hash first, so that a peer of another cluster (or
+/// anything else reaching the port) is refused before its body is read.
+async fn write_request<W: futures_lite::AsyncWrite + Unpin>(w: &mut W, cluster: u64, body: &[u8]) -> io::Result<()> {
+    write_prefixed(w, &cluster.to_be_bytes(), body).await
+}
+
+async fn write_prefixed<W: futures_lite::AsyncWrite + Unpin>(w: &mut W, prefix: &[u8], body: &[u8]) -> io::Result<()> {
     let len = u32::try_from(body.len()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame too large"))?;
-    let mut frame = Vec::with_capacity(4 + body.len());
+    let mut frame = Vec::with_capacity(prefix.len() + 4 + body.len());
+    frame.extend_from_slice(prefix);
     frame.extend_from_slice(&len.to_be_bytes());
     frame.extend_from_slice(body);
     w.write_all(&frame).await?;
@@ -209,7 +220,7 @@ impl Peer {
         }
         let stream = self.stream.as_mut().expect("connected");
         let round_trip = async {
-            write_frame(stream, &body).await?;
+            write_request(stream, self.cluster, &body).await?;
             read_frame(stream).await?.ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))
         };
         let result = match within(limit, round_trip).await {
@@ -389,7 +400,24 @@ async fn connection<D: Disk>(
     cluster: u64,
     stop: Rc<Cell<bool>>,
 ) -> io::Result<()> {
-    while let Some(body) = read_frame(&mut stream).await? {
+    loop {
+        // The voter set's hash, before any body is read: a connection of another cluster (or
+        // of anything that is not a controller) is answered and closed, never buffered.
+        let mut hash = [0u8; 8];
+        match stream.read_exact(&mut hash).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let theirs = u64::from_be_bytes(hash);
+        if theirs != cluster {
+            let why =
+                format!("cluster mismatch: the peer's controller.quorum.voters hash {theirs:x}, ours {cluster:x}");
+            let bytes = serde_json::to_vec(&Reply::Failed(why)).map_err(io::Error::other)?;
+            write_frame(&mut stream, &bytes).await?;
+            return Ok(());
+        }
+        let Some(body) = read_frame(&mut stream).await? else { return Ok(()) };
         if stop.get() {
             return Ok(());
         }
@@ -406,7 +434,6 @@ async fn connection<D: Disk>(
         let bytes = serde_json::to_vec(&reply).map_err(io::Error::other)?;
         write_frame(&mut stream, &bytes).await?;
     }
-    Ok(())
 }
 
 async fn handle<D: Disk>(served: &Served<D>, rpc: Rpc) -> Reply {

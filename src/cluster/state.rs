@@ -110,7 +110,15 @@ impl MetaImage {
                         MetaResponse::Done
                     }
                     // These partitions again (a proposal retried after it committed).
-                    Some(t) if t.partitions.len() == *from as usize + partitions.len() => MetaResponse::Done,
+                    Some(t)
+                        if t.partitions.len() == *from as usize + partitions.len()
+                            && t.partitions[*from as usize..]
+                                .iter()
+                                .zip(partitions)
+                                .all(|(a, b)| a.replicas == b.replicas) =>
+                    {
+                        MetaResponse::Done
+                    }
                     Some(t) => refused(
                         code::INVALID_PARTITIONS,
                         format!("Topic '{name}' has {} partitions now, not {from}.", t.partitions.len()),
@@ -762,10 +770,8 @@ mod tests {
         assert_eq!((placed[0].leader, placed[0].isr.clone()), (3, vec![3]));
         image.apply(50, &MetaCommand::FenceBroker { id: 3, epoch: 30 });
         create(&mut image, "t", placed.clone());
-        assert_eq!(
-            (image.topics["t"].partitions[0].leader, image.topics["t"].partitions[0].isr.clone()),
-            (-1, vec![3])
-        );
+        // Broker 1, also a replica, is live: the new (empty) partition is led there.
+        assert_eq!((image.topics["t"].partitions[0].leader, image.topics["t"].partitions[0].isr.clone()), (1, vec![1]));
         let grow = MetaCommand::CreatePartitions { name: "t".into(), from: 1, partitions: placed.clone() };
         assert_eq!(image.apply(60, &grow), MetaResponse::Done);
         assert_eq!(image.apply(61, &grow), MetaResponse::Done, "a retry");

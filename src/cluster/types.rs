@@ -132,14 +132,14 @@ impl PartitionState {
         Ok(())
     }
 
-    /// Finish the reassignment under way once every replica being added is in the ISR and an
-    /// ISR member stays among the target replicas (KIP-455): the removed replicas leave, and a
-    /// leader outside the target hands over to the first target replica in the ISR that is
-    /// unfenced. A reorder alone completes at once.
+    /// Finish the reassignment under way once every target replica is in the ISR (KIP-455):
+    /// the removed replicas leave, and a leader outside the target hands over to the first
+    /// target replica in the ISR that is unfenced. A reorder alone (nothing added or removed)
+    /// completes at once.
     pub fn complete_reassignment(&mut self, unfenced: &[i32]) {
         let target = self.target();
-        let caught_up = self.adding.iter().all(|r| self.isr.contains(r));
-        if !caught_up || !self.isr.iter().any(|r| target.contains(r)) {
+        let reorder = self.adding.is_empty() && self.removing.is_empty();
+        if !reorder && !target.iter().all(|r| self.isr.contains(r)) {
             return;
         }
         let moved = !self.adding.is_empty() || !self.removing.is_empty();
@@ -161,12 +161,15 @@ impl PartitionState {
         self.set_leader(next.unwrap_or(-1));
     }
 
-    /// A new partition as the image takes it: the ISR keeps only unfenced brokers (but never
-    /// becomes empty), and the first unfenced ISR member leads (none: -1), whatever the
-    /// proposer saw.
+    /// A new partition as the image takes it: the ISR keeps only unfenced brokers (an ISR of
+    /// fenced brokers only becomes the first live replica: the partition is empty), and the
+    /// first unfenced ISR member leads (none: -1), whatever the proposer saw.
     pub fn settle(&mut self, unfenced: &[i32]) {
         if self.isr.iter().any(|r| unfenced.contains(r)) {
             self.isr.retain(|r| unfenced.contains(r));
+        } else if let Some(live) = self.replicas.iter().copied().find(|r| unfenced.contains(r)) {
+            // A new partition is empty: any live replica is as in sync as the fenced one.
+            self.isr = vec![live];
         }
         let next = self.replicas.iter().copied().find(|r| self.isr.contains(r) && unfenced.contains(r));
         self.leader = next.unwrap_or(-1);

@@ -65,6 +65,8 @@ pub struct ControlState {
     pub published: tokio::sync::watch::Sender<u64>,
     /// The version of each cluster-wide document in force here (`control::metadata`).
     pub documents: RefCell<BTreeMap<String, u64>>,
+    /// Documents whose newer version this node could not take yet (retried by the publisher).
+    pub failed_documents: RefCell<BTreeMap<String, u64>>,
 }
 
 /// The topic store, lent to one control operation at a time; it goes back when this drops.
@@ -211,6 +213,7 @@ impl Shard {
                 quorum: RefCell::new(None),
                 published: tokio::sync::watch::Sender::new(0),
                 documents: RefCell::new(BTreeMap::new()),
+                failed_documents: RefCell::new(BTreeMap::new()),
             })
         } else {
             None

@@ -453,3 +453,27 @@ def test_a_node_that_missed_many_changes_catches_up_from_a_snapshot(cluster):
     wait_for("node 3 caught up", caught_up, logs(cluster))
     assert any(f.startswith("snapshot-") for f in os.listdir(meta)), os.listdir(meta)
     assert sum(t.startswith("churn-") for t in metadata(cluster, 3)) == 100
+
+
+def test_the_controller_port_refuses_strangers_before_reading_their_frames(cluster):
+    """A connection to a CONTROLLER listener that does not start with the voter set's hash (a
+    peer of another cluster, or anything else) is answered "cluster mismatch" and closed before
+    any frame it announces is read, however large; the quorum goes on serving."""
+    import socket
+    port = cluster.controller_ports[1]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"\x00" * 8 + struct.pack(">I", 0x7FFFFFFF))
+        size = struct.unpack(">I", s.recv(4, socket.MSG_WAITALL))[0]
+        reply = s.recv(size, socket.MSG_WAITALL)
+        assert b"cluster mismatch" in reply, reply
+        try:
+            closed = s.recv(1) == b""
+        except ConnectionResetError:  # closed with the announced frame unread
+            closed = True
+        assert closed, "closed after the answer"
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        size = struct.unpack(">I", s.recv(4, socket.MSG_WAITALL))[0]
+        assert b"cluster mismatch" in s.recv(size, socket.MSG_WAITALL)
+    everyone = sorted((n, cluster.ports[n]) for n in (1, 2, 3))
+    cluster.agreed([1, 2, 3], want_brokers=everyone)

@@ -269,6 +269,12 @@ pub fn document_version(shard: &Shard, name: &str) -> u64 {
 /// Commit a new version of document `name` made from version `based_on`: `false` if another
 /// change came first (the caller computes its change again from the state now in force).
 pub async fn put_document(shard: &Shard, name: &str, text: String, based_on: u64) -> Result<bool, AdminError> {
+    let pending = shard.control().and_then(|c| c.failed_documents.borrow().get(name).copied());
+    if let Some(version) = pending {
+        let message =
+            format!("this node could not take version {version} of {name} (see its log): change it elsewhere");
+        return Err(AdminError::new(code::KAFKA_STORAGE_ERROR, message));
+    }
     match commit(shard, MetaCommand::SetDocument { name: name.to_string(), text, based_on }).await? {
         MetaResponse::Conflict { version } => {
             // Wait until this node has the newer version before the caller tries again.
@@ -294,6 +300,16 @@ pub async fn with_retries<T>(mut attempt: impl AsyncFnMut() -> Option<T>, gave_u
     gave_up()
 }
 
+/// Whether `text` reads as document `name`.
+fn decodes(name: &str, text: &str) -> Result<(), String> {
+    match name {
+        ACLS_FILE => Acls::decode(text).map(|_| ()),
+        CREDENTIALS_FILE => Credentials::decode(text).map(|_| ()),
+        QUOTAS_FILE => Quotas::decode(text).map(|_| ()),
+        _ => DynamicConfigs::decode(text).map(|_| ()),
+    }
+}
+
 /// Put the documents of `image` newer than those in force here into force: the file written
 /// (so that a restart reads it before the quorum answers), then the state it holds on every
 /// shard. A document this node cannot read is logged and left out (the file stays as it was).
@@ -315,6 +331,11 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bo
                 let path = shard.config().data_dir.join(name);
                 let Ok(Some(bytes)) = control.disk.read_file(&path).await else { continue };
                 let Ok(text) = String::from_utf8(bytes) else { continue };
+                // Only a file this build reads is proposed (a bad one would reach every node).
+                if let Err(e) = decodes(name, &text) {
+                    tracing::warn!(document = name, error = e, "this node's file is not proposed: it does not read");
+                    continue;
+                }
                 text
             };
             let shard = shard.clone();
@@ -340,8 +361,9 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bo
                 // differs (nothing an operator put there is lost).
                 if document_version(shard, name) == 0 {
                     if let Ok(Some(old)) = control.disk.read_file(&path).await {
-                        if old != text.as_bytes() {
-                            let kept = path.with_file_name(format!("{name}.before-cluster"));
+                        let kept = path.with_file_name(format!("{name}.before-cluster"));
+                        // (Once: a later start's older cluster version is not the operator's.)
+                        if old != text.as_bytes() && !control.disk.exists(&kept).await.unwrap_or(true) {
                             control.disk.rename(&path, &kept).await.map_err(|e| format!("keeping the old file: {e}"))?;
                             tracing::warn!(document = name, kept = %kept.display(), "this node's own file is replaced by the cluster's");
                         }
@@ -351,8 +373,17 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bo
             };
             match name.as_str() {
                 BROKER_DEFAULTS => {
-                    // Into this node's `broker-configs`, beside its own layer.
+                    // Into this node's `broker-configs`, beside its own layer; its own defaults,
+                    // if they differ, kept once beside it.
                     let default = DynamicConfigs::decode(text)?.default;
+                    let own = shard.dynamic();
+                    let kept = path.with_file_name(format!("{}.before-cluster", crate::server::configs::BROKER_CONFIGS_FILE));
+                    let first = document_version(shard, name) == 0;
+                    if first && own.default != default && !control.disk.exists(&kept).await.unwrap_or(true) {
+                        let written = control.disk.write_file_atomic(&kept, own.encode().as_bytes()).await;
+                        written.map_err(|e| format!("keeping the old defaults: {e}"))?;
+                        tracing::warn!(kept = %kept.display(), "this node's own broker defaults are replaced by the cluster's");
+                    }
                     let mut lease = control.lease().await;
                     super::broker::take_defaults(shard, lease.store(), default).await?;
                 }
@@ -377,36 +408,43 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bo
         .await;
         match applied {
             Ok(()) => {
+                control.failed_documents.borrow_mut().remove(name);
                 control.documents.borrow_mut().insert(name.clone(), doc.version);
                 tracing::info!(document = name, version = doc.version, "cluster-wide settings in force");
             }
             Err(e) => {
-                // Counted as seen (changes made here wait for it), though not in force.
-                control.documents.borrow_mut().insert(name.clone(), doc.version);
-                tracing::error!(
-                    document = name,
-                    version = doc.version,
-                    error = e,
-                    "cannot take a cluster-wide document"
-                )
+                // Not in force: tried again at the publisher's next look; meanwhile changes made
+                // here are refused (made from the older state, they would undo the newer).
+                let first =
+                    control.failed_documents.borrow_mut().insert(name.clone(), doc.version) != Some(doc.version);
+                if first {
+                    tracing::error!(
+                        document = name,
+                        version = doc.version,
+                        error = e,
+                        "cannot take a cluster-wide document"
+                    );
+                }
             }
         }
     }
 }
 
 /// Shard 0 of a clustered node: publish the image each time this node applies more of the
-/// metadata log, until the broker stops.
-pub fn spawn_publisher(shard: Rc<Shard>, controller: Rc<Controller<DmaDisk>>, stop: Arc<AtomicBool>) {
+/// metadata log (and retry a document it could not take), until the broker stops. `adopt`:
+/// the metadata log existed before this start ([`Origin::load`]).
+pub fn spawn_publisher(shard: Rc<Shard>, controller: Rc<Controller<DmaDisk>>, stop: Arc<AtomicBool>, adopt: bool) {
     use openraft_rt::WatchReceiver;
     glommio::spawn_local(async move {
         let mut metrics = controller.raft.metrics();
         let mut placed: BTreeMap<String, Vec<PartitionState>> = BTreeMap::new();
-        let mut origin = Origin::load(&shard).await;
+        let mut origin = Origin::load(&shard, adopt).await;
         let mut seeded = false;
         let mut published = None;
         while !stop.load(Ordering::Relaxed) {
             let applied = controller.state.last_applied().map(|l| l.index);
-            if applied.is_some() && applied != published {
+            let retry = shard.control().is_some_and(|c| !c.failed_documents.borrow().is_empty());
+            if applied.is_some() && (applied != published || retry) {
                 let image = controller.image();
                 publish(&shard, &image, &mut placed, &mut origin).await;
                 publish_documents(&shard, &image, &mut seeded).await;
@@ -439,17 +477,28 @@ struct Origin {
 impl Origin {
     const FILE: &'static str = "cluster-topics";
 
-    async fn load(shard: &Shard) -> Origin {
+    /// `adopt`: the metadata log existed before this start; with no file yet (an older
+    /// build's data directory), every local topic came from the image then.
+    async fn load(shard: &Shard, adopt: bool) -> Origin {
         let path = shard.config().data_dir.join(Self::FILE);
         let mut ids = std::collections::BTreeSet::new();
-        if let Some(control) = shard.control() {
-            match control.disk.read_file(&path).await {
-                Ok(Some(bytes)) => ids = String::from_utf8_lossy(&bytes).lines().filter_map(Uuid::parse).collect(),
-                Ok(None) => {}
-                Err(e) => tracing::error!(error = %e, "cannot read {}", path.display()),
+        let mut origin = Origin { ids: Default::default(), path: path.clone(), reported: Default::default() };
+        let Some(control) = shard.control() else { return origin };
+        match control.disk.read_file(&path).await {
+            Ok(Some(bytes)) => ids = String::from_utf8_lossy(&bytes).lines().filter_map(Uuid::parse).collect(),
+            Ok(None) if adopt => {
+                let mut lease = control.lease().await;
+                let store = lease.store();
+                ids = store.names().filter_map(|n| store.get(n)).map(|m| m.id).collect();
+                origin.ids = ids;
+                origin.save(shard).await;
+                return origin;
             }
+            Ok(None) => {}
+            Err(e) => tracing::error!(error = %e, "cannot read {}", path.display()),
         }
-        Origin { ids, path, reported: Default::default() }
+        origin.ids = ids;
+        origin
     }
 
     async fn save(&self, shard: &Shard) {

@@ -41,7 +41,8 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
     cc.heartbeat = (cluster.election_timeout / 5).max(Duration::from_millis(20));
     // A node joins a cluster with no topics of its own: the metadata's topics replace the
     // local ones, so a standalone node's data would be deleted.
-    if !control.disk.exists(&config.data_dir.join(METADATA_DIR)).await? {
+    let existed = control.disk.exists(&config.data_dir.join(METADATA_DIR)).await?;
+    if !existed {
         let mut lease = control.lease().await;
         let names: Vec<String> = lease.store().names().map(str::to_string).collect();
         if !names.is_empty() {
@@ -74,7 +75,7 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
             .collect(),
         rack: None,
     };
-    super::metadata::spawn_publisher(shard.clone(), controller.clone(), stop.clone());
+    super::metadata::spawn_publisher(shard.clone(), controller.clone(), stop.clone(), existed);
     let c = controller.clone();
     let cluster_id = shard.cluster_id().to_string();
     let heartbeat = cluster.broker_heartbeat;
