@@ -26,6 +26,12 @@ async fn on_shard0(cx: &Cx<'_>, command: MetaCommand, n: usize) -> Vec<Outcome> 
     }
 }
 
+/// Every partition of every topic this shard knows (a request naming none).
+fn every_partition(shard: &crate::server::shard::Shard) -> Vec<(String, i32)> {
+    let count = |t: &str| shard.topic(t, |i| i.partitions as i32).unwrap_or(0);
+    shard.topic_names().into_iter().flat_map(|t| (0..count(&t)).map(move |p| (t.clone(), p))).collect()
+}
+
 /// Results per partition, grouped by topic in the order first asked.
 fn by_topic<T>(
     asked: Vec<(String, i32)>,
@@ -50,11 +56,7 @@ pub async fn elect_leaders(cx: &mut Cx<'_>, req: ElectLeadersRequest) -> ElectLe
     let all = req.topic_partitions.is_none();
     let asked: Vec<(String, i32)> = match req.topic_partitions {
         Some(ts) => ts.into_iter().flat_map(|t| t.partitions.into_iter().map(move |p| (t.topic.clone(), p))).collect(),
-        None => shard
-            .topic_names()
-            .into_iter()
-            .flat_map(|t| (0..shard.topic(&t, |i| i.partitions as i32).unwrap_or(0)).map(move |p| (t.clone(), p)))
-            .collect(),
+        None => every_partition(shard),
     };
     let (top, outcomes): (ErrorCode, Vec<Outcome>) = if !cx.allowed_on_cluster(Operation::Alter) {
         let denied = (code::CLUSTER_AUTHORIZATION_FAILED, Some("Cluster authorization failed.".to_string()));
@@ -158,11 +160,7 @@ pub fn list_reassignments(
         Some(ts) => {
             ts.into_iter().flat_map(|t| t.partition_indexes.into_iter().map(move |p| (t.name.clone(), p))).collect()
         }
-        None => shard
-            .topic_names()
-            .into_iter()
-            .flat_map(|t| (0..shard.topic(&t, |i| i.partitions as i32).unwrap_or(0)).map(move |p| (t.clone(), p)))
-            .collect(),
+        None => every_partition(shard),
     };
     let mut topics: BTreeMap<String, Vec<OngoingPartitionReassignment>> = BTreeMap::new();
     for (t, p) in asked {
