@@ -116,6 +116,12 @@ def test_topics_are_created_placed_and_deleted_through_the_quorum(cluster):
     assert part.error_code == NOT_LEADER_OR_FOLLOWER, r
     assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (leader, 0), r
     assert [(e.node_id, e.port) for e in r.node_endpoints] == [(leader, cluster.ports[leader])], r
+    # Fetch v12 from the same node: the same hint, in the partition's CurrentLeader.
+    from test_conformance import fetch
+    f = fetch(cluster.brokers[other], 12, [(index, 0)], name="t3")
+    fp = f.responses[0].partitions[0]
+    assert fp.error_code == NOT_LEADER_OR_FOLLOWER, f
+    assert (fp.current_leader.leader_id, fp.current_leader.leader_epoch) == (leader, 0), f
 
     admin2 = AdminClient({"bootstrap.servers": cluster.brokers[2].bootstrap})
     admin2.create_partitions([NewPartitions("t3", 8)], request_timeout=30)["t3"].result(30)
