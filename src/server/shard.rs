@@ -36,6 +36,15 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
+/// A partition's placement as [`Shard::placed`] lends it.
+enum Placed<'a> {
+    /// A standalone node: its only replica and leader.
+    Alone,
+    /// Clustered, before the metadata image reached this shard.
+    Unknown,
+    At(&'a PartitionState),
+}
+
 /// What every shard knows about a topic.
 #[derive(Debug, Clone)]
 pub struct TopicInfo {
@@ -342,17 +351,46 @@ impl Shard {
     /// image reached this shard). `None`: no such topic or partition.
     pub fn leadership(&self, topic: &str, partition: i32) -> Option<PartitionState> {
         let node = self.config.node_id;
-        self.topic(topic, |t| {
-            if partition < 0 || partition as u32 >= t.partitions {
-                return None;
-            }
-            if self.config.cluster.is_none() {
-                return Some(PartitionState::new(vec![node], vec![node]));
-            }
-            let placed = t.placement.as_ref().and_then(|p| p.get(partition as usize).cloned());
-            Some(placed.unwrap_or(PartitionState { leader: -1, ..PartitionState::new(Vec::new(), Vec::new()) }))
+        self.placed(topic, partition, |p| match p {
+            Placed::Alone => PartitionState::new(vec![node], vec![node]),
+            Placed::Unknown => PartitionState { leader: -1, ..PartitionState::new(Vec::new(), Vec::new()) },
+            Placed::At(state) => state.clone(),
         })
-        .flatten()
+    }
+
+    /// A partition's leader (-1: none now), as [`Shard::leadership`] says, without copying its
+    /// placement (produce and fetch ask it for every partition). `None`: no such partition.
+    pub fn leader(&self, topic: &str, partition: i32) -> Option<i32> {
+        self.placed(topic, partition, |p| match p {
+            Placed::Alone => self.config.node_id,
+            Placed::Unknown => -1,
+            Placed::At(state) => state.leader,
+        })
+    }
+
+    /// How many replicas of a partition are in sync (one, standalone; none while unknown).
+    pub fn in_sync(&self, topic: &str, partition: i32) -> Option<usize> {
+        self.placed(topic, partition, |p| match p {
+            Placed::Alone => 1,
+            Placed::Unknown => 0,
+            Placed::At(state) => state.isr.len(),
+        })
+    }
+
+    /// `f` of a partition's placement, borrowed (`None`: no such topic or partition).
+    fn placed<R>(&self, topic: &str, partition: i32, f: impl FnOnce(Placed<'_>) -> R) -> Option<R> {
+        let topics = self.topics.borrow();
+        let t = topics.get(topic)?;
+        if partition < 0 || partition as u32 >= t.partitions {
+            return None;
+        }
+        if self.config.cluster.is_none() {
+            return Some(f(Placed::Alone));
+        }
+        match t.placement.as_ref().and_then(|p| p.get(partition as usize)) {
+            Some(state) => Some(f(Placed::At(state))),
+            None => Some(f(Placed::Unknown)),
+        }
     }
 
     /// The partition a client's produce, fetch or offset request is for, if this node leads it
@@ -360,8 +398,7 @@ impl Shard {
     /// NOT_LEADER_OR_FOLLOWER when another node leads it (or none does), so the client
     /// refreshes its metadata and goes there.
     pub fn led_partition(&self, topic: &str, partition: i32) -> Result<Rc<Partition<DmaDisk>>, ErrorCode> {
-        let leader = self.leadership(topic, partition).map(|l| l.leader);
-        match leader {
+        match self.leader(topic, partition) {
             None => Err(code::UNKNOWN_TOPIC_OR_PARTITION),
             Some(l) if l != self.config.node_id => Err(code::NOT_LEADER_OR_FOLLOWER),
             // Led here but not open (it failed to open): as a partition this node lacks.
@@ -371,7 +408,7 @@ impl Shard {
 
     /// Whether this node leads a partition (always, standalone).
     pub fn leads(&self, topic: &str, partition: i32) -> bool {
-        self.leadership(topic, partition).is_some_and(|l| l.leader == self.config.node_id)
+        self.leader(topic, partition) == Some(self.config.node_id)
     }
 
     pub fn manager(&self) -> &Rc<PartitionManager<DmaDisk>> {

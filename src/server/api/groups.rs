@@ -403,7 +403,7 @@ async fn coordinator_node(cx: &Cx<'_>, key: &str, txn: bool) -> Option<(i32, Str
         let n = shard.offsets_partitions()?;
         (crate::server::coordinator::OFFSETS_TOPIC, crate::server::coordinator::offsets_partition(key, n))
     };
-    let leader = shard.leadership(topic, partition)?.leader;
+    let leader = shard.leader(topic, partition)?;
     if leader < 0 {
         return None;
     }

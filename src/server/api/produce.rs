@@ -163,7 +163,7 @@ fn refusal(cx: &Cx<'_>, acks: i16, topic: &str, known: bool, part: &ProduceParti
     if acks == -1 && cx.shard.leads(topic, part.index) {
         // On the leader, fewer replicas in sync than min.insync.replicas (a standalone node has
         // one): Kafka's answer. (Elsewhere the append says who leads.)
-        let isr = cx.shard.leadership(topic, part.index).map_or(1, |l| l.isr.len() as i32);
+        let isr = cx.shard.in_sync(topic, part.index).unwrap_or(1) as i32;
         if cx.shard.topic(topic, |i| i.config.min_insync_replicas as i32 > isr).unwrap_or(false) {
             return Some(code::NOT_ENOUGH_REPLICAS);
         }

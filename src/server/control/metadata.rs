@@ -61,14 +61,20 @@ async fn commit(shard: &Shard, command: MetaCommand) -> Result<MetaResponse, Adm
     if let MetaResponse::Refused { code, message } = response {
         return Err(AdminError::new(ErrorCode(code), message));
     }
-    let control = control_of(shard)?;
-    let mut published = control.published.subscribe();
-    let waited = crate::cluster::net::within(COMMIT_LIMIT, published.wait_for(|i| *i >= index)).await;
-    if !matches!(waited, Some(Ok(_))) {
+    if !until_published(shard, |i| *i >= index).await {
         let message = format!("committed at {index}, not yet applied on this node");
         return Err(AdminError::new(code::REQUEST_TIMED_OUT, message));
     }
     Ok(response)
+}
+
+/// Wait, within the commit limit, until `ready` holds at a publish of this node's image (at
+/// once if it holds now); whether it does.
+async fn until_published(shard: &Shard, ready: impl FnMut(&u64) -> bool) -> bool {
+    let Some(control) = shard.control() else { return false };
+    let mut published = control.published.subscribe();
+    let waited = crate::cluster::net::within(COMMIT_LIMIT, published.wait_for(ready)).await;
+    matches!(waited, Some(Ok(_)))
 }
 
 fn placement_error((c, message): (ErrorCode, String)) -> AdminError {
@@ -132,10 +138,7 @@ pub async fn create_topic(
 /// serves only once unfenced).
 async fn unfenced_here(shard: &Shard, controller: &Controller<DmaDisk>) {
     let me = shard.config().node_id;
-    let Some(control) = shard.control() else { return };
-    let mut published = control.published.subscribe();
-    let ready = |_: &u64| controller.state.broker(me).is_some_and(|b| !b.fenced);
-    let _ = crate::cluster::net::within(COMMIT_LIMIT, published.wait_for(ready)).await;
+    until_published(shard, |_| controller.state.broker(me).is_some_and(|b| !b.fenced)).await;
 }
 
 /// DeleteTopics on a clustered node.
@@ -215,12 +218,8 @@ pub async fn alter_topic(
     match commit(shard, command).await? {
         MetaResponse::Conflict { .. } => {
             // Wait for this node to publish the newer settings before the caller tries again.
-            if let Some(controller) = controller(shard) {
-                let control = control_of(shard)?;
-                let mut published = control.published.subscribe();
-                let applied = controller.state.last_applied().map_or(0, |l| l.index);
-                let _ = crate::cluster::net::within(COMMIT_LIMIT, published.wait_for(|i| *i >= applied)).await;
-            }
+            let applied = controller(shard).and_then(|c| c.state.last_applied()).map_or(0, |l| l.index);
+            until_published(shard, |i| *i >= applied).await;
             Ok(false)
         }
         _ => {
@@ -278,11 +277,7 @@ pub async fn put_document(shard: &Shard, name: &str, text: String, based_on: u64
     match commit(shard, MetaCommand::SetDocument { name: name.to_string(), text, based_on }).await? {
         MetaResponse::Conflict { version } => {
             // Wait until this node has the newer version before the caller tries again.
-            if let Some(control) = shard.control() {
-                let mut published = control.published.subscribe();
-                let newer = |_: &u64| document_version(shard, name) >= version;
-                let _ = crate::cluster::net::within(COMMIT_LIMIT, published.wait_for(newer)).await;
-            }
+            until_published(shard, |_| document_version(shard, name) >= version).await;
             Ok(false)
         }
         _ => Ok(true),
@@ -300,14 +295,23 @@ pub async fn with_retries<T>(mut attempt: impl AsyncFnMut() -> Option<T>, gave_u
     gave_up()
 }
 
-/// Whether `text` reads as document `name`.
-fn decodes(name: &str, text: &str) -> Result<(), String> {
-    match name {
-        ACLS_FILE => Acls::decode(text).map(|_| ()),
-        CREDENTIALS_FILE => Credentials::decode(text).map(|_| ()),
-        QUOTAS_FILE => Quotas::decode(text).map(|_| ()),
-        _ => DynamicConfigs::decode(text).map(|_| ()),
-    }
+/// A document's text, read.
+enum Content {
+    Acls(Acls),
+    Credentials(Credentials),
+    Quotas(Quotas),
+    /// The cluster-default broker settings (a `broker-configs` text's `default` lines).
+    BrokerDefaults(BTreeMap<String, String>),
+}
+
+/// Read `text` as document `name`.
+fn read(name: &str, text: &str) -> Result<Content, String> {
+    Ok(match name {
+        ACLS_FILE => Content::Acls(Acls::decode(text)?),
+        CREDENTIALS_FILE => Content::Credentials(Credentials::decode(text)?),
+        QUOTAS_FILE => Content::Quotas(Quotas::decode(text)?),
+        _ => Content::BrokerDefaults(DynamicConfigs::decode(text)?.default),
+    })
 }
 
 /// Put the documents of `image` newer than those in force here into force: the file written
@@ -332,7 +336,7 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bo
                 let Ok(Some(bytes)) = control.disk.read_file(&path).await else { continue };
                 let Ok(text) = String::from_utf8(bytes) else { continue };
                 // Only a file this build reads is proposed (a bad one would reach every node).
-                if let Err(e) = decodes(name, &text) {
+                if let Err(e) = read(name, &text) {
                     tracing::warn!(document = name, error = e, "this node's file is not proposed: it does not read");
                     continue;
                 }
@@ -371,11 +375,10 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bo
                 }
                 control.disk.write_file_atomic(&path, text.as_bytes()).await.map_err(|e| format!("writing: {e}"))
             };
-            match name.as_str() {
-                BROKER_DEFAULTS => {
+            match read(name, text)? {
+                Content::BrokerDefaults(default) => {
                     // Into this node's `broker-configs`, beside its own layer; its own defaults,
                     // if they differ, kept once beside it.
-                    let default = DynamicConfigs::decode(text)?.default;
                     let own = shard.dynamic();
                     let kept = path.with_file_name(format!("{}.before-cluster", crate::server::configs::BROKER_CONFIGS_FILE));
                     let first = document_version(shard, name) == 0;
@@ -387,18 +390,15 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bo
                     let mut lease = control.lease().await;
                     super::broker::take_defaults(shard, lease.store(), default).await?;
                 }
-                ACLS_FILE => {
-                    let acls = Acls::decode(text)?;
+                Content::Acls(acls) => {
                     write().await?;
                     broadcast(shard, super::acls::AclsChanged(acls)).await;
                 }
-                CREDENTIALS_FILE => {
-                    let credentials = Credentials::decode(text)?;
+                Content::Credentials(credentials) => {
                     write().await?;
                     broadcast(shard, super::users::CredentialsChanged(credentials)).await;
                 }
-                _ => {
-                    let quotas = Quotas::decode(text)?;
+                Content::Quotas(quotas) => {
                     write().await?;
                     shard.connections().set_quotas(quotas);
                 }
