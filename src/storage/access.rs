@@ -95,8 +95,16 @@ pub async fn read_traced<D: Disk, C: LogCell<D>>(
     let mut from_disk = false;
     loop {
         let plan = cell.log().plan_read(offset, max_bytes, upto)?;
+        // A replicated log's reader gets what lies below its high watermark now (the plan read
+        // durable bytes, which may reach past it).
+        let visible = |bytes: Bytes| match upto {
+            ReadUpTo::HighWatermark if cell.log().replicated_to().is_some() => {
+                below(bytes, cell.log().high_watermark())
+            }
+            _ => bytes,
+        };
         match plan {
-            ReadPlan::Done(bytes) => return Ok((bytes, from_disk)),
+            ReadPlan::Done(bytes) => return Ok((visible(bytes), from_disk)),
             ReadPlan::Disk(read) => {
                 let disk = cell.log().disk().clone();
                 let (skip, (base, generation)) = (read.skip_to(), read.segment());
@@ -108,11 +116,27 @@ pub async fn read_traced<D: Disk, C: LogCell<D>>(
                 match skip {
                     // A compacted segment holds nothing at or past `offset`: the next one.
                     Some(next) if bytes.is_empty() && next > offset => offset = next,
-                    _ => return Ok((bytes, true)),
+                    _ => return Ok((visible(bytes), true)),
                 }
             }
             ReadPlan::NeedIndex(need) => load_indexes(cell, need).await?,
         }
+    }
+}
+
+/// The whole batches of `bytes` that end below `limit`.
+fn below(bytes: Bytes, limit: i64) -> Bytes {
+    let mut keep = 0;
+    for (at, info, batch) in crate::storage::format::BatchWalk::new(&bytes, usize::MAX >> 1).map_while(Result::ok) {
+        if info.last_offset >= limit {
+            break;
+        }
+        keep = at + batch.len();
+    }
+    if keep == bytes.len() {
+        bytes
+    } else {
+        bytes.slice(..keep)
     }
 }
 

@@ -57,6 +57,8 @@ pub struct Partition<D: Disk> {
     truncating: Cell<bool>,
     /// Held by a compaction pass; `close` waits for it.
     cleaning: glommio::sync::Semaphore,
+    /// Held while the leader-epoch cache is saved ([`Partition::save_epochs`]).
+    saving: glommio::sync::Semaphore,
     /// Long polls waiting for the readable range to change ([`Partition::changed`]).
     watchers: RefCell<Vec<oneshot::Sender<()>>>,
     /// The read-ahead of a consumer catching up ([`Partition::fetch_read`]).
@@ -104,6 +106,7 @@ impl<D: Disk> Partition<D> {
             deleting: glommio::sync::Semaphore::new(1),
             truncating: Cell::new(false),
             cleaning: glommio::sync::Semaphore::new(1),
+            saving: glommio::sync::Semaphore::new(1),
             watchers: RefCell::new(Vec::new()),
             ahead: RefCell::new(ReadAhead::default()),
         };
@@ -121,9 +124,85 @@ impl<D: Disk> Partition<D> {
         self.log.borrow_mut().set_config(config);
     }
 
-    /// The high watermark: every offset below it is durable (what readers may see).
+    /// The high watermark: what readers may see. Every offset below it is durable, and on a
+    /// replicated partition durable on every in-sync replica ([`Partition::set_replicated_to`]).
     pub fn high_watermark(&self) -> Offset {
+        Offset(self.log.borrow().high_watermark())
+    }
+
+    /// The durable end: every offset below it is durable here.
+    pub fn durable_end(&self) -> Offset {
         Offset(self.log.borrow().durable_offset())
+    }
+
+    /// On a replicated partition, the offset below which every in-sync replica has the records
+    /// durable (`None`: not replicated). Readers and long polls follow it.
+    pub fn set_replicated_to(&self, to: Option<Offset>) {
+        let before = self.high_watermark();
+        self.log.borrow_mut().set_replicated_to(to.map(Offset::get));
+        if self.high_watermark() != before {
+            self.notify_watchers();
+        }
+    }
+
+    /// The leader epoch stamped on this node's appends as leader (`None`: standalone, or a
+    /// follower).
+    pub fn set_leader_epoch(&self, epoch: Option<i32>) {
+        self.log.borrow_mut().set_leader_epoch(epoch);
+    }
+
+    /// Where leader epoch `epoch` ends in this log, and the largest epoch at or below it that
+    /// wrote here (Kafka's OffsetsForLeaderEpoch answer; `(-1, -1)`: unknown).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, Offset) {
+        let log = self.log.borrow();
+        let (e, end) = log.epochs().end_offset_for(epoch, log.log_end_offset());
+        (e, Offset(end))
+    }
+
+    /// The newest leader epoch that wrote to this log (`None`: none known).
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.log.borrow().epochs().latest()
+    }
+
+    /// Save the leader-epoch cache if it changed: once per new epoch, at the first batch of
+    /// it. One save at a time, each writing what the cache holds when it starts.
+    async fn save_epochs(&self) -> StorageResult<()> {
+        if !self.log.borrow().epochs_dirty() {
+            return Ok(());
+        }
+        let _one = self.saving.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
+        let (disk, path, bytes) = {
+            let mut log = self.log.borrow_mut();
+            let Some(bytes) = log.take_epochs_changed() else { return Ok(()) };
+            (log.disk().clone(), log.dir().join(crate::storage::log::EPOCH_FILE), bytes)
+        };
+        disk.write_file_atomic(&path, &bytes).await?;
+        Ok(())
+    }
+
+    /// [`Partition::save_epochs`] in a task of its own (an append that does not wait).
+    fn save_epochs_soon(self: &Rc<Self>) {
+        if self.log.borrow().epochs_dirty() {
+            let me = self.clone();
+            glommio::spawn_local(async move {
+                if let Err(e) = me.save_epochs().await {
+                    tracing::warn!(dir = %me.log.borrow().dir().display(), error = %e, "cannot save the leader-epoch cache");
+                }
+            })
+            .detach();
+        }
+    }
+
+    /// Append batches as the leader stored them (a follower's fetch, [`Log::append_replica`]);
+    /// the flusher is started and the caller waits for durability
+    /// ([`Partition::wait_durable`]).
+    pub async fn append_replica(self: &Rc<Self>, records: &[u8]) -> StorageResult<AppendInfo> {
+        self.accepting()?;
+        let now = (self.clock)();
+        let (info, _) = self.log.borrow_mut().append_replica(records, now)?;
+        self.kick();
+        self.save_epochs().await?;
+        Ok(info)
     }
 
     /// The log start offset (DeleteRecords and retention move it).
@@ -147,6 +226,7 @@ impl<D: Disk> Partition<D> {
         self.accepting()?;
         let now = (self.clock)();
         let (info, demand) = self.log.borrow_mut().append(records, now)?;
+        self.save_epochs().await?;
         match demand {
             FlushDemand::Wait => {
                 // The group commit: until a commit job covering the batch has synced.
@@ -167,6 +247,7 @@ impl<D: Disk> Partition<D> {
         let now = (self.clock)();
         let (info, _) = self.log.borrow_mut().append(records, now)?;
         self.kick();
+        self.save_epochs_soon();
         Ok(info)
     }
 
@@ -182,6 +263,7 @@ impl<D: Disk> Partition<D> {
         let now = (self.clock)();
         let (info, _, _) = self.log.borrow_mut().append_marker(pid, epoch, marker, now)?;
         self.kick();
+        self.save_epochs_soon();
         Ok(info)
     }
 
@@ -394,7 +476,7 @@ impl<D: Disk> Partition<D> {
         if let Some(task) = pending {
             task.await;
         }
-        let (bytes, from_disk) = access::read_traced(&self.log, o, max_bytes, ReadUpTo::Durable).await?;
+        let (bytes, from_disk) = access::read_traced(&self.log, o, max_bytes, ReadUpTo::HighWatermark).await?;
         // How much one cache entry may take now (nothing while a fetch waits for memory).
         let room = self.log.borrow().cache_room();
         if room < READ_AHEAD_MIN || self.closed.get() || self.truncating.get() {
@@ -596,6 +678,11 @@ impl<D: Disk> Partition<D> {
             task.await;
         }
         if let Err(e) = self.flush().await {
+            self.truncating.set(false);
+            return Err(e);
+        }
+        // The reopen reads the epoch cache from its file: everything it learnt is there first.
+        if let Err(e) = self.save_epochs().await {
             self.truncating.set(false);
             return Err(e);
         }

@@ -40,7 +40,7 @@ impl ShardCall<Shard> for Lookup {
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let p = shard.led_partition(&self.topic, self.partition)?;
-        let found = p.offset_for_time(self.timestamp, ReadUpTo::Durable).await.map_err(|e| storage_code(&e))?;
+        let found = p.offset_for_time(self.timestamp, ReadUpTo::HighWatermark).await.map_err(|e| storage_code(&e))?;
         let found = found.map(|(offset, timestamp)| Found { offset, timestamp });
         if !self.committed {
             return Ok(found);

@@ -31,6 +31,8 @@ pub const MAGIC_V2: i8 = 2;
 
 pub const OFF_BASE_OFFSET: usize = 0;
 pub const OFF_LENGTH: usize = 8;
+/// partitionLeaderEpoch: outside the CRC (a leader stamps it as it appends).
+pub const OFF_LEADER_EPOCH: usize = 12;
 pub const OFF_MAGIC: usize = 16;
 pub const OFF_CRC: usize = 17;
 pub const OFF_ATTRIBUTES: usize = 21;

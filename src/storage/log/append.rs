@@ -21,12 +21,12 @@ use crate::metrics::{self, Stage};
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::batch::{
     check_produced, check_stored, patched_header, records_section, timestamps_outside, with_timestamp_type,
-    BatchHeader, RecordStats, Records, TimestampType, HEADER_LEN, MAGIC_V2,
+    BatchHeader, RecordStats, Records, TimestampType, HEADER_LEN, MAGIC_V2, OFF_LEADER_EPOCH,
 };
 use crate::storage::format::index::encode_clean_marker;
 use crate::storage::format::legacy;
 use crate::storage::format::marker::Marker;
-use crate::storage::format::stored::{frame_len, BatchWalk};
+use crate::storage::format::stored::{frame_len, BatchInfo, BatchWalk};
 use crate::storage::format::txn_index::AbortedTxn;
 use crate::storage::format::FormatError;
 use crate::storage::producers::{self, BatchSeq, CompletedTxn, SequenceError, Verdict};
@@ -39,6 +39,9 @@ enum Checked<'a> {
     V2 { h: BatchHeader, bytes: &'a [u8], attributes: i16, max_ts: i64, seq: Option<BatchSeq> },
     /// A legacy message (plain or wrapper), its record count and its stored form.
     Legacy { bytes: &'a [u8], count: i32, wrapper: bool, stored: legacy::Stored, max_ts: i64 },
+    /// A batch as a leader stored it (a follower's append): kept byte for byte. `h`: its v2
+    /// header (none for legacy messages).
+    Replica { bytes: &'a [u8], h: Option<BatchHeader>, first: i64, info: BatchInfo },
 }
 
 impl Checked<'_> {
@@ -46,22 +49,36 @@ impl Checked<'_> {
         match self {
             Checked::V2 { h, .. } => h.last_offset_delta as i64 + 1,
             Checked::Legacy { count, .. } => *count as i64,
+            Checked::Replica { first, info, .. } => info.last_offset - first + 1,
         }
     }
 
     /// The stored bytes of the batch at offset `base`, `head` then `rest` (`head` in
     /// `patched` when the prefix is rewritten), their largest timestamp and indexed offset.
-    fn stored<'s>(&'s self, base: i64, patched: &'s mut [u8; HEADER_LEN]) -> (&'s [u8], &'s [u8], i64, i64) {
+    /// A leader's v2 batches get its leader `epoch` (outside the CRC).
+    fn stored<'s>(
+        &'s self,
+        base: i64,
+        epoch: Option<i32>,
+        patched: &'s mut [u8; HEADER_LEN],
+    ) -> (&'s [u8], &'s [u8], i64, i64) {
         match self {
             Checked::V2 { h, bytes, attributes, max_ts, .. } => {
-                if *attributes != h.attributes || *max_ts != h.max_timestamp {
+                let (len, max_ts) = if *attributes != h.attributes || *max_ts != h.max_timestamp {
                     *patched = patched_header(bytes, base, *attributes, *max_ts);
-                    (&patched[..], &bytes[HEADER_LEN..], *max_ts, base)
+                    (HEADER_LEN, *max_ts)
                 } else {
+                    let len = if epoch.is_some() { OFF_LEADER_EPOCH + 4 } else { 8 };
+                    patched[..len].copy_from_slice(&bytes[..len]);
                     patched[..8].copy_from_slice(&base.to_be_bytes());
-                    (&patched[..8], &bytes[8..], h.max_timestamp, base)
+                    (len, h.max_timestamp)
+                };
+                if let Some(e) = epoch {
+                    patched[OFF_LEADER_EPOCH..OFF_LEADER_EPOCH + 4].copy_from_slice(&e.to_be_bytes());
                 }
+                (&patched[..len], &bytes[len..], max_ts, base)
             }
+            Checked::Replica { bytes, info, .. } => (&[][..], bytes, info.max_timestamp, info.index_offset()),
             Checked::Legacy { bytes, wrapper, stored, max_ts, count } => {
                 let indexed = if *wrapper { base + *count as i64 - 1 } else { base };
                 match stored {
@@ -175,6 +192,68 @@ impl<D: Disk> Log<D> {
         Ok((info, self.counted(&info, demand)))
     }
 
+    /// Append batches as a leader stored them (a follower's fetch, Kafka's
+    /// `appendAsFollower`): offsets, timestamps, epochs and CRCs stay as they are. Each batch
+    /// is checked (framing, CRC) and must start where the log ends; on any error nothing is
+    /// appended. The producer state and the leader-epoch cache follow the batches as recovery
+    /// replays a log (sequences, transactions, markers). At broker time `now` (rolling).
+    pub fn append_replica(&mut self, records: &[u8], now: i64) -> StorageResult<(AppendInfo, FlushDemand)> {
+        self.writable()?;
+        let rules = Rules::new(&self.config, now);
+        let mut expected = self.log_end_offset();
+        let mut batches = Vec::new();
+        let mut walk = BatchWalk::new(records, MAX_STORED_BATCH);
+        for item in walk.by_ref() {
+            let (_, info, bytes) = item?;
+            let (first, h) = if info.magic == MAGIC_V2 {
+                let h = check_stored(bytes)?;
+                (h.base_offset, Some(h))
+            } else {
+                legacy::check(bytes)?;
+                let first = match info.first_offset {
+                    Some(f) => f,
+                    None => legacy::wrapper_span(bytes, rules.decompress_limit, false)?.0,
+                };
+                (first, None)
+            };
+            if first != expected || info.last_offset < first {
+                return Err(FormatError::OffsetGap { expected, found: first }.into());
+            }
+            expected = info.last_offset + 1;
+            batches.push(Checked::Replica { bytes, h, first, info });
+        }
+        if walk.pos() != records.len() {
+            let have = records.len() - walk.pos();
+            let need = frame_len(&records[walk.pos()..], MAX_STORED_BATCH)?.unwrap_or(12);
+            return Err(FormatError::Truncated { need, have }.into());
+        }
+        if batches.is_empty() {
+            return Err(StorageError::EmptyAppend);
+        }
+        // A follower stamps nothing: the leader's epochs stay.
+        let stamp = self.leader_epoch.take();
+        let (info, demand) = self.copy_batches(&batches, &rules);
+        self.leader_epoch = stamp;
+        Ok((info, self.counted(&info, demand)))
+    }
+
+    /// A replicated v2 batch at `first` updates the producer state as a recovery replay
+    /// would, and an aborted transaction it ends joins the aborted-transaction list.
+    fn replay(&mut self, h: &BatchHeader, bytes: &[u8], first: i64, now: i64) {
+        if h.is_control() {
+            self.markers_appended += 1;
+        }
+        if let Some(t) = self.producers.replay(h, bytes, first, now).filter(|t| t.aborted) {
+            let last_stable_offset = self.producers.last_stable_offset_after(&t);
+            self.aborted.push(AbortedTxn {
+                producer_id: t.producer_id,
+                first_offset: t.first_offset,
+                last_offset: t.last_offset,
+                last_stable_offset,
+            });
+        }
+    }
+
     /// Whether appends are taken: not while closing, nor while a flush failure suspends
     /// writes. A failure that left nothing to retry (say, creating an empty segment's file:
     /// the file exists, only its sync failed) does not hold appends back: the next flush tries
@@ -243,7 +322,7 @@ impl<D: Disk> Log<D> {
     /// earliest transaction not yet ended and durable, else the durable end; at least the log
     /// start).
     pub fn last_stable_offset(&self) -> i64 {
-        let durable = self.durable_offset();
+        let durable = self.high_watermark();
         // Never below the log start: DeleteRecords or retention may pass an open
         // transaction's first offset (Kafka clamps it likewise).
         self.producers.first_unstable_offset().map_or(durable, |f| f.min(durable).max(self.log_start_offset()))
@@ -353,6 +432,7 @@ impl<D: Disk> Log<D> {
     /// batch does not fit (or `segment.ms` passed). Cannot fail: everything was checked.
     fn copy_batches(&mut self, batches: &[Checked], rules: &Rules) -> (AppendInfo, FlushDemand) {
         let now = rules.now;
+        let epoch = self.leader_epoch;
         let log_append_time = rules.log_append_time();
         let mut info =
             AppendInfo { base_offset: self.log_end_offset(), last_offset: 0, records: 0, bytes: 0, log_append_time };
@@ -361,7 +441,7 @@ impl<D: Disk> Log<D> {
         for batch in batches {
             let base = self.log_end_offset();
             let count = batch.count();
-            let (head, rest, stored_max, index_offset) = batch.stored(base, &mut patched);
+            let (head, rest, stored_max, index_offset) = batch.stored(base, epoch, &mut patched);
             let len = (head.len() + rest.len()) as u64;
             let last = base + count - 1;
             if self.maybe_roll_for_time(now) || self.active().needs_roll(len, last, self.config.segment_bytes) {
@@ -375,8 +455,20 @@ impl<D: Disk> Log<D> {
             }
             // Before the next batch's roll can close this segment (its T5.5 entry).
             self.last_append_ms = now;
-            if let Checked::V2 { h, seq: Some(seq), .. } = batch {
-                self.producers.record(h.producer_id, h.producer_epoch, *seq, now, h.is_transactional());
+            match batch {
+                Checked::V2 { h, seq, .. } => {
+                    if let Some(seq) = seq {
+                        self.producers.record(h.producer_id, h.producer_epoch, *seq, now, h.is_transactional());
+                    }
+                    if let Some(e) = epoch {
+                        self.epochs_changed |= self.epochs.on_batch(e, base);
+                    }
+                }
+                Checked::Replica { bytes, h: Some(h), .. } => {
+                    self.epochs_changed |= self.epochs.on_batch(h.partition_leader_epoch, base);
+                    self.replay(h, bytes, base, now);
+                }
+                _ => {}
             }
             info.last_offset = last;
             info.records += count as u64;

@@ -328,7 +328,8 @@ impl<D: Disk> Log<D> {
                 }
                 self.durable_next_offset = self.durable_next_offset.max(done.target_next_offset);
                 // Transactions whose marker is now durable no longer hold the LSO back.
-                self.producers.on_high_watermark(self.durable_next_offset);
+                let hw = self.replicated_to.map_or(self.durable_next_offset, |r| r.min(self.durable_next_offset));
+                self.producers.on_high_watermark(hw);
                 if let Some((e, failures)) = self.flush_failure.take() {
                     tracing::warn!(dir = %self.dir.display(), failures, last_error = %e, "flush succeeded again; appends accepted");
                 }

@@ -44,6 +44,7 @@ use std::sync::Arc;
 
 mod append;
 mod clean;
+mod epochs;
 mod flush;
 mod read;
 mod recovery;
@@ -53,6 +54,7 @@ mod truncate;
 pub use clean::{
     cleaned_path, finish_swap_files, swap_path, txn_cleaned_path, CleanTarget, SwapStart, CLEANER_CHECKPOINT,
 };
+pub use epochs::{Epochs, EPOCH_FILE};
 pub use flush::{FlushDone, FlushWork, SealWork, Written};
 pub use read::{DiskRead, IndexLoad, LoadedTime, ReadPlan, SegmentIndexes, TimeLoad, TimePlan};
 pub use recovery::SegmentSpan;
@@ -123,7 +125,10 @@ pub enum FlushDemand {
 /// Which records a read may return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadUpTo {
-    /// Only durable records (the high watermark): what a consumer should see.
+    /// Only records below the high watermark ([`Log::high_watermark`]): what a consumer sees.
+    HighWatermark,
+    /// Only durable records (what a follower copies: on a leader not yet replicated, they
+    /// may be past the high watermark).
     Durable,
     /// Everything appended, durable or not.
     LogEnd,
@@ -195,6 +200,17 @@ pub struct Log<D: Disk> {
     loads: Rc<()>,
     /// The shard's batch cache, where durable chunks and disk reads go and reads look first.
     cache: Option<CacheHandle<D::Buf>>,
+    /// The leader-epoch cache ([`epochs`]), saved in [`EPOCH_FILE`].
+    epochs: Epochs,
+    /// It changed since the partition last saved it.
+    epochs_changed: bool,
+    /// On a leader of a replicated partition, its leader epoch: stamped in every batch it
+    /// appends. `None`: standalone, or a follower (batches keep the epoch they came with).
+    leader_epoch: Option<i32>,
+    /// On a replicated partition, the high watermark the replicas agree on (every in-sync
+    /// replica has the records below it durable); readers see below the smaller of it and
+    /// the durable end. `None`: not replicated, the durable end alone.
+    replicated_to: Option<i64>,
 }
 
 fn offset_entries(config: &LogConfig) -> usize {
@@ -230,6 +246,42 @@ impl<D: Disk> Log<D> {
     }
 
     /// Every offset below this one is durable (the high watermark).
+    /// What readers may see: below the durable end and, when replicated, the offset every
+    /// in-sync replica has durable.
+    pub fn high_watermark(&self) -> i64 {
+        self.replicated_to.map_or(self.durable_next_offset, |r| r.min(self.durable_next_offset))
+    }
+
+    /// The replicas' high watermark (`None`: not replicated, [`Log::high_watermark`] is the
+    /// durable end). Transactions whose markers it passes become stable.
+    pub fn set_replicated_to(&mut self, to: Option<i64>) {
+        self.replicated_to = to;
+        let hw = self.high_watermark();
+        self.producers.on_high_watermark(hw);
+    }
+
+    pub fn replicated_to(&self) -> Option<i64> {
+        self.replicated_to
+    }
+
+    /// The epoch this node stamps on its appends as leader (`None`: none, see the field).
+    pub fn set_leader_epoch(&mut self, epoch: Option<i32>) {
+        self.leader_epoch = epoch;
+    }
+
+    pub fn epochs(&self) -> &Epochs {
+        &self.epochs
+    }
+
+    pub fn epochs_dirty(&self) -> bool {
+        self.epochs_changed
+    }
+
+    /// The epoch cache's bytes if it changed since the last call (the partition saves them).
+    pub fn take_epochs_changed(&mut self) -> Option<Vec<u8>> {
+        std::mem::take(&mut self.epochs_changed).then(|| self.epochs.encode())
+    }
+
     pub fn durable_offset(&self) -> i64 {
         self.durable_next_offset
     }

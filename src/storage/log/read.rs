@@ -36,6 +36,7 @@ impl<D: Disk> Log<D> {
             return Err(StorageError::OffsetOutOfRange { offset, start, end });
         }
         let limit = match upto {
+            ReadUpTo::HighWatermark => self.high_watermark(),
             ReadUpTo::Durable => self.durable_next_offset,
             ReadUpTo::LogEnd => end,
         };
@@ -57,8 +58,9 @@ impl<D: Disk> Log<D> {
             // (or 0 for a segment never flushed): start there, in the tail.
             start_pos = start_pos.max(seg.durable_size);
         }
+        // (Below the high watermark: the durable bytes, cut to it once read.)
         let end_pos = match upto {
-            ReadUpTo::Durable => seg.durable_size,
+            ReadUpTo::HighWatermark | ReadUpTo::Durable => seg.durable_size,
             ReadUpTo::LogEnd => seg.size,
         };
         // What a read from memory copies: enough for the index's step to the offset, the batch
@@ -172,6 +174,7 @@ impl<D: Disk> Log<D> {
     /// for the last entry below `t` (sound by the T5.1 invariant), then a forward scan.
     pub fn plan_time_lookup(&self, t: i64, upto: ReadUpTo) -> TimePlan {
         let limit = match upto {
+            ReadUpTo::HighWatermark => self.high_watermark(),
             ReadUpTo::Durable => self.durable_next_offset,
             ReadUpTo::LogEnd => self.log_end_offset(),
         };

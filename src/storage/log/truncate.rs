@@ -187,6 +187,11 @@ impl<D: Disk> Log<D> {
         self.generation = old.generation + 1;
         // A coordinator's check that no marker came in meanwhile fails across a truncation.
         self.markers_appended = old.markers_appended + 1;
+        // The roles this node had: its leader epoch, and the replicas' high watermark (never
+        // past what is left).
+        self.leader_epoch = old.leader_epoch;
+        let end = self.log_end_offset();
+        self.set_replicated_to(old.replicated_to.map(|r| r.min(end)));
     }
 
     /// An index load is in flight (its rebuilt index file could land in a directory being
