@@ -204,6 +204,31 @@ impl MetaImage {
                 self.documents.insert(name.clone(), Document { version: index, text: text.clone() });
                 MetaResponse::Done
             }
+            MetaCommand::AlterPartition { topic, partition, leader, leader_epoch, partition_epoch, isr } => {
+                let unfenced = self.unfenced_ids();
+                let Some(p) = self.partition_mut(topic, *partition) else {
+                    return refused(code::UNKNOWN_TOPIC_OR_PARTITION, "No such partition.".into());
+                };
+                if p.leader != *leader || p.leader_epoch != *leader_epoch {
+                    return refused(code::FENCED_LEADER_EPOCH, "The leadership changed meanwhile.".into());
+                }
+                if p.partition_epoch != *partition_epoch {
+                    return refused(code::INVALID_UPDATE_VERSION, "The partition changed meanwhile.".into());
+                }
+                if !isr.contains(leader) || isr.iter().any(|r| !p.replicas.contains(r)) {
+                    return refused(code::INVALID_REQUEST, "The ISR must hold the leader and replicas only.".into());
+                }
+                if isr.iter().any(|r| !p.isr.contains(r) && !unfenced.contains(r)) {
+                    return refused(code::INELIGIBLE_REPLICA, "A fenced broker cannot join the ISR.".into());
+                }
+                p.isr = isr.clone();
+                p.partition_epoch += 1;
+                // A reassignment completes once every target replica is in sync.
+                if !p.adding.is_empty() || !p.removing.is_empty() {
+                    p.complete_reassignment(&unfenced);
+                }
+                MetaResponse::Done
+            }
             MetaCommand::SetClusterId { id } => {
                 MetaResponse::ClusterId(self.cluster_id.get_or_insert_with(|| id.clone()).clone())
             }
@@ -213,6 +238,10 @@ impl MetaImage {
                 MetaResponse::ProducerIds { first, count: (*count).max(1) }
             }
         }
+    }
+
+    pub fn partition(&self, name: &str, index: i32) -> Option<&PartitionState> {
+        self.topics.get(name)?.partitions.get(usize::try_from(index).ok()?)
     }
 
     fn partition_mut(&mut self, name: &str, index: i32) -> Option<&mut PartitionState> {
@@ -277,9 +306,8 @@ impl MetaImage {
     /// unfenced brokers (as Kafka without racks: partition `p`'s replicas are consecutive
     /// brokers from a start that moves one broker per partition, so leaders and replicas
     /// spread evenly; the start also moves with the partitions already placed, so small topics
-    /// do not all lead on the same broker). The first replica leads, and is the ISR alone: a
-    /// follower joins the ISR once it has the leader's data (replication, issue 21), so no
-    /// leadership ever moves to a replica without it.
+    /// do not all lead on the same broker). The first replica leads; every replica is in the
+    /// ISR (a new partition is empty: each has all of it, as in Kafka).
     pub fn place(&self, count: u32, replication_factor: i16) -> Result<Vec<PartitionState>, (ErrorCode, String)> {
         let brokers = self.unfenced_ids();
         if replication_factor < 1 {
@@ -301,7 +329,7 @@ impl MetaImage {
             .map(|p| {
                 let replicas: Vec<i32> =
                     (0..replication_factor as usize).map(|j| brokers[(placed + p + j) % n]).collect();
-                PartitionState::new(replicas.clone(), replicas[..1].to_vec())
+                PartitionState::new(replicas.clone(), replicas)
             })
             .collect())
     }
@@ -334,7 +362,7 @@ impl MetaImage {
                     "The manual partition assignment includes the broker id more than once: {replicas:?}."
                 ));
             }
-            let isr: Vec<i32> = replicas.iter().copied().filter(|r| unfenced.contains(r)).take(1).collect();
+            let isr: Vec<i32> = replicas.iter().copied().filter(|r| unfenced.contains(r)).collect();
             if isr.is_empty() {
                 return Err((
                     code::INVALID_REPLICATION_FACTOR,
@@ -605,7 +633,7 @@ mod tests {
             r.sort();
             r.dedup();
             assert_eq!(r.len(), 3, "distinct replicas: {p:?}");
-            assert_eq!(p.isr, vec![p.replicas[0]], "the leader alone is in sync until replication");
+            assert_eq!(p.isr, p.replicas, "a new partition is empty: every replica is in sync");
             assert_eq!((p.leader, p.leader_epoch), (p.replicas[0], 0));
         }
         for b in [1, 2, 3] {
@@ -759,6 +787,46 @@ mod tests {
         assert_eq!(image.documents["acls"], Document { version: 9, text: "b".into() });
     }
 
+    /// AlterPartition: the leader's ISR change applies only at the leadership and partition
+    /// epochs it was made from, keeps the leader, names replicas only and adds no fenced
+    /// broker; each change moves the partition epoch; a reassignment completes once its new
+    /// replica joins.
+    #[test]
+    fn isr_changes_from_the_leader() {
+        let mut image = three_brokers();
+        let placed = image.assign(&[vec![1, 2, 3]]).unwrap();
+        create(&mut image, "t", placed);
+        let alter = |isr: Vec<i32>, leader_epoch, partition_epoch| MetaCommand::AlterPartition {
+            topic: "t".into(),
+            partition: 0,
+            leader: 1,
+            leader_epoch,
+            partition_epoch,
+            isr,
+        };
+        let p0 = |image: &MetaImage| image.topics["t"].partitions[0].clone();
+        assert_eq!(image.apply(200, &alter(vec![1, 2], 0, 0)), MetaResponse::Done);
+        assert_eq!((p0(&image).isr, p0(&image).partition_epoch), (vec![1, 2], 1));
+        let code = |r: MetaResponse| match r {
+            MetaResponse::Refused { code, .. } => code,
+            other => panic!("not refused: {other:?}"),
+        };
+        assert_eq!(code(image.apply(201, &alter(vec![1], 0, 0))), code::INVALID_UPDATE_VERSION.0, "stale");
+        assert_eq!(code(image.apply(202, &alter(vec![1], 1, 1))), code::FENCED_LEADER_EPOCH.0);
+        assert_eq!(code(image.apply(203, &alter(vec![2, 3], 0, 1))), code::INVALID_REQUEST.0, "no leader");
+        assert_eq!(code(image.apply(204, &alter(vec![1, 4], 0, 1))), code::INVALID_REQUEST.0, "not a replica");
+        image.apply(205, &MetaCommand::FenceBroker { id: 3, epoch: 30 });
+        assert_eq!(code(image.apply(206, &alter(vec![1, 2, 3], 0, 1))), code::INELIGIBLE_REPLICA.0);
+        assert_eq!(image.apply(207, &alter(vec![1], 0, 1)), MetaResponse::Done);
+        // A reassignment to [1, 2] with 2 out of the ISR completes when 2 joins.
+        let target = Some(vec![2, 1]);
+        image.apply(208, &MetaCommand::Reassign { partitions: vec![("t".into(), 0, target)] });
+        let p = p0(&image);
+        assert_eq!(image.apply(209, &alter(vec![1, 2], p.leader_epoch, p.partition_epoch)), MetaResponse::Done);
+        let p = p0(&image);
+        assert_eq!((p.replicas, p.isr, p.adding.len() + p.removing.len()), (vec![2, 1], vec![1, 2], 0));
+    }
+
     /// A placement proposed before a broker was fenced is settled as the image stands when it
     /// applies: a fenced leader does not lead; a retried CreatePartitions is answered Done and
     /// one made from a stale count refused; a topic-settings change made from a stale set is a
@@ -767,7 +835,7 @@ mod tests {
     fn stale_proposals_are_settled_or_refused() {
         let mut image = three_brokers();
         let placed = image.assign(&[vec![3, 1]]).unwrap();
-        assert_eq!((placed[0].leader, placed[0].isr.clone()), (3, vec![3]));
+        assert_eq!((placed[0].leader, placed[0].isr.clone()), (3, vec![3, 1]));
         image.apply(50, &MetaCommand::FenceBroker { id: 3, epoch: 30 });
         create(&mut image, "t", placed.clone());
         // Broker 1, also a replica, is live: the new (empty) partition is led there.

@@ -254,6 +254,18 @@ pub enum MetaCommand {
         text: String,
         based_on: u64,
     },
+    /// A partition's leader changes its ISR (KRaft's AlterPartition): followers that fell
+    /// behind leave, caught-up ones join. Made from the leadership and partition epochs it
+    /// names: refused when either moved meanwhile (another change came first), when the ISR
+    /// would lack the leader, name a non-replica, or add a fenced broker (KIP-841).
+    AlterPartition {
+        topic: String,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<i32>,
+    },
     /// The cluster's id, proposed by every node from its `meta.properties`: the first one
     /// committed is the cluster's (a cluster formed with no format step has no other source).
     SetClusterId {
@@ -284,6 +296,9 @@ impl std::fmt::Display for MetaCommand {
                 write!(f, "allocate {count} producer ids to broker {broker}")
             }
             MetaCommand::SetClusterId { id } => write!(f, "cluster id {id}"),
+            MetaCommand::AlterPartition { topic, partition, isr, .. } => {
+                write!(f, "ISR of {topic}-{partition} to {isr:?}")
+            }
             MetaCommand::SetDocument { name, .. } => write!(f, "new version of {name}"),
         }
     }

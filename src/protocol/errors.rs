@@ -120,6 +120,15 @@ pub const ELECTION_NOT_NEEDED: ErrorCode = ErrorCode(84);
 /// KIP-951 and partition leadership: the leader epoch a request names is older than the
 /// partition's.
 pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
+/// The leader epoch a request names is newer than the partition's here (this node has not
+/// heard of the new leadership yet).
+pub const UNKNOWN_LEADER_EPOCH: ErrorCode = ErrorCode(75);
+/// acks=all: the ISR shrank below `min.insync.replicas` after the records were appended.
+pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode = ErrorCode(20);
+/// AlterPartition: made from a partition epoch that moved meanwhile.
+pub const INVALID_UPDATE_VERSION: ErrorCode = ErrorCode(95);
+/// AlterPartition: a replica that may not join the ISR (fenced, KIP-841).
+pub const INELIGIBLE_REPLICA: ErrorCode = ErrorCode(107);
 /// A controller request sent to a node that is not the active controller (or has none yet).
 pub const NOT_CONTROLLER: ErrorCode = ErrorCode(41);
 /// A partition with no leader now (its replicas are fenced or an election is under way).

@@ -94,6 +94,8 @@ pub struct BrokerConfig {
     /// resolved with the listeners at startup (the controller listener is then not among
     /// `listeners`: it serves the metadata quorum, not clients).
     pub cluster: Option<crate::cluster::settings::ClusterSettings>,
+    /// `replica.*`: partition replication's settings.
+    pub replication: crate::server::replication::ReplicaConfig,
     /// Every setting given (`--set`, `--config`) as written: the static layer of
     /// [`configs`] (DescribeConfigs sources, topic defaults by Kafka's synonym order).
     pub settings: BTreeMap<String, String>,
@@ -128,6 +130,7 @@ impl BrokerConfig {
             sasl: SaslConfig::default(),
             authorizer_enabled: false,
             authorizer: Default::default(),
+            replication: Default::default(),
             cluster: None,
             settings: BTreeMap::new(),
         })
@@ -249,6 +252,7 @@ impl BrokerConfig {
             "advertised.host" => {}
             "listeners" | "advertised.listeners" | "listener.security.protocol.map" => listeners::check(key, value)?,
             k if crate::cluster::settings::SETTINGS.contains(&k) => crate::cluster::settings::check(k, value)?,
+            k if crate::server::replication::SETTINGS.contains(&k) => self.replication.apply(k, value)?,
             k if tls::SETTINGS.contains(&k) => tls::check(k, value)?,
             "sasl.enabled.mechanisms" => {
                 sasl_mechanisms(value)?;

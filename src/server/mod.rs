@@ -35,6 +35,7 @@ pub mod listeners;
 pub mod metrics_http;
 pub mod placement;
 pub mod producer_ids;
+pub mod replication;
 pub mod router;
 pub mod shard;
 pub mod tls;
@@ -230,6 +231,9 @@ async fn run_shard(
     shard.attach(senders, receivers);
     shard.coordinator().spawn_ticker();
     shard.txn().spawn_ticker(&shard);
+    if config.cluster.is_some() {
+        replication::spawn_isr_keeper(&shard);
+    }
     for id in shard.txn().prepared() {
         // Prepared before a stop: its markers were not all written.
         shard.txn().spawn_markers(&shard, id);

@@ -164,6 +164,8 @@ pub struct Shard {
     clock: Clock,
     /// Shard 0 only.
     control: Option<ControlState>,
+    /// The partitions this shard leads or follows ([`crate::server::replication`]).
+    replication: crate::server::replication::Replication,
 }
 
 impl Shard {
@@ -262,6 +264,7 @@ impl Shard {
             txn,
             clock,
             control,
+            replication: Default::default(),
         });
         shard.coordinator.attach_topics(Rc::new(ShardTopics(Rc::downgrade(&shard))));
         shard.txn.attach_topics(Rc::new(ShardTopics(Rc::downgrade(&shard))));
@@ -409,6 +412,10 @@ impl Shard {
     /// Whether this node leads a partition (always, standalone).
     pub fn leads(&self, topic: &str, partition: i32) -> bool {
         self.leader(topic, partition) == Some(self.config.node_id)
+    }
+
+    pub fn replication(&self) -> &crate::server::replication::Replication {
+        &self.replication
     }
 
     pub fn manager(&self) -> &Rc<PartitionManager<DmaDisk>> {

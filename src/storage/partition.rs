@@ -325,6 +325,12 @@ impl<D: Disk> Partition<D> {
         }
     }
 
+    /// Wake whatever waits on [`Partition::changed`] (what it waits for may have moved
+    /// elsewhere: a leadership).
+    pub fn poke(&self) {
+        self.notify_watchers();
+    }
+
     fn notify_watchers(&self) {
         for w in self.watchers.borrow_mut().drain(..) {
             let _ = w.send(());

@@ -45,7 +45,12 @@ pub struct Read {
     /// The magic the reader reads (Fetch v0-1: 0, v2-3: 1, later: 2): a legacy reader's read
     /// goes on past batches that give it no message.
     pub reader_magic: i8,
+    /// A follower's fetch (`crate::server::replication`): it reads what is durable here, past
+    /// the high watermark, and its progress moves the high watermark.
+    pub replica: Option<ReplicaRead>,
 }
+
+pub use crate::server::replication::ReplicaRead;
 
 /// What a read found: the records, and the partition's high watermark (read after the data,
 /// so it never lags what is returned) and log start.
@@ -61,6 +66,10 @@ pub struct ReadOut {
     /// Where the read of the records began: the fetch offset, or for a legacy reader past the
     /// batches it gets nothing from ([`read_for`]).
     pub read_from: Offset,
+    /// A follower's log diverges from this one (KIP-320): the epoch and where it ends here.
+    pub diverging: Option<(i32, i64)>,
+    /// The durable end (what a follower's long poll waits to move).
+    pub durable_end: Offset,
 }
 
 /// The whole batches of `records` that begin below `end`, and the offset after the last of
@@ -124,10 +133,14 @@ impl ShardCall<Shard> for Read {
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let p = shard.led_partition(&self.topic, self.partition).map_err(ReadRefused::code)?;
+        if let Some(r) = self.replica {
+            return follower_read(&shard, &p, &self, r).await;
+        }
         let read =
             if self.max_bytes == 0 { Ok((Bytes::new(), self.offset)) } else { read_for(&shard, &p, &self).await };
         let (high_watermark, log_start_offset) = (p.high_watermark(), p.log_start());
         let last_stable_offset = p.log().last_stable_offset();
+        let (diverging, durable_end) = (None, p.durable_end());
         match read {
             Ok((records, read_from)) if self.committed => {
                 // The aborted transactions of what is returned (Kafka bounds the list by the
@@ -136,11 +149,29 @@ impl ShardCall<Shard> for Read {
                 let upper = next.map_or(self.offset.get(), |n| n.min(last_stable_offset));
                 let aborted = Some(p.log().aborted_between(self.offset.get(), upper));
                 let last_stable_offset = Offset(last_stable_offset);
-                Ok(ReadOut { high_watermark, log_start_offset, last_stable_offset, records, aborted, read_from })
+                Ok(ReadOut {
+                    high_watermark,
+                    log_start_offset,
+                    last_stable_offset,
+                    records,
+                    aborted,
+                    read_from,
+                    diverging,
+                    durable_end,
+                })
             }
             Ok((records, read_from)) => {
                 let last_stable_offset = Offset(last_stable_offset);
-                Ok(ReadOut { high_watermark, log_start_offset, last_stable_offset, records, aborted: None, read_from })
+                Ok(ReadOut {
+                    high_watermark,
+                    log_start_offset,
+                    last_stable_offset,
+                    records,
+                    aborted: None,
+                    read_from,
+                    diverging,
+                    durable_end,
+                })
             }
             Err(e) => {
                 let code = storage_code(&e);
@@ -155,6 +186,40 @@ impl ShardCall<Shard> for Read {
     }
 }
 
+/// A follower's read of a partition this node leads: its epochs checked and its progress
+/// recorded ([`crate::server::replication::Replication::follower_fetch`]), then what is
+/// durable here from its offset (no read-ahead: a follower at the tail reads from memory).
+async fn follower_read(
+    shard: &Rc<Shard>,
+    p: &Rc<Partition<DmaDisk>>,
+    r: &Read,
+    replica: ReplicaRead,
+) -> Result<ReadOut, ReadRefused> {
+    use crate::server::replication::FollowerFetch;
+    let tp = (r.topic.clone(), r.partition);
+    let node = shard.config().node_id;
+    let refused = |code| ReadRefused { code, high_watermark: p.high_watermark(), log_start_offset: p.log_start() };
+    let decision = shard.replication().follower_fetch(p, node, &tp, replica, r.offset.get()).map_err(refused)?;
+    let (records, diverging) = match decision {
+        FollowerFetch::Diverging(epoch, end) => (Bytes::new(), Some((epoch, end))),
+        FollowerFetch::Read if r.max_bytes == 0 => (Bytes::new(), None),
+        FollowerFetch::Read => {
+            let read = p.read(r.offset, r.max_bytes, crate::storage::ReadUpTo::Durable).await;
+            (read.map_err(|e| refused(storage_code(&e)))?, None)
+        }
+    };
+    Ok(ReadOut {
+        high_watermark: p.high_watermark(),
+        log_start_offset: p.log_start(),
+        last_stable_offset: Offset(p.log().last_stable_offset()),
+        records,
+        aborted: None,
+        read_from: r.offset,
+        diverging,
+        durable_end: p.durable_end(),
+    })
+}
+
 /// One partition as a fetch last saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
@@ -162,6 +227,7 @@ pub struct Seen {
     pub partition: i32,
     pub high_watermark: Offset,
     pub log_start_offset: Offset,
+    pub durable_end: Offset,
 }
 
 /// Wait, on the shard that owns them, until one of `partitions` differs from what the fetch
@@ -186,8 +252,8 @@ impl ShardCall<Shard> for Watch {
         for s in &self.partitions {
             // Gone (deleted, closed): the fetch will say so at once.
             let Some(p) = shard.partition(&s.topic, s.partition) else { return };
-            let now = (p.high_watermark(), p.log_start());
-            if now != (s.high_watermark, s.log_start_offset) {
+            let now = (p.high_watermark(), p.log_start(), p.durable_end());
+            if now != (s.high_watermark, s.log_start_offset, s.durable_end) {
                 return;
             }
             changes.push(p.changed());
@@ -222,22 +288,40 @@ pub async fn handle(cx: &mut Cx<'_>, mut f: FetchRequest) -> FetchResponse {
             t.topic = shard.topic_name(Uuid(t.topic_id)).unwrap_or_default();
         }
     }
-    // READ on each topic; a denied one is answered TOPIC_AUTHORIZATION_FAILED, never read.
+    // A follower (a replica id, in the body before v15, in ReplicaState from v15) needs
+    // CLUSTER_ACTION on the cluster, as in Kafka; a consumer needs READ on each topic (a
+    // denied one is answered TOPIC_AUTHORIZATION_FAILED, never read).
+    let replica = if cx.version() >= 15 { f.replica_state.replica_id } else { f.replica_id };
+    let follower = replica >= 0;
+    if follower && (shard.config().cluster.is_none() || !cx.allowed_on_cluster(Operation::ClusterAction)) {
+        let error_code = if shard.config().cluster.is_none() {
+            code::NOT_LEADER_OR_FOLLOWER
+        } else {
+            code::CLUSTER_AUTHORIZATION_FAILED
+        };
+        return FetchResponse { error_code, ..Default::default() };
+    }
     let denied: std::collections::BTreeSet<String> = f
         .topics
         .iter()
-        .filter(|t| !t.topic.is_empty() && !cx.allowed(Operation::Read, ResourceType::Topic, &t.topic))
+        .filter(|t| !follower && !t.topic.is_empty() && !cx.allowed(Operation::Read, ResourceType::Topic, &t.topic))
         .map(|t| t.topic.clone())
         .collect();
     let deadline = Instant::now() + Duration::from_millis(f.max_wait_ms.max(0) as u64).min(MAX_WAIT);
     loop {
-        let pass = fetch_once(shard, cx.version(), &f, &denied, deadline).await;
-        let has_error = pass.resp.topics.iter().flat_map(|t| &t.partitions).any(|p| p.error_code != code::NONE);
+        let pass = fetch_once(shard, cx.version(), &f, &denied, replica, deadline).await;
+        // An error, or a follower's diverging epoch, is answered at once.
+        let has_error = pass
+            .resp
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .any(|p| p.error_code != code::NONE || p.diverging_epoch.end_offset >= 0);
         let left = deadline.saturating_duration_since(Instant::now());
         if pass.bytes >= f.min_bytes.max(0) as usize || has_error || left.is_zero() {
             // KIP-219: over its consumer_byte_rate, the client gets nothing now (the bytes are
             // not counted) and is throttled.
-            let throttle_time_ms = cx.quota(CONSUMER_BYTE_RATE, pass.bytes as f64, false);
+            let throttle_time_ms = if follower { 0 } else { cx.quota(CONSUMER_BYTE_RATE, pass.bytes as f64, false) };
             if throttle_time_ms > 0 {
                 return FetchResponse { throttle_time_ms, ..Default::default() };
             }
@@ -320,6 +404,7 @@ async fn fetch_once(
     version: i16,
     f: &FetchRequest,
     denied: &std::collections::BTreeSet<String>,
+    replica: i32,
     deadline: Instant,
 ) -> Pass {
     let magic = fetch_reader_magic(version);
@@ -374,25 +459,32 @@ async fn fetch_once(
                 max_bytes: max,
                 committed: f.isolation_level == 1,
                 reader_magic: magic,
+                replica: (replica >= 0).then_some(ReplicaRead {
+                    id: replica,
+                    current_leader_epoch: p.current_leader_epoch,
+                    last_fetched_epoch: p.last_fetched_epoch,
+                }),
             };
             let read = match shard.call(owner, call).await {
                 Ok(r) => r,
                 Err(e) => Err(ReadRefused::code(call_code(&e, code::NOT_LEADER_OR_FOLLOWER))),
             };
-            let (mut error_code, hw, start, lso, aborted, mut records, read_from) = match read {
+            let (mut error_code, hw, start, lso, aborted, mut records, read_from) = match &read {
                 Ok(out) => (
                     code::NONE,
                     out.high_watermark,
                     out.log_start_offset,
                     out.last_stable_offset,
-                    out.aborted,
-                    out.records,
+                    out.aborted.clone(),
+                    out.records.clone(),
                     out.read_from,
                 ),
                 Err(r) => {
                     (r.code, r.high_watermark, r.log_start_offset, r.high_watermark, None, Bytes::new(), Offset::NONE)
                 }
             };
+            let (diverging, durable_end) =
+                read.as_ref().map_or((None, Offset::NONE), |out| (out.diverging, out.durable_end));
             // What this reader may see ends at the LSO under READ_COMMITTED.
             let visible = if f.isolation_level == 1 { lso } else { hw };
             if magic < 2 && !records.is_empty() {
@@ -422,6 +514,7 @@ async fn fetch_once(
                     partition: p.partition,
                     high_watermark: hw,
                     log_start_offset: start,
+                    durable_end,
                 };
                 pass.seen.entry(owner).or_default().push(seen);
             }
@@ -441,6 +534,9 @@ async fn fetch_once(
                         .collect()
                 }),
                 preferred_read_replica: -1,
+                diverging_epoch: diverging
+                    .map(|(epoch, end_offset)| EpochEndOffset { epoch, end_offset, ..Default::default() })
+                    .unwrap_or_default(),
                 records: Some(records),
                 ..Default::default()
             });

@@ -31,6 +31,10 @@ pub struct Append {
     /// The request's transactional id: a transactional batch opening its producer's
     /// transaction on this partition is verified with the coordinator first (KIP-890 part 1).
     pub transactional_id: Option<String>,
+    /// acks=all (-1): on a replicated partition the answer waits until every in-sync replica
+    /// has the records durable, for at most `timeout`.
+    pub acks: i16,
+    pub timeout: std::time::Duration,
 }
 
 /// Where an append landed.
@@ -91,6 +95,11 @@ impl ShardCall<Shard> for Append {
     type Reply = Result<Appended, ProduceRefused>;
     const NAME: &'static str = "append";
 
+    /// acks=all on a replicated partition waits for the ISR up to the request's timeout.
+    fn deadline(&self) -> Option<std::time::Duration> {
+        (self.acks == -1).then(|| self.timeout + std::time::Duration::from_secs(5))
+    }
+
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let p = shard.led_partition(&self.topic, self.partition).map_err(ProduceRefused::code)?;
         if let Err(c) = self.verify_txn(&shard, &p).await {
@@ -98,6 +107,20 @@ impl ShardCall<Shard> for Append {
         }
         match p.append(&self.records).await {
             Ok(info) => {
+                if self.acks == -1 {
+                    let end = Offset(info.last_offset + 1);
+                    let replicated = crate::server::replication::wait_replicated(
+                        &shard,
+                        &p,
+                        &self.topic,
+                        self.partition,
+                        end,
+                        self.timeout,
+                    );
+                    if let Err(c) = replicated.await {
+                        return Err(ProduceRefused { code: c, log_start_offset: p.log_start(), ..Default::default() });
+                    }
+                }
                 crate::metrics::count(crate::metrics::Counter::RecordsProduced, info.records);
                 Ok(Appended {
                     base_offset: Offset(info.base_offset),
@@ -232,7 +255,14 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
                     let shard = cx.shard.clone();
                     let target = shard.owner(&t.name, part.index);
                     let transactional_id = p.transactional_id.clone();
-                    let call = Append { topic: t.name.clone(), partition: part.index, records, transactional_id };
+                    let call = Append {
+                        topic: t.name.clone(),
+                        partition: part.index,
+                        records,
+                        transactional_id,
+                        acks: p.acks,
+                        timeout: std::time::Duration::from_millis(p.timeout_ms.max(0) as u64),
+                    };
                     Ok(glommio::spawn_local(async move { shard.call(target, call).await }).detach())
                 }
             };

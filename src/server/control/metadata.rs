@@ -246,6 +246,20 @@ impl ShardCall<Shard> for PartitionCommand {
     }
 }
 
+/// To shard 0 of a clustered node: a partition leader's ISR change
+/// ([`MetaCommand::AlterPartition`]), committed and published here before the answer.
+#[derive(Debug)]
+pub struct AlterIsr(pub MetaCommand);
+
+impl ShardCall<Shard> for AlterIsr {
+    type Reply = Result<(), AdminError>;
+    const NAME: &'static str = "alter-isr";
+
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        commit(&shard, self.0).await.map(|_| ())
+    }
+}
+
 /// How many times a document change is made again when another node's change came first.
 pub const DOCUMENT_ATTEMPTS: usize = 5;
 
@@ -683,6 +697,7 @@ impl ShardCall<Shard> for PlacePartitions {
                 manager.close_partition(&self.name, p).await;
             }
         }
-        shard.set_placement(&self.name, self.placement);
+        shard.set_placement(&self.name, self.placement.clone());
+        shard.replication().placed(&shard, &self.name, &self.placement);
     }
 }

@@ -332,6 +332,7 @@ impl ShardCall<Shard> for TopicDeleted {
 
     async fn run(self, shard: Rc<Shard>) {
         let partitions = shard.remove_topic(&self.name).map_or(0, |t| t.partitions);
+        shard.replication().forget_topic(&self.name);
         for p in 0..partitions as i32 {
             if shard.owner(&self.name, p) == shard.id() {
                 if let Err(e) = shard.manager().delete_partition(&self.name, p).await {

@@ -1,0 +1,458 @@
+//! Partition replication (docs/architecture.md, "Replication"): Kafka's leader and followers,
+//! with acks=all answered only once every in-sync replica has the records durable.
+//!
+//! Each shard replicates the partitions it owns, sharing nothing with other shards:
+//! - **As leader** it tracks each follower's durable end (the offset its last Fetch asked
+//!   for: a follower asks only once what it holds is fdatasynced), moves the partition's high
+//!   watermark to the smallest durable end in the ISR, and asks the controller to change the
+//!   ISR ([`AlterIsr`]): a follower that has not caught up for `replica.lag.time.max.ms` leaves,
+//!   one that reached the high watermark in this leader epoch joins.
+//! - **As follower** it runs one fetcher per leader node ([`fetcher`]): Kafka's Fetch with its
+//!   replica id, on the leader's `inter.broker.listener.name` listener, appends what comes
+//!   back byte for byte ([`Partition::append_replica`]), waits for the fdatasync, and asks
+//!   again from the new end. A leader that answers with a diverging epoch (KIP-320, the Fetch
+//!   form of OffsetsForLeaderEpoch) has the follower truncate exactly its divergent suffix.
+//!
+//! The metadata image drives both: [`Replication::placed`] runs for every placement a shard
+//! takes (`control::metadata::PlacePartitions`).
+
+use crate::cluster::types::{MetaCommand, PartitionState};
+use crate::io::DmaDisk;
+use crate::protocol::errors::{self as code, ErrorCode};
+use crate::server::shard::Shard;
+use crate::storage::Partition;
+use crate::types::Offset;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+mod fetcher;
+
+/// `replica.*`: the replication settings (Kafka's names and defaults).
+#[derive(Debug, Clone)]
+pub struct ReplicaConfig {
+    /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
+    pub lag_time_max: Duration,
+    /// `replica.fetch.max.bytes`: a follower's share per partition of one fetch.
+    pub fetch_max_bytes: i32,
+    /// `replica.fetch.response.max.bytes`: a follower's fetch in all.
+    pub fetch_response_max_bytes: i32,
+    /// `replica.fetch.wait.max.ms`: how long a follower's fetch waits at the leader for data.
+    pub fetch_wait_max_ms: i32,
+    /// `replica.fetch.backoff.ms`: the pause after a failed fetch.
+    pub fetch_backoff: Duration,
+}
+
+impl Default for ReplicaConfig {
+    fn default() -> Self {
+        ReplicaConfig {
+            lag_time_max: Duration::from_secs(30),
+            fetch_max_bytes: 1 << 20,
+            fetch_response_max_bytes: 10 << 20,
+            fetch_wait_max_ms: 500,
+            fetch_backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The settings [`ReplicaConfig`] reads.
+pub const SETTINGS: [&str; 5] = [
+    "replica.lag.time.max.ms",
+    "replica.fetch.max.bytes",
+    "replica.fetch.response.max.bytes",
+    "replica.fetch.wait.max.ms",
+    "replica.fetch.backoff.ms",
+];
+
+impl ReplicaConfig {
+    /// Take one of [`SETTINGS`].
+    pub fn apply(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
+        let n: i64 = value.trim().parse().map_err(|_| anyhow::anyhow!("{key}={value}: not an integer"))?;
+        let at_least = |min: i64| {
+            if n < min {
+                anyhow::bail!("{key}={value}: must be at least {min}");
+            }
+            Ok(n.min(i32::MAX as i64))
+        };
+        match key {
+            "replica.lag.time.max.ms" => self.lag_time_max = Duration::from_millis(at_least(1)? as u64),
+            "replica.fetch.max.bytes" => self.fetch_max_bytes = at_least(1)? as i32,
+            "replica.fetch.response.max.bytes" => self.fetch_response_max_bytes = at_least(1)? as i32,
+            "replica.fetch.wait.max.ms" => self.fetch_wait_max_ms = at_least(0)? as i32,
+            "replica.fetch.backoff.ms" => self.fetch_backoff = Duration::from_millis(at_least(0)? as u64),
+            _ => anyhow::bail!("{key}: not a replication setting"),
+        }
+        Ok(())
+    }
+}
+
+type Tp = (String, i32);
+
+/// A partition this shard leads, as replication sees it.
+struct Led {
+    leader_epoch: i32,
+    partition_epoch: i32,
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+    /// The log end when this leadership began: a follower joins the ISR only past it (it
+    /// then has everything of this epoch's start, Kafka's rule).
+    epoch_start: i64,
+    followers: BTreeMap<i32, Follower>,
+    /// An ISR change is being committed: no other is proposed until it is settled.
+    proposing: bool,
+}
+
+/// A follower of a partition this shard leads.
+#[derive(Debug, Clone, Copy)]
+struct Follower {
+    /// Its durable end (its last fetch offset); `None` until it fetches in this leadership.
+    end: Option<i64>,
+    /// When it last fetched, and this leader's durable end then.
+    last_fetch: Instant,
+    leader_end_at_last_fetch: i64,
+    /// When it last had everything this leader had (Kafka's lastCaughtUpTime).
+    caught_up: Instant,
+}
+
+/// A partition this shard follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Followed {
+    leader: i32,
+    leader_epoch: i32,
+}
+
+/// One shard's replication state.
+#[derive(Default)]
+pub struct Replication {
+    led: RefCell<BTreeMap<Tp, Led>>,
+    followed: RefCell<BTreeMap<Tp, Followed>>,
+    /// The leaders a fetcher task runs for on this shard.
+    fetchers: RefCell<BTreeSet<i32>>,
+}
+
+/// Who fetches as a follower, and the epochs its request names.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplicaRead {
+    pub id: i32,
+    pub current_leader_epoch: i32,
+    pub last_fetched_epoch: i32,
+}
+
+/// What a leader answers a follower's fetch of one partition before reading: go on, or where
+/// the follower's log diverges (epoch, end offset), or an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowerFetch {
+    Read,
+    Diverging(i32, i64),
+}
+
+impl Replication {
+    /// Whether this shard leads `tp` with followers (acks=all then waits for the ISR).
+    pub fn replicated(&self, topic: &str, partition: i32) -> bool {
+        self.led.borrow().get(&(topic.to_string(), partition)).is_some_and(|l| l.replicas.len() > 1)
+    }
+
+    /// A topic's placement reached this shard: for each partition it owns and has open, lead
+    /// it (stamping its epoch, tracking followers), follow it (a fetcher for its leader), or
+    /// neither.
+    pub fn placed(&self, shard: &Rc<Shard>, topic: &str, placement: &[PartitionState]) {
+        let node = shard.config().node_id;
+        for (i, state) in placement.iter().enumerate() {
+            let i = i as i32;
+            if shard.owner(topic, i) != shard.id() {
+                continue;
+            }
+            let tp = (topic.to_string(), i);
+            let Some(p) = shard.partition(topic, i) else {
+                self.led.borrow_mut().remove(&tp);
+                self.followed.borrow_mut().remove(&tp);
+                continue;
+            };
+            if state.leader == node {
+                self.followed.borrow_mut().remove(&tp);
+                p.set_leader_epoch(Some(state.leader_epoch));
+                let mut led = self.led.borrow_mut();
+                let now = Instant::now();
+                let fresh = led.get(&tp).is_none_or(|l| l.leader_epoch != state.leader_epoch);
+                if fresh {
+                    // A new leadership: followers start unknown, as caught up now (Kafka).
+                    let followers = state
+                        .replicas
+                        .iter()
+                        .filter(|r| **r != node)
+                        .map(|r| {
+                            let f =
+                                Follower { end: None, last_fetch: now, leader_end_at_last_fetch: -1, caught_up: now };
+                            (*r, f)
+                        })
+                        .collect();
+                    let l = Led {
+                        leader_epoch: state.leader_epoch,
+                        partition_epoch: state.partition_epoch,
+                        replicas: state.replicas.clone(),
+                        isr: state.isr.clone(),
+                        epoch_start: p.log_end().get(),
+                        followers,
+                        proposing: false,
+                    };
+                    tracing::info!(topic, partition = i, epoch = state.leader_epoch, isr = ?state.isr, "leading");
+                    led.insert(tp.clone(), l);
+                } else if let Some(l) = led.get_mut(&tp) {
+                    l.partition_epoch = state.partition_epoch;
+                    l.isr = state.isr.clone();
+                    l.replicas = state.replicas.clone();
+                    for r in state.replicas.iter().filter(|r| **r != node) {
+                        l.followers.entry(*r).or_insert(Follower {
+                            end: None,
+                            last_fetch: now,
+                            leader_end_at_last_fetch: -1,
+                            caught_up: now,
+                        });
+                    }
+                    l.followers.retain(|r, _| state.replicas.contains(r));
+                    l.proposing = false;
+                }
+                let l = led.get_mut(&tp).expect("inserted");
+                advance(&p, l, node);
+            } else {
+                self.led.borrow_mut().remove(&tp);
+                p.set_leader_epoch(None);
+                // The produce requests waiting for the ISR learn the leadership moved.
+                p.poke();
+                if state.replicas.contains(&node) && state.leader >= 0 {
+                    let f = Followed { leader: state.leader, leader_epoch: state.leader_epoch };
+                    let before = self.followed.borrow_mut().insert(tp, f);
+                    if before != Some(f) {
+                        tracing::info!(
+                            topic,
+                            partition = i,
+                            leader = state.leader,
+                            epoch = state.leader_epoch,
+                            "following"
+                        );
+                    }
+                    self.ensure_fetcher(shard, state.leader);
+                } else {
+                    self.followed.borrow_mut().remove(&tp);
+                }
+            }
+        }
+    }
+
+    /// A topic went away: nothing of it is led or followed here.
+    pub fn forget_topic(&self, topic: &str) {
+        self.led.borrow_mut().retain(|(t, _), _| t != topic);
+        self.followed.borrow_mut().retain(|(t, _), _| t != topic);
+    }
+
+    /// A follower's fetch of a partition this shard leads, at `fetch_offset` (its durable
+    /// end) with the epochs it knows: fenced, unknown or diverging epochs answered as Kafka
+    /// does; otherwise its progress is recorded (the high watermark may move) and it reads.
+    pub fn follower_fetch(
+        &self,
+        p: &Rc<Partition<DmaDisk>>,
+        node: i32,
+        tp: &Tp,
+        r: ReplicaRead,
+        fetch_offset: i64,
+    ) -> Result<FollowerFetch, ErrorCode> {
+        let ReplicaRead { id: replica, current_leader_epoch, last_fetched_epoch } = r;
+        let mut led = self.led.borrow_mut();
+        let Some(l) = led.get_mut(tp) else { return Err(code::NOT_LEADER_OR_FOLLOWER) };
+        if current_leader_epoch >= 0 && current_leader_epoch < l.leader_epoch {
+            return Err(code::FENCED_LEADER_EPOCH);
+        }
+        if current_leader_epoch > l.leader_epoch {
+            return Err(code::UNKNOWN_LEADER_EPOCH);
+        }
+        if !l.followers.contains_key(&replica) {
+            return Err(code::NOT_LEADER_OR_FOLLOWER);
+        }
+        if last_fetched_epoch >= 0 {
+            // KIP-320: where the follower's last epoch ends here. A follower past that end, or
+            // whose epoch this log never had, truncates first.
+            // (A log that knows no epoch at all cannot judge: the fetch goes on.)
+            let (epoch, end) = p.end_offset_for_epoch(last_fetched_epoch);
+            if end.get() >= 0 && (end.get() < fetch_offset || epoch < last_fetched_epoch) {
+                return Ok(FollowerFetch::Diverging(epoch, end.get()));
+            }
+        }
+        if fetch_offset > p.log_end().get() {
+            return Err(code::OFFSET_OUT_OF_RANGE);
+        }
+        let now = Instant::now();
+        let leader_end = p.durable_end().get();
+        let f = l.followers.get_mut(&replica).expect("checked");
+        if fetch_offset >= leader_end {
+            f.caught_up = now;
+        } else if fetch_offset >= f.leader_end_at_last_fetch {
+            f.caught_up = f.last_fetch;
+        }
+        f.last_fetch = now;
+        f.leader_end_at_last_fetch = leader_end;
+        f.end = Some(fetch_offset);
+        advance(p, l, node);
+        Ok(FollowerFetch::Read)
+    }
+
+    /// The ISR changes due now among the partitions this shard leads: followers not caught up
+    /// for `lag` leave, followers at the high watermark past this leadership's start join.
+    fn isr_changes(&self, shard: &Shard, lag: Duration) -> Vec<(Tp, MetaCommand)> {
+        let node = shard.config().node_id;
+        let now = Instant::now();
+        let mut out = Vec::new();
+        for (tp, l) in self.led.borrow_mut().iter_mut() {
+            if l.proposing || l.replicas.len() < 2 {
+                continue;
+            }
+            let Some(p) = shard.partition(&tp.0, tp.1) else { continue };
+            let hw = p.high_watermark().get();
+            let mut isr = l.isr.clone();
+            isr.retain(|r| *r == node || l.followers.get(r).is_some_and(|f| now.duration_since(f.caught_up) < lag));
+            for (r, f) in &l.followers {
+                let in_sync = f.end.is_some_and(|e| e >= hw && e >= l.epoch_start);
+                if !isr.contains(r) && in_sync && now.duration_since(f.caught_up) < lag {
+                    isr.push(*r);
+                }
+            }
+            if !isr.contains(&node) {
+                isr.insert(0, node);
+            }
+            if isr != l.isr {
+                l.proposing = true;
+                let command = MetaCommand::AlterPartition {
+                    topic: tp.0.clone(),
+                    partition: tp.1,
+                    leader: node,
+                    leader_epoch: l.leader_epoch,
+                    partition_epoch: l.partition_epoch,
+                    isr,
+                };
+                out.push((tp.clone(), command));
+            }
+        }
+        out
+    }
+
+    /// An ISR change was refused or failed: it may be proposed again.
+    fn settled(&self, tp: &Tp) {
+        if let Some(l) = self.led.borrow_mut().get_mut(tp) {
+            l.proposing = false;
+        }
+    }
+
+    fn ensure_fetcher(&self, shard: &Rc<Shard>, leader: i32) {
+        if self.fetchers.borrow_mut().insert(leader) {
+            glommio::spawn_local(fetcher::run(shard.clone(), leader)).detach();
+        }
+    }
+
+    /// The partitions this shard follows from `leader`, with the leader epoch each is at.
+    fn followed_from(&self, leader: i32) -> Vec<(Tp, i32)> {
+        let followed = self.followed.borrow();
+        followed.iter().filter(|(_, f)| f.leader == leader).map(|(tp, f)| (tp.clone(), f.leader_epoch)).collect()
+    }
+
+    /// Whether `tp` is still followed from `leader` at `epoch` (a fetch answer may come back
+    /// after the leadership moved).
+    fn still_follows(&self, tp: &Tp, leader: i32, epoch: i32) -> bool {
+        self.followed.borrow().get(tp) == Some(&Followed { leader, leader_epoch: epoch })
+    }
+
+    /// The fetcher for `leader` stops: nothing is followed from it.
+    fn fetcher_done(&self, leader: i32) -> bool {
+        if self.followed.borrow().values().any(|f| f.leader == leader) {
+            return false;
+        }
+        self.fetchers.borrow_mut().remove(&leader);
+        true
+    }
+}
+
+/// The high watermark of a led partition: the smallest durable end in the ISR (a follower
+/// not heard from in this leadership counts at the high watermark now, so it never moves
+/// back); the durable end alone with no follower in the ISR.
+fn advance(p: &Rc<Partition<DmaDisk>>, l: &Led, node: i32) {
+    if l.replicas.len() < 2 {
+        p.set_replicated_to(None);
+        return;
+    }
+    let hw = p.high_watermark().get();
+    let ends = l.isr.iter().filter(|r| **r != node).map(|r| l.followers.get(r).and_then(|f| f.end).unwrap_or(hw));
+    let to = ends.min().map_or(i64::MAX, |m| m.max(hw));
+    p.set_replicated_to(Some(Offset(to)));
+}
+
+/// acks=all on a replicated partition: wait until the high watermark passes `end` (every
+/// in-sync replica has the records durable), for at most `timeout`. NOT_LEADER_OR_FOLLOWER
+/// if the leadership moves meanwhile, REQUEST_TIMED_OUT past the timeout,
+/// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below `min.insync.replicas` by then.
+pub async fn wait_replicated(
+    shard: &Rc<Shard>,
+    p: &Rc<Partition<DmaDisk>>,
+    topic: &str,
+    partition: i32,
+    end: Offset,
+    timeout: Duration,
+) -> Result<(), ErrorCode> {
+    if !shard.replication().replicated(topic, partition) {
+        return Ok(());
+    }
+    let deadline = Instant::now() + timeout;
+    loop {
+        if !shard.leads(topic, partition) {
+            return Err(code::NOT_LEADER_OR_FOLLOWER);
+        }
+        if p.high_watermark() >= end {
+            let isr = shard.in_sync(topic, partition).unwrap_or(0);
+            let min = shard.topic(topic, |t| t.config.min_insync_replicas as usize).unwrap_or(1);
+            return if isr < min { Err(code::NOT_ENOUGH_REPLICAS_AFTER_APPEND) } else { Ok(()) };
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(code::REQUEST_TIMED_OUT);
+        }
+        futures_lite::future::or(p.changed(), glommio::timer::sleep(left)).await;
+    }
+}
+
+/// Each shard's ISR keeper: every quarter of `replica.lag.time.max.ms` (at most every second),
+/// propose the ISR changes due among the partitions it leads, one at a time per partition.
+pub fn spawn_isr_keeper(shard: &Rc<Shard>) {
+    let shard = shard.clone();
+    glommio::spawn_local(async move {
+        let lag = shard.config().replication.lag_time_max;
+        let period = (lag / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        while !shard.manager().is_stopping() {
+            glommio::timer::sleep(period).await;
+            for (tp, command) in shard.replication().isr_changes(&shard, lag) {
+                tracing::info!(topic = tp.0, partition = tp.1, change = %command, "proposing an ISR change");
+                let s = shard.clone();
+                glommio::spawn_local(async move {
+                    let call = crate::server::control::metadata::AlterIsr(command);
+                    let outcome = s.call(0, call).await;
+                    match outcome {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            tracing::info!(
+                                topic = tp.0,
+                                partition = tp.1,
+                                code = e.code.0,
+                                error = e.message,
+                                "ISR change refused"
+                            );
+                            s.replication().settled(&tp);
+                        }
+                        Err(e) => {
+                            tracing::warn!(topic = tp.0, partition = tp.1, error = %e, "ISR change not made");
+                            s.replication().settled(&tp);
+                        }
+                    }
+                })
+                .detach();
+            }
+        }
+    })
+    .detach();
+}

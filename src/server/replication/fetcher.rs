@@ -1,0 +1,211 @@
+//! A shard's fetcher for one leader node: Kafka's replica fetcher. One connection to the
+//! leader's inter-broker listener; each round asks for every partition this shard follows
+//! from it (Fetch v12 with this node's replica id, the leader epoch it knows and the epoch of
+//! its last batch), appends what comes back, waits for the fdatasync, and sets each
+//! partition's high watermark from the leader's. The task ends when nothing is followed
+//! from the leader any more.
+
+use super::Tp;
+use crate::load::client::Conn;
+use crate::protocol::errors as code;
+use crate::protocol::messages::*;
+use crate::server::shard::Shard;
+use crate::types::Offset;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The Fetch version followers speak: by topic name, with the replica id in the body and
+/// KIP-320's epochs (last fetched, diverging).
+const FETCH_VERSION: i16 = 12;
+
+pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
+    let node = shard.config().node_id;
+    let settings = shard.config().replication.clone();
+    let mut conn: Option<Rc<Conn>> = None;
+    let mut failures = 0u32;
+    loop {
+        if shard.manager().is_stopping() || shard.replication().fetcher_done(leader) {
+            return;
+        }
+        let partitions = shard.replication().followed_from(leader);
+        if conn.as_ref().is_none_or(|c| c.is_closed()) {
+            conn = match connect(&shard, leader).await {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    failures += 1;
+                    if failures == 1 || failures.is_multiple_of(30) {
+                        tracing::warn!(leader, error = %e, "cannot reach the leader to replicate");
+                    }
+                    glommio::timer::sleep(settings.fetch_backoff.max(Duration::from_millis(100))).await;
+                    continue;
+                }
+            };
+        }
+        let c = conn.clone().expect("connected");
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        let mut asked = Vec::with_capacity(partitions.len());
+        for ((topic, partition), epoch) in &partitions {
+            let Some(p) = shard.partition(topic, *partition) else { continue };
+            // Ask only from what is durable here: the offset asked is what the leader counts
+            // as this replica's durable end.
+            let end = p.log_end();
+            if p.wait_durable(end).await.is_err() {
+                continue;
+            }
+            let fp = FetchPartition {
+                partition: *partition,
+                current_leader_epoch: *epoch,
+                fetch_offset: end.get(),
+                last_fetched_epoch: p.latest_epoch().unwrap_or(-1),
+                log_start_offset: p.log_start().get(),
+                partition_max_bytes: settings.fetch_max_bytes,
+                ..Default::default()
+            };
+            match topics.iter_mut().find(|t| t.topic == *topic) {
+                Some(t) => t.partitions.push(fp),
+                None => topics.push(FetchTopic { topic: topic.clone(), partitions: vec![fp], ..Default::default() }),
+            }
+            asked.push(((topic.clone(), *partition), *epoch));
+        }
+        if asked.is_empty() {
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        let mut req = FetchRequest {
+            replica_id: node,
+            max_wait_ms: settings.fetch_wait_max_ms,
+            min_bytes: 1,
+            max_bytes: settings.fetch_response_max_bytes,
+            isolation_level: 0,
+            session_id: 0,
+            session_epoch: -1,
+            topics,
+            ..Default::default()
+        };
+        let resp: FetchResponse = match c.call_at(1, FETCH_VERSION, &mut req).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(leader, error = %e, "replica fetch failed");
+                conn = None;
+                glommio::timer::sleep(settings.fetch_backoff).await;
+                continue;
+            }
+        };
+        failures = 0;
+        if resp.error_code != code::NONE {
+            tracing::warn!(leader, code = resp.error_code.0, "the leader refused this replica's fetch");
+            glommio::timer::sleep(settings.fetch_backoff).await;
+            continue;
+        }
+        let mut backoff = false;
+        for t in resp.topics {
+            for part in t.partitions {
+                let tp = (t.topic.clone(), part.partition_index);
+                let Some(&(_, epoch)) = asked.iter().find(|(a, _)| *a == tp) else { continue };
+                backoff |= !take(&shard, leader, epoch, &tp, part).await;
+            }
+        }
+        if backoff {
+            glommio::timer::sleep(settings.fetch_backoff.min(Duration::from_millis(200))).await;
+        }
+    }
+}
+
+/// Take one partition's answer; `false` when the partition should wait a little before its
+/// next fetch (an error the metadata will resolve).
+async fn take(shard: &Rc<Shard>, leader: i32, epoch: i32, tp: &Tp, part: FetchPartitionResponse) -> bool {
+    let replication = shard.replication();
+    let Some(p) = shard.partition(&tp.0, tp.1) else { return true };
+    if !replication.still_follows(tp, leader, epoch) {
+        return true;
+    }
+    let (topic, partition) = (tp.0.as_str(), tp.1);
+    match part.error_code {
+        code::NONE => {}
+        code::OFFSET_OUT_OF_RANGE if part.log_start_offset > p.log_end().get() => {
+            // Behind the leader's log start: start again there (Kafka's truncateFullyAndStartAt).
+            tracing::info!(
+                topic,
+                partition,
+                start = part.log_start_offset,
+                "replica restarts at the leader's log start"
+            );
+            if let Err(e) = p.restart_at(Offset(part.log_start_offset)).await {
+                tracing::warn!(topic, partition, error = %e, "cannot restart the replica's log");
+            }
+            return true;
+        }
+        c => {
+            tracing::debug!(topic, partition, code = c.0, "replica fetch of a partition refused");
+            return false;
+        }
+    }
+    if part.diverging_epoch.epoch >= 0 || part.diverging_epoch.end_offset >= 0 {
+        // KIP-320: the leader's log ends that epoch earlier (or never had it): cut what
+        // diverges, the smaller of the leader's end for it and this log's.
+        let div = part.diverging_epoch;
+        let (_, mine) = p.end_offset_for_epoch(div.epoch);
+        let to = if mine.get() >= 0 { div.end_offset.min(mine.get()) } else { div.end_offset };
+        let to = to.max(p.log_start().get());
+        tracing::info!(
+            topic,
+            partition,
+            epoch = div.epoch,
+            leader_end = div.end_offset,
+            to,
+            "truncating a divergent suffix"
+        );
+        if let Err(e) = p.truncate_to(Offset(to)).await {
+            tracing::warn!(topic, partition, error = %e, "cannot truncate the replica's divergent suffix");
+            return false;
+        }
+        return true;
+    }
+    let records = part.records.unwrap_or_default();
+    if !records.is_empty() {
+        match p.append_replica(&records).await {
+            Ok(info) => {
+                if let Err(e) = p.wait_durable(Offset(info.last_offset + 1)).await {
+                    tracing::warn!(topic, partition, error = %e, "replicated records not made durable");
+                    return false;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(topic, partition, error = %e, "cannot append what the leader sent");
+                return false;
+            }
+        }
+    }
+    // The leader's log start (DeleteRecords, retention) and high watermark, within this log.
+    if part.log_start_offset > p.log_start().get() && part.log_start_offset <= p.log_end().get() {
+        if let Err(e) = p.delete_records(Offset(part.log_start_offset)).await {
+            tracing::debug!(topic, partition, error = %e, "cannot move the replica's log start");
+        }
+    }
+    let hw = part.high_watermark.min(p.log_end().get());
+    if hw >= 0 {
+        p.set_replicated_to(Some(Offset(hw)));
+    }
+    true
+}
+
+/// A connection to `leader` at its `inter.broker.listener.name` listener (else its first), as
+/// its registration names it.
+async fn connect(shard: &Rc<Shard>, leader: i32) -> anyhow::Result<Rc<Conn>> {
+    let view = shard.call(0, crate::server::control::quorum::QuorumStatus).await?;
+    let Some(view) = view else { anyhow::bail!("the metadata quorum is not up") };
+    let Some(b) = view.brokers.iter().find(|b| b.registration.id == leader) else {
+        anyhow::bail!("broker {leader} is not registered and unfenced")
+    };
+    let wanted = shard.config().settings.get("inter.broker.listener.name").map(|n| n.trim().to_ascii_uppercase());
+    let listeners = &b.registration.listeners;
+    let Some(e) = wanted.and_then(|w| listeners.iter().find(|e| e.name == w)).or(listeners.first()) else {
+        anyhow::bail!("broker {leader} registered no listener")
+    };
+    let addr: SocketAddr = (e.host.as_str(), e.port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("{}:{} resolves to no address", e.host, e.port))?;
+    Conn::connect(addr).await
+}
