@@ -138,3 +138,100 @@ def test_acks_all_survives_leader_kills(cluster):
     wait_for("a leader for every partition", lambda: all(
         l not in (-1, new) for l, _isr in isr_of(cluster, left[0], topic).values()), logs(cluster))
     check_log(acked, consume_all(cluster, left, topic, 2, len(acked)))
+
+
+def load(cluster, node, topic, seconds):
+    """tidemark's load generator against node (acks=all, 1 KiB records, 4 partitions' worth of
+    in-flight requests): its JSON summary."""
+    import json
+    import subprocess
+    from conftest import BIN
+    out = subprocess.run([BIN, "load", "produce", "--bootstrap", cluster.brokers[node].bootstrap, "--topic", topic,
+                          "--acks", "all", "--record-size", "1024", "--duration", str(seconds), "--json"],
+                         check=True, capture_output=True, text=True, timeout=seconds + 120).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def pct(values, q):
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def test_replication_figures(cluster):
+    """The figures of issue 21's closing note, small in CI (scripts/bench-replication.sh runs them
+    longer): produce throughput and p99 at replication factor 1 and 3 (acks=all, one partition
+    led by node 1, the load generator against node 1, RF 1 and RF 3 alternated in one run, three
+    nodes sharing two cores); failover time from the leader's SIGKILL to an idempotent producer's
+    first acknowledged record after it (p50/p99 over the rounds); and the catch-up rate of a
+    follower that was down while records kept coming. Each figure is checked only to exist and
+    be sane (every record acknowledged, nothing lost), never against a time."""
+    rounds = int(os.environ.get("TIDEMARK_REPL_ROUNDS", "1"))
+    load_s = int(os.environ.get("TIDEMARK_REPL_LOAD_S", "2"))
+    down_s = int(os.environ.get("TIDEMARK_REPL_DOWN_S", "3"))
+    a = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    topics = [NewTopic("rf1", num_partitions=1, replica_assignment=[[1]]),
+              NewTopic("rf3", num_partitions=1, replica_assignment=[[1, 2, 3]])]
+    for f in a.create_topics(topics, request_timeout=30).values():
+        f.result(60)
+    wait_for("both topics led by node 1 everywhere", lambda: all(
+        isr_of(cluster, n, "rf1").get(0, (0,))[0] == 1 and isr_of(cluster, n, "rf3").get(0, (0,))[0] == 1
+        for n in (1, 2, 3)), logs(cluster))
+    figures = {"rf1": [], "rf3": []}
+    for _ in range(max(1, rounds // 5)):
+        for topic in ("rf1", "rf3"):
+            r = load(cluster, 1, topic, load_s)
+            assert r["errors"] == 0 and r["records"] > 0, r
+            figures[topic].append((r["mb_per_sec"], r["latency_ms"]["p99"]))
+    for topic, runs in figures.items():
+        print(f"produce {topic} acks=all: " + ", ".join(f"{mb:.1f} MB/s p99 {p99:.1f} ms" for mb, p99 in runs))
+
+    # Failover: a producer sends one record every 10 ms; the leader of partition 0 is killed;
+    # the time to the first acknowledgement of a record sent after the kill.
+    create(cluster, "failover", 1)
+    times = []
+    for _ in range(rounds):
+        wait_for("every replica in sync", lambda: all(
+            isr == [1, 2, 3] for _l, isr in isr_of(cluster, 1 if cluster.brokers[1].proc.poll() is None else 2,
+                                                     "failover").values()), logs(cluster))
+        live = [n for n in (1, 2, 3) if cluster.brokers[n].proc.poll() is None]
+        leader = isr_of(cluster, live[0], "failover")[0][0]
+        acked = []
+        p = Producer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 0, "message.timeout.ms": 120000, "metadata.max.age.ms": 1000,
+                      "topic.metadata.refresh.interval.ms": 250})
+        for i in range(20):
+            p.produce("failover", value=b"warm", on_delivery=lambda e, m: None)
+        p.flush(30)
+        killed_at = time.time()
+        cluster.brokers[leader].proc.send_signal(signal.SIGKILL)
+        cluster.brokers[leader].proc.wait()
+        deadline = time.time() + 120
+        while not acked and time.time() < deadline:
+            p.produce("failover", value=b"after", on_delivery=lambda e, m: e is None and acked.append(time.time()))
+            p.poll(0.01)
+        assert p.flush(120) == 0
+        del p
+        assert acked, "no record acknowledged after the kill"
+        times.append(acked[0] - killed_at)
+        cluster.start(leader)
+    print(f"failover (leader SIGKILL to first acks=all success), {len(times)} rounds: "
+          f"p50 {pct(times, 0.5):.2f} s, p99 {pct(times, 0.99):.2f} s, max {max(times):.2f} s")
+
+    # Catch-up: node 3 is down for down_s while the load generator writes to rf3 (led by 1, ISR
+    # {1, 2} meanwhile); restarted, how fast it copies what it missed.
+    from confluent_kafka import ElectionType
+    from confluent_kafka import TopicPartition as CTp
+    wait_for("rf3 fully in sync", lambda: isr_of(cluster, 2, "rf3")[0][1] == [1, 2, 3], logs(cluster))
+    if isr_of(cluster, 2, "rf3")[0][0] != 1:
+        a.elect_leaders(ElectionType.PREFERRED, [CTp("rf3", 0)]).result(30)
+    wait_for("node 1 leads rf3", lambda: isr_of(cluster, 1, "rf3")[0][0] == 1, logs(cluster))
+    cluster.brokers[3].stop(signal.SIGKILL)
+    wait_for("node 3 out of the ISR", lambda: 3 not in isr_of(cluster, 1, "rf3")[0][1], logs(cluster))
+    r = load(cluster, 1, "rf3", down_s)
+    missed = r["records"] * 1024
+    started = time.time()
+    cluster.start(3)
+    wait_for("node 3 back in the ISR", lambda: 3 in isr_of(cluster, 1, "rf3")[0][1], logs(cluster))
+    took = time.time() - started
+    print(f"catch-up: {missed / 1e6:.0f} MB missed in {down_s} s down, back in the ISR {took:.1f} s after "
+          f"its restart: {missed / 1e6 / took:.1f} MB/s (start included)")

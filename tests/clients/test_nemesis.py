@@ -1,0 +1,306 @@
+"""A Jepsen-style fault test of replication (issue 21): three tidemark nodes, each in a network
+namespace the test makes (veth pairs on a bridge, 10.N.0.1-3), idempotent acks=all producers and a
+consumer, and a nemesis that kills nodes with SIGKILL and restarts them, pauses them
+(SIGSTOP/SIGCONT), and cuts one node off from the two others (blackhole routes inside the
+namespaces: quorum and replication links both; clients in the root namespace still reach it).
+
+The checker: every acknowledged record is in the final log once, at the offset it was
+acknowledged with; no record is in the log twice (idempotence); the consumer's reads of each
+partition are a prefix of the final log (it never saw a record the log later lost or reordered)
+and its offsets never went back; after each fault every partition has a leader again within
+LEADER_BOUND seconds. CI runs a few rounds (TIDEMARK_NEMESIS_ROUNDS, default 4); scripts/nemesis.sh
+runs more and prints the figures. Three nodes share two cores: the bounds are generous.
+
+Needs root and iproute2 (skipped without them).
+"""
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import BIN
+
+LEADER_BOUND = 60
+PARTITIONS = 3
+CLIENT_PORT, CONTROLLER_PORT = 9092, 9093
+
+
+def sh(*args, check=True):
+    return subprocess.run(args, check=check, capture_output=True, text=True)
+
+
+class NetCluster:
+    """Three nodes, one per network namespace, on a bridge in the root namespace."""
+
+    def __init__(self, root):
+        tag = os.getpid() % 200 + 20
+        self.tag = f"tm{os.getpid() % 100000}"
+        self.net = f"10.{tag}.0"
+        self.bridge = f"{self.tag}br"
+        self.root = root
+        self.procs = {}
+        self.cuts = set()
+        sh("ip", "link", "add", self.bridge, "type", "bridge")
+        sh("ip", "addr", "add", f"{self.net}.254/24", "dev", self.bridge)
+        sh("ip", "link", "set", self.bridge, "up")
+        for i in (1, 2, 3):
+            ns, host, peer = self.ns(i), f"{self.tag}h{i}", f"{self.tag}n{i}"
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", host, "type", "veth", "peer", "name", peer)
+            sh("ip", "link", "set", peer, "netns", ns)
+            sh("ip", "link", "set", host, "master", self.bridge)
+            sh("ip", "link", "set", host, "up")
+            sh("ip", "-n", ns, "addr", "add", f"{self.addr(i)}/24", "dev", peer)
+            sh("ip", "-n", ns, "link", "set", peer, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+            os.makedirs(os.path.join(root, f"node{i}"), exist_ok=True)
+
+    def ns(self, i):
+        return f"{self.tag}ns{i}"
+
+    def addr(self, i):
+        return f"{self.net}.{i}"
+
+    def bootstrap(self, nodes=(1, 2, 3)):
+        return ",".join(f"{self.addr(i)}:{CLIENT_PORT}" for i in nodes)
+
+    def start(self, i):
+        voters = ",".join(f"{n}@{self.addr(n)}:{CONTROLLER_PORT}" for n in (1, 2, 3))
+        d = os.path.join(self.root, f"node{i}")
+        args = ["ip", "netns", "exec", self.ns(i), BIN, "serve", "--data-dir", d,
+                "--set", "process.roles=broker,controller", "--set", f"node.id={i}",
+                "--set", f"listeners=PLAINTEXT://{self.addr(i)}:{CLIENT_PORT},CONTROLLER://{self.addr(i)}:{CONTROLLER_PORT}",
+                "--set", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "--set", "controller.listener.names=CONTROLLER",
+                "--set", f"controller.quorum.voters={voters}",
+                "--set", "broker.heartbeat.interval.ms=500", "--set", "broker.session.timeout.ms=3000",
+                "--set", "replica.lag.time.max.ms=3000", "--set", "group.initial.rebalance.delay.ms=200"]
+        self.procs[i] = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                                         stderr=open(os.path.join(d, "broker.log"), "ab"))
+
+    def alive(self, i):
+        return self.procs[i].poll() is None
+
+    def kill(self, i):
+        self.procs[i].send_signal(signal.SIGKILL)
+        self.procs[i].wait()
+
+    def signal(self, i, sig):
+        self.procs[i].send_signal(sig)
+
+    def cut(self, a, b):
+        for x, y in ((a, b), (b, a)):
+            sh("ip", "-n", self.ns(x), "route", "add", "blackhole", f"{self.addr(y)}/32")
+        self.cuts.add((a, b))
+
+    def heal(self):
+        for a, b in list(self.cuts):
+            for x, y in ((a, b), (b, a)):
+                sh("ip", "-n", self.ns(x), "route", "del", "blackhole", f"{self.addr(y)}/32", check=False)
+        self.cuts.clear()
+
+    def log(self, i):
+        with open(os.path.join(self.root, f"node{i}", "broker.log"), "rb") as f:
+            return f.read().decode(errors="replace")[-3000:]
+
+    def close(self):
+        for i, p in self.procs.items():
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+                p.wait()
+        for i in (1, 2, 3):
+            sh("ip", "netns", "del", self.ns(i), check=False)
+            sh("ip", "link", "del", f"{self.tag}h{i}", check=False)
+        sh("ip", "link", "del", self.bridge, check=False)
+
+
+def usable():
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return False
+    probe = f"tmprobe{os.getpid()}"
+    ok = subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode == 0
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return ok
+
+
+@pytest.fixture
+def net():
+    if not usable():
+        pytest.skip("needs root and network namespaces (iproute2)")
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as d:
+        c = NetCluster(d)
+        try:
+            yield c
+        finally:
+            c.close()
+
+
+def leaders(net, via):
+    """{partition: leader} of topic `jepsen` as node `via` answers (librdkafka's metadata)."""
+    a = AdminClient({"bootstrap.servers": net.bootstrap([via]), "socket.timeout.ms": 3000})
+    md = a.list_topics("jepsen", timeout=3)
+    t = md.topics.get("jepsen")
+    return {p.id: p.leader for p in t.partitions.values()} if t and t.error is None else {}
+
+
+def wait(what, check, net, bound):
+    deadline = time.time() + bound
+    last = None
+    while time.time() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except Exception as e:  # a node starting, paused or cut off
+            last = repr(e)
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not within {bound}s: {last}; logs: " +
+                         " | ".join(f"node {i}: {net.log(i)}" for i in (1, 2, 3)))
+
+
+class Workload:
+    """Two idempotent acks=all producers writing numbered records, and one consumer reading
+    every partition from the start, each in a thread until stopped."""
+
+    def __init__(self, net):
+        self.net, self.stop = net, threading.Event()
+        self.acked, self.failed, self.seen = [], [], {p: [] for p in range(PARTITIONS)}
+        self.went_back = []
+        self.threads = [threading.Thread(target=self.produce, args=(w,)) for w in range(2)]
+        self.threads.append(threading.Thread(target=self.consume))
+
+    def produce(self, w):
+        p = Producer({"bootstrap.servers": self.net.bootstrap(), "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 2, "message.timeout.ms": 60000, "request.timeout.ms": 10000,
+                      "topic.metadata.refresh.interval.ms": 500})
+
+        def done(err, msg):
+            if err is None:
+                self.acked.append((msg.partition(), msg.offset(), msg.value().decode()))
+            else:
+                self.failed.append(str(err))
+        n = 0
+        while not self.stop.is_set():
+            try:
+                p.produce("jepsen", value=f"w{w}-{n}".encode(), on_delivery=done)
+                n += 1
+            except BufferError:
+                pass
+            p.poll(0.005)
+        p.flush(90)
+
+    def consume(self):
+        c = Consumer({"bootstrap.servers": self.net.bootstrap(), "group.id": "nemesis-reader",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "topic.metadata.refresh.interval.ms": 500})
+        c.assign([TopicPartition("jepsen", p, 0) for p in range(PARTITIONS)])
+        while not self.stop.is_set():
+            for m in c.consume(200, 0.5):
+                if m.error() is None:
+                    s = self.seen[m.partition()]
+                    if s and m.offset() <= s[-1][0]:
+                        self.went_back.append((m.partition(), s[-1][0], m.offset()))
+                    s.append((m.offset(), m.value().decode()))
+        c.close()
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def finish(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(180)
+
+
+def final_log(net):
+    """Every record of `jepsen` from the start, per partition: {partition: [(offset, value)]}."""
+    c = Consumer({"bootstrap.servers": net.bootstrap(), "group.id": f"final-{time.time()}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    parts = [TopicPartition("jepsen", p, 0) for p in range(PARTITIONS)]
+    c.assign(parts)
+    ends = {}
+    for p in range(PARTITIONS):
+        ends[p] = c.get_watermark_offsets(TopicPartition("jepsen", p), timeout=30)[1]
+    log = {p: [] for p in range(PARTITIONS)}
+    deadline = time.time() + 120
+    while any((log[p][-1][0] + 1 if log[p] else 0) < ends[p] for p in log) and time.time() < deadline:
+        for m in c.consume(1000, 1.0):
+            if m.error() is None:
+                log[m.partition()].append((m.offset(), m.value().decode()))
+    c.close()
+    return log
+
+
+def test_nemesis_loses_nothing_acknowledged(net):
+    rounds = int(os.environ.get("TIDEMARK_NEMESIS_ROUNDS", "4"))
+    rng = random.Random(int(os.environ.get("TIDEMARK_NEMESIS_SEED", str(int(time.time())))))
+    for i in (1, 2, 3):
+        net.start(i)
+    a = AdminClient({"bootstrap.servers": net.bootstrap()})
+    wait("the cluster to form", lambda: len(a.list_topics(timeout=3).brokers) == 3, net, 60)
+    topic = NewTopic("jepsen", PARTITIONS, 3, config={"min.insync.replicas": "2"})
+    a.create_topics([topic], request_timeout=30)["jepsen"].result(60)
+    wait("leaders", lambda: len([l for l in leaders(net, 1).values() if l > 0]) == PARTITIONS, net, 60)
+    w = Workload(net)
+    w.start()
+    faults, recoveries = [], []
+    try:
+        for r in range(rounds):
+            time.sleep(rng.uniform(1, 3))
+            victim = rng.choice([1, 2, 3])
+            others = [i for i in (1, 2, 3) if i != victim]
+            kind = rng.choice(["kill", "pause", "cut"])
+            faults.append(f"{kind} {victim}")
+            began = time.time()
+            if kind == "kill":
+                net.kill(victim)
+            elif kind == "pause":
+                net.signal(victim, signal.SIGSTOP)
+            else:
+                for o in others:
+                    net.cut(victim, o)
+            # Leadership settles on the two others within the bound.
+            wait(f"round {r} ({kind} {victim}): every partition led by a reachable node",
+                 lambda: (lambda ls: len(ls) == PARTITIONS and all(l in others for l in ls.values()))(
+                     leaders(net, others[0])), net, LEADER_BOUND)
+            recoveries.append(time.time() - began)
+            time.sleep(rng.uniform(1, 3))
+            if kind == "kill":
+                net.start(victim)
+            elif kind == "pause":
+                net.signal(victim, signal.SIGCONT)
+            else:
+                net.heal()
+            wait(f"round {r}: every replica back in sync", lambda: all(
+                sorted(p.isrs) == [1, 2, 3] for p in AdminClient({"bootstrap.servers": net.bootstrap(others)})
+                .list_topics("jepsen", timeout=3).topics["jepsen"].partitions.values()), net, 120)
+    finally:
+        net.heal()
+        w.finish()
+    log = final_log(net)
+    # Every acknowledged record once, at its offset.
+    at = {(p, o): v for p, recs in log.items() for o, v in recs}
+    for p, o, v in w.acked:
+        assert at.get((p, o)) == v, f"acknowledged {v} at {p}/{o}, the log has {at.get((p, o))}"
+    values = [v for recs in log.values() for _, v in recs]
+    assert len(values) == len(set(values)), "a record is in the log twice"
+    # The consumer read a prefix of each partition's final log, offsets never going back.
+    assert not w.went_back, w.went_back[:5]
+    for p, recs in w.seen.items():
+        final = dict(log[p])
+        for o, v in recs:
+            assert final.get(o) == v, f"the consumer read {v} at {p}/{o}; the log has {final.get(o)}"
+    print(f"nemesis: {rounds} rounds ({', '.join(faults)}); {len(w.acked)} records acknowledged, "
+          f"{len(w.failed)} not; {sum(len(r) for r in log.values())} in the log; consumer read "
+          f"{sum(len(s) for s in w.seen.values())}; leaders back after p50 "
+          f"{sorted(recoveries)[len(recoveries) // 2]:.1f} s, max {max(recoveries):.1f} s; nothing lost")
