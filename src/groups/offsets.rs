@@ -254,6 +254,13 @@ impl OffsetTable {
         }
     }
 
+    /// Forget the groups `pick` names and what transactions staged on partition `index` (the
+    /// partition is loaded again).
+    pub fn forget_groups(&mut self, mut pick: impl FnMut(&str) -> bool, index: i32) {
+        self.groups.retain(|g, _| !pick(g));
+        self.pending.retain(|(i, _), _| *i != index);
+    }
+
     /// Replay the records of stored batches of offsets partition `index` (any order of
     /// commits and tombstones); returns how many records were applied. A transactional batch
     /// stages its commits until its producer's marker commits or drops them. An undecodable

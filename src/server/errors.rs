@@ -62,7 +62,7 @@ pub fn storage_code(e: &StorageError) -> ErrorCode {
             code::KAFKA_STORAGE_ERROR
         }
         StorageError::Closed => code::KAFKA_STORAGE_ERROR,
-        StorageError::Truncating => code::NOT_LEADER_OR_FOLLOWER,
+        StorageError::Truncating | StorageError::Follower => code::NOT_LEADER_OR_FOLLOWER,
         StorageError::TruncationIntoCompacted { .. } => code::KAFKA_STORAGE_ERROR,
         StorageError::Sequence(e) => match e {
             SequenceError::InvalidEpoch { .. } => code::INVALID_PRODUCER_EPOCH,

@@ -170,8 +170,14 @@ impl Replication {
                 continue;
             };
             if state.leader == node {
-                self.followed.borrow_mut().remove(&tp);
+                let was_following = self.followed.borrow_mut().remove(&tp).is_some();
+                p.set_follower(false);
                 p.set_leader_epoch(Some(state.leader_epoch));
+                if was_following {
+                    // The coordinators' state of an internal partition comes from what was
+                    // replicated into it while this node followed.
+                    reload_coordinator(shard, topic, i);
+                }
                 let mut led = self.led.borrow_mut();
                 let now = Instant::now();
                 let fresh = led.get(&tp).is_none_or(|l| l.leader_epoch != state.leader_epoch);
@@ -218,6 +224,7 @@ impl Replication {
             } else {
                 self.led.borrow_mut().remove(&tp);
                 p.set_leader_epoch(None);
+                p.set_follower(true);
                 // The produce requests waiting for the ISR learn the leadership moved.
                 p.poke();
                 if state.replicas.contains(&node) && state.leader >= 0 {
@@ -367,6 +374,17 @@ impl Replication {
         }
         self.fetchers.borrow_mut().remove(&leader);
         true
+    }
+}
+
+/// Load the coordinator state of an internal partition this node now leads, in a task of its
+/// own (requests for it are answered COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+fn reload_coordinator(shard: &Rc<Shard>, topic: &str, index: i32) {
+    let s = shard.clone();
+    if topic == crate::server::coordinator::OFFSETS_TOPIC {
+        glommio::spawn_local(async move { s.coordinator().reload_partition(index).await }).detach();
+    } else if topic == crate::server::transactions::TXN_TOPIC {
+        glommio::spawn_local(async move { s.txn().clone().reload_partition(&s, index).await }).detach();
     }
 }
 

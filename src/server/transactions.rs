@@ -93,6 +93,8 @@ pub struct TxnCoordinator {
     /// The partition count of `__transaction_state`, once it exists.
     partitions: Cell<Option<u32>>,
     ids: RefCell<HashMap<String, TxnMetadata>>,
+    /// `__transaction_state` partitions being loaded after this node became their leader.
+    loading: RefCell<std::collections::BTreeSet<i32>>,
     /// The shard's topics, to ask which partitions this node leads ([`TxnCoordinator::attach_topics`]).
     topics: RefCell<Option<Rc<dyn crate::groups::consumer::Topics>>>,
     /// `tidemark.offsets.compaction.bytes`: a state partition larger than this (and than twice
@@ -126,6 +128,7 @@ impl TxnCoordinator {
             clock,
             partitions: Cell::new(None),
             ids: RefCell::new(HashMap::new()),
+            loading: RefCell::new(Default::default()),
             topics: RefCell::new(None),
             compaction_bytes,
         }
@@ -170,6 +173,9 @@ impl TxnCoordinator {
         if self.manager.get(TXN_TOPIC, index).is_none() || !led {
             return Some(code::NOT_COORDINATOR);
         }
+        if self.loading.borrow().contains(&index) {
+            return Some(code::COORDINATOR_LOAD_IN_PROGRESS);
+        }
         None
     }
 
@@ -181,25 +187,52 @@ impl TxnCoordinator {
             if topic != TXN_TOPIC {
                 continue;
             }
-            let limit = p.log().config().decompress_limit();
-            p.for_each_chunk(|bytes| -> anyhow::Result<()> {
-                let mut failed = None;
-                crate::groups::offsets::for_each_record(bytes, limit, |key, value, offset| {
-                    records += 1;
-                    if let Err(e) = self.replay(key, value) {
-                        failed.get_or_insert(format!("offset {offset}: {e}"));
-                    }
-                })
-                .map_err(|e| anyhow::anyhow!("{TXN_TOPIC}-{index}: unreadable records: {e}"))?;
-                if let Some(e) = failed {
-                    // Not ours to fail startup on (Kafka skips what it cannot read): logged.
-                    tracing::warn!(partition = index, error = e, "undecodable transaction record skipped");
-                }
-                Ok(())
-            })
-            .await?;
+            records += self.load_partition(index, &p).await?;
         }
         Ok(records)
+    }
+
+    async fn load_partition(&self, index: i32, p: &Rc<crate::storage::Partition<DmaDisk>>) -> anyhow::Result<usize> {
+        let mut records = 0;
+        let limit = p.log().config().decompress_limit();
+        p.for_each_chunk(|bytes| -> anyhow::Result<()> {
+            let mut failed = None;
+            crate::groups::offsets::for_each_record(bytes, limit, |key, value, offset| {
+                records += 1;
+                if let Err(e) = self.replay(key, value) {
+                    failed.get_or_insert(format!("offset {offset}: {e}"));
+                }
+            })
+            .map_err(|e| anyhow::anyhow!("{TXN_TOPIC}-{index}: unreadable records: {e}"))?;
+            if let Some(e) = failed {
+                // Not ours to fail startup on (Kafka skips what it cannot read): logged.
+                tracing::warn!(partition = index, error = e, "undecodable transaction record skipped");
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(records)
+    }
+
+    /// This node became the leader of `__transaction_state` partition `index` (replication):
+    /// its transactional ids are loaded again from the partition (what the previous leader
+    /// wrote), and the markers of transactions left prepared are resumed. Requests for its ids
+    /// wait meanwhile (COORDINATOR_LOAD_IN_PROGRESS).
+    pub async fn reload_partition(self: &Rc<Self>, shard: &Rc<crate::server::shard::Shard>, index: i32) {
+        let Some(p) = self.manager.get(TXN_TOPIC, index) else { return };
+        let Some(n) = self.partitions.get() else { return };
+        self.loading.borrow_mut().insert(index);
+        self.ids.borrow_mut().retain(|id, _| txn::partition_for(id, n as i32) != index);
+        match self.load_partition(index, &p).await {
+            Ok(records) => tracing::info!(partition = index, records, "transaction partition loaded as its leader"),
+            Err(e) => tracing::error!(partition = index, error = %e, "cannot load a transaction partition"),
+        }
+        self.loading.borrow_mut().remove(&index);
+        let prepared: Vec<String> =
+            self.prepared().into_iter().filter(|id| txn::partition_for(id, n as i32) == index).collect();
+        for id in prepared {
+            self.spawn_markers(shard, id);
+        }
     }
 
     fn replay(&self, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<(), String> {

@@ -49,6 +49,9 @@ pub enum StorageError {
     /// no append is taken meanwhile (NOT_LEADER_OR_FOLLOWER: the replica is a follower).
     #[error("the partition's log is being truncated")]
     Truncating,
+    /// A follower's copy of a partition: only what its leader stored is appended to it.
+    #[error("a follower's replica takes appends from its leader only")]
+    Follower,
     /// An idempotent producer's batch breaks the sequence rules (INVALID_PRODUCER_EPOCH,
     /// OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_RECORD).
     #[error("{0}")]

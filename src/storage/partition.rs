@@ -55,6 +55,8 @@ pub struct Partition<D: Disk> {
     deleting: glommio::sync::Semaphore,
     /// A suffix truncation is under way ([`Partition::truncate_to`]): appends are refused.
     truncating: Cell<bool>,
+    /// A follower's copy ([`Partition::set_follower`]).
+    follower: Cell<bool>,
     /// Held by a compaction pass; `close` waits for it.
     cleaning: glommio::sync::Semaphore,
     /// Held while the leader-epoch cache is saved ([`Partition::save_epochs`]).
@@ -105,6 +107,7 @@ impl<D: Disk> Partition<D> {
             closed: Cell::new(false),
             deleting: glommio::sync::Semaphore::new(1),
             truncating: Cell::new(false),
+            follower: Cell::new(false),
             cleaning: glommio::sync::Semaphore::new(1),
             saving: glommio::sync::Semaphore::new(1),
             watchers: RefCell::new(Vec::new()),
@@ -223,7 +226,7 @@ impl<D: Disk> Partition<D> {
     /// Append `records` (v2 batches) and return once they are as durable as the flush policy
     /// promises (SPEC T3.5): with the default `flush.messages=1`, after their fdatasync.
     pub async fn append(self: &Rc<Self>, records: &[u8]) -> StorageResult<AppendInfo> {
-        self.accepting()?;
+        self.writable()?;
         let now = (self.clock)();
         let (info, demand) = self.log.borrow_mut().append(records, now)?;
         self.save_epochs().await?;
@@ -243,7 +246,7 @@ impl<D: Disk> Partition<D> {
     /// Append `records` now, synchronously, without waiting for durability (the caller waits
     /// with [`Partition::flush`] or [`Partition::wait_durable`]); the flusher is started.
     pub fn append_nowait(self: &Rc<Self>, records: &[u8]) -> StorageResult<AppendInfo> {
-        self.accepting()?;
+        self.writable()?;
         let now = (self.clock)();
         let (info, _) = self.log.borrow_mut().append(records, now)?;
         self.kick();
@@ -259,7 +262,7 @@ impl<D: Disk> Partition<D> {
         epoch: i16,
         marker: crate::storage::format::marker::Marker,
     ) -> StorageResult<AppendInfo> {
-        self.accepting()?;
+        self.writable()?;
         let now = (self.clock)();
         let (info, _, _) = self.log.borrow_mut().append_marker(pid, epoch, marker, now)?;
         self.kick();
@@ -276,6 +279,22 @@ impl<D: Disk> Partition<D> {
             return Err(StorageError::Truncating);
         }
         Ok(())
+    }
+
+    /// Whether this node's own appends (a producer's, a coordinator's) are taken: not on a
+    /// follower's copy.
+    fn writable(&self) -> StorageResult<()> {
+        self.accepting()?;
+        if self.follower.get() {
+            return Err(StorageError::Follower);
+        }
+        Ok(())
+    }
+
+    /// This copy follows another node's (replication): only [`Partition::append_replica`]
+    /// writes to it; or it leads again (`false`).
+    pub fn set_follower(&self, follower: bool) {
+        self.follower.set(follower);
     }
 
     /// `flush.ms`: data an append did not wait for is flushed at most this long after it.

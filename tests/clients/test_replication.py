@@ -235,3 +235,40 @@ def test_replication_figures(cluster):
     took = time.time() - started
     print(f"catch-up: {missed / 1e6:.0f} MB missed in {down_s} s down, back in the ISR {took:.1f} s after "
           f"its restart: {missed / 1e6 / took:.1f} MB/s (start included)")
+
+
+def test_committed_offsets_survive_the_coordinators_kill(cluster):
+    """A group commits offsets through its coordinator (the leader of its __consumer_offsets
+    partition, replicated to the two others); SIGKILL of that node makes another replica the
+    partition's leader, which loads the group from its copy: the committed offsets read back
+    the same through the new coordinator, and a new commit there works."""
+    from confluent_kafka import TopicPartition as CTp
+    create(cluster, "offsets-kept", 3)
+    cluster.internal_topics_created([1, 2, 3])
+    c = Consumer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "group.id": "kept",
+                  "enable.auto.commit": False})
+    wanted = [CTp("offsets-kept", p, 100 + p) for p in range(3)]
+    c.commit(offsets=wanted, asynchronous=False)
+    coordinator = None
+    a = AdminClient({"bootstrap.servers": bootstrap(cluster, (1, 2, 3))})
+    desc = a.describe_consumer_groups(["kept"])["kept"].result(30)
+    coordinator = desc.coordinator.id
+    c.close()
+    cluster.brokers[coordinator].proc.send_signal(signal.SIGKILL)
+    cluster.brokers[coordinator].proc.wait()
+    left = [n for n in (1, 2, 3) if n != coordinator]
+
+    def committed():
+        c2 = Consumer({"bootstrap.servers": bootstrap(cluster, left), "group.id": "kept", "enable.auto.commit": False})
+        try:
+            got = c2.committed([CTp("offsets-kept", p) for p in range(3)], timeout=10)
+            return [(t.partition, t.offset) for t in got]
+        finally:
+            c2.close()
+    got = wait_for("the committed offsets from the new coordinator",
+                   lambda: (lambda g: g if g == [(0, 100), (1, 101), (2, 102)] else None)(committed()), logs(cluster))
+    assert got == [(0, 100), (1, 101), (2, 102)]
+    c3 = Consumer({"bootstrap.servers": bootstrap(cluster, left), "group.id": "kept", "enable.auto.commit": False})
+    c3.commit(offsets=[CTp("offsets-kept", 0, 500)], asynchronous=False)
+    assert c3.committed([CTp("offsets-kept", 0)], timeout=10)[0].offset == 500
+    c3.close()

@@ -104,6 +104,8 @@ pub struct Coordinator {
     /// Groups of the consumer protocol (KIP-848); a group id is in one map or the other.
     consumer_groups: RefCell<HashMap<String, ConsumerGroup>>,
     offsets: RefCell<OffsetTable>,
+    /// Offsets partitions being loaded after this node became their leader.
+    loading: RefCell<std::collections::BTreeSet<i32>>,
     /// The shard's topics, as consumer groups see them ([`Coordinator::attach_topics`]).
     topics: RefCell<Option<Rc<dyn Topics>>>,
     seed: Cell<u64>,
@@ -129,6 +131,7 @@ impl Coordinator {
             groups: RefCell::new(HashMap::new()),
             consumer_groups: RefCell::new(HashMap::new()),
             offsets: RefCell::new(OffsetTable::default()),
+            loading: RefCell::new(Default::default()),
             topics: RefCell::new(None),
             seed: Cell::new(seed ^ ((shard_id as u64) << 56)),
             ticks: Cell::new(0),
@@ -180,19 +183,44 @@ impl Coordinator {
             if topic != OFFSETS_TOPIC {
                 continue;
             }
-            let limit = p.log().config().decompress_limit();
-            p.for_each_chunk(|bytes| -> anyhow::Result<()> {
-                records += self
-                    .offsets
-                    .borrow_mut()
-                    .replay(bytes, limit, index)
-                    .map_err(|e| anyhow::anyhow!("{OFFSETS_TOPIC}-{index}: unreadable offset records: {e}"))?;
-                self.replay_consumer_groups(bytes, limit)
-                    .map_err(|e| anyhow::anyhow!("{OFFSETS_TOPIC}-{index}: unreadable group records: {e}"))
-            })
-            .await?;
+            records += self.load_partition(index, &p).await?;
         }
         Ok(records)
+    }
+
+    async fn load_partition(&self, index: i32, p: &Rc<crate::storage::Partition<DmaDisk>>) -> anyhow::Result<usize> {
+        let mut records = 0;
+        let limit = p.log().config().decompress_limit();
+        p.for_each_chunk(|bytes| -> anyhow::Result<()> {
+            records += self
+                .offsets
+                .borrow_mut()
+                .replay(bytes, limit, index)
+                .map_err(|e| anyhow::anyhow!("{OFFSETS_TOPIC}-{index}: unreadable offset records: {e}"))?;
+            self.replay_consumer_groups(bytes, limit)
+                .map_err(|e| anyhow::anyhow!("{OFFSETS_TOPIC}-{index}: unreadable group records: {e}"))
+        })
+        .await?;
+        Ok(records)
+    }
+
+    /// This node became the leader of offsets partition `index` (replication): what its
+    /// followers' copy holds now replaces what this shard knew of its groups (Kafka's load of
+    /// a partition on election). Requests for its groups wait meanwhile
+    /// (COORDINATOR_LOAD_IN_PROGRESS).
+    pub async fn reload_partition(&self, index: i32) {
+        let Some(p) = self.manager.get(OFFSETS_TOPIC, index) else { return };
+        let Some(partitions) = self.offsets_partitions.get() else { return };
+        self.loading.borrow_mut().insert(index);
+        let mine = |g: &str| offsets_partition(g, partitions) == index;
+        self.groups.borrow_mut().retain(|g, _| !mine(g));
+        self.consumer_groups.borrow_mut().retain(|g, _| !mine(g));
+        self.offsets.borrow_mut().forget_groups(|g| mine(g), index);
+        match self.load_partition(index, &p).await {
+            Ok(records) => tracing::info!(partition = index, records, "offsets partition loaded as its leader"),
+            Err(e) => tracing::error!(partition = index, error = %e, "cannot load an offsets partition"),
+        }
+        self.loading.borrow_mut().remove(&index);
     }
 
     /// Apply deadlines every [`TICK`], and compact now and then, until the shard stops.
@@ -286,6 +314,9 @@ impl Coordinator {
         let index = offsets_partition(group, partitions);
         if self.manager.get(OFFSETS_TOPIC, index).is_none() || !self.topics().leads(OFFSETS_TOPIC, index) {
             return Some(code::NOT_COORDINATOR);
+        }
+        if self.loading.borrow().contains(&index) {
+            return Some(code::COORDINATOR_LOAD_IN_PROGRESS);
         }
         None
     }
