@@ -63,6 +63,7 @@ pub fn storage_code(e: &StorageError) -> ErrorCode {
         }
         StorageError::Closed => code::KAFKA_STORAGE_ERROR,
         StorageError::Truncating | StorageError::Follower => code::NOT_LEADER_OR_FOLLOWER,
+        StorageError::ReplicationTimedOut => code::REQUEST_TIMED_OUT,
         StorageError::TruncationIntoCompacted { .. } => code::KAFKA_STORAGE_ERROR,
         StorageError::Sequence(e) => match e {
             SequenceError::InvalidEpoch { .. } => code::INVALID_PRODUCER_EPOCH,

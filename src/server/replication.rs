@@ -89,6 +89,10 @@ impl ReplicaConfig {
 
 type Tp = (String, i32);
 
+/// How long a coordinator's write (committed offsets, the transaction log, a marker) waits for
+/// the in-sync replicas.
+pub const INTERNAL_WRITE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// A partition this shard leads, as replication sees it.
 struct Led {
     leader_epoch: i32,
@@ -99,8 +103,10 @@ struct Led {
     /// then has everything of this epoch's start, Kafka's rule).
     epoch_start: i64,
     followers: BTreeMap<i32, Follower>,
-    /// An ISR change is being committed: no other is proposed until it is settled.
-    proposing: bool,
+    /// An ISR change being committed (no other is proposed until it is settled): the high
+    /// watermark counts its members too meanwhile (Kafka's "maximal ISR"), so a follower
+    /// joining never enters the ISR without what the high watermark covers.
+    pending: Option<Vec<i32>>,
 }
 
 /// A follower of a partition this shard leads.
@@ -200,11 +206,23 @@ impl Replication {
                         isr: state.isr.clone(),
                         epoch_start: p.log_end().get(),
                         followers,
-                        proposing: false,
+                        pending: None,
                     };
                     tracing::info!(topic, partition = i, epoch = state.leader_epoch, isr = ?state.isr, "leading");
                     led.insert(tp.clone(), l);
                 } else if let Some(l) = led.get_mut(&tp) {
+                    if l.partition_epoch != state.partition_epoch {
+                        // The change under way (or another) committed.
+                        l.pending = None;
+                    }
+                    // A follower that left the ISR (fenced, registered again, or dropped for
+                    // lagging) must fetch again before its progress counts: its copy may be
+                    // another now (a restart with a lost disk).
+                    for (r, f) in l.followers.iter_mut() {
+                        if l.isr.contains(r) && !state.isr.contains(r) {
+                            f.end = None;
+                        }
+                    }
                     l.partition_epoch = state.partition_epoch;
                     l.isr = state.isr.clone();
                     l.replicas = state.replicas.clone();
@@ -217,7 +235,6 @@ impl Replication {
                         });
                     }
                     l.followers.retain(|r, _| state.replicas.contains(r));
-                    l.proposing = false;
                 }
                 let l = led.get_mut(&tp).expect("inserted");
                 advance(&p, l, node);
@@ -281,7 +298,12 @@ impl Replication {
             // whose epoch this log never had, truncates first.
             // (A log that knows no epoch at all cannot judge: the fetch goes on.)
             let (epoch, end) = p.end_offset_for_epoch(last_fetched_epoch);
-            if end.get() >= 0 && (end.get() < fetch_offset || epoch < last_fetched_epoch) {
+            if end.get() < 0 {
+                // An epoch newer than any this log knows (a leader records its own epoch when
+                // it takes over, so this is a follower ahead of it): Kafka's answer.
+                return Err(code::OFFSET_OUT_OF_RANGE);
+            }
+            if end.get() < fetch_offset || epoch < last_fetched_epoch {
                 return Ok(FollowerFetch::Diverging(epoch, end.get()));
             }
         }
@@ -310,7 +332,7 @@ impl Replication {
         let now = Instant::now();
         let mut out = Vec::new();
         for (tp, l) in self.led.borrow_mut().iter_mut() {
-            if l.proposing || l.replicas.len() < 2 {
+            if l.pending.is_some() || l.replicas.len() < 2 {
                 continue;
             }
             let Some(p) = shard.partition(&tp.0, tp.1) else { continue };
@@ -327,7 +349,8 @@ impl Replication {
                 isr.insert(0, node);
             }
             if isr != l.isr {
-                l.proposing = true;
+                l.pending = Some(isr.clone());
+                advance(&p, l, node);
                 let command = MetaCommand::AlterPartition {
                     topic: tp.0.clone(),
                     partition: tp.1,
@@ -345,7 +368,7 @@ impl Replication {
     /// An ISR change was refused or failed: it may be proposed again.
     fn settled(&self, tp: &Tp) {
         if let Some(l) = self.led.borrow_mut().get_mut(tp) {
-            l.proposing = false;
+            l.pending = None;
         }
     }
 
@@ -397,42 +420,38 @@ fn advance(p: &Rc<Partition<DmaDisk>>, l: &Led, node: i32) {
         return;
     }
     let hw = p.high_watermark().get();
-    let ends = l.isr.iter().filter(|r| **r != node).map(|r| l.followers.get(r).and_then(|f| f.end).unwrap_or(hw));
+    let pending = l.pending.iter().flatten().filter(|r| !l.isr.contains(r));
+    let members = l.isr.iter().chain(pending).filter(|r| **r != node);
+    let ends = members.map(|r| l.followers.get(r).and_then(|f| f.end).unwrap_or(hw));
     let to = ends.min().map_or(i64::MAX, |m| m.max(hw));
     p.set_replicated_to(Some(Offset(to)));
 }
 
-/// acks=all on a replicated partition: wait until the high watermark passes `end` (every
-/// in-sync replica has the records durable), for at most `timeout`. NOT_LEADER_OR_FOLLOWER
-/// if the leadership moves meanwhile, REQUEST_TIMED_OUT past the timeout,
-/// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below `min.insync.replicas` by then.
+/// acks=all on a clustered node: wait until the high watermark passes `end` (every in-sync
+/// replica has the records durable), for at most `timeout` ([`Partition::wait_replicated`]:
+/// NOT_LEADER_OR_FOLLOWER if this node stops leading at `epoch`, the epoch the records were
+/// appended under; REQUEST_TIMED_OUT past the timeout); then NOT_ENOUGH_REPLICAS_AFTER_APPEND
+/// when the ISR shrank below `min.insync.replicas` by then. A standalone node answers at once
+/// (its appends are answered as the flush policy promises).
 pub async fn wait_replicated(
     shard: &Rc<Shard>,
     p: &Rc<Partition<DmaDisk>>,
     topic: &str,
     partition: i32,
     end: Offset,
+    epoch: Option<i32>,
     timeout: Duration,
 ) -> Result<(), ErrorCode> {
-    if !shard.replication().replicated(topic, partition) {
+    if shard.config().cluster.is_none() {
         return Ok(());
     }
-    let deadline = Instant::now() + timeout;
-    loop {
-        if !shard.leads(topic, partition) {
-            return Err(code::NOT_LEADER_OR_FOLLOWER);
-        }
-        if p.high_watermark() >= end {
-            let isr = shard.in_sync(topic, partition).unwrap_or(0);
-            let min = shard.topic(topic, |t| t.config.min_insync_replicas as usize).unwrap_or(1);
-            return if isr < min { Err(code::NOT_ENOUGH_REPLICAS_AFTER_APPEND) } else { Ok(()) };
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(code::REQUEST_TIMED_OUT);
-        }
-        futures_lite::future::or(p.changed(), glommio::timer::sleep(left)).await;
+    p.wait_replicated(end, epoch, timeout).await.map_err(|e| crate::server::errors::storage_code(&e))?;
+    let isr = shard.in_sync(topic, partition).unwrap_or(0);
+    let min = shard.topic(topic, |t| t.config.min_insync_replicas as usize).unwrap_or(1);
+    if isr < min {
+        return Err(code::NOT_ENOUGH_REPLICAS_AFTER_APPEND);
     }
+    Ok(())
 }
 
 /// Each shard's ISR keeper: every quarter of `replica.lag.time.max.ms` (at most every second),

@@ -269,13 +269,19 @@ impl TxnCoordinator {
         });
         let mut b = BatchBuilder::new();
         b.push(self.now(), Some(&txn::log::key(id)), value.as_deref(), &[]);
+        let epoch = p.leader_epoch();
         let info = p.append_nowait(&b.finish()).map_err(|e| {
             tracing::error!(transactional_id = id, partition = index, error = %e, "cannot write to {TXN_TOPIC}");
             code::COORDINATOR_NOT_AVAILABLE
         })?;
-        p.wait_durable(Offset(info.last_offset + 1)).await.map_err(|e| {
-            tracing::error!(transactional_id = id, partition = index, error = %e, "{TXN_TOPIC} record not durable");
-            code::COORDINATOR_NOT_AVAILABLE
+        // Durable on every in-sync replica (Kafka writes the transaction log with acks=all).
+        let end = Offset(info.last_offset + 1);
+        p.wait_replicated(end, epoch, crate::server::replication::INTERNAL_WRITE_TIMEOUT).await.map_err(|e| match e {
+            crate::storage::StorageError::Follower => code::NOT_COORDINATOR,
+            e => {
+                tracing::error!(transactional_id = id, partition = index, error = %e, "{TXN_TOPIC} record not replicated");
+                code::COORDINATOR_NOT_AVAILABLE
+            }
         })
     }
 
@@ -736,8 +742,13 @@ impl ShardCall<Shard> for WriteMarker {
     type Reply = Result<(), ErrorCode>;
     const NAME: &'static str = "write-txn-marker";
 
+    fn deadline(&self) -> Option<std::time::Duration> {
+        Some(crate::server::replication::INTERNAL_WRITE_TIMEOUT + std::time::Duration::from_secs(5))
+    }
+
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let p = shard.led_partition(&self.topic, self.partition)?;
+        let leader_epoch = p.leader_epoch();
         let info = p.append_marker(self.pid, self.epoch, self.marker).map_err(|e| {
             if !matches!(e, crate::storage::StorageError::Sequence(_)) {
                 tracing::warn!(topic = self.topic, partition = self.partition, error = %e, "marker append failed");
@@ -747,6 +758,9 @@ impl ShardCall<Shard> for WriteMarker {
         if self.topic == OFFSETS_TOPIC {
             shard.coordinator().complete_txn_offsets(self.partition, self.pid, self.marker.commit);
         }
-        p.wait_durable(Offset(info.last_offset + 1)).await.map_err(|e| storage_code(&e))
+        // Durable on every in-sync replica before the transaction counts as ended there.
+        let end = Offset(info.last_offset + 1);
+        let timeout = crate::server::replication::INTERNAL_WRITE_TIMEOUT;
+        p.wait_replicated(end, leader_epoch, timeout).await.map_err(|e| storage_code(&e))
     }
 }

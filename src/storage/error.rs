@@ -52,6 +52,9 @@ pub enum StorageError {
     /// A follower's copy of a partition: only what its leader stored is appended to it.
     #[error("a follower's replica takes appends from its leader only")]
     Follower,
+    /// acks=all: the in-sync replicas did not all have the records durable in time.
+    #[error("the records were not replicated to every in-sync replica in time")]
+    ReplicationTimedOut,
     /// An idempotent producer's batch breaks the sequence rules (INVALID_PRODUCER_EPOCH,
     /// OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_RECORD).
     #[error("{0}")]

@@ -150,8 +150,56 @@ impl<D: Disk> Partition<D> {
 
     /// The leader epoch stamped on this node's appends as leader (`None`: standalone, or a
     /// follower).
-    pub fn set_leader_epoch(&self, epoch: Option<i32>) {
+    pub fn set_leader_epoch(self: &Rc<Self>, epoch: Option<i32>) {
         self.log.borrow_mut().set_leader_epoch(epoch);
+        self.save_epochs_soon();
+    }
+
+    /// The leader epoch of this node's appends now (`None`: standalone, or a follower).
+    pub fn leader_epoch(&self) -> Option<i32> {
+        self.log.borrow().leader_epoch()
+    }
+
+    /// acks=all: wait until every offset below `end` is below the high watermark (durable
+    /// here and, replicated, on every in-sync replica), for at most `timeout`. `epoch` is the
+    /// leader epoch the records were appended under ([`Partition::leader_epoch`] before the
+    /// append): if this copy stops leading at it meanwhile (a follower now, or leading again at
+    /// a newer epoch), the records may be cut as a divergent suffix: `Follower`
+    /// (NOT_LEADER_OR_FOLLOWER). The flusher is started first (a relaxed flush policy would
+    /// else hold the high watermark back until `flush.ms`).
+    pub async fn wait_replicated(
+        self: &Rc<Self>,
+        end: Offset,
+        epoch: Option<i32>,
+        timeout: std::time::Duration,
+    ) -> StorageResult<()> {
+        let deadline = std::time::Instant::now() + timeout;
+        let leading = |p: &Self| !p.follower.get() && p.leader_epoch() == epoch;
+        if !leading(self) {
+            return Err(StorageError::Follower);
+        }
+        let durable = self.wait_durable(end);
+        futures_lite::future::or(durable, async {
+            glommio::timer::sleep(timeout).await;
+            Err(StorageError::ReplicationTimedOut)
+        })
+        .await?;
+        loop {
+            if self.closed.get() {
+                return Err(StorageError::Closed);
+            }
+            if !leading(self) {
+                return Err(StorageError::Follower);
+            }
+            if self.high_watermark() >= end {
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(StorageError::ReplicationTimedOut);
+            }
+            futures_lite::future::or(self.changed(), glommio::timer::sleep(left)).await;
+        }
     }
 
     /// Where leader epoch `epoch` ends in this log, and the largest epoch at or below it that
@@ -170,9 +218,7 @@ impl<D: Disk> Partition<D> {
     /// Save the leader-epoch cache if it changed: once per new epoch, at the first batch of
     /// it. One save at a time, each writing what the cache holds when it starts.
     async fn save_epochs(&self) -> StorageResult<()> {
-        if !self.log.borrow().epochs_dirty() {
-            return Ok(());
-        }
+        // The permit first: a save under way (started by another append) is waited for.
         let _one = self.saving.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
         let (disk, path, bytes) = {
             let mut log = self.log.borrow_mut();
@@ -201,6 +247,11 @@ impl<D: Disk> Partition<D> {
     /// ([`Partition::wait_durable`]).
     pub async fn append_replica(self: &Rc<Self>, records: &[u8]) -> StorageResult<AppendInfo> {
         self.accepting()?;
+        if !self.follower.get() {
+            // A leader's log takes only its own appends (a fetch answer that came back after
+            // this node became the leader).
+            return Err(StorageError::Follower);
+        }
         let now = (self.clock)();
         let (info, _) = self.log.borrow_mut().append_replica(records, now)?;
         self.kick();
@@ -662,7 +713,15 @@ impl<D: Disk> Partition<D> {
     /// A failure after the truncation was decided leaves the partition refusing appends; the
     /// next open finishes the truncation.
     pub async fn truncate_to(self: &Rc<Self>, offset: Offset) -> StorageResult<Offset> {
-        self.cut(Cut::Suffix(offset.get())).await
+        self.cut(Cut::Suffix(offset.get()), false).await
+    }
+
+    /// [`Partition::truncate_to`] or, below the log start, [`Partition::restart_at`], for a
+    /// follower's divergent suffix: refused (`Follower`) unless this copy is still a follower
+    /// once the truncation may start (it may have become the leader while it waited).
+    pub async fn truncate_as_follower(self: &Rc<Self>, offset: Offset) -> StorageResult<Offset> {
+        let cut = if offset < self.log_start() { Cut::Restart(offset.get()) } else { Cut::Suffix(offset.get()) };
+        self.cut(cut, true).await
     }
 
     /// Remove every record and start again, empty, at `offset` (Kafka's
@@ -670,14 +729,23 @@ impl<D: Disk> Partition<D> {
     /// follower that installed a snapshot past its log); as [`Partition::truncate_to`]. Returns
     /// the new log end, `offset`.
     pub async fn restart_at(self: &Rc<Self>, offset: Offset) -> StorageResult<Offset> {
-        self.cut(Cut::Restart(offset.get())).await
+        self.cut(Cut::Restart(offset.get()), false).await
     }
 
-    async fn cut(self: &Rc<Self>, cut: Cut) -> StorageResult<Offset> {
+    async fn cut(self: &Rc<Self>, cut: Cut, as_follower: bool) -> StorageResult<Offset> {
         let _one = self.deleting.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
         let _cleaning = self.cleaning.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
         self.accepting()?;
+        if as_follower && !self.follower.get() {
+            return Err(StorageError::Follower);
+        }
         let Some(target) = self.log.borrow().truncation_target(cut)? else {
+            // No record to cut, but the epoch cache may name epochs that begin here (a former
+            // leader's, assigned when it took over): they go, as Kafka's truncation does.
+            if let Cut::Suffix(offset) = cut {
+                self.log.borrow_mut().truncate_epochs(offset);
+                self.save_epochs().await?;
+            }
             return Ok(self.log_end());
         };
         self.truncating.set(true);

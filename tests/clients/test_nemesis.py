@@ -112,6 +112,14 @@ class NetCluster:
             return f.read().decode(errors="replace")[-3000:]
 
     def close(self):
+        # The logs of the last run stay in $TMPDIR/nemesis-last for a look after a failure.
+        keep = os.path.join(os.environ.get("TMPDIR", tempfile.gettempdir()), "nemesis-last")
+        shutil.rmtree(keep, ignore_errors=True)
+        os.makedirs(keep, exist_ok=True)
+        for i in (1, 2, 3):
+            src = os.path.join(self.root, f"node{i}", "broker.log")
+            if os.path.exists(src):
+                shutil.copy(src, os.path.join(keep, f"node{i}.log"))
         for i, p in self.procs.items():
             if p.poll() is None:
                 p.send_signal(signal.SIGCONT)

@@ -105,18 +105,16 @@ impl ShardCall<Shard> for Append {
         if let Err(c) = self.verify_txn(&shard, &p).await {
             return Err(ProduceRefused { code: c, log_start_offset: p.log_start(), ..Default::default() });
         }
+        // The leadership the records are appended under: acks=all fails if it ends before they
+        // are replicated.
+        let epoch = p.leader_epoch();
         match p.append(&self.records).await {
             Ok(info) => {
                 if self.acks == -1 {
                     let end = Offset(info.last_offset + 1);
-                    let replicated = crate::server::replication::wait_replicated(
-                        &shard,
-                        &p,
-                        &self.topic,
-                        self.partition,
-                        end,
-                        self.timeout,
-                    );
+                    let (topic, partition, timeout) = (&self.topic, self.partition, self.timeout);
+                    let replicated =
+                        crate::server::replication::wait_replicated(&shard, &p, topic, partition, end, epoch, timeout);
                     if let Err(c) = replicated.await {
                         return Err(ProduceRefused { code: c, log_start_offset: p.log_start(), ..Default::default() });
                     }

@@ -598,6 +598,7 @@ impl Coordinator {
             return Err(INVALID_COMMIT_OFFSET_SIZE);
         }
         let mut next = None;
+        let epoch = p.leader_epoch();
         for batch in &batches {
             let info = p.append_nowait(batch).map_err(|e| match storage_code(&e) {
                 // Only a transactional batch meets the producer rules.
@@ -612,9 +613,13 @@ impl Coordinator {
         }
         applied(index);
         let Some(next) = next else { return Ok(()) };
-        p.wait_durable(next).await.map_err(|e| {
-            tracing::error!(group, partition = index, error = %e, "{OFFSETS_TOPIC} records not durable");
-            code::COORDINATOR_NOT_AVAILABLE
+        // Durable on every in-sync replica (Kafka writes these with acks=all).
+        p.wait_replicated(next, epoch, crate::server::replication::INTERNAL_WRITE_TIMEOUT).await.map_err(|e| match e {
+            crate::storage::StorageError::Follower => code::NOT_COORDINATOR,
+            e => {
+                tracing::error!(group, partition = index, error = %e, "{OFFSETS_TOPIC} records not replicated");
+                code::COORDINATOR_NOT_AVAILABLE
+            }
         })
     }
 

@@ -19,6 +19,10 @@ use std::time::Duration;
 /// KIP-320's epochs (last fetched, diverging).
 const FETCH_VERSION: i16 = 12;
 
+/// How long a connection to a leader or a fetch's answer (beyond its own wait) may take
+/// (Kafka's `replica.socket.timeout.ms`).
+const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
+
 pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
     let node = shard.config().node_id;
     let settings = shard.config().replication.clone();
@@ -30,7 +34,8 @@ pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
         }
         let partitions = shard.replication().followed_from(leader);
         if conn.as_ref().is_none_or(|c| c.is_closed()) {
-            conn = match connect(&shard, leader).await {
+            let connecting = crate::cluster::net::within(SOCKET_TIMEOUT, connect(&shard, leader)).await;
+            conn = match connecting.unwrap_or_else(|| Err(anyhow::anyhow!("timed out"))) {
                 Ok(c) => Some(c),
                 Err(e) => {
                     failures += 1;
@@ -83,7 +88,10 @@ pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
             topics,
             ..Default::default()
         };
-        let resp: FetchResponse = match c.call_at(1, FETCH_VERSION, &mut req).await {
+        // A leader gone silent (a cut link: no reset) answers nothing: the connection goes.
+        let wait = SOCKET_TIMEOUT + Duration::from_millis(settings.fetch_wait_max_ms.max(0) as u64);
+        let called = crate::cluster::net::within(wait, c.call_at(1, FETCH_VERSION, &mut req)).await;
+        let resp: FetchResponse = match called.unwrap_or_else(|| Err(anyhow::anyhow!("no answer within {wait:?}"))) {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(leader, error = %e, "replica fetch failed");
@@ -125,14 +133,21 @@ async fn take(shard: &Rc<Shard>, leader: i32, epoch: i32, tp: &Tp, part: FetchPa
         code::NONE => {}
         code::OFFSET_OUT_OF_RANGE if part.log_start_offset > p.log_end().get() => {
             // Behind the leader's log start: start again there (Kafka's truncateFullyAndStartAt).
-            tracing::info!(
-                topic,
-                partition,
-                start = part.log_start_offset,
-                "replica restarts at the leader's log start"
-            );
-            if let Err(e) = p.restart_at(Offset(part.log_start_offset)).await {
+            let start = part.log_start_offset;
+            tracing::info!(topic, partition, start, "replica restarts at the leader's log start");
+            if let Err(e) = p.truncate_as_follower(Offset(start)).await {
                 tracing::warn!(topic, partition, error = %e, "cannot restart the replica's log");
+            }
+            return true;
+        }
+        code::OFFSET_OUT_OF_RANGE if part.high_watermark >= 0 && part.high_watermark < p.log_end().get() => {
+            // Past the leader's end with no epoch to tell where the logs part: keep what every
+            // in-sync replica has (the leader's high watermark) and fetch the rest again.
+            let to = part.high_watermark;
+            tracing::info!(topic, partition, to, "replica past its leader's end: truncating to the high watermark");
+            if let Err(e) = p.truncate_as_follower(Offset(to)).await {
+                tracing::warn!(topic, partition, error = %e, "cannot truncate the replica");
+                return false;
             }
             return true;
         }
@@ -141,28 +156,36 @@ async fn take(shard: &Rc<Shard>, leader: i32, epoch: i32, tp: &Tp, part: FetchPa
             return false;
         }
     }
-    if part.diverging_epoch.epoch >= 0 || part.diverging_epoch.end_offset >= 0 {
+    if part.diverging_epoch.end_offset >= 0 {
         // KIP-320: the leader's log ends that epoch earlier (or never had it): cut what
         // diverges, the smaller of the leader's end for it and this log's.
         let div = part.diverging_epoch;
         let (_, mine) = p.end_offset_for_epoch(div.epoch);
         let to = if mine.get() >= 0 { div.end_offset.min(mine.get()) } else { div.end_offset };
-        let to = to.max(p.log_start().get());
-        tracing::info!(
-            topic,
-            partition,
-            epoch = div.epoch,
-            leader_end = div.end_offset,
-            to,
-            "truncating a divergent suffix"
-        );
-        if let Err(e) = p.truncate_to(Offset(to)).await {
-            tracing::warn!(topic, partition, error = %e, "cannot truncate the replica's divergent suffix");
-            return false;
-        }
-        return true;
+        let leader_end = div.end_offset;
+        tracing::info!(topic, partition, epoch = div.epoch, leader_end, to, "truncating a divergent suffix");
+        let before = p.log_end();
+        return match p.truncate_as_follower(Offset(to)).await {
+            // Nothing cut: the next fetch would hear the same; wait a little first.
+            Ok(end) => end != before,
+            Err(e) => {
+                tracing::warn!(topic, partition, error = %e, "cannot truncate the replica's divergent suffix");
+                false
+            }
+        };
     }
     let records = part.records.unwrap_or_default();
+    if let Some(base) = first_offset(&records).filter(|&b| b >= 0 && b < p.log_end().get()) {
+        // An empty copy restarted at a log start inside a batch (DeleteRecords): the leader
+        // sends the whole batch; the copy starts again at its first offset (Kafka's answer to
+        // an unexpected append offset).
+        if p.log_start() == p.log_end() {
+            if let Err(e) = p.truncate_as_follower(Offset(base)).await {
+                tracing::warn!(topic, partition, error = %e, "cannot restart the replica at a batch's start");
+                return false;
+            }
+        }
+    }
     if !records.is_empty() {
         match p.append_replica(&records).await {
             Ok(info) => {
@@ -177,17 +200,27 @@ async fn take(shard: &Rc<Shard>, leader: i32, epoch: i32, tp: &Tp, part: FetchPa
             }
         }
     }
-    // The leader's log start (DeleteRecords, retention) and high watermark, within this log.
+    // The leader's log start (DeleteRecords, retention) and high watermark, within this log,
+    // unless the leadership moved while this answer was taken in.
+    if !replication.still_follows(tp, leader, epoch) {
+        return true;
+    }
     if part.log_start_offset > p.log_start().get() && part.log_start_offset <= p.log_end().get() {
         if let Err(e) = p.delete_records(Offset(part.log_start_offset)).await {
             tracing::debug!(topic, partition, error = %e, "cannot move the replica's log start");
         }
     }
     let hw = part.high_watermark.min(p.log_end().get());
-    if hw >= 0 {
+    if hw >= 0 && replication.still_follows(tp, leader, epoch) {
         p.set_replicated_to(Some(Offset(hw)));
     }
     true
+}
+
+/// The first offset of the first batch of `records`, if any.
+fn first_offset(records: &[u8]) -> Option<i64> {
+    let (_, info, _) = crate::storage::format::BatchWalk::new(records, usize::MAX >> 1).next()?.ok()?;
+    info.first_offset
 }
 
 /// A connection to `leader` at its `inter.broker.listener.name` listener (else its first), as

@@ -264,9 +264,25 @@ impl<D: Disk> Log<D> {
         self.replicated_to
     }
 
-    /// The epoch this node stamps on its appends as leader (`None`: none, see the field).
+    /// The epoch this node stamps on its appends as leader (`None`: none, see the field). A
+    /// new leadership starts its epoch in the cache at the log end at once (Kafka's
+    /// `maybeAssignEpochStartOffset`), so a follower asking where its own last epoch ends gets
+    /// an answer even before this leader appends anything.
     pub fn set_leader_epoch(&mut self, epoch: Option<i32>) {
         self.leader_epoch = epoch;
+        if let Some(e) = epoch {
+            let end = self.log_end_offset();
+            self.epochs_changed |= self.epochs.on_batch(e, end);
+        }
+    }
+
+    pub fn leader_epoch(&self) -> Option<i32> {
+        self.leader_epoch
+    }
+
+    /// Drop the epoch-cache entries that begin at or past `offset` (a truncation there).
+    pub fn truncate_epochs(&mut self, offset: i64) {
+        self.epochs_changed |= self.epochs.truncate_from_end(offset);
     }
 
     pub fn epochs(&self) -> &Epochs {

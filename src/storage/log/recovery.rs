@@ -508,21 +508,22 @@ impl<D: Disk> Log<D> {
         let next_offset = last.next_offset;
         at.install_last(&mut segments, base, file, last, report.clean).await?;
         report.segments = segments.len();
-        if cut.is_some() {
-            super::truncate::finish(&disk, dir, next_offset).await?;
-            report.suffix_truncated_to = Some(next_offset);
-        }
-        let start_offset = read_log_start(&disk, dir, next_offset).await?;
+        // (Before a truncation's intent goes: a crash in between carries it out again.)
         // The leader-epoch cache: entries past the log end (a truncation, or data lost in a
         // crash) go, and the file follows.
         let epoch_file = dir.join(super::EPOCH_FILE);
         let mut epochs = disk.read_file(&epoch_file).await?.and_then(|b| super::Epochs::decode(&b)).unwrap_or_default();
-        if epochs.truncate_from_end(next_offset) || (cut.is_some_and(|c| matches!(c, Cut::Restart(_)))) {
+        if epochs.truncate_from_end(next_offset) || matches!(cut, Some(Cut::Restart(_))) {
             if matches!(cut, Some(Cut::Restart(_))) {
                 epochs.clear();
             }
             disk.write_file_atomic(&epoch_file, &epochs.encode()).await?;
         }
+        if cut.is_some() {
+            super::truncate::finish(&disk, dir, next_offset).await?;
+            report.suffix_truncated_to = Some(next_offset);
+        }
+        let start_offset = read_log_start(&disk, dir, next_offset).await?;
         let checkpoint = disk.read_file(&dir.join(CLEANER_CHECKPOINT)).await?;
         let cleaned_to = checkpoint.as_deref().and_then(decode_cleaner_checkpoint).unwrap_or(i64::MIN);
         let log = Log {

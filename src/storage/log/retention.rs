@@ -23,7 +23,7 @@ impl<D: Disk> Log<D> {
     /// (`-1`: below the high watermark); the current one when `offset` is not past it. An
     /// offset below zero or past the high watermark is refused (OFFSET_OUT_OF_RANGE).
     pub fn start_after_delete(&self, offset: i64) -> StorageResult<i64> {
-        let (start, hw) = (self.log_start_offset(), self.durable_next_offset);
+        let (start, hw) = (self.log_start_offset(), self.high_watermark());
         let target = if offset == -1 { hw } else { offset };
         if !(0..=hw).contains(&target) {
             return Err(StorageError::OffsetOutOfRange { offset, start, end: hw });
@@ -37,7 +37,7 @@ impl<D: Disk> Log<D> {
     /// their files. A non-empty active segment wholly below it is rolled, to go at a later
     /// upkeep pass.
     pub fn set_log_start(&mut self, offset: i64, now: i64) -> Vec<i64> {
-        assert!(offset <= self.durable_next_offset, "log start {offset} past the high watermark");
+        assert!(offset <= self.durable_next_offset, "log start {offset} past the durable end");
         self.start_offset = self.start_offset.max(offset);
         let active = self.active();
         if active.is_active() && active.size > 0 && active.next_offset <= self.start_offset {
