@@ -414,6 +414,25 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
             group_id: g.string(),
             tags: g.tags(),
         }),
+        WRITE_TXN_MARKERS => Request::WriteTxnMarkers(WriteTxnMarkersRequest {
+            markers: (0..g.len())
+                .map(|_| WritableTxnMarker {
+                    producer_id: g.i64(),
+                    producer_epoch: g.i16(),
+                    transaction_result: g.bool(),
+                    topics: (0..g.len())
+                        .map(|_| WritableTxnMarkerTopic {
+                            name: g.string(),
+                            partition_indexes: g.ints(),
+                            tags: g.tags(),
+                        })
+                        .collect(),
+                    coordinator_epoch: g.i32(),
+                    tags: g.tags(),
+                })
+                .collect(),
+            tags: g.tags(),
+        }),
         END_TXN => Request::EndTxn(EndTxnRequest {
             transactional_id: g.string(),
             producer_id: g.i64(),
@@ -726,6 +745,7 @@ fn encode_any_request(header: &RequestHeader, req: Request) -> Bytes {
         Request::AddPartitionsToTxn(mut m) => encode_request(header, &mut m),
         Request::AddOffsetsToTxn(mut m) => encode_request(header, &mut m),
         Request::EndTxn(mut m) => encode_request(header, &mut m),
+        Request::WriteTxnMarkers(mut m) => encode_request(header, &mut m),
         Request::TxnOffsetCommit(mut m) => encode_request(header, &mut m),
         Request::DescribeTransactions(mut m) => encode_request(header, &mut m),
         Request::ListTransactions(mut m) => encode_request(header, &mut m),
@@ -793,6 +813,7 @@ fn round_trip_request(req: Request, version: i16) {
         Request::AddPartitionsToTxn(mut m) => round_trip(&mut m, ADD_PARTITIONS_TO_TXN, version),
         Request::AddOffsetsToTxn(mut m) => round_trip(&mut m, ADD_OFFSETS_TO_TXN, version),
         Request::EndTxn(mut m) => round_trip(&mut m, END_TXN, version),
+        Request::WriteTxnMarkers(mut m) => round_trip(&mut m, WRITE_TXN_MARKERS, version),
         Request::TxnOffsetCommit(mut m) => round_trip(&mut m, TXN_OFFSET_COMMIT, version),
         Request::DescribeTransactions(mut m) => round_trip(&mut m, DESCRIBE_TRANSACTIONS, version),
         Request::ListTransactions(mut m) => round_trip(&mut m, LIST_TRANSACTIONS, version),
@@ -845,6 +866,7 @@ fn api_of(r: &Request) -> i16 {
         Request::AddPartitionsToTxn(_) => ADD_PARTITIONS_TO_TXN,
         Request::AddOffsetsToTxn(_) => ADD_OFFSETS_TO_TXN,
         Request::EndTxn(_) => END_TXN,
+        Request::WriteTxnMarkers(_) => WRITE_TXN_MARKERS,
         Request::TxnOffsetCommit(_) => TXN_OFFSET_COMMIT,
         Request::DescribeTransactions(_) => DESCRIBE_TRANSACTIONS,
         Request::ListTransactions(_) => LIST_TRANSACTIONS,
@@ -1467,6 +1489,32 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
         ),
         END_TXN => out.take(
             &mut EndTxnResponse { throttle_time_ms: g.i32(), error_code: ErrorCode(g.i16()), tags: g.tags() },
+            api,
+            version,
+        ),
+        WRITE_TXN_MARKERS => out.take(
+            &mut WriteTxnMarkersResponse {
+                markers: (0..g.len())
+                    .map(|_| WritableTxnMarkerResult {
+                        producer_id: g.i64(),
+                        topics: (0..g.len())
+                            .map(|_| WritableTxnMarkerTopicResult {
+                                name: g.string(),
+                                partitions: (0..g.len())
+                                    .map(|_| WritableTxnMarkerPartitionResult {
+                                        partition_index: g.i32(),
+                                        error_code: ErrorCode(g.i16()),
+                                        tags: g.tags(),
+                                    })
+                                    .collect(),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
             api,
             version,
         ),

@@ -50,6 +50,7 @@ pub const INIT_PRODUCER_ID: i16 = 22;
 pub const ADD_PARTITIONS_TO_TXN: i16 = 24;
 pub const ADD_OFFSETS_TO_TXN: i16 = 25;
 pub const END_TXN: i16 = 26;
+pub const WRITE_TXN_MARKERS: i16 = 27;
 pub const TXN_OFFSET_COMMIT: i16 = 28;
 pub const DESCRIBE_ACLS: i16 = 29;
 pub const CREATE_ACLS: i16 = 30;
@@ -101,6 +102,7 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (ADD_PARTITIONS_TO_TXN, 0, 4, 3),
     (ADD_OFFSETS_TO_TXN, 0, 4, 3),
     (END_TXN, 0, 4, 3),
+    (WRITE_TXN_MARKERS, 0, 1, 1),
     (TXN_OFFSET_COMMIT, 0, 4, 3),
     (DESCRIBE_ACLS, 0, 3, 2),
     (CREATE_ACLS, 0, 3, 2),
@@ -193,6 +195,7 @@ pub enum Request {
     AddPartitionsToTxn(AddPartitionsToTxnRequest),
     AddOffsetsToTxn(AddOffsetsToTxnRequest),
     EndTxn(EndTxnRequest),
+    WriteTxnMarkers(WriteTxnMarkersRequest),
     TxnOffsetCommit(TxnOffsetCommitRequest),
     DescribeTransactions(DescribeTransactionsRequest),
     ListTransactions(ListTransactionsRequest),
@@ -288,6 +291,7 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         ADD_PARTITIONS_TO_TXN => body(&mut r, version).map(Request::AddPartitionsToTxn),
         ADD_OFFSETS_TO_TXN => body(&mut r, version).map(Request::AddOffsetsToTxn),
         END_TXN => body(&mut r, version).map(Request::EndTxn),
+        WRITE_TXN_MARKERS => body(&mut r, version).map(Request::WriteTxnMarkers),
         TXN_OFFSET_COMMIT => body(&mut r, version).map(Request::TxnOffsetCommit),
         DESCRIBE_TRANSACTIONS => body(&mut r, version).map(Request::DescribeTransactions),
         LIST_TRANSACTIONS => body(&mut r, version).map(Request::ListTransactions),
@@ -451,4 +455,5 @@ throttled!(
 );
 
 impl Throttled for SaslHandshakeResponse {}
+impl Throttled for WriteTxnMarkersResponse {}
 impl Throttled for SaslAuthenticateResponse {}

@@ -1,5 +1,6 @@
 //! The transaction APIs (KIP-98, KIP-664): AddPartitionsToTxn (24), AddOffsetsToTxn (25),
-//! EndTxn (26), TxnOffsetCommit (28), DescribeTransactions (65) and ListTransactions (66).
+//! EndTxn (26), WriteTxnMarkers (27, between brokers), TxnOffsetCommit (28),
+//! DescribeTransactions (65) and ListTransactions (66).
 //! Every body is declared with [`schema!`](crate::schema); field versions and defaults follow
 //! Kafka's message JSON definitions (`clients/src/main/resources/common/message/*.json`).
 //! Versions stop where KIP-890 part 2 starts (EndTxn 5, TxnOffsetCommit 5, AddPartitionsToTxn
@@ -227,5 +228,60 @@ crate::schema! {
         pub error_code: ErrorCode => error_code,
         pub unknown_state_filters: Vec<String> => string_array,
         pub transaction_states: Vec<ListedTransaction> => array,
+    }
+}
+
+// ---------------------------------------------------------------- WriteTxnMarkers (27)
+
+crate::schema! {
+    pub struct WritableTxnMarkerTopic {
+        pub name: String => string,
+        pub partition_indexes: Vec<i32> => int32_array,
+    }
+}
+
+crate::schema! {
+    /// One transaction's markers: its producer, its result (true: commit) and its partitions.
+    pub struct WritableTxnMarker {
+        pub producer_id: i64 => int64,
+        pub producer_epoch: i16 => int16,
+        pub transaction_result: bool => boolean,
+        pub topics: Vec<WritableTxnMarkerTopic> => array,
+        pub coordinator_epoch: i32 => int32,
+    }
+}
+
+crate::schema! {
+    /// WriteTxnMarkers (27): a transaction coordinator asks a partition's leader to write
+    /// transaction markers (inter-broker; CLUSTER_ACTION).
+    pub struct WriteTxnMarkersRequest {
+        pub markers: Vec<WritableTxnMarker> => array,
+    }
+}
+
+crate::schema! {
+    pub struct WritableTxnMarkerPartitionResult {
+        pub partition_index: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+    }
+}
+
+crate::schema! {
+    pub struct WritableTxnMarkerTopicResult {
+        pub name: String => string,
+        pub partitions: Vec<WritableTxnMarkerPartitionResult> => array,
+    }
+}
+
+crate::schema! {
+    pub struct WritableTxnMarkerResult {
+        pub producer_id: i64 => int64,
+        pub topics: Vec<WritableTxnMarkerTopicResult> => array,
+    }
+}
+
+crate::schema! {
+    pub struct WriteTxnMarkersResponse {
+        pub markers: Vec<WritableTxnMarkerResult> => array,
     }
 }

@@ -29,6 +29,9 @@ use std::time::{Duration, Instant};
 
 mod fetcher;
 
+use crate::load::client::Conn;
+use std::net::{SocketAddr, ToSocketAddrs};
+
 /// `replica.*`: the replication settings (Kafka's names and defaults).
 #[derive(Debug, Clone)]
 pub struct ReplicaConfig {
@@ -135,6 +138,9 @@ pub struct Replication {
     followed: RefCell<BTreeMap<Tp, Followed>>,
     /// The leaders a fetcher task runs for on this shard.
     fetchers: RefCell<BTreeSet<i32>>,
+    /// Connections to other nodes for short inter-broker requests (markers, KIP-890
+    /// verification); fetchers keep their own (their long polls would hold these up).
+    peers: RefCell<BTreeMap<i32, Rc<Conn>>>,
 }
 
 /// Who fetches as a follower, and the epochs its request names.
@@ -492,4 +498,56 @@ pub fn spawn_isr_keeper(shard: &Rc<Shard>) {
         }
     })
     .detach();
+}
+
+/// A connection to node `id` for short inter-broker requests, opened when none is (within the
+/// socket timeout) and kept.
+pub async fn peer(shard: &Rc<Shard>, id: i32) -> anyhow::Result<Rc<Conn>> {
+    let open = shard.replication().peers.borrow().get(&id).filter(|c| !c.is_closed()).cloned();
+    if let Some(c) = open {
+        return Ok(c);
+    }
+    let connecting = crate::cluster::net::within(Duration::from_secs(30), connect(shard, id)).await;
+    let c = connecting.unwrap_or_else(|| Err(anyhow::anyhow!("connecting to node {id} timed out")))?;
+    shard.replication().peers.borrow_mut().insert(id, c.clone());
+    Ok(c)
+}
+
+/// One request to node `id` and its answer, within `limit`; a connection that fails or
+/// times out is dropped (the next request opens another).
+pub async fn call_peer<Q: crate::protocol::messages::Message, A: crate::protocol::messages::Message>(
+    shard: &Rc<Shard>,
+    id: i32,
+    api: i16,
+    version: i16,
+    req: &mut Q,
+    limit: Duration,
+) -> anyhow::Result<A> {
+    let c = peer(shard, id).await?;
+    let answer = crate::cluster::net::within(limit, c.call_at(api, version, req)).await;
+    let answer = answer.unwrap_or_else(|| Err(anyhow::anyhow!("node {id} did not answer within {limit:?}")));
+    if answer.is_err() {
+        shard.replication().peers.borrow_mut().remove(&id);
+    }
+    answer
+}
+
+/// A connection to `leader` at its `inter.broker.listener.name` listener (else its first), as
+/// its registration names it.
+pub(crate) async fn connect(shard: &Rc<Shard>, leader: i32) -> anyhow::Result<Rc<Conn>> {
+    let view = shard.call(0, crate::server::control::quorum::QuorumStatus).await?;
+    let Some(view) = view else { anyhow::bail!("the metadata quorum is not up") };
+    let Some(b) = view.brokers.iter().find(|b| b.registration.id == leader) else {
+        anyhow::bail!("broker {leader} is not registered and unfenced")
+    };
+    let wanted = shard.config().settings.get("inter.broker.listener.name").map(|n| n.trim().to_ascii_uppercase());
+    let listeners = &b.registration.listeners;
+    let Some(e) = wanted.and_then(|w| listeners.iter().find(|e| e.name == w)).or(listeners.first()) else {
+        anyhow::bail!("broker {leader} registered no listener")
+    };
+    let addr: SocketAddr = (e.host.as_str(), e.port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("{}:{} resolves to no address", e.host, e.port))?;
+    Conn::connect(addr).await
 }

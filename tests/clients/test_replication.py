@@ -272,3 +272,55 @@ def test_committed_offsets_survive_the_coordinators_kill(cluster):
     c3.commit(offsets=[CTp("offsets-kept", 0, 500)], asynchronous=False)
     assert c3.committed([CTp("offsets-kept", 0)], timeout=10)[0].offset == 500
     c3.close()
+
+
+def test_transactions_across_nodes(cluster):
+    """A transactional producer (confluent-kafka) writes to a topic whose three partitions are led
+    by the three nodes, with its group's offsets in the transaction: its coordinator (the
+    leader of its __transaction_state partition) has the other leaders write the markers
+    (WriteTxnMarkers between brokers) and the leaders verify its writes with it (KIP-890,
+    AddPartitionsToTxn v4 between brokers). A read_committed consumer sees the committed
+    transactions' records and none of the aborted one's; the offsets sent in the last
+    committed transaction are the group's; nothing is left hanging (every partition's last
+    stable offset reaches its end)."""
+    from confluent_kafka import TopicPartition as CTp
+    create(cluster, "txn-spread", 3)
+    cluster.internal_topics_created([1, 2, 3])
+    leaders = wait_for("leaders on three nodes", lambda: (lambda l: l if sorted(l) == [1, 2, 3] else None)(
+        [l for l, _isr in isr_of(cluster, 1, "txn-spread").values()]), logs(cluster))
+    assert sorted(leaders) == [1, 2, 3]
+    p = Producer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "transactional.id": "spread-1",
+                  "transaction.timeout.ms": 60000})
+    p.init_transactions(60)
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "group.id": "spread-group",
+                         "enable.auto.commit": False})
+    for round_, commit in enumerate([True, False, True]):
+        p.begin_transaction()
+        for i in range(30):
+            p.produce("txn-spread", value=f"{round_}:{i}".encode(), partition=i % 3)
+        p.send_offsets_to_transaction([CTp("txn-spread", 0, 10 * (round_ + 1))],
+                                      consumer.consumer_group_metadata(), 30)
+        if commit:
+            p.commit_transaction(60)
+        else:
+            p.abort_transaction(60)
+    consumer.close()
+    reader = Consumer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "group.id": "spread-reader",
+                       "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                       "enable.auto.commit": False})
+    reader.assign([CTp("txn-spread", i, 0) for i in range(3)])
+    got = []
+    deadline = time.time() + 60
+    while len(got) < 60 and time.time() < deadline:
+        for m in reader.consume(100, 1.0):
+            if m.error() is None:
+                got.append(m.value().decode())
+    for i in range(3):
+        low, high = reader.get_watermark_offsets(CTp("txn-spread", i), timeout=10)
+        pos = reader.position([CTp("txn-spread", i)])[0].offset
+        assert pos == high, f"partition {i}: read to {pos}, its end is {high} (a transaction left open?)"
+    reader.close()
+    assert sorted(got) == sorted([f"0:{i}" for i in range(30)] + [f"2:{i}" for i in range(30)]), got
+    check = Consumer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "group.id": "spread-group"})
+    assert check.committed([CTp("txn-spread", 0)], timeout=10)[0].offset == 30
+    check.close()

@@ -279,6 +279,7 @@ async fn dispatch(
         Request::AddPartitionsToTxn(r) => answer!(transactions::add_partitions(cx, r).await),
         Request::AddOffsetsToTxn(r) => answer!(transactions::add_offsets(cx, r).await),
         Request::EndTxn(r) => answer!(transactions::end(cx, r).await),
+        Request::WriteTxnMarkers(r) => answer!(transactions::write_markers(cx, r).await),
         Request::TxnOffsetCommit(r) => answer!(transactions::txn_offset_commit(cx, r).await),
         Request::DescribeTransactions(r) => answer!(transactions::describe(cx, r).await),
         Request::ListTransactions(r) => answer!(transactions::list(cx, r).await),

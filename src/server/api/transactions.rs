@@ -274,6 +274,66 @@ pub async fn end(cx: &mut Cx<'_>, r: EndTxnRequest) -> EndTxnResponse {
     EndTxnResponse { error_code, ..Default::default() }
 }
 
+/// WriteTxnMarkers (inter-broker): a transaction coordinator on another node has this node,
+/// the partitions' leader, write their markers ([`crate::server::transactions::WriteMarker`]
+/// on each partition's shard: appended, durable on every in-sync replica, a marker on an
+/// offsets partition settling the group's transactional offsets). CLUSTER_ACTION on the
+/// cluster, as in Kafka; a partition this node does not lead is NOT_LEADER_OR_FOLLOWER (the
+/// coordinator retries at the new leader).
+pub async fn write_markers(cx: &mut Cx<'_>, r: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse {
+    cx.release_turn();
+    let allowed = cx.allowed_on_cluster(Operation::ClusterAction);
+    let shard = cx.shard.clone();
+    let mut markers = Vec::with_capacity(r.markers.len());
+    for m in r.markers {
+        let marker = crate::storage::format::marker::Marker {
+            commit: m.transaction_result,
+            coordinator_epoch: m.coordinator_epoch,
+        };
+        let mut topics = Vec::with_capacity(m.topics.len());
+        for t in m.topics {
+            let writes = t.partition_indexes.iter().map(|&partition| {
+                let shard = shard.clone();
+                let call = crate::server::transactions::WriteMarker {
+                    topic: t.name.clone(),
+                    partition,
+                    pid: m.producer_id,
+                    epoch: m.producer_epoch,
+                    marker,
+                };
+                async move {
+                    if !allowed {
+                        return code::CLUSTER_AUTHORIZATION_FAILED;
+                    }
+                    if shard.topic(&call.topic, |_| ()).is_none() {
+                        return code::UNKNOWN_TOPIC_OR_PARTITION;
+                    }
+                    let owner = shard.owner(&call.topic, partition);
+                    match shard.call(owner, call).await {
+                        Ok(Ok(())) => code::NONE,
+                        Ok(Err(c)) => c,
+                        Err(e) => call_code(&e, code::NOT_LEADER_OR_FOLLOWER),
+                    }
+                }
+            });
+            let codes = futures_util::future::join_all(writes).await;
+            let partitions = t
+                .partition_indexes
+                .iter()
+                .zip(codes)
+                .map(|(&partition_index, error_code)| WritableTxnMarkerPartitionResult {
+                    partition_index,
+                    error_code,
+                    ..Default::default()
+                })
+                .collect();
+            topics.push(WritableTxnMarkerTopicResult { name: t.name, partitions, ..Default::default() });
+        }
+        markers.push(WritableTxnMarkerResult { producer_id: m.producer_id, topics, ..Default::default() });
+    }
+    WriteTxnMarkersResponse { markers, ..Default::default() }
+}
+
 /// Every partition of `topics` answered `e`.
 fn every_partition(topics: Vec<TxnOffsetCommitRequestTopic>, e: ErrorCode) -> Vec<TxnOffsetCommitResponseTopic> {
     txn_commit_topics(

@@ -11,7 +11,6 @@ use crate::protocol::errors as code;
 use crate::protocol::messages::*;
 use crate::server::shard::Shard;
 use crate::types::Offset;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -34,7 +33,7 @@ pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
         }
         let partitions = shard.replication().followed_from(leader);
         if conn.as_ref().is_none_or(|c| c.is_closed()) {
-            let connecting = crate::cluster::net::within(SOCKET_TIMEOUT, connect(&shard, leader)).await;
+            let connecting = crate::cluster::net::within(SOCKET_TIMEOUT, super::connect(&shard, leader)).await;
             conn = match connecting.unwrap_or_else(|| Err(anyhow::anyhow!("timed out"))) {
                 Ok(c) => Some(c),
                 Err(e) => {
@@ -221,24 +220,4 @@ async fn take(shard: &Rc<Shard>, leader: i32, epoch: i32, tp: &Tp, part: FetchPa
 fn first_offset(records: &[u8]) -> Option<i64> {
     let (_, info, _) = crate::storage::format::BatchWalk::new(records, usize::MAX >> 1).next()?.ok()?;
     info.first_offset
-}
-
-/// A connection to `leader` at its `inter.broker.listener.name` listener (else its first), as
-/// its registration names it.
-async fn connect(shard: &Rc<Shard>, leader: i32) -> anyhow::Result<Rc<Conn>> {
-    let view = shard.call(0, crate::server::control::quorum::QuorumStatus).await?;
-    let Some(view) = view else { anyhow::bail!("the metadata quorum is not up") };
-    let Some(b) = view.brokers.iter().find(|b| b.registration.id == leader) else {
-        anyhow::bail!("broker {leader} is not registered and unfenced")
-    };
-    let wanted = shard.config().settings.get("inter.broker.listener.name").map(|n| n.trim().to_ascii_uppercase());
-    let listeners = &b.registration.listeners;
-    let Some(e) = wanted.and_then(|w| listeners.iter().find(|e| e.name == w)).or(listeners.first()) else {
-        anyhow::bail!("broker {leader} registered no listener")
-    };
-    let addr: SocketAddr = (e.host.as_str(), e.port)
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("{}:{} resolves to no address", e.host, e.port))?;
-    Conn::connect(addr).await
 }
