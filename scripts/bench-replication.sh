@@ -8,10 +8,10 @@
 # Usage: scripts/bench-replication.sh [ROUNDS] [DOWN] [LOAD]   (defaults 20, 60, 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin="$PWD/target/release/tidemark"
+bin="${TIDEMARK_BIN:-$PWD/target/release/tidemark}"
 [ -x "$bin" ] || cargo build --release
 export TMPDIR=${TMPDIR:-$PWD/target/tmp}
 mkdir -p "$TMPDIR"
 TIDEMARK_BIN="$bin" TIDEMARK_REPL_ROUNDS="${1:-20}" TIDEMARK_REPL_DOWN_S="${2:-60}" TIDEMARK_REPL_LOAD_S="${3:-10}" \
   target/venv/bin/python -m pytest -q -s -p no:warnings tests/clients/test_replication.py -k figures 2>&1 \
-  | grep -E "^produce|^failover|^catch-up|passed|failed|Error"
+  | grep -E "^produce|^failover|^catch-up|^[0-9]+ (passed|failed)|^E +[A-Za-z]*Error"

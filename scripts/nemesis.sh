@@ -7,10 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-40}
-bin="$PWD/target/release/tidemark"
+bin="${TIDEMARK_BIN:-$PWD/target/release/tidemark}"
 [ -x "$bin" ] || cargo build --release
 export TMPDIR=${TMPDIR:-$PWD/target/tmp}
 mkdir -p "$TMPDIR"
 TIDEMARK_BIN="$bin" TIDEMARK_NEMESIS_ROUNDS="$rounds" TIDEMARK_NEMESIS_SEED="${2:-$RANDOM}" \
   target/venv/bin/python -m pytest -q -s -p no:warnings tests/clients/test_nemesis.py 2>&1 \
-  | grep -E "^nemesis|passed|failed|Error"
+  | grep -E "^nemesis|^[0-9]+ (passed|failed)|^E +[A-Za-z]*Error"

@@ -433,6 +433,24 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
                 .collect(),
             tags: g.tags(),
         }),
+        OFFSET_FOR_LEADER_EPOCH => Request::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest {
+            replica_id: g.i32(),
+            topics: (0..g.len())
+                .map(|_| OffsetForLeaderTopic {
+                    topic: g.string(),
+                    partitions: (0..g.len())
+                        .map(|_| OffsetForLeaderPartition {
+                            partition: g.i32(),
+                            current_leader_epoch: g.i32(),
+                            leader_epoch: g.i32(),
+                            tags: g.tags(),
+                        })
+                        .collect(),
+                    tags: g.tags(),
+                })
+                .collect(),
+            tags: g.tags(),
+        }),
         END_TXN => Request::EndTxn(EndTxnRequest {
             transactional_id: g.string(),
             producer_id: g.i64(),
@@ -745,6 +763,7 @@ fn encode_any_request(header: &RequestHeader, req: Request) -> Bytes {
         Request::AddPartitionsToTxn(mut m) => encode_request(header, &mut m),
         Request::AddOffsetsToTxn(mut m) => encode_request(header, &mut m),
         Request::EndTxn(mut m) => encode_request(header, &mut m),
+        Request::OffsetForLeaderEpoch(mut m) => encode_request(header, &mut m),
         Request::WriteTxnMarkers(mut m) => encode_request(header, &mut m),
         Request::TxnOffsetCommit(mut m) => encode_request(header, &mut m),
         Request::DescribeTransactions(mut m) => encode_request(header, &mut m),
@@ -813,6 +832,7 @@ fn round_trip_request(req: Request, version: i16) {
         Request::AddPartitionsToTxn(mut m) => round_trip(&mut m, ADD_PARTITIONS_TO_TXN, version),
         Request::AddOffsetsToTxn(mut m) => round_trip(&mut m, ADD_OFFSETS_TO_TXN, version),
         Request::EndTxn(mut m) => round_trip(&mut m, END_TXN, version),
+        Request::OffsetForLeaderEpoch(mut m) => round_trip(&mut m, OFFSET_FOR_LEADER_EPOCH, version),
         Request::WriteTxnMarkers(mut m) => round_trip(&mut m, WRITE_TXN_MARKERS, version),
         Request::TxnOffsetCommit(mut m) => round_trip(&mut m, TXN_OFFSET_COMMIT, version),
         Request::DescribeTransactions(mut m) => round_trip(&mut m, DESCRIBE_TRANSACTIONS, version),
@@ -866,6 +886,7 @@ fn api_of(r: &Request) -> i16 {
         Request::AddPartitionsToTxn(_) => ADD_PARTITIONS_TO_TXN,
         Request::AddOffsetsToTxn(_) => ADD_OFFSETS_TO_TXN,
         Request::EndTxn(_) => END_TXN,
+        Request::OffsetForLeaderEpoch(_) => OFFSET_FOR_LEADER_EPOCH,
         Request::WriteTxnMarkers(_) => WRITE_TXN_MARKERS,
         Request::TxnOffsetCommit(_) => TXN_OFFSET_COMMIT,
         Request::DescribeTransactions(_) => DESCRIBE_TRANSACTIONS,
@@ -1489,6 +1510,29 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
         ),
         END_TXN => out.take(
             &mut EndTxnResponse { throttle_time_ms: g.i32(), error_code: ErrorCode(g.i16()), tags: g.tags() },
+            api,
+            version,
+        ),
+        OFFSET_FOR_LEADER_EPOCH => out.take(
+            &mut OffsetForLeaderEpochResponse {
+                throttle_time_ms: g.i32(),
+                topics: (0..g.len())
+                    .map(|_| OffsetForLeaderTopicResult {
+                        topic: g.string(),
+                        partitions: (0..g.len())
+                            .map(|_| EpochEndOffsetResult {
+                                error_code: ErrorCode(g.i16()),
+                                partition: g.i32(),
+                                leader_epoch: g.i32(),
+                                end_offset: g.i64(),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
             api,
             version,
         ),

@@ -461,6 +461,58 @@ crate::schema! {
     }
 }
 
+// ---------------------------------------------------------------- OffsetForLeaderEpoch (23)
+
+crate::schema! {
+    pub struct OffsetForLeaderPartition {
+        pub partition: i32 => int32,
+        /// Fences a reader with old metadata (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH).
+        pub current_leader_epoch: i32 = -1 => int32 if 2..,
+        /// The epoch to look the end offset of up.
+        pub leader_epoch: i32 => int32,
+    }
+}
+
+crate::schema! {
+    pub struct OffsetForLeaderTopic {
+        pub topic: String => string,
+        pub partitions: Vec<OffsetForLeaderPartition> => array,
+    }
+}
+
+crate::schema! {
+    /// OffsetForLeaderEpoch (23): where a leader epoch ends in the leader's log (KIP-101,
+    /// KIP-320: a consumer checks its position after a leader change).
+    pub struct OffsetForLeaderEpochRequest {
+        /// v3+: the follower's id, -1 for a consumer (-2: debugging).
+        pub replica_id: i32 = -2 => int32 if 3..,
+        pub topics: Vec<OffsetForLeaderTopic> => array,
+    }
+}
+
+crate::schema! {
+    pub struct EpochEndOffsetResult {
+        pub error_code: ErrorCode => error_code,
+        pub partition: i32 => int32,
+        pub leader_epoch: i32 = -1 => int32 if 1..,
+        pub end_offset: i64 = -1 => int64,
+    }
+}
+
+crate::schema! {
+    pub struct OffsetForLeaderTopicResult {
+        pub topic: String => string,
+        pub partitions: Vec<EpochEndOffsetResult> => array,
+    }
+}
+
+crate::schema! {
+    pub struct OffsetForLeaderEpochResponse {
+        pub throttle_time_ms: i32 => int32 if 2..,
+        pub topics: Vec<OffsetForLeaderTopicResult> => array,
+    }
+}
+
 // ---------------------------------------------------------------- ListOffsets (2)
 
 crate::schema! {

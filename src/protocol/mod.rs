@@ -47,6 +47,7 @@ pub const CREATE_TOPICS: i16 = 19;
 pub const DELETE_TOPICS: i16 = 20;
 pub const DELETE_RECORDS: i16 = 21;
 pub const INIT_PRODUCER_ID: i16 = 22;
+pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
 pub const ADD_PARTITIONS_TO_TXN: i16 = 24;
 pub const ADD_OFFSETS_TO_TXN: i16 = 25;
 pub const END_TXN: i16 = 26;
@@ -99,6 +100,7 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (DELETE_TOPICS, 0, 6, 4),
     (DELETE_RECORDS, 0, 2, 2),
     (INIT_PRODUCER_ID, 0, 4, 2),
+    (OFFSET_FOR_LEADER_EPOCH, 0, 4, 4),
     (ADD_PARTITIONS_TO_TXN, 0, 4, 3),
     (ADD_OFFSETS_TO_TXN, 0, 4, 3),
     (END_TXN, 0, 4, 3),
@@ -192,6 +194,7 @@ pub enum Request {
     ListGroups(ListGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
     InitProducerId(InitProducerIdRequest),
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
     AddPartitionsToTxn(AddPartitionsToTxnRequest),
     AddOffsetsToTxn(AddOffsetsToTxnRequest),
     EndTxn(EndTxnRequest),
@@ -288,6 +291,7 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         LIST_GROUPS => body(&mut r, version).map(Request::ListGroups),
         DELETE_GROUPS => body(&mut r, version).map(Request::DeleteGroups),
         INIT_PRODUCER_ID => body(&mut r, version).map(Request::InitProducerId),
+        OFFSET_FOR_LEADER_EPOCH => body(&mut r, version).map(Request::OffsetForLeaderEpoch),
         ADD_PARTITIONS_TO_TXN => body(&mut r, version).map(Request::AddPartitionsToTxn),
         ADD_OFFSETS_TO_TXN => body(&mut r, version).map(Request::AddOffsetsToTxn),
         END_TXN => body(&mut r, version).map(Request::EndTxn),
@@ -415,6 +419,7 @@ throttled!(
     ProduceResponse,
     FetchResponse,
     ListOffsetsResponse,
+    OffsetForLeaderEpochResponse,
     CreateTopicsResponse,
     DeleteTopicsResponse,
     CreatePartitionsResponse,

@@ -235,7 +235,8 @@ async fn run_shard(
         replication::spawn_isr_keeper(&shard);
     }
     for id in shard.txn().prepared() {
-        // Prepared before a stop: its markers were not all written.
+        // Prepared before a stop: its markers were not all written. (Standalone only: a
+        // clustered node loads and resumes them when it leads their partition.)
         shard.txn().spawn_markers(&shard, id);
     }
     if let (0, Some(addr)) = (id, config.metrics_listen) {

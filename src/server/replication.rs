@@ -140,7 +140,7 @@ pub struct Replication {
     fetchers: RefCell<BTreeSet<i32>>,
     /// Connections to other nodes for short inter-broker requests (markers, KIP-890
     /// verification); fetchers keep their own (their long polls would hold these up).
-    peers: RefCell<BTreeMap<i32, Rc<Conn>>>,
+    peers: RefCell<BTreeMap<(i32, Purpose), Rc<Conn>>>,
 }
 
 /// Who fetches as a follower, and the epochs its request names.
@@ -182,14 +182,16 @@ impl Replication {
                 continue;
             };
             if state.leader == node {
-                let was_following = self.followed.borrow_mut().remove(&tp).is_some();
+                self.followed.borrow_mut().remove(&tp);
+                let fresh = self.led.borrow().get(&tp).is_none_or(|l| l.leader_epoch != state.leader_epoch);
+                if fresh {
+                    // The coordinators serve an internal partition from its copy as it is
+                    // now (what the previous leader wrote), loaded before anything is
+                    // served or written there.
+                    load_coordinator(shard, topic, i);
+                }
                 p.set_follower(false);
                 p.set_leader_epoch(Some(state.leader_epoch));
-                if was_following {
-                    // The coordinators' state of an internal partition comes from what was
-                    // replicated into it while this node followed.
-                    reload_coordinator(shard, topic, i);
-                }
                 let mut led = self.led.borrow_mut();
                 let now = Instant::now();
                 let fresh = led.get(&tp).is_none_or(|l| l.leader_epoch != state.leader_epoch);
@@ -245,7 +247,9 @@ impl Replication {
                 let l = led.get_mut(&tp).expect("inserted");
                 advance(&p, l, node);
             } else {
-                self.led.borrow_mut().remove(&tp);
+                if self.led.borrow_mut().remove(&tp).is_some() {
+                    resign_coordinator(shard, topic, i);
+                }
                 p.set_leader_epoch(None);
                 p.set_follower(true);
                 // The produce requests waiting for the ISR learn the leadership moved.
@@ -406,14 +410,22 @@ impl Replication {
     }
 }
 
-/// Load the coordinator state of an internal partition this node now leads, in a task of its
-/// own (requests for it are answered COORDINATOR_LOAD_IN_PROGRESS meanwhile).
-fn reload_coordinator(shard: &Rc<Shard>, topic: &str, index: i32) {
-    let s = shard.clone();
+/// An internal partition this node now leads: its coordinator state is loaded (requests for
+/// it wait meanwhile), in a task of its own.
+fn load_coordinator(shard: &Rc<Shard>, topic: &str, index: i32) {
     if topic == crate::server::coordinator::OFFSETS_TOPIC {
-        glommio::spawn_local(async move { s.coordinator().reload_partition(index).await }).detach();
+        glommio::spawn_local(shard.coordinator().begin_load(index)).detach();
     } else if topic == crate::server::transactions::TXN_TOPIC {
-        glommio::spawn_local(async move { s.txn().clone().reload_partition(&s, index).await }).detach();
+        glommio::spawn_local(shard.txn().begin_load(shard, index)).detach();
+    }
+}
+
+/// An internal partition this node led and no longer does: its coordinator state goes.
+fn resign_coordinator(shard: &Rc<Shard>, topic: &str, index: i32) {
+    if topic == crate::server::coordinator::OFFSETS_TOPIC {
+        shard.coordinator().resign(index);
+    } else if topic == crate::server::transactions::TXN_TOPIC {
+        shard.txn().resign(index);
     }
 }
 
@@ -500,34 +512,46 @@ pub fn spawn_isr_keeper(shard: &Rc<Shard>) {
     .detach();
 }
 
-/// A connection to node `id` for short inter-broker requests, opened when none is (within the
-/// socket timeout) and kept.
-pub async fn peer(shard: &Rc<Shard>, id: i32) -> anyhow::Result<Rc<Conn>> {
-    let open = shard.replication().peers.borrow().get(&id).filter(|c| !c.is_closed()).cloned();
+/// What a connection to a peer carries: one connection each, so that markers waiting for
+/// their in-sync replicas (answers come back in request order) never hold a verification up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Purpose {
+    Markers,
+    Verification,
+}
+
+/// A connection to node `id` for short inter-broker requests of one purpose, opened when none
+/// is (within the socket timeout) and kept.
+async fn peer(shard: &Rc<Shard>, id: i32, purpose: Purpose) -> anyhow::Result<Rc<Conn>> {
+    let open = shard.replication().peers.borrow().get(&(id, purpose)).filter(|c| !c.is_closed()).cloned();
     if let Some(c) = open {
         return Ok(c);
     }
     let connecting = crate::cluster::net::within(Duration::from_secs(30), connect(shard, id)).await;
     let c = connecting.unwrap_or_else(|| Err(anyhow::anyhow!("connecting to node {id} timed out")))?;
-    shard.replication().peers.borrow_mut().insert(id, c.clone());
+    shard.replication().peers.borrow_mut().insert((id, purpose), c.clone());
     Ok(c)
 }
 
-/// One request to node `id` and its answer, within `limit`; a connection that fails or
-/// times out is dropped (the next request opens another).
+/// One request to node `id` and its answer, within `limit`; a connection that fails or times
+/// out is dropped (the next request opens another).
 pub async fn call_peer<Q: crate::protocol::messages::Message, A: crate::protocol::messages::Message>(
     shard: &Rc<Shard>,
-    id: i32,
+    (id, purpose): (i32, Purpose),
     api: i16,
     version: i16,
     req: &mut Q,
     limit: Duration,
 ) -> anyhow::Result<A> {
-    let c = peer(shard, id).await?;
+    let c = peer(shard, id, purpose).await?;
     let answer = crate::cluster::net::within(limit, c.call_at(api, version, req)).await;
     let answer = answer.unwrap_or_else(|| Err(anyhow::anyhow!("node {id} did not answer within {limit:?}")));
     if answer.is_err() {
-        shard.replication().peers.borrow_mut().remove(&id);
+        // Only this connection (another request may have opened a new one meanwhile).
+        let mut peers = shard.replication().peers.borrow_mut();
+        if peers.get(&(id, purpose)).is_some_and(|open| Rc::ptr_eq(open, &c)) {
+            peers.remove(&(id, purpose));
+        }
     }
     answer
 }

@@ -268,13 +268,17 @@ impl Shard {
         });
         shard.coordinator.attach_topics(Rc::new(ShardTopics(Rc::downgrade(&shard))));
         shard.txn.attach_topics(Rc::new(ShardTopics(Rc::downgrade(&shard))));
-        let records = shard.coordinator.load().await?;
-        if records > 0 {
-            tracing::info!(shard = id, records, "committed offsets loaded");
-        }
-        let records = shard.txn.load().await?;
-        if records > 0 {
-            tracing::info!(shard = id, records, "transaction state loaded");
+        // A clustered node loads an internal partition's state when it becomes its leader
+        // (`server::replication`); a standalone node leads them all, now.
+        if shard.config.cluster.is_none() {
+            let records = shard.coordinator.load().await?;
+            if records > 0 {
+                tracing::info!(shard = id, records, "committed offsets loaded");
+            }
+            let records = shard.txn.load().await?;
+            if records > 0 {
+                tracing::info!(shard = id, records, "transaction state loaded");
+            }
         }
         Ok(shard)
     }

@@ -32,6 +32,7 @@ use crate::server::control::AllocateProducerId;
 use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::storage_code;
 use crate::server::placement::owner;
+use crate::server::replication::Purpose::{Markers, Verification};
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use crate::storage::format::batch::BatchBuilder;
@@ -97,8 +98,10 @@ pub struct TxnCoordinator {
     /// The partition count of `__transaction_state`, once it exists.
     partitions: Cell<Option<u32>>,
     ids: RefCell<HashMap<String, TxnMetadata>>,
-    /// `__transaction_state` partitions being loaded after this node became their leader.
-    loading: RefCell<std::collections::BTreeSet<i32>>,
+    /// `__transaction_state` partitions being loaded after this node became their leader,
+    /// with the load's generation.
+    loading: RefCell<std::collections::BTreeMap<i32, u64>>,
+    load_generation: Cell<u64>,
     /// The shard's topics, to ask which partitions this node leads ([`TxnCoordinator::attach_topics`]).
     topics: RefCell<Option<Rc<dyn crate::groups::consumer::Topics>>>,
     /// `tidemark.offsets.compaction.bytes`: a state partition larger than this (and than twice
@@ -133,6 +136,7 @@ impl TxnCoordinator {
             partitions: Cell::new(None),
             ids: RefCell::new(HashMap::new()),
             loading: RefCell::new(Default::default()),
+            load_generation: Cell::new(0),
             topics: RefCell::new(None),
             compaction_bytes,
         }
@@ -177,7 +181,7 @@ impl TxnCoordinator {
         if self.manager.get(TXN_TOPIC, index).is_none() || !led {
             return Some(code::NOT_COORDINATOR);
         }
-        if self.loading.borrow().contains(&index) {
+        if self.loading.borrow().contains_key(&index) {
             return Some(code::COORDINATOR_LOAD_IN_PROGRESS);
         }
         None
@@ -219,24 +223,62 @@ impl TxnCoordinator {
     }
 
     /// This node became the leader of `__transaction_state` partition `index` (replication):
-    /// its transactional ids are loaded again from the partition (what the previous leader
-    /// wrote), and the markers of transactions left prepared are resumed. Requests for its ids
-    /// wait meanwhile (COORDINATOR_LOAD_IN_PROGRESS).
-    pub async fn reload_partition(self: &Rc<Self>, shard: &Rc<crate::server::shard::Shard>, index: i32) {
-        let Some(p) = self.manager.get(TXN_TOPIC, index) else { return };
+    /// its transactional ids are loaded from its copy (what the previous leader wrote), and the
+    /// markers of transactions left prepared are resumed. Called synchronously when the
+    /// leadership arrives: requests for its ids are answered COORDINATOR_LOAD_IN_PROGRESS and
+    /// its writes refused until the load ends; the returned load runs in a task of its own. A
+    /// later leadership's load supersedes this one.
+    pub fn begin_load(
+        self: &Rc<Self>,
+        shard: &Rc<crate::server::shard::Shard>,
+        index: i32,
+    ) -> impl std::future::Future<Output = ()> + 'static {
+        let generation = self.load_generation.get() + 1;
+        self.load_generation.set(generation);
+        self.loading.borrow_mut().insert(index, generation);
+        self.unload(index);
+        let (me, shard) = (self.clone(), shard.clone());
+        async move {
+            let Some(p) = me.manager.get(TXN_TOPIC, index) else { return };
+            let loaded = me.load_partition(index, &p).await;
+            if me.loading.borrow().get(&index) != Some(&generation) {
+                return; // superseded
+            }
+            match loaded {
+                Ok(records) => tracing::info!(partition = index, records, "transaction partition loaded as its leader"),
+                Err(e) => tracing::error!(partition = index, error = %e, "cannot load a transaction partition"),
+            }
+            me.loading.borrow_mut().remove(&index);
+            let Some(n) = me.partitions.get() else { return };
+            let prepared: Vec<String> =
+                me.prepared().into_iter().filter(|id| txn::partition_for(id, n as i32) == index).collect();
+            for id in prepared {
+                me.spawn_markers(&shard, id);
+            }
+        }
+    }
+
+    /// Forget the ids of partition `index` (this node no longer leads it, or loads it again).
+    pub fn unload(&self, index: i32) {
         let Some(n) = self.partitions.get() else { return };
-        self.loading.borrow_mut().insert(index);
         self.ids.borrow_mut().retain(|id, _| txn::partition_for(id, n as i32) != index);
-        match self.load_partition(index, &p).await {
-            Ok(records) => tracing::info!(partition = index, records, "transaction partition loaded as its leader"),
-            Err(e) => tracing::error!(partition = index, error = %e, "cannot load a transaction partition"),
-        }
+    }
+
+    /// This node no longer leads `__transaction_state` partition `index`.
+    pub fn resign(&self, index: i32) {
         self.loading.borrow_mut().remove(&index);
-        let prepared: Vec<String> =
-            self.prepared().into_iter().filter(|id| txn::partition_for(id, n as i32) == index).collect();
-        for id in prepared {
-            self.spawn_markers(shard, id);
-        }
+        self.unload(index);
+    }
+
+    /// Whether this shard coordinates the ids of partition `index` now: led here, loaded.
+    fn serves(&self, index: i32) -> bool {
+        let led = self.topics.borrow().as_ref().is_none_or(|t| t.leads(TXN_TOPIC, index));
+        led && !self.loading.borrow().contains_key(&index)
+    }
+
+    /// Whether this shard coordinates `id` now ([`TxnCoordinator::serves`] of its partition).
+    fn serves_id(&self, id: &str) -> bool {
+        self.partitions.get().is_some_and(|n| self.serves(txn::partition_for(id, n as i32)))
     }
 
     fn replay(&self, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<(), String> {
@@ -268,6 +310,12 @@ impl TxnCoordinator {
         let n = self.partitions.get().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
         let index = txn::partition_for(id, n as i32);
         let p = self.manager.get(TXN_TOPIC, index).ok_or(code::NOT_COORDINATOR)?;
+        if self.loading.borrow().contains_key(&index) {
+            return Err(code::COORDINATOR_LOAD_IN_PROGRESS);
+        }
+        if !self.serves(index) {
+            return Err(code::NOT_COORDINATOR);
+        }
         let value = t.map(|t| {
             txn::log::value(&TxnMetadata { transactional_id: id.to_string(), data: t.clone(), pending: None })
         });
@@ -460,11 +508,23 @@ impl TxnCoordinator {
             };
             (commit, m.data.producer_id, m.data.producer_epoch, m.data.partitions.clone())
         };
-        let marker = Marker { commit, coordinator_epoch: COORDINATOR_EPOCH };
+        // The coordinator epoch is the leader epoch of the id's `__transaction_state` partition
+        // (0 standalone): a partition refuses markers of an older coordinator.
+        let index = self.partitions.get().map_or(0, |n| txn::partition_for(id, n as i32));
+        let coordinator_epoch = match shard.config().cluster {
+            Some(_) => shard.leadership(TXN_TOPIC, index).map_or(COORDINATOR_EPOCH, |l| l.leader_epoch),
+            None => COORDINATOR_EPOCH,
+        };
+        let marker = Marker { commit, coordinator_epoch };
         let writes = partitions.into_iter().map(|(topic, partition)| {
             let shard = shard.clone();
             async move {
                 loop {
+                    // A coordinator that stopped leading the id's partition writes no more: the
+                    // new leader resumes the markers.
+                    if !shard.txn().serves(index) {
+                        return;
+                    }
                     match write_marker_at_leader(&shard, &topic, partition, pid, epoch, marker).await {
                         Ok(Ok(())) => return,
                         Ok(Err(code::UNKNOWN_TOPIC_OR_PARTITION)) => {
@@ -570,7 +630,10 @@ impl TxnCoordinator {
         let now = self.now();
         let late: Vec<(String, Transit)> = {
             let mut ids = self.ids.borrow_mut();
-            ids.values_mut().filter_map(|m| m.timed_out(now).map(|t| (m.transactional_id.clone(), t))).collect()
+            ids.values_mut()
+                .filter(|m| self.serves_id(&m.transactional_id))
+                .filter_map(|m| m.timed_out(now).map(|t| (m.transactional_id.clone(), t)))
+                .collect()
         };
         for (id, t) in late {
             if self.commit_transit(&id, t).await.is_ok() {
@@ -586,6 +649,7 @@ impl TxnCoordinator {
         let idle: Vec<String> = {
             let mut ids = self.ids.borrow_mut();
             ids.values_mut()
+                .filter(|m| self.serves_id(&m.transactional_id))
                 .filter_map(|m| m.expire(now, self.config.id_expiration_ms).then(|| m.transactional_id.clone()))
                 .collect()
         };
@@ -611,7 +675,8 @@ impl TxnCoordinator {
     pub async fn compact_all(&self) {
         let Some(n) = self.partitions.get() else { return };
         for ((topic, index), p) in self.manager.partitions() {
-            if topic != TXN_TOPIC {
+            // Only the leader, with the partition loaded, knows its live ids.
+            if topic != TXN_TOPIC || !self.serves(index) {
                 continue;
             }
             let live: Vec<TxnMetadata> = {
@@ -629,6 +694,7 @@ impl TxnCoordinator {
                 continue;
             }
             // Synchronously from here to the appends: no change can slip in between.
+            let epoch = p.leader_epoch();
             p.roll();
             let from = p.log_end();
             let now = self.now();
@@ -643,7 +709,10 @@ impl TxnCoordinator {
             if !b.is_empty() {
                 failed |= p.append_nowait(&b.finish()).is_err();
             }
-            if failed || p.flush().await.is_err() {
+            // The rewrite on every in-sync replica before the old segments go.
+            let end = p.log_end();
+            let timeout = crate::server::replication::INTERNAL_WRITE_TIMEOUT;
+            if failed || p.wait_replicated(end, epoch, timeout).await.is_err() {
                 tracing::warn!(partition = index, "{TXN_TOPIC} compaction failed; the old segments stay");
                 continue;
             }
@@ -759,9 +828,10 @@ async fn write_marker_at_leader(
     };
     let limit = crate::server::replication::INTERNAL_WRITE_TIMEOUT + std::time::Duration::from_secs(10);
     let api = crate::protocol::WRITE_TXN_MARKERS;
-    let resp: WriteTxnMarkersResponse = crate::server::replication::call_peer(shard, leader, api, 1, &mut req, limit)
-        .await
-        .map_err(|e| e.to_string())?;
+    let resp: WriteTxnMarkersResponse =
+        crate::server::replication::call_peer(shard, (leader, Markers), api, 1, &mut req, limit)
+            .await
+            .map_err(|e| e.to_string())?;
     let code = resp
         .markers
         .first()
@@ -769,6 +839,10 @@ async fn write_marker_at_leader(
         .and_then(|t| t.partitions.first())
         .map(|p| p.error_code)
         .ok_or_else(|| format!("node {leader} answered WriteTxnMarkers without the partition"))?;
+    if code == code::UNKNOWN_TOPIC_OR_PARTITION && shard.topic(topic, |_| ()).is_some() {
+        // The leader's metadata lags this node's: the partition is there; try again.
+        return Err(format!("node {leader} does not know {topic}-{partition} yet"));
+    }
     Ok(if code == code::NONE { Ok(()) } else { Err(code) })
 }
 
@@ -792,10 +866,12 @@ async fn verify_at(shard: &Rc<Shard>, coordinator: i32, call: &VerifyTxn) -> Res
     let limit = std::time::Duration::from_secs(10);
     let api = crate::protocol::ADD_PARTITIONS_TO_TXN;
     let resp: AddPartitionsToTxnResponse =
-        crate::server::replication::call_peer(shard, coordinator, api, 4, &mut req, limit).await.map_err(|e| {
-            tracing::debug!(coordinator, error = %e, "transaction verification at the coordinator failed");
-            code::NOT_ENOUGH_REPLICAS
-        })?;
+        crate::server::replication::call_peer(shard, (coordinator, Verification), api, 4, &mut req, limit)
+            .await
+            .map_err(|e| {
+                tracing::debug!(coordinator, error = %e, "transaction verification at the coordinator failed");
+                code::NOT_ENOUGH_REPLICAS
+            })?;
     if resp.error_code != code::NONE {
         return Err(resp.error_code);
     }
@@ -858,6 +934,10 @@ impl ShardCall<Shard> for WriteMarker {
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let p = shard.led_partition(&self.topic, self.partition)?;
+        if self.topic == OFFSETS_TOPIC && shard.coordinator().is_loading(self.partition) {
+            // The load would replace the pending offsets this marker settles: after it.
+            return Err(code::COORDINATOR_LOAD_IN_PROGRESS);
+        }
         let leader_epoch = p.leader_epoch();
         let info = p.append_marker(self.pid, self.epoch, self.marker).map_err(|e| {
             if !matches!(e, crate::storage::StorageError::Sequence(_)) {

@@ -127,3 +127,86 @@ fn special_target(timestamp: i64, version: i16) -> Result<Option<i64>, ErrorCode
     }
     Ok(Some(target))
 }
+
+/// Where a leader epoch ends in one partition, on the shard that owns it (OffsetForLeaderEpoch).
+#[derive(Debug)]
+pub struct EpochEnd {
+    pub topic: String,
+    pub partition: i32,
+    /// The reader's leader epoch (-1: none): an older one is FENCED_LEADER_EPOCH, a newer one
+    /// UNKNOWN_LEADER_EPOCH.
+    pub current_leader_epoch: i32,
+    pub leader_epoch: i32,
+}
+
+impl ShardCall<Shard> for EpochEnd {
+    /// (the largest epoch at or below the one asked that this log has, where it ends).
+    type Reply = Result<(i32, i64), ErrorCode>;
+    const NAME: &'static str = "epoch-end";
+
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        let p = shard.led_partition(&self.topic, self.partition)?;
+        let current = shard.leadership(&self.topic, self.partition).map_or(0, |l| l.leader_epoch);
+        if self.current_leader_epoch >= 0 && self.current_leader_epoch < current {
+            return Err(code::FENCED_LEADER_EPOCH);
+        }
+        if self.current_leader_epoch > current {
+            return Err(code::UNKNOWN_LEADER_EPOCH);
+        }
+        if p.latest_epoch().is_none() {
+            // No epoch stamped (a standalone node: one leadership, epoch 0, the whole log).
+            return Ok(if self.leader_epoch == current { (current, p.log_end().get()) } else { (-1, -1) });
+        }
+        let (epoch, end) = p.end_offset_for_epoch(self.leader_epoch);
+        Ok((epoch, end.get()))
+    }
+}
+
+/// OffsetForLeaderEpoch (KIP-101, KIP-320): for each partition, where the asked leader epoch
+/// ends in its leader's log. A follower (a replica id) needs CLUSTER_ACTION, a consumer
+/// DESCRIBE on the topic.
+pub async fn offset_for_leader_epoch(cx: &mut Cx<'_>, r: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+    cx.release_turn();
+    let replica = cx.version() >= 3 && r.replica_id >= 0;
+    let mut topics = Vec::with_capacity(r.topics.len());
+    for t in r.topics {
+        let allowed = if replica {
+            cx.allowed_on_cluster(Operation::ClusterAction)
+        } else {
+            cx.allowed(Operation::Describe, ResourceType::Topic, &t.topic)
+        };
+        let denied = if replica { code::CLUSTER_AUTHORIZATION_FAILED } else { code::TOPIC_AUTHORIZATION_FAILED };
+        let mut partitions = Vec::with_capacity(t.partitions.len());
+        for p in t.partitions {
+            let result = if !allowed {
+                Err(denied)
+            } else if cx.shard.topic(&t.topic, |i| p.partition >= 0 && (p.partition as u32) < i.partitions)
+                != Some(true)
+            {
+                Err(code::UNKNOWN_TOPIC_OR_PARTITION)
+            } else {
+                let owner = cx.shard.owner(&t.topic, p.partition);
+                let call = EpochEnd {
+                    topic: t.topic.clone(),
+                    partition: p.partition,
+                    current_leader_epoch: p.current_leader_epoch,
+                    leader_epoch: p.leader_epoch,
+                };
+                cx.shard.call(owner, call).await.unwrap_or_else(|e| Err(call_code(&e, code::NOT_LEADER_OR_FOLLOWER)))
+            };
+            let (error_code, (leader_epoch, end_offset)) = match result {
+                Ok(found) => (code::NONE, found),
+                Err(c) => (c, (-1, -1)),
+            };
+            partitions.push(EpochEndOffsetResult {
+                error_code,
+                partition: p.partition,
+                leader_epoch,
+                end_offset,
+                ..Default::default()
+            });
+        }
+        topics.push(OffsetForLeaderTopicResult { topic: t.topic, partitions, ..Default::default() });
+    }
+    OffsetForLeaderEpochResponse { topics, ..Default::default() }
+}

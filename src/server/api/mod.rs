@@ -243,6 +243,7 @@ async fn dispatch(
         },
         Request::Fetch(r) => answer!(fetch::handle(cx, r).await),
         Request::ListOffsets(r) => answer!(list_offsets::handle(cx, r).await),
+        Request::OffsetForLeaderEpoch(r) => answer!(list_offsets::offset_for_leader_epoch(cx, r).await),
         Request::CreateTopics(r) => answer!(topics::create_topics(cx, r).await),
         Request::DeleteTopics(r) => answer!(topics::delete_topics(cx, r).await),
         Request::CreatePartitions(r) => answer!(topics::create_partitions(cx, r).await),

@@ -104,8 +104,10 @@ pub struct Coordinator {
     /// Groups of the consumer protocol (KIP-848); a group id is in one map or the other.
     consumer_groups: RefCell<HashMap<String, ConsumerGroup>>,
     offsets: RefCell<OffsetTable>,
-    /// Offsets partitions being loaded after this node became their leader.
-    loading: RefCell<std::collections::BTreeSet<i32>>,
+    /// Offsets partitions being loaded after this node became their leader, with the load's
+    /// generation (a later leadership's load supersedes an earlier one).
+    loading: RefCell<std::collections::BTreeMap<i32, u64>>,
+    load_generation: Cell<u64>,
     /// The shard's topics, as consumer groups see them ([`Coordinator::attach_topics`]).
     topics: RefCell<Option<Rc<dyn Topics>>>,
     seed: Cell<u64>,
@@ -132,6 +134,7 @@ impl Coordinator {
             consumer_groups: RefCell::new(HashMap::new()),
             offsets: RefCell::new(OffsetTable::default()),
             loading: RefCell::new(Default::default()),
+            load_generation: Cell::new(0),
             topics: RefCell::new(None),
             seed: Cell::new(seed ^ ((shard_id as u64) << 56)),
             ticks: Cell::new(0),
@@ -204,23 +207,58 @@ impl Coordinator {
         Ok(records)
     }
 
-    /// This node became the leader of offsets partition `index` (replication): what its
-    /// followers' copy holds now replaces what this shard knew of its groups (Kafka's load of
-    /// a partition on election). Requests for its groups wait meanwhile
-    /// (COORDINATOR_LOAD_IN_PROGRESS).
-    pub async fn reload_partition(&self, index: i32) {
-        let Some(p) = self.manager.get(OFFSETS_TOPIC, index) else { return };
+    /// This node became the leader of offsets partition `index` (replication): its groups
+    /// are loaded from its copy of the partition (Kafka's load on election), which replaces
+    /// whatever this shard knew of them. Called synchronously when the leadership arrives, so
+    /// no request is served from older state: requests for its groups are answered
+    /// COORDINATOR_LOAD_IN_PROGRESS and its writes refused until the load ends; the returned
+    /// load runs in a task of its own. A later leadership's load supersedes this one.
+    pub fn begin_load(self: &Rc<Self>, index: i32) -> impl std::future::Future<Output = ()> + 'static {
+        let generation = self.load_generation.get() + 1;
+        self.load_generation.set(generation);
+        self.loading.borrow_mut().insert(index, generation);
+        self.unload(index);
+        let me = self.clone();
+        async move {
+            let Some(p) = me.manager.get(OFFSETS_TOPIC, index) else { return };
+            let loaded = me.load_partition(index, &p).await;
+            if me.loading.borrow().get(&index) != Some(&generation) {
+                return; // superseded (another leadership, or none)
+            }
+            match loaded {
+                Ok(records) => tracing::info!(partition = index, records, "offsets partition loaded as its leader"),
+                Err(e) => tracing::error!(partition = index, error = %e, "cannot load an offsets partition"),
+            }
+            me.loading.borrow_mut().remove(&index);
+        }
+    }
+
+    /// Forget the groups of offsets partition `index` (this node no longer leads it, or loads
+    /// it again); a load under way is abandoned.
+    pub fn unload(&self, index: i32) {
         let Some(partitions) = self.offsets_partitions.get() else { return };
-        self.loading.borrow_mut().insert(index);
         let mine = |g: &str| offsets_partition(g, partitions) == index;
         self.groups.borrow_mut().retain(|g, _| !mine(g));
         self.consumer_groups.borrow_mut().retain(|g, _| !mine(g));
         self.offsets.borrow_mut().forget_groups(|g| mine(g), index);
-        match self.load_partition(index, &p).await {
-            Ok(records) => tracing::info!(partition = index, records, "offsets partition loaded as its leader"),
-            Err(e) => tracing::error!(partition = index, error = %e, "cannot load an offsets partition"),
-        }
+    }
+
+    /// Whether offsets partition `index` is being loaded (a marker waits: the load would
+    /// replace what it settles).
+    pub fn is_loading(&self, index: i32) -> bool {
+        self.loading.borrow().contains_key(&index)
+    }
+
+    /// This node no longer leads offsets partition `index`.
+    pub fn resign(&self, index: i32) {
         self.loading.borrow_mut().remove(&index);
+        self.unload(index);
+    }
+
+    /// Whether this shard serves offsets partition `index` now: led here, loaded. Writes to it
+    /// (commits, group records, compaction) happen only then.
+    fn serves(&self, index: i32) -> bool {
+        self.topics().leads(OFFSETS_TOPIC, index) && !self.loading.borrow().contains_key(&index)
     }
 
     /// Apply deadlines every [`TICK`], and compact now and then, until the shard stops.
@@ -273,6 +311,10 @@ impl Coordinator {
         let c = self;
         let Some(p) = self.manager.get(OFFSETS_TOPIC, index) else { return Ok(0) };
         let Some(partitions) = self.offsets_partitions.get() else { return Ok(0) };
+        // Only the leader, with the partition loaded, knows its live offsets.
+        if !self.serves(index) {
+            return Ok(0);
+        }
         let live = c.offsets.borrow().live(|g| offsets_partition(g, partitions) == index);
         let live_bytes: u64 =
             live.iter().map(|(g, (t, _), c)| (40 + g.len() + t.len() + c.metadata.len()) as u64).sum();
@@ -286,6 +328,7 @@ impl Coordinator {
             return Ok(0);
         }
         // Synchronously from here to the appends: no commit can slip in between.
+        let epoch = p.leader_epoch();
         p.roll();
         let from = p.log_end();
         let now = self.now();
@@ -297,7 +340,10 @@ impl Coordinator {
         for batch in offsets::batches(&records, BATCH_BYTES, now) {
             p.append_nowait(&batch)?;
         }
-        p.flush().await?;
+        // The rewrite on every in-sync replica before the old segments go (followers follow
+        // the log start).
+        let end = p.log_end();
+        p.wait_replicated(end, epoch, crate::server::replication::INTERNAL_WRITE_TIMEOUT).await?;
         let removed = p.remove_before(from).await?;
         tracing::info!(partition = index, live = live.len(), segments_deleted = removed.len(), "compacted offsets");
         Ok(removed.len())
@@ -315,7 +361,7 @@ impl Coordinator {
         if self.manager.get(OFFSETS_TOPIC, index).is_none() || !self.topics().leads(OFFSETS_TOPIC, index) {
             return Some(code::NOT_COORDINATOR);
         }
-        if self.loading.borrow().contains(&index) {
+        if self.loading.borrow().contains_key(&index) {
             return Some(code::COORDINATOR_LOAD_IN_PROGRESS);
         }
         None
@@ -583,6 +629,14 @@ impl Coordinator {
         let partitions = self.offsets_partitions.get().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
         let index = offsets_partition(group, partitions);
         let p = self.manager.get(OFFSETS_TOPIC, index).ok_or(code::NOT_COORDINATOR)?;
+        // (Checked again here: a request that passed its checks before an await may find
+        // the leadership gone or a load under way.)
+        if self.loading.borrow().contains_key(&index) {
+            return Err(code::COORDINATOR_LOAD_IN_PROGRESS);
+        }
+        if !self.topics().leads(OFFSETS_TOPIC, index) {
+            return Err(code::NOT_COORDINATOR);
+        }
         let now = self.now();
         let batches = match batching {
             Batching::One => offsets::batches(&records, usize::MAX, now),
