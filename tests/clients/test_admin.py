@@ -403,8 +403,8 @@ def test_commit_metadata_round_trips(broker):
 def test_api_versions_advertise_what_is_implemented(broker):
     """ApiVersions v2, v3 and v4 (kafka-python asks v4 first) list the same APIs and versions
     (the broker's one table, which the protocol tests check the codec against), including the
-    admin APIs of this issue; an API outside the list (WriteTxnMarkers, 27) gets the
-    unsupported-version answer. The v3/v4 answers carry one tagged field, FinalizedFeaturesEpoch
+    admin APIs, OffsetForLeaderEpoch (23) and the inter-broker WriteTxnMarkers (27); an API
+    outside the list (UpdateFeatures, 57) gets the unsupported-version answer. The v3/v4 answers carry one tagged field, FinalizedFeaturesEpoch
     0, and no feature flag (tidemark implements none of Kafka's); kafka-python's
     describe_features reads that as no features. (kcat, librdkafka 2.0, reads these answers in
     test_clients.py.)"""
@@ -425,9 +425,10 @@ def test_api_versions_advertise_what_is_implemented(broker):
             assert r.uvarint() == 1 and r.uvarint() == 1 and r.uvarint() == 8 and r.i64() == 0
             assert r.pos == len(r.buf)
             assert listed == keys, (v, listed, keys)
-        assert 27 not in keys and keys[24] == (0, 4) and keys[18] == (0, 4) and keys[21] == (0, 2) and keys[37] == (0, 3)
+        assert 57 not in keys and keys[24] == (0, 4) and keys[18] == (0, 4) and keys[21] == (0, 2) and keys[37] == (0, 3)
+        assert keys[23] == (0, 4) and keys[27] == (0, 1)
         # An unadvertised API gets the unsupported-version fallback (an ApiVersions v0 body).
-        c.send(c.request(27, 0, b""))
+        c.send(c.request(57, 0, b""))
         corr, rest = c.recv_frame()
         error, _ = api_versions_v0(R(rest))
         assert error == 35
@@ -465,3 +466,30 @@ def test_leader_election_and_reassignment_on_a_standalone_node(broker):
         assert k.list_partition_reassignments() == {}
     finally:
         k.close()
+
+
+def offset_for_leader_epoch(conn, topic, asks, version=3):
+    """OffsetForLeaderEpoch (23) v3, raw: asks = [(partition, current_leader_epoch,
+    leader_epoch)]; the answer [(error, partition, leader_epoch, end_offset)]."""
+    name = topic.encode()
+    body = struct.pack(">i", -1) + struct.pack(">i", 1) + struct.pack(">h", len(name)) + name
+    body += struct.pack(">i", len(asks)) + b"".join(struct.pack(">iii", *a) for a in asks)
+    r = conn.call(23, version, body)
+    r.i32()  # throttle time
+    out = []
+    for _ in range(r.i32()):
+        r.string()
+        for _ in range(r.i32()):
+            out.append((r.i16(), r.i32(), r.i32(), r.i64()))
+    return out
+
+
+def test_offset_for_leader_epoch_standalone(broker):
+    """OffsetForLeaderEpoch on a standalone node (one leadership, epoch 0): epoch 0 ends at the
+    log end; an epoch the log never had is (-1, -1); a reader's newer current epoch is
+    UNKNOWN_LEADER_EPOCH; an unknown partition UNKNOWN_TOPIC_OR_PARTITION."""
+    create(broker.bootstrap, "epochs-standalone")
+    produce(broker.bootstrap, "epochs-standalone", [(None, b"v%d" % i, None) for i in range(10)])
+    with Conn(broker) as c:
+        got = offset_for_leader_epoch(c, "epochs-standalone", [(0, -1, 0), (0, 0, 3), (0, 1, 0), (4, -1, 0)])
+    assert got == [(0, 0, 0, 10), (0, 0, -1, -1), (75, 0, -1, -1), (3, 4, -1, -1)], got

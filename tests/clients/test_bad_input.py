@@ -679,7 +679,7 @@ def test_random_bodies_of_every_supported_request(broker):
 # ---------------------------------------------------------------------------------------------
 
 def test_unknown_api_keys_and_versions(broker):
-    """Unknown API keys (Kafka's WriteTxnMarkers and DescribeQuorum, which tidemark lacks; 999;
+    """Unknown API keys (Kafka's UpdateFeatures and DescribeQuorum, which tidemark lacks; 999;
     32767; -1) and unsupported versions of every supported API (max + 1, 32767, -1)
     are answered, as docs/protocol.md says, with an ApiVersions v0 body: UNSUPPORTED_VERSION (35)
     and the supported versions, under the request's correlation id, header v0. The same
@@ -688,7 +688,7 @@ def test_unknown_api_keys_and_versions(broker):
     with Conn(broker) as c:
         error, supported = api_versions_v2(c)
         assert error == NONE and supported[API_VERSIONS] == (0, 4) and supported[PRODUCE] == (0, 11)
-        requests = [(key, 0) for key in (27, 55, 999, 32767, -1)]
+        requests = [(key, 0) for key in (57, 55, 999, 32767, -1)]
         for key, (lo, hi) in sorted(supported.items()):
             requests += [(key, hi + 1), (key, 32767), (key, -1)]
         for key, version in requests:

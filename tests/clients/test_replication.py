@@ -326,3 +326,30 @@ def test_transactions_across_nodes(cluster):
     check = Consumer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "group.id": "spread-group"})
     assert check.committed([CTp("txn-spread", 0)], timeout=10)[0].offset == 30
     check.close()
+
+
+def test_offset_for_leader_epoch_after_failover(cluster):
+    """After its leader's SIGKILL, the new leader of a partition answers OffsetForLeaderEpoch
+    (KIP-101, the consumers' check after a leader change) from its epoch cache: the old leader's
+    epoch ends where the new one began (the records acknowledged before the kill), the new
+    epoch at the log end; a reader at an older current epoch is FENCED_LEADER_EPOCH."""
+    from test_admin import offset_for_leader_epoch
+    from test_bad_input import Conn
+    create(cluster, "epochs", 1)
+    wait_for("in sync", lambda: isr_of(cluster, 1, "epochs").get(0, (0, []))[1] == [1, 2, 3], logs(cluster))
+    before = produce(cluster, [1, 2, 3], "epochs", 100, "e")
+    old = isr_of(cluster, 1, "epochs")[0][0]
+    cluster.brokers[old].proc.send_signal(signal.SIGKILL)
+    cluster.brokers[old].proc.wait()
+    left = [n for n in (1, 2, 3) if n != old]
+    new = wait_for("a new leader", lambda: (lambda l: l if l not in (-1, old) else None)(
+        isr_of(cluster, left[0], "epochs")[0][0]), logs(cluster))
+    produce(cluster, left, "epochs", 50, "f")
+    with Conn(cluster.brokers[new]) as c:
+        epochs = {e for e in range(0, 4)}
+        answers = {e: offset_for_leader_epoch(c, "epochs", [(0, -1, e)])[0] for e in epochs}
+        fenced = offset_for_leader_epoch(c, "epochs", [(0, 0, 0)])[0]
+    ends = sorted({(a[2], a[3]) for a in answers.values() if a[0] == 0 and a[2] >= 0})
+    assert ends[0] == (0, len(before)), answers
+    assert ends[-1][1] == len(before) + 50 and ends[-1][0] >= 1, answers
+    assert fenced[0] == 74, fenced  # FENCED_LEADER_EPOCH
