@@ -200,3 +200,42 @@ fn epoch_cache_survives_restarts_and_truncations() {
 async fn at(p: &Rc<Partition<DmaDisk>>, t: i64) -> Option<i64> {
     p.offset_for_time(TimestampMs(t), ReadUpTo::Durable).await.unwrap().map(|(o, _)| o.get())
 }
+
+/// A follower of a compacted leader copies its gaps: batches at 0-4 and 10-14 are appended as
+/// they are (the offsets 5-9 the leader's cleaner removed stay missing), read back, and kept by
+/// recovery after a crash (the log records that it may have gaps before the first one is
+/// appended). A batch starting below the log end is still refused.
+#[test]
+fn a_follower_keeps_a_compacted_leaders_gaps() {
+    let tmp = tempfile::tempdir_in("target/tmp").or_else(|_| tempfile::tempdir()).unwrap();
+    let root = tmp.path().to_path_buf();
+    run_glommio(move || {
+        Box::pin(async move {
+            let dir = root.join("g-0");
+            let config = LogConfig { index_interval_bytes: 0, ..LogConfig::default() };
+            let disk = DmaDisk::open(&root).await.expect("disk");
+            let (p, _) = Partition::open(disk, &dir, config.clone(), common::test_clock()).await.unwrap();
+            p.set_follower(true);
+            let a = common::with_base(&tagged_batch(1, 5, 50, 1000), 0);
+            let b = common::with_base(&tagged_batch(2, 5, 50, 2000), 10);
+            let info = p.append_replica(&[a.clone(), b.clone()].concat()).await.unwrap();
+            assert_eq!((info.base_offset, info.last_offset), (0, 14));
+            p.flush().await.unwrap();
+            assert_eq!(p.log_end(), Offset(15));
+            let overlap = common::with_base(&tagged_batch(3, 5, 50, 3000), 12);
+            assert!(p.append_replica(&overlap).await.is_err(), "a batch below the log end");
+            assert!(dir.join("cleaner-offset-checkpoint").exists());
+            let read = p.read(Offset(0), 1 << 20, ReadUpTo::Durable).await.unwrap();
+            assert_eq!(&read[..], &[a.clone(), b.clone()].concat()[..]);
+            let read = p.read(Offset(7), 1 << 20, ReadUpTo::Durable).await.unwrap();
+            assert_eq!(&read[..], &b[..], "an offset in the gap reads the next batch");
+            drop(p); // no clean shutdown: recovery rescans
+            let disk = DmaDisk::open(&root).await.expect("disk");
+            let (p, report) = Partition::open(disk, &dir, config, common::test_clock()).await.unwrap();
+            assert!(!report.clean);
+            assert_eq!(p.log_end(), Offset(15), "recovery kept the batch after the gap");
+            let read = p.read(Offset(0), 1 << 20, ReadUpTo::Durable).await.unwrap();
+            assert_eq!(&read[..], &[a, b].concat()[..]);
+        })
+    });
+}

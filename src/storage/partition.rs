@@ -252,6 +252,20 @@ impl<D: Disk> Partition<D> {
             // this node became the leader).
             return Err(StorageError::Follower);
         }
+        if !self.log.borrow().may_have_gaps() && self.log.borrow().replica_gaps(records) {
+            // A compacted leader's gaps: recorded durably before any batch past one is
+            // appended, so that recovery keeps what follows a gap ([`Log::replica_gaps`]).
+            let (disk, path) = {
+                let log = self.log.borrow();
+                (log.disk().clone(), log.dir().join(crate::storage::log::CLEANER_CHECKPOINT))
+            };
+            if disk.read_file(&path).await?.is_none() {
+                let bytes = crate::storage::format::index::encode_cleaner_checkpoint(i64::MIN);
+                disk.write_file_atomic(&path, &bytes).await?;
+            }
+            self.log.borrow_mut().set_may_have_gaps();
+            self.accepting()?;
+        }
         let now = (self.clock)();
         let (info, _) = self.log.borrow_mut().append_replica(records, now)?;
         self.kick();

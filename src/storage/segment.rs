@@ -576,6 +576,13 @@ impl<D: Disk> Segment<D> {
         u.tail.has_unsubmitted()
     }
 
+    /// A follower's copy of a compacted log: the leader's next batch starts past this
+    /// segment's end (the cleaner removed the offsets between); the segment continues there.
+    pub fn skip_to(&mut self, offset: i64) {
+        assert!(self.is_active() && offset >= self.next_offset, "a skip moves an active segment's end forward");
+        self.next_offset = offset;
+    }
+
     /// Active to closing: the segment takes no more appends. Its time index gets its close
     /// entry (SPEC T5.3, T5.5; `last_append_ms` is the time of its last append) and it keeps
     /// `producer_snapshot`, the producer state at its end, for its seal. Returns the log's last

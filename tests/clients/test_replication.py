@@ -27,7 +27,7 @@ def cluster():
         try:
             for n in (1, 2, 3):
                 # A follower not caught up for 3 s leaves the ISR (Kafka's default is 30 s).
-                c.start(n, "--set", "replica.lag.time.max.ms=3000")
+                c.start(n, "--set", "replica.lag.time.max.ms=3000", "--set", "log.cleaner.backoff.ms=100")
             everyone = sorted((n, c.ports[n]) for n in (1, 2, 3))
             c.agreed([1, 2, 3], want_brokers=everyone)
             yield c
@@ -192,10 +192,9 @@ def test_replication_figures(cluster):
     create(cluster, "failover", 1)
     times = []
     for _ in range(rounds):
-        wait_for("every replica in sync", lambda: all(
-            isr == [1, 2, 3] for _l, isr in isr_of(cluster, 1 if cluster.brokers[1].proc.poll() is None else 2,
-                                                     "failover").values()), logs(cluster))
         live = [n for n in (1, 2, 3) if cluster.brokers[n].proc.poll() is None]
+        wait_for("every replica in sync", lambda: (lambda d: d and all(isr == [1, 2, 3] for _l, isr in d.values()))(
+            isr_of(cluster, live[0], "failover")), logs(cluster))
         leader = isr_of(cluster, live[0], "failover")[0][0]
         acked = []
         p = Producer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "acks": "all", "enable.idempotence": True,
@@ -353,3 +352,61 @@ def test_offset_for_leader_epoch_after_failover(cluster):
     assert ends[0] == (0, len(before)), answers
     assert ends[-1][1] == len(before) + 50 and ends[-1][0] >= 1, answers
     assert fenced[0] == 74, fenced  # FENCED_LEADER_EPOCH
+
+
+def test_a_follower_catches_up_with_a_compacted_leader(cluster):
+    """A compacted topic of factor 3 (small segments, cleaned at once): while node 3 is down, 3,000
+    records are written (overwrites of 20 keys, and every 50th a key of its own) and node 1's
+    cleaner removes the overwritten ones, leaving gaps between the records it keeps; node 3, restarted, copies the leader's log with its gaps (its copy records
+    that it may have them) and rejoins the ISR; every key's last value is read back."""
+    from confluent_kafka import TopicPartition as CTp
+    a = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    config = {"cleanup.policy": "compact", "segment.bytes": "4096", "segment.ms": "100",
+              "min.cleanable.dirty.ratio": "0.01"}
+    a.create_topics([NewTopic("compacted", num_partitions=1, replica_assignment=[[1, 2, 3]], config=config)],
+                    request_timeout=30)["compacted"].result(60)
+    wait_for("in sync", lambda: isr_of(cluster, 1, "compacted").get(0, (0, []))[1] == [1, 2, 3], logs(cluster))
+    cluster.brokers[3].proc.send_signal(signal.SIGKILL)
+    cluster.brokers[3].proc.wait()
+    wait_for("node 3 out of the ISR", lambda: 3 not in isr_of(cluster, 1, "compacted")[0][1], logs(cluster))
+    # Batches of 10: whole batches go when cleaned (gaps between batches, not only inside).
+    p = Producer({"bootstrap.servers": bootstrap(cluster, (1, 2)), "acks": "all", "linger.ms": 2,
+                  "batch.num.messages": 10})
+    for i in range(3000):
+        # Every 50th record has a key of its own: it survives cleaning, so the cleaned log
+        # keeps records spread over its offsets, with gaps between them.
+        key = f"u{i}" if i % 50 == 0 else f"k{i % 20}"
+        p.produce("compacted", key=key.encode(), value=f"{i}".encode(), partition=0)
+        if i % 300 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+
+    def read(nodes):
+        c = Consumer({"bootstrap.servers": bootstrap(cluster, nodes), "group.id": f"r-{time.time()}",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        c.assign([CTp("compacted", 0, 0)])
+        high = c.get_watermark_offsets(CTp("compacted", 0), timeout=10)[1]
+        got = []
+        deadline = time.time() + 30
+        while (not got or got[-1][0] < high - 1) and time.time() < deadline:
+            for m in c.consume(500, 0.5):
+                if m.error() is None:
+                    got.append((m.offset(), m.key().decode(), m.value().decode()))
+        c.close()
+        return got
+
+    def cleaned():
+        # Keep the segments rolling (segment.ms) so the cleaner has sealed ones to clean.
+        p.produce("compacted", key=b"k0", value=b"tick", partition=0)
+        p.flush(10)
+        got = read((1, 2))
+        return got if len(got) < 500 else None
+    got = wait_for("the leader's log cleaned (gaps in its offsets)", cleaned, logs(cluster))
+    offsets = [0] + [o for o, _, _ in got]
+    assert sum(b - a > 1 for a, b in zip(offsets, offsets[1:])) > 10, "no gaps in the cleaned log"
+    cluster.start(3, "--set", "replica.lag.time.max.ms=3000", "--set", "log.cleaner.backoff.ms=100")
+    wait_for("node 3 back in the ISR", lambda: 3 in isr_of(cluster, 1, "compacted")[0][1], logs(cluster))
+    last = {}
+    for _, k, v in read((1, 2, 3)):
+        last[k] = v
+    assert len(last) == 20 + 60 and last["k19"] == "2999" and last["u2950"] == "2950", last

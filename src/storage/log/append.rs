@@ -216,7 +216,9 @@ impl<D: Disk> Log<D> {
                 };
                 (first, None)
             };
-            if first != expected || info.last_offset < first {
+            // Offsets only grow; a compacted leader's log has gaps, which the copy keeps (the
+            // partition records that it may have them first: `Log::replica_gaps`).
+            if first < expected || info.last_offset < first || (first > expected && !self.may_have_gaps) {
                 return Err(FormatError::OffsetGap { expected, found: first }.into());
             }
             expected = info.last_offset + 1;
@@ -235,6 +237,26 @@ impl<D: Disk> Log<D> {
         let (info, demand) = self.copy_batches(&batches, &rules);
         self.leader_epoch = stamp;
         Ok((info, self.counted(&info, demand)))
+    }
+
+    /// Whether appending `records` (a leader's stored batches) leaves a gap in this log's
+    /// offsets (the leader's log was compacted): the partition then records that the log may
+    /// have gaps before appending ([`Log::set_may_have_gaps`]), so recovery keeps them.
+    pub fn replica_gaps(&self, records: &[u8]) -> bool {
+        let mut expected = self.log_end_offset();
+        for (_, info, _) in BatchWalk::new(records, MAX_STORED_BATCH).map_while(Result::ok) {
+            if info.first_offset.is_some_and(|f| f > expected) {
+                return true;
+            }
+            expected = info.last_offset + 1;
+        }
+        false
+    }
+
+    /// The log's offsets may have gaps from now on (its cleaner checkpoint file is written
+    /// first by the caller).
+    pub fn set_may_have_gaps(&mut self) {
+        self.may_have_gaps = true;
     }
 
     /// A replicated v2 batch at `first` updates the producer state as a recovery replay
@@ -439,6 +461,12 @@ impl<D: Disk> Log<D> {
         let mut demand = FlushDemand::None;
         let mut patched = [0u8; HEADER_LEN];
         for batch in batches {
+            if let Checked::Replica { first, .. } = batch {
+                if *first > self.log_end_offset() {
+                    // A gap the leader's cleaner left: the copy's offsets skip it too.
+                    self.active_mut().skip_to(*first);
+                }
+            }
             let base = self.log_end_offset();
             let count = batch.count();
             let (head, rest, stored_max, index_offset) = batch.stored(base, epoch, &mut patched);

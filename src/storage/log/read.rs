@@ -76,7 +76,7 @@ impl<D: Disk> Log<D> {
         };
         if let Some(tail) = seg.tail().filter(|t| start_pos >= t.mem_start()) {
             // All in memory: copy what the read can use and walk it now.
-            return Ok(ReadPlan::Done(pick(Bytes::from(tail.copy_out(start_pos, to)), false)?));
+            return Ok(ReadPlan::Done(pick(Bytes::from(tail.copy_out(start_pos, to)), self.may_have_gaps)?));
         }
         // Durable bytes the batch cache holds (chunks written a moment ago, recent reads). The
         // copy is first what a read usually needs (the index's step, `max_bytes` and a little);

@@ -71,8 +71,9 @@ pub(super) struct ScanFrom {
     producers: Option<ProducerState>,
     replay_ms: i64,
     /// A batch may start past the offset expected (a compacted segment's gaps). Sealed
-    /// segments' scans allow them; the last segment's rescan (never compacted) does not,
-    /// so there an offset out of order still marks a torn or corrupt tail.
+    /// segments' scans allow them; the last segment's rescan only in a log that may have gaps
+    /// (a follower's copy of a compacted leader); elsewhere an offset out of order there still
+    /// marks a torn or corrupt tail.
     gaps: bool,
     /// Stop before the first batch that holds this offset or a later one (a suffix
     /// truncation's cut, `log::truncate`): the segment ends there.
@@ -446,7 +447,8 @@ impl<D: Disk> Log<D> {
             segments.insert(pair[0], Segment::sealed(pair[0], pair[1], size));
         }
         let spans: Vec<SegmentSpan> = segments.values().map(|s| (s.base_offset, s.next_offset, s.size)).collect();
-        let at = Opening { disk: &disk, dir, config: &config, spans, snapshots, until };
+        let gaps = disk.exists(&dir.join(CLEANER_CHECKPOINT)).await?;
+        let at = Opening { disk: &disk, dir, config: &config, spans, snapshots, until, gaps };
         // SPEC T8.1: the log's last time-index timestamp. A clean shutdown recorded it in the
         // marker; otherwise scan back from the newest sealed segment until an index holds an
         // entry (rebuilding a missing or damaged one on the way, T8.3, T5.6).
@@ -648,6 +650,9 @@ struct Opening<'a, D: Disk> {
     snapshots: Vec<i64>,
     /// A suffix truncation's offset: the last segment ends before the batch holding it.
     until: Option<i64>,
+    /// The log may have gaps (its cleaner checkpoint exists): a follower's copy of a
+    /// compacted leader has them in its last segment too.
+    gaps: bool,
 }
 
 impl<D: Disk> Opening<'_, D> {
@@ -700,7 +705,7 @@ impl<D: Disk> Opening<'_, D> {
         // Continue from just past the last entry's batch, as if appends had built it.
         let mut from = ScanFrom::start(base, config, None);
         from.time = None;
-        from.gaps = false;
+        from.gaps = self.gaps;
         if let Some(&(rel, p)) = entries.last() {
             let head = file.read_at(p as u64, MAX_HEADER_LEN).await?;
             let Ok(h) = BatchInfo::parse(&head) else {
@@ -735,7 +740,7 @@ impl<D: Disk> Opening<'_, D> {
     ) -> StorageResult<Last> {
         let (disk, dir, config) = (self.disk, self.dir, self.config);
         let mut from = ScanFrom::start(base, config, context_ts);
-        from.gaps = false;
+        from.gaps = self.gaps;
         from.until = self.until;
         let (producers, mut aborted) = producers_at(disk, dir, &self.snapshots, &self.spans, config, base).await?;
         from.producers = Some(producers);
