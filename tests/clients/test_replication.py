@@ -193,9 +193,14 @@ def test_replication_figures(cluster):
     times = []
     for _ in range(rounds):
         live = [n for n in (1, 2, 3) if cluster.brokers[n].proc.poll() is None]
-        wait_for("every replica in sync", lambda: (lambda d: d and all(isr == [1, 2, 3] for _l, isr in d.values()))(
-            isr_of(cluster, live[0], "failover")), logs(cluster))
-        leader = isr_of(cluster, live[0], "failover")[0][0]
+
+        def agreed():
+            # Every node's view alike (a node just restarted may still report its old one),
+            # every replica in sync.
+            views = [isr_of(cluster, n, "failover") for n in live]
+            same = views[0] and all(v == views[0] for v in views)
+            return views[0] if same and all(isr == [1, 2, 3] for _l, isr in views[0].values()) else None
+        leader = wait_for("every replica in sync, as every node says", agreed, logs(cluster))[0][0]
         acked = []
         p = Producer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "acks": "all", "enable.idempotence": True,
                       "linger.ms": 0, "message.timeout.ms": 120000, "metadata.max.age.ms": 1000,
@@ -214,6 +219,7 @@ def test_replication_figures(cluster):
         del p
         assert acked, "no record acknowledged after the kill"
         times.append(acked[0] - killed_at)
+        print(f"  round {len(times)}: leader {leader} killed, first acks=all success after {times[-1]:.2f} s")
         cluster.start(leader)
     print(f"failover (leader SIGKILL to first acks=all success), {len(times)} rounds: "
           f"p50 {pct(times, 0.5):.2f} s, p99 {pct(times, 0.99):.2f} s, max {max(times):.2f} s")
