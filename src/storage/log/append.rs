@@ -148,6 +148,20 @@ impl Rules {
     }
 }
 
+/// A request's batches were walked to `pos`: every byte must belong to a whole batch (else
+/// the partial one's error), and there must be one at least.
+fn walked_whole(records: &[u8], pos: usize, batches: usize) -> StorageResult<()> {
+    if pos != records.len() {
+        let have = records.len() - pos;
+        let need = frame_len(&records[pos..], MAX_STORED_BATCH)?.unwrap_or(12);
+        return Err(FormatError::Truncated { need, have }.into());
+    }
+    if batches == 0 {
+        return Err(StorageError::EmptyAppend);
+    }
+    Ok(())
+}
+
 /// Check a legacy message (magic 0 or 1) that will get offset `next` and fix its stored form.
 fn check_legacy<'a>(bytes: &'a [u8], next: i64, rules: &Rules) -> StorageResult<Checked<'a>> {
     let p = legacy::check_produced(bytes, rules.decompress_limit)?;
@@ -224,14 +238,7 @@ impl<D: Disk> Log<D> {
             expected = info.last_offset + 1;
             batches.push(Checked::Replica { bytes, h, first, info });
         }
-        if walk.pos() != records.len() {
-            let have = records.len() - walk.pos();
-            let need = frame_len(&records[walk.pos()..], MAX_STORED_BATCH)?.unwrap_or(12);
-            return Err(FormatError::Truncated { need, have }.into());
-        }
-        if batches.is_empty() {
-            return Err(StorageError::EmptyAppend);
-        }
+        walked_whole(records, walk.pos(), batches.len())?;
         // A follower stamps nothing: the leader's epochs stay.
         let stamp = self.leader_epoch.take();
         let (info, demand) = self.copy_batches(&batches, &rules);
@@ -372,14 +379,7 @@ impl<D: Disk> Log<D> {
             next += checked.count();
             batches.push(checked);
         }
-        if walk.pos() != records.len() {
-            let have = records.len() - walk.pos();
-            let need = frame_len(&records[walk.pos()..], MAX_STORED_BATCH)?.unwrap_or(12);
-            return Err(FormatError::Truncated { need, have }.into());
-        }
-        if batches.is_empty() {
-            return Err(StorageError::EmptyAppend);
-        }
+        walked_whole(records, walk.pos(), batches.len())?;
         Ok(Produced::Append(batches))
     }
 
