@@ -416,3 +416,86 @@ def test_a_follower_catches_up_with_a_compacted_leader(cluster):
     for _, k, v in read((1, 2, 3)):
         last[k] = v
     assert len(last) == 20 + 60 and last["k19"] == "2999" and last["u2950"] == "2950", last
+
+
+def txn_coordinator(cluster, nodes, transactional_id):
+    """The node a raw FindCoordinator v1 (transaction key) names, asked of the first of `nodes`
+    that answers."""
+    import struct
+    from test_bad_input import Conn
+    key = transactional_id.encode()
+    for n in nodes:
+        try:
+            with Conn(cluster.brokers[n], timeout=10) as c:
+                r = c.call(10, 1, struct.pack(">h", len(key)) + key + struct.pack(">b", 1))
+                r.i32()
+                error = r.i16()
+                r.nstring()
+                node = r.i32()
+                if error == 0:
+                    return node
+        except OSError:
+            continue
+    raise AssertionError("no node named the transaction coordinator")
+
+
+def test_transactions_survive_leader_and_coordinator_kills(cluster):
+    """Transactions through failovers: (1) a partition leader of an open transaction is killed
+    before the commit: the producer's records go to the new leader, the commit completes, and a
+    read_committed consumer sees all of the transaction once; (2) the transaction coordinator's
+    node is killed between the writes and the commit: the new leader of the id's
+    __transaction_state partition loads the transaction from its replicated copy and commits
+    it; (3) an aborted transaction stays invisible. Nothing partial is ever read."""
+    from confluent_kafka import TopicPartition as CTp
+    create(cluster, "txn-fail", 3)
+    cluster.internal_topics_created([1, 2, 3])
+    wait_for("in sync", lambda: (lambda d: len(d) == 3 and all(isr == [1, 2, 3] for _l, isr in d.values()))(
+        isr_of(cluster, 1, "txn-fail")), logs(cluster))
+    p = Producer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "transactional.id": "fail-1",
+                  "transaction.timeout.ms": 120000, "message.timeout.ms": 110000})
+    p.init_transactions(60)
+
+    def write(tag, start=0, end=30):
+        for i in range(start, end):
+            p.produce("txn-fail", value=f"{tag}:{i}".encode(), partition=i % 3)
+        p.flush(110)
+
+    def restart(node):
+        cluster.start(node, "--set", "replica.lag.time.max.ms=3000", "--set", "log.cleaner.backoff.ms=100")
+        wait_for("back in every ISR", lambda: all(
+            isr == [1, 2, 3] for _l, isr in isr_of(cluster, node % 3 + 1, "txn-fail").values()), logs(cluster))
+
+    # (1) A partition leader killed inside the transaction.
+    p.begin_transaction()
+    write("a")
+    victim = isr_of(cluster, 1, "txn-fail")[0][0]
+    cluster.brokers[victim].proc.send_signal(signal.SIGKILL)
+    cluster.brokers[victim].proc.wait()
+    write("a", 30, 60)
+    p.commit_transaction(120)
+    restart(victim)
+    # (2) The coordinator's node killed between the writes and the commit.
+    p.begin_transaction()
+    write("b")
+    coordinator = txn_coordinator(cluster, (1, 2, 3), "fail-1")
+    cluster.brokers[coordinator].proc.send_signal(signal.SIGKILL)
+    cluster.brokers[coordinator].proc.wait()
+    p.commit_transaction(120)
+    restart(coordinator)
+    # (3) An aborted transaction.
+    p.begin_transaction()
+    write("c")
+    p.abort_transaction(60)
+
+    reader = Consumer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "group.id": "fail-reader",
+                       "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                       "enable.auto.commit": False})
+    reader.assign([CTp("txn-fail", i, 0) for i in range(3)])
+    got = []
+    deadline = time.time() + 60
+    while len(got) < 90 and time.time() < deadline:
+        got += [m.value().decode() for m in reader.consume(100, 1.0) if m.error() is None]
+    got += [m.value().decode() for m in reader.consume(100, 2.0) if m.error() is None]
+    reader.close()
+    want = sorted([f"a:{i}" for i in range(60)] + [f"b:{i}" for i in range(30)])
+    assert sorted(got) == want, (len(got), sorted(set(want) - set(got))[:5], [g for g in got if g.startswith("c")][:5])

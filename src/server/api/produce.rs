@@ -31,9 +31,10 @@ pub struct Append {
     /// The request's transactional id: a transactional batch opening its producer's
     /// transaction on this partition is verified with the coordinator first (KIP-890 part 1).
     pub transactional_id: Option<String>,
-    /// acks=all (-1): on a replicated partition the answer waits until every in-sync replica
-    /// has the records durable, for at most `timeout`.
-    pub acks: i16,
+    /// acks=all (-1) on a clustered node: the answer waits until every in-sync replica has
+    /// the records durable, for at most `timeout` (a standalone node answers as its flush
+    /// policy promises, within the shard call's deadline).
+    pub replicated: bool,
     pub timeout: std::time::Duration,
 }
 
@@ -97,7 +98,7 @@ impl ShardCall<Shard> for Append {
 
     /// acks=all on a replicated partition waits for the ISR up to the request's timeout.
     fn deadline(&self) -> Option<std::time::Duration> {
-        (self.acks == -1).then(|| self.timeout + std::time::Duration::from_secs(5))
+        self.replicated.then(|| self.timeout + std::time::Duration::from_secs(5))
     }
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
@@ -110,7 +111,7 @@ impl ShardCall<Shard> for Append {
         let epoch = p.leader_epoch();
         match p.append(&self.records).await {
             Ok(info) => {
-                if self.acks == -1 {
+                if self.replicated {
                     let end = Offset(info.last_offset + 1);
                     let (topic, partition, timeout) = (&self.topic, self.partition, self.timeout);
                     let replicated =
@@ -258,7 +259,7 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
                         partition: part.index,
                         records,
                         transactional_id,
-                        acks: p.acks,
+                        replicated: p.acks == -1 && shard.config().cluster.is_some(),
                         timeout: std::time::Duration::from_millis(p.timeout_ms.max(0) as u64),
                     };
                     Ok(glommio::spawn_local(async move { shard.call(target, call).await }).detach())
