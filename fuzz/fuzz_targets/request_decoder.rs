@@ -46,6 +46,8 @@ fn encode(h: &RequestHeader, req: Request) -> Option<Bytes> {
         Request::AddPartitionsToTxn(mut m) => encode_request(h, &mut m),
         Request::AddOffsetsToTxn(mut m) => encode_request(h, &mut m),
         Request::EndTxn(mut m) => encode_request(h, &mut m),
+        Request::WriteTxnMarkers(mut m) => encode_request(h, &mut m),
+        Request::OffsetForLeaderEpoch(mut m) => encode_request(h, &mut m),
         Request::TxnOffsetCommit(mut m) => encode_request(h, &mut m),
         Request::DescribeTransactions(mut m) => encode_request(h, &mut m),
         Request::ListTransactions(mut m) => encode_request(h, &mut m),
