@@ -24,15 +24,10 @@
 
 use crate::io::DmaDisk;
 use crate::protocol::errors::{self as code, ErrorCode};
-use crate::protocol::txn::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
-    WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
-};
 use crate::server::control::AllocateProducerId;
 use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::storage_code;
 use crate::server::placement::owner;
-use crate::server::replication::Purpose::{Markers, Verification};
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use crate::storage::format::batch::BatchBuilder;
@@ -45,6 +40,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
+
+mod remote;
+use remote::{verify_at, write_marker_at_leader};
 
 /// The internal topic holding the transactions' state.
 pub const TXN_TOPIC: &str = "__transaction_state";
@@ -783,109 +781,6 @@ pub async fn verify_txn_write(
         });
     }
     Err(code::NOT_ENOUGH_REPLICAS)
-}
-
-/// Write one marker at the partition's leader: on this node, the partition's shard
-/// ([`WriteMarker`]); on another, that node through WriteTxnMarkers. `Err`: no answer (the
-/// caller retries).
-async fn write_marker_at_leader(
-    shard: &Rc<Shard>,
-    topic: &str,
-    partition: i32,
-    pid: i64,
-    epoch: i16,
-    marker: Marker,
-) -> Result<Result<(), ErrorCode>, String> {
-    let node = shard.config().node_id;
-    let leader = match shard.config().cluster {
-        None => node,
-        Some(_) => match shard.leader(topic, partition) {
-            None => return Ok(Err(code::UNKNOWN_TOPIC_OR_PARTITION)),
-            Some(l) => l,
-        },
-    };
-    if leader < 0 {
-        return Ok(Err(code::LEADER_NOT_AVAILABLE));
-    }
-    if leader == node {
-        let call = WriteMarker { topic: topic.to_string(), partition, pid, epoch, marker };
-        return shard.call(shard.owner(topic, partition), call).await.map_err(|e| e.to_string());
-    }
-    let mut req = WriteTxnMarkersRequest {
-        markers: vec![WritableTxnMarker {
-            producer_id: pid,
-            producer_epoch: epoch,
-            transaction_result: marker.commit,
-            topics: vec![WritableTxnMarkerTopic {
-                name: topic.to_string(),
-                partition_indexes: vec![partition],
-                ..Default::default()
-            }],
-            coordinator_epoch: marker.coordinator_epoch,
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let limit = crate::server::replication::INTERNAL_WRITE_TIMEOUT + std::time::Duration::from_secs(10);
-    let api = crate::protocol::WRITE_TXN_MARKERS;
-    let resp: WriteTxnMarkersResponse =
-        crate::server::replication::call_peer(shard, (leader, Markers), api, 1, &mut req, limit)
-            .await
-            .map_err(|e| e.to_string())?;
-    let code = resp
-        .markers
-        .first()
-        .and_then(|m| m.topics.first())
-        .and_then(|t| t.partitions.first())
-        .map(|p| p.error_code)
-        .ok_or_else(|| format!("node {leader} answered WriteTxnMarkers without the partition"))?;
-    if code == code::UNKNOWN_TOPIC_OR_PARTITION && shard.topic(topic, |_| ()).is_some() {
-        // The leader's metadata lags this node's: the partition is there; try again.
-        return Err(format!("node {leader} does not know {topic}-{partition} yet"));
-    }
-    Ok(if code == code::NONE { Ok(()) } else { Err(code) })
-}
-
-/// [`VerifyTxn`] at the coordinator on node `coordinator` (AddPartitionsToTxn v4, verify only).
-async fn verify_at(shard: &Rc<Shard>, coordinator: i32, call: &VerifyTxn) -> Result<(), ErrorCode> {
-    let mut req = AddPartitionsToTxnRequest {
-        transactions: vec![AddPartitionsToTxnTransaction {
-            transactional_id: call.id.clone(),
-            producer_id: call.pid,
-            producer_epoch: call.epoch,
-            verify_only: true,
-            topics: vec![AddPartitionsToTxnTopic {
-                name: call.partition.0.clone(),
-                partitions: vec![call.partition.1],
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let limit = std::time::Duration::from_secs(10);
-    let api = crate::protocol::ADD_PARTITIONS_TO_TXN;
-    let resp: AddPartitionsToTxnResponse =
-        crate::server::replication::call_peer(shard, (coordinator, Verification), api, 4, &mut req, limit)
-            .await
-            .map_err(|e| {
-                tracing::debug!(coordinator, error = %e, "transaction verification at the coordinator failed");
-                code::NOT_ENOUGH_REPLICAS
-            })?;
-    if resp.error_code != code::NONE {
-        return Err(resp.error_code);
-    }
-    let c = resp
-        .results_by_transaction
-        .first()
-        .and_then(|t| t.topic_results.first())
-        .and_then(|t| t.results_by_partition.first())
-        .map_or(code::NOT_ENOUGH_REPLICAS, |p| p.partition_error_code);
-    if c == code::NONE {
-        Ok(())
-    } else {
-        Err(c)
-    }
 }
 
 /// To the transaction coordinator of `id`: is `partition` in its open transaction at
