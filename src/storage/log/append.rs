@@ -272,8 +272,15 @@ impl<D: Disk> Log<D> {
         if h.is_control() {
             self.markers_appended += 1;
         }
-        if let Some(t) = self.producers.replay(h, bytes, first, now).filter(|t| t.aborted) {
-            let last_stable_offset = self.producers.last_stable_offset_after(&t);
+        let done = self.producers.replay(h, bytes, first, now);
+        self.note_aborted(done.as_ref());
+    }
+
+    /// A marker ended transaction `done`: an abort joins the aborted-transaction list (with the
+    /// last stable offset Kafka's index keeps).
+    fn note_aborted(&mut self, done: Option<&CompletedTxn>) {
+        if let Some(t) = done.filter(|t| t.aborted) {
+            let last_stable_offset = self.producers.last_stable_offset_after(t);
             self.aborted.push(AbortedTxn {
                 producer_id: t.producer_id,
                 first_offset: t.first_offset,
@@ -335,15 +342,7 @@ impl<D: Disk> Log<D> {
         let demand = self.counted(&info, demand);
         let done = self.producers.record_marker(pid, epoch, &marker, info.base_offset, now);
         self.markers_appended += 1;
-        if let Some(t) = done.filter(|t| t.aborted) {
-            let last_stable_offset = self.producers.last_stable_offset_after(&t);
-            self.aborted.push(AbortedTxn {
-                producer_id: t.producer_id,
-                first_offset: t.first_offset,
-                last_offset: t.last_offset,
-                last_stable_offset,
-            });
-        }
+        self.note_aborted(done.as_ref());
         Ok((info, done, demand))
     }
 
