@@ -16,8 +16,10 @@ use futures_lite::future::block_on;
 use proptest::prelude::*;
 use std::path::Path;
 use tidemark::config::LogConfig;
+use tidemark::io::Disk;
 use tidemark::io::{CrashMode, MemDisk};
 use tidemark::storage::format::batch::{BatchBuilder, Compression};
+use tidemark::storage::format::index::encode_max_index;
 use tidemark::storage::{Log, ReadUpTo};
 
 const NOW: i64 = 1_000_000;
@@ -138,6 +140,11 @@ fn expected_entries(batches: &[(i64, i64)], bases: &[i64], interval: u64) -> Vec
 type SegmentEntries = Vec<(i64, Vec<(i64, u32)>)>;
 
 fn check(log: &mut Log<MemDisk>, records: &[i64]) -> Result<SegmentEntries, TestCaseError> {
+    check_with(log, records, true)
+}
+
+/// [`check`]; `max_known`: every segment's offset index has its max-before timestamps.
+fn check_with(log: &mut Log<MemDisk>, records: &[i64], max_known: bool) -> Result<SegmentEntries, TestCaseError> {
     let bases = log.segment_bases();
     let mut all = Vec::new();
     for &b in &bases {
@@ -146,6 +153,19 @@ fn check(log: &mut Log<MemDisk>, records: &[i64]) -> Result<SegmentEntries, Test
         }
         let entries = log.time_entries(b).expect("time index loaded");
         all.push((b, entries));
+        // spec: T6.3 — the offset index's max-before timestamps, known after appends, seals,
+        // clean restarts, crash rescans and truncations alike: each the largest timestamp
+        // before its entry's batch in the segment.
+        if max_known && b < log.log_end_offset() {
+            let index = log.index_entries(b).expect("offset index loaded");
+            let max = log.index_max_before(b);
+            prop_assert!(max.is_some(), "segment {} lost its max-before timestamps", b);
+            let want: Vec<i64> = index
+                .iter()
+                .map(|&(rel, _)| records[b as usize..(b + rel as i64) as usize].iter().copied().max().unwrap_or(-1))
+                .collect();
+            prop_assert_eq!(max.unwrap(), want, "max-before timestamps of segment {}", b);
+        }
     }
     let mut prev: Option<i64> = None;
     for (b, entries) in &all {
@@ -179,18 +199,80 @@ fn check(log: &mut Log<MemDisk>, records: &[i64]) -> Result<SegmentEntries, Test
     Ok(all)
 }
 
+/// spec: T6.3 — a `.maxtimeindex` missing, torn or written for another `.index` is ignored:
+/// lookups answer the same, scanning without it, and a segment sealed later has one again.
+#[test]
+fn lookups_without_a_usable_max_timestamp_index() {
+    let config = LogConfig {
+        segment_bytes: 2048,
+        index_interval_bytes: 0,
+        flush_messages: u64::MAX,
+        write_chunk_bytes: 8192,
+        preallocate_bytes: 8192,
+        ..LogConfig::default()
+    };
+    let disk = MemDisk::new();
+    disk.set_now_ms(NOW);
+    let mut log = reopen(&disk, &config);
+    let mut records = Vec::new();
+    let mut append = |log: &mut Log<MemDisk>, i: i64| {
+        let ts = [(i * 37) % 1000, (i * 53) % 1000 + 5];
+        log.append(&batch(&ts, i % 2 == 0), NOW).expect("append");
+        records.extend(stored_ts(&ts));
+    };
+    for i in 0..120 {
+        append(&mut log, i);
+    }
+    let bases = log.segment_bases();
+    assert!(bases.len() > 3, "several segments: {bases:?}");
+    block_on(log.close()).unwrap();
+    let dir = Path::new("/d/t-0");
+    for (n, &b) in bases.iter().enumerate() {
+        let path = dir.join(format!("{b:020}.maxtimeindex"));
+        let bytes = block_on(disk.read_file(&path)).unwrap().expect("written at seal");
+        match n % 3 {
+            0 => block_on(disk.remove_file(&path)).unwrap(),
+            1 => block_on(disk.write_file_atomic(&path, &bytes[..bytes.len() - 3])).unwrap(),
+            _ => {
+                let values = vec![-1i64; (bytes.len() - 20) / 8];
+                let other = encode_max_index(b"another index", &values);
+                block_on(disk.write_file_atomic(&path, &other)).unwrap();
+            }
+        }
+    }
+    let mut log = reopen(&disk, &config);
+    let mut records_now = records.clone();
+    check_with(&mut log, &records_now, false).expect("lookups without the files");
+    for &b in &bases {
+        assert_eq!(log.index_max_before(b), None, "segment {b}: a damaged or foreign file is not used");
+    }
+    for i in 120..200 {
+        let ts = [(i * 37) % 1000, (i * 53) % 1000 + 5];
+        log.append(&batch(&ts, false), NOW).expect("append");
+        records_now.extend(stored_ts(&ts));
+    }
+    check_with(&mut log, &records_now, false).expect("lookups after more appends");
+    let later = *log.segment_bases().iter().rev().nth(1).expect("a segment sealed after the reopen");
+    assert!(later > *bases.last().unwrap());
+    assert!(log.index_max_before(later).is_some(), "a segment sealed after the reopen has them");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     #[test]
     fn lookups_match_brute_force(interval in prop_oneof![Just(1u64), 2u64..50, 50u64..2000],
                                  seg_bytes in 1024u64..4096,
+                                 index_interval in prop_oneof![Just(0u64), 1u64..400, Just(4096u64)],
                                  ops in proptest::collection::vec(op(), 1..40)) {
         let mut batches: Vec<(i64, i64)> = Vec::new();
         let mut interval_changed = false;
         let mut config = LogConfig {
             time_index_interval_ms: interval,
             segment_bytes: seg_bytes,
+            // spec: T6.3 — dense offset-index entries, so lookups skip by their max-before
+            // timestamps (kept through seals, clean restarts, crashes and truncations).
+            index_interval_bytes: index_interval,
             flush_messages: u64::MAX,
             write_chunk_bytes: 8192,
             preallocate_bytes: 8192,

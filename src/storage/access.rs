@@ -91,6 +91,18 @@ pub async fn read_traced<D: Disk, C: LogCell<D>>(
     max_bytes: usize,
     upto: ReadUpTo,
 ) -> StorageResult<(Bytes, bool)> {
+    read_sized(cell, offset, max_bytes, false, upto).await
+}
+
+/// [`read_traced`]; `exact`: a disk read takes `max_bytes` from the offset index's position
+/// for `offset` and no more (`DiskRead::exact`).
+async fn read_sized<D: Disk, C: LogCell<D>>(
+    cell: &C,
+    offset: i64,
+    max_bytes: usize,
+    exact: bool,
+    upto: ReadUpTo,
+) -> StorageResult<(Bytes, bool)> {
     let mut offset = offset;
     let mut from_disk = false;
     loop {
@@ -106,6 +118,7 @@ pub async fn read_traced<D: Disk, C: LogCell<D>>(
         match plan {
             ReadPlan::Done(bytes) => return Ok((visible(bytes), from_disk)),
             ReadPlan::Disk(read) => {
+                let read = if exact { read.exact() } else { read };
                 let disk = cell.log().disk().clone();
                 let (skip, (base, generation)) = (read.skip_to(), read.segment());
                 let (pos, bytes) = read.run(&disk).await?;
@@ -157,7 +170,7 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
             // Skip batches whose max timestamp is below t; in the first that reaches t, the
             // first record that does.
             TimePlan::Scan { from, t, limit } => {
-                scan_batches(cell, from, limit, upto, |h, batch, dlimit| {
+                scan_batches(cell, from, limit, upto, Some(t), |h, batch, dlimit| {
                     first_record_at_or_after(h, batch, t, from, dlimit)
                 })
                 .await
@@ -182,7 +195,7 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
                     };
                     let from = start.map_or_else(|| cell.log().log_start_offset(), |(o, _, _)| o);
                     let mut region: Option<(i64, i64)> = None;
-                    scan_batches(cell, from, end, upto, |h, batch, dlimit| {
+                    scan_batches(cell, from, end, upto, None, |h, batch, dlimit| {
                         if h.max_timestamp >= 0 && region.is_none_or(|(_, ts)| h.max_timestamp > ts) {
                             // An answer at or past the region's end is not one (a damaged
                             // wrapper's offsets can claim anything), as in `scan_batches`; the
@@ -218,11 +231,15 @@ pub async fn offset_for_time<D: Disk, C: LogCell<D>>(
 /// ordinary read path) until `visit` returns an answer. A batch whose records lie at or past
 /// `limit` ends the walk; a legacy wrapper's first offset, which its header does not say, is
 /// where the batch before it ended (contiguous offsets), or at most `from` for the first one.
+/// With `below = Some(t)` (a search for the first timestamp `>= t`), each read first skips
+/// what the offset index's max-before timestamps show to be below `t`, and reads only the
+/// stretch that holds the answer when they name it ([`Log::time_scan_skip`]).
 async fn scan_batches<D: Disk, C: LogCell<D>>(
     cell: &C,
     from: i64,
     limit: i64,
     upto: ReadUpTo,
+    below: Option<i64>,
     mut visit: impl FnMut(&BatchInfo, &[u8], usize) -> Result<Option<(i64, i64)>, FormatError>,
 ) -> StorageResult<Option<(i64, i64)>> {
     let (dlimit, dir) = {
@@ -233,7 +250,24 @@ async fn scan_batches<D: Disk, C: LogCell<D>>(
         |position: i64, error| StorageError::Corrupt { path: dir.clone(), position: position.max(0) as u64, error };
     let mut at = from;
     while at < limit {
-        let bytes = read(cell, at, TIME_SCAN_READ_BYTES, upto).await?;
+        let (mut size, mut exact) = (TIME_SCAN_READ_BYTES, false);
+        if let Some(t) = below {
+            let skip = cell.log().time_scan_skip(at, t, limit);
+            match skip {
+                // A stretch between two index entries holds whole batches: read just it.
+                Ok((to, span)) => {
+                    at = to;
+                    if let Some(s) = span.filter(|&s| s > 0 && s <= TIME_SCAN_READ_BYTES) {
+                        (size, exact) = (s, true);
+                    }
+                }
+                Err(need) => {
+                    load_indexes(cell, need).await?;
+                    continue;
+                }
+            }
+        }
+        let bytes = read_sized(cell, at, size, exact, upto).await?.0;
         if bytes.is_empty() {
             break;
         }

@@ -23,7 +23,7 @@
 //! - offset-index entries strictly increase in relative offset and position.
 
 use crate::io::{align_down, align_up, Disk, IoBuf, PAGE};
-use crate::storage::format::index::encode_offset_entry;
+use crate::storage::format::index::{encode_max_index, encode_offset_entry};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -37,26 +37,69 @@ pub fn index_path(dir: &Path, base: i64) -> PathBuf {
 pub fn timeindex_path(dir: &Path, base: i64) -> PathBuf {
     dir.join(format!("{base:020}.timeindex"))
 }
+/// The max-timestamp index beside `.index` (`format::index::encode_max_index`), written at seal.
+pub fn maxindex_path(dir: &Path, base: i64) -> PathBuf {
+    dir.join(format!("{base:020}.maxtimeindex"))
+}
 /// The aborted-transaction index (Kafka's `.txnindex`), written at seal when the segment
 /// holds an ABORT marker.
 pub fn txnindex_path(dir: &Path, base: i64) -> PathBuf {
     dir.join(format!("{base:020}.txnindex"))
 }
 
-/// The in-memory sparse offset index of one segment.
+/// The in-memory sparse offset index of one segment, with (when known) the largest timestamp
+/// before each entry's batch: `max_before[i]` is the largest stored max timestamp of the
+/// segment's batches at positions below entry i's (-1: none). It is non-decreasing, so a lookup
+/// by time finds the one stretch between two entries that can hold its answer
+/// ([`OffsetIndex::time_skip`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffsetIndex {
     entries: Vec<(u32, u32)>,
+    max_before: Option<Vec<i64>>,
     max_entries: usize,
 }
 
 impl OffsetIndex {
     pub fn new(max_entries: usize) -> Self {
-        OffsetIndex { entries: Vec::new(), max_entries: max_entries.max(1) }
+        OffsetIndex { entries: Vec::new(), max_before: Some(Vec::new()), max_entries: max_entries.max(1) }
     }
 
+    /// Entries loaded from disk, without their timestamps ([`OffsetIndex::with_max_before`]).
     pub fn from_entries(entries: Vec<(u32, u32)>, max_entries: usize) -> Self {
-        OffsetIndex { entries, max_entries: max_entries.max(1) }
+        OffsetIndex { entries, max_before: None, max_entries: max_entries.max(1) }
+    }
+
+    /// The entries' max-before timestamps (from a `.maxtimeindex`), when they fit: one per
+    /// entry, non-decreasing.
+    pub fn with_max_before(mut self, max_before: Option<Vec<i64>>) -> Self {
+        self.max_before = max_before.filter(|m| m.len() == self.entries.len() && m.windows(2).all(|w| w[0] <= w[1]));
+        self
+    }
+
+    pub fn max_before(&self) -> Option<&[i64]> {
+        self.max_before.as_deref()
+    }
+
+    /// SPEC T6.3, narrowed: a forward scan for the first record with a timestamp `>= t`, at
+    /// relative offset `from` and stopping before relative offset `limit`, can start at the
+    /// returned relative offset (`>= from`), and the batches starting in the returned number of
+    /// bytes from that offset's indexed position hold its answer if this segment does (`None`:
+    /// the answer, if here, is past the last entry). `None` without max-before timestamps.
+    /// Sound because every batch before entry i holds timestamps up to `max_before[i]` only.
+    pub fn time_skip(&self, from: u32, limit: u32, t: i64) -> Option<(u32, Option<u64>)> {
+        let max = self.max_before.as_deref()?;
+        // Entries [0, k) have nothing at or above t before them; entries [0, j) lie below limit.
+        let k = max.partition_point(|&m| m < t);
+        let j = self.entries.partition_point(|&(r, _)| r < limit);
+        let start = match k.min(j).checked_sub(1) {
+            Some(i) if self.entries[i].0 > from => self.entries[i].0,
+            _ => from,
+        };
+        // The answer's batch starts before entry k's (a record before log start may be what
+        // reached t, so entry k can lie before `from`: then no span).
+        let span =
+            self.entries.get(k).filter(|&&(r, _)| k <= j && r > start).map(|&(_, p)| (p - self.lookup(start)) as u64);
+        Some((start, span))
     }
 
     /// Position of the last indexed batch whose relative indexed offset is `<= rel`, or 0:
@@ -75,11 +118,17 @@ impl OffsetIndex {
         self.entries.last().is_none_or(|&(r, p)| rel > r && pos > p)
     }
 
-    pub fn push(&mut self, rel: u32, pos: u32) {
+    /// Add an entry; `max_before` is the largest timestamp before its batch (`None`: not
+    /// known, and the index keeps no max-before timestamps from then on).
+    pub fn push(&mut self, rel: u32, pos: u32, max_before: Option<i64>) {
         if let Some(&(r, p)) = self.entries.last() {
             assert!(rel > r && pos > p, "offset index must increase: ({r},{p}) then ({rel},{pos})");
         }
         self.entries.push((rel, pos));
+        match (&mut self.max_before, max_before) {
+            (Some(m), Some(t)) => m.push(t.max(m.last().copied().unwrap_or(-1))),
+            (slot, _) => *slot = None,
+        }
     }
 
     pub fn is_full(&self) -> bool {
@@ -97,6 +146,17 @@ impl OffsetIndex {
         }
         b
     }
+
+    /// The `.maxtimeindex` for `index_file` (this index's [`OffsetIndex::encode`]), when the
+    /// max-before timestamps are known.
+    pub fn encode_max(&self, index_file: &[u8]) -> Option<Vec<u8>> {
+        self.max_before.as_deref().map(|m| encode_max_index(index_file, m))
+    }
+
+    /// Memory the entries take.
+    pub fn mem_bytes(&self) -> usize {
+        self.entries.len() * 8 + self.max_before.as_ref().map_or(0, |m| m.len() * 8)
+    }
 }
 
 /// Builds an offset index batch by batch with the `index.interval.bytes` rule; appends and
@@ -106,30 +166,36 @@ pub struct IndexBuilder {
     pub index: OffsetIndex,
     bytes_since_entry: u64,
     interval: u64,
+    /// The largest stored max timestamp of the batches so far (-1: none), for the entries'
+    /// max-before timestamps; `None` when not known (an index resumed without them).
+    max_ts: Option<i64>,
 }
 
 impl IndexBuilder {
     pub fn new(max_entries: usize, interval: u64) -> Self {
-        IndexBuilder { index: OffsetIndex::new(max_entries), bytes_since_entry: 0, interval }
+        IndexBuilder { index: OffsetIndex::new(max_entries), bytes_since_entry: 0, interval, max_ts: Some(-1) }
     }
 
     /// Continue an index loaded from disk; the next entry comes after `interval` more bytes
-    /// past the last entry's batch (`bytes_after_last`: bytes from that entry to the end).
-    pub fn resume(index: OffsetIndex, bytes_after_last: u64, interval: u64) -> Self {
-        IndexBuilder { index, bytes_since_entry: bytes_after_last, interval }
+    /// past the last entry's batch (`bytes_after_last`: bytes from that entry to the end, and
+    /// `last_max_ts` that batch's max timestamp).
+    pub fn resume(index: OffsetIndex, bytes_after_last: u64, interval: u64, last_max_ts: i64) -> Self {
+        let max_ts = index.max_before().map(|m| m.last().copied().unwrap_or(-1).max(last_max_ts));
+        IndexBuilder { index, bytes_since_entry: bytes_after_last, interval, max_ts }
     }
 
     /// Record a batch of `len` bytes at `pos` whose indexed offset (`BatchInfo::index_offset`)
-    /// is `rel` past the segment's base.
-    pub fn on_batch(&mut self, rel: u32, pos: u64, len: u64) {
+    /// is `rel` past the segment's base and whose stored max timestamp is `max_ts` (-1: none).
+    pub fn on_batch(&mut self, rel: u32, pos: u64, len: u64, max_ts: i64) {
         // An entry that would not increase (a damaged segment a scan walks past, found by the
         // recovery fuzz target) is left out: entries only speed lookups up, and the index keeps
         // its order.
         if self.bytes_since_entry >= self.interval && self.index.follows(rel, pos as u32) {
-            self.index.push(rel, pos as u32);
+            self.index.push(rel, pos as u32, self.max_ts);
             self.bytes_since_entry = 0;
         }
         self.bytes_since_entry += len;
+        self.max_ts = self.max_ts.map(|m| m.max(max_ts));
     }
 }
 
@@ -563,7 +629,7 @@ impl<D: Disk> Segment<D> {
         let pos = self.size;
         let len = (head.len() + rest.len()) as u64;
         let rel = (index_offset - self.base_offset) as u32;
-        u.index.on_batch(rel, pos, len);
+        u.index.on_batch(rel, pos, len, max_ts);
         u.tail.push(disk, head);
         u.tail.push(disk, rest);
         u.time.on_batch(self.base_offset, base, max_ts);
@@ -635,7 +701,7 @@ impl<D: Disk> Segment<D> {
 
     /// Rough memory held by this segment (tail and index).
     pub fn mem_bytes(&self) -> usize {
-        self.tail().map_or(0, |t| t.mem_bytes()) + self.offset_index().map_or(0, |i| i.entries().len() * 8)
+        self.tail().map_or(0, |t| t.mem_bytes()) + self.offset_index().map_or(0, |i| i.mem_bytes())
     }
 }
 
@@ -648,12 +714,37 @@ mod tests {
     fn offset_index_lookup_finds_last_entry_at_or_below() {
         let mut i = OffsetIndex::new(10);
         assert_eq!(i.lookup(5), 0);
-        i.push(3, 100);
-        i.push(9, 300);
+        i.push(3, 100, Some(-1));
+        i.push(9, 300, Some(5));
         assert_eq!(i.lookup(2), 0);
         assert_eq!(i.lookup(3), 100);
         assert_eq!(i.lookup(8), 100);
         assert_eq!(i.lookup(100), 300);
+    }
+
+    #[test]
+    fn time_skip_narrows_a_scan_to_one_stretch_between_entries() {
+        // spec: T6.3 — entries at offsets 10, 20, 30 (positions 1000, 2000, 3000); the batches
+        // before each reach timestamps 50, 70 and 90 at most.
+        let mut i = OffsetIndex::new(10);
+        for (rel, pos, max) in [(10, 1000, 50), (20, 2000, 70), (30, 3000, 90)] {
+            i.push(rel, pos, Some(max));
+        }
+        // t = 60: nothing before entry 10 reaches it, something before entry 20 does.
+        assert_eq!(i.time_skip(0, 100, 60), Some((10, Some(1000))));
+        // t = 80: start at entry 20, the answer's batch starts before entry 30.
+        assert_eq!(i.time_skip(0, 100, 80), Some((20, Some(1000))));
+        assert_eq!(i.time_skip(25, 100, 80), Some((25, Some(1000))), "never backwards");
+        // t = 95: past the last entry; a limit at 25 stops at entry 20, with no span.
+        assert_eq!(i.time_skip(0, 100, 95), Some((30, None)));
+        assert_eq!(i.time_skip(0, 25, 95), Some((20, None)));
+        // t = 40: the answer may be in the first stretch; from past entry 10 (records before
+        // log start reached t): no span.
+        assert_eq!(i.time_skip(0, 100, 40), Some((0, Some(1000))));
+        assert_eq!(i.time_skip(15, 100, 40), Some((15, None)));
+        // Without max-before timestamps (an entry pushed without one), no skip.
+        i.push(40, 4000, None);
+        assert_eq!(i.time_skip(0, 100, 60), None);
     }
 
     /// The tail returns exactly the bytes pushed, across full chunks and flush seals, and

@@ -1,5 +1,5 @@
-//! Index files: the sparse offset index (`.index`), the time index (`.timeindex`) and the
-//! clean-shutdown marker. Layouts in `docs/format.md`.
+//! Index files: the sparse offset index (`.index`) and its max-timestamp companion
+//! (`.maxtimeindex`), the time index (`.timeindex`) and the clean-shutdown marker. Layouts in `docs/format.md`.
 //!
 //! `.index`: 8-byte entries, big-endian: relative offset u32 (batch base offset minus the
 //! segment's base offset), position u32 (byte position of that batch in the `.log`).
@@ -126,9 +126,71 @@ fn decode_tagged_offset(tag: &[u8; 8], b: &[u8]) -> Option<i64> {
     (crc32c::crc32c(&b[..16]) == crc).then(|| i64::from_be_bytes(b[8..16].try_into().expect("8 bytes")))
 }
 
+/// The max-timestamp index (`.maxtimeindex`), beside a sealed segment's `.index`: for each
+/// offset-index entry, the largest timestamp of the segment's batches before that entry's batch
+/// (-1: none). It narrows a lookup by time's forward scan (SPEC T6.3) to the bytes between two
+/// offset-index entries. Layout: `TMMAXTS1`, the CRC-32C of the `.index` file it belongs to
+/// (u32 BE), the entry count (u32 BE), the timestamps (i64 BE each), then a CRC-32C (u32 BE) of
+/// everything before it. A file that does not check out (or belongs to another `.index`) is
+/// ignored: lookups then scan as without it.
+pub fn encode_max_index(index_file: &[u8], max_before: &[i64]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(20 + max_before.len() * 8);
+    b.extend_from_slice(b"TMMAXTS1");
+    b.extend_from_slice(&crc32c::crc32c(index_file).to_be_bytes());
+    b.extend_from_slice(&(max_before.len() as u32).to_be_bytes());
+    for m in max_before {
+        b.extend_from_slice(&m.to_be_bytes());
+    }
+    let crc = crc32c::crc32c(&b);
+    b.extend_from_slice(&crc.to_be_bytes());
+    b
+}
+
+/// The timestamps of a `.maxtimeindex` written for exactly `index_file` (its `.index` bytes)
+/// holding `entries` entries, or `None` when it does not check out: wrong tag, size, count or
+/// CRC, another index's, or timestamps below -1 or decreasing.
+pub fn decode_max_index(b: &[u8], index_file: &[u8], entries: usize) -> Option<Vec<i64>> {
+    if b.len() != 20 + entries * 8 || &b[0..8] != b"TMMAXTS1" {
+        return None;
+    }
+    let (body, crc) = b.split_at(b.len() - 4);
+    if crc32c::crc32c(body) != u32::from_be_bytes(crc.try_into().ok()?) {
+        return None;
+    }
+    if u32::from_be_bytes(b[8..12].try_into().ok()?) != crc32c::crc32c(index_file)
+        || u32::from_be_bytes(b[12..16].try_into().ok()?) as usize != entries
+    {
+        return None;
+    }
+    let out: Vec<i64> =
+        body[16..].chunks_exact(8).map(|c| i64::from_be_bytes(c.try_into().expect("8 bytes"))).collect();
+    (out.first().is_none_or(|&m| m >= -1) && out.windows(2).all(|w| w[0] <= w[1])).then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_index_round_trip_and_validation() {
+        let mut index = Vec::new();
+        encode_offset_entry(&mut index, 3, 100);
+        encode_offset_entry(&mut index, 9, 300);
+        let m = encode_max_index(&index, &[-1, 42]);
+        assert_eq!(decode_max_index(&m, &index, 2), Some(vec![-1, 42]));
+        assert_eq!(decode_max_index(&m, &index, 1), None, "another entry count");
+        let mut other = index.clone();
+        other[7] ^= 1;
+        assert_eq!(decode_max_index(&m, &other, 2), None, "written for another .index");
+        for i in 0..m.len() {
+            let mut bad = m.clone();
+            bad[i] ^= 0x10;
+            assert_eq!(decode_max_index(&bad, &index, 2), None, "byte {i} flipped");
+        }
+        assert_eq!(decode_max_index(&encode_max_index(&index, &[42, 41]), &index, 2), None, "decreasing");
+        assert_eq!(decode_max_index(&encode_max_index(&index, &[-2, 41]), &index, 2), None, "below -1");
+        assert_eq!(decode_max_index(&encode_max_index(&[], &[]), &[], 0), Some(vec![]));
+    }
 
     #[test]
     fn log_start_round_trip_and_corruption() {

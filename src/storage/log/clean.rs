@@ -61,7 +61,7 @@ pub(super) fn parse_swap_name(name: &str) -> Option<(i64, i64, &str)> {
 pub async fn finish_swap_files<D: Disk>(disk: &D, dir: &Path, base: i64, next: i64) -> IoResult<()> {
     for name in disk.list_dir(dir).await? {
         let Some((b, ext)) = parse_segment_name(&name) else { continue };
-        let index = matches!(ext, "index" | "timeindex") || (ext == "txnindex" && b != base);
+        let index = matches!(ext, "index" | "maxtimeindex" | "timeindex") || (ext == "txnindex" && b != base);
         if (base..next).contains(&b) && (index || (ext == "log" && b != base)) {
             disk.remove_file(&dir.join(&name)).await?;
         }

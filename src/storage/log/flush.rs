@@ -39,7 +39,9 @@ use super::Log;
 use crate::io::{align_up, Disk, DiskFile, IoError, PAGE, ZEROS_BYTES};
 use crate::metrics::{self, Counter, Stage};
 use crate::storage::error::{StorageError, StorageResult};
-use crate::storage::segment::{index_path, log_path, timeindex_path, txnindex_path, ChunkWrite, Segment, SegmentState};
+use crate::storage::segment::{
+    index_path, log_path, maxindex_path, timeindex_path, txnindex_path, ChunkWrite, Segment, SegmentState,
+};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -230,6 +232,10 @@ impl<D: Disk> Log<D> {
                 bytes
             },
             index: unsealed.index.index.encode(),
+            max_index: {
+                let index = &unsealed.index.index;
+                index.encode_max(&index.encode())
+            },
             time_index: unsealed.time.encode(),
             snapshot: (seg.next_offset, snapshot.to_vec()),
         });
@@ -378,6 +384,9 @@ impl<D: Disk> Log<D> {
 pub struct SealWork {
     size: u64,
     index: Vec<u8>,
+    /// The `.maxtimeindex` (`None`: no file; one left by an earlier life of this segment is
+    /// removed).
+    max_index: Option<Vec<u8>>,
     time_index: Vec<u8>,
     /// The `.txnindex` (empty: no file).
     txn_index: Vec<u8>,
@@ -550,6 +559,13 @@ impl<D: Disk> Written<D> {
                 work.disk.write_file_atomic(&txnindex_path(&work.dir, work.base_offset), &seal.txn_index).await?;
             }
             work.disk.write_file_atomic(&index_path(&work.dir, work.base_offset), &seal.index).await?;
+            // After the `.index` it describes (it names that file's CRC: one from before is
+            // ignored until then).
+            let max_path = maxindex_path(&work.dir, work.base_offset);
+            match &seal.max_index {
+                Some(bytes) => work.disk.write_file_atomic(&max_path, bytes).await?,
+                None => work.disk.remove_file(&max_path).await?,
+            }
             work.disk.write_file_atomic(&timeindex_path(&work.dir, work.base_offset), &seal.time_index).await?;
             let (at, snapshot) = &seal.snapshot;
             work.disk.write_file_atomic(&snapshot_path(&work.dir, *at), snapshot).await?;

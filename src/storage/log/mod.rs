@@ -421,6 +421,11 @@ impl<D: Disk> Log<D> {
         self.segments.get(&base)?.offset_index().map(|i| i.entries().to_vec())
     }
 
+    /// The max-before timestamps beside a segment's offset index, if loaded and known.
+    pub fn index_max_before(&self, base: i64) -> Option<Vec<i64>> {
+        self.segments.get(&base)?.offset_index()?.max_before().map(<[i64]>::to_vec)
+    }
+
     /// The time index entries of a segment, if loaded.
     pub fn time_entries(&self, base: i64) -> Option<Vec<(i64, u32)>> {
         self.segments.get(&base)?.time().map(|t| t.entries.clone())

@@ -19,10 +19,10 @@ use super::{Log, NeedIndex, ReadUpTo, MAX_STORED_BATCH};
 use crate::config::LogConfig;
 use crate::io::{Disk, DiskFile};
 use crate::storage::error::{StorageError, StorageResult};
-use crate::storage::format::index::decode_offset_index;
+use crate::storage::format::index::{decode_max_index, decode_offset_index};
 use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWalk, MAX_HEADER_LEN};
 use crate::storage::format::FormatError;
-use crate::storage::segment::{index_path, log_path, OffsetIndex, TimeBuilder};
+use crate::storage::segment::{index_path, log_path, maxindex_path, OffsetIndex, TimeBuilder};
 use bytes::Bytes;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -111,6 +111,7 @@ impl<D: Disk> Log<D> {
             end_pos: end_pos.min(seg.durable_size),
             offset,
             max_bytes,
+            slack: SLACK,
             gaps: self.may_have_gaps.then_some(seg.next_offset),
         }))
     }
@@ -250,6 +251,27 @@ impl<D: Disk> Log<D> {
     }
 }
 
+impl<D: Disk> Log<D> {
+    /// Where a lookup's forward scan (SPEC T6.3) for the first record with a timestamp `>= t`,
+    /// at offset `at` and stopping before `limit`, goes on: an offset `>= at` in the segment
+    /// holding `at`, past the batches its offset index's max-before timestamps show to be below
+    /// `t`, and how many bytes from there hold the answer if that segment does (`None`: read as
+    /// usual). `Err(NeedIndex)`: load that sealed segment's indexes first (its read needs them
+    /// anyway).
+    pub fn time_scan_skip(&self, at: i64, t: i64, limit: i64) -> Result<(i64, Option<usize>), NeedIndex> {
+        let Some((&base, seg)) = self.segments.range(..=at).next_back() else { return Ok((at, None)) };
+        if at >= seg.next_offset {
+            return Ok((at, None));
+        }
+        let Some(index) = seg.offset_index() else { return Err(NeedIndex::all(base)) };
+        let rel = |o: i64| (o - base).clamp(0, u32::MAX as i64) as u32;
+        Ok(match index.time_skip(rel(at), rel(limit), t) {
+            Some((start, span)) => (base + start as i64, span.map(|s| s as usize)),
+            None => (at, None),
+        })
+    }
+}
+
 /// A planned read.
 pub enum ReadPlan<D: Disk> {
     /// Answered from memory (or empty).
@@ -271,6 +293,8 @@ pub struct DiskRead<D: Disk> {
     end_pos: u64,
     offset: i64,
     max_bytes: usize,
+    /// What a window takes past what is still wanted of `max_bytes`.
+    slack: u64,
     /// The log may have gaps (it was compacted): a batch past `offset` is the answer, and
     /// when the segment holds nothing at or past it the read goes on at this offset (the
     /// next segment's base).
@@ -287,6 +311,15 @@ impl<D: Disk> DiskRead<D> {
     /// (segment base offset, log generation) when planned.
     pub fn segment(&self) -> (i64, u64) {
         (self.base, self.generation)
+    }
+
+    /// Read one window of `max_bytes` (at least [`MIN_WINDOW`]) from the planned position, the
+    /// offset index's entry at or before the offset, and return the whole batches at or past the
+    /// offset in it: the caller knows whole batches end there (a lookup's stretch between two
+    /// offset-index entries). Only a window holding none of them is followed by more.
+    pub fn exact(mut self) -> Self {
+        self.slack = 0;
+        self
     }
 
     /// Read from disk, checking each returned batch's CRC (bytes are vetted before they are
@@ -306,8 +339,10 @@ impl<D: Disk> DiskRead<D> {
         let mut pos = self.start_pos;
         let mut want = 0usize;
         while pos < self.end_pos {
-            // A default window bounded at 16 MiB, or exactly one batch when it is larger.
-            let window = want.max((self.max_bytes.saturating_sub(collected) + SLACK as usize).min(16 << 20));
+            // A default window bounded at 16 MiB (and at least a page, so it holds a frame's
+            // length), or exactly one batch when it is larger.
+            let rest = self.max_bytes.saturating_sub(collected) + self.slack as usize;
+            let window = want.max(rest.clamp(MIN_WINDOW, 16 << 20));
             let len = (self.end_pos - pos).min(window as u64) as usize;
             let buf = Bytes::from(file.read_at(pos, len).await?);
             let (kept, walked, done) =
@@ -315,12 +350,15 @@ impl<D: Disk> DiskRead<D> {
                     check_stored(b).map(|_| ())
                 })
                 .map_err(|(at, e)| corrupt(pos + at as u64, e))?;
-            if !kept.is_empty() {
+            let any = !kept.is_empty();
+            if any {
                 first_pos.get_or_insert(pos + kept.start as u64);
                 collected += kept.len();
                 parts.push(right_size(&buf, kept));
             }
-            if done {
+            // An exact read is one window (its caller knows what it holds), unless that held
+            // no whole batch at or past the offset.
+            if done || (self.slack == 0 && any) {
                 break;
             }
             if walked == 0 {
@@ -349,6 +387,9 @@ impl<D: Disk> DiskRead<D> {
 /// What a read takes past `max_bytes` (a disk read's window, a cache copy's first try), so the
 /// next batch usually comes whole.
 const SLACK: u64 = 64 << 10;
+
+/// The smallest window a disk read takes.
+const MIN_WINDOW: usize = 4096;
 
 /// The `kept` part of `bytes`: a slice, or a copy when it is less than half of them, so a small
 /// answer does not keep a large buffer alive (in a response, or in the batch cache, where only
@@ -478,10 +519,16 @@ impl<D: Disk> IndexLoad<D> {
                 None => Ok(None),
             }
         };
-        let (file, loaded, time) = futures_util::future::join3(open, self.disk.read_file(&ipath), time).await;
-        let file = file?;
+        let mpath = maxindex_path(&self.dir, self.base);
+        let (file, (index_file, max_file), time) = futures_util::future::join3(
+            open,
+            futures_util::future::join(self.disk.read_file(&ipath), self.disk.read_file(&mpath)),
+            time,
+        )
+        .await;
+        let (file, index_file, max_file) = (file?, index_file?, max_file?);
         let max_entries = (self.config.segment_index_bytes / 8) as usize;
-        let loaded = loaded?.map(|b| decode_offset_index(&b, self.size.max(1)));
+        let loaded = index_file.as_ref().map(|b| decode_offset_index(b, self.size.max(1)));
         // A well-formed index whose last entry does not point at the batch it names is as
         // corrupt as a torn one (SPEC T8.4): check it against the data.
         let loaded = match loaded {
@@ -499,7 +546,12 @@ impl<D: Disk> IndexLoad<D> {
         };
         // A sealed segment takes no more batches: the index alone, not a builder to continue.
         let index = match loaded {
-            Some(Ok(entries)) => OffsetIndex::from_entries(entries, max_entries),
+            Some(Ok(entries)) => {
+                // Its max-before timestamps, when the file beside it was written for it.
+                let n = entries.len();
+                let max = max_file.zip(index_file).and_then(|(m, i)| decode_max_index(&m, &i, n));
+                OffsetIndex::from_entries(entries, max_entries).with_max_before(max)
+            }
             other => {
                 match other {
                     // A compacted segment's indexes are rebuilt on first use: expected.
@@ -516,8 +568,14 @@ impl<D: Disk> IndexLoad<D> {
                         error: e,
                     });
                 }
-                self.disk.write_file_atomic(&ipath, &scan.index.index.encode()).await?;
-                scan.index.index
+                let index = scan.index.index;
+                let bytes = index.encode();
+                self.disk.write_file_atomic(&ipath, &bytes).await?;
+                match index.encode_max(&bytes) {
+                    Some(max) => self.disk.write_file_atomic(&mpath, &max).await?,
+                    None => self.disk.remove_file(&mpath).await?,
+                }
+                index
             }
         };
         Ok(SegmentIndexes { file, index, time: time?, generation: self.generation })

@@ -23,7 +23,8 @@ use crate::io::{align_down, Disk, DiskFile, IoError};
 use crate::storage::error::StorageResult;
 use crate::storage::format::batch::{BatchHeader, MAGIC_V2};
 use crate::storage::format::index::{
-    decode_clean_marker, decode_cleaner_checkpoint, decode_log_start, decode_offset_index, decode_time_index,
+    decode_clean_marker, decode_cleaner_checkpoint, decode_log_start, decode_max_index, decode_offset_index,
+    decode_time_index,
 };
 use crate::storage::format::legacy;
 use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWalk, MAX_HEADER_LEN};
@@ -31,8 +32,8 @@ use crate::storage::format::txn_index::{self, AbortedTxn};
 use crate::storage::format::FormatError;
 use crate::storage::producers::ProducerState;
 use crate::storage::segment::{
-    index_path, log_path, timeindex_path, txnindex_path, IndexBuilder, OffsetIndex, SealedIndexes, Segment,
-    SegmentState, Tail, TimeBuilder, Unsealed,
+    index_path, log_path, maxindex_path, timeindex_path, txnindex_path, IndexBuilder, OffsetIndex, SealedIndexes,
+    Segment, SegmentState, Tail, TimeBuilder, Unsealed,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -158,7 +159,7 @@ pub(super) async fn scan_segment<F: DiskFile>(
                     break;
                 }
             };
-            index.on_batch((h.index_offset() - base) as u32, pos + at as u64, h.total_len as u64);
+            index.on_batch((h.index_offset() - base) as u32, pos + at as u64, h.total_len as u64, h.max_timestamp);
             if let Some(t) = time.as_mut() {
                 t.on_batch(base, first, h.max_timestamp);
             }
@@ -572,7 +573,7 @@ async fn list_segment_files<D: Disk>(disk: &D, dir: &Path) -> StorageResult<(Vec
         match parse_segment_name(&name) {
             Some((base, "log")) => bases.push(base),
             Some((offset, "snapshot")) => snapshots.push(offset),
-            Some((base, ext)) if ext == "index" || ext == "timeindex" || ext == "txnindex" => others.push((base, name)),
+            Some((base, "index" | "maxtimeindex" | "timeindex" | "txnindex")) => others.push((base, name)),
             _ if name.ends_with(".tmp") => disk.remove_file(&dir.join(&name)).await?,
             _ => {}
         }
@@ -696,12 +697,18 @@ impl<D: Disk> Opening<'_, D> {
         size: u64,
     ) -> StorageResult<Option<(i64, u64, IndexBuilder)>> {
         let (disk, dir, config) = (self.disk, self.dir, self.config);
-        let Some(bytes) = disk.read_file(&index_path(dir, base)).await? else {
+        let (bytes, max) = futures_util::future::join(
+            disk.read_file(&index_path(dir, base)),
+            disk.read_file(&maxindex_path(dir, base)),
+        )
+        .await;
+        let (Some(bytes), max) = (bytes?, max?) else {
             return Ok(None);
         };
         let Ok(entries) = decode_offset_index(&bytes, size.max(1)) else {
             return Ok(None);
         };
+        let max_before = max.and_then(|m| decode_max_index(&m, &bytes, entries.len()));
         // Continue from just past the last entry's batch, as if appends had built it.
         let mut from = ScanFrom::start(base, config, None);
         from.time = None;
@@ -714,9 +721,9 @@ impl<D: Disk> Opening<'_, D> {
             if h.index_offset() != base + rel as i64 {
                 return Ok(None);
             }
-            let index = OffsetIndex::from_entries(entries, offset_entries(config));
+            let index = OffsetIndex::from_entries(entries, offset_entries(config)).with_max_before(max_before);
             let len = h.total_len as u64;
-            from.index = IndexBuilder::resume(index, len, config.index_interval_bytes);
+            from.index = IndexBuilder::resume(index, len, config.index_interval_bytes, h.max_timestamp);
             from.pos = p as u64 + len;
             from.expected = h.next_offset();
         }

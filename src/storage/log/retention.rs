@@ -15,7 +15,7 @@
 use super::{Log, NeedIndex};
 use crate::io::Disk;
 use crate::storage::error::{StorageError, StorageResult};
-use crate::storage::segment::{index_path, log_path, timeindex_path, txnindex_path};
+use crate::storage::segment::{index_path, log_path, maxindex_path, timeindex_path, txnindex_path};
 use std::path::Path;
 
 impl<D: Disk> Log<D> {
@@ -171,6 +171,7 @@ impl<D: Disk> Log<D> {
 pub async fn delete_segment_files<D: Disk>(disk: &D, dir: &Path, base: i64) -> StorageResult<()> {
     disk.remove_file(&log_path(dir, base)).await?;
     disk.remove_file(&index_path(dir, base)).await?;
+    disk.remove_file(&maxindex_path(dir, base)).await?;
     disk.remove_file(&timeindex_path(dir, base)).await?;
     disk.remove_file(&txnindex_path(dir, base)).await?;
     disk.sync_dir(dir).await?;

@@ -34,7 +34,7 @@ use crate::storage::format::index::{
     decode_cleaner_checkpoint, decode_log_start, decode_truncate_intent, encode_cleaner_checkpoint, encode_log_start,
     encode_truncate_intent,
 };
-use crate::storage::segment::{index_path, timeindex_path, txnindex_path};
+use crate::storage::segment::{index_path, maxindex_path, timeindex_path, txnindex_path};
 use std::path::Path;
 
 /// What a truncation removes.
@@ -99,6 +99,7 @@ pub(super) async fn drop_files<D: Disk>(
     // writes them again.
     if let (Cut::Suffix(_), Some(&last)) = (cut, bases.last()) {
         disk.remove_file(&index_path(dir, last)).await?;
+        disk.remove_file(&maxindex_path(dir, last)).await?;
         disk.remove_file(&timeindex_path(dir, last)).await?;
         disk.remove_file(&txnindex_path(dir, last)).await?;
         disk.sync_dir(dir).await?;
