@@ -1,8 +1,8 @@
-//! `tidemark dump`: print a segment (`.log`), offset index (`.index`) or time index file, like
+//! `tidemark dump`: print a segment (`.log`), offset index (`.index`, `.maxtimeindex`) or time index file, like
 //! kafka-dump-log. Reads with std::fs: it is an offline tool.
 
 use crate::storage::format::batch::{check_stored, BatchHeader, MAGIC_V2};
-use crate::storage::format::index::decode_offset_index;
+use crate::storage::format::index::{decode_max_index, decode_offset_index};
 use crate::storage::format::legacy;
 use crate::storage::format::stored::{frame_len, OFF_MAGIC};
 use std::fmt::Write as _;
@@ -29,6 +29,20 @@ pub fn dump(path: &Path) -> std::io::Result<String> {
                 let _ = writeln!(out, "INVALID INDEX: {e}");
             }
         }
+    } else if name.ends_with(".maxtimeindex") {
+        // Read beside its `.index`, which it names by CRC and entry count.
+        let index = std::fs::read(path.with_extension("index")).unwrap_or_default();
+        let entries = decode_offset_index(&index, u64::MAX).unwrap_or_default();
+        match decode_max_index(&bytes, &index, entries.len()) {
+            Some(max) => {
+                for ((rel, _), m) in entries.iter().zip(max) {
+                    let _ = writeln!(out, "offset: {} max timestamp before: {m}", base + *rel as i64);
+                }
+            }
+            None => {
+                let _ = writeln!(out, "INVALID: damaged, or not written for the .index beside it (lookups ignore it)");
+            }
+        }
     } else if name.ends_with(".timeindex") {
         for e in bytes.chunks(12) {
             if e.len() < 12 {
@@ -40,7 +54,7 @@ pub fn dump(path: &Path) -> std::io::Result<String> {
             let _ = writeln!(out, "timestamp: {ts} offset: {}", base + rel as i64);
         }
     } else {
-        let _ = writeln!(out, "unknown file type (expected .log, .index or .timeindex)");
+        let _ = writeln!(out, "unknown file type (expected .log, .index, .maxtimeindex or .timeindex)");
     }
     Ok(out)
 }

@@ -256,7 +256,7 @@ async fn scan_batches<D: Disk, C: LogCell<D>>(
             match skip {
                 // A stretch between two index entries holds whole batches: read just it.
                 Ok((to, span)) => {
-                    at = to;
+                    at = at.max(to);
                     if let Some(s) = span.filter(|&s| s > 0 && s <= TIME_SCAN_READ_BYTES) {
                         (size, exact) = (s, true);
                     }

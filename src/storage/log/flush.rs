@@ -558,13 +558,15 @@ impl<D: Disk> Written<D> {
             if !seal.txn_index.is_empty() {
                 work.disk.write_file_atomic(&txnindex_path(&work.dir, work.base_offset), &seal.txn_index).await?;
             }
-            work.disk.write_file_atomic(&index_path(&work.dir, work.base_offset), &seal.index).await?;
-            // After the `.index` it describes (it names that file's CRC: one from before is
-            // ignored until then).
+            // The `.maxtimeindex` names its `.index` by CRC, but the same `.index` bytes can
+            // describe other data (a segment active again after a crash, cut and refilled at
+            // the same offsets and positions): an old one goes before the `.index` is written
+            // (the `.index` write's directory sync makes that durable), the new one after it.
             let max_path = maxindex_path(&work.dir, work.base_offset);
-            match &seal.max_index {
-                Some(bytes) => work.disk.write_file_atomic(&max_path, bytes).await?,
-                None => work.disk.remove_file(&max_path).await?,
+            work.disk.remove_file(&max_path).await?;
+            work.disk.write_file_atomic(&index_path(&work.dir, work.base_offset), &seal.index).await?;
+            if let Some(bytes) = &seal.max_index {
+                work.disk.write_file_atomic(&max_path, bytes).await?;
             }
             work.disk.write_file_atomic(&timeindex_path(&work.dir, work.base_offset), &seal.time_index).await?;
             let (at, snapshot) = &seal.snapshot;

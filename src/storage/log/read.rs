@@ -263,6 +263,11 @@ impl<D: Disk> Log<D> {
         if at >= seg.next_offset {
             return Ok((at, None));
         }
+        if at - base > u32::MAX as i64 {
+            // A follower's copy of a compacted log can span more offsets than an index
+            // entry names (a gap at its end): nothing to skip there.
+            return Ok((at, None));
+        }
         let Some(index) = seg.offset_index() else { return Err(NeedIndex::all(base)) };
         let rel = |o: i64| (o - base).clamp(0, u32::MAX as i64) as u32;
         Ok(match index.time_skip(rel(at), rel(limit), t) {
@@ -526,7 +531,8 @@ impl<D: Disk> IndexLoad<D> {
             time,
         )
         .await;
-        let (file, index_file, max_file) = (file?, index_file?, max_file?);
+        let (file, index_file) = (file?, index_file?);
+        let max_file = optional(max_file, &mpath);
         let max_entries = (self.config.segment_index_bytes / 8) as usize;
         let loaded = index_file.as_ref().map(|b| decode_offset_index(b, self.size.max(1)));
         // A well-formed index whose last entry does not point at the batch it names is as
@@ -570,16 +576,27 @@ impl<D: Disk> IndexLoad<D> {
                 }
                 let index = scan.index.index;
                 let bytes = index.encode();
+                // The old `.maxtimeindex` goes first: it could name a `.index` of the same
+                // bytes over other data.
+                self.disk.remove_file(&mpath).await?;
                 self.disk.write_file_atomic(&ipath, &bytes).await?;
-                match index.encode_max(&bytes) {
-                    Some(max) => self.disk.write_file_atomic(&mpath, &max).await?,
-                    None => self.disk.remove_file(&mpath).await?,
+                if let Some(max) = index.encode_max(&bytes) {
+                    self.disk.write_file_atomic(&mpath, &max).await?;
                 }
                 index
             }
         };
         Ok(SegmentIndexes { file, index, time: time?, generation: self.generation })
     }
+}
+
+/// A `.maxtimeindex` as read: one that cannot be read is as good as missing (lookups scan
+/// without it), never a failure of what loads it.
+pub(super) fn optional(read: Result<Option<Vec<u8>>, crate::io::IoError>, path: &std::path::Path) -> Option<Vec<u8>> {
+    read.unwrap_or_else(|e| {
+        tracing::warn!(path = %path.display(), error = %e, "unreadable max-timestamp index: lookups scan without it");
+        None
+    })
 }
 
 /// What [`IndexLoad`] brings: a sealed segment's open file, its offset index and (unless it

@@ -702,7 +702,8 @@ impl<D: Disk> Opening<'_, D> {
             disk.read_file(&maxindex_path(dir, base)),
         )
         .await;
-        let (Some(bytes), max) = (bytes?, max?) else {
+        let max = super::read::optional(max, &maxindex_path(dir, base));
+        let Some(bytes) = bytes? else {
             return Ok(None);
         };
         let Ok(entries) = decode_offset_index(&bytes, size.max(1)) else {
