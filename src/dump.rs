@@ -31,7 +31,11 @@ pub fn dump(path: &Path) -> std::io::Result<String> {
         }
     } else if name.ends_with(".maxtimeindex") {
         // Read beside its `.index`, which it names by CRC and entry count.
-        let index = std::fs::read(path.with_extension("index")).unwrap_or_default();
+        let index_path = path.with_extension("index");
+        let index = std::fs::read(&index_path).unwrap_or_else(|e| {
+            let _ = writeln!(out, "cannot read {}: {e}", index_path.display());
+            Vec::new()
+        });
         let entries = decode_offset_index(&index, u64::MAX).unwrap_or_default();
         match decode_max_index(&bytes, &index, entries.len()) {
             Some(max) => {

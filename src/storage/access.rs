@@ -255,12 +255,14 @@ async fn scan_batches<D: Disk, C: LogCell<D>>(
             let skip = cell.log().time_scan_skip(at, t, limit);
             match skip {
                 // A stretch between two index entries holds whole batches: read just it.
-                Ok((to, span)) => {
-                    at = at.max(to);
+                // (A skip is never backwards; were it, the span would not be from `at`.)
+                Ok((to, span)) if to >= at => {
+                    at = to;
                     if let Some(s) = span.filter(|&s| s > 0 && s <= TIME_SCAN_READ_BYTES) {
                         (size, exact) = (s, true);
                     }
                 }
+                Ok(_) => {}
                 Err(need) => {
                     load_indexes(cell, need).await?;
                     continue;

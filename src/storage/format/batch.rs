@@ -676,6 +676,22 @@ mod tests {
     }
 
     proptest! {
+        /// The data path's CRC-32C equals the crc32c crate's over any bytes, whole or in two parts.
+        #[test]
+        fn crc32c_of_matches_the_reference_at_any_offset_length_and_split(
+            data in proptest::collection::vec(any::<u8>(), 0..5000),
+            start in 0usize..64,
+            cut in any::<usize>(),
+        ) {
+            // Unaligned starts and every length class (short, 257, 384-1024 and longer), split
+            // anywhere: the SIMD paths and their tails against the crc32c crate.
+            let body = &data[start.min(data.len())..];
+            let cut = cut % (body.len() + 1);
+            let want = crc32c::crc32c(body);
+            prop_assert_eq!(crc32c_of(&[body]), want);
+            prop_assert_eq!(crc32c_of(&[&body[..cut], &body[cut..]]), want);
+        }
+
         /// Any bytes fed to the checks give an error or a header, never a panic.
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
