@@ -1,6 +1,7 @@
 #!/bin/bash
 # Issue 19, target 3: open-loop produce latency for two builds, alternated, beside fio's
-# fdatasync latency on the same disk in each round.
+# fdatasync latency on the same disk in each round: one file at queue depth 1, and eight files
+# syncing at once (what the broker's eight partitions do).
 #
 # Usage: scripts/bench-tail.sh BIN_A BIN_B [ROUNDS] [RATE] [LINGER_MS] [SECONDS] [DIR]
 #   defaults: 2 rounds, 500000 records/s (about half the maximum on the 2-core machine),
@@ -21,6 +22,15 @@ for r in $(seq "$rounds"); do
 import json,sys; s=json.load(sys.stdin)['jobs'][0]['sync']['lat_ns']['percentile']
 print('round $r: fio fdatasync p50 / p99 / p99.9: %d / %d / %d us' % (s['50.000000']//1000, s['99.000000']//1000, s['99.900000']//1000))"
   rm -f "$dir/fio.f"
+  # What the broker's syncs do: eight files (one per partition) each written and fdatasynced at
+  # once, 64 KiB at a time.
+  rm -rf "$dir/fio8"; mkdir -p "$dir/fio8"
+  fio --name=s8 --directory="$dir/fio8" --size=256M --numjobs=8 --group_reporting --direct=1 \
+      --ioengine=io_uring --rw=write --bs=64k --iodepth=1 --fdatasync=1 --time_based --runtime=4 \
+      --output-format=json 2>/dev/null | python3 -c "
+import json,sys; s=json.load(sys.stdin)['jobs'][0]['sync']['lat_ns']['percentile']
+print('round $r: fio fdatasync, 8 files at once, p50 / p99 / p99.9: %d / %d / %d us' % (s['50.000000']//1000, s['99.000000']//1000, s['99.900000']//1000))"
+  rm -rf "$dir/fio8"
   for bin in "$A" "$B"; do
     port=$(free_port); mport=$(free_port)
     rm -rf "$dir/serve"
