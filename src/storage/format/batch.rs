@@ -576,6 +576,7 @@ pub fn simple_batch(n: usize, value_len: usize, ts: i64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn crc32c_of_is_castagnoli_over_the_parts_joined() {
@@ -590,7 +591,6 @@ mod tests {
             }
         }
     }
-    use proptest::prelude::*;
 
     // Found by fuzzing (fuzz/seeds/batch_parser/regress-offset-overflow): a header is parsed
     // before anything checks it, so its arithmetic must not overflow. A length below the

@@ -221,23 +221,24 @@ impl<D: Disk> Log<D> {
         }
         let next = seg.next_offset;
         let aborted = &self.aborted;
-        let seal = producer_snapshot.map(|snapshot| SealWork {
-            size: seg.size,
-            txn_index: {
-                let mut bytes = Vec::new();
-                aborted
-                    .iter()
-                    .filter(|t| t.last_offset >= base && t.last_offset < next)
-                    .for_each(|t| t.encode(&mut bytes));
-                bytes
-            },
-            index: unsealed.index.index.encode(),
-            max_index: {
-                let index = &unsealed.index.index;
-                index.encode_max(&index.encode())
-            },
-            time_index: unsealed.time.encode(),
-            snapshot: (seg.next_offset, snapshot.to_vec()),
+        let seal = producer_snapshot.map(|snapshot| {
+            let index = &unsealed.index.index;
+            let index_file = index.encode();
+            SealWork {
+                size: seg.size,
+                txn_index: {
+                    let mut bytes = Vec::new();
+                    aborted
+                        .iter()
+                        .filter(|t| t.last_offset >= base && t.last_offset < next)
+                        .for_each(|t| t.encode(&mut bytes));
+                    bytes
+                },
+                max_index: index.encode_max(&index_file),
+                index: index_file,
+                time_index: unsealed.time.encode(),
+                snapshot: (seg.next_offset, snapshot.to_vec()),
+            }
         });
         pipe.commit = true;
         pipe.zeroed_this_commit = false;
