@@ -86,6 +86,24 @@ def consume_all(cluster, nodes, topic, partitions, expect):
     return got
 
 
+def committed_reader(cluster, topic, group, partitions):
+    """A read_committed consumer assigned every partition of `topic` from its start."""
+    reader = Consumer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "group.id": group,
+                       "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                       "enable.auto.commit": False})
+    reader.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
+    return reader
+
+
+def read_values(reader, n, seconds=60):
+    """The values `reader` reads until it has `n` of them or `seconds` pass."""
+    got = []
+    deadline = time.time() + seconds
+    while len(got) < n and time.time() < deadline:
+        got += [m.value().decode() for m in reader.consume(100, 1.0) if m.error() is None]
+    return got
+
+
 def check_log(acked, got):
     """Every acknowledged record is there once at its acknowledged offset; offsets never go
     back within a partition."""
@@ -312,16 +330,8 @@ def test_transactions_across_nodes(cluster):
         else:
             p.abort_transaction(60)
     consumer.close()
-    reader = Consumer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "group.id": "spread-reader",
-                       "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                       "enable.auto.commit": False})
-    reader.assign([CTp("txn-spread", i, 0) for i in range(3)])
-    got = []
-    deadline = time.time() + 60
-    while len(got) < 60 and time.time() < deadline:
-        for m in reader.consume(100, 1.0):
-            if m.error() is None:
-                got.append(m.value().decode())
+    reader = committed_reader(cluster, "txn-spread", "spread-reader", 3)
+    got = read_values(reader, 60)
     for i in range(3):
         low, high = reader.get_watermark_offsets(CTp("txn-spread", i), timeout=10)
         pos = reader.position([CTp("txn-spread", i)])[0].offset
@@ -487,14 +497,8 @@ def test_transactions_survive_leader_and_coordinator_kills(cluster):
     write("c")
     p.abort_transaction(60)
 
-    reader = Consumer({"bootstrap.servers": bootstrap(cluster, (1, 2, 3)), "group.id": "fail-reader",
-                       "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                       "enable.auto.commit": False})
-    reader.assign([CTp("txn-fail", i, 0) for i in range(3)])
-    got = []
-    deadline = time.time() + 60
-    while len(got) < 90 and time.time() < deadline:
-        got += [m.value().decode() for m in reader.consume(100, 1.0) if m.error() is None]
+    reader = committed_reader(cluster, "txn-fail", "fail-reader", 3)
+    got = read_values(reader, 90)
     got += [m.value().decode() for m in reader.consume(100, 2.0) if m.error() is None]
     reader.close()
     want = sorted([f"a:{i}" for i in range(60)] + [f"b:{i}" for i in range(30)])
