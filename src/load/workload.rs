@@ -304,11 +304,16 @@ async fn produce(
                 p.begin(&conn).await?;
             }
         }
+        // A free slot first, then the batch: what falls due while every slot is taken goes
+        // out with the next request (a batch chosen before the wait would leave those records
+        // for the request after it, a second round trip).
+        let permit = slots.acquire_static_permit(1).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
         let want = match rate {
-            Some(r) => schedule.due(r, now, per_batch, args.linger),
+            Some(r) => schedule.due(r, Instant::now(), per_batch, args.linger),
             None => per_batch,
         };
         if want == 0 {
+            drop(permit);
             let next_due = rate.map_or(Duration::from_millis(1), |r| Duration::from_secs_f64(1.0 / r));
             glommio::timer::sleep(next_due.min(args.linger).max(Duration::from_micros(50))).await;
             continue;
@@ -317,7 +322,6 @@ async fn produce(
         if n == 0 {
             break; // the --records budget is spent
         }
-        let permit = slots.acquire_static_permit(1).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
         let intended: Vec<Instant> = match rate {
             Some(_) => schedule.backlog.drain(..n as usize).collect(),
             None => vec![Instant::now(); 1],
