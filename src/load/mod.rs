@@ -157,6 +157,8 @@ pub struct Interval {
     pub commits: Histogram<u64>,
     /// End-to-end runs: the producer's latency (send to acknowledgement) in µs.
     pub produced: Histogram<u64>,
+    /// Produce runs (acks 1 or all): each request's round trip (sent to answered) in µs.
+    pub requests: Histogram<u64>,
 }
 
 /// The result of a run.
@@ -174,10 +176,20 @@ pub struct Summary {
     /// End-to-end runs: the producer's latency (send to acknowledgement) in µs, beside the
     /// end-to-end latency (empty otherwise).
     pub produced: Histogram<u64>,
+    /// Produce runs (acks 1 or all): each produce request's round trip (sent to answered) in µs. Beside the
+    /// records' latency (from when each was due), it splits the wait to be sent (batching, a
+    /// free in-flight slot) from the time in flight.
+    pub requests: Histogram<u64>,
     /// (second, records/s, MB/s, p99 ms) per second of the run.
     pub timeline: Vec<(f64, f64, f64, f64)>,
     /// Every interval, for the HdrHistogram log.
     pub intervals: Vec<Interval>,
+}
+
+/// p50, p99, p99.9 and max of a histogram of µs, in ms.
+fn quantiles_ms(h: &Histogram<u64>) -> [f64; 4] {
+    let q = |p: f64| h.value_at_quantile(p) as f64 / 1000.0;
+    [q(0.5), q(0.99), q(0.999), h.max() as f64 / 1000.0]
 }
 
 pub fn new_histogram() -> Histogram<u64> {
@@ -208,6 +220,7 @@ pub fn run(args: &LoadArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Su
     let mut total = new_histogram();
     let mut commits = new_histogram();
     let mut produced = new_histogram();
+    let mut requests = new_histogram();
     let (mut records, mut bytes) = (0u64, 0u64);
     let mut flush = |second: &mut Vec<Interval>,
                      upto: f64,
@@ -236,6 +249,7 @@ pub fn run(args: &LoadArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Su
         let _ = total.add(&interval.latency);
         let _ = commits.add(&interval.commits);
         let _ = produced.add(&interval.produced);
+        let _ = requests.add(&interval.requests);
         while interval.at >= next_print + 1.0 {
             flush(&mut second, next_print, &mut timeline, &mut progress);
             next_print += 1.0;
@@ -248,6 +262,7 @@ pub fn run(args: &LoadArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Su
             latency: interval.latency.clone(),
             commits: new_histogram(),
             produced: new_histogram(),
+            requests: new_histogram(),
         });
         intervals.push(interval);
     }
@@ -277,6 +292,7 @@ pub fn run(args: &LoadArgs, mut progress: impl FnMut(&str)) -> anyhow::Result<Su
         latency: total,
         commits,
         produced,
+        requests,
         timeline,
         intervals,
     })
@@ -318,6 +334,13 @@ impl Summary {
                 "\nlatency, produce (send to acknowledgement): p50 {p50:.3} ms, p99 {p99:.3} ms, p99.9 {p999:.3} ms, max {max:.3} ms"
             );
         }
+        if self.mode == Mode::Produce && !self.requests.is_empty() {
+            let [p50, p99, p999, max] = quantiles_ms(&self.requests);
+            text += &format!(
+                "\nproduce requests ({}, sent to answered): p50 {p50:.3} ms, p99 {p99:.3} ms, p99.9 {p999:.3} ms, max {max:.3} ms",
+                self.requests.len()
+            );
+        }
         if !self.commits.is_empty() {
             let [p50, p99, max] = self.commit_latency_ms();
             text += &format!(
@@ -330,8 +353,7 @@ impl Summary {
 
     /// End-to-end runs: the producer's latency p50, p99, p99.9 and max, in ms.
     pub fn produce_latency_ms(&self) -> [f64; 4] {
-        let q = |p: f64| self.produced.value_at_quantile(p) as f64 / 1000.0;
-        [q(0.5), q(0.99), q(0.999), self.produced.max() as f64 / 1000.0]
+        quantiles_ms(&self.produced)
     }
 
     /// Commit latency p50, p99 and max, in ms.
@@ -342,14 +364,14 @@ impl Summary {
 
     pub fn to_json(&self) -> String {
         let [p50, p90, p99, p999, p9999, max] = self.latency_ms();
-        let produced = if self.produced.is_empty() {
-            String::new()
-        } else {
-            let [p50, p99, p999, max] = self.produce_latency_ms();
-            format!(
-                ", \"produce_ms\": {{\"p50\": {p50:.3}, \"p99\": {p99:.3}, \"p999\": {p999:.3}, \"max\": {max:.3}}}"
-            )
+        let four = |name: &str, h: &Histogram<u64>| {
+            let [p50, p99, p999, max] = quantiles_ms(h);
+            format!(", \"{name}\": {{\"p50\": {p50:.3}, \"p99\": {p99:.3}, \"p999\": {p999:.3}, \"max\": {max:.3}}}")
         };
+        let mut produced = if self.produced.is_empty() { String::new() } else { four("produce_ms", &self.produced) };
+        if self.mode == Mode::Produce && !self.requests.is_empty() {
+            produced += &four("request_ms", &self.requests);
+        }
         let commits = if self.commits.is_empty() {
             String::new()
         } else {

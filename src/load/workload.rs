@@ -40,6 +40,8 @@ struct Meter {
     commits: RefCell<Histogram<u64>>,
     /// End-to-end runs: the producer's own latency (send to acknowledgement).
     produced: RefCell<Histogram<u64>>,
+    /// Produce requests' round trips (sent to answered).
+    requests: RefCell<Histogram<u64>>,
     /// Records the whole run may still produce (a `--records` budget), shared by connections.
     budget: Cell<Option<u64>>,
 }
@@ -83,6 +85,7 @@ pub async fn run_thread(
         latency: RefCell::new(new_histogram()),
         commits: RefCell::new(new_histogram()),
         produced: RefCell::new(new_histogram()),
+        requests: RefCell::new(new_histogram()),
         budget: Cell::new(args.records.map(share)),
     });
     let deadline = args.duration.map(|d| start + d);
@@ -118,9 +121,11 @@ async fn report_each_second(meter: Rc<Meter>, start: Instant, done: Rc<Cell<bool
         let latency = std::mem::replace(&mut *meter.latency.borrow_mut(), new_histogram());
         let commits = std::mem::replace(&mut *meter.commits.borrow_mut(), new_histogram());
         let produced = std::mem::replace(&mut *meter.produced.borrow_mut(), new_histogram());
+        let requests = std::mem::replace(&mut *meter.requests.borrow_mut(), new_histogram());
         let interval = Interval {
             commits,
             produced,
+            requests,
             at: start.elapsed().as_secs_f64(),
             records: meter.records.replace(0),
             bytes: meter.bytes.replace(0),
@@ -240,7 +245,8 @@ async fn send_batch(
     meter: Rc<Meter>,
     sent: Sent,
 ) {
-    let ok = if req.acks == 0 {
+    let (written, acked) = (Instant::now(), req.acks != 0);
+    let ok = if !acked {
         conn.send_only(PRODUCE, &mut req).await.is_ok()
     } else {
         match conn.call::<_, ProduceResponse>(PRODUCE, &mut req).await {
@@ -255,6 +261,9 @@ async fn send_batch(
     if sent.measure {
         meter.records.set(meter.records.get() + sent.n);
         meter.bytes.set(meter.bytes.get() + sent.bytes);
+        if acked {
+            let _ = meter.requests.borrow_mut().record((written.elapsed().as_micros() as u64).max(1));
+        }
     }
     // The run's latency, or (end to end) the producer's beside it.
     let mut h = if sent.measure { meter.latency.borrow_mut() } else { meter.produced.borrow_mut() };

@@ -39,6 +39,10 @@ def test_produce_consume_and_e2e(broker, tmp_path):
     assert s["records"] == 6000 and s["errors"] == 0, s
     assert sum(end_offsets(broker.bootstrap, "lt", 3)) == 6000
     assert 0 < s["latency_ms"]["p50"] <= s["latency_ms"]["p99"] <= s["latency_ms"]["max"]
+    # Each request's round trip is part of its records' latency (which also counts the wait to
+    # be sent): never longer than the longest of theirs (1% is the histograms' precision).
+    r = s["request_ms"]
+    assert set(r) == {"p50", "p99", "p999", "max"} and 0 < r["p50"] <= r["max"] <= s["latency_ms"]["max"] * 1.01 + 0.002, s
     assert "records/s" in err, "progress on stderr"
     text = hdr.read_text()
     assert "#[StartTime:" in text and "#[BaseTime:" in text and "Tag=load," in text, text[:300]
