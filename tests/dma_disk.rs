@@ -330,9 +330,10 @@ fn unwritten_extents(path: &std::path::Path, from: u64, to: u64) -> Option<Vec<(
     Some(out)
 }
 
-/// `tidemark.zero.ahead.bytes`: small durable appends leave zeros written past the active
-/// segment's data, so the next appends overwrite written blocks (no reserved extent for the
-/// file system to convert and journal at each fdatasync). Checked on the file system's own
+/// `tidemark.zero.ahead.bytes`: small durable appends (once past the segment's first 64 KiB,
+/// where the zeros start) leave zeros written past the active segment's data, so the next
+/// appends overwrite written blocks (no reserved extent for the file system to convert and
+/// journal at each fdatasync). Checked on the file system's own
 /// extent map: written with the default, still reserved-but-unwritten with the setting at 0
 /// (so the check itself can tell the two apart). Files go under target/tmp, on the disk the
 /// build uses (a tmpfs has no such extents; there the test says so and checks nothing).
@@ -349,7 +350,7 @@ fn zeros_are_written_ahead_of_small_durable_appends() {
                 let dir = root.join(format!("z{zero_ahead}-0"));
                 let config = LogConfig { zero_ahead_bytes: zero_ahead, ..LogConfig::default() };
                 let (p, _) = Partition::open(disk, &dir, config, common::test_clock()).await.unwrap();
-                for i in 0..40u64 {
+                for i in 0..120u64 {
                     p.append(&tagged_batch(i, 2, 500, 1)).await.unwrap();
                 }
                 // The last zero write may still be in flight: let it land.
@@ -400,44 +401,81 @@ fn close_right_after_a_roll_at_every_flusher_step() {
     });
 }
 
-/// Zero jobs (`tidemark.zero.ahead.bytes`), driven step by step on the memory disk: while a
-/// small commit syncs, the flusher hands out one zero job, and only one per commit, even with
-/// the zeros still short of the configured distance; a zero write that fails fails nothing (the
-/// commit it ran beside completes and its data is durable, appends go on) and stops zeroing for
-/// that segment.
+/// Zero jobs (`tidemark.zero.ahead.bytes`), driven step by step on the memory disk: none before
+/// the segment's file exists; then one job writes zeros from a quarter of the distance past the
+/// data's end to the distance, in 128 KiB writes, and only one runs at a time; it runs beside a
+/// commit of data below where its zeros start, but a commit whose data would reach them waits
+/// for it; none starts while the zeros still reach half the distance ahead; one that fails fails
+/// nothing (the commit beside it completes, appends go on) and stops zeroing for the segment;
+/// after a commit of more than 128 KiB none starts.
 #[test]
-fn zero_jobs_one_per_commit_and_their_failure_fails_nothing() {
-    use tidemark::io::{Fault, FaultOp};
+fn zero_jobs_run_beside_commits_clear_of_their_data() {
+    use tidemark::io::{Fault, FaultOp, PAGE};
     use tidemark::storage::log::Log;
+    const KIB: u64 = 1 << 10;
     run_glommio(|| {
         Box::pin(async {
+            let page_end = |bytes: u64| bytes.div_ceil(PAGE) * PAGE;
+            // One batch of about `kib` KiB.
+            let batch = |tag: u64, kib: usize| tagged_batch(tag, kib, 1000, 1);
             let disk = MemDisk::new();
-            let config = LogConfig { preallocate_bytes: 1 << 20, ..LogConfig::default() };
-            let (mut log, _) = Log::open(disk.clone(), std::path::Path::new("/d/t-0"), config).await.unwrap();
-            // The first commit creates the file (a job that runs alone: no zeros beside it).
-            log.append(&tagged_batch(0, 2, 100, 1), 10_000).unwrap();
+            let config = LogConfig { preallocate_bytes: 4 << 20, zero_ahead_bytes: 256 << 10, ..LogConfig::default() };
+            let (mut log, _) = Log::open(disk.clone(), std::path::Path::new("/d/z-0"), config).await.unwrap();
+            log.append(&batch(0, 1), 10_000).unwrap();
+            assert!(log.prepare_zeros().is_none(), "zeros before the segment's file exists");
             log.flush_all().await.unwrap();
-            for (round, fail) in [(1u64, false), (2, true), (3, false)] {
-                log.append(&tagged_batch(round, 2, 100, 1), 10_000).unwrap();
-                let written = log.prepare_flush().expect("a commit job").write().await.ok().expect("written");
-                log.flush_written();
-                let zeros = log.prepare_flush();
-                if round == 3 {
-                    assert!(zeros.is_none(), "zeros written after a zero write failed");
-                } else {
-                    let zeros = zeros.expect("a zero job while a small commit syncs");
-                    let (_, writes) = disk.counters();
-                    if fail {
-                        disk.inject(FaultOp::Write, Fault::Eio, 1);
-                    }
-                    let done = zeros.run().await;
-                    assert_eq!(disk.counters().1, writes + 1, "a zero job is one write");
-                    log.complete_flush(done).expect("a zero job fails nothing");
-                    assert!(log.prepare_flush().is_none(), "a second zero job during one commit");
-                }
-                let durable = log.complete_flush(written.finish().await).expect("the commit");
-                assert_eq!(durable, log.log_end_offset(), "round {round}: the commit's data is durable");
+            let data_end = page_end(log.size_bytes());
+            let zeros = log.prepare_zeros().expect("a zero job once the file exists");
+            assert!(log.prepare_zeros().is_none(), "two zero jobs at once");
+            // Beside it, a commit of data below where the zeros start (64 KiB past the data).
+            log.append(&batch(1, 20), 10_000).unwrap();
+            assert!(page_end(log.size_bytes()) <= data_end + 64 * KIB);
+            let commit = log.prepare_flush().expect("a commit beside the zero job");
+            let (_, writes) = disk.counters();
+            let done = zeros.run().await;
+            assert_eq!(disk.counters().1, writes + 2, "zeros from 64 to 256 KiB past the data, in 128 KiB writes");
+            log.complete_flush(done).expect("zeros");
+            log.complete_flush(commit.run().await).expect("the commit");
+            let zeroed_to = data_end + 64 * KIB + 2 * 128 * KIB;
+            assert!(log.prepare_zeros().is_none(), "zeros while they reach half the distance ahead");
+            // The data moves on, in small commits: the zeros reach less than half the distance
+            // past it.
+            for _ in 0..3 {
+                log.append(&batch(2, 70), 10_000).unwrap();
+                log.flush_all().await.unwrap();
             }
+            assert!(zeroed_to - page_end(log.size_bytes()) < 128 * KIB);
+            let zeros = log.prepare_zeros().expect("a zero job once the zeros are short");
+            // A commit whose data would reach where these zeros start (where the last ended)
+            // waits for them.
+            log.append(&batch(3, 100), 10_000).unwrap();
+            assert!(page_end(log.size_bytes()) > zeroed_to);
+            assert!(log.prepare_flush().is_none(), "a commit over zeros being written");
+            disk.inject(FaultOp::Write, Fault::Eio, 1);
+            let done = zeros.run().await;
+            disk.heal();
+            log.complete_flush(done).expect("a failed zero job fails nothing");
+            let durable = {
+                let commit = log.prepare_flush().expect("the commit once the zeros are done");
+                log.complete_flush(commit.run().await).expect("the commit")
+            };
+            assert_eq!(durable, log.log_end_offset(), "the commit's data is durable");
+            log.append(&batch(4, 50), 10_000).unwrap();
+            log.flush_all().await.unwrap();
+            assert!(log.prepare_zeros().is_none(), "zeros after a zero write failed");
+
+            // After a commit of more than 128 KiB (no zeros then), and after a small one again.
+            let disk = MemDisk::new();
+            let config = LogConfig { preallocate_bytes: 4 << 20, ..LogConfig::default() };
+            let (mut log, _) = Log::open(disk.clone(), std::path::Path::new("/d/z-1"), config).await.unwrap();
+            log.append(&batch(0, 1), 10_000).unwrap();
+            log.flush_all().await.unwrap();
+            log.append(&batch(1, 150), 10_000).unwrap();
+            log.flush_all().await.unwrap();
+            assert!(log.prepare_zeros().is_none(), "zeros after a commit of more than 128 KiB");
+            log.append(&batch(3, 1), 10_000).unwrap();
+            log.flush_all().await.unwrap();
+            assert!(log.prepare_zeros().is_some(), "no zeros after a small commit");
         })
     });
 }

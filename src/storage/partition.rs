@@ -426,7 +426,7 @@ impl<D: Disk> Partition<D> {
     /// data itself when the commit completes (an append would else wake it every time).
     pub fn kick(self: &Rc<Self>) {
         if self.flusher_running.get() {
-            if !self.log.borrow().can_write_ahead() {
+            if !self.log.borrow().can_start_job() {
                 return;
             }
             if let Some(nudge) = self.nudge.borrow_mut().take() {
@@ -440,23 +440,30 @@ impl<D: Disk> Partition<D> {
 
     /// The flusher: runs flush jobs while work remains (`log::flush`): a commit job writes,
     /// then syncs, and while it syncs write-ahead jobs write the full chunks that fill
-    /// meanwhile (or, for a small commit, zeros past the data). Each completed commit wakes the waiters it covers. After a failure no job
-    /// starts; the jobs in flight drain (as failures) and a retry is scheduled.
+    /// meanwhile; beside them, while commits are small, a zero job writes zeros past the data.
+    /// Each completed commit wakes the waiters it covers. After a failure no job starts; the
+    /// jobs in flight drain (as failures) and a retry is scheduled.
     async fn flush_loop(self: Rc<Self>) {
         enum Event<D: Disk> {
             Wrote(Result<Written<D>, FlushDone<D>>),
             Synced(FlushDone<D>),
+            Zeroed(FlushDone<D>),
             Nudged,
         }
         let mut writing: Option<LocalBoxFuture<'static, Result<Written<D>, FlushDone<D>>>> = None;
         let mut syncing: Option<LocalBoxFuture<'static, FlushDone<D>>> = None;
+        let mut zeroing: Option<LocalBoxFuture<'static, FlushDone<D>>> = None;
         let mut failed = false;
         loop {
             if writing.is_none() && !failed {
                 let work = self.log.borrow_mut().prepare_flush();
                 writing = work.map(|w| w.write().boxed_local());
             }
-            if writing.is_none() && syncing.is_none() {
+            if zeroing.is_none() && !failed {
+                let work = self.log.borrow_mut().prepare_zeros();
+                zeroing = work.map(|w| w.run().boxed_local());
+            }
+            if writing.is_none() && syncing.is_none() && zeroing.is_none() {
                 break;
             }
             let (tx, mut nudged) = oneshot::channel();
@@ -467,6 +474,9 @@ impl<D: Disk> Partition<D> {
                 }
                 if let Some(Poll::Ready(done)) = syncing.as_mut().map(|s| s.poll_unpin(cx)) {
                     return Poll::Ready(Event::Synced(done));
+                }
+                if let Some(Poll::Ready(done)) = zeroing.as_mut().map(|z| z.poll_unpin(cx)) {
+                    return Poll::Ready(Event::Zeroed(done));
                 }
                 match nudged.poll_unpin(cx) {
                     Poll::Ready(_) => Poll::Ready(Event::Nudged),
@@ -491,6 +501,12 @@ impl<D: Disk> Partition<D> {
                 Event::Synced(done) => {
                     syncing = None;
                     done
+                }
+                Event::Zeroed(done) => {
+                    zeroing = None;
+                    // Zeros make nothing durable and fail nothing: no waiter to wake.
+                    let _ = self.log.borrow_mut().complete_flush(done);
+                    continue;
                 }
                 Event::Nudged => continue,
             };

@@ -11,10 +11,16 @@
 //! - a **commit** job cuts the open chunk, writes what no job wrote yet, then syncs; at most
 //!   one is in flight, and only its successful sync moves the durable point;
 //! - while a commit job syncs, **write-ahead** jobs write the tail's full chunks (no cut, no
-//!   sync), one at a time; the next commit job's sync covers them. With no full chunk waiting
-//!   and a small commit syncing, a write-ahead job may instead write zeros just past the data
-//!   (`tidemark.zero.ahead.bytes`), so that later appends overwrite written blocks and their
-//!   fdatasync has no extent conversion to commit to the file system's journal.
+//!   sync), one at a time; the next commit job's sync covers them.
+//!
+//! Beside them, while commits are small, a **zero** job ([`Log::prepare_zeros`]) writes zeros
+//! past the active segment's data (`tidemark.zero.ahead.bytes`), so that later appends
+//! overwrite written blocks: their writes then convert no reserved (unwritten) extent, so
+//! io_uring issues them inline rather than from a worker thread, and an fdatasync after them
+//! has no file-system metadata to write, only the device's cache to flush. The zeros go far
+//! ahead in a few large jobs rather than a little per commit, so that few syncs carry the
+//! extent conversions; a zero job does not hold the other jobs back unless their data reaches
+//! where its zeros start.
 //!
 //! A failed job fails every job in flight with it; the chunks then wait in memory for the
 //! retry, and appends are suspended until one succeeds.
@@ -26,7 +32,9 @@
 //! - a job's writes start only after every earlier job's writes completed, so two writes of
 //!   one page are never in flight together (a write-ahead job's first chunk may rewrite the
 //!   last page of the commit job's cut chunk, with the same bytes first: it does so once that
-//!   write completed, while its sync may run, as the next commit's cut would);
+//!   write completed, while its sync may run, as the next commit's cut would); a zero job's
+//!   writes start at or past the page after the data's end, and no job whose data reaches its
+//!   start, and no job that creates or seals a segment, starts while it runs;
 //! - a job that creates a segment's file or seals it runs alone, in segment order, so a
 //!   segment is sealed before the next one's file is created (the crash-safety invariant of
 //!   the log) and the high watermark only moves forward;
@@ -69,9 +77,11 @@ pub(super) struct Pipeline {
     /// Chunks written by completed write-ahead jobs and not yet synced; the next commit job
     /// drops them with its own.
     ahead: usize,
-    /// A zero job was handed out while the commit in flight syncs (one per commit: a zero
-    /// write that outlasts the sync delays the next commit).
-    zeroed_this_commit: bool,
+    /// The zero job in flight: its segment and where its zeros start.
+    zeroing: Option<(i64, u64)>,
+    /// The bytes the last commit job made (or makes) durable: zeros are written ahead only
+    /// while commits are small.
+    last_commit_bytes: u64,
     /// A job failed: the others complete as failures too, and the chunks go back to waiting
     /// once none is left (after a failed write or fdatasync nothing unsynced is trusted).
     failed: Option<Arc<IoError>>,
@@ -79,7 +89,7 @@ pub(super) struct Pipeline {
 
 impl Pipeline {
     pub(super) fn is_idle(&self) -> bool {
-        !self.commit && !self.ahead_job
+        !self.commit && !self.ahead_job && self.zeroing.is_none()
     }
 }
 
@@ -91,7 +101,8 @@ impl<D: Disk> Log<D> {
 
     /// True when data or a seal waits for a flush job (one not yet prepared).
     pub fn has_unflushed(&self) -> bool {
-        self.segments.values().any(|s| self.needs_flush(s))
+        // Sealed segments never need it, and only the newest can be unsealed.
+        self.segments.values().rev().take_while(|s| !s.is_sealed()).any(|s| self.needs_flush(s))
     }
 
     /// Consecutive failed flushes (0 when the last one succeeded or none ran).
@@ -121,9 +132,9 @@ impl<D: Disk> Log<D> {
     }
 
     /// The next flush job, or `None` when nothing waits or the pipeline cannot take one now:
-    /// a job is writing, creates or seals its segment, or failed. While a commit job syncs,
-    /// the next job is a write-ahead job: of the tail's full chunks, or else (once per commit,
-    /// for a small commit of an active segment) of zeros just past the data.
+    /// a job is writing, creates or seals its segment, or failed; or a zero job runs where the
+    /// data would reach, or beside a job that would create or seal a segment. While a commit
+    /// job syncs, the next job is a write-ahead job of the tail's full chunks.
     pub fn prepare_flush(&mut self) -> Option<FlushWork<D>> {
         let pipe = &self.pipeline;
         if pipe.writing || pipe.alone || pipe.failed.is_some() {
@@ -134,12 +145,8 @@ impl<D: Disk> Log<D> {
         let disk = self.disk.clone();
         let dir = self.dir.clone();
         // The settings a job needs (not a clone of the whole config on every flush).
-        let (preallocate_bytes, segment_bytes, max_inflight_writes, zero_ahead) = (
-            self.config.preallocate_bytes,
-            self.config.segment_bytes,
-            self.config.max_inflight_writes,
-            self.config.zero_ahead_bytes,
-        );
+        let (preallocate_bytes, segment_bytes, max_inflight_writes) =
+            (self.config.preallocate_bytes, self.config.segment_bytes, self.config.max_inflight_writes);
         let pipe = &mut self.pipeline;
         let seg = self.segments.get_mut(&base).expect("the pipeline's segment is not deleted");
         let (unsealed, producer_snapshot) = match &mut seg.state {
@@ -147,42 +154,16 @@ impl<D: Disk> Log<D> {
             SegmentState::Closing { unsealed, producer_snapshot } => (unsealed, Some(&*producer_snapshot)),
             SegmentState::Sealed(_) => unreachable!("a sealed segment needs no flush"),
         };
-        if ahead && !unsealed.tail.has_unsubmitted() {
-            // No full chunk to write while the commit syncs: zeros past the data instead, so
-            // that later appends overwrite written blocks (the file system then has no
-            // reserved extent to convert, and an fdatasync no journal commit to make). Only
-            // while commits are small (a large one's journal commit is a small share of its
-            // cost, and writing every byte twice then costs more than it saves), within the
-            // allocation, and up to `tidemark.zero.ahead.bytes` ahead.
-            let data_end = align_up(seg.size);
-            let from = unsealed.zeroed.max(data_end);
-            let to = from.saturating_add(ZEROS_BYTES as u64);
-            let allocated = unsealed.allocated.max(pipe.allocated);
-            let file = unsealed.file.clone()?;
-            let small_commit = pipe.target_size - seg.durable_size <= ZERO_COMMIT_MAX;
-            // A rolled segment is truncated at its seal: zeros past its data are wasted.
-            let active = producer_snapshot.is_none();
-            if !active || pipe.zeroed_this_commit || !small_commit || from >= data_end + zero_ahead || to > allocated {
+        if let Some((zero_base, zero_from)) = pipe.zeroing {
+            // Not beside a zero job: a job that would create or seal a segment (a seal trims the
+            // file the zeros are written to), or whose data reaches where the zeros start.
+            let creates_or_seals = unsealed.file.is_none() || producer_snapshot.is_some();
+            if creates_or_seals || zero_base != base || align_up(seg.size) > zero_from {
                 return None;
             }
-            pipe.writing = true;
-            pipe.ahead_job = true;
-            pipe.zeroed_this_commit = true;
-            return Some(FlushWork {
-                writes: vec![ChunkWrite { buf: disk.zeros(), pos: from }],
-                disk,
-                dir,
-                base_offset: base,
-                file: Some(file),
-                chunks: 0,
-                allocate_to: 0,
-                target_size: seg.durable_size,
-                target_next_offset: self.durable_next_offset,
-                seal: None,
-                commit: false,
-                max_inflight: 1,
-                zero_to: to,
-            });
+        }
+        if ahead && !unsealed.tail.has_unsubmitted() {
+            return None; // no full chunk to write while the commit syncs
         }
         if !ahead {
             unsealed.tail.seal_open(&disk, seg.durable_size);
@@ -241,7 +222,7 @@ impl<D: Disk> Log<D> {
             }
         });
         pipe.commit = true;
-        pipe.zeroed_this_commit = false;
+        pipe.last_commit_bytes = seg.size - seg.durable_size;
         pipe.target_size = seg.size;
         pipe.alone = file.is_none() || seal.is_some();
         let chunks = std::mem::take(&mut pipe.ahead) + writes.len();
@@ -263,15 +244,79 @@ impl<D: Disk> Log<D> {
         })
     }
 
-    /// A write-ahead job could start now: a commit job syncs, nothing is being written, and
-    /// the tail holds full chunks (what makes it worth waking a running flusher).
-    pub fn can_write_ahead(&self) -> bool {
+    /// A job could start now (what makes it worth waking a running flusher): nothing is being
+    /// written, nothing creates or seals a segment, nothing failed, and data waits: while a
+    /// commit job syncs, full chunks of the tail; otherwise any (the flusher may be running
+    /// only a zero job).
+    pub fn can_start_job(&self) -> bool {
         let pipe = &self.pipeline;
-        pipe.commit
-            && !pipe.writing
-            && !pipe.alone
-            && pipe.failed.is_none()
-            && self.segments.get(&pipe.base).and_then(|s| s.tail()).is_some_and(|t| t.has_unsubmitted())
+        if pipe.writing || pipe.alone || pipe.failed.is_some() {
+            return false;
+        }
+        if pipe.commit {
+            self.segments.get(&pipe.base).and_then(|s| s.tail()).is_some_and(|t| t.has_unsubmitted())
+        } else {
+            self.has_unflushed()
+        }
+    }
+
+    /// A zero job, or `None`. While the last commit was small (at most [`ZERO_COMMIT_MAX`]:
+    /// a large one's metadata is a small share of its cost, and writing every byte twice then
+    /// costs more than it saves) and the zeros past the active segment's data reach less than
+    /// half of `tidemark.zero.ahead.bytes` beyond it, zeros up to that distance, from where
+    /// earlier zeros end or [`ZERO_GAP`] past the data's end rounded up to a page (a quarter of
+    /// the distance when that is less), whichever is further, within the space already
+    /// reserved. The flusher runs it beside its other jobs ([`Log::prepare_flush`] keeps
+    /// theirs clear of it).
+    pub fn prepare_zeros(&mut self) -> Option<FlushWork<D>> {
+        let (zero_ahead, max_inflight_writes) = (self.config.zero_ahead_bytes, self.config.max_inflight_writes);
+        let pipe = &mut self.pipeline;
+        if zero_ahead == 0
+            || pipe.zeroing.is_some()
+            || pipe.alone
+            || pipe.failed.is_some()
+            || pipe.last_commit_bytes > ZERO_COMMIT_MAX
+        {
+            return None;
+        }
+        let (&base, seg) = self.segments.iter_mut().next_back()?;
+        // A rolled segment is trimmed at its seal: zeros past its data would be wasted.
+        let SegmentState::Active(unsealed) = &mut seg.state else { return None };
+        let file = unsealed.file.clone()?;
+        let data_end = align_up(seg.size);
+        // A little past the data at least (64 KiB, or a quarter of the distance when that is
+        // less), so that the data, which must not reach the zeros while they are written, is
+        // not held back when they start late (a new segment, data that outran them); `zeroed`
+        // is u64::MAX once a zero write failed: no more for this segment.
+        let gap = (zero_ahead / 4).min(ZERO_GAP) / PAGE * PAGE;
+        let from = unsealed.zeroed.max(data_end + gap);
+        if from >= data_end.saturating_add(zero_ahead / 2) {
+            return None;
+        }
+        let zb = ZEROS_BYTES as u64;
+        // Only space whose fallocate completed (a commit in flight may be reserving more).
+        let n =
+            (data_end + zero_ahead).saturating_sub(from).div_ceil(zb).min(unsealed.allocated.saturating_sub(from) / zb);
+        if n == 0 {
+            return None;
+        }
+        pipe.zeroing = Some((base, from));
+        let disk = self.disk.clone();
+        Some(FlushWork {
+            writes: (0..n).map(|i| ChunkWrite { buf: disk.zeros(), pos: from + i * zb }).collect(),
+            disk,
+            dir: self.dir.clone(),
+            base_offset: base,
+            file: Some(file),
+            chunks: 0,
+            allocate_to: 0,
+            target_size: seg.durable_size,
+            target_next_offset: self.durable_next_offset,
+            seal: None,
+            commit: false,
+            max_inflight: max_inflight_writes as usize,
+            zero_to: from + n * zb,
+        })
     }
 
     /// The commit job's writes completed ([`FlushWork::write`]): a write-ahead job may be
@@ -283,6 +328,10 @@ impl<D: Disk> Log<D> {
     /// Record the outcome of a flush job. Returns the durable offset, or the error of the
     /// first job that failed since the pipeline was last idle.
     pub fn complete_flush(&mut self, done: FlushDone<D>) -> StorageResult<i64> {
+        if done.zeroed > 0 {
+            self.complete_zeros(done);
+            return Ok(self.durable_next_offset);
+        }
         let pipe = &mut self.pipeline;
         assert!(pipe.base == done.base_offset, "complete_flush without a job");
         if done.commit {
@@ -306,18 +355,10 @@ impl<D: Disk> Log<D> {
             unsealed.file.get_or_insert(f);
         }
         let result = match (done.result, &pipe.failed) {
-            (Err(e), None) if done.zeroed > 0 => {
-                // Zeros carry nothing: their failure fails no commit, and zeroing stops for
-                // this segment (a data write to the same place reports its own error).
-                tracing::warn!(dir = %self.dir.display(), base = done.base_offset, error = %e, "writing zeros ahead of the data failed; no more for this segment");
-                unsealed.zeroed = u64::MAX;
-                Ok(self.durable_next_offset)
-            }
             (Ok(_), None) if !done.commit => {
                 // Written, not yet synced: the next commit job covers these chunks.
                 pipe.ahead += done.chunks;
                 unsealed.allocated = unsealed.allocated.max(done.allocated);
-                unsealed.zeroed = unsealed.zeroed.max(done.zeroed);
                 Ok(self.durable_next_offset)
             }
             (Ok(file), None) => {
@@ -357,17 +398,41 @@ impl<D: Disk> Log<D> {
                 Err(StorageError::Io(e))
             }
         };
+        self.reset_if_drained();
+        result
+    }
+
+    /// A zero job completed. Zeros carry nothing: their failure fails no commit, and zeroing
+    /// stops for the segment (a data write to the same place reports its own error).
+    fn complete_zeros(&mut self, done: FlushDone<D>) {
+        assert!(self.pipeline.zeroing.is_some_and(|(base, _)| base == done.base_offset), "a zero job not in flight");
+        self.pipeline.zeroing = None;
+        let seg = self.segments.get_mut(&done.base_offset).expect("a segment being zeroed is never deleted");
+        if let SegmentState::Active(u) | SegmentState::Closing { unsealed: u, .. } = &mut seg.state {
+            match done.result {
+                Ok(_) => u.zeroed = u.zeroed.max(done.zeroed),
+                Err(e) => {
+                    tracing::warn!(dir = %self.dir.display(), base = done.base_offset, error = %e, "writing zeros ahead of the data failed; no more for this segment");
+                    u.zeroed = u64::MAX;
+                }
+            }
+        }
+        self.reset_if_drained();
+    }
+
+    /// After a failure, once every job has drained: what is not durable is written again by
+    /// the retry.
+    fn reset_if_drained(&mut self) {
+        let pipe = &mut self.pipeline;
         if pipe.is_idle() && pipe.failed.take().is_some() {
-            // Every job has drained: what is not durable is written again by the retry.
             pipe.allocated = 0;
             pipe.ahead = 0;
             if let Some(SegmentState::Active(u) | SegmentState::Closing { unsealed: u, .. }) =
-                self.segments.get_mut(&done.base_offset).map(|s| &mut s.state)
+                self.segments.get_mut(&pipe.base).map(|s| &mut s.state)
             {
                 u.tail.unsubmit();
             }
         }
-        result
     }
 
     /// Run flush jobs one after another until nothing waits, for an exclusive owner.
@@ -394,11 +459,15 @@ pub struct SealWork {
     snapshot: (i64, Vec<u8>),
 }
 
-/// The largest commit (bytes made durable by one fdatasync) during which zeros are written
-/// ahead. Measured with zeros on for every size (docs/benchmarks.md): one appender's durable
-/// 16 KiB appends ran 1.3-1.6 times faster, 48 KiB ones 1.1-1.25, 66 KB ones 1.1-1.17, and
-/// 256 KiB ones 0.93-0.97 (the sync flushes the zeros too).
-const ZERO_COMMIT_MAX: u64 = 64 << 10;
+/// The largest commit (bytes made durable by one fdatasync) after which zeros are written
+/// ahead. Measured (docs/benchmarks.md): 16 KiB commits ran 1.18 times faster with them, and
+/// the open loop's ~76 KB commits had a third less round trip at the median; with 256 KiB
+/// commits (a producer's full batches) the broker's p99 rose (zeros double what the disk
+/// writes, and large commits have little conversion to save).
+const ZERO_COMMIT_MAX: u64 = 128 << 10;
+
+/// How far past the data's end a zero job starts at least (when earlier zeros end before).
+const ZERO_GAP: u64 = 64 << 10;
 
 /// Producer snapshots kept per partition (the newest; older ones are deleted at each seal).
 const SNAPSHOTS_KEPT: usize = 2;
@@ -514,7 +583,7 @@ impl<D: Disk> FlushWork<D> {
             return Err(e);
         }
         if self.zero_to > 0 {
-            metrics::count(Counter::LogZeroBytes, ZEROS_BYTES as u64);
+            metrics::count(Counter::LogZeroBytes, (self.writes.len() * ZEROS_BYTES) as u64);
         } else if !self.writes.is_empty() {
             metrics::since(Stage::DmaWrite, writing);
         }
