@@ -3,16 +3,18 @@
 # fdatasync latency on the same disk in each round: one file at queue depth 1, and eight files
 # syncing at once (what the broker's eight partitions do).
 #
-# Usage: scripts/bench-tail.sh BIN_A BIN_B [ROUNDS] [RATE] [LINGER_MS] [SECONDS] [DIR]
+# Usage: scripts/bench-tail.sh BIN_A BIN_B [ROUNDS] [RATE] [LINGER_MS] [SECONDS] [DIR] [IN_FLIGHT]
 #   defaults: 2 rounds, 500000 records/s (about half the maximum on the 2-core machine),
-#   linger 5 ms, 8 s, ./target/bench-tail. Each run: a fresh `BIN serve` on its defaults, then
-#   `BIN load produce` (acks=all, 1 KiB, 8 partitions, 8 connections, 2 threads, 10 in flight;
-#   latency counted from each record's intended send time). The broker's /metrics after each
-#   run are kept in DIR/metrics.NAME.ROUND (request_produce, commit_wait, fdatasync stages).
+#   linger 5 ms, 8 s, ./target/bench-tail, 10 in flight. Each run: a fresh `BIN serve` on its
+#   defaults, then `BIN load produce` (acks=all, 1 KiB, 8 partitions, 8 connections, 2 threads;
+#   latency counted from each record's intended send time; beside it each request's round
+#   trip, and the broker's own request_produce p99, the larger of its two shards). The broker's
+#   /metrics after each run are kept in DIR/metrics.NAME.ROUND (request_produce, commit_wait,
+#   fdatasync stages). For a producer that sends as soon as it may: LINGER_MS 0, IN_FLIGHT 1.
 set -u
-[ $# -ge 2 ] || { sed -n 2,11p "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n 2,14p "$0"; exit 2; }
 command -v fio >/dev/null || { echo "bench-tail: fio not found (apt-get install fio)" >&2; exit 1; }
-A=$1 B=$2 rounds=${3:-2} rate=${4:-500000} linger=${5:-5} secs=${6:-8} dir=${7:-./target/bench-tail}
+A=$1 B=$2 rounds=${3:-2} rate=${4:-500000} linger=${5:-5} secs=${6:-8} dir=${7:-./target/bench-tail} inflight=${8:-10}
 mkdir -p "$dir"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 for r in $(seq "$rounds"); do
@@ -38,11 +40,16 @@ print('round $r: fio fdatasync, 8 files at once, p50 / p99 / p99.9: %d / %d / %d
     pid=$!
     sleep 1
     "$bin" load produce --bootstrap "127.0.0.1:$port" --topic t --partitions 8 --connections 8 --threads 2 \
-        --in-flight 10 --acks all --record-size 1024 --rate "$rate" --linger-ms "$linger" --duration "$secs" \
-        --json 2>/dev/null | tail -n 1 | python3 -c "
-import json,sys; j=json.load(sys.stdin); l=j['latency_ms']
-print('  %-30s %8.0f records/s  p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f ms' % ('$(basename "$bin")', j['records_per_sec'], l['p50'], l['p99'], l['p999'], l['max']))"
+        --in-flight "$inflight" --acks all --record-size 1024 --rate "$rate" --linger-ms "$linger" --duration "$secs" \
+        --json 2>/dev/null | tail -n 1 >"$dir/load.json"
     curl -s "127.0.0.1:$mport/metrics" >"$dir/metrics.$(basename "$bin").$r"
+    python3 - "$dir/load.json" "$dir/metrics.$(basename "$bin").$r" "$(basename "$bin")" <<'PY'
+import json, re, sys
+j = json.load(open(sys.argv[1])); l = j['latency_ms']; q = j.get('request_ms', {})
+broker = [float(v) * 1000 for v in re.findall(r'stage="request_produce",quantile="0.99"\} ([0-9.e-]+)', open(sys.argv[2]).read())]
+print('  %-24s %8.0f records/s  p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f ms;  requests p50 %.2f  p99 %.2f;  broker request_produce p99 %.2f ms'
+      % (sys.argv[3], j['records_per_sec'], l['p50'], l['p99'], l['p999'], l['max'], q.get('p50', 0), q.get('p99', 0), max(broker or [0])))
+PY
     kill $pid; wait $pid 2>/dev/null
   done
 done
