@@ -402,14 +402,17 @@ fn close_right_after_a_roll_at_every_flusher_step() {
 }
 
 /// Zero jobs (`tidemark.zero.ahead.bytes`), driven step by step on the memory disk: none before
-/// the segment's file exists; then one job writes zeros from a quarter of the distance past the
-/// data's end to the distance, in 128 KiB writes, and only one runs at a time; it runs beside a
-/// commit of data below where its zeros start, but a commit whose data would reach them waits
-/// for it; none starts while the zeros still reach half the distance ahead; one that fails fails
-/// nothing (the commit beside it completes, appends go on) and stops zeroing for the segment;
-/// after a commit of more than 128 KiB none starts.
+/// the segment's file exists; then one job writes zeros from 64 KiB past the data's end to the
+/// distance (in whole 128 KiB writes), and only one runs at a time; a commit of data below where
+/// its zeros start runs at the same time as it, but a commit whose data would reach them, and
+/// the seal of a segment rolled meanwhile, wait for it; none starts while the zeros still reach
+/// half the distance ahead; a zero job that fails fails nothing and stops zeroing for the
+/// segment; a commit that fails beside a zero job is written again once both are done; after a
+/// commit of more than 128 KiB none starts. At the end the log, reopened from its files, holds
+/// every batch appended (no zero landed on data).
 #[test]
 fn zero_jobs_run_beside_commits_clear_of_their_data() {
+    use futures_util::future::join;
     use tidemark::io::{Fault, FaultOp, PAGE};
     use tidemark::storage::log::Log;
     const KIB: u64 = 1 << 10;
@@ -419,36 +422,58 @@ fn zero_jobs_run_beside_commits_clear_of_their_data() {
             // One batch of about `kib` KiB.
             let batch = |tag: u64, kib: usize| tagged_batch(tag, kib, 1000, 1);
             let disk = MemDisk::new();
+            let dir = std::path::Path::new("/d/z-0");
             let config = LogConfig { preallocate_bytes: 4 << 20, zero_ahead_bytes: 256 << 10, ..LogConfig::default() };
-            let (mut log, _) = Log::open(disk.clone(), std::path::Path::new("/d/z-0"), config).await.unwrap();
-            log.append(&batch(0, 1), 10_000).unwrap();
+            let (mut log, _) = Log::open(disk.clone(), dir, config.clone()).await.unwrap();
+            let mut appended = 0;
+            let mut append = |log: &mut Log<MemDisk>, b: Vec<u8>| {
+                log.append(&b, 10_000).unwrap();
+                appended += 1;
+            };
+            append(&mut log, batch(0, 1));
             assert!(log.prepare_zeros().is_none(), "zeros before the segment's file exists");
             log.flush_all().await.unwrap();
             let data_end = page_end(log.size_bytes());
             let zeros = log.prepare_zeros().expect("a zero job once the file exists");
             assert!(log.prepare_zeros().is_none(), "two zero jobs at once");
-            // Beside it, a commit of data below where the zeros start (64 KiB past the data).
-            log.append(&batch(1, 20), 10_000).unwrap();
+            // Beside it, a commit of data below where the zeros start (64 KiB past the data),
+            // both under way at once.
+            append(&mut log, batch(1, 20));
             assert!(page_end(log.size_bytes()) <= data_end + 64 * KIB);
             let commit = log.prepare_flush().expect("a commit beside the zero job");
             let (_, writes) = disk.counters();
-            let done = zeros.run().await;
-            assert_eq!(disk.counters().1, writes + 2, "zeros from 64 to 256 KiB past the data, in 128 KiB writes");
-            log.complete_flush(done).expect("zeros");
-            log.complete_flush(commit.run().await).expect("the commit");
+            let (zeroed, committed) = join(zeros.run(), commit.run()).await;
+            assert_eq!(disk.counters().1, writes + 3, "two 128 KiB zero writes and the commit's one");
+            log.complete_flush(zeroed).expect("zeros");
+            log.complete_flush(committed).expect("the commit");
             let zeroed_to = data_end + 64 * KIB + 2 * 128 * KIB;
             assert!(log.prepare_zeros().is_none(), "zeros while they reach half the distance ahead");
             // The data moves on, in small commits: the zeros reach less than half the distance
             // past it.
             for _ in 0..3 {
-                log.append(&batch(2, 70), 10_000).unwrap();
+                append(&mut log, batch(2, 70));
                 log.flush_all().await.unwrap();
             }
             assert!(zeroed_to - page_end(log.size_bytes()) < 128 * KIB);
+            // A commit that fails beside a zero job: once both are done, the retry writes it.
             let zeros = log.prepare_zeros().expect("a zero job once the zeros are short");
-            // A commit whose data would reach where these zeros start (where the last ended)
-            // waits for them.
-            log.append(&batch(3, 100), 10_000).unwrap();
+            append(&mut log, batch(3, 10));
+            let commit = log.prepare_flush().expect("a commit beside the zero job");
+            disk.inject(FaultOp::Sync, Fault::Eio, 1);
+            let (zeroed, committed) = join(zeros.run(), commit.run()).await;
+            disk.heal();
+            assert!(log.complete_flush(committed).is_err(), "a failed sync reported as a success");
+            log.complete_flush(zeroed).expect("zeros");
+            log.flush_all().await.unwrap();
+            assert_eq!(log.durable_offset(), log.log_end_offset(), "the retry made the commit durable");
+            let zeroed_to = zeroed_to + 2 * 128 * KIB;
+            // A commit whose data would reach where the next zeros start waits for them.
+            for _ in 0..3 {
+                append(&mut log, batch(4, 75));
+                log.flush_all().await.unwrap();
+            }
+            let zeros = log.prepare_zeros().expect("a zero job once the zeros are short");
+            append(&mut log, batch(5, 130));
             assert!(page_end(log.size_bytes()) > zeroed_to);
             assert!(log.prepare_flush().is_none(), "a commit over zeros being written");
             disk.inject(FaultOp::Write, Fault::Eio, 1);
@@ -460,20 +485,42 @@ fn zero_jobs_run_beside_commits_clear_of_their_data() {
                 log.complete_flush(commit.run().await).expect("the commit")
             };
             assert_eq!(durable, log.log_end_offset(), "the commit's data is durable");
-            log.append(&batch(4, 50), 10_000).unwrap();
+            append(&mut log, batch(6, 50));
             log.flush_all().await.unwrap();
             assert!(log.prepare_zeros().is_none(), "zeros after a zero write failed");
+            let end = log.log_end_offset();
+            log.close().await.unwrap();
+            let (mut log, _) = Log::open(disk.clone(), dir, config).await.unwrap();
+            assert_eq!(log.log_end_offset(), end);
+            let mut found = 0;
+            let mut at = 0;
+            while at < end {
+                let bytes = log.read(at, 1 << 20, ReadUpTo::LogEnd).await.unwrap();
+                let got = batches(&bytes);
+                assert!(!got.is_empty(), "no batch at offset {at}");
+                found += got.len();
+                at = got.last().map(|(h, _)| h.last_offset() + 1).unwrap();
+            }
+            assert_eq!(found, appended, "batches read back after the zero jobs");
 
-            // After a commit of more than 128 KiB (no zeros then), and after a small one again.
+            // The seal of a segment rolled while a zero job runs waits for it.
             let disk = MemDisk::new();
             let config = LogConfig { preallocate_bytes: 4 << 20, ..LogConfig::default() };
             let (mut log, _) = Log::open(disk.clone(), std::path::Path::new("/d/z-1"), config).await.unwrap();
             log.append(&batch(0, 1), 10_000).unwrap();
             log.flush_all().await.unwrap();
+            let zeros = log.prepare_zeros().expect("a zero job");
+            log.roll(10_000);
+            assert!(log.prepare_flush().is_none(), "a seal beside a zero job");
+            let done = zeros.run().await;
+            log.complete_flush(done).expect("zeros");
+            log.flush_all().await.unwrap();
+            assert_eq!(log.segment_count(), 2, "sealed, and the next segment started");
+            // After a commit of more than 128 KiB no zeros, after a small one again.
             log.append(&batch(1, 150), 10_000).unwrap();
             log.flush_all().await.unwrap();
             assert!(log.prepare_zeros().is_none(), "zeros after a commit of more than 128 KiB");
-            log.append(&batch(3, 1), 10_000).unwrap();
+            log.append(&batch(2, 1), 10_000).unwrap();
             log.flush_all().await.unwrap();
             assert!(log.prepare_zeros().is_some(), "no zeros after a small commit");
         })

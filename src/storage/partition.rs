@@ -422,8 +422,9 @@ impl<D: Disk> Partition<D> {
     }
 
     /// Start the flusher if it is not running and there is work. A running one is woken only
-    /// when full chunks could be written while its commit syncs; otherwise it finds the new
-    /// data itself when the commit completes (an append would else wake it every time).
+    /// when a job could start now (full chunks while its commit syncs, or any data while it
+    /// runs only a zero job); otherwise it finds the new data itself when the commit completes
+    /// (an append would else wake it every time).
     pub fn kick(self: &Rc<Self>) {
         if self.flusher_running.get() {
             if !self.log.borrow().can_start_job() {
@@ -459,7 +460,8 @@ impl<D: Disk> Partition<D> {
                 let work = self.log.borrow_mut().prepare_flush();
                 writing = work.map(|w| w.write().boxed_local());
             }
-            if zeroing.is_none() && !failed {
+            // No zeros for a log about to be closed or cut: its seal or reopen drops them.
+            if zeroing.is_none() && !failed && !self.closed.get() && !self.truncating.get() {
                 let work = self.log.borrow_mut().prepare_zeros();
                 zeroing = work.map(|w| w.run().boxed_local());
             }

@@ -263,10 +263,11 @@ impl<D: Disk> Log<D> {
     /// A zero job, or `None`. While the last commit was small (at most [`ZERO_COMMIT_MAX`]:
     /// a large one's metadata is a small share of its cost, and writing every byte twice then
     /// costs more than it saves) and the zeros past the active segment's data reach less than
-    /// half of `tidemark.zero.ahead.bytes` beyond it, zeros up to that distance, from where
-    /// earlier zeros end or [`ZERO_GAP`] past the data's end rounded up to a page (a quarter of
-    /// the distance when that is less), whichever is further, within the space already
-    /// reserved. The flusher runs it beside its other jobs ([`Log::prepare_flush`] keeps
+    /// half of `tidemark.zero.ahead.bytes` beyond it, zeros up to that distance (in whole
+    /// 128 KiB writes, at most `tidemark.max.inflight.writes` of them), from where earlier
+    /// zeros end or [`ZERO_GAP`] past the data's end rounded up to a page (a quarter of the
+    /// distance when that is less, one page at least), whichever is further, within the space
+    /// already reserved. The flusher runs it beside its other jobs ([`Log::prepare_flush`] keeps
     /// theirs clear of it).
     pub fn prepare_zeros(&mut self) -> Option<FlushWork<D>> {
         let (zero_ahead, max_inflight_writes) = (self.config.zero_ahead_bytes, self.config.max_inflight_writes);
@@ -288,15 +289,19 @@ impl<D: Disk> Log<D> {
         // less), so that the data, which must not reach the zeros while they are written, is
         // not held back when they start late (a new segment, data that outran them); `zeroed`
         // is u64::MAX once a zero write failed: no more for this segment.
-        let gap = (zero_ahead / 4).min(ZERO_GAP) / PAGE * PAGE;
+        let gap = ((zero_ahead / 4).min(ZERO_GAP) / PAGE * PAGE).max(PAGE);
         let from = unsealed.zeroed.max(data_end + gap);
         if from >= data_end.saturating_add(zero_ahead / 2) {
             return None;
         }
         let zb = ZEROS_BYTES as u64;
-        // Only space whose fallocate completed (a commit in flight may be reserving more).
-        let n =
-            (data_end + zero_ahead).saturating_sub(from).div_ceil(zb).min(unsealed.allocated.saturating_sub(from) / zb);
+        // Only space whose fallocate completed (a commit in flight may be reserving more), and
+        // one round of writes at most: a commit whose data reaches the zeros waits for them.
+        let n = (data_end + zero_ahead)
+            .saturating_sub(from)
+            .div_ceil(zb)
+            .min(unsealed.allocated.saturating_sub(from) / zb)
+            .min(max_inflight_writes as u64);
         if n == 0 {
             return None;
         }
@@ -437,6 +442,8 @@ impl<D: Disk> Log<D> {
 
     /// Run flush jobs one after another until nothing waits, for an exclusive owner.
     pub async fn flush_all(&mut self) -> StorageResult<()> {
+        // A zero job prepared and not completed would hold a job back, and this would stop early.
+        assert!(self.pipeline.zeroing.is_none(), "flush_all beside a zero job");
         while let Some(work) = self.prepare_flush() {
             let done = work.run().await;
             self.complete_flush(done)?;
