@@ -1,19 +1,9 @@
 # Shared by scripts/bench-disk.sh and scripts/bench-disk-ab.sh (source it; it runs nothing).
 # Uses the caller's $dir (scratch directory on the disk to measure) and $secs (seconds per run).
 
-# fio_mbps NAME SIZE ARGS...: fio's sequential O_DIRECT write bandwidth on a SIZE file for $secs
-# seconds, MB/s (10^6 B). A fast disk wraps around the file and then writes over blocks it wrote
-# already, which ext4 and xfs do without converting extents: use fio_fresh_mbps for the 1 MiB row.
-fio_mbps() {
-  local name=$1 size=$2; shift 2
-  fio --name="$name" --filename="$dir/fio.$name" --size="$size" --direct=1 --ioengine=io_uring \
-      --rw=write --time_based --runtime="$secs" --output-format=json "$@" 2>/dev/null \
-    | python3 -c 'import json,sys; j=json.load(sys.stdin); print("%.1f" % (j["jobs"][0]["write"]["bw_bytes"]/1e6))'
-  rm -f "$dir/fio.$name"
-}
-
-# fio_fresh_mbps NAME SIZE ARGS...: the same on fresh space, as a log writes it: SIZE bytes of a
-# new file, fallocated (fio's default) and written once, never over written blocks. MB/s.
+# fio_fresh_mbps NAME SIZE ARGS...: fio's sequential O_DIRECT write bandwidth on fresh space, as
+# a log writes it: SIZE bytes of a new file, fallocated (fio's default) and written once, never
+# over written blocks. MB/s (10^6 B).
 fio_fresh_mbps() {
   local name=$1 size=$2; shift 2
   rm -f "$dir/fio.$name"
@@ -21,6 +11,14 @@ fio_fresh_mbps() {
       --rw=write --output-format=json "$@" 2>/dev/null \
     | python3 -c 'import json,sys; j=json.load(sys.stdin); print("%.1f" % (j["jobs"][0]["write"]["bw_bytes"]/1e6))'
   rm -f "$dir/fio.$name"
+}
+
+# fio_mbps NAME SIZE ARGS...: the same on a SIZE file for $secs seconds. A fast disk wraps around
+# the file and then writes over blocks it wrote already, which ext4 and xfs do without converting
+# extents: use fio_fresh_mbps for the 1 MiB row.
+fio_mbps() {
+  local name=$1 size=$2; shift 2
+  fio_fresh_mbps "$name" "$size" --time_based --runtime="$secs" "$@"
 }
 
 # FRESH_SIZE: what fio_fresh_mbps writes for the 1 MiB x 8 row (a few seconds on this disk; the
