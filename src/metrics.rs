@@ -28,6 +28,7 @@ pub enum Stage {
     Copy,
     DmaWrite,
     Fdatasync,
+    WriteSynced,
     CommitWait,
     ResponseQueue,
     ResponseWrite,
@@ -36,7 +37,7 @@ pub enum Stage {
     RequestOther,
 }
 
-pub const STAGES: [Stage; 14] = [
+pub const STAGES: [Stage; 15] = [
     Stage::NetworkRead,
     Stage::Hop,
     Stage::HopSend,
@@ -45,6 +46,7 @@ pub const STAGES: [Stage; 14] = [
     Stage::Copy,
     Stage::DmaWrite,
     Stage::Fdatasync,
+    Stage::WriteSynced,
     Stage::CommitWait,
     Stage::ResponseQueue,
     Stage::ResponseWrite,
@@ -64,6 +66,7 @@ impl Stage {
             Stage::Copy => "copy",
             Stage::DmaWrite => "dma_write",
             Stage::Fdatasync => "fdatasync",
+            Stage::WriteSynced => "write_synced",
             Stage::CommitWait => "commit_wait",
             Stage::ResponseQueue => "response_queue",
             Stage::ResponseWrite => "response_write",

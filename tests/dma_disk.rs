@@ -531,3 +531,116 @@ fn zero_jobs_run_beside_commits_clear_of_their_data() {
         })
     });
 }
+
+/// A commit job of one write with nothing written ahead of it goes out as one synced write
+/// (`DiskFile::write_synced_at`: on the DMA disk, one write through an O_DSYNC descriptor), any
+/// other commit as its writes, then an fdatasync. The memory disk gives a synced write the least
+/// the contract allows (that write alone is made durable, as one FUA write would be): a commit
+/// that covered chunks written ahead with a synced write would lose them at the crash that ends
+/// the test. A seal is never a synced write either.
+/// spec: T3.5 — every acknowledged record survives a crash.
+#[test]
+fn one_write_commits_are_synced_writes_and_only_those() {
+    use tidemark::storage::log::Log;
+    run_glommio(|| {
+        Box::pin(async {
+            let batch = |tag: u64, kib: usize| tagged_batch(tag, kib, 1000, 1);
+            let disk = MemDisk::new();
+            let dir = std::path::Path::new("/d/s-0");
+            let config = LogConfig { write_chunk_bytes: 8192, zero_ahead_bytes: 0, ..LogConfig::default() };
+            let (mut log, _) = Log::open(disk.clone(), dir, config.clone()).await.unwrap();
+            let mut appended = 0;
+            let mut append = |log: &mut Log<MemDisk>, b: Vec<u8>| {
+                log.append(&b, 10_000).unwrap();
+                appended += 1;
+            };
+            // One small batch: one write, made durable by itself.
+            append(&mut log, batch(0, 1));
+            log.flush_all().await.unwrap();
+            assert_eq!(disk.synced_writes(), 1, "a one-write commit as a synced write");
+            let (syncs, _) = disk.counters();
+            // Chunks written ahead while a commit syncs: the next commit covers them with an
+            // fdatasync, not with a synced write of its own chunk.
+            append(&mut log, batch(1, 5));
+            let commit = log.prepare_flush().expect("a commit");
+            let Ok(written) = commit.write().await else { panic!("the commit's write failed") };
+            log.flush_written();
+            append(&mut log, batch(2, 20));
+            let ahead = log.prepare_flush().expect("a write-ahead job of the full chunks");
+            let done = ahead.run().await;
+            log.complete_flush(written.finish().await).expect("the commit");
+            log.complete_flush(done).expect("the write-ahead job");
+            assert_eq!(disk.synced_writes(), 2, "the commit of one write beside them");
+            let (syncs_before, writes_before) = disk.counters();
+            append(&mut log, batch(3, 1));
+            let commit = log.prepare_flush().expect("the commit covering the chunks written ahead");
+            log.complete_flush(commit.run().await).expect("the commit");
+            assert_eq!(disk.synced_writes(), 2, "a synced write would not cover the chunks written ahead");
+            assert_eq!(disk.counters(), (syncs_before + 1, writes_before + 1), "one write, one fdatasync");
+            assert!(syncs_before > syncs);
+            // A rolled segment's seal syncs apart.
+            log.roll(10_000);
+            log.flush_all().await.unwrap();
+            assert_eq!(disk.synced_writes(), 2, "a seal as a synced write");
+            append(&mut log, batch(4, 1));
+            log.flush_all().await.unwrap();
+            let end = log.log_end_offset();
+            assert_eq!(log.durable_offset(), end);
+            drop(log);
+            disk.crash(tidemark::io::CrashMode::DropUnsynced);
+            let (mut log, _) = Log::open(disk.clone(), dir, config).await.unwrap();
+            assert_eq!(log.log_end_offset(), end, "acknowledged records lost");
+            let (mut found, mut at) = (0, 0);
+            while at < end {
+                let bytes = log.read(at, 1 << 20, ReadUpTo::LogEnd).await.unwrap();
+                let got = batches(&bytes);
+                assert!(!got.is_empty(), "no batch at offset {at}");
+                found += got.len();
+                at = got.last().map(|(h, _)| h.last_offset() + 1).unwrap();
+            }
+            assert_eq!(found, appended, "batches read back after the crash");
+        })
+    });
+}
+
+/// The DMA disk's synced write goes through a second descriptor, opened with O_DSYNC on first
+/// use: its bytes read back through the file's own descriptor at once, beside plain writes and
+/// over them, and after a reopen; closing the file closes both descriptors.
+#[test]
+fn dma_synced_writes_read_back_and_close_their_descriptor() {
+    use tidemark::io::{Disk, DiskFile};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().to_path_buf();
+    run_glommio(move || {
+        Box::pin(async move {
+            let disk = DmaDisk::open(&root).await.expect("probe");
+            let path = root.join("f");
+            // Descriptors of this process open on `path` (other tests run beside this one).
+            let open_on = |path: &std::path::Path| {
+                std::fs::read_dir("/proc/self/fd")
+                    .unwrap()
+                    .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+                    .filter(|l| l == path)
+                    .count()
+            };
+            let filled = |len: usize, byte: u8| {
+                let mut b = disk.alloc(len);
+                b.as_mut().fill(byte);
+                Rc::new(b)
+            };
+            let f = disk.open_rw(&path).await.unwrap();
+            f.allocate(64 << 10).await.unwrap();
+            f.write_at(filled(8192, 1), 0).await.unwrap();
+            f.write_synced_at(filled(8192, 2), 8192).await.unwrap();
+            f.write_synced_at(filled(4096, 3), 4096).await.unwrap();
+            assert_eq!(open_on(&path), 2, "the file and its O_DSYNC descriptor");
+            let want: Vec<u8> = [vec![1u8; 4096], vec![3; 4096], vec![2; 8192]].concat();
+            assert_eq!(f.read_at(0, 16384).await.unwrap(), want);
+            f.close().await.unwrap();
+            assert_eq!(open_on(&path), 0, "a descriptor left open");
+            let f = disk.open_existing(&path).await.unwrap();
+            assert_eq!(f.read_at(0, 16384).await.unwrap(), want);
+            f.close().await.unwrap();
+        })
+    });
+}

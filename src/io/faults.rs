@@ -132,6 +132,11 @@ pub fn installed() -> Vec<FaultRule> {
     GLOBAL.lock().unwrap_or_else(|e| e.into_inner()).rules().to_vec()
 }
 
+/// True while any process-wide rule is installed.
+pub fn armed() -> bool {
+    ARMED.load(Ordering::Relaxed)
+}
+
 /// The process-wide fault an operation meets now (the DMA disk calls this before each one).
 pub fn take(op: FaultOp, path: &Path) -> Option<Fault> {
     if !ARMED.load(Ordering::Relaxed) {

@@ -53,6 +53,8 @@ struct State {
     fuse: Option<u64>,
     syncs: u64,
     writes: u64,
+    /// Writes made durable by themselves (`write_synced_at`), also counted in both above.
+    synced_writes: u64,
     /// Syncs issued and not yet returned, and writes issued while one was.
     syncs_in_flight: u32,
     overlapped_writes: u64,
@@ -127,6 +129,11 @@ impl MemDisk {
     pub fn counters(&self) -> (u64, u64) {
         let s = self.state.borrow();
         (s.syncs, s.writes)
+    }
+
+    /// How many writes were made durable by themselves ([`DiskFile::write_synced_at`]).
+    pub fn synced_writes(&self) -> u64 {
+        self.state.borrow().synced_writes
     }
 
     /// How many writes were issued while a sync was in flight (pipelined flushes).
@@ -494,6 +501,48 @@ impl DiskFile for MemFile {
         f.synced.resize(len, 0);
         let covered = covered.min(f.pending.len());
         f.pending.drain(..covered);
+        Ok(())
+    }
+
+    /// The weakest durability the trait allows (one FUA write): this write is durable when it
+    /// returns, and writes completed before it and not synced stay pending (a crash may drop
+    /// them). A sync fault loses this write, as a failed fdatasync loses what it covered.
+    async fn write_synced_at(&self, buf: Rc<MemBuf>, pos: u64) -> IoResult<()> {
+        self.write_at(buf, pos).await?;
+        self.disk.change("fdatasync", &self.path)?;
+        let fault = self.disk.take_fault(FaultOp::Sync, &self.path);
+        let mut f = self.state.borrow_mut();
+        // Nothing awaited since the write completed: it is the last pending one.
+        let (at, bytes) = f.pending.pop().expect("the write just completed");
+        let (a, b) = (at as usize, at as usize + bytes.len());
+        if let Some(fault) = fault {
+            // Lost: the range reads as before the write (the synced image, then the writes
+            // still pending over it).
+            let mut old = vec![0u8; b - a];
+            let have = f.synced.len().clamp(a, b);
+            old[..have - a].copy_from_slice(&f.synced[a..have]);
+            for (p, w) in &f.pending {
+                let (c, d) = ((*p as usize).max(a), (*p as usize + w.len()).min(b));
+                if c < d {
+                    old[c - a..d - a].copy_from_slice(&w[c - *p as usize..d - *p as usize]);
+                }
+            }
+            write_into(&mut f.data, at, &old);
+            return Err(err("fdatasync", &self.path, None, fault_errno(fault)));
+        }
+        // Durable. Earlier pending writes to the same bytes carry the new ones from now on, so
+        // a crash that replays them does not bring older bytes back over durable ones.
+        for (p, w) in f.pending.iter_mut() {
+            let (c, d) = ((*p as usize).max(a), (*p as usize + w.len()).min(b));
+            if c < d {
+                w[c - *p as usize..d - *p as usize].copy_from_slice(&bytes[c - a..d - a]);
+            }
+        }
+        write_into(&mut f.synced, at, &bytes);
+        drop(f);
+        let mut st = self.disk.state.borrow_mut();
+        st.syncs += 1;
+        st.synced_writes += 1;
         Ok(())
     }
 

@@ -200,6 +200,15 @@ pub trait DiskFile: 'static {
     async fn read_at(&self, pos: u64, len: usize) -> IoResult<Vec<u8>>;
     /// Make every completed write durable (fdatasync).
     async fn sync(&self) -> IoResult<()>;
+    /// Write the whole buffer at `pos` and make it durable, with what is needed to read it
+    /// back (its allocation, the file's size): `write_at`, then `sync`. A disk may do both in
+    /// one operation (the DMA disk: a write through an O_DSYNC descriptor); then writes
+    /// completed before it and not yet synced may not be made durable by it, so callers use it
+    /// only when no such write needs to be.
+    async fn write_synced_at(&self, buf: Rc<Self::Buf>, pos: u64) -> IoResult<()> {
+        self.write_at(buf, pos).await?;
+        self.sync().await
+    }
     /// Reserve space up to `len` bytes (fallocate); the file's size becomes at least `len` and
     /// the new space reads as zeros.
     async fn allocate(&self, len: u64) -> IoResult<()>;

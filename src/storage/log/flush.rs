@@ -9,7 +9,10 @@
 //!
 //! Two kinds of job, so the disk is not idle during an fdatasync and syncs are not multiplied:
 //! - a **commit** job cuts the open chunk, writes what no job wrote yet, then syncs; at most
-//!   one is in flight, and only its successful sync moves the durable point;
+//!   one is in flight, and only its successful sync moves the durable point. A commit of one
+//!   write with nothing written ahead before it makes it durable by itself
+//!   ([`DiskFile::write_synced_at`]: on the DMA disk one O_DSYNC write, the write and the sync
+//!   in one io_uring operation);
 //! - while a commit job syncs, **write-ahead** jobs write the tail's full chunks (no cut, no
 //!   sync), one at a time; the next commit job's sync covers them.
 //!
@@ -28,7 +31,8 @@
 //! Invariants:
 //! - a sync covers the writes that completed before it was issued: a commit job syncs only
 //!   after its own writes and every earlier job's completed, and durability moves only to
-//!   what it covers;
+//!   what it covers; a synced write covers only itself (on a device with FUA), so a commit
+//!   job makes one only when no chunk written ahead waits for its sync;
 //! - a job's writes start only after every earlier job's writes completed, so two writes of
 //!   one page are never in flight together (a write-ahead job's first chunk may rewrite the
 //!   last page of the commit job's cut chunk, with the same bytes first: it does so once that
@@ -537,6 +541,12 @@ impl<D: Disk> FlushWork<D> {
         }
     }
 
+    /// A commit job of one write with nothing unsynced before it (no write-ahead job's chunks,
+    /// no seal): the write and its sync go out as one ([`DiskFile::write_synced_at`]).
+    fn write_synced(&self) -> bool {
+        self.commit && self.seal.is_none() && self.writes.len() == 1 && self.chunks == 1
+    }
+
     fn done(&self, file: Option<Rc<D::File>>, result: Result<Rc<D::File>, IoError>) -> FlushDone<D> {
         FlushDone {
             base_offset: self.base_offset,
@@ -567,6 +577,12 @@ impl<D: Disk> FlushWork<D> {
             file.allocate(self.allocate_to).await?;
         }
         let writing = std::time::Instant::now();
+        if self.write_synced() {
+            let w = &self.writes[0];
+            file.write_synced_at(w.buf.clone(), w.pos).await?;
+            metrics::since(Stage::WriteSynced, writing);
+            return Ok(file);
+        }
         let mut inflight = FuturesUnordered::new();
         let mut first_err = None;
         let mut prev_end = 0u64;
@@ -624,6 +640,9 @@ impl<D: Disk> Written<D> {
     async fn sync_and_seal(&self) -> Result<(), IoError> {
         let syncing = std::time::Instant::now();
         let file = &self.file;
+        if self.work.write_synced() {
+            return Ok(()); // synced with its write
+        }
         file.sync().await?;
         metrics::since(Stage::Fdatasync, syncing);
         let work = &self.work;
