@@ -102,6 +102,24 @@ fn segments_are_preallocated_then_trimmed() {
                 let idx = std::fs::metadata(dir.join(format!("{b:020}.index"))).unwrap().len();
                 assert_eq!(idx % 8, 0);
             }
+            // Sealed segments keep one descriptor (for reads), not their O_DSYNC one too
+            // (dropped at the seal, closed by glommio on a later turn of its reactor).
+            let sealed: Vec<_> = bases[..bases.len() - 1].iter().map(|b| dir.join(format!("{b:020}.log"))).collect();
+            let extra = || {
+                std::fs::read_dir("/proc/self/fd")
+                    .unwrap()
+                    .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+                    .filter(|l| sealed.contains(l))
+                    .count()
+                    > sealed.len()
+            };
+            for _ in 0..100 {
+                if !extra() {
+                    break;
+                }
+                glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            assert!(!extra(), "a sealed segment kept its O_DSYNC descriptor");
             p.close().await.unwrap();
             let on_disk: u64 =
                 bases.iter().map(|b| std::fs::metadata(dir.join(format!("{b:020}.log"))).unwrap().len()).sum();
@@ -605,7 +623,8 @@ fn one_write_commits_are_synced_writes_and_only_those() {
 
 /// The DMA disk's synced write goes through a second descriptor, opened with O_DSYNC on first
 /// use: its bytes read back through the file's own descriptor at once, beside plain writes and
-/// over them, and after a reopen; closing the file closes both descriptors.
+/// over them, and after a reopen; `writes_done` (a sealed segment) drops that descriptor, a later
+/// synced write opens it again, and closing the file closes both.
 #[test]
 fn dma_synced_writes_read_back_and_close_their_descriptor() {
     use tidemark::io::{Disk, DiskFile};
@@ -636,8 +655,20 @@ fn dma_synced_writes_read_back_and_close_their_descriptor() {
             assert_eq!(open_on(&path), 2, "the file and its O_DSYNC descriptor");
             let want: Vec<u8> = [vec![1u8; 4096], vec![3; 4096], vec![2; 8192]].concat();
             assert_eq!(f.read_at(0, 16384).await.unwrap(), want);
+            // A sealed segment's file stays open for reads, without the O_DSYNC descriptor
+            // (glommio closes a dropped file on a later turn of its reactor).
+            f.writes_done();
+            for _ in 0..100 {
+                if open_on(&path) == 1 {
+                    break;
+                }
+                glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            assert_eq!(open_on(&path), 1, "the O_DSYNC descriptor kept after writes_done");
+            f.write_synced_at(filled(4096, 4), 12288).await.unwrap();
             f.close().await.unwrap();
             assert_eq!(open_on(&path), 0, "a descriptor left open");
+            let want: Vec<u8> = [vec![1u8; 4096], vec![3; 4096], vec![2; 4096], vec![4; 4096]].concat();
             let f = disk.open_existing(&path).await.unwrap();
             assert_eq!(f.read_at(0, 16384).await.unwrap(), want);
             f.close().await.unwrap();

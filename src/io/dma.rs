@@ -96,8 +96,8 @@ pub struct DmaDiskFile {
     /// Bytes reserved by fallocate so far (avoids repeating the syscall).
     allocated: Cell<u64>,
     /// The same file opened again with O_DSYNC, for [`DiskFile::write_synced_at`] (opened on
-    /// its first use).
-    synced: std::cell::OnceCell<DmaFile>,
+    /// its first use, dropped by [`DiskFile::writes_done`]).
+    synced: std::cell::RefCell<Option<Rc<DmaFile>>>,
 }
 
 impl IoBuf for DmaBuffer {
@@ -254,18 +254,24 @@ impl DiskFile for DmaDiskFile {
         }
         debug_assert_eq!(pos % PAGE, 0, "unaligned DMA write position");
         let want = buf.len();
-        if self.synced.get().is_none() {
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .custom_flags(libc::O_DSYNC)
-                .dma_open(&self.path)
-                .await
-                .map_err(|e| gerr("open O_DSYNC", &self.path, None, e))?;
-            // Two first uses at once: the second's descriptor is dropped (and closed).
-            let _ = self.synced.set(f);
-        }
-        let file = self.synced.get().expect("opened above");
+        let opened = self.synced.borrow().clone();
+        let file = match opened {
+            Some(f) => f,
+            None => {
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .custom_flags(libc::O_DSYNC)
+                    .dma_open(&self.path)
+                    .await
+                    .map_err(|e| gerr("open O_DSYNC", &self.path, None, e))?;
+                // Two first uses at once: the first one's descriptor is dropped once its write
+                // completes (glommio closes a dropped file).
+                let f = Rc::new(f);
+                *self.synced.borrow_mut() = Some(f.clone());
+                f
+            }
+        };
         let n = file.write_rc_at(buf, pos).await.map_err(|e| gerr("write O_DSYNC", &self.path, Some(pos), e))?;
         if n != want {
             return Err(IoError::new(
@@ -276,6 +282,11 @@ impl DiskFile for DmaDiskFile {
             ));
         }
         Ok(())
+    }
+
+    fn writes_done(&self) {
+        // Dropped, glommio closes it (a write still in flight holds its own reference).
+        self.synced.borrow_mut().take();
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> IoResult<Vec<u8>> {
@@ -314,7 +325,7 @@ impl DiskFile for DmaDiskFile {
 
     async fn close(self) -> IoResult<()> {
         let path = self.path;
-        if let Some(f) = self.synced.into_inner() {
+        if let Some(f) = self.synced.into_inner().and_then(|f| Rc::try_unwrap(f).ok()) {
             f.close().await.map_err(|e| gerr("close", &path, None, e))?;
         }
         self.file.close().await.map_err(|e| gerr("close", &path, None, e))

@@ -209,6 +209,9 @@ pub trait DiskFile: 'static {
         self.write_at(buf, pos).await?;
         self.sync().await
     }
+    /// No more writes will come (a sealed segment, kept open for reads): release what writing
+    /// needed (the DMA disk's O_DSYNC descriptor).
+    fn writes_done(&self) {}
     /// Reserve space up to `len` bytes (fallocate); the file's size becomes at least `len` and
     /// the new space reads as zeros.
     async fn allocate(&self, len: u64) -> IoResult<()>;

@@ -381,6 +381,7 @@ impl<D: Disk> Log<D> {
                 assert!(done.target_size >= seg.durable_size, "the durable size only grows");
                 seg.durable_size = done.target_size;
                 if done.sealed {
+                    file.writes_done();
                     seg.seal(file);
                 }
                 self.durable_next_offset = self.durable_next_offset.max(done.target_next_offset);
