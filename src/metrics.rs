@@ -10,6 +10,7 @@
 //! - `copy`: copying the checked batches into the active segment's write buffer;
 //! - `dma_write`: a flush job's writes, from the first issued to the last completed;
 //! - `fdatasync`: a flush job's fdatasync;
+//! - `write_synced`: a commit's one synced (O_DSYNC) write, its write and sync together;
 //! - `response_write`: writing a response to the socket;
 //! - `request_produce`, `request_fetch`, `request_other`: a request from decoded to answered.
 

@@ -43,7 +43,8 @@ pub struct Summary {
     pub read_seconds: f64,
     pub verified_batches: u64,
     /// The engine's own stages during the appends (`crate::metrics`: the DMA writes, the
-    /// fdatasyncs, the wait for a commit), every shard's merged: where an append's time goes.
+    /// fdatasyncs, the synced writes, the wait for a commit), every shard's merged: where an
+    /// append's time goes.
     pub stages: crate::metrics::ShardMetrics,
 }
 

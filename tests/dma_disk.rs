@@ -554,12 +554,24 @@ fn zero_jobs_run_beside_commits_clear_of_their_data() {
 /// (`DiskFile::write_synced_at`: on the DMA disk, one write through an O_DSYNC descriptor), any
 /// other commit as its writes, then an fdatasync. The memory disk gives a synced write the least
 /// the contract allows (that write alone is made durable, as one FUA write would be): a commit
-/// that covered chunks written ahead with a synced write would lose them at the crash that ends
-/// the test. A seal is never a synced write either.
+/// that covered chunks written ahead with a synced write would lose them at the crash right
+/// after it. A seal is never a synced write either.
 /// spec: T3.5 — every acknowledged record survives a crash.
 #[test]
 fn one_write_commits_are_synced_writes_and_only_those() {
     use tidemark::storage::log::Log;
+    // Every batch from offset 0 to the log's end, read back: their count.
+    async fn count_batches(log: &mut Log<MemDisk>) -> usize {
+        let (end, mut found, mut at) = (log.log_end_offset(), 0, 0);
+        while at < end {
+            let bytes = log.read(at, 1 << 20, ReadUpTo::LogEnd).await.unwrap();
+            let got = batches(&bytes);
+            assert!(!got.is_empty(), "no batch at offset {at}");
+            found += got.len();
+            at = got.last().map(|(h, _)| h.last_offset() + 1).unwrap();
+        }
+        found
+    }
     run_glommio(|| {
         Box::pin(async {
             let batch = |tag: u64, kib: usize| tagged_batch(tag, kib, 1000, 1);
@@ -567,10 +579,10 @@ fn one_write_commits_are_synced_writes_and_only_those() {
             let dir = std::path::Path::new("/d/s-0");
             let config = LogConfig { write_chunk_bytes: 8192, zero_ahead_bytes: 0, ..LogConfig::default() };
             let (mut log, _) = Log::open(disk.clone(), dir, config.clone()).await.unwrap();
-            let mut appended = 0;
-            let mut append = |log: &mut Log<MemDisk>, b: Vec<u8>| {
+            let appended = std::cell::Cell::new(0);
+            let append = |log: &mut Log<MemDisk>, b: Vec<u8>| {
                 log.append(&b, 10_000).unwrap();
-                appended += 1;
+                appended.set(appended.get() + 1);
             };
             // One small batch: one write, made durable by itself.
             append(&mut log, batch(0, 1));
@@ -596,27 +608,31 @@ fn one_write_commits_are_synced_writes_and_only_those() {
             assert_eq!(disk.synced_writes(), 2, "a synced write would not cover the chunks written ahead");
             assert_eq!(disk.counters(), (syncs_before + 1, writes_before + 1), "one write, one fdatasync");
             assert!(syncs_before > syncs);
-            // A rolled segment's seal syncs apart.
-            log.roll(10_000);
-            log.flush_all().await.unwrap();
-            assert_eq!(disk.synced_writes(), 2, "a seal as a synced write");
-            append(&mut log, batch(4, 1));
-            log.flush_all().await.unwrap();
+            // The power cut right after: everything acknowledged is there.
             let end = log.log_end_offset();
             assert_eq!(log.durable_offset(), end);
             drop(log);
             disk.crash(tidemark::io::CrashMode::DropUnsynced);
+            let (mut log, _) = Log::open(disk.clone(), dir, config.clone()).await.unwrap();
+            assert_eq!(log.log_end_offset(), end, "acknowledged records lost");
+            assert_eq!(count_batches(&mut log).await, appended.get(), "batches read back after the crash");
+            // A rolled segment's seal syncs apart.
+            append(&mut log, batch(4, 1));
+            log.flush_all().await.unwrap();
+            let synced = disk.synced_writes();
+            log.roll(10_000);
+            log.flush_all().await.unwrap();
+            assert_eq!(disk.synced_writes(), synced, "a seal as a synced write");
+            assert_eq!(log.segment_count(), 2);
+            append(&mut log, batch(5, 1));
+            log.flush_all().await.unwrap();
+            assert_eq!(disk.synced_writes(), synced + 1, "the new segment's one-write commit");
+            let end = log.log_end_offset();
+            drop(log);
+            disk.crash(tidemark::io::CrashMode::DropUnsynced);
             let (mut log, _) = Log::open(disk.clone(), dir, config).await.unwrap();
             assert_eq!(log.log_end_offset(), end, "acknowledged records lost");
-            let (mut found, mut at) = (0, 0);
-            while at < end {
-                let bytes = log.read(at, 1 << 20, ReadUpTo::LogEnd).await.unwrap();
-                let got = batches(&bytes);
-                assert!(!got.is_empty(), "no batch at offset {at}");
-                found += got.len();
-                at = got.last().map(|(h, _)| h.last_offset() + 1).unwrap();
-            }
-            assert_eq!(found, appended, "batches read back after the crash");
+            assert_eq!(count_batches(&mut log).await, appended.get(), "batches read back after the second crash");
         })
     });
 }

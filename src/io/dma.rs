@@ -13,6 +13,7 @@ use super::faults::{self, Fault, FaultOp};
 use super::{Disk, DiskFile, IoBuf, IoError, IoResult, PAGE, ZEROS_BYTES};
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 use std::cell::Cell;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -98,6 +99,8 @@ pub struct DmaDiskFile {
     /// The same file opened again with O_DSYNC, for [`DiskFile::write_synced_at`] (opened on
     /// its first use, dropped by [`DiskFile::writes_done`]).
     synced: std::cell::RefCell<Option<Rc<DmaFile>>>,
+    /// Opening the O_DSYNC descriptor failed: synced writes are a write, then an fdatasync.
+    no_synced: Cell<bool>,
 }
 
 impl IoBuf for DmaBuffer {
@@ -135,7 +138,13 @@ impl Disk for DmaDisk {
             .dma_open(path)
             .await
             .map_err(|e| gerr("open", path, None, e))?;
-        Ok(DmaDiskFile { file, path: path.to_path_buf(), allocated: Cell::new(0), synced: Default::default() })
+        Ok(DmaDiskFile {
+            file,
+            path: path.to_path_buf(),
+            allocated: Cell::new(0),
+            synced: Default::default(),
+            no_synced: Cell::new(false),
+        })
     }
 
     async fn open_existing(&self, path: &Path) -> IoResult<DmaDiskFile> {
@@ -143,7 +152,13 @@ impl Disk for DmaDisk {
         injected(FaultOp::Open, "open", path, None).await?;
         let file =
             OpenOptions::new().read(true).write(true).dma_open(path).await.map_err(|e| gerr("open", path, None, e))?;
-        Ok(DmaDiskFile { file, path: path.to_path_buf(), allocated: Cell::new(0), synced: Default::default() })
+        Ok(DmaDiskFile {
+            file,
+            path: path.to_path_buf(),
+            allocated: Cell::new(0),
+            synced: Default::default(),
+            no_synced: Cell::new(false),
+        })
     }
 
     async fn create_dir_all(&self, path: &Path) -> IoResult<()> {
@@ -211,6 +226,36 @@ impl Disk for DmaDisk {
     }
 }
 
+impl DmaDiskFile {
+    /// The O_DSYNC descriptor, opened on first use through `/proc/self/fd` (the same inode as
+    /// `file`, whatever became of its path). `None` once opening failed (EMFILE, say): a
+    /// warning, and this file's synced writes are a write, then an fdatasync, from then on.
+    async fn synced_file(&self) -> Option<Rc<DmaFile>> {
+        if let Some(f) = self.synced.borrow().clone() {
+            return Some(f);
+        }
+        if self.no_synced.get() {
+            return None;
+        }
+        let same = PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()));
+        match OpenOptions::new().read(true).write(true).custom_flags(libc::O_DSYNC).dma_open(&same).await {
+            Ok(f) => {
+                // Two first uses at once: the first one's descriptor is dropped once its write
+                // completes (glommio closes a dropped file).
+                let f = Rc::new(f);
+                *self.synced.borrow_mut() = Some(f.clone());
+                Some(f)
+            }
+            Err(e) => {
+                let error = std::io::Error::from(e);
+                tracing::warn!(path = %self.path.display(), %error, "opening a segment again with O_DSYNC failed; its commits write, then fdatasync");
+                self.no_synced.set(true);
+                None
+            }
+        }
+    }
+}
+
 impl DiskFile for DmaDiskFile {
     type Buf = DmaBuffer;
 
@@ -245,33 +290,21 @@ impl DiskFile for DmaDiskFile {
     /// (fdatasync's work, flushing the device's cache) before the write completes, with no
     /// round trip through this executor and no io_uring worker thread between the two. On a
     /// device with FUA and a block with nothing else to sync, it is one FUA write, which does
-    /// not flush earlier writes: hence the trait's caveat. With injected faults, the two
-    /// operations run apart so each meets its own.
+    /// not flush earlier writes: hence the trait's caveat. While a fault rule is installed, and
+    /// once the O_DSYNC descriptor could not be opened, it is a write, then an fdatasync (each
+    /// meets its own fault).
     async fn write_synced_at(&self, buf: Rc<DmaBuffer>, pos: u64) -> IoResult<()> {
-        if faults::armed() {
+        let file = match faults::armed() {
+            true => None,
+            false => self.synced_file().await,
+        };
+        let Some(file) = file else {
             self.write_at(buf, pos).await?;
             return self.sync().await;
-        }
-        debug_assert_eq!(pos % PAGE, 0, "unaligned DMA write position");
-        let want = buf.len();
-        let opened = self.synced.borrow().clone();
-        let file = match opened {
-            Some(f) => f,
-            None => {
-                let f = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .custom_flags(libc::O_DSYNC)
-                    .dma_open(&self.path)
-                    .await
-                    .map_err(|e| gerr("open O_DSYNC", &self.path, None, e))?;
-                // Two first uses at once: the first one's descriptor is dropped once its write
-                // completes (glommio closes a dropped file).
-                let f = Rc::new(f);
-                *self.synced.borrow_mut() = Some(f.clone());
-                f
-            }
         };
+        let want = buf.len();
+        debug_assert_eq!(pos % PAGE, 0, "unaligned DMA write position");
+        debug_assert_eq!(want as u64 % PAGE, 0, "unaligned DMA write length");
         let n = file.write_rc_at(buf, pos).await.map_err(|e| gerr("write O_DSYNC", &self.path, Some(pos), e))?;
         if n != want {
             return Err(IoError::new(
@@ -325,9 +358,11 @@ impl DiskFile for DmaDiskFile {
 
     async fn close(self) -> IoResult<()> {
         let path = self.path;
-        if let Some(f) = self.synced.into_inner().and_then(|f| Rc::try_unwrap(f).ok()) {
-            f.close().await.map_err(|e| gerr("close", &path, None, e))?;
+        let synced = self.synced.into_inner().and_then(|f| Rc::try_unwrap(f).ok());
+        let closed = self.file.close().await.map_err(|e| gerr("close", &path, None, e));
+        if let Some(f) = synced {
+            f.close().await.map_err(|e| gerr("close O_DSYNC", &path, None, e))?;
         }
-        self.file.close().await.map_err(|e| gerr("close", &path, None, e))
+        closed
     }
 }

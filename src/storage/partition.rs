@@ -440,7 +440,8 @@ impl<D: Disk> Partition<D> {
     }
 
     /// The flusher: runs flush jobs while work remains (`log::flush`): a commit job writes,
-    /// then syncs, and while it syncs write-ahead jobs write the full chunks that fill
+    /// then syncs (one synced write for a commit of one write), and while it syncs write-ahead
+    /// jobs write the full chunks that fill
     /// meanwhile; beside them, while commits are small, a zero job writes zeros past the data.
     /// Each completed commit wakes the waiters it covers. After a failure no job starts; the
     /// jobs in flight drain (as failures) and a retry is scheduled.

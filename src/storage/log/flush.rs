@@ -497,7 +497,8 @@ pub struct FlushWork<D: Disk> {
     target_size: u64,
     target_next_offset: i64,
     seal: Option<SealWork>,
-    /// A commit job (writes, then fdatasync), or a write-ahead job (writes only).
+    /// A commit job (writes, then fdatasync; or one synced write), or a write-ahead job
+    /// (writes only).
     commit: bool,
     max_inflight: usize,
     /// A write-ahead job of zeros past the data: where they end (0: a job of data).
@@ -615,7 +616,8 @@ impl<D: Disk> FlushWork<D> {
     }
 }
 
-/// A flush job whose writes have completed: its fdatasync (and seal) remain.
+/// A flush job whose writes have completed: its fdatasync (unless it made a synced write) and
+/// seal remain.
 pub struct Written<D: Disk> {
     work: FlushWork<D>,
     file: Rc<D::File>,
@@ -627,9 +629,9 @@ impl<D: Disk> Written<D> {
         self.work.commit
     }
 
-    /// A commit job: fdatasync, then seal a rolled segment. The sync covers every write
-    /// completed before it was issued: this job's and every earlier job's. A write-ahead job
-    /// is done.
+    /// A commit job: fdatasync (none after a synced write, durable already), then seal a
+    /// rolled segment. The sync covers every write completed before it was issued: this job's
+    /// and every earlier job's. A write-ahead job is done.
     pub async fn finish(self) -> FlushDone<D> {
         if !self.work.commit {
             return self.work.done(Some(self.file.clone()), Ok(self.file.clone()));
@@ -641,11 +643,11 @@ impl<D: Disk> Written<D> {
     async fn sync_and_seal(&self) -> Result<(), IoError> {
         let syncing = std::time::Instant::now();
         let file = &self.file;
-        if self.work.write_synced() {
-            return Ok(()); // synced with its write
+        // A synced write is durable already (a seal's job never makes one).
+        if !self.work.write_synced() {
+            file.sync().await?;
+            metrics::since(Stage::Fdatasync, syncing);
         }
-        file.sync().await?;
-        metrics::since(Stage::Fdatasync, syncing);
         let work = &self.work;
         if let Some(seal) = &work.seal {
             file.truncate(seal.size).await?;
