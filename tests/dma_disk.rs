@@ -13,6 +13,16 @@ fn small_config() -> LogConfig {
     LogConfig { preallocate_bytes: 1 << 20, segment_bytes: 4 << 20, ..LogConfig::default() }
 }
 
+/// How many of this process's descriptors are open on one of `paths` (other tests run beside
+/// the caller, so count by path, not in total).
+fn descriptors_on(paths: &[std::path::PathBuf]) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .filter(|l| paths.contains(l))
+        .count()
+}
+
 /// PLATFORM.md's IOPOLL probe trap: on a fresh data directory the first write and the first
 /// DMA read must both work (glommio would otherwise fail every read with EOPNOTSUPP).
 #[test]
@@ -105,14 +115,7 @@ fn segments_are_preallocated_then_trimmed() {
             // Sealed segments keep one descriptor (for reads), not their O_DSYNC one too
             // (dropped at the seal, closed by glommio on a later turn of its reactor).
             let sealed: Vec<_> = bases[..bases.len() - 1].iter().map(|b| dir.join(format!("{b:020}.log"))).collect();
-            let extra = || {
-                std::fs::read_dir("/proc/self/fd")
-                    .unwrap()
-                    .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
-                    .filter(|l| sealed.contains(l))
-                    .count()
-                    > sealed.len()
-            };
+            let extra = || descriptors_on(&sealed) > sealed.len();
             for _ in 0..100 {
                 if !extra() {
                     break;
@@ -650,14 +653,7 @@ fn dma_synced_writes_read_back_and_close_their_descriptor() {
         Box::pin(async move {
             let disk = DmaDisk::open(&root).await.expect("probe");
             let path = root.join("f");
-            // Descriptors of this process open on `path` (other tests run beside this one).
-            let open_on = |path: &std::path::Path| {
-                std::fs::read_dir("/proc/self/fd")
-                    .unwrap()
-                    .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
-                    .filter(|l| l == path)
-                    .count()
-            };
+            let open_on = |path: &std::path::Path| descriptors_on(&[path.to_path_buf()]);
             let filled = |len: usize, byte: u8| {
                 let mut b = disk.alloc(len);
                 b.as_mut().fill(byte);

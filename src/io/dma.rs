@@ -138,13 +138,7 @@ impl Disk for DmaDisk {
             .dma_open(path)
             .await
             .map_err(|e| gerr("open", path, None, e))?;
-        Ok(DmaDiskFile {
-            file,
-            path: path.to_path_buf(),
-            allocated: Cell::new(0),
-            synced: Default::default(),
-            no_synced: Cell::new(false),
-        })
+        Ok(DmaDiskFile::new(file, path))
     }
 
     async fn open_existing(&self, path: &Path) -> IoResult<DmaDiskFile> {
@@ -152,13 +146,7 @@ impl Disk for DmaDisk {
         injected(FaultOp::Open, "open", path, None).await?;
         let file =
             OpenOptions::new().read(true).write(true).dma_open(path).await.map_err(|e| gerr("open", path, None, e))?;
-        Ok(DmaDiskFile {
-            file,
-            path: path.to_path_buf(),
-            allocated: Cell::new(0),
-            synced: Default::default(),
-            no_synced: Cell::new(false),
-        })
+        Ok(DmaDiskFile::new(file, path))
     }
 
     async fn create_dir_all(&self, path: &Path) -> IoResult<()> {
@@ -227,6 +215,20 @@ impl Disk for DmaDisk {
 }
 
 impl DmaDiskFile {
+    fn new(file: DmaFile, path: &Path) -> DmaDiskFile {
+        let path = path.to_path_buf();
+        DmaDiskFile { file, path, allocated: Cell::new(0), synced: Default::default(), no_synced: Cell::new(false) }
+    }
+
+    /// A write of `want` bytes at `pos` that wrote `n`: an error unless whole.
+    fn whole(&self, op: &'static str, pos: u64, n: usize, want: usize) -> IoResult<()> {
+        if n == want {
+            return Ok(());
+        }
+        let short = std::io::Error::new(std::io::ErrorKind::WriteZero, format!("short write: {n} of {want} bytes"));
+        Err(IoError::new(op, &self.path, Some(pos), short))
+    }
+
     /// The O_DSYNC descriptor, opened on first use through `/proc/self/fd` (the same inode as
     /// `file`, whatever became of its path). `None` once opening failed (EMFILE, say): a
     /// warning, and this file's synced writes are a write, then an fdatasync, from then on.
@@ -275,15 +277,7 @@ impl DiskFile for DmaDiskFile {
             return Err(IoError::new("write", &self.path, Some(pos), std::io::Error::from_raw_os_error(libc::EIO)));
         }
         let n = self.file.write_rc_at(buf, pos).await.map_err(|e| gerr("write", &self.path, Some(pos), e))?;
-        if n != want {
-            return Err(IoError::new(
-                "write",
-                &self.path,
-                Some(pos),
-                std::io::Error::new(std::io::ErrorKind::WriteZero, format!("short write: {n} of {want} bytes")),
-            ));
-        }
-        Ok(())
+        self.whole("write", pos, n, want)
     }
 
     /// One write through an O_DSYNC descriptor: the kernel writes, then makes it durable
@@ -306,15 +300,7 @@ impl DiskFile for DmaDiskFile {
         debug_assert_eq!(pos % PAGE, 0, "unaligned DMA write position");
         debug_assert_eq!(want as u64 % PAGE, 0, "unaligned DMA write length");
         let n = file.write_rc_at(buf, pos).await.map_err(|e| gerr("write O_DSYNC", &self.path, Some(pos), e))?;
-        if n != want {
-            return Err(IoError::new(
-                "write O_DSYNC",
-                &self.path,
-                Some(pos),
-                std::io::Error::new(std::io::ErrorKind::WriteZero, format!("short write: {n} of {want} bytes")),
-            ));
-        }
-        Ok(())
+        self.whole("write O_DSYNC", pos, n, want)
     }
 
     fn writes_done(&self) {
