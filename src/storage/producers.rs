@@ -113,8 +113,8 @@ fn next_seq(s: i32) -> i32 {
 }
 
 /// The last sequence of a batch starting at `first` with `count` records (wrapping).
-pub fn last_seq(first: i32, count: i32) -> i32 {
-    ((first as i64 + count as i64 - 1) % (i32::MAX as i64 + 1)) as i32
+pub fn last_seq(first: i32, count: i64) -> i32 {
+    ((first as i64 + count - 1) % (i32::MAX as i64 + 1)) as i32
 }
 
 /// The producers of one partition.
@@ -337,13 +337,14 @@ impl ProducerState {
             let marker = Marker::read(h, batch).ok()??;
             return self.record_marker(h.producer_id, h.producer_epoch, &marker, first_offset, at_ms);
         }
-        if h.base_sequence < 0 {
+        // What the disk holds is not checked as an append is: a negative delta names no
+        // records, and one of i32::MAX has a count past i32 (the fuzzer's recovery target).
+        if h.base_sequence < 0 || h.last_offset_delta < 0 {
             return None;
         }
-        let count = h.last_offset_delta + 1;
         let seq = BatchSeq {
             first_seq: h.base_sequence,
-            last_seq: last_seq(h.base_sequence, count),
+            last_seq: last_seq(h.base_sequence, h.last_offset_delta as i64 + 1),
             first_offset,
             last_offset: first_offset + h.last_offset_delta as i64,
         };
@@ -479,6 +480,9 @@ mod tests {
         assert_eq!(s.check(7, 0, 35, 35, false), Err(SequenceError::InvalidEpoch { pid: 7, epoch: 0, current: 1 }));
         // Sequences wrap after i32::MAX.
         assert_eq!(last_seq(i32::MAX, 2), 0);
+        // A stored batch's count may pass i32 (a delta of i32::MAX): no overflow; a full turn
+        // of 2^31 sequences ends one before where it began.
+        assert_eq!(last_seq(5, i32::MAX as i64 + 1), 4);
         s.record(9, 0, seq(0, 0, 300), 4, false);
         s.producers.get_mut(&9).unwrap().batches.back_mut().unwrap().last_seq = i32::MAX;
         assert_eq!(s.check(9, 0, 0, 3, false), Ok(Verdict::Append));

@@ -424,7 +424,7 @@ impl<D: Disk> Log<D> {
             }
             let seq = BatchSeq {
                 first_seq: h.base_sequence,
-                last_seq: producers::last_seq(h.base_sequence, h.last_offset_delta + 1),
+                last_seq: producers::last_seq(h.base_sequence, h.last_offset_delta as i64 + 1),
                 first_offset: next,
                 last_offset: next + h.last_offset_delta as i64,
             };
