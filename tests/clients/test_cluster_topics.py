@@ -71,7 +71,14 @@ def cluster():
 
 
 def logs(cluster):
-    return lambda: " | ".join(f"node {n}: " + b.log()[-2000:] for n, b in cluster.brokers.items())
+    """Each node's log for a failure message: the first lines that name a panic or an error
+    exit (with the lines after them), then the log's last 2,000 characters."""
+    def excerpt(text):
+        lines = text.splitlines()
+        marks = [i for i, line in enumerate(lines) if "panicked at" in line or line.startswith("Error:")]
+        picked = "\n".join("\n".join(lines[i:i + 4]) for i in marks[:3])
+        return (picked + "\n...\n" if picked else "") + text[-2000:]
+    return lambda: " | ".join(f"node {n}: " + excerpt(b.log()) for n, b in cluster.brokers.items())
 
 
 def test_topics_are_created_placed_and_deleted_through_the_quorum(cluster):
