@@ -10,7 +10,8 @@
 #   latency counted from each record's intended send time; beside it each request's round
 #   trip, and the broker's own request_produce p99, the larger of its two shards). The broker's
 #   /metrics after each run are kept in DIR/metrics.NAME.ROUND (request_produce, commit_wait,
-#   write_synced, fdatasync stages). For a producer that sends as soon as it may: LINGER_MS 0, IN_FLIGHT 1.
+#   write_synced, fdatasync stages). For a producer that sends as soon as it may: LINGER_MS 0,
+#   IN_FLIGHT 1.
 set -u
 [ $# -ge 2 ] || { sed -n 2,14p "$0"; exit 2; }
 command -v fio >/dev/null || { echo "bench-tail: fio not found (apt-get install fio)" >&2; exit 1; }

@@ -218,6 +218,12 @@ fn write_into(image: &mut Vec<u8>, pos: u64, bytes: &[u8]) {
     image[pos as usize..end].copy_from_slice(bytes);
 }
 
+/// Where a write of `len` bytes at `pos` meets the range `[a, b)`, if it does.
+fn overlap(pos: usize, len: usize, a: usize, b: usize) -> Option<(usize, usize)> {
+    let (c, d) = (pos.max(a), (pos + len).min(b));
+    (c < d).then_some((c, d))
+}
+
 fn fault_errno(f: Fault) -> i32 {
     f.errno().unwrap_or(libc::EIO)
 }
@@ -522,8 +528,7 @@ impl DiskFile for MemFile {
             let have = f.synced.len().clamp(a, b);
             old[..have - a].copy_from_slice(&f.synced[a..have]);
             for (p, w) in &f.pending {
-                let (c, d) = ((*p as usize).max(a), (*p as usize + w.len()).min(b));
-                if c < d {
+                if let Some((c, d)) = overlap(*p as usize, w.len(), a, b) {
                     old[c - a..d - a].copy_from_slice(&w[c - *p as usize..d - *p as usize]);
                 }
             }
@@ -533,8 +538,7 @@ impl DiskFile for MemFile {
         // Durable. Earlier pending writes to the same bytes carry the new ones from now on, so
         // a crash that replays them does not bring older bytes back over durable ones.
         for (p, w) in f.pending.iter_mut() {
-            let (c, d) = ((*p as usize).max(a), (*p as usize + w.len()).min(b));
-            if c < d {
+            if let Some((c, d)) = overlap(*p as usize, w.len(), a, b) {
                 w[c - *p as usize..d - *p as usize].copy_from_slice(&bytes[c - a..d - a]);
             }
         }
