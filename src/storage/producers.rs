@@ -542,6 +542,37 @@ mod tests {
         assert_eq!(back.active().iter().map(|a| a.producer_id).collect::<Vec<_>>(), vec![8]);
     }
 
+    /// Recovery (SPEC T8.2) replays what the disk holds, which no append checked: a stored batch
+    /// whose delta is negative names no records and records nothing; one whose delta is
+    /// i32::MAX (a count past i32) is recorded without overflow (the fuzzer's recovery target).
+    #[test]
+    fn replay_takes_any_stored_delta() {
+        let header = |delta: i32| BatchHeader {
+            base_offset: 0,
+            batch_length: 61,
+            partition_leader_epoch: 0,
+            magic: 2,
+            crc: 0,
+            attributes: 0,
+            last_offset_delta: delta,
+            first_timestamp: 0,
+            max_timestamp: 0,
+            producer_id: 7,
+            producer_epoch: 0,
+            base_sequence: 0,
+            record_count: 1,
+        };
+        let mut s = ProducerState::default();
+        for delta in [-1, i32::MIN] {
+            assert_eq!(s.replay(&header(delta), &[], 10, 0), None);
+            assert_eq!(s, ProducerState::default(), "a negative delta ({delta}) recorded a batch");
+        }
+        assert_eq!(s.replay(&header(i32::MAX), &[], 10, 0), None);
+        let b = s.producers[&7].batches.back().copied().expect("recorded");
+        assert_eq!((b.first_seq, b.last_seq), (0, i32::MAX));
+        assert_eq!((b.first_offset, b.last_offset), (10, 10 + i32::MAX as i64));
+    }
+
     /// Snapshots round-trip; damage is detected.
     #[test]
     fn snapshots_round_trip_and_detect_damage() {
