@@ -188,6 +188,9 @@ impl Shard {
         // the registered DMA pool (the write tails need the rest).
         let cache = config.batch_cache.then(|| BatchCache::new(fetch_memory.clone(), config.shard_io_memory / 4));
         let manager = PartitionManager::new(disk.clone(), &config.data_dir, clock.clone(), cache);
+        if config.cluster.is_some() {
+            manager.set_replicated();
+        }
         let mut topics = BTreeMap::new();
         for name in store.names().map(str::to_string).collect::<Vec<_>>() {
             let meta = store.get(&name).expect("listed");

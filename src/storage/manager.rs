@@ -34,6 +34,9 @@ pub struct PartitionManager<D: Disk> {
     cache: Option<Rc<BatchCache<D::Buf>>>,
     stopping: Cell<bool>,
     cleaner: RefCell<CleanerStats>,
+    /// Partitions are copies of a replicated log (a clustered node): each opens with its high
+    /// watermark at its log start ([`Partition::start_replicated`]).
+    replicated: Cell<bool>,
 }
 
 /// What this shard's cleaner did and sees, for `/metrics`.
@@ -67,7 +70,13 @@ impl<D: Disk> PartitionManager<D> {
             cache,
             stopping: Cell::new(false),
             cleaner: RefCell::new(CleanerStats::default()),
+            replicated: Cell::new(false),
         })
+    }
+
+    /// Partitions opened from now on are copies of a replicated log (a clustered node).
+    pub fn set_replicated(&self) {
+        self.replicated.set(true);
     }
 
     /// Open (recovering if needed) or return an already open partition.
@@ -84,6 +93,9 @@ impl<D: Disk> PartitionManager<D> {
         let (p, report) = Partition::open(self.disk.clone(), &dir, config, self.clock.clone()).await?;
         if let Some(cache) = &self.cache {
             p.attach_cache(cache.register());
+        }
+        if self.replicated.get() {
+            p.start_replicated();
         }
         tracing::info!(
             topic,

@@ -148,6 +148,17 @@ impl<D: Disk> Partition<D> {
         }
     }
 
+    /// A copy of a replicated log, just opened: its high watermark starts at its log start, not
+    /// at its durable end, and moves only as its followers' fetches (as leader) or its leader's
+    /// answers (as follower) say (Kafka's, without a checkpoint). A restarted node that leads
+    /// again thus never shows readers a tail its followers may not have.
+    pub fn start_replicated(&self) {
+        if self.log.borrow().replicated_to().is_none() {
+            let start = self.log_start();
+            self.set_replicated_to(Some(start));
+        }
+    }
+
     /// The leader epoch stamped on this node's appends as leader (`None`: standalone, or a
     /// follower).
     pub fn set_leader_epoch(self: &Rc<Self>, epoch: Option<i32>) {
@@ -266,11 +277,34 @@ impl<D: Disk> Partition<D> {
             self.log.borrow_mut().set_may_have_gaps();
             self.accepting()?;
         }
+        // A batch that begins a new epoch: the cache naming it is durable before the batch can
+        // be (a crash between the two would else leave a durable batch whose epoch the cache
+        // lacks, and divergence from the leader would go unseen).
+        let ahead = self.log.borrow().epochs_after(records);
+        if let Some(epochs) = ahead {
+            self.save_epoch_cache(&epochs).await?;
+            self.accepting()?;
+            if !self.follower.get() {
+                return Err(StorageError::Follower);
+            }
+        }
         let now = (self.clock)();
         let (info, _) = self.log.borrow_mut().append_replica(records, now)?;
         self.kick();
         self.save_epochs().await?;
         Ok(info)
+    }
+
+    /// Write `epochs` as the leader-epoch cache file now, under the same permit as
+    /// [`Partition::save_epochs`] (one save at a time).
+    async fn save_epoch_cache(&self, epochs: &crate::storage::log::Epochs) -> StorageResult<()> {
+        let _one = self.saving.acquire_permit(1).await.map_err(|_| StorageError::Closed)?;
+        let (disk, path) = {
+            let log = self.log.borrow();
+            (log.disk().clone(), log.dir().join(crate::storage::log::EPOCH_FILE))
+        };
+        disk.write_file_atomic(&path, &epochs.encode()).await?;
+        Ok(())
     }
 
     /// The log start offset (DeleteRecords and retention move it).
@@ -757,6 +791,26 @@ impl<D: Disk> Partition<D> {
         self.cut(cut, true).await
     }
 
+    /// [`Partition::restart_at`] for a follower whose log ends below its leader's log start
+    /// (retention, DeleteRecords or compaction there; a new replica): refused (`Follower`)
+    /// unless this copy is still a follower once the restart may start.
+    pub async fn restart_as_follower(self: &Rc<Self>, offset: Offset) -> StorageResult<Offset> {
+        self.cut(Cut::Restart(offset.get()), true).await
+    }
+
+    /// Whether a truncation is under way (a leadership taken meanwhile waits for its end:
+    /// [`Partition::truncated`]).
+    pub fn is_truncating(&self) -> bool {
+        self.truncating.get()
+    }
+
+    /// Resolves once no truncation is under way (or the partition closed).
+    pub async fn truncated(&self) {
+        while self.truncating.get() && !self.closed.get() {
+            self.changed().await;
+        }
+    }
+
     /// Remove every record and start again, empty, at `offset` (Kafka's
     /// `truncateFullyAndStartAt`: a replica whose log ends below the leader's start, a Raft
     /// follower that installed a snapshot past its log); as [`Partition::truncate_to`]. Returns
@@ -782,7 +836,7 @@ impl<D: Disk> Partition<D> {
             return Ok(self.log_end());
         };
         self.truncating.set(true);
-        let result = self.truncate_quiesced(target).await;
+        let result = self.truncate_quiesced(target, as_follower).await;
         if result.is_ok() {
             *self.ahead.borrow_mut() = ReadAhead::default();
         }
@@ -798,7 +852,7 @@ impl<D: Disk> Partition<D> {
     /// flusher, a read-ahead and index loads finish, decide the cut durably and reopen the log
     /// from its files, which carries the cut out. Appends are taken again after, or after a
     /// failure that left nothing decided.
-    async fn truncate_quiesced(self: &Rc<Self>, target: Cut) -> StorageResult<()> {
+    async fn truncate_quiesced(self: &Rc<Self>, target: Cut, as_follower: bool) -> StorageResult<()> {
         let ahead = self.ahead.borrow().task.clone();
         if let Some(task) = ahead {
             task.await;
@@ -814,6 +868,13 @@ impl<D: Disk> Partition<D> {
         }
         while self.flusher_running.get() || self.log.borrow().loads_in_flight() {
             glommio::timer::sleep(std::time::Duration::from_micros(200)).await;
+        }
+        // A follower's cut is decided only while this copy still follows: a leadership taken
+        // while the flush ran waits for the truncation's end (the shard's replication), but
+        // one taken before it began must not see its log cut under it.
+        if as_follower && !self.follower.get() {
+            self.truncating.set(false);
+            return Err(StorageError::Follower);
         }
         let (disk, dir, config) = {
             let log = self.log.borrow();
@@ -875,6 +936,8 @@ impl<D: Disk> Partition<D> {
             }
         }
         self.wake(|_| true, Err(StorageError::Closed));
+        // A clean marker vouches for the epoch cache too (the next open trusts its file).
+        self.save_epochs().await?;
         // The marker write does not touch the log's state: no borrow is held across it.
         let (disk, path, marker) = {
             let log = self.log.borrow();

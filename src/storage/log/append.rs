@@ -246,6 +246,24 @@ impl<D: Disk> Log<D> {
         Ok((info, self.counted(&info, demand)))
     }
 
+    /// The leader-epoch cache as it will be once `records` (a leader's stored batches) are
+    /// appended, if they begin an epoch the cache does not have (`None`: unchanged). The
+    /// partition saves it before the batches can become durable, so that no durable batch
+    /// carries an epoch its cache file lacks (Kafka assigns the epoch before the append).
+    pub fn epochs_after(&self, records: &[u8]) -> Option<super::Epochs> {
+        let mut epochs = self.epochs.clone();
+        let mut changed = false;
+        for (_, info, bytes) in BatchWalk::new(records, MAX_STORED_BATCH).map_while(Result::ok) {
+            if info.magic != MAGIC_V2 {
+                continue;
+            }
+            if let (Ok(h), Some(first)) = (BatchHeader::parse(bytes), info.first_offset) {
+                changed |= epochs.on_batch(h.partition_leader_epoch, first);
+            }
+        }
+        changed.then_some(epochs)
+    }
+
     /// Whether appending `records` (a leader's stored batches) leaves a gap in this log's
     /// offsets (the leader's log was compacted): the partition then records that the log may
     /// have gaps before appending ([`Log::set_may_have_gaps`]), so recovery keeps them.

@@ -17,7 +17,7 @@
 use super::append::new_active_segment;
 use super::clean::CLEANER_CHECKPOINT;
 use super::truncate::Cut;
-use super::{offset_entries, time_entries, Log, OpenReport, CLEAN_MARKER, LOG_START_FILE, MAX_STORED_BATCH};
+use super::{offset_entries, time_entries, Epochs, Log, OpenReport, CLEAN_MARKER, LOG_START_FILE, MAX_STORED_BATCH};
 use crate::config::LogConfig;
 use crate::io::{align_down, Disk, DiskFile, IoError};
 use crate::storage::error::StorageResult;
@@ -55,6 +55,8 @@ pub(super) struct Scan {
     pub(super) producers: Option<ProducerState>,
     /// The transactions replayed ABORT markers ended (with producer state only).
     pub(super) aborted: Vec<AbortedTxn>,
+    /// The leader-epoch cache continued with the scanned batches' epochs (when asked).
+    pub(super) epochs: Option<Epochs>,
     pub(super) stop: Option<(u64, FormatError)>,
     pub(super) scanned: u64,
 }
@@ -79,6 +81,8 @@ pub(super) struct ScanFrom {
     /// Stop before the first batch that holds this offset or a later one (a suffix
     /// truncation's cut, `log::truncate`): the segment ends there.
     until: Option<i64>,
+    /// Leader-epoch cache to continue (None: not needed).
+    epochs: Option<Epochs>,
 }
 
 impl ScanFrom {
@@ -94,6 +98,7 @@ impl ScanFrom {
             replay_ms: 0,
             gaps: true,
             until: None,
+            epochs: None,
         }
     }
 }
@@ -108,7 +113,8 @@ pub(super) async fn scan_segment<F: DiskFile>(
     file_size: u64,
     from: ScanFrom,
 ) -> Result<Scan, IoError> {
-    let ScanFrom { mut pos, mut expected, mut index, mut time, mut producers, replay_ms, gaps, until } = from;
+    let ScanFrom { mut pos, mut expected, mut index, mut time, mut producers, replay_ms, gaps, until, mut epochs } =
+        from;
     let mut want = SCAN_WINDOW;
     let mut scanned = 0u64;
     let mut aborted = Vec::new();
@@ -163,6 +169,9 @@ pub(super) async fn scan_segment<F: DiskFile>(
             if let Some(t) = time.as_mut() {
                 t.on_batch(base, first, h.max_timestamp);
             }
+            if let Some(e) = epochs.as_mut().filter(|_| h.magic == MAGIC_V2) {
+                e.on_batch(i32::from_be_bytes(bytes[12..16].try_into().expect("a v2 header")), first);
+            }
             if let Some(ps) = producers.as_mut().filter(|_| h.magic == MAGIC_V2) {
                 let h = BatchHeader::parse(bytes).expect("checked above");
                 if let Some(t) = ps.replay(&h, bytes, first, replay_ms).filter(|t| t.aborted) {
@@ -203,7 +212,17 @@ pub(super) async fn scan_segment<F: DiskFile>(
         pos += consumed as u64;
         want = SCAN_WINDOW;
     };
-    Ok(Scan { valid_size: pos_of(&stop, pos), next_offset: expected, index, time, producers, aborted, stop, scanned })
+    Ok(Scan {
+        valid_size: pos_of(&stop, pos),
+        next_offset: expected,
+        index,
+        time,
+        producers,
+        aborted,
+        epochs,
+        stop,
+        scanned,
+    })
 }
 
 fn pos_of(stop: &Option<(u64, FormatError)>, pos: u64) -> u64 {
@@ -509,19 +528,12 @@ impl<D: Disk> Log<D> {
         }
         let roll_reference_ms = disk.mtime_ms(&path).await?;
         let next_offset = last.next_offset;
+        let last_span = (base, next_offset, last.size);
+        let scanned_epochs = last.epochs.take();
         at.install_last(&mut segments, base, file, last, report.clean).await?;
         report.segments = segments.len();
         // (Before a truncation's intent goes: a crash in between carries it out again.)
-        // The leader-epoch cache: entries past the log end (a truncation, or data lost in a
-        // crash) go, and the file follows.
-        let epoch_file = dir.join(super::EPOCH_FILE);
-        let mut epochs = disk.read_file(&epoch_file).await?.and_then(|b| super::Epochs::decode(&b)).unwrap_or_default();
-        if epochs.truncate_from_end(next_offset) || matches!(cut, Some(Cut::Restart(_))) {
-            if matches!(cut, Some(Cut::Restart(_))) {
-                epochs.clear();
-            }
-            disk.write_file_atomic(&epoch_file, &epochs.encode()).await?;
-        }
+        let epochs = at.epochs(last_span, scanned_epochs, matches!(cut, Some(Cut::Restart(_)))).await?;
         if cut.is_some() {
             super::truncate::finish(&disk, dir, next_offset).await?;
             report.suffix_truncated_to = Some(next_offset);
@@ -639,6 +651,8 @@ struct Last {
     /// The aborted transactions replays found (the rescanned segment's, and those of any
     /// sealed segment replayed for lack of a snapshot).
     aborted: Vec<AbortedTxn>,
+    /// The epochs a rescan found beginning in the segment (`None` after a clean resume).
+    epochs: Option<Epochs>,
 }
 
 /// What the steps of [`Log::open`] share: the directory, its sealed segments (every segment
@@ -657,6 +671,78 @@ struct Opening<'a, D: Disk> {
 }
 
 impl<D: Disk> Opening<'_, D> {
+    /// The leader-epoch cache at open, its file rewritten when it changes. Entries past the log
+    /// end (a truncation, or data lost in a crash) go. The file is trusted after a clean
+    /// shutdown; after a crash, the epochs the rescan of the last segment found beginning
+    /// there (`scanned`) are added, as Kafka's segment recovery does. A missing or damaged
+    /// file, or one behind the log by more than the last segment (its first batch's epoch is
+    /// newer than the file's latest), is rebuilt from every batch header of the log: the cache
+    /// must name every epoch a durable batch carries, or a follower's divergence from its
+    /// leader goes unseen (KIP-101). `restart`: the log starts again empty (no epoch).
+    async fn epochs(&self, last: SegmentSpan, scanned: Option<Epochs>, restart: bool) -> StorageResult<Epochs> {
+        let (disk, dir) = (self.disk, self.dir);
+        let path = dir.join(super::EPOCH_FILE);
+        let read = disk.read_file(&path).await?;
+        let decoded = read.as_deref().and_then(Epochs::decode);
+        let empty = self.spans.is_empty() && last.2 == 0;
+        let mut write = restart || (read.is_some() && decoded.is_none());
+        let mut epochs = match decoded {
+            _ if restart => Epochs::default(),
+            None if empty => Epochs::default(),
+            None => {
+                write = true;
+                self.rebuild_epochs(last, read.is_some()).await?
+            }
+            Some(file) => {
+                let behind = scanned
+                    .as_ref()
+                    .and_then(|s| s.entries().first())
+                    .is_some_and(|&(e, _)| file.latest().is_none_or(|l| e > l));
+                if behind {
+                    write = true;
+                    self.rebuild_epochs(last, false).await?
+                } else {
+                    let mut merged = file;
+                    for &(e, start) in scanned.as_ref().map_or(&[][..], |s| s.entries()) {
+                        write |= merged.on_batch(e, start);
+                    }
+                    merged
+                }
+            }
+        };
+        write |= epochs.truncate_from_end(last.1);
+        if write {
+            disk.write_file_atomic(&path, &epochs.encode()).await?;
+        }
+        Ok(epochs)
+    }
+
+    /// The leader-epoch cache rebuilt from every batch of the log (the sealed segments, then
+    /// the last one, `last`); `damaged`: the file was there but unreadable.
+    async fn rebuild_epochs(&self, last: SegmentSpan, damaged: bool) -> StorageResult<Epochs> {
+        let (disk, dir, config) = (self.disk, self.dir, self.config);
+        let mut epochs = Epochs::default();
+        let mut bytes = 0u64;
+        for &(base, _, size) in self.spans.iter().chain(std::iter::once(&last)) {
+            let file = disk.open_existing(&log_path(dir, base)).await?;
+            let mut from = ScanFrom::start(base, config, None);
+            from.time = None;
+            from.epochs = Some(epochs);
+            let scan = scan_segment(&file, base, size, from).await?;
+            file.close().await?;
+            bytes += scan.scanned;
+            epochs = scan.epochs.expect("asked for");
+        }
+        tracing::warn!(
+            dir = %dir.display(),
+            damaged,
+            scanned_bytes = bytes,
+            entries = epochs.entries().len(),
+            "leader-epoch cache rebuilt from the log's batches (its file was missing, damaged or behind)"
+        );
+        Ok(epochs)
+    }
+
     /// After a clean shutdown whose marker says the log ends at `marker_end`: the last segment
     /// from its index files, without reading its batches (but those after the offset index's
     /// last entry). `None` when anything does not check out: the caller rescans.
@@ -685,7 +771,7 @@ impl<D: Disk> Opening<'_, D> {
         // An empty segment (resumed as the active one) has no batch left unread.
         time.complete |= size == 0;
         report.clean = true;
-        Ok(Some(Last { next_offset: next, size, index, time, producers: None, aborted: Vec::new() }))
+        Ok(Some(Last { next_offset: next, size, index, time, producers: None, aborted: Vec::new(), epochs: None }))
     }
 
     /// For a cleanly closed last segment: (next offset, size, index) from its index file and
@@ -753,6 +839,7 @@ impl<D: Disk> Opening<'_, D> {
         let (producers, mut aborted) = producers_at(disk, dir, &self.snapshots, &self.spans, config, base).await?;
         from.producers = Some(producers);
         from.replay_ms = disk.mtime_ms(&log_path(dir, base)).await?;
+        from.epochs = Some(Epochs::default());
         let scan = scan_segment(file, base, file_size, from).await?;
         report.scanned_bytes = scan.scanned;
         if scan.valid_size < file_size {
@@ -780,6 +867,7 @@ impl<D: Disk> Opening<'_, D> {
                 aborted.extend(scan.aborted);
                 aborted
             },
+            epochs: scan.epochs,
         })
     }
 

@@ -102,14 +102,19 @@ impl<D: Disk> Log<D> {
         Ok(removed)
     }
 
-    /// The first segment may be deleted: it is sealed and the next one exists on disk (the log
+    /// The first segment may be deleted: it is sealed, the next one exists on disk (the log
     /// start is the first file's base offset, and a new active segment's file appears only
-    /// with its first flush).
+    /// with its first flush), and it lies wholly below the high watermark (Kafka's bound: the
+    /// log start never passes the high watermark, so retention never takes what an in-sync
+    /// follower has not copied yet).
     fn removable_first(&self) -> bool {
         let mut it = self.segments.values();
         match (it.next(), it.next()) {
             (Some(first), Some(next)) => {
-                !self.swapping && first.is_sealed() && (next.is_sealed() || next.file().is_some())
+                !self.swapping
+                    && first.is_sealed()
+                    && (next.is_sealed() || next.file().is_some())
+                    && first.next_offset <= self.high_watermark()
             }
             _ => false,
         }

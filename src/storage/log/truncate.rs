@@ -191,8 +191,8 @@ impl<D: Disk> Log<D> {
         // The roles this node had: its leader epoch, and the replicas' high watermark (never
         // past what is left).
         self.leader_epoch = old.leader_epoch;
-        let end = self.log_end_offset();
-        self.set_replicated_to(old.replicated_to.map(|r| r.min(end)));
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        self.set_replicated_to(old.replicated_to.map(|r| r.min(end).max(start)));
     }
 
     /// An index load is in flight (its rebuilt index file could land in a directory being
