@@ -123,6 +123,8 @@ pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
 /// The leader epoch a request names is newer than the partition's here (this node has not
 /// heard of the new leadership yet).
 pub const UNKNOWN_LEADER_EPOCH: ErrorCode = ErrorCode(75);
+/// KIP-207: a new leader's high watermark has not reached its epoch's start yet (retriable).
+pub const OFFSET_NOT_AVAILABLE: ErrorCode = ErrorCode(78);
 /// acks=all: the ISR shrank below `min.insync.replicas` after the records were appended.
 pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode = ErrorCode(20);
 /// AlterPartition: made from a partition epoch that moved meanwhile.

@@ -28,6 +28,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 mod fetcher;
+mod leader;
+
+use leader::{Led, Outcome, Proposal};
 
 use crate::load::client::Conn;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -96,34 +99,6 @@ type Tp = (String, i32);
 /// the in-sync replicas.
 pub const INTERNAL_WRITE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// A partition this shard leads, as replication sees it.
-struct Led {
-    leader_epoch: i32,
-    partition_epoch: i32,
-    replicas: Vec<i32>,
-    isr: Vec<i32>,
-    /// The log end when this leadership began: a follower joins the ISR only past it (it
-    /// then has everything of this epoch's start, Kafka's rule).
-    epoch_start: i64,
-    followers: BTreeMap<i32, Follower>,
-    /// An ISR change being committed (no other is proposed until it is settled): the high
-    /// watermark counts its members too meanwhile (Kafka's "maximal ISR"), so a follower
-    /// joining never enters the ISR without what the high watermark covers.
-    pending: Option<Vec<i32>>,
-}
-
-/// A follower of a partition this shard leads.
-#[derive(Debug, Clone, Copy)]
-struct Follower {
-    /// Its durable end (its last fetch offset); `None` until it fetches in this leadership.
-    end: Option<i64>,
-    /// When it last fetched, and this leader's durable end then.
-    last_fetch: Instant,
-    leader_end_at_last_fetch: i64,
-    /// When it last had everything this leader had (Kafka's lastCaughtUpTime).
-    caught_up: Instant,
-}
-
 /// A partition this shard follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Followed {
@@ -169,109 +144,93 @@ impl Replication {
     /// it (stamping its epoch, tracking followers), follow it (a fetcher for its leader), or
     /// neither.
     pub fn placed(&self, shard: &Rc<Shard>, topic: &str, placement: &[PartitionState]) {
-        let node = shard.config().node_id;
         for (i, state) in placement.iter().enumerate() {
             let i = i as i32;
-            if shard.owner(topic, i) != shard.id() {
-                continue;
-            }
-            let tp = (topic.to_string(), i);
-            let Some(p) = shard.partition(topic, i) else {
-                self.led.borrow_mut().remove(&tp);
-                self.followed.borrow_mut().remove(&tp);
-                continue;
-            };
-            if state.leader == node {
-                self.followed.borrow_mut().remove(&tp);
-                let fresh = self.led.borrow().get(&tp).is_none_or(|l| l.leader_epoch != state.leader_epoch);
-                if fresh {
-                    // The coordinators serve an internal partition from its copy as it is
-                    // now (what the previous leader wrote), loaded before anything is
-                    // served or written there.
-                    load_coordinator(shard, topic, i);
-                }
-                p.set_follower(false);
-                p.set_leader_epoch(Some(state.leader_epoch));
-                let mut led = self.led.borrow_mut();
-                let now = Instant::now();
-                let fresh = led.get(&tp).is_none_or(|l| l.leader_epoch != state.leader_epoch);
-                if fresh {
-                    // A new leadership: followers start unknown, as caught up now (Kafka).
-                    let followers = state
-                        .replicas
-                        .iter()
-                        .filter(|r| **r != node)
-                        .map(|r| {
-                            let f =
-                                Follower { end: None, last_fetch: now, leader_end_at_last_fetch: -1, caught_up: now };
-                            (*r, f)
-                        })
-                        .collect();
-                    let l = Led {
-                        leader_epoch: state.leader_epoch,
-                        partition_epoch: state.partition_epoch,
-                        replicas: state.replicas.clone(),
-                        isr: state.isr.clone(),
-                        epoch_start: p.log_end().get(),
-                        followers,
-                        pending: None,
-                    };
-                    tracing::info!(topic, partition = i, epoch = state.leader_epoch, isr = ?state.isr, "leading");
-                    led.insert(tp.clone(), l);
-                } else if let Some(l) = led.get_mut(&tp) {
-                    if l.partition_epoch != state.partition_epoch {
-                        // The change under way (or another) committed.
-                        l.pending = None;
-                    }
-                    // A follower that left the ISR (fenced, registered again, or dropped for
-                    // lagging) must fetch again before its progress counts: its copy may be
-                    // another now (a restart with a lost disk).
-                    for (r, f) in l.followers.iter_mut() {
-                        if l.isr.contains(r) && !state.isr.contains(r) {
-                            f.end = None;
-                        }
-                    }
-                    l.partition_epoch = state.partition_epoch;
-                    l.isr = state.isr.clone();
-                    l.replicas = state.replicas.clone();
-                    for r in state.replicas.iter().filter(|r| **r != node) {
-                        l.followers.entry(*r).or_insert(Follower {
-                            end: None,
-                            last_fetch: now,
-                            leader_end_at_last_fetch: -1,
-                            caught_up: now,
-                        });
-                    }
-                    l.followers.retain(|r, _| state.replicas.contains(r));
-                }
-                let l = led.get_mut(&tp).expect("inserted");
-                advance(&p, l, node);
-            } else {
-                if self.led.borrow_mut().remove(&tp).is_some() {
-                    resign_coordinator(shard, topic, i);
-                }
-                p.set_leader_epoch(None);
-                p.set_follower(true);
-                // The produce requests waiting for the ISR learn the leadership moved.
-                p.poke();
-                if state.replicas.contains(&node) && state.leader >= 0 {
-                    let f = Followed { leader: state.leader, leader_epoch: state.leader_epoch };
-                    let before = self.followed.borrow_mut().insert(tp, f);
-                    if before != Some(f) {
-                        tracing::info!(
-                            topic,
-                            partition = i,
-                            leader = state.leader,
-                            epoch = state.leader_epoch,
-                            "following"
-                        );
-                    }
-                    self.ensure_fetcher(shard, state.leader);
-                } else {
-                    self.followed.borrow_mut().remove(&tp);
-                }
+            if shard.owner(topic, i) == shard.id() {
+                self.place(shard, topic, i, state);
             }
         }
+    }
+
+    /// One partition's placement ([`Replication::placed`]).
+    fn place(&self, shard: &Rc<Shard>, topic: &str, i: i32, state: &PartitionState) {
+        let node = shard.config().node_id;
+        let tp = (topic.to_string(), i);
+        let Some(p) = shard.partition(topic, i) else {
+            self.led.borrow_mut().remove(&tp);
+            self.followed.borrow_mut().remove(&tp);
+            return;
+        };
+        if state.leader != node {
+            self.follow(shard, &p, tp, state);
+            return;
+        }
+        self.followed.borrow_mut().remove(&tp);
+        if p.is_truncating() {
+            // A follower's truncation under way finishes before this copy leads (Kafka takes
+            // the partition from its fetcher first): its followers would else copy a suffix
+            // about to be cut, and the high watermark could pass it. The leadership is taken
+            // then, as the metadata has it by that time.
+            let (shard, topic) = (shard.clone(), topic.to_string());
+            glommio::spawn_local(async move {
+                p.truncated().await;
+                if let Some(now) = shard.leadership(&topic, i) {
+                    shard.replication().place(&shard, &topic, i, &now);
+                }
+            })
+            .detach();
+            return;
+        }
+        let fresh = self.led.borrow().get(&tp).is_none_or(|l| l.leader_epoch != state.leader_epoch);
+        if fresh {
+            // The coordinators serve an internal partition from its copy as it is now (what
+            // the previous leader wrote), loaded before anything is served or written there.
+            load_coordinator(shard, topic, i);
+        }
+        p.set_follower(false);
+        p.set_leader_epoch(Some(state.leader_epoch));
+        let mut led = self.led.borrow_mut();
+        let now = Instant::now();
+        match led.get_mut(&tp) {
+            Some(l) if !fresh => l.update(node, state, now),
+            _ => {
+                tracing::info!(topic, partition = i, epoch = state.leader_epoch, isr = ?state.isr, "leading");
+                led.insert(tp.clone(), Led::new(node, state, p.log_end().get(), now));
+            }
+        }
+        advance(&p, &led[&tp], node);
+    }
+
+    /// A placement that another node leads (or none does): follow it if this node is one of
+    /// its replicas.
+    fn follow(&self, shard: &Rc<Shard>, p: &Rc<Partition<DmaDisk>>, tp: Tp, state: &PartitionState) {
+        let (topic, i, node) = (tp.0.as_str(), tp.1, shard.config().node_id);
+        if self.led.borrow_mut().remove(&tp).is_some() {
+            resign_coordinator(shard, topic, i);
+        }
+        p.set_leader_epoch(None);
+        p.set_follower(true);
+        // The produce requests waiting for the ISR learn the leadership moved.
+        p.poke();
+        if state.replicas.contains(&node) && state.leader >= 0 {
+            let f = Followed { leader: state.leader, leader_epoch: state.leader_epoch };
+            let before = self.followed.borrow_mut().insert(tp.clone(), f);
+            if before != Some(f) {
+                tracing::info!(topic, partition = i, leader = state.leader, epoch = state.leader_epoch, "following");
+            }
+            self.ensure_fetcher(shard, state.leader);
+        } else {
+            self.followed.borrow_mut().remove(&tp);
+        }
+    }
+
+    /// KIP-207: whether a partition this shard leads has a high watermark still below its
+    /// leadership's start (`hw`: its high watermark now). Readers' offset lookups are then
+    /// answered OFFSET_NOT_AVAILABLE, so the latest offset a client is told never goes back
+    /// across a leader change.
+    pub fn catching_up(&self, topic: &str, partition: i32, hw: Offset) -> bool {
+        let led = self.led.borrow();
+        led.get(&(topic.to_string(), partition)).is_some_and(|l| l.replicas.len() > 1 && hw.get() < l.epoch_start)
     }
 
     /// A topic went away: nothing of it is led or followed here.
@@ -300,7 +259,7 @@ impl Replication {
         if current_leader_epoch > l.leader_epoch {
             return Err(code::UNKNOWN_LEADER_EPOCH);
         }
-        if !l.followers.contains_key(&replica) {
+        if !l.has_follower(replica) {
             return Err(code::NOT_LEADER_OR_FOLLOWER);
         }
         if last_fetched_epoch >= 0 {
@@ -320,65 +279,45 @@ impl Replication {
         if fetch_offset > p.log_end().get() {
             return Err(code::OFFSET_OUT_OF_RANGE);
         }
-        let now = Instant::now();
-        let leader_end = p.durable_end().get();
-        let f = l.followers.get_mut(&replica).expect("checked");
-        if fetch_offset >= leader_end {
-            f.caught_up = now;
-        } else if fetch_offset >= f.leader_end_at_last_fetch {
-            f.caught_up = f.last_fetch;
-        }
-        f.last_fetch = now;
-        f.leader_end_at_last_fetch = leader_end;
-        f.end = Some(fetch_offset);
+        l.fetched(replica, fetch_offset, p.durable_end().get(), Instant::now());
         advance(p, l, node);
         Ok(FollowerFetch::Read)
     }
 
     /// The ISR changes due now among the partitions this shard leads: followers not caught up
-    /// for `lag` leave, followers at the high watermark past this leadership's start join.
-    fn isr_changes(&self, shard: &Shard, lag: Duration) -> Vec<(Tp, MetaCommand)> {
+    /// for `lag` leave, followers at the high watermark past this leadership's start join; a
+    /// change whose last sending got no settling answer is sent again ([`leader`]).
+    fn isr_changes(&self, shard: &Shard, lag: Duration) -> Vec<(Tp, Proposal, MetaCommand)> {
         let node = shard.config().node_id;
         let now = Instant::now();
         let mut out = Vec::new();
         for (tp, l) in self.led.borrow_mut().iter_mut() {
-            if l.pending.is_some() || l.replicas.len() < 2 {
-                continue;
-            }
             let Some(p) = shard.partition(&tp.0, tp.1) else { continue };
-            let hw = p.high_watermark().get();
-            let mut isr = l.isr.clone();
-            isr.retain(|r| *r == node || l.followers.get(r).is_some_and(|f| now.duration_since(f.caught_up) < lag));
-            for (r, f) in &l.followers {
-                let in_sync = f.end.is_some_and(|e| e >= hw && e >= l.epoch_start);
-                if !isr.contains(r) && in_sync && now.duration_since(f.caught_up) < lag {
-                    isr.push(*r);
-                }
-            }
-            if !isr.contains(&node) {
-                isr.insert(0, node);
-            }
-            if isr != l.isr {
-                l.pending = Some(isr.clone());
-                advance(&p, l, node);
-                let command = MetaCommand::AlterPartition {
-                    topic: tp.0.clone(),
-                    partition: tp.1,
-                    leader: node,
-                    leader_epoch: l.leader_epoch,
-                    partition_epoch: l.partition_epoch,
-                    isr,
-                };
-                out.push((tp.clone(), command));
-            }
+            let Some(proposal) = l.proposal_due(node, p.high_watermark().get(), now, lag) else { continue };
+            advance(&p, l, node);
+            let command = MetaCommand::AlterPartition {
+                topic: tp.0.clone(),
+                partition: tp.1,
+                leader: node,
+                leader_epoch: l.leader_epoch,
+                partition_epoch: proposal.partition_epoch,
+                isr: proposal.isr.clone(),
+            };
+            out.push((tp.clone(), proposal, command));
         }
         out
     }
 
-    /// An ISR change was refused or failed: it may be proposed again.
-    fn settled(&self, tp: &Tp) {
-        if let Some(l) = self.led.borrow_mut().get_mut(tp) {
-            l.pending = None;
+    /// An ISR change did not come back committed ([`Led::settle`]).
+    fn settle(&self, shard: &Shard, tp: &Tp, proposal: &Proposal, outcome: Outcome) {
+        let mut led = self.led.borrow_mut();
+        let Some(l) = led.get_mut(tp) else { return };
+        let backoff =
+            (shard.config().replication.lag_time_max / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        if l.settle(proposal, outcome, Instant::now(), backoff) {
+            if let Some(p) = shard.partition(&tp.0, tp.1) {
+                advance(&p, l, shard.config().node_id);
+            }
         }
     }
 
@@ -429,20 +368,10 @@ fn resign_coordinator(shard: &Rc<Shard>, topic: &str, index: i32) {
     }
 }
 
-/// The high watermark of a led partition: the smallest durable end in the ISR (a follower
-/// not heard from in this leadership counts at the high watermark now, so it never moves
-/// back); the durable end alone with no follower in the ISR.
+/// The high watermark of a led partition ([`Led::high_watermark`]), put in force.
 fn advance(p: &Rc<Partition<DmaDisk>>, l: &Led, node: i32) {
-    if l.replicas.len() < 2 {
-        p.set_replicated_to(None);
-        return;
-    }
-    let hw = p.high_watermark().get();
-    let pending = l.pending.iter().flatten().filter(|r| !l.isr.contains(r));
-    let members = l.isr.iter().chain(pending).filter(|r| **r != node);
-    let ends = members.map(|r| l.followers.get(r).and_then(|f| f.end).unwrap_or(hw));
-    let to = ends.min().map_or(i64::MAX, |m| m.max(hw));
-    p.set_replicated_to(Some(Offset(to)));
+    let to = l.high_watermark(node, p.high_watermark().get());
+    p.set_replicated_to(to.map(Offset));
 }
 
 /// acks=all on a clustered node: wait until the high watermark passes `end` (every in-sync
@@ -481,29 +410,30 @@ pub fn spawn_isr_keeper(shard: &Rc<Shard>) {
         let period = (lag / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         while !shard.manager().is_stopping() {
             glommio::timer::sleep(period).await;
-            for (tp, command) in shard.replication().isr_changes(&shard, lag) {
+            for (tp, proposal, command) in shard.replication().isr_changes(&shard, lag) {
                 tracing::info!(topic = tp.0, partition = tp.1, change = %command, "proposing an ISR change");
                 let s = shard.clone();
                 glommio::spawn_local(async move {
                     let call = crate::server::control::metadata::AlterIsr(command);
-                    let outcome = s.call(0, call).await;
-                    match outcome {
-                        Ok(Ok(())) => {}
+                    let outcome = match s.call(0, call).await {
+                        // Committed and published here: the placement settled it.
+                        Ok(Ok(())) => return,
                         Ok(Err(e)) => {
                             tracing::info!(
                                 topic = tp.0,
                                 partition = tp.1,
                                 code = e.code.0,
                                 error = e.message,
-                                "ISR change refused"
+                                "ISR change not committed"
                             );
-                            s.replication().settled(&tp);
+                            Outcome::Refused(e.code)
                         }
                         Err(e) => {
-                            tracing::warn!(topic = tp.0, partition = tp.1, error = %e, "ISR change not made");
-                            s.replication().settled(&tp);
+                            tracing::warn!(topic = tp.0, partition = tp.1, error = %e, "ISR change's outcome unknown");
+                            Outcome::Unknown
                         }
-                    }
+                    };
+                    s.replication().settle(&s, &tp, &proposal, outcome);
                 })
                 .detach();
             }

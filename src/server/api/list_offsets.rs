@@ -40,6 +40,11 @@ impl ShardCall<Shard> for Lookup {
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let p = shard.led_partition(&self.topic, self.partition)?;
+        if shard.replication().catching_up(&self.topic, self.partition, p.high_watermark()) {
+            // KIP-207: a new leader's high watermark below its epoch's start would tell a reader
+            // a latest offset older than the previous leader did.
+            return Err(code::OFFSET_NOT_AVAILABLE);
+        }
         let found = p.offset_for_time(self.timestamp, ReadUpTo::HighWatermark).await.map_err(|e| storage_code(&e))?;
         let found = found.map(|(offset, timestamp)| Found { offset, timestamp });
         if !self.committed {

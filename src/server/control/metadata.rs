@@ -447,7 +447,20 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bo
 /// Shard 0 of a clustered node: publish the image each time this node applies more of the
 /// metadata log (and retry a document it could not take), until the broker stops. `adopt`:
 /// the metadata log existed before this start ([`Origin::load`]).
-pub fn spawn_publisher(shard: Rc<Shard>, controller: Rc<Controller<DmaDisk>>, stop: Arc<AtomicBool>, adopt: bool) {
+///
+/// Topics and placements are published only once the image holds this start's registration
+/// (`incarnation`): as Kafka's broker, which takes no leadership before its registration is
+/// committed and its metadata caught up to it. The image a restarted node applies from its own
+/// log may name it leader at an epoch the cluster has since moved past, of a tail its followers
+/// never copied; its registration ends every leadership of its former incarnation (the
+/// controller fences them), so each one it takes after is a new epoch the controller gave it.
+pub fn spawn_publisher(
+    shard: Rc<Shard>,
+    controller: Rc<Controller<DmaDisk>>,
+    stop: Arc<AtomicBool>,
+    adopt: bool,
+    incarnation: String,
+) {
     use openraft_rt::WatchReceiver;
     glommio::spawn_local(async move {
         let mut metrics = controller.raft.metrics();
@@ -460,11 +473,16 @@ pub fn spawn_publisher(shard: Rc<Shard>, controller: Rc<Controller<DmaDisk>>, st
             let retry = shard.control().is_some_and(|c| !c.failed_documents.borrow().is_empty());
             if applied.is_some() && (applied != published || retry) {
                 let image = controller.image();
-                publish(&shard, &image, &mut placed, &mut origin).await;
-                publish_documents(&shard, &image, &mut seeded).await;
-                published = applied;
-                if let (Some(i), Some(control)) = (applied, shard.control()) {
-                    control.published.send_replace(i);
+                let me = shard.config().node_id;
+                if image.brokers.get(&me).is_some_and(|b| b.registration.incarnation == incarnation) {
+                    publish(&shard, &image, &mut placed, &mut origin).await;
+                    publish_documents(&shard, &image, &mut seeded).await;
+                    published = applied;
+                    if let (Some(i), Some(control)) = (applied, shard.control()) {
+                        control.published.send_replace(i);
+                    }
+                } else if published.is_none() {
+                    tracing::debug!(applied = ?applied, "metadata not published: this start's registration is not applied yet");
                 }
             }
             // A change of the metrics (applied index among them), or a look every second. Once

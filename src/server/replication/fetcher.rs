@@ -110,7 +110,7 @@ pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
             for part in t.partitions {
                 let tp = (t.topic.clone(), part.partition_index);
                 let Some(&(_, epoch)) = asked.iter().find(|(a, _)| *a == tp) else { continue };
-                backoff |= !take(&shard, leader, epoch, &tp, part).await;
+                backoff |= !take(&shard, &c, leader, epoch, &tp, part).await;
             }
         }
         if backoff {
@@ -121,7 +121,7 @@ pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
 
 /// Take one partition's answer; `false` when the partition should wait a little before its
 /// next fetch (an error the metadata will resolve).
-async fn take(shard: &Rc<Shard>, leader: i32, epoch: i32, tp: &Tp, part: FetchPartitionResponse) -> bool {
+async fn take(shard: &Rc<Shard>, c: &Conn, leader: i32, epoch: i32, tp: &Tp, part: FetchPartitionResponse) -> bool {
     let replication = shard.replication();
     let Some(p) = shard.partition(&tp.0, tp.1) else { return true };
     if !replication.still_follows(tp, leader, epoch) {
@@ -131,19 +131,38 @@ async fn take(shard: &Rc<Shard>, leader: i32, epoch: i32, tp: &Tp, part: FetchPa
     match part.error_code {
         code::NONE => {}
         code::OFFSET_OUT_OF_RANGE if part.log_start_offset > p.log_end().get() => {
-            // Behind the leader's log start: start again there (Kafka's truncateFullyAndStartAt).
+            // Behind the leader's log start (retention, DeleteRecords or compaction there, or
+            // a new replica): everything here goes and the copy starts again, empty, at the
+            // leader's start (Kafka's truncateFullyAndStartAt).
             let start = part.log_start_offset;
-            tracing::info!(topic, partition, start, "replica restarts at the leader's log start");
-            if let Err(e) = p.truncate_as_follower(Offset(start)).await {
+            tracing::info!(
+                topic,
+                partition,
+                start,
+                end = p.log_end().get(),
+                "replica restarts at the leader's log start"
+            );
+            if let Err(e) = p.restart_as_follower(Offset(start)).await {
                 tracing::warn!(topic, partition, error = %e, "cannot restart the replica's log");
+                return false;
             }
             return true;
         }
-        code::OFFSET_OUT_OF_RANGE if part.high_watermark >= 0 && part.high_watermark < p.log_end().get() => {
-            // Past the leader's end with no epoch to tell where the logs part: keep what every
-            // in-sync replica has (the leader's high watermark) and fetch the rest again.
-            let to = part.high_watermark;
-            tracing::info!(topic, partition, to, "replica past its leader's end: truncating to the high watermark");
+        code::OFFSET_OUT_OF_RANGE => {
+            // Past the leader's end with no epoch to tell where the logs part: keep what the
+            // leader has, up to its log end (Kafka's; cutting to its high watermark instead
+            // would drop records the leader has and may have acknowledged meanwhile).
+            let to = match leader_end(c, shard.config().node_id, epoch, tp).await {
+                Ok(end) => end,
+                Err(e) => {
+                    tracing::info!(topic, partition, error = %e, "cannot learn the leader's log end");
+                    return false;
+                }
+            };
+            if to >= p.log_end().get() {
+                return false;
+            }
+            tracing::info!(topic, partition, to, "replica past its leader's end: truncating to the leader's log end");
             if let Err(e) = p.truncate_as_follower(Offset(to)).await {
                 tracing::warn!(topic, partition, error = %e, "cannot truncate the replica");
                 return false;
@@ -214,6 +233,28 @@ async fn take(shard: &Rc<Shard>, leader: i32, epoch: i32, tp: &Tp, part: FetchPa
         p.set_replicated_to(Some(Offset(hw)));
     }
     true
+}
+
+/// The leader's log end for `tp`: where its own epoch (`epoch`, the one this copy follows at)
+/// ends, as OffsetForLeaderEpoch answers a replica (Kafka asks ListOffsets; the answer is the
+/// same).
+async fn leader_end(c: &Conn, node: i32, epoch: i32, tp: &Tp) -> anyhow::Result<i64> {
+    let partition = OffsetForLeaderPartition {
+        partition: tp.1,
+        current_leader_epoch: epoch,
+        leader_epoch: epoch,
+        ..Default::default()
+    };
+    let topic = OffsetForLeaderTopic { topic: tp.0.clone(), partitions: vec![partition], ..Default::default() };
+    let mut req = OffsetForLeaderEpochRequest { replica_id: node, topics: vec![topic], ..Default::default() };
+    let asked = crate::cluster::net::within(SOCKET_TIMEOUT, c.call_at(23, 3, &mut req)).await;
+    let resp: OffsetForLeaderEpochResponse = asked.unwrap_or_else(|| Err(anyhow::anyhow!("no answer")))?;
+    let found = resp.topics.iter().flat_map(|t| t.partitions.iter()).find(|p| p.partition == tp.1);
+    match found {
+        Some(p) if p.error_code == code::NONE && p.leader_epoch == epoch && p.end_offset >= 0 => Ok(p.end_offset),
+        Some(p) => anyhow::bail!("answered code {} epoch {} end {}", p.error_code.0, p.leader_epoch, p.end_offset),
+        None => anyhow::bail!("no answer for the partition"),
+    }
 }
 
 /// The first offset of the first batch of `records`, if any.
