@@ -204,8 +204,20 @@ impl MetaImage {
                 self.documents.insert(name.clone(), Document { version: index, text: text.clone() });
                 MetaResponse::Done
             }
-            MetaCommand::AlterPartition { topic, partition, leader, leader_epoch, partition_epoch, isr } => {
+            MetaCommand::AlterPartition {
+                topic,
+                partition,
+                leader,
+                leader_epoch,
+                partition_epoch,
+                isr,
+                broker_epochs,
+            } => {
                 let unfenced = self.unfenced_ids();
+                let stale = broker_epochs
+                    .iter()
+                    .find(|(r, e)| isr.contains(r) && self.brokers.get(r).is_none_or(|b| b.epoch as i64 != **e));
+                let stale = stale.map(|(r, e)| (*r, *e));
                 let Some(p) = self.partition_mut(topic, *partition) else {
                     return refused(code::UNKNOWN_TOPIC_OR_PARTITION, "No such partition.".into());
                 };
@@ -220,6 +232,10 @@ impl MetaImage {
                 }
                 if isr.iter().any(|r| !p.isr.contains(r) && !unfenced.contains(r)) {
                     return refused(code::INELIGIBLE_REPLICA, "A fenced broker cannot join the ISR.".into());
+                }
+                if let Some((r, e)) = stale {
+                    let message = format!("Broker {r} at epoch {e} is not the broker registered now (KIP-903).");
+                    return refused(code::INELIGIBLE_REPLICA, message);
                 }
                 p.isr = isr.clone();
                 p.partition_epoch += 1;
@@ -803,6 +819,7 @@ mod tests {
             leader_epoch,
             partition_epoch,
             isr,
+            broker_epochs: BTreeMap::new(),
         };
         let p0 = |image: &MetaImage| image.topics["t"].partitions[0].clone();
         assert_eq!(image.apply(200, &alter(vec![1, 2], 0, 0)), MetaResponse::Done);
@@ -825,6 +842,36 @@ mod tests {
         assert_eq!(image.apply(209, &alter(vec![1, 2], p.leader_epoch, p.partition_epoch)), MetaResponse::Done);
         let p = p0(&image);
         assert_eq!((p.replicas, p.isr, p.adding.len() + p.removing.len()), (vec![2, 1], vec![1, 2], 0));
+    }
+
+    /// KIP-903: an ISR change naming a member at a broker epoch other than its registration's
+    /// now (it restarted since its fetches told the leader it caught up, perhaps with an empty
+    /// disk) is INELIGIBLE_REPLICA; at the registered epoch, or without one, it applies.
+    #[test]
+    fn isr_changes_check_broker_epochs() {
+        let mut image = three_brokers();
+        let placed = image.assign(&[vec![1, 2, 3]]).unwrap();
+        create(&mut image, "t", placed);
+        image.topics.get_mut("t").unwrap().partitions[0].isr = vec![1, 2];
+        let alter = |epochs: &[(i32, i64)], partition_epoch| MetaCommand::AlterPartition {
+            topic: "t".into(),
+            partition: 0,
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch,
+            isr: vec![1, 2, 3],
+            broker_epochs: epochs.iter().copied().collect(),
+        };
+        // Broker 3 registered at index 30, restarts: registered again at 400, unfenced.
+        register(&mut image, 400, 3);
+        let refused = image.apply(500, &alter(&[(3, 30)], 0));
+        assert!(
+            matches!(&refused, MetaResponse::Refused { code, .. } if *code == code::INELIGIBLE_REPLICA.0),
+            "{refused:?}"
+        );
+        assert_eq!(image.topics["t"].partitions[0].isr, vec![1, 2], "unchanged");
+        assert_eq!(image.apply(501, &alter(&[(2, 20), (3, 400)], 0)), MetaResponse::Done);
+        assert_eq!(image.topics["t"].partitions[0].isr, vec![1, 2, 3]);
     }
 
     /// A placement proposed before a broker was fenced is settled as the image stands when it

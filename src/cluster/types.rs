@@ -257,7 +257,9 @@ pub enum MetaCommand {
     /// A partition's leader changes its ISR (KRaft's AlterPartition): followers that fell
     /// behind leave, caught-up ones join. Made from the leadership and partition epochs it
     /// names: refused when either moved meanwhile (another change came first), when the ISR
-    /// would lack the leader, name a non-replica, or add a fenced broker (KIP-841).
+    /// would lack the leader, name a non-replica, or add a fenced broker (KIP-841), or when a
+    /// member's broker epoch (as its fetches told the leader) is not its registration's now
+    /// (KIP-903: a replica that restarted, its disk perhaps lost, since it caught up).
     AlterPartition {
         topic: String,
         partition: i32,
@@ -265,6 +267,9 @@ pub enum MetaCommand {
         leader_epoch: i32,
         partition_epoch: i32,
         isr: Vec<i32>,
+        /// Members' broker epochs as the leader knows them (a member missing is not checked).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        broker_epochs: BTreeMap<i32, i64>,
     },
     /// The cluster's id, proposed by every node from its `meta.properties`: the first one
     /// committed is the cluster's (a cluster formed with no format step has no other source).

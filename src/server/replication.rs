@@ -116,12 +116,29 @@ pub struct Replication {
     /// Connections to other nodes for short inter-broker requests (markers, KIP-890
     /// verification); fetchers keep their own (their long polls would hold these up).
     peers: RefCell<BTreeMap<(i32, Purpose), Rc<Conn>>>,
+    /// This node's broker epoch (its registration's), which its fetches name (KIP-903).
+    broker_epoch: std::cell::Cell<Option<u64>>,
+}
+
+/// From shard 0 to every shard: this node's broker epoch now (its registration was applied).
+#[derive(Debug, Clone, Copy)]
+pub struct BrokerEpoch(pub u64);
+
+impl crate::server::router::ShardCall<Shard> for BrokerEpoch {
+    type Reply = ();
+    const NAME: &'static str = "broker-epoch";
+
+    async fn run(self, shard: Rc<Shard>) {
+        shard.replication().broker_epoch.set(Some(self.0));
+    }
 }
 
 /// Who fetches as a follower, and the epochs its request names.
 #[derive(Debug, Clone, Copy)]
 pub struct ReplicaRead {
     pub id: i32,
+    /// Its broker epoch (Fetch v15+, KIP-903; -1: none named).
+    pub broker_epoch: i64,
     pub current_leader_epoch: i32,
     pub last_fetched_epoch: i32,
 }
@@ -250,7 +267,7 @@ impl Replication {
         r: ReplicaRead,
         fetch_offset: i64,
     ) -> Result<FollowerFetch, ErrorCode> {
-        let ReplicaRead { id: replica, current_leader_epoch, last_fetched_epoch } = r;
+        let ReplicaRead { id: replica, broker_epoch, current_leader_epoch, last_fetched_epoch } = r;
         let mut led = self.led.borrow_mut();
         let Some(l) = led.get_mut(tp) else { return Err(code::NOT_LEADER_OR_FOLLOWER) };
         if current_leader_epoch >= 0 && current_leader_epoch < l.leader_epoch {
@@ -279,7 +296,7 @@ impl Replication {
         if fetch_offset > p.log_end().get() {
             return Err(code::OFFSET_OUT_OF_RANGE);
         }
-        l.fetched(replica, fetch_offset, p.durable_end().get(), Instant::now());
+        l.fetched(replica, fetch_offset, p.durable_end().get(), broker_epoch, Instant::now());
         advance(p, l, node);
         Ok(FollowerFetch::Read)
     }
@@ -302,6 +319,7 @@ impl Replication {
                 leader_epoch: l.leader_epoch,
                 partition_epoch: proposal.partition_epoch,
                 isr: proposal.isr.clone(),
+                broker_epochs: proposal.broker_epochs.clone(),
             };
             out.push((tp.clone(), proposal, command));
         }
@@ -325,6 +343,11 @@ impl Replication {
         if self.fetchers.borrow_mut().insert(leader) {
             glommio::spawn_local(fetcher::run(shard.clone(), leader)).detach();
         }
+    }
+
+    /// This node's broker epoch, as its fetches name it (-1 before its registration is applied).
+    fn broker_epoch(&self) -> i64 {
+        self.broker_epoch.get().map_or(-1, |e| e as i64)
     }
 
     /// The partitions this shard follows from `leader`, with the leader epoch each is at.

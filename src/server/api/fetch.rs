@@ -461,6 +461,8 @@ async fn fetch_once(
                 reader_magic: magic,
                 replica: (replica >= 0).then_some(ReplicaRead {
                     id: replica,
+                    // KIP-903: from v15 the follower names its broker epoch.
+                    broker_epoch: if version >= 15 { f.replica_state.replica_epoch } else { -1 },
                     current_leader_epoch: p.current_leader_epoch,
                     last_fetched_epoch: p.last_fetched_epoch,
                 }),

@@ -468,13 +468,19 @@ pub fn spawn_publisher(
         let mut origin = Origin::load(&shard, adopt).await;
         let mut seeded = false;
         let mut published = None;
+        let mut broker_epoch = None;
         while !stop.load(Ordering::Relaxed) {
             let applied = controller.state.last_applied().map(|l| l.index);
             let retry = shard.control().is_some_and(|c| !c.failed_documents.borrow().is_empty());
             if applied.is_some() && (applied != published || retry) {
                 let image = controller.image();
                 let me = shard.config().node_id;
-                if image.brokers.get(&me).is_some_and(|b| b.registration.incarnation == incarnation) {
+                let registered = image.brokers.get(&me).filter(|b| b.registration.incarnation == incarnation);
+                if let Some(b) = registered {
+                    if broker_epoch != Some(b.epoch) {
+                        broker_epoch = Some(b.epoch);
+                        broadcast(&shard, crate::server::replication::BrokerEpoch(b.epoch)).await;
+                    }
                     publish(&shard, &image, &mut placed, &mut origin).await;
                     publish_documents(&shard, &image, &mut seeded).await;
                     published = applied;

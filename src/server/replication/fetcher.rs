@@ -1,7 +1,7 @@
 //! A shard's fetcher for one leader node: Kafka's replica fetcher. One connection to the
 //! leader's inter-broker listener; each round asks for every partition this shard follows
-//! from it (Fetch v12 with this node's replica id, the leader epoch it knows and the epoch of
-//! its last batch), appends what comes back, waits for the fdatasync, and sets each
+//! from it (Fetch v15, by topic id, with this node's replica id and broker epoch, the leader
+//! epoch it knows and the epoch of its last batch), appends what comes back, waits for the fdatasync, and sets each
 //! partition's high watermark from the leader's. The task ends when nothing is followed
 //! from the leader any more.
 
@@ -14,9 +14,9 @@ use crate::types::Offset;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// The Fetch version followers speak: by topic name, with the replica id in the body and
-/// KIP-320's epochs (last fetched, diverging).
-const FETCH_VERSION: i16 = 12;
+/// The Fetch version followers speak: topics by id (KIP-516), the replica's id and broker
+/// epoch in ReplicaState (KIP-903), KIP-320's epochs (last fetched, diverging).
+const FETCH_VERSION: i16 = 15;
 
 /// How long a connection to a leader or a fetch's answer (beyond its own wait) may take
 /// (Kafka's `replica.socket.timeout.ms`).
@@ -51,6 +51,7 @@ pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
         let mut asked = Vec::with_capacity(partitions.len());
         for ((topic, partition), epoch) in &partitions {
             let Some(p) = shard.partition(topic, *partition) else { continue };
+            let Some(id) = shard.topic(topic, |t| t.id) else { continue };
             // Ask only from what is durable here: the offset asked is what the leader counts
             // as this replica's durable end.
             let end = p.log_end();
@@ -68,7 +69,12 @@ pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
             };
             match topics.iter_mut().find(|t| t.topic == *topic) {
                 Some(t) => t.partitions.push(fp),
-                None => topics.push(FetchTopic { topic: topic.clone(), partitions: vec![fp], ..Default::default() }),
+                None => topics.push(FetchTopic {
+                    topic: topic.clone(),
+                    topic_id: id.0,
+                    partitions: vec![fp],
+                    ..Default::default()
+                }),
             }
             asked.push(((topic.clone(), *partition), *epoch));
         }
@@ -76,8 +82,11 @@ pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
             glommio::timer::sleep(Duration::from_millis(100)).await;
             continue;
         }
+        let replica_state =
+            ReplicaState { replica_id: node, replica_epoch: shard.replication().broker_epoch(), ..Default::default() };
         let mut req = FetchRequest {
             replica_id: node,
+            replica_state,
             max_wait_ms: settings.fetch_wait_max_ms,
             min_bytes: 1,
             max_bytes: settings.fetch_response_max_bytes,
@@ -107,8 +116,9 @@ pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
         }
         let mut backoff = false;
         for t in resp.topics {
+            let Some(topic) = shard.topic_name(crate::types::Uuid(t.topic_id)) else { continue };
             for part in t.partitions {
-                let tp = (t.topic.clone(), part.partition_index);
+                let tp = (topic.clone(), part.partition_index);
                 let Some(&(_, epoch)) = asked.iter().find(|(a, _)| *a == tp) else { continue };
                 backoff |= !take(&shard, &c, leader, epoch, &tp, part).await;
             }

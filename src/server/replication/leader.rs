@@ -45,19 +45,24 @@ struct Follower {
     leader_end_at_last_fetch: i64,
     /// When it last had everything this leader had (Kafka's lastCaughtUpTime).
     caught_up: Instant,
+    /// The broker epoch its last fetch named (KIP-903; -1: none named).
+    broker_epoch: i64,
 }
 
 impl Follower {
     fn new(now: Instant) -> Follower {
-        Follower { end: None, last_fetch: now, leader_end_at_last_fetch: -1, caught_up: now }
+        Follower { end: None, last_fetch: now, leader_end_at_last_fetch: -1, caught_up: now, broker_epoch: -1 }
     }
 }
 
-/// An ISR change: the ISR proposed, and the partition epoch it was made from.
+/// An ISR change: the ISR proposed, the partition epoch it was made from, and the broker epoch
+/// each follower in it fetched with (KIP-903: the controller refuses a member registered anew
+/// since).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Proposal {
     pub(super) isr: Vec<i32>,
     pub(super) partition_epoch: i32,
+    pub(super) broker_epochs: BTreeMap<i32, i64>,
 }
 
 /// A proposal whose outcome is not known yet; `retry_at`: when to send it again (its last
@@ -122,9 +127,20 @@ impl Led {
     }
 
     /// A follower fetched at `fetch_offset` (its durable end) while this leader's durable end
-    /// was `leader_end`.
-    pub(super) fn fetched(&mut self, replica: i32, fetch_offset: i64, leader_end: i64, now: Instant) {
+    /// was `leader_end`, naming broker epoch `broker_epoch` (-1: none). A new broker epoch is a
+    /// new incarnation: what the old one fetched says nothing of its copy.
+    pub(super) fn fetched(
+        &mut self,
+        replica: i32,
+        fetch_offset: i64,
+        leader_end: i64,
+        broker_epoch: i64,
+        now: Instant,
+    ) {
         let Some(f) = self.followers.get_mut(&replica) else { return };
+        if f.broker_epoch != broker_epoch {
+            *f = Follower { broker_epoch, ..Follower::new(f.last_fetch) };
+        }
         if fetch_offset >= leader_end {
             f.caught_up = now;
         } else if fetch_offset >= f.leader_end_at_last_fetch {
@@ -178,7 +194,11 @@ impl Led {
         if isr == self.isr {
             return None;
         }
-        let proposal = Proposal { isr, partition_epoch: self.partition_epoch };
+        let broker_epochs = isr
+            .iter()
+            .filter_map(|r| self.followers.get(r).filter(|f| f.broker_epoch >= 0).map(|f| (*r, f.broker_epoch)))
+            .collect();
+        let proposal = Proposal { isr, partition_epoch: self.partition_epoch, broker_epochs };
         self.pending = Some(Pending { proposal: proposal.clone(), retry_at: None });
         Some(proposal)
     }
@@ -238,10 +258,10 @@ mod tests {
     /// the ISR, has caught up to 100 too: the expansion to [1, 2, 3] is proposed.
     fn expanding(now: Instant) -> (Led, Proposal) {
         let mut l = Led::new(NODE, &state(&[1, 2], 7), 100, now);
-        l.fetched(2, 100, 100, now);
-        l.fetched(3, 100, 100, now);
+        l.fetched(2, 100, 100, -1, now);
+        l.fetched(3, 100, 100, -1, now);
         let p = l.proposal_due(NODE, 100, now, LAG).expect("an expansion is due");
-        assert_eq!(p, Proposal { isr: vec![1, 2, 3], partition_epoch: 7 });
+        assert_eq!(p, Proposal { isr: vec![1, 2, 3], partition_epoch: 7, broker_epochs: BTreeMap::new() });
         (l, p)
     }
 
@@ -255,7 +275,7 @@ mod tests {
         let now = Instant::now();
         let (mut l, p) = expanding(now);
         // Leader and member 2 reach 150; the joining member 3 stays at 100.
-        l.fetched(2, 150, 150, now);
+        l.fetched(2, 150, 150, -1, now);
         assert_eq!(l.high_watermark(NODE, 100), Some(100), "member 3 (pending) holds it");
         assert!(!l.settle(&p, Outcome::Unknown, now, BACKOFF));
         assert_eq!(l.high_watermark(NODE, 100), Some(100), "still held after a timeout");
@@ -289,7 +309,7 @@ mod tests {
     fn an_ineligible_refusal_drops_the_change() {
         let now = Instant::now();
         let (mut l, p) = expanding(now);
-        l.fetched(2, 150, 150, now);
+        l.fetched(2, 150, 150, -1, now);
         assert!(l.settle(&p, Outcome::Refused(code::INELIGIBLE_REPLICA), now, BACKOFF));
         assert_eq!(l.pending(), None);
         assert_eq!(l.high_watermark(NODE, 100), Some(150));
@@ -300,7 +320,7 @@ mod tests {
     fn a_late_refusal_of_another_change_settles_nothing() {
         let now = Instant::now();
         let (mut l, p) = expanding(now);
-        let older = Proposal { isr: vec![1], partition_epoch: 6 };
+        let older = Proposal { isr: vec![1], partition_epoch: 6, broker_epochs: BTreeMap::new() };
         assert!(!l.settle(&older, Outcome::Refused(code::INELIGIBLE_REPLICA), now, BACKOFF));
         assert_eq!(l.pending(), Some(&p));
     }
@@ -313,9 +333,9 @@ mod tests {
         let now = Instant::now();
         let mut l = Led::new(NODE, &state(&[1, 2, 3], 7), 500, now);
         assert_eq!(l.high_watermark(NODE, 0), Some(0));
-        l.fetched(2, 500, 500, now);
+        l.fetched(2, 500, 500, -1, now);
         assert_eq!(l.high_watermark(NODE, 0), Some(0), "member 3 not heard from");
-        l.fetched(3, 420, 500, now);
+        l.fetched(3, 420, 500, -1, now);
         assert_eq!(l.high_watermark(NODE, 0), Some(420));
         assert_eq!(l.high_watermark(NODE, 450), Some(450), "never back");
         // A member that leaves the ISR must fetch again before it counts.
@@ -326,22 +346,42 @@ mod tests {
         assert_eq!(single.high_watermark(NODE, 0), None, "one replica: not replicated");
     }
 
+    /// KIP-903: a proposal names the broker epoch each follower in it fetched with; a follower
+    /// that fetches under a new broker epoch (it restarted, its disk perhaps lost) starts over:
+    /// its old progress no longer counts.
+    #[test]
+    fn proposals_name_the_followers_broker_epochs() {
+        let now = Instant::now();
+        let mut l = Led::new(NODE, &state(&[1, 2], 7), 100, now);
+        l.fetched(2, 100, 100, 20, now);
+        l.fetched(3, 100, 100, 30, now);
+        let p = l.proposal_due(NODE, 100, now, LAG).expect("3 joins");
+        assert_eq!(p.broker_epochs, BTreeMap::from([(2, 20), (3, 30)]));
+        assert!(l.settle(&p, Outcome::Refused(code::INELIGIBLE_REPLICA), now, BACKOFF));
+        // Broker 3 comes back as a new incarnation with an empty log.
+        l.fetched(3, 0, 100, 31, now);
+        assert_eq!(l.proposal_due(NODE, 100, now, LAG), None, "not in sync at 0");
+        l.fetched(3, 100, 100, 31, now);
+        let p = l.proposal_due(NODE, 100, now, LAG).expect("caught up again");
+        assert_eq!(p.broker_epochs.get(&3), Some(&31));
+    }
+
     /// Members not caught up for `replica.lag.time.max.ms` leave; a follower joins only once
     /// it reached the high watermark and this leadership's start.
     #[test]
     fn shrink_and_join_rules() {
         let now = Instant::now();
         let mut l = Led::new(NODE, &state(&[1, 2, 3], 7), 100, now);
-        l.fetched(2, 100, 100, now);
+        l.fetched(2, 100, 100, -1, now);
         let later = now + LAG + Duration::from_secs(1);
-        l.fetched(2, 100, 100, later);
+        l.fetched(2, 100, 100, -1, later);
         let p = l.proposal_due(NODE, 100, later, LAG).expect("3 lags");
         assert_eq!(p.isr, vec![1, 2]);
         l.update(NODE, &state(&[1, 2], 8), later);
         // Member 3 comes back below the leadership's start: not yet.
-        l.fetched(3, 90, 100, later);
+        l.fetched(3, 90, 100, -1, later);
         assert_eq!(l.proposal_due(NODE, 90, later, LAG), None);
-        l.fetched(3, 100, 100, later);
+        l.fetched(3, 100, 100, -1, later);
         assert_eq!(l.proposal_due(NODE, 100, later, LAG).map(|p| p.isr), Some(vec![1, 2, 3]));
     }
 }
