@@ -1,22 +1,28 @@
 """A Jepsen-style fault test of replication (issue 21): three tidemark nodes, each in a network
 namespace the test makes (veth pairs on a bridge, 10.N.0.1-3), idempotent acks=all producers and a
-consumer, and a nemesis that kills nodes with SIGKILL and restarts them, pauses them
-(SIGSTOP/SIGCONT), and cuts one node off from the two others (blackhole routes inside the
+consumer, and a nemesis that kills nodes with SIGKILL and restarts them (later, or at once: a
+fast restart, with or without its leader-epoch files, as a lost disk file would leave it), pauses
+them (SIGSTOP/SIGCONT), and cuts one node off from the two others (blackhole routes inside the
 namespaces: quorum and replication links both; clients in the root namespace still reach it).
 
 The checker: every acknowledged record is in the final log once, at the offset it was
 acknowledged with; no record is in the log twice (idempotence); the consumer's reads of each
 partition are a prefix of the final log (it never saw a record the log later lost or reordered)
-and its offsets never went back; after each fault every partition has a leader again within
+and its offsets never went back; the latest offset (the high watermark) each node tells readers
+never goes back and never passes the final log's end; after each fault every partition has a
+leader again within
 LEADER_BOUND seconds. CI runs a few rounds (TIDEMARK_NEMESIS_ROUNDS, default 4); scripts/nemesis.sh
 runs more and prints the figures. Three nodes share two cores: the bounds are generous.
 
 Needs root and iproute2 (skipped without them).
 """
 import os
+import glob
 import random
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -175,6 +181,41 @@ def wait(what, check, net, bound):
                          " | ".join(f"node {i}: {net.log(i)}" for i in (1, 2, 3)))
 
 
+def latest(net, node, topic, partitions):
+    """{partition: latest offset} that `node` answers ListOffsets v1 with (partitions it leads,
+    without an error), asked directly."""
+    name = topic.encode()
+    body = struct.pack(">ii", -1, 1) + struct.pack(">h", len(name)) + name + struct.pack(">i", len(partitions))
+    for p in partitions:
+        body += struct.pack(">iq", p, -1)
+    header = struct.pack(">hhi", 2, 1, 7) + struct.pack(">h", 7) + b"nemesis"
+    with socket.create_connection((net.addr(node), CLIENT_PORT), timeout=2) as sock:
+        sock.sendall(struct.pack(">i", len(header + body)) + header + body)
+
+        def exact(n):
+            buf = b""
+            while len(buf) < n:
+                chunk = sock.recv(n - len(buf))
+                if not chunk:
+                    raise ConnectionError("closed")
+                buf += chunk
+            return buf
+        size, = struct.unpack(">i", exact(4))
+        frame = exact(size)
+    pos = 8  # correlation id, topic count
+    n = struct.unpack_from(">h", frame, pos)[0]
+    pos += 2 + n
+    count, = struct.unpack_from(">i", frame, pos)
+    pos += 4
+    out = {}
+    for _ in range(count):
+        p, error, _ts, offset = struct.unpack_from(">ihqq", frame, pos)
+        pos += 22
+        if error == 0:
+            out[p] = offset
+    return out
+
+
 class Workload:
     """Two idempotent acks=all producers writing numbered records, and one consumer reading
     every partition from the start, each in a thread until stopped."""
@@ -183,8 +224,11 @@ class Workload:
         self.net, self.stop = net, threading.Event()
         self.acked, self.failed, self.seen = [], [], {p: [] for p in range(PARTITIONS)}
         self.went_back = []
+        # (node, partition) -> the latest offsets that node told readers, in order.
+        self.told = {}
         self.threads = [threading.Thread(target=self.produce, args=(w,)) for w in range(2)]
         self.threads.append(threading.Thread(target=self.consume))
+        self.threads.append(threading.Thread(target=self.watch))
 
     def produce(self, w):
         p = Producer({"bootstrap.servers": self.net.bootstrap(), "acks": "all", "enable.idempotence": True,
@@ -219,6 +263,17 @@ class Workload:
                         self.went_back.append((m.partition(), s[-1][0], m.offset()))
                     s.append((m.offset(), m.value().decode()))
         c.close()
+
+    def watch(self):
+        """Ask each node for the partitions' latest offsets, again and again."""
+        while not self.stop.is_set():
+            for n in (1, 2, 3):
+                try:
+                    for p, o in latest(self.net, n, "jepsen", range(PARTITIONS)).items():
+                        self.told.setdefault((n, p), []).append(o)
+                except Exception:  # killed, paused, cut off or starting
+                    pass
+            time.sleep(0.1)
 
     def start(self):
         for t in self.threads:
@@ -267,20 +322,33 @@ def test_nemesis_loses_nothing_acknowledged(net):
             time.sleep(rng.uniform(1, 3))
             victim = rng.choice([1, 2, 3])
             others = [i for i in (1, 2, 3) if i != victim]
-            kind = rng.choice(["kill", "pause", "cut"])
+            kind = rng.choice(["kill", "pause", "cut", "restart", "lose-epochs"])
             faults.append(f"{kind} {victim}")
             began = time.time()
-            if kind == "kill":
+            if kind in ("kill", "restart", "lose-epochs"):
                 net.kill(victim)
             elif kind == "pause":
                 net.signal(victim, signal.SIGSTOP)
             else:
                 for o in others:
                     net.cut(victim, o)
-            # Leadership settles on the two others within the bound.
-            wait(f"round {r} ({kind} {victim}): every partition led by a reachable node",
-                 lambda: (lambda ls: len(ls) == PARTITIONS and all(l in others for l in ls.values()))(
-                     leaders(net, others[0])), net, LEADER_BOUND)
+            if kind == "lose-epochs":
+                # Every leader-epoch cache file of the node gone (its log stays): the node must
+                # rebuild them from its batches, or it cannot tell where its log parts from
+                # its leader's.
+                for f in glob.glob(os.path.join(net.root, f"node{victim}", "*", "leader-epoch-checkpoint")):
+                    os.remove(f)
+            if kind in ("restart", "lose-epochs"):
+                # At once: before the controller fences the old incarnation.
+                net.start(victim)
+                wait(f"round {r} ({kind} {victim}): every partition led",
+                     lambda: (lambda ls: len(ls) == PARTITIONS and all(l > 0 for l in ls.values()))(
+                         leaders(net, others[0])), net, LEADER_BOUND)
+            else:
+                # Leadership settles on the two others within the bound.
+                wait(f"round {r} ({kind} {victim}): every partition led by a reachable node",
+                     lambda: (lambda ls: len(ls) == PARTITIONS and all(l in others for l in ls.values()))(
+                         leaders(net, others[0])), net, LEADER_BOUND)
             recoveries.append(time.time() - began)
             time.sleep(rng.uniform(1, 3))
             if kind == "kill":
@@ -308,7 +376,15 @@ def test_nemesis_loses_nothing_acknowledged(net):
         final = dict(log[p])
         for o, v in recs:
             assert final.get(o) == v, f"the consumer read {v} at {p}/{o}; the log has {final.get(o)}"
+    # Each node's high watermark, as readers were told it, never went back, and never passed
+    # what the final log holds.
+    for (n, p), told in w.told.items():
+        back = [(a, b) for a, b in zip(told, told[1:]) if b < a]
+        assert not back, f"node {n} told readers of partition {p} a latest offset going back: {back[:3]}"
+        end = log[p][-1][0] + 1 if log[p] else 0
+        assert max(told) <= end, f"node {n} told {max(told)} for partition {p}; the final log ends at {end}"
     print(f"nemesis: {rounds} rounds ({', '.join(faults)}); {len(w.acked)} records acknowledged, "
           f"{len(w.failed)} not; {sum(len(r) for r in log.values())} in the log; consumer read "
           f"{sum(len(s) for s in w.seen.values())}; leaders back after p50 "
-          f"{sorted(recoveries)[len(recoveries) // 2]:.1f} s, max {max(recoveries):.1f} s; nothing lost")
+          f"{sorted(recoveries)[len(recoveries) // 2]:.1f} s, max {max(recoveries):.1f} s; "
+          f"{sum(len(t) for t in w.told.values())} latest offsets told, none going back; nothing lost")
