@@ -15,12 +15,22 @@ BIN = os.environ.get("TIDEMARK_BIN", os.path.join(os.path.dirname(__file__), "..
 _handed_out = set()
 
 
+# Under pytest-xdist (scripts/test runs two workers) each worker takes its ports from a range
+# of its own, below the kernel's ephemeral range, so two workers never hand out the same port.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_RANGE = (20000 + 6000 * int(_WORKER[2:]), 26000 + 6000 * int(_WORKER[2:])) if _WORKER[2:].isdigit() else None
+
+
 def free_port():
     """A port free now, never one handed out before in this run: the OS may give the same
     ephemeral port twice in a row once it is closed, and a cluster test asks for six at once."""
+    import random
     while True:
         with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
+            try:
+                s.bind(("127.0.0.1", random.randrange(*_RANGE) if _RANGE else 0))
+            except OSError:
+                continue
             port = s.getsockname()[1]
         if port not in _handed_out:
             _handed_out.add(port)
