@@ -8,6 +8,9 @@ lose acknowledged records or let replicas diverge, each set up on purpose.
   followers never had, which the cluster then lost: a reader had been shown records that went.
 - A follower behind its leader's log start (DeleteRecords while it was down) starts again at
   the leader's start and rejoins the ISR. Before, it asked for the same offset forever.
+- A follower cutting a divergent suffix (its truncation intent's write slowed by the disk-fault
+  seam) is made leader meanwhile: it leads only once the cut is done. Before, it led at once
+  with the suffix still there, told readers a latest offset covering it, then cut it.
 
 Three nodes share the machine's two cores: the waits are generous.
 """
@@ -19,7 +22,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from test_bad_input import Conn
@@ -34,7 +37,7 @@ def cluster():
         c = Cluster(d)
         try:
             for n in (1, 2, 3):
-                c.start(n, "--set", "replica.lag.time.max.ms=3000")
+                c.start(n, "--set", "replica.lag.time.max.ms=3000", "--fault-injection")
             c.agreed([1, 2, 3], want_brokers=sorted((n, c.ports[n]) for n in (1, 2, 3)))
             yield c
         finally:
@@ -175,7 +178,7 @@ def test_a_follower_behind_the_leaders_start_rejoins(cluster):
     a = AdminClient({"bootstrap.servers": bootstrap(cluster, others)})
     done = a.delete_records([TopicPartition(topic, 0, end - 50)])
     assert list(done.values())[0].result(30).low_watermark == end - 50
-    cluster.start(follower, "--set", "replica.lag.time.max.ms=3000")
+    cluster.start(follower, "--set", "replica.lag.time.max.ms=3000", "--fault-injection")
     wait_for("the follower back in the ISR", lambda: all(
         isr_of(cluster, n, topic).get(0, (0, []))[1] == [1, 2, 3] for n in others), logs(cluster))
     tail = [x for x in acked if x[1] >= end - 50]
@@ -184,3 +187,86 @@ def test_a_follower_behind_the_leaders_start_rejoins(cluster):
     with open(os.path.join(cluster.brokers[follower].data_dir, "broker.log"), errors="replace") as f:
         restarts = f.read().count("replica restarts at the leader's log start")
     assert restarts == 1, f"the follower restarted its log {restarts} times"
+
+
+def read_for(cluster, node, topic, seconds):
+    """Every record a consumer of partition 0 from offset 0 reads from node in `seconds`, as
+    (partition, offset, key)."""
+    c = Consumer({"bootstrap.servers": cluster.brokers[node].bootstrap, "group.id": f"early-{time.time()}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got, deadline = [], time.time() + seconds
+    while time.time() < deadline:
+        got += [(m.partition(), m.offset(), m.key().decode()) for m in c.consume(500, 0.5) if m.error() is None]
+    c.close()
+    return got
+
+
+def inject(cluster, node, **rule):
+    """A disk-fault rule on node (`serve --fault-injection`, its metrics listener)."""
+    import urllib.request
+    query = "&".join(f"{k}={v}" for k, v in rule.items())
+    req = urllib.request.Request(f"http://127.0.0.1:{cluster.metrics_ports[node]}/faults?{query}", method="POST")
+    assert urllib.request.urlopen(req, timeout=10).status == 200
+
+
+def test_a_follower_cutting_its_suffix_leads_only_after_the_cut(cluster):
+    """Replicas [1, 2, 3], 1 leads. 100 acks=all records; node 2 paused (long enough for its
+    fetch under way to come back empty) while 20 acks=1 records reach 1 and 3 only; 1
+    SIGKILLed, 2 resumed: 2 leads (next in order) without those 20, and 3 must cut them as a
+    divergent suffix. Node 3's truncation intent takes 15 s to write (the disk-fault seam);
+    while it writes, 1 is started again and 2 SIGKILLed, and the controller makes 3 (the ISR's
+    last member) the leader. Checked: no node told readers a latest offset that later went
+    back; no reader of 3 as leader was served a record its log then lost (before: 3 led at
+    once and served the 20 records it was cutting); every acks=all record is read back from 3.
+    Kafka: a partition leaves its fetcher (truncation included) before it becomes leader."""
+    topic = "cut-then-lead"
+    a = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])],
+                    request_timeout=30)[topic].result(60)
+    wait_for("every replica in sync, 1 leading", lambda: all(
+        isr_of(cluster, n, topic).get(0, (0, [])) == (1, [1, 2, 3]) for n in (1, 2, 3)), logs(cluster))
+    watermarks = Watermarks(cluster, topic)
+    try:
+        acked = produce(cluster, [1, 2, 3], topic, 100, "a")
+        inject(cluster, 3, op="write", fault="slow", ms=15000, path="truncate-to", count=1)
+        cluster.brokers[2].proc.send_signal(signal.SIGSTOP)
+        # Node 2's fetch under way comes back empty (replica.fetch.wait.max.ms is 500 ms) and
+        # waits in its socket: what comes next reaches node 3 only.
+        time.sleep(0.7)
+        p = Producer({"bootstrap.servers": cluster.brokers[1].bootstrap, "acks": 1, "linger.ms": 0,
+                      "message.timeout.ms": 10000})
+        one = []
+        for i in range(20):
+            p.produce(topic, key=f"x:{i}".encode(), value=b"x" * 100,
+                      on_delivery=lambda err, msg: one.append(err is None))
+        assert p.flush(15) == 0 and all(one) and len(one) == 20
+        time.sleep(0.5)  # node 3 copies them
+        cluster.brokers[1].proc.send_signal(signal.SIGKILL)
+        cluster.brokers[1].proc.wait()
+        cluster.brokers[2].proc.send_signal(signal.SIGCONT)
+        wait_for("node 3 cutting its divergent suffix",
+                 lambda: "truncating a divergent suffix" in cluster.brokers[3].log(), logs(cluster))
+        # Node 1 back (a quorum without node 2), node 2 gone: node 3 is the ISR's last member.
+        cluster.start(1, "--set", "replica.lag.time.max.ms=3000", "--fault-injection")
+        cluster.brokers[2].proc.send_signal(signal.SIGKILL)
+        cluster.brokers[2].proc.wait()
+        wait_for("node 3 leading", lambda: isr_of(cluster, 3, topic).get(0, (0, []))[0] == 3, logs(cluster))
+        wait_for("node 3 answering as leader", lambda: latest(cluster, 3, topic)[0] == 0, logs(cluster))
+        early = read_for(cluster, 3, topic, 3)
+        # Its cut done (before it led, or after), what node 3 tells readers is final.
+        wait_for("node 3's truncation done", lambda: any(
+            "log truncated" in line and "cut-then-lead-0" in line for line in cluster.brokers[3].log().splitlines()),
+            logs(cluster))
+        time.sleep(1)
+    finally:
+        seen = watermarks.finish()
+    assert_never_back(seen)
+    got = consume_all(cluster, [3], topic, 1, len(acked))
+    check_log(acked, [g for g in got if not g[2].startswith("x:")])
+    kept = [g for g in got if g[2].startswith("x:")]
+    assert not kept, f"node 3 kept records it should have cut: {kept[:3]}"
+    final = {(p, o): k for p, o, k in got}
+    gone = [(o, k) for p, o, k in early if final.get((p, o)) != k]
+    assert not gone, f"a reader of node 3 as leader was served records its log then lost: {gone[:3]}"
+    print(f"cut then lead: {len(seen)} latest offsets told, none going back; {len(acked)} acks=all records kept")

@@ -1,9 +1,9 @@
 //! A shard's fetcher for one leader node: Kafka's replica fetcher. One connection to the
 //! leader's inter-broker listener; each round asks for every partition this shard follows
 //! from it (Fetch v15, by topic id, with this node's replica id and broker epoch, the leader
-//! epoch it knows and the epoch of its last batch), appends what comes back, waits for the fdatasync, and sets each
-//! partition's high watermark from the leader's. The task ends when nothing is followed
-//! from the leader any more.
+//! epoch it knows and the epoch of its last batch), appends what comes back, waits for the
+//! fdatasync, and sets each partition's high watermark from the leader's. The task ends when
+//! nothing is followed from the leader any more.
 
 use super::Tp;
 use crate::load::client::Conn;
