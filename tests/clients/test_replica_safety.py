@@ -10,7 +10,11 @@ lose acknowledged records or let replicas diverge, each set up on purpose.
   the leader's start and rejoins the ISR. Before, it asked for the same offset forever.
 - A follower cutting a divergent suffix (its truncation intent's write slowed by the disk-fault
   seam) is made leader meanwhile: it leads only once the cut is done. Before, it led at once
-  with the suffix still there, told readers a latest offset covering it, then cut it.
+  and served readers the records it was cutting.
+- A follower killed while its leader-epoch file's write is slowed, just as it copies the first
+  batches of a new epoch: once it opens again, its epoch cache names the epoch of every batch
+  in its log. Before, the batches were flushed first and the file saved after, so the cache
+  lacked the new epoch (and nothing rebuilt it).
 
 Three nodes share the machine's two cores: the waits are generous.
 """
@@ -270,3 +274,68 @@ def test_a_follower_cutting_its_suffix_leads_only_after_the_cut(cluster):
     gone = [(o, k) for p, o, k in early if final.get((p, o)) != k]
     assert not gone, f"a reader of node 3 as leader was served records its log then lost: {gone[:3]}"
     print(f"cut then lead: {len(seen)} latest offsets told, none going back; {len(acked)} acks=all records kept")
+
+
+def batch_epochs(partition_dir):
+    """The partitionLeaderEpoch of every v2 batch in a partition directory's segments, in
+    order (a segment ends at its first zero length: the preallocated rest)."""
+    epochs = []
+    for name in sorted(f for f in os.listdir(partition_dir) if f.endswith(".log")):
+        with open(os.path.join(partition_dir, name), "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos + 17 <= len(data):
+            length, epoch, magic = struct.unpack_from(">iib", data, pos + 8)
+            if length <= 0 or magic != 2:
+                break
+            epochs.append(epoch)
+            pos += 12 + length
+    return epochs
+
+
+def cached_epochs(partition_dir):
+    """The epochs a `leader-epoch-checkpoint` file names."""
+    with open(os.path.join(partition_dir, "leader-epoch-checkpoint")) as f:
+        lines = f.read().split("\n")
+    return {int(line.split()[0]) for line in lines[2:2 + int(lines[1])]}
+
+
+def test_a_follower_killed_while_saving_a_new_epoch_keeps_its_cache_whole(cluster):
+    """Replicas [1, 2, 3], 1 leads; 100 acks=all records at epoch 0. Node 3's writes of this
+    partition's leader-epoch file take 10 s (the disk-fault seam). 1 is SIGKILLed, 2 leads at
+    epoch 1 and takes 50 acks=1 records; node 3, copying them, is SIGKILLed 3 s later, during
+    that write. With 2 gone too (no quorum: node 3 fetches nothing more), node 3 starts again.
+    Checked once its partition is open: every batch in its log carries an epoch its cache file
+    names. (Before, node 3 appended and flushed the batches first and saved the file after: the
+    kill left epoch 1's batches on disk and a cache ending at epoch 0, which it would have sent
+    its next leader as its last epoch.)"""
+    topic = "epochs"
+    a = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])],
+                    request_timeout=30)[topic].result(60)
+    wait_for("every replica in sync, 1 leading", lambda: all(
+        isr_of(cluster, n, topic).get(0, (0, [])) == (1, [1, 2, 3]) for n in (1, 2, 3)), logs(cluster))
+    produce(cluster, [1, 2, 3], topic, 100, "a")
+    inject(cluster, 3, op="write", fault="slow", ms=10000, path=f"{topic}-0/leader-epoch-checkpoint", count=1)
+    cluster.brokers[1].proc.send_signal(signal.SIGKILL)
+    cluster.brokers[1].proc.wait()
+    wait_for("node 2 leading", lambda: isr_of(cluster, 2, topic).get(0, (0, []))[0] == 2, logs(cluster))
+    p = Producer({"bootstrap.servers": cluster.brokers[2].bootstrap, "acks": 1, "linger.ms": 0,
+                  "message.timeout.ms": 10000})
+    one = []
+    for i in range(50):
+        p.produce(topic, key=f"b:{i}".encode(), value=b"b" * 100, on_delivery=lambda err, msg: one.append(err is None))
+    assert p.flush(15) == 0 and all(one) and len(one) == 50
+    time.sleep(3)
+    for n in (3, 2):
+        cluster.brokers[n].proc.send_signal(signal.SIGKILL)
+        cluster.brokers[n].proc.wait()
+    def opened():
+        return sum("partition open" in line and f'"{topic}"' in line for line in cluster.brokers[3].log().splitlines())
+    before = opened()
+    cluster.start(3, "--set", "replica.lag.time.max.ms=3000")
+    wait_for("node 3's partition open again", lambda: opened() > before, logs(cluster))
+    d = os.path.join(cluster.brokers[3].data_dir, f"{topic}-0")
+    in_log, cached = set(batch_epochs(d)), cached_epochs(d)
+    assert in_log and in_log <= cached, f"node 3's batches carry epochs {sorted(in_log)}; its cache names {sorted(cached)}"
+    print(f"epoch file: node 3's batches carry epochs {sorted(in_log)}, its cache names {sorted(cached)}")
