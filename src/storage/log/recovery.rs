@@ -18,6 +18,8 @@ use super::append::new_active_segment;
 use super::clean::CLEANER_CHECKPOINT;
 use super::truncate::Cut;
 use super::{offset_entries, time_entries, Epochs, Log, OpenReport, CLEAN_MARKER, LOG_START_FILE, MAX_STORED_BATCH};
+
+mod epoch_cache;
 use crate::config::LogConfig;
 use crate::io::{align_down, Disk, DiskFile, IoError};
 use crate::storage::error::StorageResult;
@@ -671,78 +673,6 @@ struct Opening<'a, D: Disk> {
 }
 
 impl<D: Disk> Opening<'_, D> {
-    /// The leader-epoch cache at open, its file rewritten when it changes. Entries past the log
-    /// end (a truncation, or data lost in a crash) go. The file is trusted after a clean
-    /// shutdown; after a crash, the epochs the rescan of the last segment found beginning
-    /// there (`scanned`) are added, as Kafka's segment recovery does. A missing or damaged
-    /// file, or one behind the log by more than the last segment (its first batch's epoch is
-    /// newer than the file's latest), is rebuilt from every batch header of the log: the cache
-    /// must name every epoch a durable batch carries, or a follower's divergence from its
-    /// leader goes unseen (KIP-101). `restart`: the log starts again empty (no epoch).
-    async fn epochs(&self, last: SegmentSpan, scanned: Option<Epochs>, restart: bool) -> StorageResult<Epochs> {
-        let (disk, dir) = (self.disk, self.dir);
-        let path = dir.join(super::EPOCH_FILE);
-        let read = disk.read_file(&path).await?;
-        let decoded = read.as_deref().and_then(Epochs::decode);
-        let empty = self.spans.is_empty() && last.2 == 0;
-        let mut write = restart || (read.is_some() && decoded.is_none());
-        let mut epochs = match decoded {
-            _ if restart => Epochs::default(),
-            None if empty => Epochs::default(),
-            None => {
-                write = true;
-                self.rebuild_epochs(last, read.is_some()).await?
-            }
-            Some(file) => {
-                let behind = scanned
-                    .as_ref()
-                    .and_then(|s| s.entries().first())
-                    .is_some_and(|&(e, _)| file.latest().is_none_or(|l| e > l));
-                if behind {
-                    write = true;
-                    self.rebuild_epochs(last, false).await?
-                } else {
-                    let mut merged = file;
-                    for &(e, start) in scanned.as_ref().map_or(&[][..], |s| s.entries()) {
-                        write |= merged.on_batch(e, start);
-                    }
-                    merged
-                }
-            }
-        };
-        write |= epochs.truncate_from_end(last.1);
-        if write {
-            disk.write_file_atomic(&path, &epochs.encode()).await?;
-        }
-        Ok(epochs)
-    }
-
-    /// The leader-epoch cache rebuilt from every batch of the log (the sealed segments, then
-    /// the last one, `last`); `damaged`: the file was there but unreadable.
-    async fn rebuild_epochs(&self, last: SegmentSpan, damaged: bool) -> StorageResult<Epochs> {
-        let (disk, dir, config) = (self.disk, self.dir, self.config);
-        let mut epochs = Epochs::default();
-        let mut bytes = 0u64;
-        for &(base, _, size) in self.spans.iter().chain(std::iter::once(&last)) {
-            let file = disk.open_existing(&log_path(dir, base)).await?;
-            let mut from = ScanFrom::start(base, config, None);
-            from.time = None;
-            from.epochs = Some(epochs);
-            let scan = scan_segment(&file, base, size, from).await?;
-            file.close().await?;
-            bytes += scan.scanned;
-            epochs = scan.epochs.expect("asked for");
-        }
-        tracing::warn!(
-            dir = %dir.display(),
-            damaged,
-            scanned_bytes = bytes,
-            entries = epochs.entries().len(),
-            "leader-epoch cache rebuilt from the log's batches (its file was missing, damaged or behind)"
-        );
-        Ok(epochs)
-    }
-
     /// After a clean shutdown whose marker says the log ends at `marker_end`: the last segment
     /// from its index files, without reading its batches (but those after the offset index's
     /// last entry). `None` when anything does not check out: the caller rescans.
