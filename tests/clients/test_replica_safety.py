@@ -51,6 +51,17 @@ def cluster():
             c.stop_all()
 
 
+def in_sync_topic(cluster, topic, leader=None):
+    """Create `topic`, one partition on replicas [1, 2, 3] (led by `leader` when given, the
+    first replica then), and wait until every node sees every replica in sync."""
+    a = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    new = NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]]) if leader else NewTopic(topic, 1, 3)
+    a.create_topics([new], request_timeout=30)[topic].result(60)
+    wait_for("every replica in sync", lambda: all(
+        isr_of(cluster, n, topic).get(0, (0, []))[1] == [1, 2, 3]
+        and (leader is None or isr_of(cluster, n, topic)[0][0] == leader) for n in (1, 2, 3)), logs(cluster))
+
+
 def s16(text):
     b = text.encode()
     return struct.pack(">h", len(b)) + b
@@ -107,10 +118,7 @@ def test_a_fast_restart_does_not_lead_from_stale_metadata(cluster):
     takes no leadership before its registration commits, and a high watermark moves only with
     followers' fetches."""
     topic = "fast-restart"
-    a = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
-    a.create_topics([NewTopic(topic, 1, 3)], request_timeout=30)[topic].result(60)
-    wait_for("every replica in sync", lambda: all(
-        isr_of(cluster, n, topic).get(0, (0, []))[1] == [1, 2, 3] for n in (1, 2, 3)), logs(cluster))
+    in_sync_topic(cluster, topic)
     watermarks = Watermarks(cluster, topic)
     try:
         acked = produce(cluster, [1, 2, 3], topic, 200, "a")
@@ -168,10 +176,7 @@ def test_a_follower_behind_the_leaders_start_rejoins(cluster):
     (Before, its fetch below the leader's start was answered out of range, its "truncation" to
     a start past its end did nothing, and it asked again at once, forever, out of the ISR.)"""
     topic = "behind"
-    a = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
-    a.create_topics([NewTopic(topic, 1, 3)], request_timeout=30)[topic].result(60)
-    wait_for("every replica in sync", lambda: all(
-        isr_of(cluster, n, topic).get(0, (0, []))[1] == [1, 2, 3] for n in (1, 2, 3)), logs(cluster))
+    in_sync_topic(cluster, topic)
     produce(cluster, [1, 2, 3], topic, 200, "a")
     leader = isr_of(cluster, 1, topic)[0][0]
     follower = [n for n in (1, 2, 3) if n != leader][0]
@@ -225,11 +230,7 @@ def test_a_follower_cutting_its_suffix_leads_only_after_the_cut(cluster):
     once and served the 20 records it was cutting); every acks=all record is read back from 3.
     Kafka: a partition leaves its fetcher (truncation included) before it becomes leader."""
     topic = "cut-then-lead"
-    a = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
-    a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])],
-                    request_timeout=30)[topic].result(60)
-    wait_for("every replica in sync, 1 leading", lambda: all(
-        isr_of(cluster, n, topic).get(0, (0, [])) == (1, [1, 2, 3]) for n in (1, 2, 3)), logs(cluster))
+    in_sync_topic(cluster, topic, leader=1)
     watermarks = Watermarks(cluster, topic)
     try:
         acked = produce(cluster, [1, 2, 3], topic, 100, "a")
@@ -310,11 +311,7 @@ def test_a_follower_killed_while_saving_a_new_epoch_keeps_its_cache_whole(cluste
     kill left epoch 1's batches on disk and a cache ending at epoch 0, which it would have sent
     its next leader as its last epoch.)"""
     topic = "epochs"
-    a = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
-    a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])],
-                    request_timeout=30)[topic].result(60)
-    wait_for("every replica in sync, 1 leading", lambda: all(
-        isr_of(cluster, n, topic).get(0, (0, [])) == (1, [1, 2, 3]) for n in (1, 2, 3)), logs(cluster))
+    in_sync_topic(cluster, topic, leader=1)
     produce(cluster, [1, 2, 3], topic, 100, "a")
     inject(cluster, 3, op="write", fault="slow", ms=10000, path=f"{topic}-0/leader-epoch-checkpoint", count=1)
     cluster.brokers[1].proc.send_signal(signal.SIGKILL)
