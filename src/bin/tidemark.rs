@@ -84,6 +84,10 @@ struct ServeArgs {
     /// writes, slow I/O) at /faults. Never on a production broker.
     #[arg(long, requires = "metrics_listen")]
     fault_injection: bool,
+    /// For tests: a fault rule in force from the start, in /faults' query form
+    /// (`op=write&path=t-0&fault=slow&ms=30000`); repeatable.
+    #[arg(long = "fault", value_name = "RULE", requires = "fault_injection")]
+    faults: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -266,7 +270,7 @@ fn user_add(a: UserAddArgs) -> Result<()> {
 }
 
 fn serve(
-    ServeArgs { data_dir, listen, cores, config, settings, metrics_listen, fault_injection }: ServeArgs,
+    ServeArgs { data_dir, listen, cores, config, settings, metrics_listen, fault_injection, faults }: ServeArgs,
 ) -> Result<()> {
     let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let shards = cores.unwrap_or(online);
@@ -287,6 +291,12 @@ fn serve(
     broker.fault_injection = fault_injection;
     if fault_injection {
         tracing::warn!("fault injection enabled: /faults on the metrics endpoint can fail disk operations");
+    }
+    for rule in &faults {
+        let pairs = rule.split('&').filter(|p| !p.is_empty()).map(|p| p.split_once('=').unwrap_or((p, "")));
+        let rule = tidemark::io::faults::parse_rule(pairs).map_err(|e| anyhow::anyhow!("--fault {rule}: {e}"))?;
+        tracing::warn!(?rule, "fault injection: rule installed");
+        tidemark::io::faults::install(rule);
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

@@ -37,7 +37,7 @@ impl Fault {
     }
 }
 
-/// The operations faults can target.
+/// The operations faults can target: the disk's, and one of the cluster's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FaultOp {
     Write,
@@ -45,6 +45,10 @@ pub enum FaultOp {
     Read,
     Allocate,
     Open,
+    /// An ISR change a partition leader sends to the metadata quorum; its "path" is the
+    /// partition's name, `<topic>-<partition>`. Slow delays the send; the others lose it (its
+    /// outcome unknown, as when the quorum never answers).
+    Propose,
 }
 
 impl FaultOp {
@@ -55,6 +59,7 @@ impl FaultOp {
             "read" => FaultOp::Read,
             "allocate" => FaultOp::Allocate,
             "open" => FaultOp::Open,
+            "propose" => FaultOp::Propose,
             _ => return None,
         })
     }
@@ -150,7 +155,7 @@ pub fn take(op: FaultOp, path: &Path) -> Option<Fault> {
     fault
 }
 
-/// Parse a rule from `key=value` pairs: `op=write|sync|read|allocate|open`,
+/// Parse a rule from `key=value` pairs: `op=write|sync|read|allocate|open|propose`,
 /// `fault=eio|enospc|short|slow`, `ms=N` (for slow), `count=N` (0 = until cleared, the
 /// default), `path=TEXT` (a substring of the file's path; default every path).
 pub fn parse_rule<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<FaultRule, String> {
@@ -159,7 +164,8 @@ pub fn parse_rule<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Re
         match k {
             "op" => {
                 op = Some(
-                    FaultOp::parse(v).ok_or_else(|| format!("op={v}: expected write, sync, read, allocate or open"))?,
+                    FaultOp::parse(v)
+                        .ok_or_else(|| format!("op={v}: expected write, sync, read, allocate, open or propose"))?,
                 )
             }
             "fault" => fault = Some(v.to_string()),
@@ -210,6 +216,8 @@ mod tests {
         assert_eq!(r, FaultRule { op: FaultOp::Sync, path: "t-1".into(), fault: Fault::Slow(250), count: 0 });
         assert!(parse_rule([("op", "fsync"), ("fault", "eio")]).unwrap_err().contains("op=fsync"));
         assert!(parse_rule([("op", "write")]).unwrap_err().contains("fault"));
+        let r = parse_rule([("op", "propose"), ("fault", "slow"), ("ms", "9000"), ("path", "t-0")]).unwrap();
+        assert_eq!(r.op, FaultOp::Propose);
         assert!(parse_rule([("op", "write"), ("fault", "eio"), ("when", "now")]).is_err());
     }
 }

@@ -437,6 +437,10 @@ pub fn spawn_isr_keeper(shard: &Rc<Shard>) {
                 tracing::info!(topic = tp.0, partition = tp.1, change = %command, "proposing an ISR change");
                 let s = shard.clone();
                 glommio::spawn_local(async move {
+                    if let Err(lost) = injected_delay(&tp).await {
+                        s.replication().settle(&s, &tp, &proposal, lost);
+                        return;
+                    }
                     let call = crate::server::control::metadata::AlterIsr(command);
                     let outcome = match s.call(0, call).await {
                         // Committed and published here: the placement settled it.
@@ -463,6 +467,25 @@ pub fn spawn_isr_keeper(shard: &Rc<Shard>) {
         }
     })
     .detach();
+}
+
+/// The fault seam on an ISR change leaving for the quorum (`serve --fault-injection`, op
+/// `propose`): a slow rule holds it back, any other loses it.
+async fn injected_delay(tp: &(String, i32)) -> Result<(), Outcome> {
+    use crate::io::faults::{self, Fault, FaultOp};
+    let name = format!("{}-{}", tp.0, tp.1);
+    match faults::take(FaultOp::Propose, std::path::Path::new(&name)) {
+        None => Ok(()),
+        Some(Fault::Slow(ms)) => {
+            tracing::warn!(partition = name, ms, "fault injection: ISR change held back");
+            glommio::timer::sleep(Duration::from_millis(ms as u64)).await;
+            Ok(())
+        }
+        Some(_) => {
+            tracing::warn!(partition = name, "fault injection: ISR change lost");
+            Err(Outcome::Unknown)
+        }
+    }
 }
 
 /// What a connection to a peer carries: one connection each, so that markers waiting for

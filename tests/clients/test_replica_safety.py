@@ -15,10 +15,18 @@ lose acknowledged records or let replicas diverge, each set up on purpose.
   batches of a new epoch: once it opens again, its epoch cache names the epoch of every batch
   in its log. Before, the batches were flushed first and the file saved after, so the cache
   lacked the new epoch (and nothing rebuilt it).
+- An ISR expansion the quorum committed while its leader could not apply it in time (its
+  metadata-log write slowed): the leader keeps counting the joiner for acks=all. Before, it
+  dropped the change on that error and acknowledged records the joiner, elected next, lacked.
+- A join held back (the fault seam on proposals) until the joiner restarted with an empty copy
+  of the partition: the controller refuses it for the joiner's old broker epoch (KIP-903).
+  Before, the empty joiner entered the ISR.
 
 Three nodes share the machine's two cores: the waits are generous.
 """
 import os
+import re
+import shutil
 import signal
 import struct
 import tempfile
@@ -51,15 +59,37 @@ def cluster():
             c.stop_all()
 
 
-def in_sync_topic(cluster, topic, leader=None):
-    """Create `topic`, one partition on replicas [1, 2, 3] (led by `leader` when given, the
-    first replica then), and wait until every node sees every replica in sync."""
+def in_sync_topic(cluster, topic, replicas=None):
+    """Create `topic`, one partition on every node (on `replicas` in that order when given:
+    the first leads then), and wait until every node sees every replica in sync."""
     a = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
-    new = NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]]) if leader else NewTopic(topic, 1, 3)
+    leader = replicas[0] if replicas else None
+    new = NewTopic(topic, num_partitions=1, replica_assignment=[replicas]) if replicas else NewTopic(topic, 1, 3)
     a.create_topics([new], request_timeout=30)[topic].result(60)
     wait_for("every replica in sync", lambda: all(
         isr_of(cluster, n, topic).get(0, (0, []))[1] == [1, 2, 3]
         and (leader is None or isr_of(cluster, n, topic)[0][0] == leader) for n in (1, 2, 3)), logs(cluster))
+
+
+def roles(cluster):
+    """(leader, joiner, controller): the quorum's active controller, and the two other nodes,
+    for a partition on [leader, joiner, controller]. The leader's changes then travel to
+    another node to commit, and pausing the joiner leaves the quorum alone."""
+    controller = cluster.agreed([1, 2, 3])
+    leader, joiner = [n for n in (1, 2, 3) if n != controller]
+    return leader, joiner, controller
+
+
+def isr_at(cluster, node, topic):
+    """(leader, sorted ISR) of partition 0 as node publishes it."""
+    return isr_of(cluster, node, topic).get(0, (0, []))
+
+
+def pause_out_of_the_isr(cluster, topic, node, leader):
+    """SIGSTOP node and wait until its leader has removed it from the ISR
+    (replica.lag.time.max.ms is 3 s here; the session timeout, 9 s, does not fence it)."""
+    cluster.brokers[node].proc.send_signal(signal.SIGSTOP)
+    wait_for(f"node {node} out of the ISR", lambda: node not in isr_at(cluster, leader, topic)[1], logs(cluster))
 
 
 def s16(text):
@@ -230,7 +260,7 @@ def test_a_follower_cutting_its_suffix_leads_only_after_the_cut(cluster):
     once and served the 20 records it was cutting); every acks=all record is read back from 3.
     Kafka: a partition leaves its fetcher (truncation included) before it becomes leader."""
     topic = "cut-then-lead"
-    in_sync_topic(cluster, topic, leader=1)
+    in_sync_topic(cluster, topic, replicas=[1, 2, 3])
     watermarks = Watermarks(cluster, topic)
     try:
         acked = produce(cluster, [1, 2, 3], topic, 100, "a")
@@ -311,7 +341,7 @@ def test_a_follower_killed_while_saving_a_new_epoch_keeps_its_cache_whole(cluste
     kill left epoch 1's batches on disk and a cache ending at epoch 0, which it would have sent
     its next leader as its last epoch.)"""
     topic = "epochs"
-    in_sync_topic(cluster, topic, leader=1)
+    in_sync_topic(cluster, topic, replicas=[1, 2, 3])
     produce(cluster, [1, 2, 3], topic, 100, "a")
     inject(cluster, 3, op="write", fault="slow", ms=10000, path=f"{topic}-0/leader-epoch-checkpoint", count=1)
     cluster.brokers[1].proc.send_signal(signal.SIGKILL)
@@ -336,3 +366,91 @@ def test_a_follower_killed_while_saving_a_new_epoch_keeps_its_cache_whole(cluste
     in_log, cached = set(batch_epochs(d)), cached_epochs(d)
     assert in_log and in_log <= cached, f"node 3's batches carry epochs {sorted(in_log)}; its cache names {sorted(cached)}"
     print(f"epoch file: node 3's batches carry epochs {sorted(in_log)}, its cache names {sorted(cached)}")
+
+
+def test_an_isr_expansion_committed_but_not_yet_seen_still_holds_acks(cluster):
+    """Partition on [leader, joiner, controller], the joiner paused out of the ISR. The
+    leader's next metadata-log write takes 30 s (the disk-fault seam): when the joiner,
+    resumed, catches up, the leader's ISR expansion commits through the two other nodes, but
+    the leader cannot apply it within its 10 s limit and is told "committed, not yet applied".
+    The joiner is then paused again and 20 acks=all records are produced. Checked: none is
+    acknowledged over the ISR the leader still publishes ([leader, controller]), since the
+    quorum's is [leader, joiner, controller]: the leader is SIGKILLed, the controller elects
+    the joiner (first in replica order), which never had them, and every acknowledged record
+    is read back. Before, the leader dropped its pending change on that error and acknowledged
+    the 20 records, which the joiner's leadership then lost. Kafka keeps a pending ISR until a
+    newer partition epoch is published or the controller says INELIGIBLE_REPLICA."""
+    topic = "unknown-outcome"
+    leader, joiner, controller = roles(cluster)
+    in_sync_topic(cluster, topic, replicas=[leader, joiner, controller])
+    acked = produce(cluster, [leader], topic, 100, "a")
+    pause_out_of_the_isr(cluster, topic, joiner, leader)
+    inject(cluster, leader, op="write", fault="slow", ms=30000, count=1, path="__cluster_metadata-0/")
+    cluster.brokers[joiner].proc.send_signal(signal.SIGCONT)
+    wait_for("the expansion committed", lambda: joiner in isr_at(cluster, controller, topic)[1], logs(cluster))
+    wait_for("the leader told its change is not yet applied there",
+             lambda: "not yet applied on this node" in cluster.brokers[leader].log(), logs(cluster))
+    assert joiner not in isr_at(cluster, leader, topic)[1], "the leader published the expansion: no test"
+    cluster.brokers[joiner].proc.send_signal(signal.SIGSTOP)
+    time.sleep(0.7)  # the joiner's fetch under way comes back empty and waits in its socket
+    late = []
+    p = Producer({"bootstrap.servers": cluster.brokers[leader].bootstrap, "acks": "all", "linger.ms": 0,
+                  "message.timeout.ms": 4000})
+    for i in range(20):
+        p.produce(topic, key=f"b:{i}".encode(), value=b"b" * 100, on_delivery=lambda err, msg: err is None and late.append(
+            (msg.partition(), msg.offset(), msg.key().decode())))
+    p.flush(10)
+    cluster.brokers[leader].proc.send_signal(signal.SIGKILL)
+    cluster.brokers[leader].proc.wait()
+    cluster.brokers[joiner].proc.send_signal(signal.SIGCONT)
+    wait_for("the joiner leading", lambda: isr_at(cluster, controller, topic)[0] == joiner, logs(cluster))
+    got = consume_all(cluster, [joiner, controller], topic, 1, len(acked) + len(late))
+    check_log(acked + late, got)
+    print(f"unknown outcome: {len(late)} of 20 records acknowledged while the joiner was paused; all kept")
+
+
+def test_a_join_sent_after_the_joiner_restarted_empty_is_refused(cluster):
+    """Partition on [leader, joiner, controller], the joiner paused out of the ISR. The
+    leader's next ISR change is held back 15 s (the fault seam on proposals): the joiner,
+    resumed, catches up and the leader's change naming it (with its broker epoch then) waits.
+    Meanwhile the joiner is SIGKILLed, loses its copy of the partition and starts again, its
+    writes to that partition slowed 60 s each so it cannot catch up. Checked: the controller
+    refuses the held-back change (INELIGIBLE_REPLICA: the joiner registered again with a new
+    epoch), the joiner stays out of the ISR, and when the leader is SIGKILLed the controller
+    node, the other in-sync replica, leads with every acknowledged record. Before (no broker
+    epochs in AlterPartition), the change put the empty joiner in the ISR and it led next.
+    Kafka (KIP-903): the controller refuses a member whose broker epoch is not its current
+    registration's."""
+    topic = "lost-disk"
+    leader, joiner, controller = roles(cluster)
+    in_sync_topic(cluster, topic, replicas=[leader, joiner, controller])
+    acked = produce(cluster, [leader], topic, 100, "a")
+    pause_out_of_the_isr(cluster, topic, joiner, leader)
+    inject(cluster, leader, op="propose", fault="slow", ms=15000, count=1, path=f"{topic}-0")
+    cluster.brokers[joiner].proc.send_signal(signal.SIGCONT)
+    wait_for("the join held back", lambda: "ISR change held back" in cluster.brokers[leader].log(), logs(cluster))
+    cluster.brokers[joiner].proc.send_signal(signal.SIGKILL)
+    cluster.brokers[joiner].proc.wait()
+    shutil.rmtree(os.path.join(cluster.brokers[joiner].data_dir, f"{topic}-0"))
+    cluster.start(joiner, "--set", "replica.lag.time.max.ms=3000", "--fault-injection",
+                  "--fault", f"op=write&path={topic}-0/&fault=slow&ms=60000")
+    try:
+        def answered():
+            refusals = [line for line in cluster.brokers[leader].log().splitlines()
+                        if "ISR change not committed" in line and topic in line]
+            return refusals or joiner in isr_at(cluster, controller, topic)[1]
+        answer = wait_for("the held-back join answered", answered, logs(cluster))
+        assert joiner not in isr_at(cluster, controller, topic)[1], "the empty joiner was let into the ISR"
+        line = re.sub(r"\x1b\[[0-9;]*m", "", answer[0])
+        assert "code=107" in line, f"the controller did not refuse the stale join: {line}"
+        time.sleep(1)
+        assert joiner not in isr_at(cluster, controller, topic)[1], "the empty joiner was let into the ISR"
+        cluster.brokers[leader].proc.send_signal(signal.SIGKILL)
+        cluster.brokers[leader].proc.wait()
+        wait_for("the controller node leading", lambda: isr_at(cluster, controller, topic)[0] == controller, logs(cluster))
+        got = consume_all(cluster, [controller], topic, 1, len(acked))
+        check_log(acked, got)
+    finally:
+        cluster.brokers[joiner].proc.send_signal(signal.SIGKILL)
+        cluster.brokers[joiner].proc.wait()
+    print("lost disk: the stale join refused; every acknowledged record kept")
