@@ -30,6 +30,7 @@
 #![allow(missing_debug_implementations)]
 
 pub mod budget;
+pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod dump;

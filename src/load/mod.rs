@@ -17,7 +17,6 @@
 //! the last line), and optionally writes an HdrHistogram interval log (`--hdr-out`) and an HTML
 //! report with inline SVG charts (`--report`).
 
-pub mod client;
 pub mod report;
 mod workload;
 

@@ -1,6 +1,6 @@
 //! The producing and consuming loops of `tidemark load`, one set per executor.
 
-use super::client::Conn;
+use crate::client::Conn;
 use super::{new_histogram, Interval, LoadArgs, Mode, Producing};
 use crate::protocol::errors as code;
 use crate::protocol::groups::{InitProducerIdRequest, InitProducerIdResponse};

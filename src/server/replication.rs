@@ -32,7 +32,7 @@ mod leader;
 
 use leader::{Led, Outcome, Proposal};
 
-use crate::load::client::Conn;
+use crate::client::Conn;
 use std::net::{SocketAddr, ToSocketAddrs};
 
 /// `replica.*`: the replication settings (Kafka's names and defaults).

@@ -6,7 +6,7 @@
 //! nothing is followed from the leader any more.
 
 use super::Tp;
-use crate::load::client::Conn;
+use crate::client::Conn;
 use crate::protocol::errors as code;
 use crate::protocol::messages::*;
 use crate::server::shard::Shard;

@@ -1,7 +1,6 @@
-//! A small Kafka client on glommio for the load generator: one TCP connection with pipelined
-//! requests (responses come back in request order, as Kafka sends them), version negotiation
-//! through ApiVersions, and the few calls a load test needs. Speaks the wire protocol through
-//! `crate::protocol`, so it works against any Kafka-compatible broker.
+//! One TCP connection to a broker with pipelined requests (responses come back in request
+//! order, as Kafka sends them), version negotiation through ApiVersions, and a few calls of
+//! general use (a topic's metadata, its offsets).
 
 use crate::protocol::errors as code;
 use crate::protocol::messages::*;
