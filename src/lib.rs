@@ -39,6 +39,7 @@ pub mod io;
 pub mod load;
 pub mod metrics;
 pub mod protocol;
+pub mod replica;
 pub mod security;
 pub mod server;
 pub mod storage;

@@ -4,5 +4,7 @@
 //! [`crate::protocol`] only, so it works against any Kafka-compatible broker.
 
 mod conn;
+mod peers;
 
 pub use conn::Conn;
+pub use peers::{Peers, Purpose};

@@ -1,7 +1,7 @@
 //! The producing and consuming loops of `tidemark load`, one set per executor.
 
-use crate::client::Conn;
 use super::{new_histogram, Interval, LoadArgs, Mode, Producing};
+use crate::client::Conn;
 use crate::protocol::errors as code;
 use crate::protocol::groups::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::protocol::messages::*;

@@ -95,7 +95,7 @@ pub struct BrokerConfig {
     /// `listeners`: it serves the metadata quorum, not clients).
     pub cluster: Option<crate::cluster::settings::ClusterSettings>,
     /// `replica.*`: partition replication's settings.
-    pub replication: crate::server::replication::ReplicaConfig,
+    pub replication: crate::replica::ReplicaConfig,
     /// Every setting given (`--set`, `--config`) as written: the static layer of
     /// [`configs`] (DescribeConfigs sources, topic defaults by Kafka's synonym order).
     pub settings: BTreeMap<String, String>,
@@ -252,7 +252,7 @@ impl BrokerConfig {
             "advertised.host" => {}
             "listeners" | "advertised.listeners" | "listener.security.protocol.map" => listeners::check(key, value)?,
             k if crate::cluster::settings::SETTINGS.contains(&k) => crate::cluster::settings::check(k, value)?,
-            k if crate::server::replication::SETTINGS.contains(&k) => self.replication.apply(k, value)?,
+            k if crate::replica::SETTINGS.contains(&k) => self.replication.apply(k, value)?,
             k if tls::SETTINGS.contains(&k) => tls::check(k, value)?,
             "sasl.enabled.mechanisms" => {
                 sasl_mechanisms(value)?;

@@ -33,9 +33,9 @@ pub mod errors;
 pub mod limits;
 pub mod listeners;
 pub mod metrics_http;
+pub mod peers;
 pub mod placement;
 pub mod producer_ids;
-pub mod replication;
 pub mod router;
 pub mod shard;
 pub mod tls;
@@ -232,7 +232,7 @@ async fn run_shard(
     shard.coordinator().spawn_ticker();
     shard.txn().spawn_ticker(&shard);
     if config.cluster.is_some() {
-        replication::spawn_isr_keeper(&shard);
+        crate::replica::spawn_isr_keeper(&shard);
     }
     for id in shard.txn().prepared() {
         // Prepared before a stop: its markers were not all written. (Standalone only: a

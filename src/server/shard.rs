@@ -164,8 +164,11 @@ pub struct Shard {
     clock: Clock,
     /// Shard 0 only.
     control: Option<ControlState>,
-    /// The partitions this shard leads or follows ([`crate::server::replication`]).
-    replication: crate::server::replication::Replication,
+    /// The partitions this shard leads or follows ([`crate::replica`]).
+    replication: crate::replica::Replication,
+    /// Connections to the other brokers for short requests ([`crate::server::peers`]);
+    /// replication's fetchers keep their own (their long polls would hold these up).
+    peers: crate::client::Peers,
 }
 
 impl Shard {
@@ -268,11 +271,12 @@ impl Shard {
             clock,
             control,
             replication: Default::default(),
+            peers: Default::default(),
         });
         shard.coordinator.attach_topics(Rc::new(ShardTopics(Rc::downgrade(&shard))));
         shard.txn.attach_topics(Rc::new(ShardTopics(Rc::downgrade(&shard))));
         // A clustered node loads an internal partition's state when it becomes its leader
-        // (`server::replication`); a standalone node leads them all, now.
+        // (`crate::replica`); a standalone node leads them all, now.
         if shard.config.cluster.is_none() {
             let records = shard.coordinator.load().await?;
             if records > 0 {
@@ -421,8 +425,12 @@ impl Shard {
         self.leader(topic, partition) == Some(self.config.node_id)
     }
 
-    pub fn replication(&self) -> &crate::server::replication::Replication {
+    pub fn replication(&self) -> &crate::replica::Replication {
         &self.replication
+    }
+
+    pub fn peers(&self) -> &crate::client::Peers {
+        &self.peers
     }
 
     pub fn manager(&self) -> &Rc<PartitionManager<DmaDisk>> {
@@ -596,6 +604,76 @@ impl Shard {
             .map(|((topic, partition), ratio)| ("log_dirty_ratio", topic, partition, ratio))
             .collect();
         m
+    }
+}
+
+/// Replication on this shard: what it reads of the shard, how it reaches the quorum and the
+/// other brokers, and the coordinators it tells of leaderships gained and lost.
+impl crate::replica::Host for Shard {
+    fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    fn replica_settings(&self) -> &crate::replica::ReplicaConfig {
+        &self.config.replication
+    }
+
+    fn replication(&self) -> &crate::replica::Replication {
+        &self.replication
+    }
+
+    fn is_stopping(&self) -> bool {
+        self.manager.is_stopping()
+    }
+
+    fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition<DmaDisk>>> {
+        self.manager.get(topic, partition)
+    }
+
+    fn topic_id(&self, topic: &str) -> Option<Uuid> {
+        self.topic(topic, |t| t.id)
+    }
+
+    fn topic_name(&self, id: Uuid) -> Option<String> {
+        Shard::topic_name(self, id)
+    }
+
+    fn leadership(&self, topic: &str, partition: i32) -> Option<PartitionState> {
+        Shard::leadership(self, topic, partition)
+    }
+
+    async fn replication_address(self: &Rc<Self>, node: i32) -> anyhow::Result<std::net::SocketAddr> {
+        crate::server::peers::broker_address(self, node).await
+    }
+
+    async fn alter_partition(
+        self: &Rc<Self>,
+        command: crate::cluster::types::MetaCommand,
+    ) -> Result<(), crate::replica::IsrChangeError> {
+        use crate::replica::IsrChangeError;
+        match self.call(0, crate::server::control::metadata::AlterIsr(command)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(IsrChangeError::Refused(e.code, e.message)),
+            Err(e) => Err(IsrChangeError::Unknown(e.to_string())),
+        }
+    }
+
+    /// An internal partition's coordinator state is loaded (requests for it wait meanwhile),
+    /// in a task of its own.
+    fn leadership_gained(self: &Rc<Self>, topic: &str, partition: i32) {
+        if topic == OFFSETS_TOPIC {
+            glommio::spawn_local(self.coordinator.begin_load(partition)).detach();
+        } else if topic == TXN_TOPIC {
+            glommio::spawn_local(self.txn.begin_load(self, partition)).detach();
+        }
+    }
+
+    fn leadership_lost(self: &Rc<Self>, topic: &str, partition: i32) {
+        if topic == OFFSETS_TOPIC {
+            self.coordinator.resign(partition);
+        } else if topic == TXN_TOPIC {
+            self.txn.resign(partition);
+        }
     }
 }
 

@@ -326,7 +326,7 @@ impl TxnCoordinator {
         })?;
         // Durable on every in-sync replica (Kafka writes the transaction log with acks=all).
         let end = Offset(info.last_offset + 1);
-        p.wait_replicated(end, epoch, crate::server::replication::INTERNAL_WRITE_TIMEOUT).await.map_err(|e| match e {
+        p.wait_replicated(end, epoch, crate::replica::INTERNAL_WRITE_TIMEOUT).await.map_err(|e| match e {
             crate::storage::StorageError::Follower => code::NOT_COORDINATOR,
             e => {
                 tracing::error!(transactional_id = id, partition = index, error = %e, "{TXN_TOPIC} record not replicated");
@@ -709,7 +709,7 @@ impl TxnCoordinator {
             }
             // The rewrite on every in-sync replica before the old segments go.
             let end = p.log_end();
-            let timeout = crate::server::replication::INTERNAL_WRITE_TIMEOUT;
+            let timeout = crate::replica::INTERNAL_WRITE_TIMEOUT;
             if failed || p.wait_replicated(end, epoch, timeout).await.is_err() {
                 tracing::warn!(partition = index, "{TXN_TOPIC} compaction failed; the old segments stay");
                 continue;
@@ -824,7 +824,7 @@ impl ShardCall<Shard> for WriteMarker {
     const NAME: &'static str = "write-txn-marker";
 
     fn deadline(&self) -> Option<std::time::Duration> {
-        Some(crate::server::replication::INTERNAL_WRITE_TIMEOUT + std::time::Duration::from_secs(5))
+        Some(crate::replica::INTERNAL_WRITE_TIMEOUT + std::time::Duration::from_secs(5))
     }
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
@@ -845,7 +845,7 @@ impl ShardCall<Shard> for WriteMarker {
         }
         // Durable on every in-sync replica before the transaction counts as ended there.
         let end = Offset(info.last_offset + 1);
-        let timeout = crate::server::replication::INTERNAL_WRITE_TIMEOUT;
+        let timeout = crate::replica::INTERNAL_WRITE_TIMEOUT;
         p.wait_replicated(end, leader_epoch, timeout).await.map_err(|e| storage_code(&e))
     }
 }

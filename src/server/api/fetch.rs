@@ -45,12 +45,12 @@ pub struct Read {
     /// The magic the reader reads (Fetch v0-1: 0, v2-3: 1, later: 2): a legacy reader's read
     /// goes on past batches that give it no message.
     pub reader_magic: i8,
-    /// A follower's fetch (`crate::server::replication`): it reads what is durable here, past
+    /// A follower's fetch (`crate::replica`): it reads what is durable here, past
     /// the high watermark, and its progress moves the high watermark.
     pub replica: Option<ReplicaRead>,
 }
 
-pub use crate::server::replication::ReplicaRead;
+pub use crate::replica::ReplicaRead;
 
 /// What a read found: the records, and the partition's high watermark (read after the data,
 /// so it never lags what is returned) and log start.
@@ -187,7 +187,7 @@ impl ShardCall<Shard> for Read {
 }
 
 /// A follower's read of a partition this node leads: its epochs checked and its progress
-/// recorded ([`crate::server::replication::Replication::follower_fetch`]), then what is
+/// recorded ([`crate::replica::Replication::follower_fetch`]), then what is
 /// durable here from its offset (no read-ahead: a follower at the tail reads from memory).
 async fn follower_read(
     shard: &Rc<Shard>,
@@ -195,7 +195,7 @@ async fn follower_read(
     r: &Read,
     replica: ReplicaRead,
 ) -> Result<ReadOut, ReadRefused> {
-    use crate::server::replication::FollowerFetch;
+    use crate::replica::FollowerFetch;
     let tp = (r.topic.clone(), r.partition);
     let node = shard.config().node_id;
     let refused = |code| ReadRefused { code, high_watermark: p.high_watermark(), log_start_offset: p.log_start() };

@@ -21,6 +21,7 @@ use crate::storage::StorageError;
 use crate::types::{Offset, TimestampMs};
 use bytes::Bytes;
 use std::rc::Rc;
+use std::time::Duration;
 
 /// Append one partition's records on the shard that owns it.
 #[derive(Debug)]
@@ -114,8 +115,7 @@ impl ShardCall<Shard> for Append {
                 if self.replicated {
                     let end = Offset(info.last_offset + 1);
                     let (topic, partition, timeout) = (&self.topic, self.partition, self.timeout);
-                    let replicated =
-                        crate::server::replication::wait_replicated(&shard, &p, topic, partition, end, epoch, timeout);
+                    let replicated = wait_replicated(&shard, &p, topic, partition, end, epoch, timeout);
                     if let Err(c) = replicated.await {
                         return Err(ProduceRefused { code: c, log_start_offset: p.log_start(), ..Default::default() });
                     }
@@ -333,4 +333,31 @@ fn partition_response(index: i32, result: Result<Appended, ProduceRefused>) -> P
             ..Default::default()
         },
     }
+}
+
+/// acks=all on a clustered node: wait until the high watermark passes `end` (every in-sync
+/// replica has the records durable), for at most `timeout` ([`Partition::wait_replicated`]:
+/// NOT_LEADER_OR_FOLLOWER if this node stops leading at `epoch`, the epoch the records were
+/// appended under; REQUEST_TIMED_OUT past the timeout); then NOT_ENOUGH_REPLICAS_AFTER_APPEND
+/// when the ISR shrank below `min.insync.replicas` by then. A standalone node answers at once
+/// (its appends are answered as the flush policy promises).
+pub async fn wait_replicated(
+    shard: &Rc<Shard>,
+    p: &Rc<Partition<DmaDisk>>,
+    topic: &str,
+    partition: i32,
+    end: Offset,
+    epoch: Option<i32>,
+    timeout: Duration,
+) -> Result<(), ErrorCode> {
+    if shard.config().cluster.is_none() {
+        return Ok(());
+    }
+    p.wait_replicated(end, epoch, timeout).await.map_err(|e| crate::server::errors::storage_code(&e))?;
+    let isr = shard.in_sync(topic, partition).unwrap_or(0);
+    let min = shard.topic(topic, |t| t.config.min_insync_replicas as usize).unwrap_or(1);
+    if isr < min {
+        return Err(code::NOT_ENOUGH_REPLICAS_AFTER_APPEND);
+    }
+    Ok(())
 }

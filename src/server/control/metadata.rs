@@ -479,7 +479,7 @@ pub fn spawn_publisher(
                 if let Some(b) = registered {
                     if broker_epoch != Some(b.epoch) {
                         broker_epoch = Some(b.epoch);
-                        broadcast(&shard, crate::server::replication::BrokerEpoch(b.epoch)).await;
+                        broadcast(&shard, BrokerEpoch(b.epoch)).await;
                     }
                     publish(&shard, &image, &mut placed, &mut origin).await;
                     publish_documents(&shard, &image, &mut seeded).await;
@@ -678,6 +678,19 @@ async fn publish(
         if grown {
             broadcast(shard, TopicGrown { name: name.clone(), partitions: count }).await;
         }
+    }
+}
+
+/// From shard 0 to every shard: this node's broker epoch now (its registration was applied).
+#[derive(Debug, Clone, Copy)]
+pub struct BrokerEpoch(pub u64);
+
+impl ShardCall<Shard> for BrokerEpoch {
+    type Reply = ();
+    const NAME: &'static str = "broker-epoch";
+
+    async fn run(self, shard: Rc<Shard>) {
+        shard.replication().set_broker_epoch(self.0);
     }
 }
 

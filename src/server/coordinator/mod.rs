@@ -290,7 +290,7 @@ impl Coordinator {
         // The rewrite on every in-sync replica before the old segments go (followers follow
         // the log start).
         let end = p.log_end();
-        p.wait_replicated(end, epoch, crate::server::replication::INTERNAL_WRITE_TIMEOUT).await?;
+        p.wait_replicated(end, epoch, crate::replica::INTERNAL_WRITE_TIMEOUT).await?;
         let removed = p.remove_before(from).await?;
         tracing::info!(partition = index, live = live.len(), segments_deleted = removed.len(), "compacted offsets");
         Ok(removed.len())
@@ -615,7 +615,7 @@ impl Coordinator {
         applied(index);
         let Some(next) = next else { return Ok(()) };
         // Durable on every in-sync replica (Kafka writes these with acks=all).
-        p.wait_replicated(next, epoch, crate::server::replication::INTERNAL_WRITE_TIMEOUT).await.map_err(|e| match e {
+        p.wait_replicated(next, epoch, crate::replica::INTERNAL_WRITE_TIMEOUT).await.map_err(|e| match e {
             crate::storage::StorageError::Follower => code::NOT_COORDINATOR,
             e => {
                 tracing::error!(group, partition = index, error = %e, "{OFFSETS_TOPIC} records not replicated");

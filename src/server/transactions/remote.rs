@@ -3,12 +3,12 @@
 //! another node (AddPartitionsToTxn v4, verify only).
 
 use super::{VerifyTxn, WriteMarker};
+use crate::client::Purpose::{Markers, Verification};
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::txn::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
     WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
-use crate::server::replication::Purpose::{Markers, Verification};
 use crate::server::shard::Shard;
 use crate::storage::format::marker::Marker;
 use std::rc::Rc;
@@ -54,10 +54,10 @@ pub(super) async fn write_marker_at_leader(
         }],
         ..Default::default()
     };
-    let limit = crate::server::replication::INTERNAL_WRITE_TIMEOUT + std::time::Duration::from_secs(10);
+    let limit = crate::replica::INTERNAL_WRITE_TIMEOUT + std::time::Duration::from_secs(10);
     let api = crate::protocol::WRITE_TXN_MARKERS;
     let resp: WriteTxnMarkersResponse =
-        crate::server::replication::call_peer(shard, (leader, Markers), api, 1, &mut req, limit)
+        crate::server::peers::call_peer(shard, (leader, Markers), api, 1, &mut req, limit)
             .await
             .map_err(|e| e.to_string())?;
     let code = resp
@@ -94,12 +94,12 @@ pub(super) async fn verify_at(shard: &Rc<Shard>, coordinator: i32, call: &Verify
     let limit = std::time::Duration::from_secs(10);
     let api = crate::protocol::ADD_PARTITIONS_TO_TXN;
     let resp: AddPartitionsToTxnResponse =
-        crate::server::replication::call_peer(shard, (coordinator, Verification), api, 4, &mut req, limit)
-            .await
-            .map_err(|e| {
+        crate::server::peers::call_peer(shard, (coordinator, Verification), api, 4, &mut req, limit).await.map_err(
+            |e| {
                 tracing::debug!(coordinator, error = %e, "transaction verification at the coordinator failed");
                 code::NOT_ENOUGH_REPLICAS
-            })?;
+            },
+        )?;
     if resp.error_code != code::NONE {
         return Err(resp.error_code);
     }

@@ -5,11 +5,10 @@
 //! fdatasync, and sets each partition's high watermark from the leader's. The task ends when
 //! nothing is followed from the leader any more.
 
-use super::Tp;
+use super::{Host, Tp};
 use crate::client::Conn;
 use crate::protocol::errors as code;
 use crate::protocol::messages::*;
-use crate::server::shard::Shard;
 use crate::types::Offset;
 use std::rc::Rc;
 use std::time::Duration;
@@ -22,18 +21,18 @@ const FETCH_VERSION: i16 = 15;
 /// (Kafka's `replica.socket.timeout.ms`).
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
-    let node = shard.config().node_id;
-    let settings = shard.config().replication.clone();
+pub(super) async fn run<H: Host>(host: Rc<H>, leader: i32) {
+    let node = host.node_id();
+    let settings = host.replica_settings().clone();
     let mut conn: Option<Rc<Conn>> = None;
     let mut failures = 0u32;
     loop {
-        if shard.manager().is_stopping() || shard.replication().fetcher_done(leader) {
+        if host.is_stopping() || host.replication().fetcher_done(leader) {
             return;
         }
-        let partitions = shard.replication().followed_from(leader);
+        let partitions = host.replication().followed_from(leader);
         if conn.as_ref().is_none_or(|c| c.is_closed()) {
-            let connecting = crate::cluster::net::within(SOCKET_TIMEOUT, super::connect(&shard, leader)).await;
+            let connecting = crate::cluster::net::within(SOCKET_TIMEOUT, connect(&host, leader)).await;
             conn = match connecting.unwrap_or_else(|| Err(anyhow::anyhow!("timed out"))) {
                 Ok(c) => Some(c),
                 Err(e) => {
@@ -50,8 +49,8 @@ pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
         let mut topics: Vec<FetchTopic> = Vec::new();
         let mut asked = Vec::with_capacity(partitions.len());
         for ((topic, partition), epoch) in &partitions {
-            let Some(p) = shard.partition(topic, *partition) else { continue };
-            let Some(id) = shard.topic(topic, |t| t.id) else { continue };
+            let Some(p) = host.partition(topic, *partition) else { continue };
+            let Some(id) = host.topic_id(topic) else { continue };
             // Ask only from what is durable here: the offset asked is what the leader counts
             // as this replica's durable end.
             let end = p.log_end();
@@ -83,7 +82,7 @@ pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
             continue;
         }
         let replica_state =
-            ReplicaState { replica_id: node, replica_epoch: shard.replication().broker_epoch(), ..Default::default() };
+            ReplicaState { replica_id: node, replica_epoch: host.replication().broker_epoch(), ..Default::default() };
         let mut req = FetchRequest {
             replica_id: node,
             replica_state,
@@ -116,11 +115,11 @@ pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
         }
         let mut backoff = false;
         for t in resp.topics {
-            let Some(topic) = shard.topic_name(crate::types::Uuid(t.topic_id)) else { continue };
+            let Some(topic) = host.topic_name(crate::types::Uuid(t.topic_id)) else { continue };
             for part in t.partitions {
                 let tp = (topic.clone(), part.partition_index);
                 let Some(&(_, epoch)) = asked.iter().find(|(a, _)| *a == tp) else { continue };
-                backoff |= !take(&shard, &c, leader, epoch, &tp, part).await;
+                backoff |= !take(&*host, &c, leader, epoch, &tp, part).await;
             }
         }
         if backoff {
@@ -129,11 +128,16 @@ pub(super) async fn run(shard: Rc<Shard>, leader: i32) {
     }
 }
 
+/// A connection to `leader` for replication.
+async fn connect<H: Host>(host: &Rc<H>, leader: i32) -> anyhow::Result<Rc<Conn>> {
+    Conn::connect(host.replication_address(leader).await?).await
+}
+
 /// Take one partition's answer; `false` when the partition should wait a little before its
 /// next fetch (an error the metadata will resolve).
-async fn take(shard: &Rc<Shard>, c: &Conn, leader: i32, epoch: i32, tp: &Tp, part: FetchPartitionResponse) -> bool {
-    let replication = shard.replication();
-    let Some(p) = shard.partition(&tp.0, tp.1) else { return true };
+async fn take<H: Host>(host: &H, c: &Conn, leader: i32, epoch: i32, tp: &Tp, part: FetchPartitionResponse) -> bool {
+    let replication = host.replication();
+    let Some(p) = host.partition(&tp.0, tp.1) else { return true };
     if !replication.still_follows(tp, leader, epoch) {
         return true;
     }
@@ -162,7 +166,7 @@ async fn take(shard: &Rc<Shard>, c: &Conn, leader: i32, epoch: i32, tp: &Tp, par
             // Past the leader's end with no epoch to tell where the logs part: keep what the
             // leader has, up to its log end (Kafka's; cutting to its high watermark instead
             // would drop records the leader has and may have acknowledged meanwhile).
-            let to = match leader_end(c, shard.config().node_id, epoch, tp).await {
+            let to = match leader_end(c, host.node_id(), epoch, tp).await {
                 Ok(end) => end,
                 Err(e) => {
                     tracing::info!(topic, partition, error = %e, "cannot learn the leader's log end");

@@ -1,12 +1,14 @@
 //! Partition replication (docs/architecture.md, "Replication"): Kafka's leader and followers,
-//! with acks=all answered only once every in-sync replica has the records durable.
+//! with acks=all answered only once every in-sync replica has the records durable. This is
+//! the one owner of a partition's leadership on a shard.
 //!
 //! Each shard replicates the partitions it owns, sharing nothing with other shards:
 //! - **As leader** it tracks each follower's durable end (the offset its last Fetch asked
 //!   for: a follower asks only once what it holds is fdatasynced), moves the partition's high
-//!   watermark to the smallest durable end in the ISR, and asks the controller to change the
-//!   ISR ([`AlterIsr`]): a follower that has not caught up for `replica.lag.time.max.ms` leaves,
-//!   one that reached the high watermark in this leader epoch joins.
+//!   watermark to the smallest durable end in the ISR ([`leader`]), and asks the controller to
+//!   change the ISR ([`Host::alter_partition`]): a follower that has not caught up for
+//!   `replica.lag.time.max.ms` leaves, one that reached the high watermark in this leader
+//!   epoch joins.
 //! - **As follower** it runs one fetcher per leader node ([`fetcher`]): Kafka's Fetch with its
 //!   replica id, on the leader's `inter.broker.listener.name` listener, appends what comes
 //!   back byte for byte ([`Partition::append_replica`]), waits for the fdatasync, and asks
@@ -14,16 +16,19 @@
 //!   form of OffsetsForLeaderEpoch) has the follower truncate exactly its divergent suffix.
 //!
 //! The metadata image drives both: [`Replication::placed`] runs for every placement a shard
-//! takes (`control::metadata::PlacePartitions`).
+//! takes. What replication needs of the shard it runs on is [`Host`]; the services that serve
+//! from a leader's copy (the coordinators) learn of leaderships gained and lost through it,
+//! never from here directly.
+#![allow(async_fn_in_trait)]
 
 use crate::cluster::types::{MetaCommand, PartitionState};
 use crate::io::DmaDisk;
 use crate::protocol::errors::{self as code, ErrorCode};
-use crate::server::shard::Shard;
 use crate::storage::Partition;
-use crate::types::Offset;
+use crate::types::{Offset, Uuid};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -32,8 +37,40 @@ mod leader;
 
 use leader::{Led, Outcome, Proposal};
 
-use crate::client::Conn;
-use std::net::{SocketAddr, ToSocketAddrs};
+/// What replication needs of the shard it runs on (the broker's shard implements it).
+pub trait Host: Sized + 'static {
+    /// This node's id.
+    fn node_id(&self) -> i32;
+    fn replica_settings(&self) -> &ReplicaConfig;
+    /// The shard's replication state.
+    fn replication(&self) -> &Replication;
+    /// Whether the broker is shutting down (fetchers and the ISR keeper stop).
+    fn is_stopping(&self) -> bool;
+    /// A partition this shard owns and has open.
+    fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition<DmaDisk>>>;
+    fn topic_id(&self, topic: &str) -> Option<Uuid>;
+    fn topic_name(&self, id: Uuid) -> Option<String>;
+    /// A partition's placement as the metadata image has it now.
+    fn leadership(&self, topic: &str, partition: i32) -> Option<PartitionState>;
+    /// Where to reach `node` for replication: its `inter.broker.listener.name` listener.
+    async fn replication_address(self: &Rc<Self>, node: i32) -> anyhow::Result<SocketAddr>;
+    /// Send an ISR change to the metadata quorum: `Ok` once it is committed and published here.
+    async fn alter_partition(self: &Rc<Self>, command: MetaCommand) -> Result<(), IsrChangeError>;
+    /// This node leads `partition` from now on, at a new leader epoch (the coordinators load
+    /// an internal partition's state).
+    fn leadership_gained(self: &Rc<Self>, topic: &str, partition: i32);
+    /// This node no longer leads `partition` (the coordinators drop its state).
+    fn leadership_lost(self: &Rc<Self>, topic: &str, partition: i32);
+}
+
+/// Why an ISR change did not come back committed.
+#[derive(Debug, Clone)]
+pub enum IsrChangeError {
+    /// The quorum (or this node's wait for it) answered with this error.
+    Refused(ErrorCode, String),
+    /// No answer: it may or may not have committed.
+    Unknown(String),
+}
 
 /// `replica.*`: the replication settings (Kafka's names and defaults).
 #[derive(Debug, Clone)]
@@ -113,24 +150,8 @@ pub struct Replication {
     followed: RefCell<BTreeMap<Tp, Followed>>,
     /// The leaders a fetcher task runs for on this shard.
     fetchers: RefCell<BTreeSet<i32>>,
-    /// Connections to other nodes for short inter-broker requests (markers, KIP-890
-    /// verification); fetchers keep their own (their long polls would hold these up).
-    peers: RefCell<BTreeMap<(i32, Purpose), Rc<Conn>>>,
     /// This node's broker epoch (its registration's), which its fetches name (KIP-903).
     broker_epoch: std::cell::Cell<Option<u64>>,
-}
-
-/// From shard 0 to every shard: this node's broker epoch now (its registration was applied).
-#[derive(Debug, Clone, Copy)]
-pub struct BrokerEpoch(pub u64);
-
-impl crate::server::router::ShardCall<Shard> for BrokerEpoch {
-    type Reply = ();
-    const NAME: &'static str = "broker-epoch";
-
-    async fn run(self, shard: Rc<Shard>) {
-        shard.replication().broker_epoch.set(Some(self.0));
-    }
 }
 
 /// Who fetches as a follower, and the epochs its request names.
@@ -157,29 +178,26 @@ impl Replication {
         self.led.borrow().get(&(topic.to_string(), partition)).is_some_and(|l| l.replicas.len() > 1)
     }
 
-    /// A topic's placement reached this shard: for each partition it owns and has open, lead
-    /// it (stamping its epoch, tracking followers), follow it (a fetcher for its leader), or
+    /// A topic's placement reached this shard: for each partition it has open, lead it
+    /// (stamping its epoch, tracking followers), follow it (a fetcher for its leader), or
     /// neither.
-    pub fn placed(&self, shard: &Rc<Shard>, topic: &str, placement: &[PartitionState]) {
+    pub fn placed<H: Host>(&self, host: &Rc<H>, topic: &str, placement: &[PartitionState]) {
         for (i, state) in placement.iter().enumerate() {
-            let i = i as i32;
-            if shard.owner(topic, i) == shard.id() {
-                self.place(shard, topic, i, state);
-            }
+            self.place(host, topic, i as i32, state);
         }
     }
 
     /// One partition's placement ([`Replication::placed`]).
-    fn place(&self, shard: &Rc<Shard>, topic: &str, i: i32, state: &PartitionState) {
-        let node = shard.config().node_id;
+    fn place<H: Host>(&self, host: &Rc<H>, topic: &str, i: i32, state: &PartitionState) {
+        let node = host.node_id();
         let tp = (topic.to_string(), i);
-        let Some(p) = shard.partition(topic, i) else {
+        let Some(p) = host.partition(topic, i) else {
             self.led.borrow_mut().remove(&tp);
             self.followed.borrow_mut().remove(&tp);
             return;
         };
         if state.leader != node {
-            self.follow(shard, &p, tp, state);
+            self.follow(host, &p, tp, state);
             return;
         }
         self.followed.borrow_mut().remove(&tp);
@@ -188,11 +206,11 @@ impl Replication {
             // the partition from its fetcher first): its followers would else copy a suffix
             // about to be cut, and the high watermark could pass it. The leadership is taken
             // then, as the metadata has it by that time.
-            let (shard, topic) = (shard.clone(), topic.to_string());
+            let (host, topic) = (host.clone(), topic.to_string());
             glommio::spawn_local(async move {
                 p.truncated().await;
-                if let Some(now) = shard.leadership(&topic, i) {
-                    shard.replication().place(&shard, &topic, i, &now);
+                if let Some(now) = host.leadership(&topic, i) {
+                    host.replication().place(&host, &topic, i, &now);
                 }
             })
             .detach();
@@ -202,7 +220,7 @@ impl Replication {
         if fresh {
             // The coordinators serve an internal partition from its copy as it is now (what
             // the previous leader wrote), loaded before anything is served or written there.
-            load_coordinator(shard, topic, i);
+            host.leadership_gained(topic, i);
         }
         p.set_follower(false);
         p.set_leader_epoch(Some(state.leader_epoch));
@@ -220,10 +238,10 @@ impl Replication {
 
     /// A placement that another node leads (or none does): follow it if this node is one of
     /// its replicas.
-    fn follow(&self, shard: &Rc<Shard>, p: &Rc<Partition<DmaDisk>>, tp: Tp, state: &PartitionState) {
-        let (topic, i, node) = (tp.0.as_str(), tp.1, shard.config().node_id);
+    fn follow<H: Host>(&self, host: &Rc<H>, p: &Rc<Partition<DmaDisk>>, tp: Tp, state: &PartitionState) {
+        let (topic, i, node) = (tp.0.as_str(), tp.1, host.node_id());
         if self.led.borrow_mut().remove(&tp).is_some() {
-            resign_coordinator(shard, topic, i);
+            host.leadership_lost(topic, i);
         }
         p.set_leader_epoch(None);
         p.set_follower(true);
@@ -235,7 +253,7 @@ impl Replication {
             if before != Some(f) {
                 tracing::info!(topic, partition = i, leader = state.leader, epoch = state.leader_epoch, "following");
             }
-            self.ensure_fetcher(shard, state.leader);
+            self.ensure_fetcher(host, state.leader);
         } else {
             self.followed.borrow_mut().remove(&tp);
         }
@@ -304,12 +322,12 @@ impl Replication {
     /// The ISR changes due now among the partitions this shard leads: followers not caught up
     /// for `lag` leave, followers at the high watermark past this leadership's start join; a
     /// change whose last sending got no settling answer is sent again ([`leader`]).
-    fn isr_changes(&self, shard: &Shard, lag: Duration) -> Vec<(Tp, Proposal, MetaCommand)> {
-        let node = shard.config().node_id;
+    fn isr_changes<H: Host>(&self, host: &H, lag: Duration) -> Vec<(Tp, Proposal, MetaCommand)> {
+        let node = host.node_id();
         let now = Instant::now();
         let mut out = Vec::new();
         for (tp, l) in self.led.borrow_mut().iter_mut() {
-            let Some(p) = shard.partition(&tp.0, tp.1) else { continue };
+            let Some(p) = host.partition(&tp.0, tp.1) else { continue };
             let Some(proposal) = l.proposal_due(node, p.high_watermark().get(), now, lag) else { continue };
             advance(&p, l, node);
             let command = MetaCommand::AlterPartition {
@@ -327,22 +345,26 @@ impl Replication {
     }
 
     /// An ISR change did not come back committed ([`Led::settle`]).
-    fn settle(&self, shard: &Shard, tp: &Tp, proposal: &Proposal, outcome: Outcome) {
+    fn settle<H: Host>(&self, host: &H, tp: &Tp, proposal: &Proposal, outcome: Outcome) {
         let mut led = self.led.borrow_mut();
         let Some(l) = led.get_mut(tp) else { return };
-        let backoff =
-            (shard.config().replication.lag_time_max / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let backoff = keeper_period(host.replica_settings().lag_time_max);
         if l.settle(proposal, outcome, Instant::now(), backoff) {
-            if let Some(p) = shard.partition(&tp.0, tp.1) {
-                advance(&p, l, shard.config().node_id);
+            if let Some(p) = host.partition(&tp.0, tp.1) {
+                advance(&p, l, host.node_id());
             }
         }
     }
 
-    fn ensure_fetcher(&self, shard: &Rc<Shard>, leader: i32) {
+    fn ensure_fetcher<H: Host>(&self, host: &Rc<H>, leader: i32) {
         if self.fetchers.borrow_mut().insert(leader) {
-            glommio::spawn_local(fetcher::run(shard.clone(), leader)).detach();
+            glommio::spawn_local(fetcher::run(host.clone(), leader)).detach();
         }
+    }
+
+    /// This node's broker epoch now (its registration was applied), for its fetches to name.
+    pub fn set_broker_epoch(&self, epoch: u64) {
+        self.broker_epoch.set(Some(epoch));
     }
 
     /// This node's broker epoch, as its fetches name it (-1 before its registration is applied).
@@ -372,95 +394,52 @@ impl Replication {
     }
 }
 
-/// An internal partition this node now leads: its coordinator state is loaded (requests for
-/// it wait meanwhile), in a task of its own.
-fn load_coordinator(shard: &Rc<Shard>, topic: &str, index: i32) {
-    if topic == crate::server::coordinator::OFFSETS_TOPIC {
-        glommio::spawn_local(shard.coordinator().begin_load(index)).detach();
-    } else if topic == crate::server::transactions::TXN_TOPIC {
-        glommio::spawn_local(shard.txn().begin_load(shard, index)).detach();
-    }
-}
-
-/// An internal partition this node led and no longer does: its coordinator state goes.
-fn resign_coordinator(shard: &Rc<Shard>, topic: &str, index: i32) {
-    if topic == crate::server::coordinator::OFFSETS_TOPIC {
-        shard.coordinator().resign(index);
-    } else if topic == crate::server::transactions::TXN_TOPIC {
-        shard.txn().resign(index);
-    }
-}
-
 /// The high watermark of a led partition ([`Led::high_watermark`]), put in force.
 fn advance(p: &Rc<Partition<DmaDisk>>, l: &Led, node: i32) {
     let to = l.high_watermark(node, p.high_watermark().get());
     p.set_replicated_to(to.map(Offset));
 }
 
-/// acks=all on a clustered node: wait until the high watermark passes `end` (every in-sync
-/// replica has the records durable), for at most `timeout` ([`Partition::wait_replicated`]:
-/// NOT_LEADER_OR_FOLLOWER if this node stops leading at `epoch`, the epoch the records were
-/// appended under; REQUEST_TIMED_OUT past the timeout); then NOT_ENOUGH_REPLICAS_AFTER_APPEND
-/// when the ISR shrank below `min.insync.replicas` by then. A standalone node answers at once
-/// (its appends are answered as the flush policy promises).
-pub async fn wait_replicated(
-    shard: &Rc<Shard>,
-    p: &Rc<Partition<DmaDisk>>,
-    topic: &str,
-    partition: i32,
-    end: Offset,
-    epoch: Option<i32>,
-    timeout: Duration,
-) -> Result<(), ErrorCode> {
-    if shard.config().cluster.is_none() {
-        return Ok(());
-    }
-    p.wait_replicated(end, epoch, timeout).await.map_err(|e| crate::server::errors::storage_code(&e))?;
-    let isr = shard.in_sync(topic, partition).unwrap_or(0);
-    let min = shard.topic(topic, |t| t.config.min_insync_replicas as usize).unwrap_or(1);
-    if isr < min {
-        return Err(code::NOT_ENOUGH_REPLICAS_AFTER_APPEND);
-    }
-    Ok(())
+/// How often the ISR keeper looks: a quarter of `replica.lag.time.max.ms`, from 50 ms to a
+/// second (also the pause before an ISR change of unknown outcome is sent again).
+fn keeper_period(lag: Duration) -> Duration {
+    (lag / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
 
-/// Each shard's ISR keeper: every quarter of `replica.lag.time.max.ms` (at most every second),
-/// propose the ISR changes due among the partitions it leads, one at a time per partition.
-pub fn spawn_isr_keeper(shard: &Rc<Shard>) {
-    let shard = shard.clone();
+/// Each shard's ISR keeper: every [`keeper_period`], propose the ISR changes due among the
+/// partitions it leads, one at a time per partition.
+pub fn spawn_isr_keeper<H: Host>(host: &Rc<H>) {
+    let host = host.clone();
     glommio::spawn_local(async move {
-        let lag = shard.config().replication.lag_time_max;
-        let period = (lag / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
-        while !shard.manager().is_stopping() {
-            glommio::timer::sleep(period).await;
-            for (tp, proposal, command) in shard.replication().isr_changes(&shard, lag) {
+        let lag = host.replica_settings().lag_time_max;
+        while !host.is_stopping() {
+            glommio::timer::sleep(keeper_period(lag)).await;
+            for (tp, proposal, command) in host.replication().isr_changes(&*host, lag) {
                 tracing::info!(topic = tp.0, partition = tp.1, change = %command, "proposing an ISR change");
-                let s = shard.clone();
+                let h = host.clone();
                 glommio::spawn_local(async move {
-                    if let Err(lost) = injected_delay(&tp).await {
-                        s.replication().settle(&s, &tp, &proposal, lost);
-                        return;
-                    }
-                    let call = crate::server::control::metadata::AlterIsr(command);
-                    let outcome = match s.call(0, call).await {
-                        // Committed and published here: the placement settled it.
-                        Ok(Ok(())) => return,
-                        Ok(Err(e)) => {
-                            tracing::info!(
-                                topic = tp.0,
-                                partition = tp.1,
-                                code = e.code.0,
-                                error = e.message,
-                                "ISR change not committed"
-                            );
-                            Outcome::Refused(e.code)
-                        }
-                        Err(e) => {
-                            tracing::warn!(topic = tp.0, partition = tp.1, error = %e, "ISR change's outcome unknown");
-                            Outcome::Unknown
-                        }
+                    let outcome = match injected_delay(&tp).await {
+                        Err(lost) => lost,
+                        Ok(()) => match h.alter_partition(command).await {
+                            // Committed and published here: the placement settled it.
+                            Ok(()) => return,
+                            Err(IsrChangeError::Refused(code, error)) => {
+                                tracing::info!(
+                                    topic = tp.0,
+                                    partition = tp.1,
+                                    code = code.0,
+                                    error,
+                                    "ISR change not committed"
+                                );
+                                Outcome::Refused(code)
+                            }
+                            Err(IsrChangeError::Unknown(error)) => {
+                                tracing::warn!(topic = tp.0, partition = tp.1, error, "ISR change's outcome unknown");
+                                Outcome::Unknown
+                            }
+                        },
                     };
-                    s.replication().settle(&s, &tp, &proposal, outcome);
+                    h.replication().settle(&*h, &tp, &proposal, outcome);
                 })
                 .detach();
             }
@@ -486,68 +465,4 @@ async fn injected_delay(tp: &(String, i32)) -> Result<(), Outcome> {
             Err(Outcome::Unknown)
         }
     }
-}
-
-/// What a connection to a peer carries: one connection each, so that markers waiting for
-/// their in-sync replicas (answers come back in request order) never hold a verification up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Purpose {
-    Markers,
-    Verification,
-}
-
-/// A connection to node `id` for short inter-broker requests of one purpose, opened when none
-/// is (within the socket timeout) and kept.
-async fn peer(shard: &Rc<Shard>, id: i32, purpose: Purpose) -> anyhow::Result<Rc<Conn>> {
-    let open = shard.replication().peers.borrow().get(&(id, purpose)).filter(|c| !c.is_closed()).cloned();
-    if let Some(c) = open {
-        return Ok(c);
-    }
-    let connecting = crate::cluster::net::within(Duration::from_secs(30), connect(shard, id)).await;
-    let c = connecting.unwrap_or_else(|| Err(anyhow::anyhow!("connecting to node {id} timed out")))?;
-    shard.replication().peers.borrow_mut().insert((id, purpose), c.clone());
-    Ok(c)
-}
-
-/// One request to node `id` and its answer, within `limit`; a connection that fails or times
-/// out is dropped (the next request opens another).
-pub async fn call_peer<Q: crate::protocol::messages::Message, A: crate::protocol::messages::Message>(
-    shard: &Rc<Shard>,
-    (id, purpose): (i32, Purpose),
-    api: i16,
-    version: i16,
-    req: &mut Q,
-    limit: Duration,
-) -> anyhow::Result<A> {
-    let c = peer(shard, id, purpose).await?;
-    let answer = crate::cluster::net::within(limit, c.call_at(api, version, req)).await;
-    let answer = answer.unwrap_or_else(|| Err(anyhow::anyhow!("node {id} did not answer within {limit:?}")));
-    if answer.is_err() {
-        // Only this connection (another request may have opened a new one meanwhile).
-        let mut peers = shard.replication().peers.borrow_mut();
-        if peers.get(&(id, purpose)).is_some_and(|open| Rc::ptr_eq(open, &c)) {
-            peers.remove(&(id, purpose));
-        }
-    }
-    answer
-}
-
-/// A connection to `leader` at its `inter.broker.listener.name` listener (else its first), as
-/// its registration names it.
-pub(crate) async fn connect(shard: &Rc<Shard>, leader: i32) -> anyhow::Result<Rc<Conn>> {
-    let view = shard.call(0, crate::server::control::quorum::QuorumStatus).await?;
-    let Some(view) = view else { anyhow::bail!("the metadata quorum is not up") };
-    let Some(b) = view.brokers.iter().find(|b| b.registration.id == leader) else {
-        anyhow::bail!("broker {leader} is not registered and unfenced")
-    };
-    let wanted = shard.config().settings.get("inter.broker.listener.name").map(|n| n.trim().to_ascii_uppercase());
-    let listeners = &b.registration.listeners;
-    let Some(e) = wanted.and_then(|w| listeners.iter().find(|e| e.name == w)).or(listeners.first()) else {
-        anyhow::bail!("broker {leader} registered no listener")
-    };
-    let addr: SocketAddr = (e.host.as_str(), e.port)
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("{}:{} resolves to no address", e.host, e.port))?;
-    Conn::connect(addr).await
 }
