@@ -2,9 +2,10 @@
 //! where Kafka has one, each validated as it is set. Dynamic settings layer over these
 //! ([`crate::server::configs`]).
 
+use crate::coordinator::group as coordinator;
 use crate::server::listeners::{self, Listener};
 use crate::server::tls;
-use crate::server::{configs, coordinator, limits};
+use crate::server::{configs, limits};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};

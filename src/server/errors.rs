@@ -1,36 +1,14 @@
-//! The one place internal errors become Kafka error codes (an exhaustive `match` each), and
-//! the refusals the control plane answers with.
+//! Errors at the broker's edge: a call between shards that got no reply, on top of the
+//! domain errors' codes ([`crate::errors`]).
 
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::server::router::CallError;
-use crate::storage::format::FormatError;
-use crate::storage::producers::SequenceError;
-use crate::storage::topics::TopicError;
-use crate::storage::StorageError;
 
-/// Why an admin operation (a topic or settings change) was refused: Kafka's error code and
-/// the message the client shows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdminError {
-    pub code: ErrorCode,
-    pub message: String,
-}
-
-impl AdminError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        AdminError { code, message: message.into() }
-    }
-}
+pub use crate::errors::{storage_code, topic_code, AdminError};
 
 impl From<CallError> for AdminError {
     fn from(e: CallError) -> Self {
         AdminError::new(call_code(&e, code::UNKNOWN_SERVER_ERROR), e.to_string())
-    }
-}
-
-impl From<&TopicError> for AdminError {
-    fn from(e: &TopicError) -> Self {
-        AdminError::new(topic_code(e), e.to_string())
     }
 }
 
@@ -42,48 +20,5 @@ pub fn call_code(e: &CallError, lost: ErrorCode) -> ErrorCode {
     match e {
         CallError::TimedOut { .. } => code::REQUEST_TIMED_OUT,
         CallError::Lost { .. } => lost,
-    }
-}
-
-pub fn storage_code(e: &StorageError) -> ErrorCode {
-    match e {
-        // Kafka: a bad record structure under a good CRC is InvalidRecordException (final for
-        // clients); bad framing, CRC or compressed data is CorruptRecordException (retried).
-        StorageError::InvalidBatch(FormatError::BadRecordCount { .. } | FormatError::BadRecords(_)) => {
-            code::INVALID_RECORD
-        }
-        StorageError::InvalidBatch(_) => code::CORRUPT_MESSAGE,
-        StorageError::BatchTooLarge { .. } => code::MESSAGE_TOO_LARGE,
-        StorageError::EmptyAppend => code::INVALID_REQUEST,
-        StorageError::InvalidTimestamp { .. } => code::INVALID_TIMESTAMP,
-        StorageError::KeylessRecords { .. } => code::INVALID_RECORD,
-        StorageError::OffsetOutOfRange { .. } => code::OFFSET_OUT_OF_RANGE,
-        StorageError::Io(_) | StorageError::WritesSuspended(_) | StorageError::Corrupt { .. } => {
-            code::KAFKA_STORAGE_ERROR
-        }
-        StorageError::Closed => code::KAFKA_STORAGE_ERROR,
-        StorageError::Truncating | StorageError::Follower => code::NOT_LEADER_OR_FOLLOWER,
-        StorageError::ReplicationTimedOut => code::REQUEST_TIMED_OUT,
-        StorageError::TruncationIntoCompacted { .. } => code::KAFKA_STORAGE_ERROR,
-        StorageError::Sequence(e) => match e {
-            SequenceError::InvalidEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
-            SequenceError::OutOfOrder { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
-            SequenceError::NotAlone { .. } => code::INVALID_RECORD,
-            SequenceError::InTransaction { .. } => code::INVALID_TXN_STATE,
-            SequenceError::MarkerEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
-            SequenceError::CoordinatorFenced { .. } => code::TRANSACTION_COORDINATOR_FENCED,
-        },
-    }
-}
-
-pub fn topic_code(e: &TopicError) -> ErrorCode {
-    match e {
-        TopicError::AlreadyExists(_) => code::TOPIC_ALREADY_EXISTS,
-        TopicError::Unknown(_) => code::UNKNOWN_TOPIC_OR_PARTITION,
-        TopicError::InvalidName(..) => code::INVALID_TOPIC_EXCEPTION,
-        TopicError::InvalidPartitions(_) | TopicError::NotAnIncrease { .. } => code::INVALID_PARTITIONS,
-        TopicError::InvalidConfig(_) => code::INVALID_CONFIG,
-        TopicError::Corrupt(..) | TopicError::Storage(_) => code::KAFKA_STORAGE_ERROR,
-        TopicError::NoId(_) => code::UNKNOWN_SERVER_ERROR,
     }
 }

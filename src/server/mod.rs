@@ -26,7 +26,6 @@ pub mod broker_config;
 pub mod configs;
 pub mod connection;
 pub mod control;
-pub mod coordinator;
 pub mod data_dir;
 pub mod deadline;
 pub mod errors;
@@ -34,7 +33,6 @@ pub mod limits;
 pub mod listeners;
 pub mod metrics_http;
 pub mod peers;
-pub mod placement;
 pub mod producer_ids;
 pub mod router;
 pub mod shard;
@@ -44,7 +42,7 @@ pub mod transactions;
 /// The broker's own topics (`__consumer_offsets`, `__transaction_state`): created by the
 /// broker, never deleted, grown, reconfigured, trimmed or written by clients.
 pub fn is_internal_topic(name: &str) -> bool {
-    name == coordinator::OFFSETS_TOPIC || name == transactions::TXN_TOPIC
+    name == crate::coordinator::group::OFFSETS_TOPIC || name == transactions::TXN_TOPIC
 }
 
 pub use broker_config::BrokerConfig;

@@ -1,5 +1,5 @@
 //! A shard: one executor pinned to one core, owning the partitions that hash to it
-//! ([`crate::server::placement`]), its view of the topics, the consumer groups it coordinates,
+//! ([`crate::placement`]), its view of the topics, the consumer groups it coordinates,
 //! and its share of the memory budgets. Its state is private: the API modules read it through
 //! the methods here, and change it only through typed calls ([`crate::server::router`]), which
 //! are the only way work crosses to another shard. Nothing here is shared across threads
@@ -11,16 +11,16 @@
 use crate::budget::Budget;
 use crate::cluster::types::PartitionState;
 use crate::config::LogConfig;
+use crate::coordinator::group::{Coordinator, OFFSETS_TOPIC};
 use crate::groups::consumer::{TopicMeta, Topics};
 use crate::io::{Disk, DmaDisk};
+use crate::placement::owner;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::security::acl::Acls;
 use crate::security::Credentials;
 use crate::server::configs::{DynamicConfigs, Effective};
-use crate::server::coordinator::{Coordinator, OFFSETS_TOPIC};
 use crate::server::data_dir::Identity;
 use crate::server::limits::{ConnectionTable, LogEvery};
-use crate::server::placement::owner;
 use crate::server::producer_ids::ProducerIds;
 use crate::server::router::{CallError, Envelope, Routed, Router, ShardCall};
 use crate::server::transactions::{TxnCoordinator, TXN_TOPIC};

@@ -22,12 +22,12 @@
 //! `__consumer_offsets` is: past `tidemark.offsets.compaction.bytes`, every live id written
 //! again and the older segments deleted.
 
+use crate::coordinator::group::OFFSETS_TOPIC;
+use crate::errors::storage_code;
 use crate::io::DmaDisk;
+use crate::placement::owner;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::server::control::AllocateProducerId;
-use crate::server::coordinator::OFFSETS_TOPIC;
-use crate::server::errors::storage_code;
-use crate::server::placement::owner;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use crate::storage::format::batch::BatchBuilder;

@@ -1,6 +1,6 @@
 //! The consumer group protocol (KIP-848): ConsumerGroupHeartbeat and ConsumerGroupDescribe,
 //! each sent to the shard that coordinates its group (as the classic group APIs are), where
-//! [`crate::server::coordinator`] answers them from the group's state and the topics as that
+//! [`crate::coordinator::group`] answers them from the group's state and the topics as that
 //! shard knows them.
 
 use crate::protocol::errors::ErrorCode;

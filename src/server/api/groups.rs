@@ -5,12 +5,12 @@
 //! not exist yet, is COORDINATOR_NOT_AVAILABLE (retriable): clients find the coordinator
 //! again.
 
+use crate::coordinator::group::commit_response;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
 use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::Cx;
 use crate::server::control::ensure_offsets_topic;
-use crate::server::coordinator::commit_response;
 use crate::server::errors::call_code;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
@@ -401,7 +401,7 @@ async fn coordinator_node(cx: &Cx<'_>, key: &str, txn: bool) -> Option<(i32, Str
         (crate::server::transactions::TXN_TOPIC, crate::txn::partition_for(key, n as i32))
     } else {
         let n = shard.offsets_partitions()?;
-        (crate::server::coordinator::OFFSETS_TOPIC, crate::server::coordinator::offsets_partition(key, n))
+        (crate::coordinator::group::OFFSETS_TOPIC, crate::coordinator::group::offsets_partition(key, n))
     };
     let leader = shard.leader(topic, partition)?;
     if leader < 0 {

@@ -4,6 +4,7 @@
 //! coordinator, as OffsetCommit does. Until `__transaction_state` exists the answer is
 //! COORDINATOR_NOT_AVAILABLE (retriable).
 
+use crate::coordinator::group::{offsets_partition, txn_commit_topics, OFFSETS_TOPIC};
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::protocol::txn::*;
@@ -11,7 +12,6 @@ use crate::security::acl::{Operation, ResourceType};
 use crate::server::api::groups::{to_coordinating_shard, to_coordinator};
 use crate::server::api::Cx;
 use crate::server::control::{ensure_offsets_topic, ensure_txn_topic};
-use crate::server::coordinator::{offsets_partition, txn_commit_topics, OFFSETS_TOPIC};
 use crate::server::errors::call_code;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;

@@ -20,9 +20,9 @@ pub mod quotas;
 pub mod users;
 
 use crate::config::LogConfig;
+use crate::coordinator::group::OFFSETS_TOPIC;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::server::configs::{self, AlterOp};
-use crate::server::coordinator::OFFSETS_TOPIC;
 use crate::server::errors::{topic_code, AdminError};
 use crate::server::router::ShardCall;
 use crate::server::shard::{ControlState, Shard, TopicInfo};

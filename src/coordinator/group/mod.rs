@@ -20,15 +20,15 @@ mod txn_offsets;
 
 pub use txn_offsets::txn_commit_topics;
 
+use crate::errors::storage_code;
 use crate::groups::consumer::{ConsumerGroup, ConsumerLimits, TopicMeta, Topics};
 use crate::groups::group::{Group, GroupLimits, GroupState, Join, Sync};
 use crate::groups::offsets::Record;
 use crate::groups::offsets::{self, Committed, OffsetTable, Tp};
 use crate::io::DmaDisk;
+use crate::placement::owner;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
-use crate::server::errors::storage_code;
-use crate::server::placement::owner;
 use crate::storage::format::batch::BatchBuilder;
 use crate::storage::manager::PartitionManager;
 use crate::storage::Clock;

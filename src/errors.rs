@@ -1,0 +1,72 @@
+//! The one place domain errors become Kafka error codes (an exhaustive `match` each), and
+//! the refusals the control plane answers with. The API handlers, the coordinators and the
+//! control plane all take their codes from here.
+
+use crate::protocol::errors::{self as code, ErrorCode};
+use crate::storage::format::FormatError;
+use crate::storage::producers::SequenceError;
+use crate::storage::topics::TopicError;
+use crate::storage::StorageError;
+
+/// Why an admin operation (a topic or settings change) was refused: Kafka's error code and
+/// the message the client shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl AdminError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        AdminError { code, message: message.into() }
+    }
+}
+
+impl From<&TopicError> for AdminError {
+    fn from(e: &TopicError) -> Self {
+        AdminError::new(topic_code(e), e.to_string())
+    }
+}
+
+pub fn storage_code(e: &StorageError) -> ErrorCode {
+    match e {
+        // Kafka: a bad record structure under a good CRC is InvalidRecordException (final for
+        // clients); bad framing, CRC or compressed data is CorruptRecordException (retried).
+        StorageError::InvalidBatch(FormatError::BadRecordCount { .. } | FormatError::BadRecords(_)) => {
+            code::INVALID_RECORD
+        }
+        StorageError::InvalidBatch(_) => code::CORRUPT_MESSAGE,
+        StorageError::BatchTooLarge { .. } => code::MESSAGE_TOO_LARGE,
+        StorageError::EmptyAppend => code::INVALID_REQUEST,
+        StorageError::InvalidTimestamp { .. } => code::INVALID_TIMESTAMP,
+        StorageError::KeylessRecords { .. } => code::INVALID_RECORD,
+        StorageError::OffsetOutOfRange { .. } => code::OFFSET_OUT_OF_RANGE,
+        StorageError::Io(_) | StorageError::WritesSuspended(_) | StorageError::Corrupt { .. } => {
+            code::KAFKA_STORAGE_ERROR
+        }
+        StorageError::Closed => code::KAFKA_STORAGE_ERROR,
+        StorageError::Truncating | StorageError::Follower => code::NOT_LEADER_OR_FOLLOWER,
+        StorageError::ReplicationTimedOut => code::REQUEST_TIMED_OUT,
+        StorageError::TruncationIntoCompacted { .. } => code::KAFKA_STORAGE_ERROR,
+        StorageError::Sequence(e) => match e {
+            SequenceError::InvalidEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
+            SequenceError::OutOfOrder { .. } => code::OUT_OF_ORDER_SEQUENCE_NUMBER,
+            SequenceError::NotAlone { .. } => code::INVALID_RECORD,
+            SequenceError::InTransaction { .. } => code::INVALID_TXN_STATE,
+            SequenceError::MarkerEpoch { .. } => code::INVALID_PRODUCER_EPOCH,
+            SequenceError::CoordinatorFenced { .. } => code::TRANSACTION_COORDINATOR_FENCED,
+        },
+    }
+}
+
+pub fn topic_code(e: &TopicError) -> ErrorCode {
+    match e {
+        TopicError::AlreadyExists(_) => code::TOPIC_ALREADY_EXISTS,
+        TopicError::Unknown(_) => code::UNKNOWN_TOPIC_OR_PARTITION,
+        TopicError::InvalidName(..) => code::INVALID_TOPIC_EXCEPTION,
+        TopicError::InvalidPartitions(_) | TopicError::NotAnIncrease { .. } => code::INVALID_PARTITIONS,
+        TopicError::InvalidConfig(_) => code::INVALID_CONFIG,
+        TopicError::Corrupt(..) | TopicError::Storage(_) => code::KAFKA_STORAGE_ERROR,
+        TopicError::NoId(_) => code::UNKNOWN_SERVER_ERROR,
+    }
+}
