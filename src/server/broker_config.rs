@@ -76,7 +76,7 @@ pub struct BrokerConfig {
     /// Consumer groups and `__consumer_offsets` (`group.*`, `offsets.*`).
     pub coordinator: coordinator::CoordinatorConfig,
     /// The transaction coordinator's settings (`transaction.*`).
-    pub txn: crate::server::transactions::TxnConfig,
+    pub txn: crate::coordinator::txn::TxnConfig,
     /// `--metrics-listen`: where shard 0 serves Prometheus text at `/metrics`.
     pub metrics_listen: Option<SocketAddr>,
     /// `--fault-injection`: the metrics endpoint also takes disk faults at `/faults` (tests).
@@ -124,7 +124,7 @@ impl BrokerConfig {
             max_request_bytes: 100 * 1024 * 1024,
             limits: limits::Limits::default(),
             coordinator: coordinator::CoordinatorConfig::default(),
-            txn: crate::server::transactions::TxnConfig::default(),
+            txn: crate::coordinator::txn::TxnConfig::default(),
             metrics_listen: None,
             fault_injection: false,
             shard_call_timeout: crate::server::router::DEFAULT_CALL_TIMEOUT,

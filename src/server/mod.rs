@@ -42,7 +42,7 @@ pub mod transactions;
 /// The broker's own topics (`__consumer_offsets`, `__transaction_state`): created by the
 /// broker, never deleted, grown, reconfigured, trimmed or written by clients.
 pub fn is_internal_topic(name: &str) -> bool {
-    name == crate::coordinator::group::OFFSETS_TOPIC || name == transactions::TXN_TOPIC
+    name == crate::coordinator::group::OFFSETS_TOPIC || name == crate::coordinator::txn::TXN_TOPIC
 }
 
 pub use broker_config::BrokerConfig;

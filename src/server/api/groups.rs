@@ -398,7 +398,7 @@ async fn coordinator_node(cx: &Cx<'_>, key: &str, txn: bool) -> Option<(i32, Str
     let shard = cx.shard;
     let (topic, partition) = if txn {
         let n = shard.txn().partitions()?;
-        (crate::server::transactions::TXN_TOPIC, crate::txn::partition_for(key, n as i32))
+        (crate::coordinator::txn::TXN_TOPIC, crate::txn::partition_for(key, n as i32))
     } else {
         let n = shard.offsets_partitions()?;
         (crate::coordinator::group::OFFSETS_TOPIC, crate::coordinator::group::offsets_partition(key, n))

@@ -5,6 +5,7 @@
 //! COORDINATOR_NOT_AVAILABLE (retriable).
 
 use crate::coordinator::group::{offsets_partition, txn_commit_topics, OFFSETS_TOPIC};
+use crate::coordinator::txn::{Described, TXN_TOPIC};
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::protocol::txn::*;
@@ -15,7 +16,7 @@ use crate::server::control::{ensure_offsets_topic, ensure_txn_topic};
 use crate::server::errors::call_code;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
-use crate::server::transactions::{verify_txn_write, Described, TXN_TOPIC};
+use crate::server::transactions::verify_txn_write;
 use crate::storage::topics::validate_topic_name;
 use crate::txn::{TopicPartition, TxnState};
 use std::rc::Rc;

@@ -21,12 +21,12 @@ pub mod users;
 
 use crate::config::LogConfig;
 use crate::coordinator::group::OFFSETS_TOPIC;
+use crate::coordinator::txn::TXN_TOPIC;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::server::configs::{self, AlterOp};
 use crate::server::errors::{topic_code, AdminError};
 use crate::server::router::ShardCall;
 use crate::server::shard::{ControlState, Shard, TopicInfo};
-use crate::server::transactions::TXN_TOPIC;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
