@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Log compaction's figures (issue 18's closing note), in one run on one broker with one shard
+# Log compaction's figures, in one run on one broker with one shard
 # (--cores 1: the cleaner, the producers and the disk share the core):
 #
 # 1. Cleaning throughput: a compacted topic's backlog of FILL_MB of 1 KiB records over KEYS keys

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Produce throughput over TLS against plaintext, side by side in one run, and the cost of a
-TLS handshake (issue 16's closing figures).
+TLS handshake.
 
 One broker with a PLAINTEXT and an SSL listener (certificates made here, as the tests make
 them); a librdkafka producer (acks=all, 1 KiB records, linger 5 ms) sends for SECONDS on each

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Transactional against idempotent produce, side by side in one run (issue 17's closing
-# figures): each round starts a fresh broker on its embedded defaults and drives it with
+# Transactional against idempotent produce, side by side in one run: each round starts a fresh
+# broker on its embedded defaults and drives it with
 # `tidemark load produce` at the same batch size (acks=all, 1 KiB records, 64 KiB batches,
 # 4 partitions, 2 connections, 5 in flight), once idempotent and once transactional
 # (`--transactional --txn-records N`: each connection commits every N records, closed loop),

@@ -3,22 +3,32 @@
 //! A Kafka-compatible broker node: thread-per-core on glommio, partition logs on direct I/O.
 //!
 //! The map, bottom up (imports point down this list, never up; `protocol` and `storage`
-//! never import each other, and neither imports `server`):
+//! never import each other, and nothing below `server` imports it):
 //! - [`types`]: newtypes for numbers easily mixed up (`Offset`, `TimestampMs`).
 //! - [`metrics`]: per-shard latency histograms by stage and counters.
+//! - [`budget`]: a shard's memory budgets (requests, fetches, the batch cache).
 //! - [`io`]: the disk seam; the only code that calls glommio's file APIs. [`io::DmaDisk`] for
 //!   real disks, [`io::MemDisk`] for tests that crash and inject faults.
+//! - [`placement`]: which shard owns a partition (a stable hash).
 //! - `storage::format`: record batches, index entries, small files: pure bytes, no I/O.
 //! - [`config`]: typed, validated topic settings with Kafka's names (`LogConfig`, the table of
 //!   every topic setting, topic defaults from broker names); it uses only `storage::format`.
 //! - [`storage`]: segments, the partition log, recovery, group commit, the topic store.
 //! - [`protocol`]: the Kafka wire codec, every API's request and response bodies; no storage,
 //!   no runtime, so it is tested and fuzzed alone.
+//! - [`errors`]: the one mapping of domain errors to Kafka's error codes.
 //! - [`groups`]: consumer-group membership and the committed-offsets table (pure state over
 //!   `storage::format` and `protocol`'s error codes).
-//! - [`security`]: SCRAM credentials and the SASL mechanisms (pure: no I/O, no runtime).
-//! - [`server`]: the broker: shards, typed calls between them, the control plane on shard 0,
-//!   one module per API family (`server::api`), connections.
+//! - [`txn`]: a transactional id's state machine and its log records (pure).
+//! - [`security`]: SCRAM credentials, the SASL mechanisms, ACLs and quotas (pure: no I/O).
+//! - [`cluster`]: the metadata quorum on openraft (its log, the image, its network).
+//! - [`client`]: our Kafka client: a pipelined connection, pools of connections to peers.
+//! - [`replica`]: replication: followers' fetchers, the ISR, the high watermark; the one owner
+//!   of a partition's leadership on a shard.
+//! - [`coordinator`]: the group and transaction coordinators.
+//! - [`server`]: the broker: shards (where the services above are wired together), typed calls
+//!   between them, the control plane on shard 0, one module per API family
+//!   (`server::api`), connections.
 //! - [`load`]: `tidemark load`, a load generator for any Kafka-compatible broker.
 //! - [`storage_load`]: `tidemark storage-load`, the storage engine under load.
 //! - [`dump`]: human-readable dumps of segment and index files (`tidemark dump`).

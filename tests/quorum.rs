@@ -1,4 +1,4 @@
-//! The metadata quorum (issue 20): three controllers, each with its own disk, in one process on
+//! The metadata quorum: three controllers, each with its own disk, in one process on
 //! one glommio executor, talking over loopback TCP as separate nodes do. Timeouts are generous:
 //! the machine has two cores and these tests share them with others.
 //!

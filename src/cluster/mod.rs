@@ -1,4 +1,4 @@
-//! The cluster (issue 20): a metadata quorum on openraft, as KRaft does it.
+//! The cluster: a metadata quorum on openraft, as KRaft does it.
 //! - [`rt`]: the runtime openraft runs on (glommio);
 //! - [`types`]: openraft's type configuration and the metadata commands;
 //! - [`log_store`]: the Raft log, kept in a tidemark partition log (Raft index = offset);

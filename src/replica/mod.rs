@@ -5,11 +5,11 @@
 //! Each shard replicates the partitions it owns, sharing nothing with other shards:
 //! - **As leader** it tracks each follower's durable end (the offset its last Fetch asked
 //!   for: a follower asks only once what it holds is fdatasynced), moves the partition's high
-//!   watermark to the smallest durable end in the ISR ([`leader`]), and asks the controller to
+//!   watermark to the smallest durable end in the ISR (`leader`), and asks the controller to
 //!   change the ISR ([`Host::alter_partition`]): a follower that has not caught up for
 //!   `replica.lag.time.max.ms` leaves, one that reached the high watermark in this leader
 //!   epoch joins.
-//! - **As follower** it runs one fetcher per leader node ([`fetcher`]): Kafka's Fetch with its
+//! - **As follower** it runs one fetcher per leader node (`fetcher`): Kafka's Fetch with its
 //!   replica id, on the leader's `inter.broker.listener.name` listener, appends what comes
 //!   back byte for byte ([`Partition::append_replica`]), waits for the fdatasync, and asks
 //!   again from the new end. A leader that answers with a diverging epoch (KIP-320, the Fetch
@@ -406,7 +406,8 @@ fn keeper_period(lag: Duration) -> Duration {
     (lag / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
 
-/// Each shard's ISR keeper: every [`keeper_period`], propose the ISR changes due among the
+/// Each shard's ISR keeper: every quarter of `replica.lag.time.max.ms` (from 50 ms to a
+/// second), propose the ISR changes due among the
 /// partitions it leads, one at a time per partition.
 pub fn spawn_isr_keeper<H: Host>(host: &Rc<H>) {
     let host = host.clone();

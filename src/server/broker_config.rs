@@ -173,8 +173,9 @@ impl BrokerConfig {
                 }
             }
             // Accepted as Kafka validates them, and inert here: thread-per-core has one shard per
-            // core (`--cores`) doing network, I/O and recovery; the OS sizes socket buffers; and
-            // every partition has one replica until replication (issue 21).
+            // core (`--cores`) doing network, I/O and recovery; the OS sizes socket buffers; a
+            // shard runs one fetcher per leader node; the transaction log's writes wait for the
+            // topic's own ISR.
             "num.network.threads" | "num.io.threads" | "num.recovery.threads.per.data.dir" | "background.threads"
             | "num.replica.fetchers" | "transaction.state.log.min.isr" => {
                 bounded(key, int(value)?, 1, i32::MAX as i64)?;
@@ -185,7 +186,7 @@ impl BrokerConfig {
             "default.replication.factor" | "offsets.topic.replication.factor" | "transaction.state.log.replication.factor" => {
                 bounded(key, int(value)?, 1, i16::MAX as i64)?;
             }
-            // The listener brokers replicate over (issue 21): one of the listeners, checked at
+            // The listener brokers replicate over: one of the listeners, checked at
             // startup with them.
             "inter.broker.listener.name" => {
                 if value.trim().is_empty() {

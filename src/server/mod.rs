@@ -7,14 +7,15 @@
 //! half-alive broker.
 //!
 //! The modules, bottom up (imports point down this list, never up):
-//! - [`router`], [`placement`], [`limits`], [`errors`], [`deadline`]: typed calls between
-//!   shards, which shard owns a partition, memory and connection limits, the one mapping of
-//!   errors to Kafka codes, bounded waits.
+//! - [`router`], [`limits`], [`errors`], [`deadline`]: typed calls between shards, memory and
+//!   connection limits, the code of a call without a reply, bounded waits.
 //! - [`broker_config`], [`listeners`], [`configs`]: the settings as given (the listeners among
 //!   them), and the dynamic layers over them;
 //!   [`data_dir`]: the data directory's lock and identity (cluster id, node id).
-//! - [`coordinator`], [`producer_ids`]: a shard's consumer groups; shard 0's producer ids.
-//! - [`shard`]: one shard's state, private, behind methods.
+//! - [`producer_ids`], [`peers`]: shard 0's producer ids; requests to other brokers.
+//! - [`shard`]: one shard's state, private, behind methods, and the services below `server`
+//!   ([`crate::replica`], [`crate::coordinator`]) wired to it.
+//! - [`transactions`]: KIP-890's verification and the calls that carry transaction markers.
 //! - [`control`]: shard 0's control plane (topics, dynamic settings, producer ids).
 //! - [`api`]: one module per API family and the dispatch table.
 //! - [`tls`], [`authenticate`], [`connection`], [`metrics_http`]: TLS for a listener, the SASL

@@ -1,7 +1,7 @@
 //! Transactions at the broker's edge: the transaction coordinator ([`crate::coordinator::txn`])
 //! on this shard's services, KIP-890's check of a transactional write against its
 //! coordinator, and the typed calls that carry a verification or a marker to the shard owning
-//! it ([`VerifyTxn`], [`WriteMarker`]) or, on another node, as Kafka requests ([`remote`]).
+//! it (`VerifyTxn`, [`WriteMarker`]) or, on another node, as Kafka requests (`remote`).
 
 use crate::coordinator::group::OFFSETS_TOPIC;
 use crate::coordinator::txn::{TxnHost, COORDINATOR_EPOCH, TXN_TOPIC};

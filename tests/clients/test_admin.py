@@ -1,4 +1,4 @@
-"""Admin and client-compatibility breadth (issue 9), driven by confluent-kafka's AdminClient
+"""Admin and client-compatibility breadth, driven by confluent-kafka's AdminClient
 (librdkafka), kafka-python's KafkaAdminClient and raw requests against the real binary:
 CreatePartitions, DeleteRecords, per-record produce errors (KIP-467), the first batch over the
 fetch limits (KIP-74), DescribeCluster, DescribeLogDirs, DescribeProducers, commit metadata,

@@ -1,4 +1,4 @@
-"""Bad input on raw sockets against the real tidemark binary (issue 8).
+"""Bad input on raw sockets against the real tidemark binary.
 
 Every test sends one kind of bad input on its own raw connection and checks how the broker
 answers it: the Kafka error code where one can be encoded, otherwise a closed connection; never a

@@ -1,4 +1,4 @@
-"""Three tidemark processes as a cluster (issue 20, the metadata quorum), configured with KRaft's
+"""Three tidemark processes as a cluster (the metadata quorum), configured with KRaft's
 combined-mode settings, on loopback; a real client (confluent-kafka's AdminClient) asks each for
 DescribeCluster. Three nodes share the machine's two cores: the waits are generous.
 

@@ -1,4 +1,4 @@
-"""Topics in a cluster of three tidemark processes (issue 20): created, grown and deleted through
+"""Topics in a cluster of three tidemark processes: created, grown and deleted through
 the metadata quorum, placed on the brokers, led by one broker each, with leaderships moving when
 a broker is fenced. Three nodes share the machine's two cores: the waits are generous.
 

@@ -1,4 +1,4 @@
-"""Settings through Kafka's admin APIs (issue 9): DescribeConfigs lists every standard topic and
+"""Settings through Kafka's admin APIs: DescribeConfigs lists every standard topic and
 broker setting with its value, source, type, synonyms and documentation; dynamic broker settings
 (num.partitions, auto.create.topics.enable, the log.* topic defaults, connection limits) change
 at runtime through IncrementalAlterConfigs and AlterConfigs and survive restarts; Kafka settings

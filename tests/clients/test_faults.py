@@ -1,4 +1,4 @@
-"""Disk faults injected into the real broker (issue 8), through `serve --fault-injection`: the
+"""Disk faults injected into the real broker, through `serve --fault-injection`: the
 metrics endpoint then takes rules at /faults that fail DMA operations on matching paths (EIO,
 ENOSPC, short writes, slow I/O; src/io/faults.rs).
 

@@ -1,4 +1,4 @@
-"""Limits on what clients can make the broker hold (issue 8, docs/operations.md): connections per
+"""Limits on what clients can make the broker hold (docs/operations.md): connections per
 broker and per client address, requests in flight per connection, memory for requests read
 and not yet answered (`queued.max.request.bytes`) and for fetched records (`fetch.max.bytes`,
 `tidemark.fetch.max.memory.bytes`), idle connections (`connections.max.idle.ms`). Past a

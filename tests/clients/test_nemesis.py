@@ -1,4 +1,4 @@
-"""A Jepsen-style fault test of replication (issue 21): three tidemark nodes, each in a network
+"""A Jepsen-style fault test of replication: three tidemark nodes, each in a network
 namespace the test makes (veth pairs on a bridge, 10.N.0.1-3), idempotent acks=all producers and a
 consumer, and a nemesis that kills nodes with SIGKILL and restarts them (later, or at once: a
 fast restart, with or without its leader-epoch files, as a lost disk file would leave it), pauses

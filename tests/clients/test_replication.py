@@ -1,4 +1,4 @@
-"""Partition replication in a cluster of three tidemark processes (issue 21): followers fetch from
+"""Partition replication in a cluster of three tidemark processes: followers fetch from
 leaders, acks=all answers once every in-sync replica has the records durable, and a leader's
 SIGKILL loses nothing acknowledged. Three nodes share the machine's two cores: the waits are
 generous.
@@ -176,7 +176,7 @@ def pct(values, q):
 
 
 def test_replication_figures(cluster):
-    """The figures of issue 21's closing note, small in CI (scripts/bench-replication.sh runs them
+    """Replication's figures, small in CI (scripts/bench-replication.sh runs them
     longer): produce throughput and p99 at replication factor 1 and 3 (acks=all, one partition
     led by node 1, the load generator against node 1, RF 1 and RF 3 alternated in one run, three
     nodes sharing two cores); failover time from the leader's SIGKILL to an idempotent producer's

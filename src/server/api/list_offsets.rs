@@ -96,8 +96,8 @@ pub async fn handle(cx: &mut Cx<'_>, l: ListOffsetsRequest) -> ListOffsetsRespon
                 old_style_offsets: if version == 0 && found.is_some() { vec![offset.get()] } else { Vec::new() },
                 timestamp: timestamp.get(),
                 offset: offset.get(),
-                // The partition's leader epoch now (batches do not carry theirs until replication
-                // stamps them, issue 21).
+                // The partition's leader epoch now (Kafka answers the epoch of the batch found;
+                // the two differ only for a record written under an older leadership).
                 leader_epoch: match found {
                     Some(_) => cx.shard.leadership(&t.name, p.partition_index).map_or(0, |l| l.leader_epoch.max(0)),
                     None => -1,

@@ -1,4 +1,4 @@
-//! The metadata quorum inside the broker (issue 20): on a clustered node (`process.roles`),
+//! The metadata quorum inside the broker: on a clustered node (`process.roles`),
 //! shard 0 runs the node's controller ([`crate::cluster::controller`]) beside its control
 //! plane, registers the broker with the quorum, and answers the other shards' questions about
 //! it with typed calls ([`QuorumStatus`]); no shard reads the quorum's state any other way.
