@@ -54,11 +54,14 @@ pub struct Document {
     pub text: String,
 }
 
+/// A command the image does not apply, with Kafka's code and a message.
+fn refused(code: ErrorCode, message: String) -> MetaResponse {
+    MetaResponse::Refused { code: code.0, message }
+}
+
 impl MetaImage {
     /// Apply the command of the entry at `index`.
     pub fn apply(&mut self, index: u64, command: &MetaCommand) -> MetaResponse {
-        let refused =
-            |code: crate::protocol::errors::ErrorCode, message: String| MetaResponse::Refused { code: code.0, message };
         match command {
             MetaCommand::RegisterBroker(r) => {
                 // A new incarnation: the old one's leaderships end (it starts fenced).
@@ -100,32 +103,7 @@ impl MetaImage {
                 Some(_) => MetaResponse::Done,
                 None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
             },
-            MetaCommand::CreatePartitions { name, from, partitions } => {
-                let unfenced = self.unfenced_ids();
-                match self.topics.get_mut(name) {
-                    Some(t) if t.partitions.len() == *from as usize => {
-                        let mut added = partitions.clone();
-                        added.iter_mut().for_each(|p| p.settle(&unfenced));
-                        t.partitions.extend(added);
-                        MetaResponse::Done
-                    }
-                    // These partitions again (a proposal retried after it committed).
-                    Some(t)
-                        if t.partitions.len() == *from as usize + partitions.len()
-                            && t.partitions[*from as usize..]
-                                .iter()
-                                .zip(partitions)
-                                .all(|(a, b)| a.replicas == b.replicas) =>
-                    {
-                        MetaResponse::Done
-                    }
-                    Some(t) => refused(
-                        code::INVALID_PARTITIONS,
-                        format!("Topic '{name}' has {} partitions now, not {from}.", t.partitions.len()),
-                    ),
-                    None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
-                }
-            }
+            MetaCommand::CreatePartitions { name, from, partitions } => self.create_partitions(name, *from, partitions),
             MetaCommand::AlterTopicConfigs { name, configs, based_on } => match self.topics.get_mut(name) {
                 Some(t) if t.configs == *configs => MetaResponse::Done,
                 Some(t) if t.configs != *based_on => MetaResponse::Conflict { version: 0 },
@@ -135,67 +113,8 @@ impl MetaImage {
                 }
                 None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
             },
-            MetaCommand::ElectLeaders { unclean, partitions } => {
-                let unfenced = self.unfenced_ids();
-                let results = partitions
-                    .iter()
-                    .map(|(name, index)| {
-                        let Some(p) = self.partition_mut(name, *index) else {
-                            return (code::UNKNOWN_TOPIC_OR_PARTITION.0, None);
-                        };
-                        let done = |c: ErrorCode, m: &str| (c.0, Some(m.to_string()));
-                        if *unclean {
-                            if p.leader >= 0 {
-                                return done(code::ELECTION_NOT_NEEDED, "The partition has a leader.");
-                            }
-                            let Some(next) = p.replicas.iter().copied().find(|r| unfenced.contains(r)) else {
-                                return done(
-                                    code::ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                                    "No replica of the partition is live.",
-                                );
-                            };
-                            p.isr = vec![next];
-                            p.set_leader(next);
-                            return (code::NONE.0, None);
-                        }
-                        let preferred = p.replicas[0];
-                        if p.leader == preferred {
-                            done(code::ELECTION_NOT_NEEDED, "The preferred replica leads already.")
-                        } else if !p.isr.contains(&preferred) || !unfenced.contains(&preferred) {
-                            done(
-                                code::PREFERRED_LEADER_NOT_AVAILABLE,
-                                "The preferred replica is not in the ISR or not live.",
-                            )
-                        } else {
-                            p.set_leader(preferred);
-                            (code::NONE.0, None)
-                        }
-                    })
-                    .collect();
-                MetaResponse::Partitions(results)
-            }
-            MetaCommand::Reassign { partitions } => {
-                let mut results = Vec::with_capacity(partitions.len());
-                for (name, index, target) in partitions {
-                    let checked = match target {
-                        Some(t) => self.check_replicas(t).map(|()| Some(t.clone())),
-                        None => Ok(None),
-                    };
-                    let unfenced = self.unfenced_ids();
-                    let Some(p) = self.partition_mut(name, *index) else {
-                        results.push((code::UNKNOWN_TOPIC_OR_PARTITION.0, None));
-                        continue;
-                    };
-                    match checked {
-                        Err((c, m)) => results.push((c.0, Some(m))),
-                        Ok(target) => results.push(match p.reassign(target, &unfenced) {
-                            Ok(()) => (code::NONE.0, None),
-                            Err((c, m)) => (c.0, Some(m)),
-                        }),
-                    }
-                }
-                MetaResponse::Partitions(results)
-            }
+            MetaCommand::ElectLeaders { unclean, partitions } => self.elect_leaders(*unclean, partitions),
+            MetaCommand::Reassign { partitions } => self.reassign(partitions),
             MetaCommand::SetDocument { name, text, based_on } => {
                 let current = self.documents.get(name).map_or(0, |d| d.version);
                 if current != *based_on {
@@ -213,37 +132,7 @@ impl MetaImage {
                 isr,
                 broker_epochs,
             } => {
-                let unfenced = self.unfenced_ids();
-                let stale = broker_epochs
-                    .iter()
-                    .find(|(r, e)| isr.contains(r) && self.brokers.get(r).is_none_or(|b| b.epoch as i64 != **e));
-                let stale = stale.map(|(r, e)| (*r, *e));
-                let Some(p) = self.partition_mut(topic, *partition) else {
-                    return refused(code::UNKNOWN_TOPIC_OR_PARTITION, "No such partition.".into());
-                };
-                if p.leader != *leader || p.leader_epoch != *leader_epoch {
-                    return refused(code::FENCED_LEADER_EPOCH, "The leadership changed meanwhile.".into());
-                }
-                if p.partition_epoch != *partition_epoch {
-                    return refused(code::INVALID_UPDATE_VERSION, "The partition changed meanwhile.".into());
-                }
-                if !isr.contains(leader) || isr.iter().any(|r| !p.replicas.contains(r)) {
-                    return refused(code::INVALID_REQUEST, "The ISR must hold the leader and replicas only.".into());
-                }
-                if isr.iter().any(|r| !p.isr.contains(r) && !unfenced.contains(r)) {
-                    return refused(code::INELIGIBLE_REPLICA, "A fenced broker cannot join the ISR.".into());
-                }
-                if let Some((r, e)) = stale {
-                    let message = format!("Broker {r} at epoch {e} is not the broker registered now (KIP-903).");
-                    return refused(code::INELIGIBLE_REPLICA, message);
-                }
-                p.isr = isr.clone();
-                p.partition_epoch += 1;
-                // A reassignment completes once every target replica is in sync.
-                if !p.adding.is_empty() || !p.removing.is_empty() {
-                    p.complete_reassignment(&unfenced);
-                }
-                MetaResponse::Done
+                self.alter_partition(topic, *partition, (*leader, *leader_epoch, *partition_epoch), isr, broker_epochs)
             }
             MetaCommand::SetClusterId { id } => {
                 MetaResponse::ClusterId(self.cluster_id.get_or_insert_with(|| id.clone()).clone())
@@ -254,6 +143,135 @@ impl MetaImage {
                 MetaResponse::ProducerIds { first, count: (*count).max(1) }
             }
         }
+    }
+
+    /// CreatePartitions: the new partitions, settled on the unfenced brokers ([`MetaCommand`]).
+    fn create_partitions(&mut self, name: &str, from: u32, partitions: &[PartitionState]) -> MetaResponse {
+        let unfenced = self.unfenced_ids();
+        match self.topics.get_mut(name) {
+            Some(t) if t.partitions.len() == from as usize => {
+                let mut added = partitions.to_vec();
+                added.iter_mut().for_each(|p| p.settle(&unfenced));
+                t.partitions.extend(added);
+                MetaResponse::Done
+            }
+            // These partitions again (a proposal retried after it committed).
+            Some(t)
+                if t.partitions.len() == from as usize + partitions.len()
+                    && t.partitions[from as usize..].iter().zip(partitions).all(|(a, b)| a.replicas == b.replicas) =>
+            {
+                MetaResponse::Done
+            }
+            Some(t) => refused(
+                code::INVALID_PARTITIONS,
+                format!("Topic '{name}' has {} partitions now, not {from}.", t.partitions.len()),
+            ),
+            None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
+        }
+    }
+
+    /// ElectLeaders: preferred (the first replica, in the ISR and live) or unclean (a live
+    /// replica, for a partition with no leader); a code and message per partition.
+    fn elect_leaders(&mut self, unclean: bool, partitions: &[(String, i32)]) -> MetaResponse {
+        let unfenced = self.unfenced_ids();
+        let results = partitions
+            .iter()
+            .map(|(name, index)| {
+                let Some(p) = self.partition_mut(name, *index) else {
+                    return (code::UNKNOWN_TOPIC_OR_PARTITION.0, None);
+                };
+                let done = |c: ErrorCode, m: &str| (c.0, Some(m.to_string()));
+                if unclean {
+                    if p.leader >= 0 {
+                        return done(code::ELECTION_NOT_NEEDED, "The partition has a leader.");
+                    }
+                    let Some(next) = p.replicas.iter().copied().find(|r| unfenced.contains(r)) else {
+                        return done(code::ELIGIBLE_LEADERS_NOT_AVAILABLE, "No replica of the partition is live.");
+                    };
+                    p.isr = vec![next];
+                    p.set_leader(next);
+                    return (code::NONE.0, None);
+                }
+                let preferred = p.replicas[0];
+                if p.leader == preferred {
+                    done(code::ELECTION_NOT_NEEDED, "The preferred replica leads already.")
+                } else if !p.isr.contains(&preferred) || !unfenced.contains(&preferred) {
+                    done(code::PREFERRED_LEADER_NOT_AVAILABLE, "The preferred replica is not in the ISR or not live.")
+                } else {
+                    p.set_leader(preferred);
+                    (code::NONE.0, None)
+                }
+            })
+            .collect();
+        MetaResponse::Partitions(results)
+    }
+
+    /// AlterPartitionReassignments: each partition toward its target replicas (`None`: cancel).
+    fn reassign(&mut self, partitions: &[(String, i32, Option<Vec<i32>>)]) -> MetaResponse {
+        let mut results = Vec::with_capacity(partitions.len());
+        for (name, index, target) in partitions {
+            let checked = match target {
+                Some(t) => self.check_replicas(t).map(|()| Some(t.clone())),
+                None => Ok(None),
+            };
+            let unfenced = self.unfenced_ids();
+            let Some(p) = self.partition_mut(name, *index) else {
+                results.push((code::UNKNOWN_TOPIC_OR_PARTITION.0, None));
+                continue;
+            };
+            match checked {
+                Err((c, m)) => results.push((c.0, Some(m))),
+                Ok(target) => results.push(match p.reassign(target, &unfenced) {
+                    Ok(()) => (code::NONE.0, None),
+                    Err((c, m)) => (c.0, Some(m)),
+                }),
+            }
+        }
+        MetaResponse::Partitions(results)
+    }
+
+    /// AlterPartition: a leader's new ISR, made at `(leader, leader epoch, partition epoch)`,
+    /// checked as Kafka's controller checks it (the leadership and partition epoch unchanged,
+    /// members live, each at the broker epoch it was seen at: KIP-903).
+    fn alter_partition(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        (leader, leader_epoch, partition_epoch): (i32, i32, i32),
+        isr: &[i32],
+        broker_epochs: &BTreeMap<i32, i64>,
+    ) -> MetaResponse {
+        let unfenced = self.unfenced_ids();
+        let stale = broker_epochs
+            .iter()
+            .find(|(r, e)| isr.contains(r) && self.brokers.get(r).is_none_or(|b| b.epoch as i64 != **e));
+        let stale = stale.map(|(r, e)| (*r, *e));
+        let Some(p) = self.partition_mut(topic, partition) else {
+            return refused(code::UNKNOWN_TOPIC_OR_PARTITION, "No such partition.".into());
+        };
+        if p.leader != leader || p.leader_epoch != leader_epoch {
+            return refused(code::FENCED_LEADER_EPOCH, "The leadership changed meanwhile.".into());
+        }
+        if p.partition_epoch != partition_epoch {
+            return refused(code::INVALID_UPDATE_VERSION, "The partition changed meanwhile.".into());
+        }
+        if !isr.contains(&leader) || isr.iter().any(|r| !p.replicas.contains(r)) {
+            return refused(code::INVALID_REQUEST, "The ISR must hold the leader and replicas only.".into());
+        }
+        if isr.iter().any(|r| !p.isr.contains(r) && !unfenced.contains(r)) {
+            return refused(code::INELIGIBLE_REPLICA, "A fenced broker cannot join the ISR.".into());
+        }
+        if let Some((r, e)) = stale {
+            let message = format!("Broker {r} at epoch {e} is not the broker registered now (KIP-903).");
+            return refused(code::INELIGIBLE_REPLICA, message);
+        }
+        p.isr = isr.to_vec();
+        p.partition_epoch += 1;
+        // A reassignment completes once every target replica is in sync.
+        if !p.adding.is_empty() || !p.removing.is_empty() {
+            p.complete_reassignment(&unfenced);
+        }
+        MetaResponse::Done
     }
 
     pub fn partition(&self, name: &str, index: i32) -> Option<&PartitionState> {

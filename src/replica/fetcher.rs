@@ -7,8 +7,10 @@
 
 use super::{Host, Tp};
 use crate::client::Conn;
+use crate::io::DmaDisk;
 use crate::protocol::errors as code;
 use crate::protocol::messages::*;
+use crate::storage::Partition;
 use crate::types::Offset;
 use std::rc::Rc;
 use std::time::Duration;
@@ -22,7 +24,6 @@ const FETCH_VERSION: i16 = 15;
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub(super) async fn run<H: Host>(host: Rc<H>, leader: i32) {
-    let node = host.node_id();
     let settings = host.replica_settings().clone();
     let mut conn: Option<Rc<Conn>> = None;
     let mut failures = 0u32;
@@ -46,55 +47,11 @@ pub(super) async fn run<H: Host>(host: Rc<H>, leader: i32) {
             };
         }
         let c = conn.clone().expect("connected");
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        let mut asked = Vec::with_capacity(partitions.len());
-        for ((topic, partition), epoch) in &partitions {
-            let Some(p) = host.partition(topic, *partition) else { continue };
-            let Some(id) = host.topic_id(topic) else { continue };
-            // Ask only from what is durable here: the offset asked is what the leader counts
-            // as this replica's durable end.
-            let end = p.log_end();
-            if p.wait_durable(end).await.is_err() {
-                continue;
-            }
-            let fp = FetchPartition {
-                partition: *partition,
-                current_leader_epoch: *epoch,
-                fetch_offset: end.get(),
-                last_fetched_epoch: p.latest_epoch().unwrap_or(-1),
-                log_start_offset: p.log_start().get(),
-                partition_max_bytes: settings.fetch_max_bytes,
-                ..Default::default()
-            };
-            match topics.iter_mut().find(|t| t.topic == *topic) {
-                Some(t) => t.partitions.push(fp),
-                None => topics.push(FetchTopic {
-                    topic: topic.clone(),
-                    topic_id: id.0,
-                    partitions: vec![fp],
-                    ..Default::default()
-                }),
-            }
-            asked.push(((topic.clone(), *partition), *epoch));
-        }
+        let (mut req, asked) = request(&*host, &partitions).await;
         if asked.is_empty() {
             glommio::timer::sleep(Duration::from_millis(100)).await;
             continue;
         }
-        let replica_state =
-            ReplicaState { replica_id: node, replica_epoch: host.replication().broker_epoch(), ..Default::default() };
-        let mut req = FetchRequest {
-            replica_id: node,
-            replica_state,
-            max_wait_ms: settings.fetch_wait_max_ms,
-            min_bytes: 1,
-            max_bytes: settings.fetch_response_max_bytes,
-            isolation_level: 0,
-            session_id: 0,
-            session_epoch: -1,
-            topics,
-            ..Default::default()
-        };
         // A leader gone silent (a cut link: no reset) answers nothing: the connection goes.
         let wait = SOCKET_TIMEOUT + Duration::from_millis(settings.fetch_wait_max_ms.max(0) as u64);
         let called = crate::cluster::net::within(wait, c.call_at(1, FETCH_VERSION, &mut req)).await;
@@ -128,6 +85,57 @@ pub(super) async fn run<H: Host>(host: Rc<H>, leader: i32) {
     }
 }
 
+/// The Fetch for `partitions` (each with the leader epoch it is followed at), each from what
+/// is durable here: the offset asked is what the leader counts as this replica's durable end.
+/// With the partitions asked (some may be gone or unreadable meanwhile).
+async fn request<H: Host>(host: &H, partitions: &[(Tp, i32)]) -> (FetchRequest, Vec<(Tp, i32)>) {
+    let (node, settings) = (host.node_id(), host.replica_settings());
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    let mut asked = Vec::with_capacity(partitions.len());
+    for ((topic, partition), epoch) in partitions {
+        let Some(p) = host.partition(topic, *partition) else { continue };
+        let Some(id) = host.topic_id(topic) else { continue };
+        let end = p.log_end();
+        if p.wait_durable(end).await.is_err() {
+            continue;
+        }
+        let fp = FetchPartition {
+            partition: *partition,
+            current_leader_epoch: *epoch,
+            fetch_offset: end.get(),
+            last_fetched_epoch: p.latest_epoch().unwrap_or(-1),
+            log_start_offset: p.log_start().get(),
+            partition_max_bytes: settings.fetch_max_bytes,
+            ..Default::default()
+        };
+        match topics.iter_mut().find(|t| t.topic == *topic) {
+            Some(t) => t.partitions.push(fp),
+            None => topics.push(FetchTopic {
+                topic: topic.clone(),
+                topic_id: id.0,
+                partitions: vec![fp],
+                ..Default::default()
+            }),
+        }
+        asked.push(((topic.clone(), *partition), *epoch));
+    }
+    let replica_state =
+        ReplicaState { replica_id: node, replica_epoch: host.replication().broker_epoch(), ..Default::default() };
+    let req = FetchRequest {
+        replica_id: node,
+        replica_state,
+        max_wait_ms: settings.fetch_wait_max_ms,
+        min_bytes: 1,
+        max_bytes: settings.fetch_response_max_bytes,
+        isolation_level: 0,
+        session_id: 0,
+        session_epoch: -1,
+        topics,
+        ..Default::default()
+    };
+    (req, asked)
+}
+
 /// A connection to `leader` for replication.
 async fn connect<H: Host>(host: &Rc<H>, leader: i32) -> anyhow::Result<Rc<Conn>> {
     Conn::connect(host.replication_address(leader).await?).await
@@ -142,51 +150,8 @@ async fn take<H: Host>(host: &H, c: &Conn, leader: i32, epoch: i32, tp: &Tp, par
         return true;
     }
     let (topic, partition) = (tp.0.as_str(), tp.1);
-    match part.error_code {
-        code::NONE => {}
-        code::OFFSET_OUT_OF_RANGE if part.log_start_offset > p.log_end().get() => {
-            // Behind the leader's log start (retention, DeleteRecords or compaction there, or
-            // a new replica): everything here goes and the copy starts again, empty, at the
-            // leader's start (Kafka's truncateFullyAndStartAt).
-            let start = part.log_start_offset;
-            tracing::info!(
-                topic,
-                partition,
-                start,
-                end = p.log_end().get(),
-                "replica restarts at the leader's log start"
-            );
-            if let Err(e) = p.restart_as_follower(Offset(start)).await {
-                tracing::warn!(topic, partition, error = %e, "cannot restart the replica's log");
-                return false;
-            }
-            return true;
-        }
-        code::OFFSET_OUT_OF_RANGE => {
-            // Past the leader's end with no epoch to tell where the logs part: keep what the
-            // leader has, up to its log end (Kafka's; cutting to its high watermark instead
-            // would drop records the leader has and may have acknowledged meanwhile).
-            let to = match leader_end(c, host.node_id(), epoch, tp).await {
-                Ok(end) => end,
-                Err(e) => {
-                    tracing::info!(topic, partition, error = %e, "cannot learn the leader's log end");
-                    return false;
-                }
-            };
-            if to >= p.log_end().get() {
-                return false;
-            }
-            tracing::info!(topic, partition, to, "replica past its leader's end: truncating to the leader's log end");
-            if let Err(e) = p.truncate_as_follower(Offset(to)).await {
-                tracing::warn!(topic, partition, error = %e, "cannot truncate the replica");
-                return false;
-            }
-            return true;
-        }
-        c => {
-            tracing::debug!(topic, partition, code = c.0, "replica fetch of a partition refused");
-            return false;
-        }
+    if part.error_code != code::NONE {
+        return refused(host, c, epoch, tp, &p, &part).await;
     }
     if part.diverging_epoch.end_offset >= 0 {
         // KIP-320: the leader's log ends that epoch earlier (or never had it): cut what
@@ -247,6 +212,65 @@ async fn take<H: Host>(host: &H, c: &Conn, leader: i32, epoch: i32, tp: &Tp, par
         p.set_replicated_to(Some(Offset(hw)));
     }
     true
+}
+
+/// A partition's answer with an error: a copy behind the leader's log start starts again
+/// there, one past the leader's end is cut to it; `false` for the others (the metadata will
+/// resolve them: wait a little before the next fetch).
+async fn refused<H: Host>(
+    host: &H,
+    c: &Conn,
+    epoch: i32,
+    tp: &Tp,
+    p: &Rc<Partition<DmaDisk>>,
+    part: &FetchPartitionResponse,
+) -> bool {
+    let (topic, partition) = (tp.0.as_str(), tp.1);
+    match part.error_code {
+        code::OFFSET_OUT_OF_RANGE if part.log_start_offset > p.log_end().get() => {
+            // Behind the leader's log start (retention, DeleteRecords or compaction there, or
+            // a new replica): everything here goes and the copy starts again, empty, at the
+            // leader's start (Kafka's truncateFullyAndStartAt).
+            let start = part.log_start_offset;
+            tracing::info!(
+                topic,
+                partition,
+                start,
+                end = p.log_end().get(),
+                "replica restarts at the leader's log start"
+            );
+            if let Err(e) = p.restart_as_follower(Offset(start)).await {
+                tracing::warn!(topic, partition, error = %e, "cannot restart the replica's log");
+                return false;
+            }
+            true
+        }
+        code::OFFSET_OUT_OF_RANGE => {
+            // Past the leader's end with no epoch to tell where the logs part: keep what the
+            // leader has, up to its log end (Kafka's; cutting to its high watermark instead
+            // would drop records the leader has and may have acknowledged meanwhile).
+            let to = match leader_end(c, host.node_id(), epoch, tp).await {
+                Ok(end) => end,
+                Err(e) => {
+                    tracing::info!(topic, partition, error = %e, "cannot learn the leader's log end");
+                    return false;
+                }
+            };
+            if to >= p.log_end().get() {
+                return false;
+            }
+            tracing::info!(topic, partition, to, "replica past its leader's end: truncating to the leader's log end");
+            if let Err(e) = p.truncate_as_follower(Offset(to)).await {
+                tracing::warn!(topic, partition, error = %e, "cannot truncate the replica");
+                return false;
+            }
+            true
+        }
+        c => {
+            tracing::debug!(topic, partition, code = c.0, "replica fetch of a partition refused");
+            false
+        }
+    }
 }
 
 /// The leader's log end for `tp`: where its own epoch (`epoch`, the one this copy follows at)

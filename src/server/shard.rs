@@ -98,6 +98,26 @@ impl Drop for StoreLease<'_> {
 }
 
 impl ControlState {
+    /// Shard 0's control-plane state, over the topic store it opened.
+    async fn open(
+        store: TopicStore<DmaDisk>,
+        disk: DmaDisk,
+        config: &BrokerConfig,
+        clock: &Clock,
+    ) -> anyhow::Result<ControlState> {
+        let producer_ids = ProducerIds::open(disk.clone(), &config.data_dir, clock()).await?;
+        Ok(ControlState {
+            store: RefCell::new(Some(store)),
+            lock: glommio::sync::Semaphore::new(1),
+            producer_ids,
+            disk,
+            quorum: RefCell::new(None),
+            published: tokio::sync::watch::Sender::new(0),
+            documents: RefCell::new(BTreeMap::new()),
+            failed_documents: RefCell::new(BTreeMap::new()),
+        })
+    }
+
     /// Wait for the topic store (topic changes run one at a time) and take it, so no borrow
     /// is held across the change's awaits.
     pub async fn lease(&self) -> StoreLease<'_> {
@@ -131,6 +151,37 @@ impl Topics for ShardTopics {
     fn leads(&self, name: &str, partition: i32) -> bool {
         self.0.upgrade().is_some_and(|s| s.leads(name, partition))
     }
+}
+
+/// Every topic of the store as a shard knows it, with the partitions shard `id` of `shards`
+/// owns opened: all of them standalone; clustered, those it is a replica of (it has their
+/// directory: the metadata image then opens or closes the rest).
+async fn open_topics(
+    store: &TopicStore<DmaDisk>,
+    manager: &PartitionManager<DmaDisk>,
+    disk: &DmaDisk,
+    config: &BrokerConfig,
+    (id, shards): (usize, usize),
+) -> anyhow::Result<BTreeMap<String, TopicInfo>> {
+    let mut topics = BTreeMap::new();
+    for name in store.names().map(str::to_string).collect::<Vec<_>>() {
+        let meta = store.get(&name).expect("listed");
+        let info = TopicInfo {
+            id: meta.id,
+            partitions: meta.partitions,
+            config: store.config(&name)?,
+            overrides: meta.overrides.clone(),
+            placement: None,
+        };
+        for p in (0..info.partitions as i32).filter(|p| owner(&name, *p, shards) == id) {
+            let dir = crate::storage::manager::partition_dir(&config.data_dir, &name, p);
+            if config.cluster.is_none() || disk.exists(&dir).await? {
+                manager.open_partition(&name, p, info.config.clone()).await?;
+            }
+        }
+        topics.insert(name, info);
+    }
+    Ok(topics)
 }
 
 pub struct Shard {
@@ -194,46 +245,12 @@ impl Shard {
         if config.cluster.is_some() {
             manager.set_replicated();
         }
-        let mut topics = BTreeMap::new();
-        for name in store.names().map(str::to_string).collect::<Vec<_>>() {
-            let meta = store.get(&name).expect("listed");
-            let info = TopicInfo {
-                id: meta.id,
-                partitions: meta.partitions,
-                config: store.config(&name)?,
-                overrides: meta.overrides.clone(),
-                placement: None,
-            };
-            for p in 0..info.partitions as i32 {
-                // A clustered node keeps the partitions it is a replica of: those it has a
-                // directory for (the metadata image then opens or closes the rest).
-                if owner(&name, p, shards) != id {
-                    continue;
-                }
-                let dir = crate::storage::manager::partition_dir(&config.data_dir, &name, p);
-                if config.cluster.is_none() || disk.exists(&dir).await? {
-                    manager.open_partition(&name, p, info.config.clone()).await?;
-                }
-            }
-            topics.insert(name, info);
-        }
+        let topics = open_topics(&store, &manager, &disk, &config, (id, shards)).await?;
         manager.spawn_upkeep(config.retention_check_interval);
         manager.spawn_cleaner(config.cleaner, shards);
-        let control = if id == 0 {
-            let producer_ids = ProducerIds::open(disk.clone(), &config.data_dir, clock()).await?;
-            let lock = glommio::sync::Semaphore::new(1);
-            Some(ControlState {
-                store: RefCell::new(Some(store)),
-                lock,
-                producer_ids,
-                disk,
-                quorum: RefCell::new(None),
-                published: tokio::sync::watch::Sender::new(0),
-                documents: RefCell::new(BTreeMap::new()),
-                failed_documents: RefCell::new(BTreeMap::new()),
-            })
-        } else {
-            None
+        let control = match id {
+            0 => Some(ControlState::open(store, disk, &config, &clock).await?),
+            _ => None,
         };
         let coordinator =
             Rc::new(Coordinator::new(config.coordinator.clone(), id, shards, manager.clone(), clock.clone()));

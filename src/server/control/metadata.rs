@@ -29,7 +29,7 @@ use crate::security::{Credentials, CREDENTIALS_FILE};
 use crate::server::configs::DynamicConfigs;
 use crate::server::errors::AdminError;
 use crate::server::router::ShardCall;
-use crate::server::shard::{Shard, TopicInfo};
+use crate::server::shard::{ControlState, Shard, StoreLease, TopicInfo};
 use crate::types::Uuid;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -334,92 +334,14 @@ fn read(name: &str, text: &str) -> Result<Content, String> {
 async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bool) {
     let Ok(control) = control_of(shard) else { return };
     if !*seeded {
-        // A cluster formed with no format step has no other source: each node proposes its own
-        // files as the first version of a document the metadata lacks, and the first one
-        // committed is the cluster's (as the cluster id).
         *seeded = true;
-        for name in DOCUMENTS.into_iter().filter(|n| !image.documents.contains_key(*n)) {
-            let text = if name == BROKER_DEFAULTS {
-                let default = shard.dynamic().default;
-                if default.is_empty() {
-                    continue;
-                }
-                DynamicConfigs { default, node: Default::default() }.encode()
-            } else {
-                let path = shard.config().data_dir.join(name);
-                let Ok(Some(bytes)) = control.disk.read_file(&path).await else { continue };
-                let Ok(text) = String::from_utf8(bytes) else { continue };
-                // Only a file this build reads is proposed (a bad one would reach every node).
-                if let Err(e) = read(name, &text) {
-                    tracing::warn!(document = name, error = e, "this node's file is not proposed: it does not read");
-                    continue;
-                }
-                text
-            };
-            let shard = shard.clone();
-            glommio::spawn_local(async move {
-                match put_document(&shard, name, text, 0).await {
-                    Ok(true) => tracing::info!(document = name, "this node's file is the cluster's first version"),
-                    Ok(false) => tracing::info!(document = name, "the cluster has another node's version"),
-                    Err(e) => tracing::warn!(document = name, error = e.message, "could not propose this node's file"),
-                }
-            })
-            .detach();
-        }
+        seed_documents(shard, control, image).await;
     }
     for (name, doc) in &image.documents {
         if document_version(shard, name) == doc.version || !DOCUMENTS.contains(&name.as_str()) {
             continue;
         }
-        let text = &doc.text;
-        let applied: Result<(), String> = async {
-            let path = shard.config().data_dir.join(name);
-            let write = || async {
-                // The first version this node takes replaces its own file: kept beside it if it
-                // differs (nothing an operator put there is lost).
-                if document_version(shard, name) == 0 {
-                    if let Ok(Some(old)) = control.disk.read_file(&path).await {
-                        let kept = path.with_file_name(format!("{name}.before-cluster"));
-                        // (Once: a later start's older cluster version is not the operator's.)
-                        if old != text.as_bytes() && !control.disk.exists(&kept).await.unwrap_or(true) {
-                            control.disk.rename(&path, &kept).await.map_err(|e| format!("keeping the old file: {e}"))?;
-                            tracing::warn!(document = name, kept = %kept.display(), "this node's own file is replaced by the cluster's");
-                        }
-                    }
-                }
-                control.disk.write_file_atomic(&path, text.as_bytes()).await.map_err(|e| format!("writing: {e}"))
-            };
-            match read(name, text)? {
-                Content::BrokerDefaults(default) => {
-                    // Into this node's `broker-configs`, beside its own layer; its own defaults,
-                    // if they differ, kept once beside it.
-                    let own = shard.dynamic();
-                    let kept = path.with_file_name(format!("{}.before-cluster", crate::server::configs::BROKER_CONFIGS_FILE));
-                    let first = document_version(shard, name) == 0;
-                    if first && own.default != default && !control.disk.exists(&kept).await.unwrap_or(true) {
-                        let written = control.disk.write_file_atomic(&kept, own.encode().as_bytes()).await;
-                        written.map_err(|e| format!("keeping the old defaults: {e}"))?;
-                        tracing::warn!(kept = %kept.display(), "this node's own broker defaults are replaced by the cluster's");
-                    }
-                    let mut lease = control.lease().await;
-                    super::broker::take_defaults(shard, lease.store(), default).await?;
-                }
-                Content::Acls(acls) => {
-                    write().await?;
-                    broadcast(shard, super::acls::AclsChanged(acls)).await;
-                }
-                Content::Credentials(credentials) => {
-                    write().await?;
-                    broadcast(shard, super::users::CredentialsChanged(credentials)).await;
-                }
-                Content::Quotas(quotas) => {
-                    write().await?;
-                    shard.connections().set_quotas(quotas);
-                }
-            }
-            Ok(())
-        }
-        .await;
+        let applied = take_document(shard, control, name, &doc.text).await;
         match applied {
             Ok(()) => {
                 control.failed_documents.borrow_mut().remove(name);
@@ -442,6 +364,89 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bo
             }
         }
     }
+}
+
+/// A cluster formed with no format step has no other source: each node proposes its own files
+/// as the first version of a document the metadata lacks, and the first one committed is the
+/// cluster's (as the cluster id).
+async fn seed_documents(shard: &Rc<Shard>, control: &ControlState, image: &MetaImage) {
+    for name in DOCUMENTS.into_iter().filter(|n| !image.documents.contains_key(*n)) {
+        let text = if name == BROKER_DEFAULTS {
+            let default = shard.dynamic().default;
+            if default.is_empty() {
+                continue;
+            }
+            DynamicConfigs { default, node: Default::default() }.encode()
+        } else {
+            let path = shard.config().data_dir.join(name);
+            let Ok(Some(bytes)) = control.disk.read_file(&path).await else { continue };
+            let Ok(text) = String::from_utf8(bytes) else { continue };
+            // Only a file this build reads is proposed (a bad one would reach every node).
+            if let Err(e) = read(name, &text) {
+                tracing::warn!(document = name, error = e, "this node's file is not proposed: it does not read");
+                continue;
+            }
+            text
+        };
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            match put_document(&shard, name, text, 0).await {
+                Ok(true) => tracing::info!(document = name, "this node's file is the cluster's first version"),
+                Ok(false) => tracing::info!(document = name, "the cluster has another node's version"),
+                Err(e) => tracing::warn!(document = name, error = e.message, "could not propose this node's file"),
+            }
+        })
+        .detach();
+    }
+}
+
+/// Put one cluster-wide document in force here: its file written, its state on every shard.
+async fn take_document(shard: &Rc<Shard>, control: &ControlState, name: &str, text: &str) -> Result<(), String> {
+    let path = shard.config().data_dir.join(name);
+    let write = || async {
+        // The first version this node takes replaces its own file: kept beside it if it
+        // differs (nothing an operator put there is lost).
+        if document_version(shard, name) == 0 {
+            if let Ok(Some(old)) = control.disk.read_file(&path).await {
+                let kept = path.with_file_name(format!("{name}.before-cluster"));
+                // (Once: a later start's older cluster version is not the operator's.)
+                if old != text.as_bytes() && !control.disk.exists(&kept).await.unwrap_or(true) {
+                    control.disk.rename(&path, &kept).await.map_err(|e| format!("keeping the old file: {e}"))?;
+                    tracing::warn!(document = name, kept = %kept.display(), "this node's own file is replaced by the cluster's");
+                }
+            }
+        }
+        control.disk.write_file_atomic(&path, text.as_bytes()).await.map_err(|e| format!("writing: {e}"))
+    };
+    match read(name, text)? {
+        Content::BrokerDefaults(default) => {
+            // Into this node's `broker-configs`, beside its own layer; its own defaults,
+            // if they differ, kept once beside it.
+            let own = shard.dynamic();
+            let kept = path.with_file_name(format!("{}.before-cluster", crate::server::configs::BROKER_CONFIGS_FILE));
+            let first = document_version(shard, name) == 0;
+            if first && own.default != default && !control.disk.exists(&kept).await.unwrap_or(true) {
+                let written = control.disk.write_file_atomic(&kept, own.encode().as_bytes()).await;
+                written.map_err(|e| format!("keeping the old defaults: {e}"))?;
+                tracing::warn!(kept = %kept.display(), "this node's own broker defaults are replaced by the cluster's");
+            }
+            let mut lease = control.lease().await;
+            super::broker::take_defaults(shard, lease.store(), default).await?;
+        }
+        Content::Acls(acls) => {
+            write().await?;
+            broadcast(shard, super::acls::AclsChanged(acls)).await;
+        }
+        Content::Credentials(credentials) => {
+            write().await?;
+            broadcast(shard, super::users::CredentialsChanged(credentials)).await;
+        }
+        Content::Quotas(quotas) => {
+            write().await?;
+            shard.connections().set_quotas(quotas);
+        }
+    }
+    Ok(())
 }
 
 /// Shard 0 of a clustered node: publish the image each time this node applies more of the
@@ -560,6 +565,23 @@ async fn publish(
 ) {
     let Ok(control) = control_of(shard) else { return };
     let mut lease = control.lease().await;
+    let strays = remove_gone_topics(shard, &mut lease, image, placed, origin).await;
+    for (name, topic) in &image.topics {
+        if !strays.contains(name) {
+            publish_topic(shard, &mut lease, name, topic, placed, origin).await;
+        }
+    }
+}
+
+/// Delete the local topics that came from the image and are no longer in it; the names of
+/// the local topics that never came from it (kept on disk, unserved, reported once).
+async fn remove_gone_topics(
+    shard: &Rc<Shard>,
+    lease: &mut StoreLease<'_>,
+    image: &MetaImage,
+    placed: &mut BTreeMap<String, Vec<PartitionState>>,
+    origin: &mut Origin,
+) -> std::collections::BTreeSet<String> {
     let local: Vec<(String, Uuid)> = {
         let store = lease.store();
         store.names().map(|n| (n.to_string(), store.get(n).expect("listed").id)).collect()
@@ -595,89 +617,97 @@ async fn publish(
         broadcast(shard, TopicDeleted { name: name.clone() }).await;
         tracing::info!(topic = name, "topic deleted (metadata image)");
     }
-    for (name, topic) in &image.topics {
-        if strays.contains(name) {
-            continue;
-        }
-        let count = topic.partitions.len() as u32;
-        let configs: Vec<(&str, &str)> = topic.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let existing = lease.store().get(name).cloned();
-        let Some(meta) = existing else {
-            let Some(id) = Uuid::parse(&topic.id) else {
-                tracing::error!(topic = name, id = topic.id, "the metadata names a topic with a malformed id");
-                continue;
-            };
-            // Recorded first: a crash after the store's file is written leaves a topic this
-            // node knows came from the image.
-            origin.ids.insert(id);
-            origin.save(shard).await;
-            let config = match lease.store().create_with_id(name, id, count as i64, &configs).await {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::error!(topic = name, error = %e, "cannot create a topic of the metadata here");
-                    continue;
-                }
-            };
-            let place = PlacePartitions {
-                name: name.clone(),
-                config: config.clone(),
-                placement: topic.partitions.clone(),
-                fresh_from: 0,
-            };
-            broadcast(shard, place).await;
-            let info = TopicInfo {
-                id,
-                partitions: count,
-                config,
-                overrides: topic.configs.clone(),
-                placement: Some(topic.partitions.clone()),
-            };
-            broadcast(shard, TopicCreated { name: name.clone(), info }).await;
-            placed.insert(name.clone(), topic.partitions.clone());
-            tracing::info!(topic = name, partitions = count, "topic created (metadata image)");
-            continue;
+    strays
+}
+
+/// One topic of the image here: created (with its id) if the store lacks it, else its
+/// settings, partition count and placement brought in line; each change broadcast.
+async fn publish_topic(
+    shard: &Rc<Shard>,
+    lease: &mut StoreLease<'_>,
+    name: &str,
+    topic: &TopicState,
+    placed: &mut BTreeMap<String, Vec<PartitionState>>,
+    origin: &mut Origin,
+) {
+    let count = topic.partitions.len() as u32;
+    let configs: Vec<(&str, &str)> = topic.configs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let existing = lease.store().get(name).cloned();
+    let Some(meta) = existing else {
+        let Some(id) = Uuid::parse(&topic.id) else {
+            tracing::error!(topic = name, id = topic.id, "the metadata names a topic with a malformed id");
+            return;
         };
-        let mut config = match lease.store().config(name) {
+        // Recorded first: a crash after the store's file is written leaves a topic this
+        // node knows came from the image.
+        origin.ids.insert(id);
+        origin.save(shard).await;
+        let config = match lease.store().create_with_id(name, id, count as i64, &configs).await {
             Ok(c) => c,
             Err(e) => {
-                tracing::error!(topic = name, error = %e, "a topic's settings do not apply here");
-                continue;
+                tracing::error!(topic = name, error = %e, "cannot create a topic of the metadata here");
+                return;
             }
         };
-        if meta.overrides != topic.configs {
-            match lease.store().replace_overrides(name, topic.configs.clone()).await {
-                Ok(c) => {
-                    config = c;
-                    let altered = super::TopicAltered {
-                        name: name.clone(),
-                        config: config.clone(),
-                        overrides: topic.configs.clone(),
-                    };
-                    broadcast(shard, altered).await;
-                }
-                Err(e) => tracing::error!(topic = name, error = %e, "cannot take a topic's new settings"),
+        let place = PlacePartitions {
+            name: name.to_string(),
+            config: config.clone(),
+            placement: topic.partitions.clone(),
+            fresh_from: 0,
+        };
+        broadcast(shard, place).await;
+        let info = TopicInfo {
+            id,
+            partitions: count,
+            config,
+            overrides: topic.configs.clone(),
+            placement: Some(topic.partitions.clone()),
+        };
+        broadcast(shard, TopicCreated { name: name.to_string(), info }).await;
+        placed.insert(name.to_string(), topic.partitions.clone());
+        tracing::info!(topic = name, partitions = count, "topic created (metadata image)");
+        return;
+    };
+    let mut config = match lease.store().config(name) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(topic = name, error = %e, "a topic's settings do not apply here");
+            return;
+        }
+    };
+    if meta.overrides != topic.configs {
+        match lease.store().replace_overrides(name, topic.configs.clone()).await {
+            Ok(c) => {
+                config = c;
+                let altered = super::TopicAltered {
+                    name: name.to_string(),
+                    config: config.clone(),
+                    overrides: topic.configs.clone(),
+                };
+                broadcast(shard, altered).await;
             }
+            Err(e) => tracing::error!(topic = name, error = %e, "cannot take a topic's new settings"),
         }
-        let grown = count > meta.partitions;
-        if grown {
-            if let Err(e) = lease.store().grow(name, count as i64, false).await {
-                tracing::error!(topic = name, error = %e, "cannot add the metadata's new partitions here");
-                continue;
-            }
+    }
+    let grown = count > meta.partitions;
+    if grown {
+        if let Err(e) = lease.store().grow(name, count as i64, false).await {
+            tracing::error!(topic = name, error = %e, "cannot add the metadata's new partitions here");
+            return;
         }
-        if grown || placed.get(name) != Some(&topic.partitions) {
-            let place = PlacePartitions {
-                name: name.clone(),
-                config,
-                placement: topic.partitions.clone(),
-                fresh_from: meta.partitions,
-            };
-            broadcast(shard, place).await;
-            placed.insert(name.clone(), topic.partitions.clone());
-        }
-        if grown {
-            broadcast(shard, TopicGrown { name: name.clone(), partitions: count }).await;
-        }
+    }
+    if grown || placed.get(name) != Some(&topic.partitions) {
+        let place = PlacePartitions {
+            name: name.to_string(),
+            config,
+            placement: topic.partitions.clone(),
+            fresh_from: meta.partitions,
+        };
+        broadcast(shard, place).await;
+        placed.insert(name.to_string(), topic.partitions.clone());
+    }
+    if grown {
+        broadcast(shard, TopicGrown { name: name.to_string(), partitions: count }).await;
     }
 }
 
