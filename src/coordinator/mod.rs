@@ -7,4 +7,5 @@
 #![allow(async_fn_in_trait)]
 
 pub mod group;
+pub mod runtime;
 pub mod txn;

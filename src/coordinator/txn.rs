@@ -112,8 +112,7 @@ pub struct TxnCoordinator {
     ids: RefCell<HashMap<String, TxnMetadata>>,
     /// `__transaction_state` partitions being loaded after this node became their leader,
     /// with the load's generation.
-    loading: RefCell<std::collections::BTreeMap<i32, u64>>,
-    load_generation: Cell<u64>,
+    loads: crate::coordinator::runtime::Loads,
     /// The shard's topics, to ask which partitions this node leads ([`TxnCoordinator::attach_topics`]).
     topics: RefCell<Option<Rc<dyn crate::groups::consumer::Topics>>>,
     /// `tidemark.offsets.compaction.bytes`: a state partition larger than this (and than twice
@@ -147,8 +146,7 @@ impl TxnCoordinator {
             clock,
             partitions: Cell::new(None),
             ids: RefCell::new(HashMap::new()),
-            loading: RefCell::new(Default::default()),
-            load_generation: Cell::new(0),
+            loads: Default::default(),
             topics: RefCell::new(None),
             compaction_bytes,
         }
@@ -193,7 +191,7 @@ impl TxnCoordinator {
         if self.manager.get(TXN_TOPIC, index).is_none() || !led {
             return Some(code::NOT_COORDINATOR);
         }
-        if self.loading.borrow().contains_key(&index) {
+        if self.loads.is_loading(index) {
             return Some(code::COORDINATOR_LOAD_IN_PROGRESS);
         }
         None
@@ -245,22 +243,19 @@ impl TxnCoordinator {
         host: &Rc<H>,
         index: i32,
     ) -> impl std::future::Future<Output = ()> + 'static {
-        let generation = self.load_generation.get() + 1;
-        self.load_generation.set(generation);
-        self.loading.borrow_mut().insert(index, generation);
+        let generation = self.loads.begin(index);
         self.unload(index);
         let (me, host) = (self.clone(), host.clone());
         async move {
             let Some(p) = me.manager.get(TXN_TOPIC, index) else { return };
             let loaded = me.load_partition(index, &p).await;
-            if me.loading.borrow().get(&index) != Some(&generation) {
+            if !me.loads.finish(index, generation) {
                 return; // superseded
             }
             match loaded {
                 Ok(records) => tracing::info!(partition = index, records, "transaction partition loaded as its leader"),
                 Err(e) => tracing::error!(partition = index, error = %e, "cannot load a transaction partition"),
             }
-            me.loading.borrow_mut().remove(&index);
             let Some(n) = me.partitions.get() else { return };
             let prepared: Vec<String> =
                 me.prepared().into_iter().filter(|id| txn::partition_for(id, n as i32) == index).collect();
@@ -278,14 +273,14 @@ impl TxnCoordinator {
 
     /// This node no longer leads `__transaction_state` partition `index`.
     pub fn resign(&self, index: i32) {
-        self.loading.borrow_mut().remove(&index);
+        self.loads.cancel(index);
         self.unload(index);
     }
 
     /// Whether this shard coordinates the ids of partition `index` now: led here, loaded.
     fn serves(&self, index: i32) -> bool {
         let led = self.topics.borrow().as_ref().is_none_or(|t| t.leads(TXN_TOPIC, index));
-        led && !self.loading.borrow().contains_key(&index)
+        led && !self.loads.is_loading(index)
     }
 
     /// Whether this shard coordinates `id` now ([`TxnCoordinator::serves`] of its partition).
@@ -322,7 +317,7 @@ impl TxnCoordinator {
         let n = self.partitions.get().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
         let index = txn::partition_for(id, n as i32);
         let p = self.manager.get(TXN_TOPIC, index).ok_or(code::NOT_COORDINATOR)?;
-        if self.loading.borrow().contains_key(&index) {
+        if self.loads.is_loading(index) {
             return Err(code::COORDINATOR_LOAD_IN_PROGRESS);
         }
         if !self.serves(index) {
@@ -695,36 +690,19 @@ impl TxnCoordinator {
                 continue;
             }
             // Synchronously from here to the appends: no change can slip in between.
-            let epoch = p.leader_epoch();
-            p.roll();
-            let from = p.log_end();
-            let now = self.now();
-            let mut b = BatchBuilder::new();
-            let mut failed = false;
-            for m in &live {
-                b.push(now, Some(&txn::log::key(&m.transactional_id)), Some(&txn::log::value(m)), &[]);
-                if b.size() > 256 << 10 {
-                    failed |= p.append_nowait(&std::mem::take(&mut b).finish()).is_err();
-                }
-            }
-            if !b.is_empty() {
-                failed |= p.append_nowait(&b.finish()).is_err();
-            }
-            // The rewrite on every in-sync replica before the old segments go.
-            let end = p.log_end();
-            let timeout = crate::replica::INTERNAL_WRITE_TIMEOUT;
-            if failed || p.wait_replicated(end, epoch, timeout).await.is_err() {
-                tracing::warn!(partition = index, "{TXN_TOPIC} compaction failed; the old segments stay");
-                continue;
-            }
-            match p.remove_before(from).await {
+            let records: Vec<crate::groups::offsets::Record> =
+                live.iter().map(|m| (txn::log::key(&m.transactional_id), Some(txn::log::value(m)))).collect();
+            let batches = crate::groups::offsets::batches(&records, 256 << 10, self.now());
+            match crate::coordinator::runtime::rewrite(&p, batches).await {
                 Ok(removed) => tracing::info!(
                     partition = index,
                     live = live.len(),
                     segments_deleted = removed.len(),
                     "compacted transaction state"
                 ),
-                Err(e) => tracing::warn!(partition = index, error = %e, "{TXN_TOPIC} compaction failed"),
+                Err(e) => {
+                    tracing::warn!(partition = index, error = %e, "{TXN_TOPIC} compaction failed; the old segments stay")
+                }
             }
         }
     }

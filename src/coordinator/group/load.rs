@@ -12,22 +12,19 @@ impl Coordinator {
     /// COORDINATOR_LOAD_IN_PROGRESS and its writes refused until the load ends; the returned
     /// load runs in a task of its own. A later leadership's load supersedes this one.
     pub fn begin_load(self: &Rc<Self>, index: i32) -> impl std::future::Future<Output = ()> + 'static {
-        let generation = self.load_generation.get() + 1;
-        self.load_generation.set(generation);
-        self.loading.borrow_mut().insert(index, generation);
+        let generation = self.loads.begin(index);
         self.unload(index);
         let me = self.clone();
         async move {
             let Some(p) = me.manager.get(OFFSETS_TOPIC, index) else { return };
             let loaded = me.load_partition(index, &p).await;
-            if me.loading.borrow().get(&index) != Some(&generation) {
+            if !me.loads.finish(index, generation) {
                 return; // superseded (another leadership, or none)
             }
             match loaded {
                 Ok(records) => tracing::info!(partition = index, records, "offsets partition loaded as its leader"),
                 Err(e) => tracing::error!(partition = index, error = %e, "cannot load an offsets partition"),
             }
-            me.loading.borrow_mut().remove(&index);
         }
     }
 
@@ -44,18 +41,18 @@ impl Coordinator {
     /// Whether offsets partition `index` is being loaded (a marker waits: the load would
     /// replace what it settles).
     pub fn is_loading(&self, index: i32) -> bool {
-        self.loading.borrow().contains_key(&index)
+        self.loads.is_loading(index)
     }
 
     /// This node no longer leads offsets partition `index`.
     pub fn resign(&self, index: i32) {
-        self.loading.borrow_mut().remove(&index);
+        self.loads.cancel(index);
         self.unload(index);
     }
 
     /// Whether this shard serves offsets partition `index` now: led here, loaded. Writes to it
     /// (commits, group records, compaction) happen only then.
     pub(super) fn serves(&self, index: i32) -> bool {
-        self.topics().leads(OFFSETS_TOPIC, index) && !self.loading.borrow().contains_key(&index)
+        self.topics().leads(OFFSETS_TOPIC, index) && !self.loads.is_loading(index)
     }
 }

@@ -20,6 +20,7 @@ mod txn_offsets;
 
 pub use txn_offsets::txn_commit_topics;
 
+use crate::coordinator::runtime::rewrite;
 use crate::errors::storage_code;
 use crate::groups::consumer::{ConsumerGroup, ConsumerLimits, TopicMeta, Topics};
 use crate::groups::group::{Group, GroupLimits, GroupState, Join, Sync};
@@ -107,8 +108,7 @@ pub struct Coordinator {
     offsets: RefCell<OffsetTable>,
     /// Offsets partitions being loaded after this node became their leader, with the load's
     /// generation (a later leadership's load supersedes an earlier one).
-    loading: RefCell<std::collections::BTreeMap<i32, u64>>,
-    load_generation: Cell<u64>,
+    loads: crate::coordinator::runtime::Loads,
     /// The shard's topics, as consumer groups see them ([`Coordinator::attach_topics`]).
     topics: RefCell<Option<Rc<dyn Topics>>>,
     seed: Cell<u64>,
@@ -134,8 +134,7 @@ impl Coordinator {
             groups: RefCell::new(HashMap::new()),
             consumer_groups: RefCell::new(HashMap::new()),
             offsets: RefCell::new(OffsetTable::default()),
-            loading: RefCell::new(Default::default()),
-            load_generation: Cell::new(0),
+            loads: Default::default(),
             topics: RefCell::new(None),
             seed: Cell::new(seed ^ ((shard_id as u64) << 56)),
             ticks: Cell::new(0),
@@ -275,23 +274,12 @@ impl Coordinator {
             return Ok(0);
         }
         // Synchronously from here to the appends: no commit can slip in between.
-        let epoch = p.leader_epoch();
-        p.roll();
-        let from = p.log_end();
-        let now = self.now();
         let mut records: Vec<Record> = live.iter().map(|(g, tp, c)| offsets::record(g, tp, Some(c))).collect();
         // Consumer groups (KIP-848): their live state again.
         for g in self.consumer_groups.borrow().values().filter(|g| offsets_partition(&g.id, partitions) == index) {
             records.extend(g.records());
         }
-        for batch in offsets::batches(&records, BATCH_BYTES, now) {
-            p.append_nowait(&batch)?;
-        }
-        // The rewrite on every in-sync replica before the old segments go (followers follow
-        // the log start).
-        let end = p.log_end();
-        p.wait_replicated(end, epoch, crate::replica::INTERNAL_WRITE_TIMEOUT).await?;
-        let removed = p.remove_before(from).await?;
+        let removed = rewrite(&p, offsets::batches(&records, BATCH_BYTES, self.now())).await?;
         tracing::info!(partition = index, live = live.len(), segments_deleted = removed.len(), "compacted offsets");
         Ok(removed.len())
     }
@@ -308,7 +296,7 @@ impl Coordinator {
         if self.manager.get(OFFSETS_TOPIC, index).is_none() || !self.topics().leads(OFFSETS_TOPIC, index) {
             return Some(code::NOT_COORDINATOR);
         }
-        if self.loading.borrow().contains_key(&index) {
+        if self.loads.is_loading(index) {
             return Some(code::COORDINATOR_LOAD_IN_PROGRESS);
         }
         None
@@ -578,7 +566,7 @@ impl Coordinator {
         let p = self.manager.get(OFFSETS_TOPIC, index).ok_or(code::NOT_COORDINATOR)?;
         // (Checked again here: a request that passed its checks before an await may find
         // the leadership gone or a load under way.)
-        if self.loading.borrow().contains_key(&index) {
+        if self.loads.is_loading(index) {
             return Err(code::COORDINATOR_LOAD_IN_PROGRESS);
         }
         if !self.topics().leads(OFFSETS_TOPIC, index) {
