@@ -47,6 +47,14 @@ impl Loads {
     }
 }
 
+/// The partitions of internal topic `topic` this shard has open, by index.
+pub fn partitions_of(
+    manager: &crate::storage::manager::PartitionManager<DmaDisk>,
+    topic: &str,
+) -> Vec<(i32, Rc<Partition<DmaDisk>>)> {
+    manager.partitions().into_iter().filter(|((t, _), _)| t == topic).map(|((_, i), p)| (i, p)).collect()
+}
+
 /// Compaction by rewrite: `batches` (the partition's live records, made by the caller with no
 /// await since it read its state) appended in a new segment, made durable on every in-sync
 /// replica, then every segment before it deleted (followers follow the log start). Returns

@@ -201,10 +201,7 @@ impl TxnCoordinator {
     /// markers of prepared transactions.
     pub async fn load(&self) -> anyhow::Result<usize> {
         let mut records = 0;
-        for ((topic, index), p) in self.manager.partitions() {
-            if topic != TXN_TOPIC {
-                continue;
-            }
+        for (index, p) in crate::coordinator::runtime::partitions_of(&self.manager, TXN_TOPIC) {
             records += self.load_partition(index, &p).await?;
         }
         Ok(records)
@@ -670,9 +667,9 @@ impl TxnCoordinator {
     /// is being written (its record would be left behind the rewrite).
     pub async fn compact_all(&self) {
         let Some(n) = self.partitions.get() else { return };
-        for ((topic, index), p) in self.manager.partitions() {
+        for (index, p) in crate::coordinator::runtime::partitions_of(&self.manager, TXN_TOPIC) {
             // Only the leader, with the partition loaded, knows its live ids.
-            if topic != TXN_TOPIC || !self.serves(index) {
+            if !self.serves(index) {
                 continue;
             }
             let live: Vec<TxnMetadata> = {

@@ -20,7 +20,7 @@ mod txn_offsets;
 
 pub use txn_offsets::txn_commit_topics;
 
-use crate::coordinator::runtime::rewrite;
+use crate::coordinator::runtime::{partitions_of, rewrite};
 use crate::errors::storage_code;
 use crate::groups::consumer::{ConsumerGroup, ConsumerLimits, TopicMeta, Topics};
 use crate::groups::group::{Group, GroupLimits, GroupState, Join, Sync};
@@ -182,10 +182,7 @@ impl Coordinator {
     /// Replay this shard's `__consumer_offsets` partitions into the offset table (startup).
     pub async fn load(&self) -> anyhow::Result<usize> {
         let mut records = 0;
-        for ((topic, index), p) in self.manager.partitions() {
-            if topic != OFFSETS_TOPIC {
-                continue;
-            }
+        for (index, p) in partitions_of(&self.manager, OFFSETS_TOPIC) {
             records += self.load_partition(index, &p).await?;
         }
         Ok(records)
@@ -239,14 +236,10 @@ impl Coordinator {
 
     /// Compact every offsets partition of this shard that has grown past the threshold.
     pub async fn compact_all(&self) {
-        for ((topic, index), p) in self.manager.partitions() {
-            if topic != OFFSETS_TOPIC {
-                continue;
-            }
+        for (index, _) in partitions_of(&self.manager, OFFSETS_TOPIC) {
             if let Err(e) = self.compact(index, false).await {
                 tracing::warn!(partition = index, error = %e, "offsets compaction failed");
             }
-            drop(p);
         }
     }
 

@@ -33,28 +33,11 @@ pub fn api_versions_body() -> ApiVersionsResponse {
     resp
 }
 
-/// Metadata: every topic (or those named, by name or from v12 by id (KIP-516), auto-created
-/// by name when the client allows it) with each partition's leader, epoch, replicas and ISR
-/// ([`crate::server::shard::Shard::leadership`]), and each topic's id (v10+). Auto-creation completes before the connection's next
-/// request.
-pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
+/// The topic names a Metadata request asks about (every topic when it names none); the topics
+/// it asks about by id that are unknown or not describable go straight into `topics`.
+fn requested_names(cx: &Cx<'_>, m: &MetadataRequest, topics: &mut Vec<MetadataTopic>) -> Vec<String> {
     let shard = cx.shard;
-    let version = cx.version();
-    let mut topics: Vec<MetadataTopic> = Vec::new();
-    // Names only before v12 (Kafka refuses the whole request: every topic INVALID_REQUEST,
-    // as asked, with no partitions).
-    let by_id_too_early = |t: &MetadataRequestTopic| t.name.is_none() || !Uuid(t.topic_id).is_zero();
-    if let Some(ts) = m.topics.as_ref().filter(|ts| version < 12 && ts.iter().any(by_id_too_early)) {
-        let refused = |t: &MetadataRequestTopic| MetadataTopic {
-            error_code: code::INVALID_REQUEST,
-            name: Some(t.name.clone().unwrap_or_default()),
-            topic_id: t.topic_id,
-            ..Default::default()
-        };
-        topics = ts.iter().map(refused).collect();
-    }
-    let names: Vec<String> = match &m.topics {
-        _ if !topics.is_empty() => Vec::new(),
+    match &m.topics {
         None => shard.topic_names(),
         Some(ts) => {
             let mut names = Vec::new();
@@ -89,74 +72,100 @@ pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
             }
             names
         }
-    };
-    let all_topics = m.topics.is_none();
-    for name in names {
-        // DESCRIBE on the topic, before anything is said of it: every topic listed leaves out
-        // those denied; one asked for is TOPIC_AUTHORIZATION_FAILED, exists or not.
-        if !cx.allowed(Operation::Describe, ResourceType::Topic, &name) {
-            if !all_topics {
-                topics.push(MetadataTopic {
-                    error_code: code::TOPIC_AUTHORIZATION_FAILED,
-                    name: Some(name),
-                    ..Default::default()
-                });
-            }
-            continue;
-        }
-        if crate::storage::topics::validate_topic_name(&name).is_err() {
-            topics.push(MetadataTopic {
-                error_code: code::INVALID_TOPIC_EXCEPTION,
-                name: Some(name),
-                ..Default::default()
-            });
-            continue;
-        }
-        let may_create =
-            || cx.allowed_on_cluster(Operation::Create) || cx.allowed(Operation::Create, ResourceType::Topic, &name);
-        if !shard.has_topic(&name) && m.allow_auto_topic_creation && !all_topics && !may_create() {
-            topics.push(MetadataTopic {
+    }
+}
+
+/// One named topic of a Metadata answer (`None`: left out, a topic of a full listing the
+/// client may not describe), auto-created first when the request allows it.
+async fn describe_topic(cx: &mut Cx<'_>, m: &MetadataRequest, name: String, all_topics: bool) -> Option<MetadataTopic> {
+    let shard = cx.shard;
+    // DESCRIBE on the topic, before anything is said of it: every topic listed leaves out
+    // those denied; one asked for is TOPIC_AUTHORIZATION_FAILED, exists or not.
+    if !cx.allowed(Operation::Describe, ResourceType::Topic, &name) {
+        if !all_topics {
+            return Some(MetadataTopic {
                 error_code: code::TOPIC_AUTHORIZATION_FAILED,
                 name: Some(name),
                 ..Default::default()
             });
-            continue;
         }
-        let exists = shard.has_topic(&name)
-            || (m.allow_auto_topic_creation && m.topics.is_some() && ensure_topic(shard, &name).await);
-        match shard.topic(&name, |t| (t.partitions, t.id)).filter(|_| exists) {
-            None => topics.push(MetadataTopic {
-                error_code: code::UNKNOWN_TOPIC_OR_PARTITION,
-                name: Some(name),
-                ..Default::default()
-            }),
-            Some((n, id)) => topics.push(MetadataTopic {
-                error_code: code::NONE,
-                is_internal: crate::server::is_internal_topic(&name),
-                // KIP-430, when asked.
-                topic_authorized_operations: if m.include_topic_authorized_operations {
-                    cx.authorized_operations(ResourceType::Topic, &name)
-                } else {
-                    i32::MIN
-                },
-                partitions: (0..n as i32)
-                    .filter_map(|p| {
-                        let l = shard.leadership(&name, p)?;
-                        Some(MetadataPartition {
-                            error_code: if l.leader < 0 { code::LEADER_NOT_AVAILABLE } else { code::NONE },
-                            partition_index: p,
-                            leader_id: l.leader,
-                            leader_epoch: l.leader_epoch,
-                            replica_nodes: l.replicas,
-                            isr_nodes: l.isr,
-                            ..Default::default()
-                        })
+        return None;
+    }
+    if crate::storage::topics::validate_topic_name(&name).is_err() {
+        return Some(MetadataTopic {
+            error_code: code::INVALID_TOPIC_EXCEPTION,
+            name: Some(name),
+            ..Default::default()
+        });
+    }
+    let may_create =
+        || cx.allowed_on_cluster(Operation::Create) || cx.allowed(Operation::Create, ResourceType::Topic, &name);
+    if !shard.has_topic(&name) && m.allow_auto_topic_creation && !all_topics && !may_create() {
+        return Some(MetadataTopic {
+            error_code: code::TOPIC_AUTHORIZATION_FAILED,
+            name: Some(name),
+            ..Default::default()
+        });
+    }
+    let exists = shard.has_topic(&name)
+        || (m.allow_auto_topic_creation && m.topics.is_some() && ensure_topic(shard, &name).await);
+    match shard.topic(&name, |t| (t.partitions, t.id)).filter(|_| exists) {
+        None => {
+            Some(MetadataTopic { error_code: code::UNKNOWN_TOPIC_OR_PARTITION, name: Some(name), ..Default::default() })
+        }
+        Some((n, id)) => Some(MetadataTopic {
+            error_code: code::NONE,
+            is_internal: crate::server::is_internal_topic(&name),
+            // KIP-430, when asked.
+            topic_authorized_operations: if m.include_topic_authorized_operations {
+                cx.authorized_operations(ResourceType::Topic, &name)
+            } else {
+                i32::MIN
+            },
+            partitions: (0..n as i32)
+                .filter_map(|p| {
+                    let l = shard.leadership(&name, p)?;
+                    Some(MetadataPartition {
+                        error_code: if l.leader < 0 { code::LEADER_NOT_AVAILABLE } else { code::NONE },
+                        partition_index: p,
+                        leader_id: l.leader,
+                        leader_epoch: l.leader_epoch,
+                        replica_nodes: l.replicas,
+                        isr_nodes: l.isr,
+                        ..Default::default()
                     })
-                    .collect(),
-                name: Some(name),
-                topic_id: id.0,
-                ..Default::default()
-            }),
+                })
+                .collect(),
+            name: Some(name),
+            topic_id: id.0,
+            ..Default::default()
+        }),
+    }
+}
+
+/// Metadata: every topic (or those named, by name or from v12 by id (KIP-516), auto-created
+/// by name when the client allows it) with each partition's leader, epoch, replicas and ISR
+/// ([`crate::server::shard::Shard::leadership`]), and each topic's id (v10+). Auto-creation
+/// completes before the connection's next request.
+pub async fn metadata(cx: &mut Cx<'_>, m: MetadataRequest) -> MetadataResponse {
+    let version = cx.version();
+    let mut topics: Vec<MetadataTopic> = Vec::new();
+    // Names only before v12 (Kafka refuses the whole request: every topic INVALID_REQUEST,
+    // as asked, with no partitions).
+    let by_id_too_early = |t: &MetadataRequestTopic| t.name.is_none() || !Uuid(t.topic_id).is_zero();
+    if let Some(ts) = m.topics.as_ref().filter(|ts| version < 12 && ts.iter().any(by_id_too_early)) {
+        let refused = |t: &MetadataRequestTopic| MetadataTopic {
+            error_code: code::INVALID_REQUEST,
+            name: Some(t.name.clone().unwrap_or_default()),
+            topic_id: t.topic_id,
+            ..Default::default()
+        };
+        topics = ts.iter().map(refused).collect();
+    }
+    if topics.is_empty() {
+        for name in requested_names(cx, &m, &mut topics) {
+            let all_topics = m.topics.is_none();
+            topics.extend(describe_topic(cx, &m, name, all_topics).await);
         }
     }
     let (controller_id, listed, cluster_id) = cluster_view(cx).await;

@@ -24,6 +24,61 @@ pub struct AlterUsers {
 /// One user's outcome.
 pub type UserOutcome = (String, ErrorCode, Option<String>);
 
+/// The credentials `request` makes of `current`: each user's outcome (a refusal as Kafka
+/// answers it), and whether anything changed. `names`: every user the request names, once per
+/// mention; `order`: each once, in request order.
+fn stage(
+    request: &AlterUsers,
+    names: &[&str],
+    order: &[String],
+    current: &Credentials,
+) -> (Credentials, Vec<UserOutcome>, bool) {
+    let mut next = current.clone();
+    let mut outcome: Vec<UserOutcome> = order.iter().map(|u| (u.clone(), code::NONE, None)).collect();
+    let mut refuse = |user: &str, e: ErrorCode, message: &str| {
+        if let Some(o) = outcome.iter_mut().find(|o| o.0 == user && o.1 == code::NONE) {
+            (o.1, o.2) = (e, Some(message.to_string()));
+        }
+    };
+    for n in order {
+        if names.iter().filter(|x| **x == n.as_str()).count() > 1 {
+            refuse(n, code::DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request");
+        }
+    }
+    let mut changed = false;
+    for (name, mechanism) in &request.deletions {
+        match (name.is_empty(), Mechanism::from_code(*mechanism)) {
+            (true, _) => refuse(name, code::UNACCEPTABLE_CREDENTIAL, "Username must not be empty"),
+            (_, None) => refuse(name, code::UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"),
+            (_, Some(m)) if next.get(name, m).is_none() => {
+                refuse(name, code::RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist")
+            }
+            (_, Some(m)) => {
+                if names.iter().filter(|x| **x == name.as_str()).count() == 1 {
+                    next.set(name, m, None);
+                    changed = true;
+                }
+            }
+        }
+    }
+    for u in &request.upsertions {
+        match (u.name.is_empty(), Mechanism::from_code(u.mechanism)) {
+            (true, _) => refuse(&u.name, code::UNACCEPTABLE_CREDENTIAL, "Username must not be empty"),
+            (_, None) => refuse(&u.name, code::UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"),
+            _ if u.iterations < MIN_ITERATIONS => refuse(&u.name, code::UNACCEPTABLE_CREDENTIAL, "Too few iterations"),
+            _ if u.iterations > MAX_ITERATIONS => refuse(&u.name, code::UNACCEPTABLE_CREDENTIAL, "Too many iterations"),
+            (_, Some(m)) => {
+                if names.iter().filter(|x| **x == u.name.as_str()).count() == 1 {
+                    let c = Credential::from_salted(m, &u.salt, &u.salted_password, u.iterations);
+                    next.set(&u.name, m, Some(c));
+                    changed = true;
+                }
+            }
+        }
+    }
+    (next, outcome, changed)
+}
+
 impl ShardCall<Shard> for AlterUsers {
     type Reply = Vec<UserOutcome>;
     const NAME: &'static str = "alter-users";
@@ -51,59 +106,7 @@ impl ShardCall<Shard> for AlterUsers {
         let attempt = async || {
             let based_on = metadata::document_version(&shard, CREDENTIALS_FILE);
             let lease = control.lease().await;
-            let mut next = (*shard.credentials()).clone();
-            let mut outcome: Vec<UserOutcome> = order.iter().map(|u| (u.clone(), code::NONE, None)).collect();
-            let mut refuse = |user: &str, e: ErrorCode, message: &str| {
-                if let Some(o) = outcome.iter_mut().find(|o| o.0 == user && o.1 == code::NONE) {
-                    (o.1, o.2) = (e, Some(message.to_string()));
-                }
-            };
-            for n in &order {
-                if names.iter().filter(|x| *x == n).count() > 1 {
-                    refuse(
-                        n,
-                        code::DUPLICATE_RESOURCE,
-                        "A user credential cannot be altered twice in the same request",
-                    );
-                }
-            }
-            let mut changed = false;
-            for (name, mechanism) in &self.deletions {
-                match (name.is_empty(), Mechanism::from_code(*mechanism)) {
-                    (true, _) => refuse(name, code::UNACCEPTABLE_CREDENTIAL, "Username must not be empty"),
-                    (_, None) => refuse(name, code::UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"),
-                    (_, Some(m)) if next.get(name, m).is_none() => refuse(
-                        name,
-                        code::RESOURCE_NOT_FOUND,
-                        "Attempt to delete a user credential that does not exist",
-                    ),
-                    (_, Some(m)) => {
-                        if names.iter().filter(|x| **x == name.as_str()).count() == 1 {
-                            next.set(name, m, None);
-                            changed = true;
-                        }
-                    }
-                }
-            }
-            for u in &self.upsertions {
-                match (u.name.is_empty(), Mechanism::from_code(u.mechanism)) {
-                    (true, _) => refuse(&u.name, code::UNACCEPTABLE_CREDENTIAL, "Username must not be empty"),
-                    (_, None) => refuse(&u.name, code::UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"),
-                    _ if u.iterations < MIN_ITERATIONS => {
-                        refuse(&u.name, code::UNACCEPTABLE_CREDENTIAL, "Too few iterations")
-                    }
-                    _ if u.iterations > MAX_ITERATIONS => {
-                        refuse(&u.name, code::UNACCEPTABLE_CREDENTIAL, "Too many iterations")
-                    }
-                    (_, Some(m)) => {
-                        if names.iter().filter(|x| **x == u.name.as_str()).count() == 1 {
-                            let c = Credential::from_salted(m, &u.salt, &u.salted_password, u.iterations);
-                            next.set(&u.name, m, Some(c));
-                            changed = true;
-                        }
-                    }
-                }
-            }
+            let (next, mut outcome, changed) = stage(&self, &names, &order, &shard.credentials());
             if !changed {
                 return Some(outcome);
             }
