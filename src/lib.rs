@@ -7,6 +7,7 @@
 //! - [`types`]: newtypes for numbers easily mixed up (`Offset`, `TimestampMs`).
 //! - [`metrics`]: per-shard latency histograms by stage and counters.
 //! - [`budget`]: a shard's memory budgets (requests, fetches, the batch cache).
+//! - [`deadline`]: bounded waits (`within`).
 //! - [`io`]: the disk seam; the only code that calls glommio's file APIs. [`io::DmaDisk`] for
 //!   real disks, [`io::MemDisk`] for tests that crash and inject faults.
 //! - [`placement`]: which shard owns a partition (a stable hash).
@@ -44,6 +45,7 @@ pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod coordinator;
+pub mod deadline;
 pub mod dump;
 pub mod errors;
 pub mod groups;

@@ -39,7 +39,7 @@ impl Peers {
         limit: Duration,
     ) -> anyhow::Result<A> {
         let c = self.conn(id, purpose, connect).await?;
-        let answer = crate::cluster::net::within(limit, c.call_at(api, version, req)).await;
+        let answer = crate::deadline::within(limit, c.call_at(api, version, req)).await;
         let answer = answer.unwrap_or_else(|| Err(anyhow::anyhow!("node {id} did not answer within {limit:?}")));
         if answer.is_err() {
             // Only this connection (another request may have opened a new one meanwhile).
@@ -61,7 +61,7 @@ impl Peers {
         if let Some(c) = open {
             return Ok(c);
         }
-        let connecting = crate::cluster::net::within(CONNECT_TIMEOUT, connect).await;
+        let connecting = crate::deadline::within(CONNECT_TIMEOUT, connect).await;
         let c = connecting.unwrap_or_else(|| Err(anyhow::anyhow!("connecting to node {id} timed out")))?;
         self.open.borrow_mut().insert((id, purpose), c.clone());
         Ok(c)

@@ -10,20 +10,21 @@
 
 use super::log_store::{metadata_log_config, MetaLog};
 use super::net::{self, Network, Peer, Reply};
+use super::state::Raft;
 use super::state::{MetaImage, MetaStateMachine};
-use super::types::{MetaCommand, Raft};
+use super::types::MetaCommand;
 use crate::io::Disk;
 use crate::storage::{system_clock, Partition};
 use openraft::BasicNode;
 use openraft_rt::WatchReceiver;
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a controller needs to know.
 #[derive(Debug, Clone)]
@@ -81,32 +82,6 @@ impl ControllerConfig {
             }
         }
         h
-    }
-}
-
-/// When the active controller last heard from each broker (in memory only, as in KRaft: a new
-/// active controller gives every broker a full session from its election).
-#[derive(Default)]
-pub struct Liveness {
-    last_seen: RefCell<HashMap<i32, Instant>>,
-}
-
-impl Liveness {
-    pub fn seen(&self, broker: i32) {
-        self.last_seen.borrow_mut().insert(broker, Instant::now());
-    }
-
-    /// Every broker gets a full session from now (this node just became the leader).
-    fn restart(&self) {
-        self.last_seen.borrow_mut().clear();
-    }
-
-    /// Whether `broker` has been silent longer than `timeout` (one never heard of is given a
-    /// session from now).
-    fn expired(&self, broker: i32, timeout: Duration) -> bool {
-        let now = Instant::now();
-        let mut seen = self.last_seen.borrow_mut();
-        now.duration_since(*seen.entry(broker).or_insert(now)) > timeout
     }
 }
 
@@ -242,9 +217,11 @@ impl<D: Disk> Controller<D> {
             // then made again: the commands are applied so that a repeat does no harm but say
             // so, TOPIC_ALREADY_EXISTS or a newer broker epoch.)
             let reply = match leader {
-                Some(l) if l == self.config.node_id => net::within(left, net::write(&self.raft, command.clone()))
-                    .await
-                    .unwrap_or_else(|| Reply::Failed(format!("not committed within {limit:?}"))),
+                Some(l) if l == self.config.node_id => {
+                    crate::deadline::within(left, net::write(&self.raft, command.clone()))
+                        .await
+                        .unwrap_or_else(|| Reply::Failed(format!("not committed within {limit:?}")))
+                }
                 Some(l) => match self.config.voters.get(&l) {
                     Some(addr) => {
                         let mut peer = self.peer(l, addr);

@@ -5,10 +5,12 @@
 //! - [`state`]: the metadata image and its snapshots;
 //! - [`net`]: the RPCs between controllers (TCP, JSON frames);
 //! - [`controller`]: starting a voter, forming the quorum, writing through the leader;
+//! - [`liveness`]: when the active controller last heard from each broker;
 //! - [`settings`]: KRaft's settings (`process.roles`, `controller.quorum.voters`, ...).
 //!
 //! docs/cluster-research.md has the plan; docs/architecture.md ("The cluster") what is built.
 pub mod controller;
+pub mod liveness;
 pub mod log_store;
 pub mod net;
 pub mod rt;

@@ -10,7 +10,9 @@
 //! backs off), a broken connection or timeout is a network error, and the connection is dropped
 //! and dialled again on the next call. Nothing connects eagerly.
 
-use super::types::{LogId, MetaCommand, MetaResponse, Raft, Snapshot, SnapshotData, SnapshotMeta, Tm, Vote};
+use super::state::Raft;
+use super::types::{LogId, MetaCommand, MetaResponse, Snapshot, SnapshotData, SnapshotMeta, Tm, Vote};
+use crate::deadline::within;
 use crate::io::Disk;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Timeout, Unreachable};
@@ -151,16 +153,6 @@ pub async fn read_frame<R: futures_lite::AsyncRead + Unpin>(r: &mut R) -> io::Re
     let mut body = vec![0u8; len];
     r.read_exact(&mut body).await?;
     Ok(Some(body))
-}
-
-/// Race `f` against `limit`.
-pub(crate) async fn within<T>(limit: Duration, f: impl Future<Output = T>) -> Option<T> {
-    let f = std::pin::pin!(f);
-    let sleep = std::pin::pin!(glommio::timer::sleep(limit));
-    match futures_util::future::select(f, sleep).await {
-        futures_util::future::Either::Left((v, _)) => Some(v),
-        futures_util::future::Either::Right(_) => None,
-    }
 }
 
 /// A failure of one call.
@@ -359,7 +351,7 @@ pub struct Served<D: Disk> {
     pub links: Option<Rc<Links>>,
     pub raft: Raft<D>,
     pub state: super::state::MetaStateMachine<D>,
-    pub liveness: Rc<super::controller::Liveness>,
+    pub liveness: Rc<super::liveness::Liveness>,
 }
 
 /// Serve the quorum's RPCs on `listener` until `stop` is set: one task per connection.

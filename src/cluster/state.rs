@@ -54,6 +54,9 @@ pub struct Document {
     pub text: String,
 }
 
+/// The metadata quorum's Raft node, over this state machine.
+pub type Raft<D> = openraft::Raft<Tm, MetaStateMachine<D>>;
+
 /// A command the image does not apply, with Kafka's code and a message.
 fn refused(code: ErrorCode, message: String) -> MetaResponse {
     MetaResponse::Refused { code: code.0, message }

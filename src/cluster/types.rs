@@ -27,7 +27,6 @@ pub type SnapshotMeta = openraft::alias::SnapshotMetaOf<Tm>;
 pub type Snapshot = openraft::alias::SnapshotOf<Tm, SnapshotData>;
 pub type LogState = openraft::storage::LogState<Tm>;
 pub type IOFlushed = openraft::storage::IOFlushed<Tm>;
-pub type Raft<D> = openraft::Raft<Tm, super::state::MetaStateMachine<D>>;
 
 /// A snapshot's bytes: the metadata image as JSON ([`super::state`]).
 pub type SnapshotData = std::io::Cursor<Vec<u8>>;

@@ -33,7 +33,7 @@ pub(super) async fn run<H: Host>(host: Rc<H>, leader: i32) {
         }
         let partitions = host.replication().followed_from(leader);
         if conn.as_ref().is_none_or(|c| c.is_closed()) {
-            let connecting = crate::cluster::net::within(SOCKET_TIMEOUT, connect(&host, leader)).await;
+            let connecting = crate::deadline::within(SOCKET_TIMEOUT, connect(&host, leader)).await;
             conn = match connecting.unwrap_or_else(|| Err(anyhow::anyhow!("timed out"))) {
                 Ok(c) => Some(c),
                 Err(e) => {
@@ -54,7 +54,7 @@ pub(super) async fn run<H: Host>(host: Rc<H>, leader: i32) {
         }
         // A leader gone silent (a cut link: no reset) answers nothing: the connection goes.
         let wait = SOCKET_TIMEOUT + Duration::from_millis(settings.fetch_wait_max_ms.max(0) as u64);
-        let called = crate::cluster::net::within(wait, c.call_at(1, FETCH_VERSION, &mut req)).await;
+        let called = crate::deadline::within(wait, c.call_at(1, FETCH_VERSION, &mut req)).await;
         let resp: FetchResponse = match called.unwrap_or_else(|| Err(anyhow::anyhow!("no answer within {wait:?}"))) {
             Ok(r) => r,
             Err(e) => {
@@ -285,7 +285,7 @@ async fn leader_end(c: &Conn, node: i32, epoch: i32, tp: &Tp) -> anyhow::Result<
     };
     let topic = OffsetForLeaderTopic { topic: tp.0.clone(), partitions: vec![partition], ..Default::default() };
     let mut req = OffsetForLeaderEpochRequest { replica_id: node, topics: vec![topic], ..Default::default() };
-    let asked = crate::cluster::net::within(SOCKET_TIMEOUT, c.call_at(23, 3, &mut req)).await;
+    let asked = crate::deadline::within(SOCKET_TIMEOUT, c.call_at(23, 3, &mut req)).await;
     let resp: OffsetForLeaderEpochResponse = asked.unwrap_or_else(|| Err(anyhow::anyhow!("no answer")))?;
     let found = resp.topics.iter().flat_map(|t| t.partitions.iter()).find(|p| p.partition == tp.1);
     match found {

@@ -22,6 +22,7 @@
 //! request other than those after the session ended closes the connection, as Kafka's
 //! processor does (clients that cannot re-authenticate reconnect).
 
+use crate::deadline::within;
 use crate::metrics::{self, Counter};
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::Message;
@@ -29,7 +30,6 @@ use crate::protocol::security::{SaslAuthenticateResponse, SaslHandshakeResponse}
 use crate::protocol::{decode_request, encode_response, Request, RequestHeader};
 use crate::security::sasl::{Exchange, Step};
 use crate::server::api::error_response;
-use crate::server::deadline::within;
 use crate::server::shard::Shard;
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use std::time::{Duration, Instant};

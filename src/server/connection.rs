@@ -8,11 +8,11 @@
 //! everyone else.
 
 use crate::budget::Held;
+use crate::deadline::within;
 use crate::metrics::{self, Counter, Stage};
 use crate::protocol::decode_request;
 use crate::server::api::{error_response, handle, Dispatched};
 use crate::server::authenticate::{authenticate, SaslSession};
-use crate::server::deadline::within;
 use crate::server::limits::Admitted;
 use crate::server::listeners::Listener;
 use crate::server::shard::Shard;

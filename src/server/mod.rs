@@ -7,8 +7,8 @@
 //! half-alive broker.
 //!
 //! The modules, bottom up (imports point down this list, never up):
-//! - [`router`], [`limits`], [`errors`], [`deadline`]: typed calls between shards, memory and
-//!   connection limits, the code of a call without a reply, bounded waits.
+//! - [`router`], [`limits`], [`errors`]: typed calls between shards, memory and connection
+//!   limits, the code of a call without a reply.
 //! - [`broker_config`], [`listeners`], [`configs`]: the settings as given (the listeners among
 //!   them), and the dynamic layers over them;
 //!   [`data_dir`]: the data directory's lock and identity (cluster id, node id).
@@ -28,7 +28,6 @@ pub mod configs;
 pub mod connection;
 pub mod control;
 pub mod data_dir;
-pub mod deadline;
 pub mod errors;
 pub mod limits;
 pub mod listeners;

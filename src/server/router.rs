@@ -20,7 +20,7 @@
 //! The router is generic over the shard type `S` so that it depends on nothing in the server
 //! (and can be tested with a shard of its own).
 
-use crate::server::deadline::within;
+use crate::deadline::within;
 use crate::server::limits::LogEvery;
 use futures_channel::oneshot;
 use glommio::channels::channel_mesh::{Receivers, Senders};

@@ -6,7 +6,7 @@
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::groups::*;
 use crate::security::acl::{Operation, ResourceType};
-use crate::server::api::groups::to_coordinator;
+use crate::server::api::route::to_coordinator;
 use crate::server::api::Cx;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;

@@ -9,6 +9,7 @@ use crate::coordinator::group::commit_response;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
 use crate::security::acl::{Operation, ResourceType};
+use crate::server::api::route::to_coordinator;
 use crate::server::api::Cx;
 use crate::server::control::ensure_offsets_topic;
 use crate::server::errors::call_code;
@@ -16,38 +17,6 @@ use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use std::rc::Rc;
 use std::time::Duration;
-
-/// Send `call` to the shard coordinating `group`, releasing the turn once it is issued; the
-/// reply, or the error code for none.
-pub(super) async fn to_coordinator<C: ShardCall<Shard>>(
-    cx: &mut Cx<'_>,
-    group: &str,
-    call: C,
-) -> Result<C::Reply, ErrorCode> {
-    let target = cx.shard.coordinator().shard_of(group);
-    to_coordinating_shard(cx, target, call).await
-}
-
-/// Send `call` to a coordinator's shard (`None`: its topic does not exist yet), releasing the
-/// turn once it is issued; the reply, or COORDINATOR_NOT_AVAILABLE (retriable) for none.
-pub(super) async fn to_coordinating_shard<C: ShardCall<Shard>>(
-    cx: &mut Cx<'_>,
-    target: Option<usize>,
-    call: C,
-) -> Result<C::Reply, ErrorCode> {
-    let Some(target) = target else {
-        cx.release_turn();
-        return Err(code::COORDINATOR_NOT_AVAILABLE);
-    };
-    let shard = cx.shard.clone();
-    let task = glommio::spawn_local(async move { shard.call(target, call).await }).detach();
-    cx.release_turn();
-    match task.await {
-        Some(Ok(reply)) => Ok(reply),
-        Some(Err(e)) => Err(call_code(&e, code::COORDINATOR_NOT_AVAILABLE)),
-        None => Err(code::COORDINATOR_NOT_AVAILABLE),
-    }
-}
 
 /// The deadline of a membership call: a JoinGroup or SyncGroup waits for the rebalance, up to
 /// the group's rebalance timeout (Kafka's own bound on it).

@@ -21,6 +21,7 @@ mod partitions;
 mod produce;
 mod producers;
 mod quotas;
+mod route;
 mod topics;
 mod transactions;
 mod users;

@@ -10,7 +10,7 @@ use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::protocol::txn::*;
 use crate::security::acl::{Operation, ResourceType};
-use crate::server::api::groups::{to_coordinating_shard, to_coordinator};
+use crate::server::api::route::{to_coordinating_shard, to_coordinator};
 use crate::server::api::Cx;
 use crate::server::control::{ensure_offsets_topic, ensure_txn_topic};
 use crate::server::errors::call_code;

@@ -73,7 +73,7 @@ async fn commit(shard: &Shard, command: MetaCommand) -> Result<MetaResponse, Adm
 async fn until_published(shard: &Shard, ready: impl FnMut(&u64) -> bool) -> bool {
     let Some(control) = shard.control() else { return false };
     let mut published = control.published.subscribe();
-    let waited = crate::cluster::net::within(COMMIT_LIMIT, published.wait_for(ready)).await;
+    let waited = crate::deadline::within(COMMIT_LIMIT, published.wait_for(ready)).await;
     matches!(waited, Some(Ok(_)))
 }
 
@@ -498,7 +498,7 @@ pub fn spawn_publisher(
             }
             // A change of the metrics (applied index among them), or a look every second. Once
             // openraft has stopped (its watch closed), a look every second: never a busy loop.
-            if let Some(Err(_)) = crate::cluster::net::within(Duration::from_secs(1), metrics.changed()).await {
+            if let Some(Err(_)) = crate::deadline::within(Duration::from_secs(1), metrics.changed()).await {
                 glommio::timer::sleep(Duration::from_secs(1)).await;
             }
         }

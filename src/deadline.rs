@@ -1,5 +1,5 @@
-//! Waiting with a deadline, the one way the server bounds a wait (connections' reads and
-//! writes, calls between shards).
+//! Waiting with a deadline, the one way the broker bounds a wait: connections' reads and
+//! writes, calls between shards, the metadata quorum's requests, our client's calls.
 
 use std::future::Future;
 use std::time::Duration;
