@@ -28,8 +28,8 @@
 //!   of a partition's leadership on a shard.
 //! - [`coordinator`]: the group and transaction coordinators.
 //! - [`server`]: the broker: shards (where the services above are wired together), typed calls
-//!   between them, the control plane on shard 0, one module per API family
-//!   (`server::api`), connections.
+//!   between them, the control plane on shard 0 and the metadata deltas it publishes to every
+//!   shard (`server::publish`), one module per API family (`server::api`), connections.
 //! - [`load`]: `tidemark load`, a load generator for any Kafka-compatible broker.
 //! - [`storage_load`]: `tidemark storage-load`, the storage engine under load.
 //! - [`dump`]: human-readable dumps of segment and index files (`tidemark dump`).

@@ -34,10 +34,13 @@ pub mod listeners;
 pub mod metrics_http;
 pub mod peers;
 pub mod producer_ids;
+pub mod publish;
+pub mod replication;
 pub mod router;
 pub mod shard;
 pub mod tls;
 pub mod transactions;
+pub mod view;
 
 /// The broker's own topics (`__consumer_offsets`, `__transaction_state`): created by the
 /// broker, never deleted, grown, reconfigured, trimmed or written by clients.

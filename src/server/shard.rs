@@ -23,7 +23,9 @@ use crate::server::configs::{DynamicConfigs, Effective};
 use crate::server::data_dir::Identity;
 use crate::server::limits::{ConnectionTable, LogEvery};
 use crate::server::producer_ids::ProducerIds;
+use crate::server::publish::{Delta, Follower, Publish, TopicInfo};
 use crate::server::router::{CallError, Envelope, Routed, Router, ShardCall};
+use crate::server::view::{Access, Settings, TopicsView};
 use crate::server::BrokerConfig;
 use crate::storage::cache::BatchCache;
 use crate::storage::manager::PartitionManager;
@@ -36,30 +38,6 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-/// A partition's placement as [`Shard::placed`] lends it.
-enum Placed<'a> {
-    /// A standalone node: its only replica and leader.
-    Alone,
-    /// Clustered, before the metadata image reached this shard.
-    Unknown,
-    At(&'a PartitionState),
-}
-
-/// What every shard knows about a topic.
-#[derive(Debug, Clone)]
-pub struct TopicInfo {
-    /// The topic's id (KIP-516).
-    pub id: Uuid,
-    pub partitions: u32,
-    pub config: LogConfig,
-    /// The topic's own settings (the rest come from the broker defaults).
-    pub overrides: BTreeMap<String, String>,
-    /// On a clustered node, each partition's replicas and leadership from the metadata image
-    /// (`None` until the image reached this shard: no partition is led here meanwhile). A
-    /// standalone node is every partition's only replica and leader; this is `None` there.
-    pub placement: Option<Vec<PartitionState>>,
-}
-
 /// Shard 0's control-plane state: the persistent topic store (taken out of its cell while an
 /// operation on it awaits, `lock` serializing those operations) and the producer-id blocks.
 pub struct ControlState {
@@ -70,9 +48,9 @@ pub struct ControlState {
     pub disk: DmaDisk,
     /// A clustered node's controller (`control::quorum`), once started.
     pub quorum: RefCell<Option<Rc<crate::cluster::controller::Controller<DmaDisk>>>>,
-    /// The metadata log index whose image the shards have (`control::metadata`'s publisher).
+    /// The metadata log index whose image the shards have (`control::publisher`).
     pub published: tokio::sync::watch::Sender<u64>,
-    /// The version of each cluster-wide document in force here (`control::metadata`).
+    /// The version of each cluster-wide document in force here (`control::documents`).
     pub documents: RefCell<BTreeMap<String, u64>>,
     /// Documents whose newer version this node could not take yet (retried by the publisher).
     pub failed_documents: RefCell<BTreeMap<String, u64>>,
@@ -188,9 +166,8 @@ pub struct Shard {
     router: Router<Shard>,
     config: Arc<BrokerConfig>,
     manager: Rc<PartitionManager<DmaDisk>>,
-    topics: RefCell<BTreeMap<String, TopicInfo>>,
-    /// Topic ids to names (KIP-516: Fetch v13+, DeleteTopics and Metadata by id).
-    topic_ids: RefCell<std::collections::HashMap<Uuid, String>>,
+    /// The topics as this shard knows them.
+    topics: TopicsView,
     coordinator: Rc<Coordinator>,
     /// The transaction coordinator of the transactional ids this shard owns.
     txn: Rc<TxnCoordinator>,
@@ -199,16 +176,11 @@ pub struct Shard {
     /// This shard's share of `tidemark.fetch.max.memory.bytes`: fetched records not written.
     fetch_memory: Budget,
     /// The dynamic broker settings, and the settings they give with the static ones.
-    dynamic: RefCell<DynamicConfigs>,
-    effective: RefCell<Rc<Effective>>,
-    /// Open connections of every shard (its limits are dynamic settings).
-    connections: Arc<ConnectionTable>,
+    settings: Settings,
     /// Whose data directory this is (cluster id, node id).
     identity: Identity,
-    /// Users' SCRAM credentials (`<data-dir>/credentials`; changed by shard 0, broadcast).
-    credentials: RefCell<Rc<Credentials>>,
-    /// ACL bindings (`<data-dir>/acls`; changed by shard 0, broadcast).
-    acls: RefCell<Rc<Acls>>,
+    /// Users' SCRAM credentials and the ACL bindings.
+    access: Access,
     /// Repeated log lines, at most one a second each: refused connections, failed reads.
     refusals_log: LogEvery,
     read_errors_log: LogEvery,
@@ -271,18 +243,12 @@ impl Shard {
             fetch_memory,
             refusals_log: LogEvery::default(),
             read_errors_log: LogEvery::default(),
-            dynamic: RefCell::new(dynamic),
-            effective: RefCell::new(Rc::new(effective)),
-            connections,
+            settings: Settings::new(config.clone(), dynamic, effective, connections),
             identity,
-            credentials: RefCell::new(Rc::new(credentials)),
-            acls: RefCell::new(Rc::new(acls)),
+            access: Access::new(credentials, acls),
+            topics: TopicsView::new(config.node_id, config.cluster.is_some(), topics),
             config,
             manager,
-            topic_ids: RefCell::new(
-                topics.iter().map(|(name, t): (&String, &TopicInfo)| (t.id, name.clone())).collect(),
-            ),
-            topics: RefCell::new(topics),
             coordinator,
             txn,
             clock,
@@ -341,30 +307,22 @@ impl Shard {
 
     /// The settings in force (static with dynamic over them).
     pub fn effective(&self) -> Rc<Effective> {
-        self.effective.borrow().clone()
+        self.settings.effective()
     }
 
     /// Users' SCRAM credentials as this shard knows them.
     pub fn credentials(&self) -> Rc<Credentials> {
-        self.credentials.borrow().clone()
-    }
-
-    pub fn set_credentials(&self, credentials: Credentials) {
-        *self.credentials.borrow_mut() = Rc::new(credentials);
+        self.access.credentials()
     }
 
     /// The ACL bindings as this shard knows them.
     pub fn acls(&self) -> Rc<Acls> {
-        self.acls.borrow().clone()
-    }
-
-    pub fn set_acls(&self, acls: Acls) {
-        *self.acls.borrow_mut() = Rc::new(acls);
+        self.access.acls()
     }
 
     /// The dynamic broker settings as this shard applies them.
     pub fn dynamic(&self) -> DynamicConfigs {
-        self.dynamic.borrow().clone()
+        self.settings.dynamic()
     }
 
     /// Broker wall-clock time in ms.
@@ -377,51 +335,19 @@ impl Shard {
         self.manager.get(topic, partition)
     }
 
-    /// A partition's replicas and leadership as clients are told them: standalone, this node
-    /// alone at leader epoch 0; clustered, the metadata image's (no leader, -1, until the
-    /// image reached this shard). `None`: no such topic or partition.
+    /// A partition's replicas and leadership as clients are told them ([`TopicsView::leadership`]).
     pub fn leadership(&self, topic: &str, partition: i32) -> Option<PartitionState> {
-        let node = self.config.node_id;
-        self.placed(topic, partition, |p| match p {
-            Placed::Alone => PartitionState::new(vec![node], vec![node]),
-            Placed::Unknown => PartitionState { leader: -1, ..PartitionState::new(Vec::new(), Vec::new()) },
-            Placed::At(state) => state.clone(),
-        })
+        self.topics.leadership(topic, partition)
     }
 
-    /// A partition's leader (-1: none now), as [`Shard::leadership`] says, without copying its
-    /// placement (produce and fetch ask it for every partition). `None`: no such partition.
+    /// A partition's leader (-1: none now). `None`: no such partition.
     pub fn leader(&self, topic: &str, partition: i32) -> Option<i32> {
-        self.placed(topic, partition, |p| match p {
-            Placed::Alone => self.config.node_id,
-            Placed::Unknown => -1,
-            Placed::At(state) => state.leader,
-        })
+        self.topics.leader(topic, partition)
     }
 
     /// How many replicas of a partition are in sync (one, standalone; none while unknown).
     pub fn in_sync(&self, topic: &str, partition: i32) -> Option<usize> {
-        self.placed(topic, partition, |p| match p {
-            Placed::Alone => 1,
-            Placed::Unknown => 0,
-            Placed::At(state) => state.isr.len(),
-        })
-    }
-
-    /// `f` of a partition's placement, borrowed (`None`: no such topic or partition).
-    fn placed<R>(&self, topic: &str, partition: i32, f: impl FnOnce(Placed<'_>) -> R) -> Option<R> {
-        let topics = self.topics.borrow();
-        let t = topics.get(topic)?;
-        if partition < 0 || partition as u32 >= t.partitions {
-            return None;
-        }
-        if self.config.cluster.is_none() {
-            return Some(f(Placed::Alone));
-        }
-        match t.placement.as_ref().and_then(|p| p.get(partition as usize)) {
-            Some(state) => Some(f(Placed::At(state))),
-            None => Some(f(Placed::Unknown)),
-        }
+        self.topics.in_sync(topic, partition)
     }
 
     /// The partition a client's produce, fetch or offset request is for, if this node leads it
@@ -478,7 +404,7 @@ impl Shard {
     }
 
     pub fn connections(&self) -> &Arc<ConnectionTable> {
-        &self.connections
+        self.settings.connections()
     }
 
     /// Refused connections: at most one log line a second.
@@ -503,20 +429,20 @@ impl Shard {
 
     /// Look at a topic as this shard knows it.
     pub fn topic<R>(&self, name: &str, f: impl FnOnce(&TopicInfo) -> R) -> Option<R> {
-        self.topics.borrow().get(name).map(f)
+        self.topics.topic(name, f)
     }
 
     /// The name of the topic with this id (KIP-516), if this shard knows it.
     pub fn topic_name(&self, id: Uuid) -> Option<String> {
-        self.topic_ids.borrow().get(&id).cloned()
+        self.topics.name_of(id)
     }
 
     pub fn has_topic(&self, name: &str) -> bool {
-        self.topics.borrow().contains_key(name)
+        self.topics.contains(name)
     }
 
     pub fn topic_names(&self) -> Vec<String> {
-        self.topics.borrow().keys().cloned().collect()
+        self.topics.names()
     }
 
     /// The partition count of `__consumer_offsets`, once it exists.
@@ -524,53 +450,72 @@ impl Shard {
         self.topic(OFFSETS_TOPIC, |t| t.partitions)
     }
 
-    /// A topic exists now (or its settings changed), as shard 0 decided.
-    pub fn set_topic(&self, name: String, info: TopicInfo) {
+    /// Take one metadata delta from shard 0 (the order is [`crate::server::publish`]'s).
+    async fn follow(self: &Rc<Self>, delta: Delta) {
+        if let Delta::Placed { name, config, placement, fresh_from } = &delta {
+            self.place_partitions(name, config, placement, *fresh_from).await;
+        }
+        self.topics.follow(&delta);
+        self.access.follow(&delta);
+        self.settings.follow(&delta);
+        match &delta {
+            Delta::TopicCreated { name, info } => self.internal_topic_created(name, info.partitions),
+            Delta::TopicAltered { name, config, .. } => self.manager.set_topic_config(name, config),
+            Delta::Placed { name, placement, .. } => self.replication.placed(self, name, placement),
+            Delta::BrokerEpoch(epoch) => self.replication.set_broker_epoch(*epoch),
+            Delta::TopicDeleted { name, partitions } => {
+                self.replication.forget_topic(name);
+                self.remove_partitions(name, *partitions).await;
+            }
+            Delta::TopicGrown { .. } | Delta::Acls(_) | Delta::Credentials(_) | Delta::BrokerSettings(_) => {}
+        }
+    }
+
+    /// The coordinators place groups and transactional ids by their topic's partition count
+    /// (which never changes: internal topics do not grow).
+    fn internal_topic_created(&self, name: &str, partitions: u32) {
         if name == OFFSETS_TOPIC {
-            self.coordinator.set_offsets_partitions(Some(info.partitions));
-        }
-        if name == TXN_TOPIC {
-            self.txn.set_partitions(Some(info.partitions));
-        }
-        self.topic_ids.borrow_mut().insert(info.id, name.clone());
-        self.topics.borrow_mut().insert(name, info);
-    }
-
-    /// A topic's settings changed, as shard 0 decided: its partitions here follow them.
-    pub fn set_topic_config(&self, name: &str, config: LogConfig, overrides: BTreeMap<String, String>) {
-        self.manager.set_topic_config(name, &config);
-        if let Some(t) = self.topics.borrow_mut().get_mut(name) {
-            t.config = config;
-            t.overrides = overrides;
+            self.coordinator.set_offsets_partitions(Some(partitions));
+        } else if name == TXN_TOPIC {
+            self.txn.set_partitions(Some(partitions));
         }
     }
 
-    /// A topic's placement from the metadata image (a clustered node).
-    pub fn set_placement(&self, name: &str, placement: Vec<PartitionState>) {
-        if let Some(t) = self.topics.borrow_mut().get_mut(name) {
-            t.placement = Some(placement);
+    /// A topic's placement: open the partitions this shard owns where this node is a replica
+    /// (a new one, from `fresh_from` on, cleared first of what an interrupted deletion left),
+    /// close those where it is not.
+    async fn place_partitions(&self, name: &str, config: &LogConfig, placement: &[PartitionState], fresh_from: u32) {
+        let node = self.config.node_id;
+        for (p, state) in placement.iter().enumerate() {
+            let p = p as i32;
+            if self.owner(name, p) != self.id() {
+                continue;
+            }
+            let replica = state.replicas.contains(&node);
+            let open = self.manager.get(name, p).is_some();
+            if replica && !open {
+                let cleared =
+                    if p as u32 >= fresh_from { self.manager.delete_partition(name, p).await } else { Ok(()) };
+                let opened = match cleared {
+                    Ok(()) => self.manager.open_partition(name, p, config.clone()).await.map(|_| ()),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = opened {
+                    tracing::error!(topic = name, partition = p, error = %e, "cannot open a partition this node is a replica of");
+                }
+            } else if !replica && open {
+                self.manager.close_partition(name, p).await;
+            }
         }
     }
 
-    /// A topic has at least `partitions` partitions now.
-    pub fn grow_topic(&self, name: &str, partitions: u32) {
-        if let Some(t) = self.topics.borrow_mut().get_mut(name) {
-            t.partitions = t.partitions.max(partitions);
+    /// A deleted topic's partitions this shard owns: closed and removed from disk.
+    async fn remove_partitions(&self, name: &str, partitions: u32) {
+        for p in (0..partitions as i32).filter(|p| self.owner(name, *p) == self.id()) {
+            if let Err(e) = self.manager.delete_partition(name, p).await {
+                tracing::error!(topic = name, partition = p, error = %e, "cannot remove partition");
+            }
         }
-    }
-
-    /// A topic is gone; its former view.
-    pub fn remove_topic(&self, name: &str) -> Option<TopicInfo> {
-        let info = self.topics.borrow_mut().remove(name)?;
-        self.topic_ids.borrow_mut().remove(&info.id);
-        Some(info)
-    }
-
-    /// The dynamic broker settings changed, as shard 0 decided (and checked).
-    pub fn set_dynamic(&self, dynamic: DynamicConfigs, effective: Effective) {
-        self.connections.set_limits(effective.max_connections, effective.max_connections_per_ip);
-        *self.effective.borrow_mut() = Rc::new(effective);
-        *self.dynamic.borrow_mut() = dynamic;
     }
 
     /// This shard's measurements, with its gauges read now.
@@ -624,76 +569,6 @@ impl Shard {
     }
 }
 
-/// Replication on this shard: what it reads of the shard, how it reaches the quorum and the
-/// other brokers, and the coordinators it tells of leaderships gained and lost.
-impl crate::replica::Host for Shard {
-    fn node_id(&self) -> i32 {
-        self.config.node_id
-    }
-
-    fn replica_settings(&self) -> &crate::replica::ReplicaConfig {
-        &self.config.replication
-    }
-
-    fn replication(&self) -> &crate::replica::Replication {
-        &self.replication
-    }
-
-    fn is_stopping(&self) -> bool {
-        self.manager.is_stopping()
-    }
-
-    fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition<DmaDisk>>> {
-        self.manager.get(topic, partition)
-    }
-
-    fn topic_id(&self, topic: &str) -> Option<Uuid> {
-        self.topic(topic, |t| t.id)
-    }
-
-    fn topic_name(&self, id: Uuid) -> Option<String> {
-        Shard::topic_name(self, id)
-    }
-
-    fn leadership(&self, topic: &str, partition: i32) -> Option<PartitionState> {
-        Shard::leadership(self, topic, partition)
-    }
-
-    async fn replication_address(self: &Rc<Self>, node: i32) -> anyhow::Result<std::net::SocketAddr> {
-        crate::server::peers::broker_address(self, node).await
-    }
-
-    async fn alter_partition(
-        self: &Rc<Self>,
-        command: crate::cluster::types::MetaCommand,
-    ) -> Result<(), crate::replica::IsrChangeError> {
-        use crate::replica::IsrChangeError;
-        match self.call(0, crate::server::control::metadata::AlterIsr(command)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(IsrChangeError::Refused(e.code, e.message)),
-            Err(e) => Err(IsrChangeError::Unknown(e.to_string())),
-        }
-    }
-
-    /// An internal partition's coordinator state is loaded (requests for it wait meanwhile),
-    /// in a task of its own.
-    fn leadership_gained(self: &Rc<Self>, topic: &str, partition: i32) {
-        if topic == OFFSETS_TOPIC {
-            glommio::spawn_local(self.coordinator.begin_load(partition)).detach();
-        } else if topic == TXN_TOPIC {
-            glommio::spawn_local(self.txn.begin_load(self, partition)).detach();
-        }
-    }
-
-    fn leadership_lost(self: &Rc<Self>, topic: &str, partition: i32) {
-        if topic == OFFSETS_TOPIC {
-            self.coordinator.resign(partition);
-        } else if topic == TXN_TOPIC {
-            self.txn.resign(partition);
-        }
-    }
-}
-
 impl Routed for Shard {
     fn router(&self) -> &Router<Shard> {
         &self.router
@@ -710,5 +585,14 @@ impl ShardCall<Shard> for Metrics {
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         Box::new(shard.metrics())
+    }
+}
+
+impl ShardCall<Shard> for Publish {
+    type Reply = ();
+    const NAME: &'static str = "publish";
+
+    async fn run(self, shard: Rc<Shard>) {
+        shard.follow(self.0).await;
     }
 }

@@ -1,12 +1,14 @@
 //! ACL bindings on shard 0 (CreateAcls, DeleteAcls): applied, persisted in `<data-dir>/acls`,
 //! then applied on every shard. One change at a time (the control plane's lease). A clustered
 //! node commits the new bindings through the metadata quorum instead, and every node's
-//! publisher writes and applies them ([`metadata::put_document`]).
+//! publisher writes and applies them ([`documents::put_document`]).
 
 use crate::io::Disk;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::security::acl::{Acls, Binding, Filter, ACLS_FILE};
-use crate::server::control::{broadcast, control_of, metadata};
+use crate::server::control::commit::{control_of, publish};
+use crate::server::control::documents;
+use crate::server::publish::Delta;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use std::rc::Rc;
@@ -41,7 +43,7 @@ impl ShardCall<Shard> for ChangeAcls {
         let failed = |c: ErrorCode, message: String| vec![(c, Some(message), Vec::new()); n];
         let attempt = async || {
             // The version in force before the state it is computed from (a clustered node).
-            let based_on = metadata::document_version(&shard, ACLS_FILE);
+            let based_on = documents::document_version(&shard, ACLS_FILE);
             let lease = control.lease().await;
             let mut next: Acls = (*shard.acls()).clone();
             let outcome: AclOutcome = match &self.0 {
@@ -61,7 +63,7 @@ impl ShardCall<Shard> for ChangeAcls {
             if shard.config().cluster.is_some() {
                 // Through the metadata quorum: every node's publisher writes and applies it.
                 drop(lease);
-                return match metadata::put_document(&shard, ACLS_FILE, next.encode(), based_on).await {
+                return match documents::put_document(&shard, ACLS_FILE, next.encode(), based_on).await {
                     Ok(true) => {
                         tracing::info!(bindings = count, "ACLs changed through the metadata quorum");
                         Some(outcome)
@@ -75,24 +77,11 @@ impl ShardCall<Shard> for ChangeAcls {
                 tracing::error!(error = %e, "cannot write the ACL file");
                 return Some(failed(code::KAFKA_STORAGE_ERROR, format!("the ACLs could not be written: {e}")));
             }
-            broadcast(&shard, AclsChanged(next)).await;
+            publish(&shard, Delta::Acls(next)).await;
             tracing::info!(bindings = count, "ACLs changed");
             Some(outcome)
         };
-        metadata::with_retries(attempt, || failed(code::REQUEST_TIMED_OUT, "the ACLs kept changing: retry".into()))
+        documents::with_retries(attempt, || failed(code::REQUEST_TIMED_OUT, "the ACLs kept changing: retry".into()))
             .await
-    }
-}
-
-/// From shard 0 to every shard: the bindings changed.
-#[derive(Debug, Clone)]
-pub struct AclsChanged(pub Acls);
-
-impl ShardCall<Shard> for AclsChanged {
-    type Reply = ();
-    const NAME: &'static str = "acls-changed";
-
-    async fn run(self, shard: Rc<Shard>) {
-        shard.set_acls(self.0);
     }
 }

@@ -9,8 +9,10 @@ use crate::io::Disk;
 use crate::io::DmaDisk;
 use crate::protocol::errors as code;
 use crate::server::configs::{self, AlterOp, DynamicConfigs, Effective};
-use crate::server::control::{broadcast, control_of, metadata, AdminResult, TopicAltered};
+use crate::server::control::commit::{control_of, publish, AdminResult};
+use crate::server::control::documents;
 use crate::server::errors::AdminError;
+use crate::server::publish::Delta;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use crate::storage::topics::TopicStore;
@@ -68,8 +70,8 @@ impl ShardCall<Shard> for AlterBroker {
         // A clustered node's cluster defaults go through the metadata quorum, made again from
         // the defaults then in force if another node's change came first.
         let clustered_default = !self.node && shard.config().cluster.is_some();
-        for _ in 0..metadata::DOCUMENT_ATTEMPTS {
-            let based_on = metadata::document_version(&shard, metadata::BROKER_DEFAULTS);
+        for _ in 0..documents::DOCUMENT_ATTEMPTS {
+            let based_on = documents::document_version(&shard, documents::BROKER_DEFAULTS);
             let mut lease = control.lease().await;
             let Some((next, effective, acceptors, changed)) = self.checked(&shard, lease.store(), &tls)? else {
                 return Ok(());
@@ -77,7 +79,7 @@ impl ShardCall<Shard> for AlterBroker {
             if clustered_default {
                 drop(lease);
                 let text = DynamicConfigs { default: next.default, node: Default::default() }.encode();
-                if metadata::put_document(&shard, metadata::BROKER_DEFAULTS, text, based_on).await? {
+                if documents::put_document(&shard, documents::BROKER_DEFAULTS, text, based_on).await? {
                     tracing::info!("cluster-default broker settings changed through the metadata quorum");
                     return Ok(());
                 }
@@ -162,10 +164,10 @@ pub(super) async fn put_in_force(
             tracing::info!(listener = %listener.name, "TLS stores changed: new connections use them");
         }
     }
-    broadcast(shard, BrokerConfigs { dynamic: next }).await;
+    publish(shard, Delta::BrokerSettings(next)).await;
     for (name, config) in changed {
         let overrides = shard.topic(&name, |t| t.overrides.clone()).unwrap_or_default();
-        broadcast(shard, TopicAltered { name, config, overrides }).await;
+        publish(shard, Delta::TopicAltered { name, config, overrides }).await;
     }
     Ok(())
 }
@@ -182,23 +184,4 @@ pub(super) async fn take_defaults(
     let effective = Effective::compute(shard.config(), &next).map_err(|e| format!("{e:#}"))?;
     let changed = store.with_defaults(&effective.log_defaults).map_err(|e| e.to_string())?;
     put_in_force(shard, store, next, effective, Vec::new(), changed).await.map_err(|e| e.message)
-}
-
-/// From shard 0 to every shard: the dynamic broker settings changed.
-#[derive(Debug, Clone)]
-pub struct BrokerConfigs {
-    pub dynamic: DynamicConfigs,
-}
-
-impl ShardCall<Shard> for BrokerConfigs {
-    type Reply = ();
-    const NAME: &'static str = "broker-configs";
-
-    async fn run(self, shard: Rc<Shard>) {
-        match Effective::compute(shard.config(), &self.dynamic) {
-            Ok(e) => shard.set_dynamic(self.dynamic, e),
-            // Shard 0 checked them; a failure here is a bug, logged, not applied.
-            Err(e) => tracing::error!(error = %e, "dynamic broker settings not applied"),
-        }
-    }
 }

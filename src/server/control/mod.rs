@@ -1,12 +1,15 @@
-//! Shard 0's control plane: topic changes, dynamic broker settings ([`broker`]) and producer
-//! ids, each a typed call to shard 0, which validates and persists the change, then tells
-//! every shard with a broadcast call.
+//! Shard 0's control plane: topic changes, dynamic broker settings ([`broker`]), ACLs
+//! ([`acls`]), SCRAM credentials ([`users`]), client quotas ([`quotas`]) and producer ids, each a
+//! typed call to shard 0, which validates and persists the change, then publishes it to every
+//! shard as a delta ([`crate::server::publish`]). On a clustered node a change is committed
+//! through the metadata quorum ([`metadata`], [`documents`], [`commit`]) and reaches every node
+//! through its publisher ([`publisher`]); [`quorum`] starts and runs the node's controller.
 //!
 //! Invariants:
 //! - Changes run one at a time (the topic store's lease, [`crate::server::shard::ControlState`]).
 //! - A new topic (or new partitions) is published to clients only after every shard has
-//!   opened its partitions ([`OpenPartitions`] before [`TopicCreated`]/[`TopicGrown`]), so no
-//!   client sees a partition that is not open yet.
+//!   opened its partitions ([`OpenPartitions`] before [`Delta::TopicCreated`] or
+//!   [`Delta::TopicGrown`]), so no client sees a partition that is not open yet.
 //! - The change is durable (the topic store's file) before any shard applies it.
 //!
 //! Who calls it: the API modules (CreateTopics, DeleteTopics, AlterConfigs, CreatePartitions,
@@ -14,7 +17,10 @@
 
 pub mod acls;
 pub mod broker;
+pub mod commit;
+pub mod documents;
 pub mod metadata;
+pub mod publisher;
 pub mod quorum;
 pub mod quotas;
 pub mod users;
@@ -25,32 +31,16 @@ use crate::coordinator::txn::TXN_TOPIC;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::server::configs::{self, AlterOp};
 use crate::server::errors::{topic_code, AdminError};
+use crate::server::publish::{Delta, TopicInfo};
 use crate::server::router::ShardCall;
-use crate::server::shard::{ControlState, Shard, TopicInfo};
+use crate::server::shard::Shard;
+use commit::{control_of, publish};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
 pub use broker::AlterBroker;
+pub use commit::AdminResult;
 pub use users::AlterUsers;
-
-/// The outcome of a control-plane change.
-pub type AdminResult = Result<(), AdminError>;
-
-/// Shard 0's control state, or the error a call that reached another shard gets (a bug in
-/// the caller: these calls are sent to shard 0).
-fn control_of(shard: &Shard) -> Result<&ControlState, AdminError> {
-    shard.control().ok_or_else(|| AdminError::new(code::UNKNOWN_SERVER_ERROR, "topic changes run on shard 0"))
-}
-
-/// Apply a broadcast on every shard; a shard that did not apply it is logged (its view is
-/// stale until the next change or restart).
-async fn broadcast<C: ShardCall<Shard, Reply = ()> + Clone>(shard: &Rc<Shard>, call: C) {
-    for (target, r) in shard.call_each(call).await.into_iter().enumerate() {
-        if let Err(e) = r {
-            tracing::error!(shard = target, error = %e, "a shard did not apply a control-plane change");
-        }
-    }
-}
 
 /// To shard 0: create a topic (validated and persisted there, then broadcast).
 #[derive(Debug)]
@@ -110,7 +100,7 @@ impl ShardCall<Shard> for CreateTopic {
         let opened = open_everywhere(&shard, &name, 0, partitions, &config).await;
         let overrides: BTreeMap<String, String> = self.configs.into_iter().collect();
         let info = TopicInfo { id, partitions, config, overrides, placement: None };
-        broadcast(&shard, TopicCreated { name: name.clone(), info }).await;
+        publish(&shard, Delta::TopicCreated { name: name.clone(), info }).await;
         opened?;
         tracing::info!(topic = name, partitions, "topic created");
         Ok(())
@@ -138,8 +128,10 @@ impl ShardCall<Shard> for DeleteTopic {
         }
         let control = control_of(&shard)?;
         let mut lease = control.lease().await;
-        lease.store().delete(&name).await.map_err(|e| AdminError::from(&e))?;
-        broadcast(&shard, TopicDeleted { name: name.clone() }).await;
+        let store = lease.store();
+        let partitions = store.get(&name).map_or(0, |m| m.partitions);
+        store.delete(&name).await.map_err(|e| AdminError::from(&e))?;
+        publish(&shard, Delta::TopicDeleted { name: name.clone(), partitions }).await;
         tracing::info!(topic = name, "topic deleted");
         Ok(())
     }
@@ -164,7 +156,7 @@ impl ShardCall<Shard> for AlterTopic {
         let name = &self.name;
         // A clustered node's change is made again if another one came first (from the settings
         // then in force); a standalone node's the first time.
-        for _ in 0..metadata::DOCUMENT_ATTEMPTS {
+        for _ in 0..documents::DOCUMENT_ATTEMPTS {
             let mut lease = control.lease().await;
             let store = lease.store();
             let unknown = || AdminError::new(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic {name} does not exist"));
@@ -190,7 +182,7 @@ impl ShardCall<Shard> for AlterTopic {
                 .replace_overrides(name, next.clone())
                 .await
                 .map_err(|e| AdminError::new(topic_code(&e), e.to_string()))?;
-            broadcast(&shard, TopicAltered { name: name.clone(), config, overrides: next }).await;
+            publish(&shard, Delta::TopicAltered { name: name.clone(), config, overrides: next }).await;
             tracing::info!(topic = name, "topic settings changed");
             return Ok(());
         }
@@ -233,7 +225,7 @@ impl ShardCall<Shard> for CreatePartitions {
         }
         let count = self.count as u32;
         let opened = open_everywhere(&shard, &name, from, count, &config).await;
-        broadcast(&shard, TopicGrown { name: name.clone(), partitions: count }).await;
+        publish(&shard, Delta::TopicGrown { name: name.clone(), partitions: count }).await;
         opened?;
         tracing::info!(topic = name, from, partitions = count, "partitions added");
         Ok(())
@@ -301,79 +293,6 @@ impl ShardCall<Shard> for OpenPartitions {
             }
         }
         result
-    }
-}
-
-/// From shard 0 to every shard, then: a topic exists.
-#[derive(Debug, Clone)]
-pub struct TopicCreated {
-    pub name: String,
-    pub info: TopicInfo,
-}
-
-impl ShardCall<Shard> for TopicCreated {
-    type Reply = ();
-    const NAME: &'static str = "topic-created";
-
-    async fn run(self, shard: Rc<Shard>) {
-        shard.set_topic(self.name, self.info);
-    }
-}
-
-/// From shard 0 to every shard: close and remove the partitions of a deleted topic.
-#[derive(Debug, Clone)]
-pub struct TopicDeleted {
-    pub name: String,
-}
-
-impl ShardCall<Shard> for TopicDeleted {
-    type Reply = ();
-    const NAME: &'static str = "topic-deleted";
-
-    async fn run(self, shard: Rc<Shard>) {
-        let partitions = shard.remove_topic(&self.name).map_or(0, |t| t.partitions);
-        shard.replication().forget_topic(&self.name);
-        for p in 0..partitions as i32 {
-            if shard.owner(&self.name, p) == shard.id() {
-                if let Err(e) = shard.manager().delete_partition(&self.name, p).await {
-                    tracing::error!(topic = self.name, partition = p, error = %e, "cannot remove partition");
-                }
-            }
-        }
-    }
-}
-
-/// From shard 0 to every shard: a topic's settings changed.
-#[derive(Debug, Clone)]
-pub struct TopicAltered {
-    pub name: String,
-    pub config: LogConfig,
-    pub overrides: BTreeMap<String, String>,
-}
-
-impl ShardCall<Shard> for TopicAltered {
-    type Reply = ();
-    const NAME: &'static str = "topic-altered";
-
-    async fn run(self, shard: Rc<Shard>) {
-        shard.set_topic_config(&self.name, self.config, self.overrides);
-    }
-}
-
-/// From shard 0 to every shard, after [`OpenPartitions`]: a topic has `partitions` partitions
-/// now.
-#[derive(Debug, Clone)]
-pub struct TopicGrown {
-    pub name: String,
-    pub partitions: u32,
-}
-
-impl ShardCall<Shard> for TopicGrown {
-    type Reply = ();
-    const NAME: &'static str = "topic-grown";
-
-    async fn run(self, shard: Rc<Shard>) {
-        shard.grow_topic(&self.name, self.partitions);
     }
 }
 

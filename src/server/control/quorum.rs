@@ -76,7 +76,7 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
         rack: None,
     };
     let incarnation = registration.incarnation.clone();
-    super::metadata::spawn_publisher(shard.clone(), controller.clone(), stop.clone(), existed, incarnation);
+    super::publisher::spawn_publisher(shard.clone(), controller.clone(), stop.clone(), existed, incarnation);
     let c = controller.clone();
     let cluster_id = shard.cluster_id().to_string();
     let heartbeat = cluster.broker_heartbeat;

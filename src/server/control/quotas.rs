@@ -3,12 +3,13 @@
 //! shard at once (the quotas live in the table the shards share,
 //! [`crate::server::limits::ConnectionTable`]). A clustered node commits the new quotas through
 //! the metadata quorum instead, and every node's publisher writes and applies them
-//! ([`metadata::put_document`]).
+//! ([`documents::put_document`]).
 
 use crate::io::Disk;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::security::quota::{Change, Quotas, QUOTAS_FILE};
-use crate::server::control::{control_of, metadata};
+use crate::server::control::commit::control_of;
+use crate::server::control::documents;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use std::rc::Rc;
@@ -32,7 +33,7 @@ impl ShardCall<Shard> for AlterQuotas {
         };
         let failed = |c: ErrorCode, message: String| vec![(c, Some(message)); n];
         let attempt = async || {
-            let based_on = metadata::document_version(&shard, QUOTAS_FILE);
+            let based_on = documents::document_version(&shard, QUOTAS_FILE);
             let lease = control.lease().await;
             let table = shard.connections();
             let mut next: Quotas = (*table.quotas()).clone();
@@ -60,7 +61,7 @@ impl ShardCall<Shard> for AlterQuotas {
             if shard.config().cluster.is_some() {
                 // Through the metadata quorum: every node's publisher writes and applies them.
                 drop(lease);
-                return match metadata::put_document(&shard, QUOTAS_FILE, next.encode(), based_on).await {
+                return match documents::put_document(&shard, QUOTAS_FILE, next.encode(), based_on).await {
                     Ok(true) => {
                         tracing::info!("client quotas changed through the metadata quorum");
                         Some(outcome)
@@ -78,7 +79,7 @@ impl ShardCall<Shard> for AlterQuotas {
             tracing::info!("client quotas changed");
             Some(outcome)
         };
-        metadata::with_retries(attempt, || failed(code::REQUEST_TIMED_OUT, "the quotas kept changing: retry".into()))
+        documents::with_retries(attempt, || failed(code::REQUEST_TIMED_OUT, "the quotas kept changing: retry".into()))
             .await
     }
 }

@@ -2,13 +2,15 @@
 //! Kafka's controller validates them, persisted in `<data-dir>/credentials` (salted and
 //! hashed: never a password), then applied on every shard. One change at a time (the control
 //! plane's lease). A clustered node commits the new credentials through the metadata quorum
-//! instead, and every node's publisher writes and applies them ([`metadata::put_document`]).
+//! instead, and every node's publisher writes and applies them ([`documents::put_document`]).
 
 use crate::io::Disk;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::security::ScramCredentialUpsertion;
 use crate::security::{Credential, Credentials, Mechanism, CREDENTIALS_FILE, MAX_ITERATIONS, MIN_ITERATIONS};
-use crate::server::control::{broadcast, control_of, metadata};
+use crate::server::control::commit::{control_of, publish};
+use crate::server::control::documents;
+use crate::server::publish::Delta;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use std::rc::Rc;
@@ -104,7 +106,7 @@ impl ShardCall<Shard> for AlterUsers {
             order.iter().map(|u| (u.clone(), c, Some(message.clone()))).collect()
         };
         let attempt = async || {
-            let based_on = metadata::document_version(&shard, CREDENTIALS_FILE);
+            let based_on = documents::document_version(&shard, CREDENTIALS_FILE);
             let lease = control.lease().await;
             let (next, mut outcome, changed) = stage(&self, &names, &order, &shard.credentials());
             if !changed {
@@ -114,7 +116,7 @@ impl ShardCall<Shard> for AlterUsers {
             if shard.config().cluster.is_some() {
                 // Through the metadata quorum: every node's publisher writes and applies them.
                 drop(lease);
-                return match metadata::put_document(&shard, CREDENTIALS_FILE, next.encode(), based_on).await {
+                return match documents::put_document(&shard, CREDENTIALS_FILE, next.encode(), based_on).await {
                     Ok(true) => {
                         tracing::info!(
                             users = users.join(","),
@@ -135,32 +137,13 @@ impl ShardCall<Shard> for AlterUsers {
                 }
                 return Some(outcome);
             }
-            broadcast(&shard, CredentialsChanged(next)).await;
+            publish(&shard, Delta::Credentials(next)).await;
             tracing::info!(users = users.join(","), "SCRAM credentials changed");
             Some(outcome)
         };
-        metadata::with_retries(attempt, || {
+        documents::with_retries(attempt, || {
             failed(code::REQUEST_TIMED_OUT, "the credentials kept changing: retry".into())
         })
         .await
-    }
-}
-
-/// From shard 0 to every shard: the credentials changed.
-#[derive(Clone)]
-pub struct CredentialsChanged(pub Credentials);
-
-impl std::fmt::Debug for CredentialsChanged {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CredentialsChanged({} users)", self.0.users.len())
-    }
-}
-
-impl ShardCall<Shard> for CredentialsChanged {
-    type Reply = ();
-    const NAME: &'static str = "credentials-changed";
-
-    async fn run(self, shard: Rc<Shard>) {
-        shard.set_credentials(self.0);
     }
 }
