@@ -367,6 +367,11 @@ pub fn decode_response<M: Message>(header: &RequestHeader, frame: Bytes) -> Prot
 }
 
 /// The ApiVersions response advertising [`SUPPORTED`].
+///
+/// No feature flag is finalized here: every one Kafka defines (metadata.version, kraft.version,
+/// group.version, transaction.version, ...) names KRaft or protocols tidemark does not
+/// implement, and advertising one makes clients use them. The epoch says the (empty) set is
+/// settled.
 pub fn api_versions_response(error_code: errors::ErrorCode) -> ApiVersionsResponse {
     ApiVersionsResponse {
         error_code,
@@ -379,8 +384,24 @@ pub fn api_versions_response(error_code: errors::ErrorCode) -> ApiVersionsRespon
                 ..Default::default()
             })
             .collect(),
+        finalized_features_epoch: 0,
         ..Default::default()
     }
+}
+
+/// The answer to a request that could not be decoded, when one can be given. An unknown API
+/// or an unsupported version (no response schema exists for it) gets what KIP-511 gives an
+/// unsupported ApiVersions request: a v0 ApiVersions body with UNSUPPORTED_VERSION and the
+/// versions supported, under the request's correlation id; the connection stays open. A
+/// malformed body of a supported request has no answer: the caller closes the connection.
+pub fn error_response(header: &RequestHeader, error: &ProtoError) -> Option<Bytes> {
+    let c = match error {
+        ProtoError::UnsupportedVersion { .. } | ProtoError::UnknownApi(_) => errors::UNSUPPORTED_VERSION,
+        _ if header.api_key == API_VERSIONS => errors::INVALID_REQUEST,
+        _ => return None,
+    };
+    let v0 = RequestHeader { api_key: API_VERSIONS, api_version: 0, ..header.clone() };
+    encode_response(&v0, &mut api_versions_response(c)).ok()
 }
 
 /// The newest message format a Fetch version reads: magic 0 for v0-v1, 1 for v2-v3, 2 after

@@ -27,9 +27,8 @@ use crate::metrics::{self, Counter};
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::messages::Message;
 use crate::protocol::security::{SaslAuthenticateResponse, SaslHandshakeResponse};
-use crate::protocol::{decode_request, encode_response, Request, RequestHeader};
+use crate::protocol::{api_versions_response, decode_request, encode_response, error_response, Request, RequestHeader};
 use crate::security::sasl::{Exchange, Step};
-use crate::server::api::error_response;
 use crate::server::shard::Shard;
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use std::time::{Duration, Instant};
@@ -218,7 +217,7 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
         match (request, exchange.as_mut()) {
             (Request::ApiVersions(_), None) if !versions_seen => {
                 versions_seen = true;
-                respond(stream, &header, crate::server::api::cluster::api_versions_body()).await?;
+                respond(stream, &header, api_versions_response(code::NONE)).await?;
             }
             (Request::SaslHandshake(h), None) => {
                 let offered = mechanisms.contains(&h.mechanism);

@@ -10,11 +10,12 @@
 use crate::budget::Held;
 use crate::deadline::within;
 use crate::metrics::{self, Counter, Stage};
-use crate::protocol::decode_request;
-use crate::server::api::{error_response, handle, Dispatched};
+use crate::protocol::{decode_request, error_response};
+use crate::server::api::{handle, Dispatched};
 use crate::server::authenticate::{authenticate, SaslSession};
 use crate::server::limits::Admitted;
 use crate::server::listeners::Listener;
+use crate::server::session::Session;
 use crate::server::shard::Shard;
 use crate::server::tls;
 use bytes::Bytes;
@@ -105,40 +106,6 @@ async fn open<S: AsyncRead + AsyncWrite + Unpin + 'static>(
         closing: Default::default(),
     });
     serve_stream(shard, stream, session, admitted).await
-}
-
-/// Who is on the other end of a connection, and where it came in.
-#[derive(Debug)]
-pub struct Session {
-    /// The client's address (`host:port`).
-    pub peer: String,
-    /// Kafka's principal: `User:ANONYMOUS`, or a client certificate's subject.
-    pub principal: String,
-    pub listener: Rc<Listener>,
-    /// The client's address as Kafka's ACLs name hosts (an IPv4 client on a dual-stack
-    /// listener as IPv4; IPv6 uncompressed, as Java's `getHostAddress`).
-    pub host: String,
-    /// A quota violation mutes the connection (no request read) until then (KIP-219).
-    pub muted_until: std::cell::Cell<Option<std::time::Instant>>,
-    /// The SASL session (KIP-368: its end, a re-authentication under way).
-    pub sasl: std::cell::RefCell<SaslSession>,
-    /// Set by a handler whose answer is the last (a failed re-authentication): the
-    /// connection closes once it is written.
-    pub closing: std::cell::Cell<bool>,
-}
-
-impl Session {
-    /// Wait out a quota violation's mute, if one is in force.
-    async fn unmuted(&self) {
-        while let Some(until) = self.muted_until.get() {
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                self.muted_until.set(None);
-                return;
-            }
-            glommio::timer::sleep(left).await;
-        }
-    }
 }
 
 /// A peer address (`ip:port`) as an ACL host.

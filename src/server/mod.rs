@@ -37,6 +37,7 @@ pub mod producer_ids;
 pub mod publish;
 pub mod replication;
 pub mod router;
+pub mod session;
 pub mod shard;
 pub mod tls;
 pub mod transactions;

@@ -19,18 +19,7 @@ use crate::types::Uuid;
 /// ApiVersions: the table the decoder dispatches on. No side effects.
 pub fn api_versions(cx: &mut Cx<'_>, _: ApiVersionsRequest) -> ApiVersionsResponse {
     cx.release_turn();
-    api_versions_body()
-}
-
-/// The ApiVersions answer (also before a SASL exchange).
-pub fn api_versions_body() -> ApiVersionsResponse {
-    let mut resp = api_versions_response(code::NONE);
-    // No feature flag is finalized here: every one Kafka defines (metadata.version,
-    // kraft.version, group.version, transaction.version, ...) names KRaft or protocols
-    // tidemark does not implement, and advertising one makes clients use them. The epoch says
-    // the (empty) set is settled.
-    resp.finalized_features_epoch = 0;
-    resp
+    api_versions_response(code::NONE)
 }
 
 /// The topic names a Metadata request asks about (every topic when it names none); the topics

@@ -27,15 +27,12 @@ mod transactions;
 mod users;
 
 use crate::budget::Held;
-use crate::protocol::errors as code;
 use crate::protocol::messages::Message;
-use crate::protocol::{
-    api_versions_response, encode_response, ProtoError, ProtoResult, Request, RequestHeader, Throttled,
-};
+use crate::protocol::{encode_response, ProtoResult, Request, RequestHeader, Throttled};
 use crate::security::acl::{Asker, Operation, ResourceType, CLUSTER_NAME};
 use crate::security::quota::REQUEST_PERCENTAGE;
-use crate::server::connection::Session;
 use crate::server::listeners::Listener;
+use crate::server::session::Session;
 use crate::server::shard::Shard;
 use bytes::Bytes;
 use std::rc::Rc;
@@ -288,19 +285,4 @@ async fn dispatch(
     };
     let held = std::mem::take(&mut cx.held);
     out.map(|o| o.map(|bytes| (bytes, held)))
-}
-
-/// The answer to a request that could not be decoded, when one can be given. An unknown API
-/// or an unsupported version (no response schema exists for it) gets what KIP-511 gives an
-/// unsupported ApiVersions request: a v0 ApiVersions body with UNSUPPORTED_VERSION and the
-/// versions supported, under the request's correlation id; the connection stays open. A
-/// malformed body of a supported request has no answer: the caller closes the connection.
-pub fn error_response(header: &RequestHeader, error: &ProtoError) -> Option<Bytes> {
-    let c = match error {
-        ProtoError::UnsupportedVersion { .. } | ProtoError::UnknownApi(_) => code::UNSUPPORTED_VERSION,
-        _ if header.api_key == crate::protocol::API_VERSIONS => code::INVALID_REQUEST,
-        _ => return None,
-    };
-    let v0 = RequestHeader { api_key: crate::protocol::API_VERSIONS, api_version: 0, ..header.clone() };
-    encode_response(&v0, &mut api_versions_response(c)).ok()
 }
