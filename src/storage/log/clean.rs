@@ -23,7 +23,7 @@
 //!
 //! Callers: `storage::cleaner` and `Log::open`.
 
-use super::recovery::{parse_segment_name, SegmentSpan};
+use super::scan::{parse_segment_name, SegmentSpan};
 use super::{Log, NeedIndex};
 use crate::io::{Disk, IoResult};
 use crate::storage::format::txn_index::AbortedTxn;

@@ -46,7 +46,7 @@
 //!
 //! Callers: the partition's flusher task and its close; `flush_all` for exclusive owners.
 
-use super::recovery::{parse_segment_name, snapshot_path};
+use super::scan::{parse_segment_name, snapshot_path};
 use super::Log;
 use crate::io::{align_up, Disk, DiskFile, IoError, PAGE, ZEROS_BYTES};
 use crate::metrics::{self, Counter, Stage};

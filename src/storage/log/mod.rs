@@ -49,6 +49,7 @@ mod flush;
 mod read;
 mod recovery;
 mod retention;
+mod scan;
 mod truncate;
 
 pub use clean::{
@@ -57,8 +58,8 @@ pub use clean::{
 pub use epochs::{Epochs, EPOCH_FILE};
 pub use flush::{FlushDone, FlushWork, SealWork, Written};
 pub use read::{DiskRead, IndexLoad, LoadedTime, ReadPlan, SegmentIndexes, TimeLoad, TimePlan};
-pub use recovery::SegmentSpan;
 pub use retention::delete_segment_files;
+pub use scan::SegmentSpan;
 pub use truncate::{write_intent as write_truncate_intent, Cut};
 
 /// File name of the clean-shutdown marker in a partition directory.

@@ -14,7 +14,7 @@
 //!
 //! Callers: `storage::access`, which runs the plans' loops for partitions and exclusive owners.
 
-use super::recovery::{scan_segment, stored_time_index, time_index_of, ScanFrom, SegmentSpan};
+use super::scan::{optional, scan_segment, stored_time_index, time_index_of, ScanFrom, SegmentSpan};
 use super::{Log, NeedIndex, ReadUpTo, MAX_STORED_BATCH};
 use crate::config::LogConfig;
 use crate::io::{Disk, DiskFile};
@@ -588,15 +588,6 @@ impl<D: Disk> IndexLoad<D> {
         };
         Ok(SegmentIndexes { file, index, time: time?, generation: self.generation })
     }
-}
-
-/// A `.maxtimeindex` as read: one that cannot be read is as good as missing (lookups scan
-/// without it), never a failure of what loads it.
-pub(super) fn optional(read: Result<Option<Vec<u8>>, crate::io::IoError>, path: &std::path::Path) -> Option<Vec<u8>> {
-    read.unwrap_or_else(|e| {
-        tracing::warn!(path = %path.display(), error = %e, "unreadable max-timestamp index: lookups scan without it");
-        None
-    })
 }
 
 /// What [`IndexLoad`] brings: a sealed segment's open file, its offset index and (unless it

@@ -25,8 +25,8 @@
 //! The cost is a rescan of the last segment left, as after an unclean shutdown (bounded by
 //! `segment.bytes`); truncations are rare (a leader change).
 
-use super::recovery::snapshot_path;
 use super::retention::delete_segment_files;
+use super::scan::snapshot_path;
 use super::{Log, OpenReport, CLEANER_CHECKPOINT, LOG_START_FILE, TRUNCATE_FILE};
 use crate::io::Disk;
 use crate::storage::error::{StorageError, StorageResult};

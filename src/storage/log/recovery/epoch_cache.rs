@@ -4,7 +4,8 @@
 //! epoch a durable batch carries: a follower whose cache lacks one sends its leader the wrong
 //! last-fetched epoch, and the leader cannot see where their logs part.
 
-use super::{scan_segment, Opening, ScanFrom, SegmentSpan};
+use super::super::scan::{scan_segment, ScanFrom, SegmentSpan};
+use super::Opening;
 use crate::io::{Disk, DiskFile};
 use crate::storage::error::StorageResult;
 use crate::storage::log::Epochs;
