@@ -99,37 +99,6 @@ impl Default for ReplicaConfig {
     }
 }
 
-/// The settings [`ReplicaConfig`] reads.
-pub const SETTINGS: [&str; 5] = [
-    "replica.lag.time.max.ms",
-    "replica.fetch.max.bytes",
-    "replica.fetch.response.max.bytes",
-    "replica.fetch.wait.max.ms",
-    "replica.fetch.backoff.ms",
-];
-
-impl ReplicaConfig {
-    /// Take one of [`SETTINGS`].
-    pub fn apply(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
-        let n: i64 = value.trim().parse().map_err(|_| anyhow::anyhow!("{key}={value}: not an integer"))?;
-        let at_least = |min: i64| {
-            if n < min {
-                anyhow::bail!("{key}={value}: must be at least {min}");
-            }
-            Ok(n.min(i32::MAX as i64))
-        };
-        match key {
-            "replica.lag.time.max.ms" => self.lag_time_max = Duration::from_millis(at_least(1)? as u64),
-            "replica.fetch.max.bytes" => self.fetch_max_bytes = at_least(1)? as i32,
-            "replica.fetch.response.max.bytes" => self.fetch_response_max_bytes = at_least(1)? as i32,
-            "replica.fetch.wait.max.ms" => self.fetch_wait_max_ms = at_least(0)? as i32,
-            "replica.fetch.backoff.ms" => self.fetch_backoff = Duration::from_millis(at_least(0)? as u64),
-            _ => anyhow::bail!("{key}: not a replication setting"),
-        }
-        Ok(())
-    }
-}
-
 type Tp = (String, i32);
 
 /// How long a coordinator's write (committed offsets, the transaction log, a marker) waits for

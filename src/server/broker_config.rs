@@ -5,7 +5,7 @@
 use crate::coordinator::group as coordinator;
 use crate::server::listeners::{self, Listener};
 use crate::server::tls;
-use crate::server::{configs, limits};
+use crate::server::{configs, limits, registry};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -148,262 +148,20 @@ impl BrokerConfig {
     }
 
     fn apply(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
-        let int = |v: &str| v.trim().parse::<i64>().with_context(|| format!("{key}={v}: not an integer"));
-        let flag = |v: &str| match v.trim() {
-            "true" => Ok(true),
-            "false" => Ok(false),
-            _ => Err(anyhow::anyhow!("{key}={v}: expected true or false")),
-        };
-        match key {
-            "node.id" | "broker.id" => self.node_id = int(value)? as i32,
-            // Accepted in every form Kafka accepts, and inert: one protocol between tidemark
-            // nodes, whatever a server.properties names.
-            "inter.broker.protocol.version" => {
-                crate::config::kafka_version(key, value)?;
-            }
-            // Kafka's data directories: tidemark keeps one per node (`--data-dir` unless these
-            // are set; `log.dirs` wins over `log.dir`, as in Kafka).
-            "log.dirs" | "log.dir" => {
-                let dirs: Vec<&str> = value.split(',').map(str::trim).filter(|d| !d.is_empty()).collect();
-                let [dir] = dirs.as_slice() else {
-                    bail!("{key}={value}: tidemark keeps one data directory per node; name exactly one");
-                };
-                if key == "log.dirs" || !self.settings.contains_key("log.dirs") {
-                    self.data_dir = PathBuf::from(dir);
-                }
-            }
-            // Accepted as Kafka validates them, and inert here: thread-per-core has one shard per
-            // core (`--cores`) doing network, I/O and recovery; the OS sizes socket buffers; a
-            // shard runs one fetcher per leader node; the transaction log's writes wait for the
-            // topic's own ISR.
-            "num.network.threads" | "num.io.threads" | "num.recovery.threads.per.data.dir" | "background.threads"
-            | "num.replica.fetchers" | "transaction.state.log.min.isr" => {
-                bounded(key, int(value)?, 1, i32::MAX as i64)?;
-            }
-            "socket.send.buffer.bytes" | "socket.receive.buffer.bytes" => {
-                bounded(key, int(value)?, -1, i32::MAX as i64)?;
-            }
-            "default.replication.factor" | "offsets.topic.replication.factor" | "transaction.state.log.replication.factor" => {
-                bounded(key, int(value)?, 1, i16::MAX as i64)?;
-            }
-            // The listener brokers replicate over: one of the listeners, checked at
-            // startup with them.
-            "inter.broker.listener.name" => {
-                if value.trim().is_empty() {
-                    bail!("{key}: no listener name given");
-                }
-            }
-            "auto.create.topics.enable" => {
-                self.auto_create_topics = flag(value)?
-            }
-            "num.partitions" => {
-                let n = int(value)?;
-                if !(1..=100_000).contains(&n) {
-                    bail!("{key}={value}: must be between 1 and 100000");
-                }
-                self.num_partitions = n as u32;
-            }
-            "log.retention.check.interval.ms" => {
-                let n = int(value)?;
-                if n < 1 {
-                    bail!("{key}={value}: must be at least 1");
-                }
-                self.retention_check_interval = Duration::from_millis(n as u64);
-            }
-            "log.cleaner.enable" => {
-                self.cleaner.enable = flag(value)?
-            }
-            "log.cleaner.threads" => {
-                let n = int(value)?;
-                if !(1..=64).contains(&n) {
-                    bail!("{key}={value}: must be between 1 and 64");
-                }
-                self.cleaner.threads = n as usize;
-            }
-            "log.cleaner.io.max.bytes.per.second" => {
-                // Kafka's type is a double; its default (Double.MAX_VALUE) means unlimited.
-                let v: f64 = value.trim().parse().with_context(|| format!("{key}={value}: not a number"))?;
-                if v.is_nan() || v <= 0.0 {
-                    bail!("{key}={value}: must be above 0");
-                }
-                self.cleaner.io_max_bytes_per_second = (v < u64::MAX as f64).then_some(v as u64);
-            }
-            "log.cleaner.dedupe.buffer.size" => {
-                let n = int(value)?;
-                if n < 1024 * 1024 {
-                    bail!("{key}={value}: must be at least 1048576");
-                }
-                self.cleaner.dedupe_buffer_size = n as u64;
-            }
-            "log.cleaner.backoff.ms" => {
-                let n = int(value)?;
-                if n < 0 {
-                    bail!("{key}={value}: must be at least 0");
-                }
-                self.cleaner.backoff = Duration::from_millis(n as u64);
-            }
-            "socket.request.max.bytes" => {
-                let n = int(value)?;
-                if !(1024..=i32::MAX as i64).contains(&n) {
-                    bail!("{key}={value}: must be between 1024 and {}", i32::MAX);
-                }
-                self.max_request_bytes = n as usize;
-            }
-            // tidemark's own: the host advertised by every listener `advertised.listeners`
-            // does not name.
-            "advertised.host" => {}
-            "listeners" | "advertised.listeners" | "listener.security.protocol.map" => listeners::check(key, value)?,
-            k if crate::cluster::settings::SETTINGS.contains(&k) => crate::cluster::settings::check(k, value)?,
-            k if crate::replica::SETTINGS.contains(&k) => self.replication.apply(k, value)?,
-            k if tls::SETTINGS.contains(&k) => tls::check(k, value)?,
-            "sasl.enabled.mechanisms" => {
-                sasl_mechanisms(value)?;
-            }
-            "authorizer.class.name" => {
-                self.authorizer_enabled = match value.trim() {
-                    "" => false,
-                    AUTHORIZER | LEGACY_AUTHORIZER => true,
-                    other => bail!("{key}={other}: tidemark authorizes as Kafka's {AUTHORIZER} (or {LEGACY_AUTHORIZER}); name one of them, or nothing"),
-                }
-            }
-            "super.users" => {
-                let mut users = Vec::new();
-                for u in value.split(';').map(str::trim).filter(|u| !u.is_empty()) {
-                    if !u.split_once(':').is_some_and(|(t, n)| !t.is_empty() && !n.is_empty()) {
-                        bail!("{key}: {u} is not a principal (Type:name, e.g. User:admin)");
-                    }
-                    users.push(u.to_string());
-                }
-                self.authorizer.super_users = users;
-            }
-            "allow.everyone.if.no.acl.found" => {
-                self.authorizer.allow_if_no_acl = flag(value)?
-            }
-            "sasl.server.max.receive.size" => {
-                self.sasl.max_receive_size = bounded(key, int(value)?, 1024, i32::MAX as i64)? as usize
-            }
-            "connections.max.reauth.ms" => {
-                let ms = bounded(key, int(value)?, 0, i64::MAX)? as u64;
-                self.sasl.max_reauth = (ms > 0).then(|| Duration::from_millis(ms));
-            }
-            "connection.failed.authentication.delay.ms" => {
-                self.sasl.failed_authentication_delay =
-                    Duration::from_millis(bounded(key, int(value)?, 0, 60_000)? as u64)
-            }
-            k if k.starts_with("listener.name.") => {
-                let (_, setting) = k["listener.name.".len()..]
-                    .split_once('.')
-                    .with_context(|| format!("{k}: expected listener.name.<listener>.<setting>"))?;
-                match setting {
-                    "sasl.enabled.mechanisms" => {
-                        sasl_mechanisms(value)?;
-                    }
-                    s if tls::SETTINGS.contains(&s) => tls::check(s, value)?,
-                    _ => bail!("{k}: unknown listener setting ({setting})"),
-                }
-            }
-            "max.connections" => self.limits.max_connections = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize,
-            "max.connections.per.ip" => {
-                self.limits.max_connections_per_ip = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize
-            }
-            "tidemark.max.inflight.requests.per.connection" => {
-                self.limits.max_inflight_per_connection = bounded(key, int(value)?, 1, 1024)? as usize
-            }
-            "queued.max.request.bytes" => {
-                // Kafka's -1 (unbounded) is not offered: memory is always bounded here.
-                self.limits.queued_max_request_bytes = bounded(key, int(value)?, 1 << 20, i64::MAX)? as u64
-            }
-            "tidemark.batch.cache.enable" => {
-                self.batch_cache = flag(value)?
-            }
-            "tidemark.shard.io.memory.bytes" => {
-                self.shard_io_memory = bounded(key, int(value)?, 64 << 10, 1 << 40)? as usize
-            }
-            "tidemark.fetch.max.memory.bytes" => {
-                self.limits.fetch_max_memory_bytes = bounded(key, int(value)?, 1 << 20, i64::MAX)? as u64
-            }
-            "fetch.max.bytes" => {
-                self.limits.fetch_max_bytes = bounded(key, int(value)?, 1024, i32::MAX as i64)? as usize
-            }
-            "connections.max.idle.ms" => {
-                self.limits.connections_max_idle =
-                    Duration::from_millis(bounded(key, int(value)?, 100, i64::MAX)? as u64)
-            }
-            "group.min.session.timeout.ms" => {
-                self.coordinator.limits.min_session_timeout_ms = bounded(key, int(value)?, 1, i32::MAX as i64)? as i32
-            }
-            "group.max.session.timeout.ms" => {
-                self.coordinator.limits.max_session_timeout_ms = bounded(key, int(value)?, 1, i32::MAX as i64)? as i32
-            }
-            "group.initial.rebalance.delay.ms" => {
-                self.coordinator.limits.initial_rebalance_delay_ms =
-                    bounded(key, int(value)?, 0, i32::MAX as i64)? as i32
-            }
-            "group.max.size" => self.coordinator.limits.max_size = bounded(key, int(value)?, 1, 1_000_000)? as usize,
-            // KIP-848 consumer groups. Kafka bounds the interval and timeout by min/max
-            // settings; tidemark takes any positive value (tests use short ones).
-            "group.consumer.heartbeat.interval.ms" => {
-                self.coordinator.consumer.heartbeat_interval_ms = bounded(key, int(value)?, 1, i32::MAX as i64)? as i32
-            }
-            "group.consumer.session.timeout.ms" => {
-                self.coordinator.consumer.session_timeout_ms = bounded(key, int(value)?, 1, i32::MAX as i64)? as i32
-            }
-            "group.consumer.max.size" => {
-                self.coordinator.consumer.max_size = bounded(key, int(value)?, 1, i32::MAX as i64)? as usize
-            }
-            "group.consumer.migration.policy" => {
-                let Some(policy) = crate::groups::consumer::MigrationPolicy::parse(value) else {
-                    bail!("{key}={value}: must be bidirectional, upgrade, downgrade or disabled");
-                };
-                self.coordinator.consumer.migration = policy
-            }
-            "offsets.topic.num.partitions" => {
-                self.coordinator.offsets_partitions = bounded(key, int(value)?, 1, 1000)? as u32
-            }
-            "offsets.topic.segment.bytes" => {
-                self.coordinator.offsets_segment_bytes = bounded(key, int(value)?, 1 << 20, i32::MAX as i64)? as u64
-            }
-            "offset.metadata.max.bytes" => {
-                // Metadata travels in int16 strings in the offset records.
-                self.coordinator.metadata_max_bytes = bounded(key, int(value)?, 0, i16::MAX as i64)? as usize
-            }
-            "tidemark.offsets.compaction.check.ms" => {
-                self.coordinator.compaction_check =
-                    Duration::from_millis(bounded(key, int(value)?, 100, i64::MAX)? as u64)
-            }
-            "tidemark.shard.call.timeout.ms" => {
-                self.shard_call_timeout = Duration::from_millis(bounded(key, int(value)?, 100, i32::MAX as i64)? as u64)
-            }
-            "transaction.state.log.num.partitions" => {
-                self.txn.partitions = bounded(key, int(value)?, 1, 1000)? as u32
-            }
-            "transaction.state.log.segment.bytes" => {
-                self.txn.segment_bytes = bounded(key, int(value)?, 1 << 20, i32::MAX as i64)? as u64
-            }
-            "transaction.max.timeout.ms" => self.txn.max_timeout_ms = bounded(key, int(value)?, 1, i32::MAX as i64)? as i32,
-            "transactional.id.expiration.ms" => {
-                self.txn.id_expiration_ms = bounded(key, int(value)?, 1, i32::MAX as i64)?
-            }
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms" => {
-                self.txn.abort_check = Duration::from_millis(bounded(key, int(value)?, 1, i32::MAX as i64)? as u64)
-            }
-            "transaction.remove.expired.transaction.cleanup.interval.ms" => {
-                self.txn.expire_check = Duration::from_millis(bounded(key, int(value)?, 1, i32::MAX as i64)? as u64)
-            }
-            "tidemark.offsets.compaction.bytes" => {
-                self.coordinator.compaction_bytes = bounded(key, int(value)?, 0, i64::MAX)? as u64
-            }
-            _ => {
-                if crate::config::topic_key_of_broker_name(key).is_none() && crate::config::topic_key(key).is_none() {
-                    bail!("{key}: unknown setting");
-                }
-                // Validated with the others (the topic defaults come from all of them,
-                // configs::Effective).
-                let mut settings = self.settings.clone();
-                settings.insert(key.to_string(), value.to_string());
-                configs::topic_defaults(|name| settings.get(name))?;
-            }
+        if let Some(setting) = registry::broker(key) {
+            return setting.take(self, key, value);
         }
+        if let Some((_, setting)) = registry::listener_key(key) {
+            bail!("{key}: unknown listener setting ({setting})");
+        }
+        if crate::config::topic_key_of_broker_name(key).is_none() && crate::config::topic_key(key).is_none() {
+            bail!("{key}: unknown setting");
+        }
+        // A topic default, validated with the others (the topic defaults come from all of
+        // them, configs::Effective).
+        let mut settings = self.settings.clone();
+        settings.insert(key.to_string(), value.to_string());
+        configs::topic_defaults(|name| settings.get(name))?;
         Ok(())
     }
 
@@ -438,7 +196,12 @@ impl BrokerConfig {
                 bail!("inter.broker.listener.name={name}: not one of the listeners brokers serve clients on");
             }
         }
-        self.cluster = crate::cluster::settings::resolve(|k| self.settings.get(k).cloned(), self.node_id, &named)?;
+        // Each cluster setting as given, or its default.
+        let given = |k: &str| {
+            let default = || registry::broker(k).and_then(|s| s.default).map(str::to_string);
+            self.settings.get(k).cloned().or_else(default)
+        };
+        self.cluster = crate::cluster::settings::resolve(given, self.node_id, &named)?;
         if let Some(c) = &self.cluster {
             resolved.retain(|l| l.name != c.controller_listener);
         }
@@ -458,9 +221,7 @@ impl BrokerConfig {
         node: &BTreeMap<String, String>,
     ) -> anyhow::Result<Vec<(usize, futures_rustls::TlsAcceptor)>> {
         let mut settings = self.settings.clone();
-        settings.extend(
-            node.iter().filter(|(k, _)| crate::server::configs::dynamic_tls(k)).map(|(k, v)| (k.clone(), v.clone())),
-        );
+        settings.extend(node.iter().filter(|(k, _)| configs::dynamic_tls(k)).map(|(k, v)| (k.clone(), v.clone())));
         let tls = self.listeners.iter().enumerate().filter(|(_, l)| l.protocol.tls());
         tls.map(|(i, l)| Ok((i, tls::acceptor(&settings, &l.name)?))).collect()
     }
@@ -484,7 +245,7 @@ impl BrokerConfig {
 }
 
 /// `sasl.enabled.mechanisms`: mechanisms tidemark serves, at least one.
-fn sasl_mechanisms(value: &str) -> anyhow::Result<Vec<String>> {
+pub(crate) fn sasl_mechanisms(value: &str) -> anyhow::Result<Vec<String>> {
     let served = crate::security::sasl::MECHANISMS;
     let mut out = Vec::new();
     for m in value.split(',').map(str::trim).filter(|m| !m.is_empty()) {
@@ -497,13 +258,6 @@ fn sasl_mechanisms(value: &str) -> anyhow::Result<Vec<String>> {
         bail!("sasl.enabled.mechanisms: no mechanism");
     }
     Ok(out)
-}
-
-fn bounded(key: &str, n: i64, lo: i64, hi: i64) -> anyhow::Result<i64> {
-    if !(lo..=hi).contains(&n) {
-        bail!("{key}={n}: must be between {lo} and {hi}");
-    }
-    Ok(n)
 }
 
 /// This machine's host name (for Metadata when listening on a wildcard address).

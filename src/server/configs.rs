@@ -13,6 +13,7 @@ pub use crate::config::topic_defaults;
 use crate::config::{topic_key, topic_key_of_broker_name, ConfigType, LogConfig};
 use crate::protocol::errors as code;
 use crate::server::errors::AdminError;
+use crate::server::registry;
 use crate::server::BrokerConfig;
 use std::collections::BTreeMap;
 
@@ -157,7 +158,7 @@ impl Effective {
     pub fn compute(config: &BrokerConfig, dynamic: &DynamicConfigs) -> anyhow::Result<Effective> {
         let mut c = config.clone();
         for (k, v) in dynamic.default.iter().chain(&dynamic.node) {
-            if BROKER_KEYS.iter().any(|b| b.name == k) {
+            if registry::broker(k).is_some() {
                 c.set(k, v)?;
             }
         }
@@ -172,328 +173,35 @@ impl Effective {
     }
 }
 
-/// A broker setting that is not a topic default.
-pub struct BrokerKey {
-    pub name: &'static str,
-    pub kind: ConfigType,
-    /// Changeable at runtime with (Incremental)AlterConfigs.
-    pub dynamic: bool,
-    pub doc: &'static str,
-}
-
-const fn key(name: &'static str, kind: ConfigType, dynamic: bool, doc: &'static str) -> BrokerKey {
-    BrokerKey { name, kind, dynamic, doc }
-}
-
-/// The broker's own settings (topic defaults are the synonyms of [`TOPIC_KEYS`]).
-pub const BROKER_KEYS: &[BrokerKey] = &[
-    key(
-        "advertised.host",
-        ConfigType::String,
-        false,
-        "The host advertised by every listener advertised.listeners does not name.",
-    ),
-    key("advertised.listeners", ConfigType::String, false, "The address each listener's clients are told to use."),
-    key(
-        "auto.create.topics.enable",
-        ConfigType::Boolean,
-        true,
-        "Create unknown topics on Metadata and Produce (dynamic in tidemark).",
-    ),
-    key(
-        "broker.heartbeat.interval.ms",
-        ConfigType::Int,
-        false,
-        "How often a clustered broker tells the active controller it is alive.",
-    ),
-    key(
-        "background.threads",
-        ConfigType::Int,
-        false,
-        "Accepted, no effect: each core's shard runs its own background work.",
-    ),
-    key("broker.id", ConfigType::Int, false, "The node id (alias of node.id)."),
-    key(
-        "broker.session.timeout.ms",
-        ConfigType::Int,
-        false,
-        "A clustered broker silent this long is fenced (left out of Metadata).",
-    ),
-    key("connections.max.idle.ms", ConfigType::Long, false, "A connection that sends nothing this long is closed."),
-    key("controller.listener.names", ConfigType::String, false, "The listener the metadata quorum uses (not clients)."),
-    key(
-        "controller.quorum.election.timeout.ms",
-        ConfigType::Int,
-        false,
-        "A controller that hears no leader this long (to 1.5 times as long) starts an election.",
-    ),
-    key("controller.quorum.voters", ConfigType::String, false, "The metadata quorum's voters, id@host:port each."),
-    key(
-        "default.replication.factor",
-        ConfigType::Int,
-        false,
-        "Replicas of a topic created without a factor (a clustered node; standalone: one).",
-    ),
-    key("delete.topic.enable", ConfigType::Boolean, false, "Topics can always be deleted."),
-    key("fetch.max.bytes", ConfigType::Int, false, "The most one Fetch response carries."),
-    key(
-        "group.initial.rebalance.delay.ms",
-        ConfigType::Int,
-        false,
-        "How long the first rebalance of an empty group waits for more members.",
-    ),
-    key("group.max.session.timeout.ms", ConfigType::Int, false, "The longest session timeout a member may ask for."),
-    key(
-        "group.consumer.heartbeat.interval.ms",
-        ConfigType::Int,
-        false,
-        "How often consumer-protocol members heartbeat (KIP-848).",
-    ),
-    key("group.consumer.max.size", ConfigType::Int, false, "Members a consumer-protocol group takes (KIP-848)."),
-    key(
-        "group.consumer.migration.policy",
-        ConfigType::String,
-        false,
-        "Which online conversions between the classic and consumer protocols a group with members may make.",
-    ),
-    key(
-        "group.consumer.session.timeout.ms",
-        ConfigType::Int,
-        false,
-        "A consumer-protocol member silent this long is removed (KIP-848).",
-    ),
-    key("group.max.size", ConfigType::Int, false, "Members a group takes."),
-    key("group.min.session.timeout.ms", ConfigType::Int, false, "The shortest session timeout a member may ask for."),
-    key(
-        "inter.broker.protocol.version",
-        ConfigType::String,
-        false,
-        "Accepted in Kafka's forms (0.10.0, 2.8, 3.0-IV1...) for server.properties files; no effect.",
-    ),
-    key(
-        "listeners",
-        ConfigType::String,
-        false,
-        "Where the broker accepts connections, NAME://host:port each (--listen: one PLAINTEXT).",
-    ),
-    key(
-        "listener.security.protocol.map",
-        ConfigType::String,
-        false,
-        "Each listener name's security protocol, NAME:PROTOCOL each.",
-    ),
-    key(
-        "inter.broker.listener.name",
-        ConfigType::String,
-        false,
-        "The listener brokers replicate over (one of the listeners).",
-    ),
-    key("log.dir", ConfigType::String, false, "The data directory, when log.dirs is not set."),
-    key("log.dirs", ConfigType::String, false, "The data directory (--data-dir); one directory."),
-    key(
-        "log.retention.check.interval.ms",
-        ConfigType::Long,
-        false,
-        "Period of each shard's upkeep pass (time rolls, retention).",
-    ),
-    key("max.connections", ConfigType::Int, true, "Client connections the broker keeps at once."),
-    key("max.connections.per.ip", ConfigType::Int, true, "Connections from one client address."),
-    key("node.id", ConfigType::Int, false, "The node id in Metadata, FindCoordinator and DescribeCluster."),
-    key(
-        "num.partitions",
-        ConfigType::Int,
-        true,
-        "Partitions of auto-created topics and of CreateTopics asking for -1 (dynamic in tidemark).",
-    ),
-    key("offset.metadata.max.bytes", ConfigType::Int, false, "Longest metadata string of a committed offset."),
-    key("offsets.topic.num.partitions", ConfigType::Int, false, "Partitions of __consumer_offsets when it is created."),
-    key("num.io.threads", ConfigType::Int, false, "Accepted, no effect: one shard per core (--cores) does the I/O."),
-    key(
-        "num.network.threads",
-        ConfigType::Int,
-        false,
-        "Accepted, no effect: one shard per core (--cores) serves the network.",
-    ),
-    key(
-        "num.recovery.threads.per.data.dir",
-        ConfigType::Int,
-        false,
-        "Accepted, no effect: each shard recovers its partitions.",
-    ),
-    key("num.replica.fetchers", ConfigType::Int, false, "Accepted, no effect until replication."),
-    key(
-        "offsets.topic.replication.factor",
-        ConfigType::Short,
-        false,
-        "Replicas of __consumer_offsets (a clustered node; standalone: one).",
-    ),
-    key(
-        "offsets.topic.segment.bytes",
-        ConfigType::Int,
-        false,
-        "segment.bytes of __consumer_offsets when it is created.",
-    ),
-    key(
-        "process.roles",
-        ConfigType::String,
-        false,
-        "broker,controller: a node of a cluster (combined mode); unset: standalone.",
-    ),
-    key(
-        "queued.max.request.bytes",
-        ConfigType::Long,
-        false,
-        "Bytes of requests read and not yet answered, per broker.",
-    ),
-    key("socket.receive.buffer.bytes", ConfigType::Int, false, "Accepted, no effect: the OS sizes socket buffers."),
-    key("socket.request.max.bytes", ConfigType::Int, false, "The largest request frame."),
-    key("socket.send.buffer.bytes", ConfigType::Int, false, "Accepted, no effect: the OS sizes socket buffers."),
-    key(
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-        ConfigType::Int,
-        false,
-        "How often the coordinator aborts transactions open past their timeout.",
-    ),
-    key("transaction.max.timeout.ms", ConfigType::Int, false, "The longest transaction.timeout.ms a producer may ask."),
-    key(
-        "transaction.remove.expired.transaction.cleanup.interval.ms",
-        ConfigType::Int,
-        false,
-        "How often the coordinator forgets transactional ids idle past transactional.id.expiration.ms.",
-    ),
-    key("transaction.state.log.min.isr", ConfigType::Int, false, "Accepted, no effect until replication."),
-    key(
-        "transaction.state.log.num.partitions",
-        ConfigType::Int,
-        false,
-        "Partitions of __transaction_state when it is created.",
-    ),
-    key(
-        "transaction.state.log.segment.bytes",
-        ConfigType::Int,
-        false,
-        "segment.bytes of __transaction_state when it is created.",
-    ),
-    key(
-        "transaction.state.log.replication.factor",
-        ConfigType::Short,
-        false,
-        "One node: one replica (no effect until replication).",
-    ),
-    key(
-        "transactional.id.expiration.ms",
-        ConfigType::Int,
-        false,
-        "How long a transactional id with no transaction is remembered.",
-    ),
-    key("log.cleaner.enable", ConfigType::Boolean, false, "Whether compacted topics are cleaned."),
-    key("log.cleaner.threads", ConfigType::Int, false, "Compaction passes each shard runs at once."),
-    key(
-        "log.cleaner.io.max.bytes.per.second",
-        ConfigType::Double,
-        false,
-        "Each shard's compaction I/O rate, bytes read plus written per second.",
-    ),
-    key(
-        "log.cleaner.dedupe.buffer.size",
-        ConfigType::Long,
-        false,
-        "Memory of the compaction offset maps, for the whole broker (shared by shards and threads).",
-    ),
-    key(
-        "log.cleaner.backoff.ms",
-        ConfigType::Long,
-        false,
-        "How long a shard's cleaner sleeps when no partition is due.",
-    ),
-    key(
-        "tidemark.fetch.max.memory.bytes",
-        ConfigType::Long,
-        false,
-        "Bytes of fetched records held for responses not yet written, per broker.",
-    ),
-    key(
-        "tidemark.max.inflight.requests.per.connection",
-        ConfigType::Int,
-        false,
-        "Requests of one connection read and not yet answered.",
-    ),
-    key(
-        "tidemark.offsets.compaction.bytes",
-        ConfigType::Long,
-        false,
-        "Size past which a __consumer_offsets partition is compacted.",
-    ),
-    key(
-        "tidemark.offsets.compaction.check.ms",
-        ConfigType::Long,
-        false,
-        "How often offsets partitions are looked at for compaction.",
-    ),
-    key(
-        "tidemark.batch.cache.enable",
-        ConfigType::Boolean,
-        false,
-        "Keep recently written and read log bytes in memory, within each shard's fetch memory.",
-    ),
-    key(
-        "tidemark.shard.io.memory.bytes",
-        ConfigType::Long,
-        false,
-        "Each shard's pool of DMA buffers registered with io_uring (write tails, disk reads).",
-    ),
-];
-
-/// A broker setting's type and whether it can change at runtime; `None` if it is not one.
-/// Topic defaults: the first synonym of each topic setting is dynamic, the others are not
-/// (Kafka's rule: `log.retention.ms` is, `log.retention.hours` is not).
+/// A broker setting's type, whether it can change at runtime and its documentation; `None`
+/// if it is not one ([`registry`], or a topic default under its broker name). Topic defaults:
+/// the first synonym of each topic setting is dynamic, the others are not (Kafka's rule:
+/// `log.retention.ms` is, `log.retention.hours` is not).
 pub fn broker_key(name: &str) -> Option<(ConfigType, bool, &'static str)> {
-    let tls_setting = listener_key(name).map_or(name, |(_, setting)| setting);
-    if DYNAMIC_TLS.contains(&tls_setting) {
-        return Some((ConfigType::String, true, DYNAMIC_TLS_DOC));
+    if let Some(s) = registry::broker(name) {
+        return Some((s.kind, s.dynamic(), s.doc));
     }
-    if let Some((_, setting)) = listener_key(name) {
-        let known = crate::server::tls::SETTINGS.contains(&setting) || setting == "sasl.enabled.mechanisms";
-        return known.then_some((ConfigType::String, false, "A listener's own value of a setting."));
-    }
-    if let Some(b) = BROKER_KEYS.iter().find(|b| b.name == name) {
-        return Some((b.kind, b.dynamic, b.doc));
+    if registry::listener_key(name).is_some() {
+        return None;
     }
     let (k, _) = topic_key_of_broker_name(name)?;
     let first = k.synonyms.first().is_some_and(|s| s.name == name);
     Some((k.kind, first, k.doc))
 }
 
-/// The TLS settings that change at runtime (KIP-226), per broker only, with or without a
-/// `listener.name.<l>.` prefix: new connections use the new key store or trust store, open
-/// ones keep theirs.
-pub const DYNAMIC_TLS: &[&str] = &[
-    "ssl.keystore.type",
-    "ssl.keystore.location",
-    "ssl.keystore.key",
-    "ssl.keystore.certificate.chain",
-    "ssl.truststore.type",
-    "ssl.truststore.location",
-    "ssl.truststore.certificates",
-];
-
-const DYNAMIC_TLS_DOC: &str =
-    "A TLS listener's key store or trust store (dynamic per broker: new connections use it, open ones keep theirs).";
-
 /// Settings whose values DescribeConfigs does not show (Kafka's sensitive ones).
 pub fn sensitive(name: &str) -> bool {
     let setting = listener_key(name).map_or(name, |(_, s)| s);
-    setting == "ssl.keystore.key" || setting.ends_with(".password") || setting.ends_with(".jaas.config")
+    registry::broker(name).is_some_and(|s| s.sensitive)
+        || setting.ends_with(".password")
+        || setting.ends_with(".jaas.config")
 }
 
-/// A `listener.name.<listener>.<setting>` key: the listener and the setting.
-pub fn listener_key(name: &str) -> Option<(&str, &str)> {
-    name.strip_prefix("listener.name.")?.split_once('.')
-}
+pub use registry::listener_key;
 
-/// Whether a setting is a TLS setting that changes at runtime.
+/// Whether a setting changes at runtime for one broker only (a TLS listener's stores).
 pub fn dynamic_tls(name: &str) -> bool {
-    DYNAMIC_TLS.contains(&listener_key(name).map_or(name, |(_, s)| s))
+    registry::broker(name).is_some_and(|s| s.change == registry::Change::PerBroker)
 }
 
 /// One change of a setting (IncrementalAlterConfigs' operations; AlterConfigs sets).

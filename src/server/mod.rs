@@ -35,6 +35,7 @@ pub mod metrics_http;
 pub mod peers;
 pub mod producer_ids;
 pub mod publish;
+pub mod registry;
 pub mod replication;
 pub mod router;
 pub mod session;

@@ -81,25 +81,6 @@ impl PartialEq for Tls {
 /// The principal of a connection without a client certificate (and of PLAINTEXT ones).
 pub const ANONYMOUS: &str = "User:ANONYMOUS";
 
-/// The TLS settings tidemark reads (after an optional `listener.name.<name>.` prefix).
-pub const SETTINGS: &[&str] = &[
-    "ssl.keystore.type",
-    "ssl.keystore.location",
-    "ssl.keystore.key",
-    "ssl.keystore.certificate.chain",
-    "ssl.key.password",
-    "ssl.keystore.password",
-    "ssl.truststore.type",
-    "ssl.truststore.location",
-    "ssl.truststore.certificates",
-    "ssl.truststore.password",
-    "ssl.client.auth",
-    "ssl.enabled.protocols",
-    "ssl.protocol",
-    "ssl.principal.mapping.rules",
-    "ssl.endpoint.identification.algorithm",
-];
-
 /// A listener's value of `key`: `listener.name.<listener>.<key>`, else `<key>`.
 pub fn listener_setting<'a>(settings: &'a BTreeMap<String, String>, listener: &str, key: &str) -> Option<&'a str> {
     let prefixed = format!("listener.name.{}.{key}", listener.to_ascii_lowercase());

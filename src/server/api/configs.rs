@@ -12,108 +12,9 @@ use crate::server::api::Cx;
 use crate::server::configs::*;
 use crate::server::control;
 use crate::server::errors::AdminError;
-use crate::server::listeners;
+use crate::server::registry;
 use crate::server::shard::Shard;
 use crate::server::BrokerConfig;
-
-/// The current value of a broker-only setting, as this shard applies it.
-fn broker_value(c: &BrokerConfig, e: &Effective, name: &str) -> Option<String> {
-    let v = match name {
-        "advertised.host" => c.listeners.first().map(|l| l.advertised_host.clone()).unwrap_or_default(),
-        "advertised.listeners" => c.listeners.iter().map(|l| l.advertised_endpoint()).collect::<Vec<_>>().join(","),
-        "auto.create.topics.enable" => e.auto_create_topics.to_string(),
-        "broker.id" | "node.id" => c.node_id.to_string(),
-        "connections.max.idle.ms" => c.limits.connections_max_idle.as_millis().to_string(),
-        "default.replication.factor" => c.cluster.as_ref().map_or(1, |k| k.default_replication_factor).to_string(),
-        "offsets.topic.replication.factor" => {
-            c.cluster.as_ref().map_or(1, |k| k.offsets_replication_factor).to_string()
-        }
-        "delete.topic.enable" => "true".into(),
-        "fetch.max.bytes" => c.limits.fetch_max_bytes.to_string(),
-        "group.initial.rebalance.delay.ms" => c.coordinator.limits.initial_rebalance_delay_ms.to_string(),
-        "group.max.session.timeout.ms" => c.coordinator.limits.max_session_timeout_ms.to_string(),
-        "group.max.size" => c.coordinator.limits.max_size.to_string(),
-        "group.consumer.heartbeat.interval.ms" => c.coordinator.consumer.heartbeat_interval_ms.to_string(),
-        "group.consumer.session.timeout.ms" => c.coordinator.consumer.session_timeout_ms.to_string(),
-        "group.consumer.max.size" => c.coordinator.consumer.max_size.to_string(),
-        "group.consumer.migration.policy" => c.coordinator.consumer.migration.name().to_string(),
-        "group.min.session.timeout.ms" => c.coordinator.limits.min_session_timeout_ms.to_string(),
-        "inter.broker.protocol.version" => {
-            c.settings.get("inter.broker.protocol.version").map_or("3.9-IV0", |v| v.as_str()).to_string()
-        }
-        "listeners" => c.listeners.iter().map(|l| l.endpoint()).collect::<Vec<_>>().join(","),
-        "listener.security.protocol.map" => {
-            let mut map: Vec<String> =
-                c.listeners.iter().map(|l| format!("{}:{}", l.name, l.protocol.name())).collect();
-            map.extend(
-                listeners::SecurityProtocol::ALL
-                    .iter()
-                    .filter(|p| !c.listeners.iter().any(|l| l.name == p.name()))
-                    .map(|p| format!("{0}:{0}", p.name())),
-            );
-            map.join(",")
-        }
-        "log.dirs" | "log.dir" => {
-            std::path::absolute(&c.data_dir).unwrap_or_else(|_| c.data_dir.clone()).display().to_string()
-        }
-        // Accepted and inert: the value given, or Kafka's default.
-        "background.threads"
-        | "num.io.threads"
-        | "num.network.threads"
-        | "num.recovery.threads.per.data.dir"
-        | "num.replica.fetchers"
-        | "socket.receive.buffer.bytes"
-        | "socket.send.buffer.bytes"
-        | "transaction.state.log.min.isr"
-        | "transaction.state.log.replication.factor" => {
-            let kafka_default = match name {
-                "background.threads" => "10",
-                "num.io.threads" => "8",
-                "num.network.threads" => "3",
-                "num.recovery.threads.per.data.dir" => "2",
-                "socket.receive.buffer.bytes" | "socket.send.buffer.bytes" => "102400",
-                "transaction.state.log.min.isr" => "2",
-                "transaction.state.log.replication.factor" => "3",
-                _ => "1",
-            };
-            c.settings.get(name).map_or(kafka_default, |v| v.trim()).to_string()
-        }
-        "inter.broker.listener.name" => c.settings.get(name).map_or_else(
-            || c.listeners.first().map(|l| l.name.clone()).unwrap_or_default(),
-            |v| v.trim().to_ascii_uppercase(),
-        ),
-        "log.retention.check.interval.ms" => c.retention_check_interval.as_millis().to_string(),
-        "max.connections" => e.max_connections.to_string(),
-        "max.connections.per.ip" => e.max_connections_per_ip.to_string(),
-        "num.partitions" => e.num_partitions.to_string(),
-        "log.cleaner.enable" => c.cleaner.enable.to_string(),
-        "log.cleaner.threads" => c.cleaner.threads.to_string(),
-        "log.cleaner.io.max.bytes.per.second" => {
-            c.cleaner.io_max_bytes_per_second.map_or_else(|| f64::MAX.to_string(), |v| (v as f64).to_string())
-        }
-        "log.cleaner.dedupe.buffer.size" => c.cleaner.dedupe_buffer_size.to_string(),
-        "log.cleaner.backoff.ms" => c.cleaner.backoff.as_millis().to_string(),
-        "offset.metadata.max.bytes" => c.coordinator.metadata_max_bytes.to_string(),
-        "offsets.topic.num.partitions" => c.coordinator.offsets_partitions.to_string(),
-        "offsets.topic.segment.bytes" => c.coordinator.offsets_segment_bytes.to_string(),
-        "queued.max.request.bytes" => c.limits.queued_max_request_bytes.to_string(),
-        "socket.request.max.bytes" => c.max_request_bytes.to_string(),
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms" => c.txn.abort_check.as_millis().to_string(),
-        "transaction.max.timeout.ms" => c.txn.max_timeout_ms.to_string(),
-        "transaction.remove.expired.transaction.cleanup.interval.ms" => c.txn.expire_check.as_millis().to_string(),
-        "transaction.state.log.num.partitions" => c.txn.partitions.to_string(),
-        "transaction.state.log.segment.bytes" => c.txn.segment_bytes.to_string(),
-        "transactional.id.expiration.ms" => c.txn.id_expiration_ms.to_string(),
-        "tidemark.fetch.max.memory.bytes" => c.limits.fetch_max_memory_bytes.to_string(),
-        "tidemark.max.inflight.requests.per.connection" => c.limits.max_inflight_per_connection.to_string(),
-        "tidemark.offsets.compaction.bytes" => c.coordinator.compaction_bytes.to_string(),
-        "tidemark.offsets.compaction.check.ms" => c.coordinator.compaction_check.as_millis().to_string(),
-        "tidemark.shard.io.memory.bytes" => c.shard_io_memory.to_string(),
-        "tidemark.batch.cache.enable" => c.batch_cache.to_string(),
-        _ => return None,
-    };
-    Some(v)
-}
 
 /// DescribeConfigs for topics and this broker: every setting (or those asked for; an empty
 /// list means all), with its value, source, type, synonyms (on request) and documentation (on
@@ -278,22 +179,23 @@ fn describe_broker(
     let defaults = effective.log_defaults.describe();
     let builtin = LogConfig::default().describe();
     let mut configs = Vec::new();
-    for b in BROKER_KEYS.iter().filter(|b| wanted(b.name)) {
+    // Every broker setting but those a listener may have its own value of (below, when set).
+    for b in registry::all().filter(|b| !b.per_listener && wanted(b.name)) {
         let mut chain = Vec::new();
         broker_chain(shard.config(), &dynamic, &[b.name], &mut chain);
-        let value = broker_value(shard.config(), &effective, b.name);
+        let value = b.value(shard.config(), &effective);
         if let Some(v) = &value {
             if chain.is_empty() {
                 chain.push(synonym(b.name, v, SOURCE_DEFAULT));
             }
         }
-        configs.push(shape(b.name, value, b.kind, !b.dynamic, b.doc, chain));
+        configs.push(shape(b.name, value, b.kind, !b.dynamic(), b.doc, chain));
     }
     // TLS and other listener settings that are set (a key store's key is sensitive: no value).
     let set: std::collections::BTreeSet<&String> = layers(shard.config(), &dynamic)
         .into_iter()
         .flat_map(|(_, m)| m.keys())
-        .filter(|k| listener_key(k).is_some() || DYNAMIC_TLS.contains(&k.as_str()))
+        .filter(|k| listener_key(k).is_some() || registry::broker(k).is_some_and(|s| s.per_listener))
         .collect();
     for k in set.into_iter().filter(|k| wanted(k)) {
         let Some((kind, dynamic_key, doc)) = broker_key(k) else { continue };
@@ -309,7 +211,7 @@ fn describe_broker(
     // the others the value set for them, if any.
     for k in TOPIC_KEYS {
         for (i, s) in k.synonyms.iter().enumerate() {
-            if !wanted(s.name) || (k.name == s.name && BROKER_KEYS.iter().any(|b| b.name == s.name)) {
+            if !wanted(s.name) || (k.name == s.name && registry::broker(s.name).is_some()) {
                 continue;
             }
             let rest: Vec<&str> = k.synonyms[i..].iter().map(|s| s.name).collect();

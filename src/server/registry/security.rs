@@ -1,0 +1,193 @@
+//! Authentication, authorization and TLS.
+
+use super::*;
+
+/// Authentication and authorization.
+pub const AUTH: &[Setting] = &[
+    Setting {
+        kind: ConfigType::List,
+        default: Some(DEFAULT_SASL_MECHANISMS),
+        valid: "`SCRAM-SHA-256`, `SCRAM-SHA-512`, `PLAIN`",
+        per_listener: true,
+        take: |_, v| sasl_mechanisms(v.value).map(|_| ()),
+        ..Setting::text(
+            "sasl.enabled.mechanisms",
+            "What SASL listeners offer (per listener: `listener.name.<l>.sasl.enabled.mechanisms`). See docs/security.md.",
+        )
+    },
+    Setting {
+        take: |c, v| {
+            c.sasl.max_receive_size = v.int()? as usize;
+            Ok(())
+        },
+        show: Some(|c, _| c.sasl.max_receive_size.to_string()),
+        ..Setting::int("sasl.server.max.receive.size", 1024, I32, "524288", "The largest frame before authentication.")
+    },
+    Setting {
+        take: |c, v| {
+            c.sasl.failed_authentication_delay = v.ms()?;
+            Ok(())
+        },
+        show: Some(|c, _| c.sasl.failed_authentication_delay.as_millis().to_string()),
+        ..Setting::int(
+            "connection.failed.authentication.delay.ms",
+            0,
+            60_000,
+            "100",
+            "How long a client that failed to authenticate waits for its answer and the close.",
+        )
+    },
+    Setting {
+        take: |c, v| {
+            let ms = v.ms()?;
+            c.sasl.max_reauth = (!ms.is_zero()).then_some(ms);
+            Ok(())
+        },
+        show: Some(|c, _| c.sasl.max_reauth.map_or(0, |d| d.as_millis()).to_string()),
+        ..Setting::long(
+            "connections.max.reauth.ms",
+            0,
+            i64::MAX,
+            "0",
+            "KIP-368: a SASL session's lifetime (0: sessions never end); the client re-authenticates on its \
+             connection before it ends, or the connection closes at its next request.",
+        )
+    },
+    Setting {
+        default: Some(""),
+        valid: "empty, `org.apache.kafka.metadata.authorizer.StandardAuthorizer`, \
+                `kafka.security.authorizer.AclAuthorizer`",
+        take: |c, v| {
+            c.authorizer_enabled = match v.text() {
+                "" => false,
+                AUTHORIZER | LEGACY_AUTHORIZER => true,
+                other => bail!(
+                    "{}={other}: tidemark authorizes as Kafka's {AUTHORIZER} (or {LEGACY_AUTHORIZER}); name one of \
+                     them, or nothing",
+                    v.key
+                ),
+            };
+            Ok(())
+        },
+        ..Setting::text(
+            "authorizer.class.name",
+            "Check every request against the ACLs (Kafka's rules; docs/security.md). Empty: no authorization.",
+        )
+    },
+    Setting {
+        kind: ConfigType::List,
+        default: Some(""),
+        valid: "`Type:name;Type:name`",
+        take: |c, v| {
+            let mut users = Vec::new();
+            for u in v.value.split(';').map(str::trim).filter(|u| !u.is_empty()) {
+                if !u.split_once(':').is_some_and(|(t, n)| !t.is_empty() && !n.is_empty()) {
+                    bail!("{}: {u} is not a principal (Type:name, e.g. User:admin)", v.key);
+                }
+                users.push(u.to_string());
+            }
+            c.authorizer.super_users = users;
+            Ok(())
+        },
+        ..Setting::text("super.users", "Principals allowed everything.")
+    },
+    Setting {
+        take: |c, v| {
+            c.authorizer.allow_if_no_acl = v.flag()?;
+            Ok(())
+        },
+        show: Some(|c, _| c.authorizer.allow_if_no_acl.to_string()),
+        ..Setting::flag("allow.everyone.if.no.acl.found", "false", "Whether a resource no ACL names is open to all.")
+    },
+];
+
+/// TLS, per listener (`listener.name.<l>.<setting>`) or for every TLS listener.
+pub const TLS: &[Setting] = &[
+    Setting {
+        change: Change::PerBroker,
+        default: Some("PEM"),
+        valid: "`PEM`",
+        ..Setting::tls("ssl.keystore.type", "The only store type (KIP-651); JKS and PKCS12 are refused.")
+    },
+    Setting {
+        change: Change::PerBroker,
+        valid: "a file",
+        ..Setting::tls(
+            "ssl.keystore.location",
+            "PEM: the unencrypted private key and the certificate chain (required on a TLS listener, or inline \
+             `ssl.keystore.key` and `ssl.keystore.certificate.chain`).",
+        )
+    },
+    Setting {
+        change: Change::PerBroker,
+        sensitive: true,
+        ..Setting::tls("ssl.keystore.key", "The private key, PEM inline.")
+    },
+    Setting {
+        change: Change::PerBroker,
+        ..Setting::tls("ssl.keystore.certificate.chain", "The certificate chain, PEM inline.")
+    },
+    Setting { sensitive: true, ..Setting::tls(
+            "ssl.key.password",
+            "Accepted; not used: an encrypted key is refused with a message (give the key unencrypted).",
+        ) },
+    Setting {
+        sensitive: true,
+        inert: true,
+        ..Setting::tls("ssl.keystore.password", "Accepted; not used: PEM stores have no password.")
+    },
+    Setting {
+        change: Change::PerBroker,
+        default: Some("PEM"),
+        valid: "`PEM`",
+        ..Setting::tls("ssl.truststore.type", "The only store type (KIP-651).")
+    },
+    Setting {
+        change: Change::PerBroker,
+        valid: "a file",
+        ..Setting::tls(
+            "ssl.truststore.location",
+            "PEM CA certificates that sign client certificates (or inline `ssl.truststore.certificates`); needed \
+             with `ssl.client.auth` requested or required.",
+        )
+    },
+    Setting {
+        change: Change::PerBroker,
+        ..Setting::tls("ssl.truststore.certificates", "CA certificates, PEM inline.")
+    },
+    Setting {
+        sensitive: true,
+        inert: true,
+        ..Setting::tls("ssl.truststore.password", "Accepted; not used: PEM stores have no password.")
+    },
+    Setting {
+        default: Some("none"),
+        valid: "`none`, `requested`, `required`",
+        ..Setting::tls("ssl.client.auth", "Client certificates: not asked, asked (a client without one is `User:ANONYMOUS`), required.")
+    },
+    Setting {
+        kind: ConfigType::List,
+        default: Some("TLSv1.2,TLSv1.3"),
+        valid: "`TLSv1.2`, `TLSv1.3`",
+        ..Setting::tls("ssl.enabled.protocols", "The TLS versions offered.")
+    },
+    Setting {
+        default: Some("TLSv1.3"),
+        inert: true,
+        ..Setting::tls("ssl.protocol", "Accepted; `ssl.enabled.protocols` decides.")
+    },
+    Setting {
+        kind: ConfigType::List,
+        default: Some("DEFAULT"),
+        valid: "Kafka's rules (`RULE:pattern/replacement/[LU]`, `DEFAULT`)",
+        ..Setting::tls("ssl.principal.mapping.rules", "The principal of a client certificate: its subject in Java's RFC 2253 form through the first rule that applies; none applying refuses the connection.")
+    },
+    Setting {
+        default: Some("https"),
+        inert: true,
+        ..Setting::tls(
+            "ssl.endpoint.identification.algorithm",
+            "Accepted; the broker checks no client's host name.",
+        )
+    },
+];
