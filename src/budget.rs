@@ -185,7 +185,7 @@ impl Held {
         }
         match (&self.budget, &other.budget) {
             (None, _) => self.budget = other.budget.take(),
-            (Some(mine), Some(theirs)) => debug_assert!(Rc::ptr_eq(mine, theirs), "held from two budgets"),
+            (Some(mine), Some(theirs)) => crate::invariant!(Rc::ptr_eq(mine, theirs), "held from two budgets"),
             (Some(_), None) => {}
         }
         self.units += std::mem::take(&mut other.units);

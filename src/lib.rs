@@ -40,6 +40,18 @@
 #![warn(missing_debug_implementations)]
 #![allow(missing_debug_implementations)]
 
+/// Check an invariant where it matters (TigerBeetle's habit): in debug builds and in the unit
+/// tests it stops the program where a broken one shows; in release builds it costs nothing.
+/// Write it as `assert!` (`invariant!(cond, "format", args)`), or with `==` for equality.
+#[macro_export]
+macro_rules! invariant {
+    ($($arg:tt)*) => {
+        if cfg!(any(debug_assertions, test)) {
+            assert!($($arg)*);
+        }
+    };
+}
+
 pub mod budget;
 pub mod client;
 pub mod cluster;

@@ -114,7 +114,7 @@ impl Disk for DmaDisk {
     type File = DmaDiskFile;
 
     fn alloc(&self, len: usize) -> DmaBuffer {
-        debug_assert_eq!(len as u64 % PAGE, 0);
+        crate::invariant!((len as u64).is_multiple_of(PAGE));
         glommio::allocate_dma_buffer(len)
     }
 
@@ -266,9 +266,9 @@ impl DiskFile for DmaDiskFile {
     }
 
     async fn write_at(&self, buf: Rc<DmaBuffer>, pos: u64) -> IoResult<()> {
-        debug_assert_eq!(pos % PAGE, 0, "unaligned DMA write position");
+        crate::invariant!(pos.is_multiple_of(PAGE), "unaligned DMA write position");
         let want = buf.len();
-        debug_assert_eq!(want as u64 % PAGE, 0, "unaligned DMA write length");
+        crate::invariant!((want as u64).is_multiple_of(PAGE), "unaligned DMA write length");
         if let Some(Fault::ShortWrite) = injected(FaultOp::Write, "write", &self.path, Some(pos)).await? {
             // The first page lands, then the error.
             let mut first = glommio::allocate_dma_buffer(PAGE as usize);
@@ -297,8 +297,8 @@ impl DiskFile for DmaDiskFile {
             return self.sync().await;
         };
         let want = buf.len();
-        debug_assert_eq!(pos % PAGE, 0, "unaligned DMA write position");
-        debug_assert_eq!(want as u64 % PAGE, 0, "unaligned DMA write length");
+        crate::invariant!(pos.is_multiple_of(PAGE), "unaligned DMA write position");
+        crate::invariant!((want as u64).is_multiple_of(PAGE), "unaligned DMA write length");
         let n = file.write_rc_at(buf, pos).await.map_err(|e| gerr("write O_DSYNC", &self.path, Some(pos), e))?;
         self.whole("write O_DSYNC", pos, n, want)
     }

@@ -357,17 +357,8 @@ async fn produce(
             b.push(ts, key.as_ref().map(|k| &k[..]), Some(&value), &[]);
         }
         let batch = Bytes::from(b.finish_compressed(args.compression));
-        let req = ProduceRequest {
-            transactional_id: producer.as_ref().and_then(|p| p.transactional_id.clone()),
-            acks: args.acks,
-            timeout_ms: 30_000,
-            topics: vec![ProduceTopic {
-                name: args.topic.clone(),
-                partitions: vec![ProducePartition { index: partition, records: Some(batch), ..Default::default() }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
+        let transactional_id = producer.as_ref().and_then(|p| p.transactional_id.clone());
+        let req = produce_request(&args, transactional_id, partition, batch);
         let bytes = (n as usize * args.record_size) as u64;
         let sent = Sent { n, bytes, intended, measure };
         glommio::spawn_local(send_batch(conn.clone(), req, permit, meter.clone(), sent)).detach();
@@ -381,6 +372,21 @@ async fn produce(
         p.commit(&conn, &meter).await?;
     }
     Ok(())
+}
+
+/// One batch for one partition of the load's topic, as a Produce request.
+fn produce_request(args: &LoadArgs, transactional_id: Option<String>, partition: i32, batch: Bytes) -> ProduceRequest {
+    ProduceRequest {
+        transactional_id,
+        acks: args.acks,
+        timeout_ms: 30_000,
+        topics: vec![ProduceTopic {
+            name: args.topic.clone(),
+            partitions: vec![ProducePartition { index: partition, records: Some(batch), ..Default::default() }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
 }
 
 /// An idempotent or transactional producer's state on one connection.

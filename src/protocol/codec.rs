@@ -333,7 +333,7 @@ impl Codec for Writer {
         Ok(())
     }
     fn raw(&mut self, v: &mut Bytes, len: usize) -> ProtoResult<()> {
-        debug_assert_eq!(v.len(), len);
+        crate::invariant!(v.len() == len);
         self.buf.put_slice(v);
         Ok(())
     }

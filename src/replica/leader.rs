@@ -103,7 +103,7 @@ impl Led {
     /// partition epoch settles the pending change (it, or another, committed); a follower that
     /// left the ISR must fetch again before its progress counts.
     pub(super) fn update(&mut self, node: i32, state: &PartitionState, now: Instant) {
-        debug_assert_eq!(state.leader_epoch, self.leader_epoch, "a new leader epoch is a new leadership");
+        crate::invariant!(state.leader_epoch == self.leader_epoch, "a new leader epoch is a new leadership");
         if self.partition_epoch != state.partition_epoch {
             self.pending = None;
         }

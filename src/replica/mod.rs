@@ -365,7 +365,9 @@ impl Replication {
 
 /// The high watermark of a led partition ([`Led::high_watermark`]), put in force.
 fn advance(p: &Rc<Partition<DmaDisk>>, l: &Led, node: i32) {
-    let to = l.high_watermark(node, p.high_watermark().get());
+    let now = p.high_watermark().get();
+    let to = l.high_watermark(node, now);
+    crate::invariant!(to.is_none_or(|t| t >= now), "a leader's high watermark never goes back: {now} to {to:?}");
     p.set_replicated_to(to.map(Offset));
 }
 
@@ -376,8 +378,8 @@ fn keeper_period(lag: Duration) -> Duration {
 }
 
 /// Each shard's ISR keeper: every quarter of `replica.lag.time.max.ms` (from 50 ms to a
-/// second), propose the ISR changes due among the
-/// partitions it leads, one at a time per partition.
+/// second), propose the ISR changes due among the partitions it leads, one at a time per
+/// partition.
 pub fn spawn_isr_keeper<H: Host>(host: &Rc<H>) {
     let host = host.clone();
     glommio::spawn_local(async move {
@@ -422,6 +424,9 @@ pub fn spawn_isr_keeper<H: Host>(host: &Rc<H>) {
 /// `propose`): a slow rule holds it back, any other loses it.
 async fn injected_delay(tp: &(String, i32)) -> Result<(), Outcome> {
     use crate::io::faults::{self, Fault, FaultOp};
+    if !faults::armed() {
+        return Ok(());
+    }
     let name = format!("{}-{}", tp.0, tp.1);
     match faults::take(FaultOp::Propose, std::path::Path::new(&name)) {
         None => Ok(()),

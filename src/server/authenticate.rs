@@ -237,29 +237,21 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                 exchange = Some((x, framing));
             }
             (Request::SaslAuthenticate(a), Some((x, Framing::Requests))) => {
-                let authenticated = |error_code: ErrorCode, error_message: Option<String>, auth_bytes: Vec<u8>| {
-                    SaslAuthenticateResponse {
-                        error_code,
-                        error_message,
-                        auth_bytes: auth_bytes.into(),
-                        ..Default::default()
-                    }
-                };
                 match x.step_off_thread(&a.auth_bytes, &shard.credentials()).await {
                     Ok(Step::Continue(reply)) => {
-                        respond(stream, &header, authenticated(code::NONE, None, reply)).await?
+                        respond(stream, &header, auth_response(code::NONE, None, reply)).await?
                     }
                     Ok(Step::Done { user, reply }) => {
                         let (expires, session_lifetime_ms) = lifetime(shard);
                         let answer =
-                            SaslAuthenticateResponse { session_lifetime_ms, ..authenticated(code::NONE, None, reply) };
+                            SaslAuthenticateResponse { session_lifetime_ms, ..auth_response(code::NONE, None, reply) };
                         respond(stream, &header, answer).await?;
                         let mechanism = x.mechanism().to_string();
                         return Some(SaslSession { user, mechanism, expires, reauth: None });
                     }
                     Err(failed) => {
                         let answer =
-                            authenticated(code::SASL_AUTHENTICATION_FAILED, Some(failed.0.clone()), Vec::new());
+                            auth_response(code::SASL_AUTHENTICATION_FAILED, Some(failed.0.clone()), Vec::new());
                         return fail(stream, Some((&header, answer)), delay, peer, x.mechanism(), &failed.0).await;
                     }
                 }
@@ -271,6 +263,15 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
     }
+}
+
+/// A SaslAuthenticate answer.
+fn auth_response(
+    error_code: ErrorCode,
+    error_message: Option<String>,
+    auth_bytes: Vec<u8>,
+) -> SaslAuthenticateResponse {
+    SaslAuthenticateResponse { error_code, error_message, auth_bytes: auth_bytes.into(), ..Default::default() }
 }
 
 fn closing<T>(peer: &str, why: &str) -> Option<T> {

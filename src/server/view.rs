@@ -133,9 +133,9 @@ impl Follower for TopicsView {
                 }
             }
             Delta::Placed { name, placement, .. } => {
-                debug_assert!(self.clustered, "only a clustered node's topics are placed");
+                crate::invariant!(self.clustered, "only a clustered node's topics are placed");
                 if let Some(t) = self.topics.borrow_mut().get_mut(name) {
-                    debug_assert!(placement.len() as u32 >= t.partitions, "a placement covers every partition");
+                    crate::invariant!(placement.len() as u32 >= t.partitions, "a placement covers every partition");
                     t.placement = Some(placement.clone());
                 }
             }

@@ -25,6 +25,7 @@ use crate::storage::compaction::{
 use crate::storage::error::{StorageError, StorageResult};
 use crate::storage::format::index::encode_cleaner_checkpoint;
 use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWalk};
+use crate::storage::format::txn_index::AbortedTxn;
 use crate::storage::format::FormatError;
 use crate::storage::log::{
     cleaned_path, finish_swap_files, swap_path, txn_cleaned_path, CleanTarget, SegmentSpan, SwapStart,
@@ -213,36 +214,10 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
         cell.log().set_cleaned_to(at);
     }
     let dlimit = config.decompress_limit();
-
-    // 1. The offset map over the dirty part, batch by batch within the budget: the pass ends
-    // at the first batch that does not fit (the next pass's map starts there).
     let first_dirty = target.first_dirty;
-    let mut map = OffsetMap::new(limits.map_budget_bytes);
-    let mut map_txns =
-        TxnTracker::new(target.aborted.iter().filter(|t| t.last_offset >= first_dirty).copied().collect());
-    let mut end = first_dirty;
+    let (map, end) = map_dirty(&disk, &dir, &target, limits, dlimit, budget).await?;
+    crate::invariant!(end >= first_dirty, "the map ends at or past the first dirty offset");
     report.map_start = first_dirty;
-    for &span in target.segments.iter().filter(|s| s.1 > first_dirty) {
-        let mut full_at = None;
-        let mut visit = |batch: &[u8], _: &mut Vec<u8>| -> Result<(), FormatError> {
-            let info = BatchInfo::parse(batch)?;
-            if full_at.is_some() || info.last_offset < first_dirty {
-                return Ok(());
-            }
-            if !map.add(map_batch(batch, &mut map_txns, dlimit)?) {
-                full_at = Some(info.index_offset());
-            }
-            Ok(())
-        };
-        walk_segment(&disk, &dir, span, budget, &mut visit, None).await?;
-        match full_at {
-            Some(at) => {
-                end = at;
-                break;
-            }
-            None => end = span.1,
-        }
-    }
     report.end = end;
     report.map_keys = map.len();
 
@@ -259,6 +234,16 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
         Some(&(b, _, _)) => Some(disk.mtime_ms(&log_path(&dir, b)).await?),
         None => None,
     };
+    let pass = GroupPass {
+        disk: &disk,
+        dir: &dir,
+        end,
+        rules,
+        last_clean_mtime,
+        map: &map,
+        last_batches: &last_batches,
+        aborted: &target.aborted,
+    };
     let mut txns = TxnTracker::new(target.aborted.clone());
     // Every segment holding records below `end`; in the last, the batches at or past `end`
     // (not mapped yet: dirty) are copied as they are.
@@ -270,76 +255,14 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
         report.groups.push((base, next));
         // The group's last time-index entry names the record that stays (see `Protect`).
         let protect = entries.by_ref().take(group.len()).flatten().last().map(|&(_, at)| Protect { offset: at });
-        let cleaned = cleaned_path(&dir, base, next);
-        let txn_cleaned = txn_cleaned_path(&dir, base, next);
-        // Until the commit, a failure leaves nothing behind (the next open would delete it
-        // too, but a later pass may reuse the names).
-        let written = async {
-            let mut out = Output::create(&disk, &cleaned).await?;
-            let mut changed = group.len() > 1;
-            for &span in group {
-                // Legacy tombstones: by this segment's mtime against the pass's horizon.
-                let mtime = disk.mtime_ms(&log_path(&dir, span.0)).await?;
-                let expired = legacy_tombstones_expired(mtime, last_clean_mtime, rules.delete_retention_ms);
-                let rules = CleanRules { legacy_tombstones_expired: expired, ..rules };
-                let mut visit = |batch: &[u8], out: &mut Vec<u8>| -> Result<(), FormatError> {
-                    if BatchInfo::parse(batch)?.index_offset() >= end {
-                        out.extend_from_slice(batch);
-                        return Ok(());
-                    }
-                    let last = |pid: i64, last_offset: i64| last_batches.get(&pid) == Some(&last_offset);
-                    match clean_batch(batch, &map, &mut txns, last, protect, &rules, &mut report.stats)? {
-                        Outcome::Keep => out.extend_from_slice(batch),
-                        Outcome::Drop => changed = true,
-                        Outcome::Rewrite(b) => {
-                            changed = true;
-                            out.extend_from_slice(&b)
-                        }
-                    }
-                    Ok(())
-                };
-                walk_segment(&disk, &dir, span, budget, &mut visit, Some(&mut out)).await?;
-            }
-            let mut kept = std::mem::take(&mut txns.kept);
-            // Markers at or past `end` were copied as they are: their entries stay.
-            kept.extend(target.aborted.iter().filter(|t| t.last_offset >= end && t.last_offset < next));
-            if !changed {
-                out.abandon(&disk).await?;
-                return Ok(None);
-            }
-            let size = out.finish(&disk, budget.budget).await?;
-            // The originals' latest modification time: what a T5.5 entry (a segment without
-            // timestamps) and recovery read, so the rebuilt index keeps it.
-            let mut mtime = i64::MIN;
-            for &(b, _, _) in group {
-                mtime = mtime.max(disk.mtime_ms(&log_path(&dir, b)).await?);
-            }
-            disk.set_mtime_ms(&cleaned, mtime).await?;
-            // Always written (empty when no entry stays): `finish_swap_files` tells by it
-            // whether `<base>.txnindex` is the old one or the cleaned one moved in.
-            let mut bytes = Vec::new();
-            kept.iter().for_each(|t| t.encode(&mut bytes));
-            disk.write_file_atomic(&txn_cleaned, &bytes).await?;
-            // Commit: every group segment still there, loaded, no index load in flight, and
-            // retention held off.
-            loop {
-                if (budget.abort)() {
-                    return Err(StorageError::Closed);
-                }
-                let step = cell.log().begin_swap(group);
-                match step {
-                    Ok(SwapStart::Go) => return Ok(Some((size, kept))),
-                    Ok(SwapStart::Changed) => return Err(StorageError::Closed),
-                    Ok(SwapStart::Wait) => futures_lite::future::yield_now().await,
-                    Err(need) => load_indexes(cell, need).await?,
-                }
-            }
-        }
-        .await;
+        let (cleaned, txn_cleaned) = (cleaned_path(&dir, base, next), txn_cleaned_path(&dir, base, next));
+        let written = pass.write_aside(cell, group, protect, &mut txns, &mut report.stats, budget).await;
         let (size, kept) = match written {
             Ok(Some(w)) => w,
             Ok(None) => continue,
             Err(e) => {
+                // Until the commit, a failure leaves nothing behind (the next open would
+                // delete it too, but a later pass may reuse the names).
                 let _ = disk.remove_file(&cleaned).await;
                 let _ = disk.remove_file(&txn_cleaned).await;
                 if matches!(e, StorageError::Closed) {
@@ -350,43 +273,195 @@ pub async fn run_pass<D: Disk, C: LogCell<D>>(
                 return Err(e);
             }
         };
-        if let Err(e) = disk.rename(&cleaned, &swap_path(&dir, base, next)).await {
-            // Not renamed: not committed.
-            cell.log().abandon_swap();
-            let _ = disk.remove_file(&cleaned).await;
-            let _ = disk.remove_file(&txn_cleaned).await;
-            return Err(e.into());
-        }
-        // Committed (the directory sync below, or the next open, makes it durable): finish
-        // it, retrying a failing disk a few times.
-        let mut finished = Ok(());
-        for attempt in 0..3 {
-            finished = async {
-                disk.sync_dir(&dir).await?;
-                finish_swap_files(&disk, &dir, base, next).await
-            }
-            .await;
-            if finished.is_ok() {
-                break;
-            }
-            tracing::warn!(dir = %dir.display(), base, next, attempt, "finishing a compaction swap failed; retrying");
-        }
-        if let Err(e) = finished {
-            // The next open finishes it. Until then retention stays held off for this
-            // partition and reads use the old segments' open files.
-            tracing::error!(dir = %dir.display(), base, next, error = %e, "a compaction swap could not finish; the next start finishes it");
-            return Err(e.into());
-        }
-        cell.log().complete_swap(group, size, kept);
+        swap_in(cell, &disk, &dir, group, size, kept).await?;
         report.groups_swapped += 1;
-        // The new segment's indexes, by the recovery scan (SPEC T5), now rather than at the
-        // first read.
-        load_indexes(cell, crate::storage::NeedIndex::all(base)).await?;
     }
     disk.write_file_atomic(&dir.join(CLEANER_CHECKPOINT), &encode_cleaner_checkpoint(end)).await?;
     cell.log().set_cleaned_to(end);
     report.elapsed = began.elapsed();
     Ok(report)
+}
+
+/// A pass's step 1: the offset map over the dirty part, batch by batch within the budget; the
+/// pass ends at the first batch that does not fit (the next pass's map starts there). The map
+/// and where it ends.
+async fn map_dirty<D: Disk>(
+    disk: &D,
+    dir: &Path,
+    target: &CleanTarget,
+    limits: CleanerLimits,
+    dlimit: usize,
+    budget: &mut Pace<'_>,
+) -> StorageResult<(OffsetMap, i64)> {
+    let first_dirty = target.first_dirty;
+    let mut map = OffsetMap::new(limits.map_budget_bytes);
+    let mut map_txns =
+        TxnTracker::new(target.aborted.iter().filter(|t| t.last_offset >= first_dirty).copied().collect());
+    let mut end = first_dirty;
+    for &span in target.segments.iter().filter(|s| s.1 > first_dirty) {
+        let mut full_at = None;
+        let mut visit = |batch: &[u8], _: &mut Vec<u8>| -> Result<(), FormatError> {
+            let info = BatchInfo::parse(batch)?;
+            if full_at.is_some() || info.last_offset < first_dirty {
+                return Ok(());
+            }
+            if !map.add(map_batch(batch, &mut map_txns, dlimit)?) {
+                full_at = Some(info.index_offset());
+            }
+            Ok(())
+        };
+        walk_segment(disk, dir, span, budget, &mut visit, None).await?;
+        match full_at {
+            Some(at) => {
+                end = at;
+                break;
+            }
+            None => end = span.1,
+        }
+    }
+    Ok((map, end))
+}
+
+/// What cleaning one group of segments needs of its pass.
+struct GroupPass<'a, D: Disk> {
+    disk: &'a D,
+    dir: &'a Path,
+    /// Where the map ends: batches at or past it are copied as they are (dirty, not mapped).
+    end: i64,
+    rules: CleanRules,
+    /// The legacy tombstones' horizon: the last clean segment's mtime.
+    last_clean_mtime: Option<i64>,
+    map: &'a OffsetMap,
+    /// Each producer's last batch (kept, emptied if need be).
+    last_batches: &'a std::collections::HashMap<i64, i64>,
+    /// The aborted transactions of the cleanable range.
+    aborted: &'a [AbortedTxn],
+}
+
+impl<D: Disk> GroupPass<'_, D> {
+    /// Write one group's cleaned segment and transaction index aside (`.cleaned`), then start
+    /// its swap: the size and the transaction entries that stay, or `None` when the group
+    /// comes out unchanged (nothing written). `StorageError::Closed`: the log changed or
+    /// closed under the pass.
+    async fn write_aside<C: LogCell<D>>(
+        &self,
+        cell: &C,
+        group: &[SegmentSpan],
+        protect: Option<Protect>,
+        txns: &mut TxnTracker,
+        stats: &mut CleanStats,
+        budget: &mut Pace<'_>,
+    ) -> StorageResult<Option<(u64, Vec<AbortedTxn>)>> {
+        let (disk, dir, end) = (self.disk, self.dir, self.end);
+        let (base, next) = (group[0].0, group.last().expect("a group").1);
+        let cleaned = cleaned_path(dir, base, next);
+        let mut out = Output::create(disk, &cleaned).await?;
+        let mut changed = group.len() > 1;
+        for &span in group {
+            // Legacy tombstones: by this segment's mtime against the pass's horizon.
+            let mtime = disk.mtime_ms(&log_path(dir, span.0)).await?;
+            let expired = legacy_tombstones_expired(mtime, self.last_clean_mtime, self.rules.delete_retention_ms);
+            let rules = CleanRules { legacy_tombstones_expired: expired, ..self.rules };
+            let mut visit = |batch: &[u8], out: &mut Vec<u8>| -> Result<(), FormatError> {
+                if BatchInfo::parse(batch)?.index_offset() >= end {
+                    out.extend_from_slice(batch);
+                    return Ok(());
+                }
+                let last = |pid: i64, last_offset: i64| self.last_batches.get(&pid) == Some(&last_offset);
+                match clean_batch(batch, self.map, txns, last, protect, &rules, stats)? {
+                    Outcome::Keep => out.extend_from_slice(batch),
+                    Outcome::Drop => changed = true,
+                    Outcome::Rewrite(b) => {
+                        changed = true;
+                        out.extend_from_slice(&b)
+                    }
+                }
+                Ok(())
+            };
+            walk_segment(disk, dir, span, budget, &mut visit, Some(&mut out)).await?;
+        }
+        let mut kept = std::mem::take(&mut txns.kept);
+        // Markers at or past `end` were copied as they are: their entries stay.
+        kept.extend(self.aborted.iter().filter(|t| t.last_offset >= end && t.last_offset < next));
+        if !changed {
+            out.abandon(disk).await?;
+            return Ok(None);
+        }
+        let size = out.finish(disk, budget.budget).await?;
+        // The originals' latest modification time: what a T5.5 entry (a segment without
+        // timestamps) and recovery read, so the rebuilt index keeps it.
+        let mut mtime = i64::MIN;
+        for &(b, _, _) in group {
+            mtime = mtime.max(disk.mtime_ms(&log_path(dir, b)).await?);
+        }
+        disk.set_mtime_ms(&cleaned, mtime).await?;
+        // Always written (empty when no entry stays): `finish_swap_files` tells by it whether
+        // `<base>.txnindex` is the old one or the cleaned one moved in.
+        let mut bytes = Vec::new();
+        kept.iter().for_each(|t| t.encode(&mut bytes));
+        disk.write_file_atomic(&txn_cleaned_path(dir, base, next), &bytes).await?;
+        // Commit: every group segment still there, loaded, no index load in flight, and
+        // retention held off.
+        loop {
+            if (budget.abort)() {
+                return Err(StorageError::Closed);
+            }
+            let step = cell.log().begin_swap(group);
+            match step {
+                Ok(SwapStart::Go) => return Ok(Some((size, kept))),
+                Ok(SwapStart::Changed) => return Err(StorageError::Closed),
+                Ok(SwapStart::Wait) => futures_lite::future::yield_now().await,
+                Err(need) => load_indexes(cell, need).await?,
+            }
+        }
+    }
+}
+
+/// Commit a group's cleaned segment (`.swap`), swap it in, and rebuild its indexes: the
+/// rename commits (a failure before it leaves the old segments); finishing is retried a few
+/// times, and the next open finishes what a failing disk left.
+async fn swap_in<D: Disk, C: LogCell<D>>(
+    cell: &C,
+    disk: &D,
+    dir: &Path,
+    group: &[SegmentSpan],
+    size: u64,
+    kept: Vec<AbortedTxn>,
+) -> StorageResult<()> {
+    let (base, next) = (group[0].0, group.last().expect("a group").1);
+    let (cleaned, txn_cleaned) = (cleaned_path(dir, base, next), txn_cleaned_path(dir, base, next));
+    if let Err(e) = disk.rename(&cleaned, &swap_path(dir, base, next)).await {
+        // Not renamed: not committed.
+        cell.log().abandon_swap();
+        let _ = disk.remove_file(&cleaned).await;
+        let _ = disk.remove_file(&txn_cleaned).await;
+        return Err(e.into());
+    }
+    // Committed (the directory sync below, or the next open, makes it durable): finish it,
+    // retrying a failing disk a few times.
+    let mut finished = Ok(());
+    for attempt in 0..3 {
+        finished = async {
+            disk.sync_dir(dir).await?;
+            finish_swap_files(disk, dir, base, next).await
+        }
+        .await;
+        if finished.is_ok() {
+            break;
+        }
+        tracing::warn!(dir = %dir.display(), base, next, attempt, "finishing a compaction swap failed; retrying");
+    }
+    if let Err(e) = finished {
+        // The next open finishes it. Until then retention stays held off for this partition
+        // and reads use the old segments' open files.
+        tracing::error!(dir = %dir.display(), base, next, error = %e, "a compaction swap could not finish; the next start finishes it");
+        return Err(e.into());
+    }
+    cell.log().complete_swap(group, size, kept);
+    // The new segment's indexes, by the recovery scan (SPEC T5), now rather than at the first
+    // read.
+    load_indexes(cell, crate::storage::NeedIndex::all(base)).await?;
+    Ok(())
 }
 
 /// The header of the first stored batch the log holds at or after `offset` (one small read).

@@ -638,7 +638,7 @@ impl<D: Disk> Segment<D> {
         }
         self.size += len;
         self.next_offset = next_offset;
-        debug_assert_eq!(u.tail.end(), self.size);
+        crate::invariant!(u.tail.end() == self.size);
         u.tail.has_unsubmitted()
     }
 

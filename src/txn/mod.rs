@@ -171,7 +171,12 @@ impl TxnMetadata {
 
     /// Mark `t` pending, after checking Kafka's transition table.
     fn prepare(&mut self, t: Transit) -> Transit {
-        debug_assert!(t.state.valid_previous().contains(&self.data.state), "{:?} -> {:?}", self.data.state, t.state);
+        crate::invariant!(
+            t.state.valid_previous().contains(&self.data.state),
+            "{:?} -> {:?}",
+            self.data.state,
+            t.state
+        );
         self.pending = Some(t.state);
         t
     }

@@ -412,6 +412,7 @@ async fn fetch_once(
     let mut budget = (f.max_bytes.max(0) as usize).min(shard.config().limits.fetch_max_bytes);
     let mut pass =
         Pass { resp: FetchResponse::default(), bytes: 0, held: Held::default(), seen: BTreeMap::new(), unread: false };
+    let one = FetchOne { version, magic, request: f, replica, deadline };
     for t in &f.topics {
         let mut partitions = Vec::with_capacity(t.partitions.len());
         let refused = if t.topic.is_empty() && version >= 13 {
@@ -439,109 +440,7 @@ async fn fetch_once(
             continue;
         }
         for p in &t.partitions {
-            let mut max = if pass.bytes > 0 && budget == 0 {
-                0
-            } else {
-                (p.partition_max_bytes.max(0) as usize).min(budget).max(1)
-            };
-            let mut part_held = Held::default();
-            if max > 0 {
-                match reserve_share(shard, max, pass.held.units() > 0, deadline).await {
-                    Some(h) => part_held = h,
-                    None => max = 0,
-                }
-            }
-            let owner = shard.owner(&t.topic, p.partition);
-            let call = Read {
-                topic: t.topic.clone(),
-                partition: p.partition,
-                offset: Offset(p.fetch_offset),
-                max_bytes: max,
-                committed: f.isolation_level == 1,
-                reader_magic: magic,
-                replica: (replica >= 0).then_some(ReplicaRead {
-                    id: replica,
-                    // KIP-903: from v15 the follower names its broker epoch.
-                    broker_epoch: if version >= 15 { f.replica_state.replica_epoch } else { -1 },
-                    current_leader_epoch: p.current_leader_epoch,
-                    last_fetched_epoch: p.last_fetched_epoch,
-                }),
-            };
-            let read = match shard.call(owner, call).await {
-                Ok(r) => r,
-                Err(e) => Err(ReadRefused::code(call_code(&e, code::NOT_LEADER_OR_FOLLOWER))),
-            };
-            let (mut error_code, hw, start, lso, aborted, mut records, read_from) = match &read {
-                Ok(out) => (
-                    code::NONE,
-                    out.high_watermark,
-                    out.log_start_offset,
-                    out.last_stable_offset,
-                    out.aborted.clone(),
-                    out.records.clone(),
-                    out.read_from,
-                ),
-                Err(r) => {
-                    (r.code, r.high_watermark, r.log_start_offset, r.high_watermark, None, Bytes::new(), Offset::NONE)
-                }
-            };
-            let (diverging, durable_end) =
-                read.as_ref().map_or((None, Offset::NONE), |out| (out.diverging, out.durable_end));
-            // What this reader may see ends at the LSO under READ_COMMITTED.
-            let visible = if f.isolation_level == 1 { lso } else { hw };
-            if magic < 2 && !records.is_empty() {
-                (error_code, records) = match down_convert(shard, &t.topic, p.partition, records, magic, max) {
-                    Ok(converted) => (error_code, converted),
-                    Err(c) => (c, Bytes::new()),
-                };
-            }
-            // Keep what the records take (a first batch larger than its share takes what is
-            // free of the difference).
-            let len = records.len() as u64;
-            if len > part_held.units() {
-                if let Some(more) = shard.fetch_memory().try_reserve(len - part_held.units()) {
-                    part_held.absorb(more);
-                }
-            }
-            part_held.shrink(len);
-            pass.held.absorb(part_held);
-            budget = budget.saturating_sub(records.len());
-            pass.bytes += records.len();
-            if error_code == code::NONE {
-                // (Past batches a legacy reader gets nothing from, nothing is left to read: the
-                // long poll waits for a change, it does not read them again.)
-                pass.unread |= records.is_empty() && Offset(p.fetch_offset).max(read_from) < visible;
-                let seen = Seen {
-                    topic: t.topic.clone(),
-                    partition: p.partition,
-                    high_watermark: hw,
-                    log_start_offset: start,
-                    durable_end,
-                };
-                pass.seen.entry(owner).or_default().push(seen);
-            }
-            partitions.push(FetchPartitionResponse {
-                partition_index: p.partition,
-                error_code,
-                high_watermark: hw.get(),
-                last_stable_offset: lso.get(),
-                log_start_offset: start.get(),
-                aborted_transactions: aborted.map(|a| {
-                    a.into_iter()
-                        .map(|(producer_id, first_offset)| AbortedTransaction {
-                            producer_id,
-                            first_offset,
-                            ..Default::default()
-                        })
-                        .collect()
-                }),
-                preferred_read_replica: -1,
-                diverging_epoch: diverging
-                    .map(|(epoch, end_offset)| EpochEndOffset { epoch, end_offset, ..Default::default() })
-                    .unwrap_or_default(),
-                records: Some(records),
-                ..Default::default()
-            });
+            partitions.push(one.partition(shard, &t.topic, p, &mut budget, &mut pass).await);
         }
         pass.resp.topics.push(FetchTopicResponse {
             topic: t.topic.clone(),
@@ -551,6 +450,139 @@ async fn fetch_once(
         });
     }
     pass
+}
+
+/// What reading one partition of a fetch needs of its request.
+struct FetchOne<'a> {
+    version: i16,
+    /// The newest message format the reader reads.
+    magic: i8,
+    request: &'a FetchRequest,
+    /// The follower's id, or -1 for a consumer.
+    replica: i32,
+    deadline: Instant,
+}
+
+impl FetchOne<'_> {
+    /// The read of one partition, for the shard that owns it (`max`: its share of the budget).
+    fn read_call(&self, topic: &str, p: &FetchPartition, max: usize) -> Read {
+        let (version, magic, f, replica) = (self.version, self.magic, self.request, self.replica);
+        Read {
+            topic: topic.to_string(),
+            partition: p.partition,
+            offset: Offset(p.fetch_offset),
+            max_bytes: max,
+            committed: f.isolation_level == 1,
+            reader_magic: magic,
+            replica: (replica >= 0).then_some(ReplicaRead {
+                id: replica,
+                // KIP-903: from v15 the follower names its broker epoch.
+                broker_epoch: if version >= 15 { f.replica_state.replica_epoch } else { -1 },
+                current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: p.last_fetched_epoch,
+            }),
+        }
+    }
+
+    /// Read one partition within the request's budget (`budget`: what is left of it), from
+    /// the shard that owns it; its records are held against the fetch memory in `pass`.
+    async fn partition(
+        &self,
+        shard: &Rc<Shard>,
+        topic: &str,
+        p: &FetchPartition,
+        budget: &mut usize,
+        pass: &mut Pass,
+    ) -> FetchPartitionResponse {
+        let (magic, f, deadline) = (self.magic, self.request, self.deadline);
+        let mut max = if pass.bytes > 0 && *budget == 0 {
+            0
+        } else {
+            (p.partition_max_bytes.max(0) as usize).min(*budget).max(1)
+        };
+        let mut part_held = Held::default();
+        if max > 0 {
+            match reserve_share(shard, max, pass.held.units() > 0, deadline).await {
+                Some(h) => part_held = h,
+                None => max = 0,
+            }
+        }
+        let owner = shard.owner(topic, p.partition);
+        let call = self.read_call(topic, p, max);
+        let read = match shard.call(owner, call).await {
+            Ok(r) => r,
+            Err(e) => Err(ReadRefused::code(call_code(&e, code::NOT_LEADER_OR_FOLLOWER))),
+        };
+        let (mut error_code, hw, start, lso, aborted, mut records, read_from) = match &read {
+            Ok(out) => (
+                code::NONE,
+                out.high_watermark,
+                out.log_start_offset,
+                out.last_stable_offset,
+                out.aborted.clone(),
+                out.records.clone(),
+                out.read_from,
+            ),
+            Err(r) => {
+                (r.code, r.high_watermark, r.log_start_offset, r.high_watermark, None, Bytes::new(), Offset::NONE)
+            }
+        };
+        let (diverging, durable_end) =
+            read.as_ref().map_or((None, Offset::NONE), |out| (out.diverging, out.durable_end));
+        // What this reader may see ends at the LSO under READ_COMMITTED.
+        let visible = if f.isolation_level == 1 { lso } else { hw };
+        if magic < 2 && !records.is_empty() {
+            (error_code, records) = match down_convert(shard, topic, p.partition, records, magic, max) {
+                Ok(converted) => (error_code, converted),
+                Err(c) => (c, Bytes::new()),
+            };
+        }
+        // Keep what the records take (a first batch larger than its share takes what is
+        // free of the difference).
+        let len = records.len() as u64;
+        if len > part_held.units() {
+            if let Some(more) = shard.fetch_memory().try_reserve(len - part_held.units()) {
+                part_held.absorb(more);
+            }
+        }
+        part_held.shrink(len);
+        pass.held.absorb(part_held);
+        *budget = budget.saturating_sub(records.len());
+        pass.bytes += records.len();
+        if error_code == code::NONE {
+            // (Past batches a legacy reader gets nothing from, nothing is left to read: the
+            // long poll waits for a change, it does not read them again.)
+            pass.unread |= records.is_empty() && Offset(p.fetch_offset).max(read_from) < visible;
+            let seen = Seen {
+                topic: topic.to_string(),
+                partition: p.partition,
+                high_watermark: hw,
+                log_start_offset: start,
+                durable_end,
+            };
+            pass.seen.entry(owner).or_default().push(seen);
+        }
+        FetchPartitionResponse {
+            partition_index: p.partition,
+            error_code,
+            high_watermark: hw.get(),
+            last_stable_offset: lso.get(),
+            log_start_offset: start.get(),
+            aborted_transactions: aborted.map(aborted_transactions),
+            preferred_read_replica: -1,
+            diverging_epoch: diverging
+                .map(|(epoch, end_offset)| EpochEndOffset { epoch, end_offset, ..Default::default() })
+                .unwrap_or_default(),
+            records: Some(records),
+            ..Default::default()
+        }
+    }
+}
+
+/// The aborted transactions of a READ_COMMITTED read, as Fetch answers them.
+fn aborted_transactions(aborted: Vec<(i64, i64)>) -> Vec<AbortedTransaction> {
+    let entry = |(producer_id, first_offset)| AbortedTransaction { producer_id, first_offset, ..Default::default() };
+    aborted.into_iter().map(entry).collect()
 }
 
 /// A topic's decompression limit and whether it allows down-conversion

@@ -272,23 +272,7 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
     cx.release_turn();
     // Awaited with acks=0 too: the request (its frame, its in-flight slot) is held until its
     // appends are done, so a client that wants no answer cannot pile up unbounded work.
-    let mut topics = Vec::with_capacity(pending.len());
-    for (name, parts) in pending {
-        let mut partitions = Vec::with_capacity(parts.len());
-        for (index, outcome) in parts {
-            let result = match outcome {
-                Err(c) => Err(ProduceRefused::code(c)),
-                Ok(task) => match task.await {
-                    Some(Ok(r)) => r,
-                    Some(Err(e)) => Err(ProduceRefused::code(call_code(&e, code::NOT_LEADER_OR_FOLLOWER))),
-                    // The task is gone only when the shard is stopping.
-                    None => Err(ProduceRefused::code(code::NOT_LEADER_OR_FOLLOWER)),
-                },
-            };
-            partitions.push(partition_response(index, result));
-        }
-        topics.push(ProduceTopicResponse { name, partitions, ..Default::default() });
-    }
+    let mut topics = answers(pending).await;
     if p.acks == 0 {
         return None;
     }
@@ -306,6 +290,29 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
     }
     let node_endpoints = super::cluster::leader_endpoints(cx, leaders).await;
     Some(ProduceResponse { topics, throttle_time_ms, node_endpoints, ..Default::default() })
+}
+
+/// Each partition's answer once its append is done (or the code it was refused with), in
+/// request order.
+async fn answers(pending: Vec<(String, Vec<(i32, Issued)>)>) -> Vec<ProduceTopicResponse> {
+    let mut topics = Vec::with_capacity(pending.len());
+    for (name, parts) in pending {
+        let mut partitions = Vec::with_capacity(parts.len());
+        for (index, outcome) in parts {
+            let result = match outcome {
+                Err(c) => Err(ProduceRefused::code(c)),
+                Ok(task) => match task.await {
+                    Some(Ok(r)) => r,
+                    Some(Err(e)) => Err(ProduceRefused::code(call_code(&e, code::NOT_LEADER_OR_FOLLOWER))),
+                    // The task is gone only when the shard is stopping.
+                    None => Err(ProduceRefused::code(code::NOT_LEADER_OR_FOLLOWER)),
+                },
+            };
+            partitions.push(partition_response(index, result));
+        }
+        topics.push(ProduceTopicResponse { name, partitions, ..Default::default() });
+    }
+    topics
 }
 
 fn partition_response(index: i32, result: Result<Appended, ProduceRefused>) -> ProducePartitionResponse {

@@ -51,8 +51,9 @@ use super::Log;
 use crate::io::{align_up, Disk, DiskFile, IoError, PAGE, ZEROS_BYTES};
 use crate::metrics::{self, Counter, Stage};
 use crate::storage::error::{StorageError, StorageResult};
+use crate::storage::format::txn_index::AbortedTxn;
 use crate::storage::segment::{
-    index_path, log_path, maxindex_path, timeindex_path, txnindex_path, ChunkWrite, Segment, SegmentState,
+    index_path, log_path, maxindex_path, timeindex_path, txnindex_path, ChunkWrite, Segment, SegmentState, Unsealed,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::path::PathBuf;
@@ -175,13 +176,7 @@ impl<D: Disk> Log<D> {
         let writes = unsealed.tail.take_writes();
         let max_end = writes.iter().map(|w| w.pos + w.buf.as_ref().as_ref().len() as u64).max().unwrap_or(0);
         let allocated = unsealed.allocated.max(if pipe.base == base { pipe.allocated } else { 0 });
-        let allocate_to = if max_end > allocated {
-            let step = preallocate_bytes.max(PAGE);
-            let want = align_up(max_end).div_ceil(step) * step;
-            want.min(align_up(segment_bytes).max(align_up(max_end)))
-        } else {
-            0
-        };
+        let allocate_to = allocation_target(max_end, allocated, preallocate_bytes, segment_bytes);
         pipe.base = base;
         pipe.writing = true;
         pipe.allocated = allocated.max(allocate_to);
@@ -204,27 +199,8 @@ impl<D: Disk> Log<D> {
                 zero_to: 0,
             });
         }
-        let next = seg.next_offset;
-        let aborted = &self.aborted;
-        let seal = producer_snapshot.map(|snapshot| {
-            let index = &unsealed.index.index;
-            let index_file = index.encode();
-            SealWork {
-                size: seg.size,
-                txn_index: {
-                    let mut bytes = Vec::new();
-                    aborted
-                        .iter()
-                        .filter(|t| t.last_offset >= base && t.last_offset < next)
-                        .for_each(|t| t.encode(&mut bytes));
-                    bytes
-                },
-                max_index: index.encode_max(&index_file),
-                index: index_file,
-                time_index: unsealed.time.encode(),
-                snapshot: (seg.next_offset, snapshot.to_vec()),
-            }
-        });
+        let span = (base, seg.next_offset, seg.size);
+        let seal = producer_snapshot.map(|snapshot| seal_work(span, unsealed, snapshot, &self.aborted));
         pipe.commit = true;
         pipe.last_commit_bytes = seg.size - seg.durable_size;
         pipe.target_size = seg.size;
@@ -684,5 +660,39 @@ impl<D: Disk> Written<D> {
             work.disk.sync_dir(&work.dir).await?;
         }
         Ok(())
+    }
+}
+
+/// How far a flush job extends its segment's file before writing up to `max_end`: nothing
+/// while the file is allocated that far; else the next multiple of `tidemark.preallocate.bytes`
+/// (a page at least), capped at `segment.bytes` (but never short of the writes).
+fn allocation_target(max_end: u64, allocated: u64, preallocate_bytes: u64, segment_bytes: u64) -> u64 {
+    if max_end <= allocated {
+        return 0;
+    }
+    let step = preallocate_bytes.max(PAGE);
+    let want = align_up(max_end).div_ceil(step) * step;
+    want.min(align_up(segment_bytes).max(align_up(max_end)))
+}
+
+/// What sealing a closing segment (`[base, next)`, `size` bytes) writes: its indexes, its transaction index (the aborted
+/// transactions whose markers it holds) and the producer snapshot at its end.
+fn seal_work<D: Disk>(
+    (base, next, size): (i64, i64, u64),
+    unsealed: &Unsealed<D>,
+    snapshot: &[u8],
+    aborted: &[AbortedTxn],
+) -> SealWork {
+    let index = &unsealed.index.index;
+    let index_file = index.encode();
+    let mut txn_index = Vec::new();
+    aborted.iter().filter(|t| t.last_offset >= base && t.last_offset < next).for_each(|t| t.encode(&mut txn_index));
+    SealWork {
+        size,
+        txn_index,
+        max_index: index.encode_max(&index_file),
+        index: index_file,
+        time_index: unsealed.time.encode(),
+        snapshot: (next, snapshot.to_vec()),
     }
 }

@@ -120,29 +120,12 @@ impl<D: Disk> Log<D> {
     /// one (the backwards scan of T8.1), and a scan of the last segment when the shutdown was
     /// unclean. `now` stamps nothing; it starts the rolling clock.
     pub async fn open(disk: D, dir: &Path, config: LogConfig) -> StorageResult<(Log<D>, OpenReport)> {
-        disk.create_dir_all(dir).await?;
-        if let Some(parent) = dir.parent() {
-            disk.sync_dir(parent).await?;
-        }
         let mut report = OpenReport::default();
-        super::clean::recover_swaps(&disk, dir).await?;
-        let (mut bases, mut snapshots) = list_segment_files(&disk, dir).await?;
-        // A suffix truncation begun (`log::truncate`): its files go first, and the last segment
-        // left is cut at the offset by the rescan below (a clean marker cannot describe it).
-        let cut = super::truncate::read_intent(&disk, dir).await?;
-        if let Some(cut) = cut {
-            super::truncate::drop_files(&disk, dir, &mut bases, &mut snapshots, cut).await?;
-        }
+        let Found { bases, snapshots, cut, marker } = Found::read(&disk, dir).await?;
         let (until, restart) = match cut {
             Some(Cut::Suffix(offset)) => (Some(offset), None),
             Some(Cut::Restart(offset)) => (None, Some(offset)),
             None => (None, None),
-        };
-        let marker_path = dir.join(CLEAN_MARKER);
-        // (log end offset, last time-index timestamp) of a clean shutdown.
-        let marker = match cut {
-            Some(_) => None,
-            None => disk.read_file(&marker_path).await?.and_then(|b| decode_clean_marker(&b)),
         };
         // Every segment but the last is sealed.
         let mut segments = BTreeMap::new();
@@ -184,30 +167,10 @@ impl<D: Disk> Log<D> {
                 at.rescan(&file, base, file_size, context_ts, &mut report).await?
             }
         };
-        // The clean path read no batch: its producer state is the snapshot at the log end.
-        let mut replayed = std::mem::take(&mut last.aborted);
-        let mut producers = match last.producers.take() {
-            Some(p) => p,
-            None => {
-                let mut all = at.spans.clone();
-                all.push((base, last.next_offset, last.size));
-                let (p, aborted) = producers_at(&disk, dir, &at.snapshots, &all, &config, last.next_offset).await?;
-                replayed.extend(aborted);
-                p
-            }
-        };
-        // The aborted transactions: each segment's `.txnindex`, and what replays found (for
-        // segments whose seal did not finish, and the rescanned active one).
-        let mut bases_to_read: Vec<i64> = at.spans.iter().map(|s| s.0).collect();
-        if report.clean {
-            bases_to_read.push(base);
-        }
-        let aborted = load_aborted(&disk, dir, &bases_to_read, replayed).await?;
-        // Everything recovered is durable: replayed markers hold no transaction back.
-        producers.on_high_watermark(last.next_offset);
+        let (producers, aborted) = at.producers(base, &mut last, report.clean).await?;
         // From here on the directory is not clean any more.
-        if disk.exists(&marker_path).await? {
-            disk.remove_file(&marker_path).await?;
+        if disk.exists(&dir.join(CLEAN_MARKER)).await? {
+            disk.remove_file(&dir.join(CLEAN_MARKER)).await?;
             disk.sync_dir(dir).await?;
         }
         let roll_reference_ms = disk.mtime_ms(&path).await?;
@@ -223,8 +186,7 @@ impl<D: Disk> Log<D> {
             report.suffix_truncated_to = Some(next_offset);
         }
         let start_offset = read_log_start(&disk, dir, next_offset).await?;
-        let checkpoint = disk.read_file(&dir.join(CLEANER_CHECKPOINT)).await?;
-        let cleaned_to = checkpoint.as_deref().and_then(decode_cleaner_checkpoint).unwrap_or(i64::MIN);
+        let (may_have_gaps, cleaned_to) = read_cleaned_to(&disk, dir).await?;
         let log = Log {
             disk,
             dir: dir.to_path_buf(),
@@ -244,7 +206,7 @@ impl<D: Disk> Log<D> {
             start_offset,
             markers_appended: 0,
             swapping: false,
-            may_have_gaps: checkpoint.is_some(),
+            may_have_gaps,
             cleaned_to,
             generation: 0,
             loads: Rc::new(()),
@@ -255,6 +217,46 @@ impl<D: Disk> Log<D> {
             replicated_to: None,
         };
         Ok((log, report))
+    }
+}
+
+/// Whether the log has a cleaner checkpoint (then it may have gaps: compaction ran), and the
+/// offset it names (`i64::MIN` when there is none or it does not read).
+async fn read_cleaned_to<D: Disk>(disk: &D, dir: &Path) -> StorageResult<(bool, i64)> {
+    let checkpoint = disk.read_file(&dir.join(CLEANER_CHECKPOINT)).await?;
+    Ok((checkpoint.is_some(), checkpoint.as_deref().and_then(decode_cleaner_checkpoint).unwrap_or(i64::MIN)))
+}
+
+/// What a log's directory holds before its segments are read: the segment bases and producer
+/// snapshots (what a begun suffix truncation drops already gone), the truncation itself, and
+/// the clean-shutdown marker (log end offset, last time-index timestamp), which a truncation
+/// voids.
+struct Found {
+    bases: Vec<i64>,
+    snapshots: Vec<i64>,
+    cut: Option<Cut>,
+    marker: Option<(i64, Option<i64>)>,
+}
+
+impl Found {
+    async fn read<D: Disk>(disk: &D, dir: &Path) -> StorageResult<Found> {
+        disk.create_dir_all(dir).await?;
+        if let Some(parent) = dir.parent() {
+            disk.sync_dir(parent).await?;
+        }
+        super::clean::recover_swaps(disk, dir).await?;
+        let (mut bases, mut snapshots) = list_segment_files(disk, dir).await?;
+        // A suffix truncation begun (`log::truncate`): its files go first, and the last segment
+        // left is cut at the offset by the rescan (a clean marker cannot describe it).
+        let cut = super::truncate::read_intent(disk, dir).await?;
+        if let Some(cut) = cut {
+            super::truncate::drop_files(disk, dir, &mut bases, &mut snapshots, cut).await?;
+        }
+        let marker = match cut {
+            Some(_) => None,
+            None => disk.read_file(&dir.join(CLEAN_MARKER)).await?.and_then(|b| decode_clean_marker(&b)),
+        };
+        Ok(Found { bases, snapshots, cut, marker })
     }
 }
 
@@ -355,6 +357,38 @@ struct Opening<'a, D: Disk> {
 }
 
 impl<D: Disk> Opening<'_, D> {
+    /// The producer state at the log end and the aborted transactions, once the last segment
+    /// (at `base`) is read: the clean path read no batch, so its producer state is the snapshot
+    /// at the log end; the aborted transactions are each segment's `.txnindex` and what replays
+    /// found (for segments whose seal did not finish, and the rescanned active one).
+    async fn producers(
+        &self,
+        base: i64,
+        last: &mut Last,
+        clean: bool,
+    ) -> StorageResult<(ProducerState, Vec<AbortedTxn>)> {
+        let mut replayed = std::mem::take(&mut last.aborted);
+        let mut producers = match last.producers.take() {
+            Some(p) => p,
+            None => {
+                let mut all = self.spans.clone();
+                all.push((base, last.next_offset, last.size));
+                let at = last.next_offset;
+                let (p, aborted) = producers_at(self.disk, self.dir, &self.snapshots, &all, self.config, at).await?;
+                replayed.extend(aborted);
+                p
+            }
+        };
+        let mut bases_to_read: Vec<i64> = self.spans.iter().map(|s| s.0).collect();
+        if clean {
+            bases_to_read.push(base);
+        }
+        let aborted = load_aborted(self.disk, self.dir, &bases_to_read, replayed).await?;
+        // Everything recovered is durable: replayed markers hold no transaction back.
+        producers.on_high_watermark(last.next_offset);
+        Ok((producers, aborted))
+    }
+
     /// After a clean shutdown whose marker says the log ends at `marker_end`: the last segment
     /// from its index files, without reading its batches (but those after the offset index's
     /// last entry). `None` when anything does not check out: the caller rescans.

@@ -13,7 +13,7 @@ use crate::storage::error::StorageResult;
 use crate::storage::format::batch::{BatchHeader, MAGIC_V2};
 use crate::storage::format::index::decode_time_index;
 use crate::storage::format::legacy;
-use crate::storage::format::stored::{check_stored, frame_len, BatchWalk};
+use crate::storage::format::stored::{check_stored, frame_len, BatchInfo, BatchWalk};
 use crate::storage::format::txn_index::AbortedTxn;
 use crate::storage::format::FormatError;
 use crate::storage::producers::ProducerState;
@@ -124,22 +124,7 @@ pub(super) async fn scan_segment<F: DiskFile>(
                 cut = Some(at);
                 break;
             }
-            // Offsets are contiguous: a batch starts where the one before ended. A legacy
-            // wrapper's header names only its last offset, outside its CRC: its inner messages
-            // (decompressed) must run from `expected` to it.
-            let first = match h.first_offset {
-                Some(f) => Ok(f),
-                None => legacy::wrapper_span(bytes, SCAN_DECOMPRESS_LIMIT, gaps).map(|(f, _)| f),
-            };
-            let in_order = first.and_then(|f| {
-                if (f == expected || (gaps && f > expected)) && h.last_offset >= f {
-                    Ok(f)
-                } else {
-                    Err(FormatError::OffsetGap { expected, found: f })
-                }
-            });
-            let checked = check_stored(bytes).and(in_order);
-            let first = match checked {
+            let first = match checked_first(&h, bytes, expected, gaps) {
                 Ok(f) => f,
                 Err(e) => {
                     failed = Some((Some(at), e));
@@ -154,16 +139,7 @@ pub(super) async fn scan_segment<F: DiskFile>(
                 e.on_batch(i32::from_be_bytes(bytes[12..16].try_into().expect("a v2 header")), first);
             }
             if let Some(ps) = producers.as_mut().filter(|_| h.magic == MAGIC_V2) {
-                let h = BatchHeader::parse(bytes).expect("checked above");
-                if let Some(t) = ps.replay(&h, bytes, first, replay_ms).filter(|t| t.aborted) {
-                    let last_stable_offset = ps.last_stable_offset_after(&t);
-                    aborted.push(AbortedTxn {
-                        producer_id: t.producer_id,
-                        first_offset: t.first_offset,
-                        last_offset: t.last_offset,
-                        last_stable_offset,
-                    });
-                }
+                aborted.extend(replay(ps, bytes, first, replay_ms));
             }
             expected = h.next_offset();
         }
@@ -203,6 +179,37 @@ pub(super) async fn scan_segment<F: DiskFile>(
         epochs,
         stop,
         scanned,
+    })
+}
+
+/// A scanned batch's first offset, once its CRC and its place are checked. Offsets are
+/// contiguous: a batch starts where the one before ended (`expected`; past it too in a log
+/// that may have gaps). A legacy wrapper's header names only its last offset, outside its CRC:
+/// its inner messages (decompressed) must run from `expected` to it.
+fn checked_first(h: &BatchInfo, bytes: &[u8], expected: i64, gaps: bool) -> Result<i64, FormatError> {
+    check_stored(bytes)?;
+    let first = match h.first_offset {
+        Some(f) => f,
+        None => legacy::wrapper_span(bytes, SCAN_DECOMPRESS_LIMIT, gaps)?.0,
+    };
+    if (first == expected || (gaps && first > expected)) && h.last_offset >= first {
+        Ok(first)
+    } else {
+        Err(FormatError::OffsetGap { expected, found: first })
+    }
+}
+
+/// Replay one v2 batch into the producer state; the transaction it aborted, if it is an ABORT
+/// marker.
+fn replay(ps: &mut ProducerState, bytes: &[u8], first: i64, replay_ms: i64) -> Option<AbortedTxn> {
+    let h = BatchHeader::parse(bytes).expect("checked by the walk");
+    let t = ps.replay(&h, bytes, first, replay_ms).filter(|t| t.aborted)?;
+    let last_stable_offset = ps.last_stable_offset_after(&t);
+    Some(AbortedTxn {
+        producer_id: t.producer_id,
+        first_offset: t.first_offset,
+        last_offset: t.last_offset,
+        last_stable_offset,
     })
 }
 

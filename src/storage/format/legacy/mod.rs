@@ -534,7 +534,7 @@ pub fn stored_form(
     }
     let mut prefix = [0u8; MAX_PREFIX_LEN];
     let changed = attrs != h.attributes || timestamp != h.timestamp;
-    debug_assert!(!changed || h.magic == MAGIC_V1, "magic 0 has no timestamp to change");
+    crate::invariant!(!changed || h.magic == MAGIC_V1, "magic 0 has no timestamp to change");
     let len = if changed { prefix_len(h.magic) } else { 8 };
     prefix[..len].copy_from_slice(&entry[..len]);
     prefix[OFF_OFFSET..OFF_OFFSET + 8].copy_from_slice(&last.to_be_bytes());
