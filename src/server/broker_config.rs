@@ -2,10 +2,10 @@
 //! where Kafka has one, each validated as it is set. Dynamic settings layer over these
 //! ([`crate::server::configs`]).
 
+use crate::config::LogConfig;
 use crate::coordinator::group as coordinator;
+use crate::server::limits;
 use crate::server::listeners::{self, Listener};
-use crate::server::tls;
-use crate::server::{configs, limits, registry};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -136,112 +136,17 @@ impl BrokerConfig {
             settings: BTreeMap::new(),
         })
     }
+}
 
-    /// Apply one `key=value` from a properties file: broker settings, Kafka's `log.*` names,
-    /// or topic settings (as topic defaults; where several of Kafka's names give one topic
-    /// setting, the first in Kafka's order wins, as in Kafka).
-    pub fn set(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
-        crate::config::check_text(key, value)?;
-        self.apply(key, value)?;
-        self.settings.insert(key.to_string(), value.to_string());
-        Ok(())
-    }
-
-    fn apply(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
-        if let Some(setting) = registry::broker(key) {
-            return setting.take(self, key, value);
-        }
-        if let Some((_, setting)) = registry::listener_key(key) {
-            bail!("{key}: unknown listener setting ({setting})");
-        }
-        if crate::config::topic_key_of_broker_name(key).is_none() && crate::config::topic_key(key).is_none() {
-            bail!("{key}: unknown setting");
-        }
-        // A topic default, validated with the others (the topic defaults come from all of
-        // them, configs::Effective).
-        let mut settings = self.settings.clone();
-        settings.insert(key.to_string(), value.to_string());
-        configs::topic_defaults(|name| settings.get(name))?;
-        Ok(())
-    }
-
-    /// Resolve `listeners`, `advertised.listeners` and `listener.security.protocol.map` (with
-    /// `--listen` and `advertised.host`) once every setting is known: at startup.
-    pub fn resolve_listeners(&mut self, node: &BTreeMap<String, String>) -> anyhow::Result<()> {
-        let get = |k: &str| self.settings.get(k).map(String::as_str);
-        let mut resolved = listeners::resolve(
-            get("listeners"),
-            get("advertised.listeners"),
-            get("listener.security.protocol.map"),
-            self.listen,
-            &host_name(),
-        )?;
-        if let Some(host) = get("advertised.host").map(str::trim) {
-            let named = listeners::names(get("advertised.listeners").unwrap_or_default());
-            for l in resolved.iter_mut().filter(|l| !named.contains(&l.name)) {
-                l.advertised_host = host.to_string();
-            }
-        }
-        for l in resolved.iter_mut() {
-            if l.protocol.sasl() {
-                let enabled = tls::listener_setting(&self.settings, &l.name, "sasl.enabled.mechanisms")
-                    .unwrap_or(DEFAULT_SASL_MECHANISMS);
-                l.sasl_mechanisms = sasl_mechanisms(enabled).with_context(|| format!("listener {}", l.name))?;
-            }
-        }
-        let named: Vec<(String, SocketAddr)> = resolved.iter().map(|l| (l.name.clone(), l.addr)).collect();
-        if let Some(name) = get("inter.broker.listener.name").map(|n| n.trim().to_ascii_uppercase()) {
-            let controller = get("controller.listener.names").map(|n| n.to_ascii_uppercase()).unwrap_or_default();
-            if !named.iter().any(|(n, _)| *n == name) || controller.split(',').any(|c| c.trim() == name) {
-                bail!("inter.broker.listener.name={name}: not one of the listeners brokers serve clients on");
-            }
-        }
-        // Each cluster setting as given, or its default.
-        let given = |k: &str| {
-            let default = || registry::broker(k).and_then(|s| s.default).map(str::to_string);
-            self.settings.get(k).cloned().or_else(default)
-        };
-        self.cluster = crate::cluster::settings::resolve(given, self.node_id, &named)?;
-        if let Some(c) = &self.cluster {
-            resolved.retain(|l| l.name != c.controller_listener);
-        }
-        self.listeners = resolved;
-        for (i, acceptor) in self.tls_acceptors(node)? {
-            let rules = tls::mapping_rules(&self.settings, &self.listeners[i].name)?;
-            self.listeners[i].tls = Some(tls::Tls::new(acceptor, rules));
-        }
-        Ok(())
-    }
-
-    /// Every TLS listener's acceptor (by its index in `listeners`), from the static settings
-    /// with this node's dynamic ones (`node`) over them; the first problem is an error naming
-    /// the listener and the setting.
-    pub fn tls_acceptors(
-        &self,
-        node: &BTreeMap<String, String>,
-    ) -> anyhow::Result<Vec<(usize, futures_rustls::TlsAcceptor)>> {
-        let mut settings = self.settings.clone();
-        settings.extend(node.iter().filter(|(k, _)| configs::dynamic_tls(k)).map(|(k, v)| (k.clone(), v.clone())));
-        let tls = self.listeners.iter().enumerate().filter(|(_, l)| l.protocol.tls());
-        tls.map(|(i, l)| Ok((i, tls::acceptor(&settings, &l.name)?))).collect()
-    }
-
-    /// Read a settings file: `key=value` lines (a Kafka server.properties) or simple TOML
-    /// (`key = "value"`, section headers ignored); `#` starts a comment line.
-    pub fn load_file(&mut self, path: &std::path::Path) -> anyhow::Result<()> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') || line.starts_with('[') {
-                continue;
-            }
-            let (k, v) =
-                line.split_once('=').with_context(|| format!("{}:{}: expected key=value", path.display(), i + 1))?;
-            let unquote = |s: &str| s.trim().trim_matches('"').to_string();
-            self.set(&unquote(k), &unquote(v)).with_context(|| format!("{}:{}", path.display(), i + 1))?;
-        }
-        Ok(())
-    }
+/// What the layers give: the settings dynamic broker configs can change, as every shard
+/// applies them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effective {
+    pub num_partitions: u32,
+    pub auto_create_topics: bool,
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    pub log_defaults: LogConfig,
 }
 
 /// `sasl.enabled.mechanisms`: mechanisms tidemark serves, at least one.
@@ -261,41 +166,10 @@ pub(crate) fn sasl_mechanisms(value: &str) -> anyhow::Result<Vec<String>> {
 }
 
 /// This machine's host name (for Metadata when listening on a wildcard address).
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::PathBuf;
-
-    // spec: T2.5 — broker settings and topic defaults from a file, Kafka's `log.*` names
-    // mapped to topic settings, simple TOML accepted, a bad value refused with file and line.
-    #[test]
-    fn settings_file_properties_and_toml() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tidemark.toml");
-        std::fs::write(
-            &path,
-            "# broker\n[broker]\nnum.partitions = 3\nauto.create.topics.enable=false\nlog.retention.ms = \"60000\"\n\
-             message.timestamp.type = \"LogAppendTime\"\n",
-        )
-        .unwrap();
-        let mut c = BrokerConfig::new(PathBuf::from("/tmp/x"), "127.0.0.1:9092", 1).unwrap();
-        c.load_file(&path).unwrap();
-        assert_eq!(c.num_partitions, 3);
-        assert!(!c.auto_create_topics);
-        let defaults = configs::Effective::compute(&c, &configs::DynamicConfigs::default()).unwrap().log_defaults;
-        assert_eq!(defaults.retention_ms, Some(60_000));
-        assert_eq!(defaults.message_timestamp_type, crate::storage::format::TimestampType::LogAppendTime);
-        std::fs::write(&path, "num.partitions=1\nlog.segment.bytes=12\n").unwrap();
-        let e = format!("{:#}", c.load_file(&path).unwrap_err());
-        assert!(e.contains("tidemark.toml:2") && e.contains("segment.bytes"), "{e}");
-        assert!(BrokerConfig::new(PathBuf::from("/tmp/x"), "not-an-address", 1).is_err());
-    }
 }

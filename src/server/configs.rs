@@ -10,8 +10,9 @@
 //! `log.retention.hours`), as in Kafka.
 
 pub use crate::config::topic_defaults;
-use crate::config::{topic_key, topic_key_of_broker_name, ConfigType, LogConfig};
+use crate::config::{topic_key, topic_key_of_broker_name, ConfigType};
 use crate::protocol::errors as code;
+pub use crate::server::broker_config::Effective;
 use crate::server::errors::AdminError;
 use crate::server::registry;
 use crate::server::BrokerConfig;
@@ -141,17 +142,6 @@ pub fn lookup<'a>(config: &'a BrokerConfig, dynamic: &'a DynamicConfigs, name: &
     layers(config, dynamic).into_iter().find_map(|(layer, map)| map.get(name).map(|v| (layer, v)))
 }
 
-/// What the layers give: the settings dynamic broker configs can change, as every shard
-/// applies them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Effective {
-    pub num_partitions: u32,
-    pub auto_create_topics: bool,
-    pub max_connections: usize,
-    pub max_connections_per_ip: usize,
-    pub log_defaults: LogConfig,
-}
-
 impl Effective {
     /// The settings with `dynamic` over `config`'s static ones; an invalid value is an error
     /// naming it.
@@ -189,20 +179,7 @@ pub fn broker_key(name: &str) -> Option<(ConfigType, bool, &'static str)> {
     Some((k.kind, first, k.doc))
 }
 
-/// Settings whose values DescribeConfigs does not show (Kafka's sensitive ones).
-pub fn sensitive(name: &str) -> bool {
-    let setting = listener_key(name).map_or(name, |(_, s)| s);
-    registry::broker(name).is_some_and(|s| s.sensitive)
-        || setting.ends_with(".password")
-        || setting.ends_with(".jaas.config")
-}
-
-pub use registry::listener_key;
-
-/// Whether a setting changes at runtime for one broker only (a TLS listener's stores).
-pub fn dynamic_tls(name: &str) -> bool {
-    registry::broker(name).is_some_and(|s| s.change == registry::Change::PerBroker)
-}
+pub use registry::{dynamic_tls, listener_key, sensitive};
 
 /// One change of a setting (IncrementalAlterConfigs' operations; AlterConfigs sets).
 #[derive(Debug, Clone, PartialEq, Eq)]

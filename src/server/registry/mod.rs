@@ -9,10 +9,10 @@
 //! `retention.ms`...) are [`crate::config::TOPIC_KEYS`]'s.
 
 use crate::config::ConfigType;
+use crate::server::broker_config::Effective;
 use crate::server::broker_config::{
     sasl_mechanisms, BrokerConfig, AUTHORIZER, DEFAULT_SASL_MECHANISMS, LEGACY_AUTHORIZER,
 };
-use crate::server::configs::Effective;
 use crate::server::{listeners, tls};
 use anyhow::{bail, Context};
 use std::path::PathBuf;
@@ -21,6 +21,7 @@ use std::time::Duration;
 mod clients;
 mod cluster;
 mod node;
+mod read;
 mod security;
 
 /// When a setting can change.
@@ -192,6 +193,18 @@ fn take_cluster(_: &mut BrokerConfig, v: &Given<'_>) -> anyhow::Result<()> {
 /// A `listener.name.<listener>.<setting>` key: the listener and the setting.
 pub fn listener_key(name: &str) -> Option<(&str, &str)> {
     name.strip_prefix("listener.name.")?.split_once('.')
+}
+
+/// Whether a setting changes at runtime for one broker only (a TLS listener's stores).
+pub fn dynamic_tls(name: &str) -> bool {
+    broker(name).is_some_and(|s| s.change == Change::PerBroker)
+}
+
+/// Settings whose values DescribeConfigs does not show (Kafka's sensitive ones; SASL's JAAS
+/// settings and any password too).
+pub fn sensitive(name: &str) -> bool {
+    let setting = listener_key(name).map_or(name, |(_, s)| s);
+    broker(name).is_some_and(|s| s.sensitive) || setting.ends_with(".password") || setting.ends_with(".jaas.config")
 }
 
 /// The broker setting `name` (with or without a listener's prefix, where it may have one).
