@@ -10,11 +10,7 @@ use super::errors::ErrorCode;
 use super::schema::kind;
 use bytes::Bytes;
 
-/// A message body of some API.
-pub trait Message: Default + std::fmt::Debug + Clone + PartialEq {
-    /// Read or write the body at `version` (the codec's `flexible` flag is already set).
-    fn codec<C: Codec>(&mut self, c: &mut C, version: i16) -> ProtoResult<()>;
-}
+pub use super::schema::Message;
 
 // ---------------------------------------------------------------- ApiVersions (18)
 

@@ -34,7 +34,12 @@
 //! schema structs through [`kind`].
 
 use super::codec::{Codec, ProtoResult};
-use super::messages::Message;
+
+/// A message body of some API.
+pub trait Message: Default + std::fmt::Debug + Clone + PartialEq {
+    /// Read or write the body at `version` (the codec's `flexible` flag is already set).
+    fn codec<C: Codec>(&mut self, c: &mut C, version: i16) -> ProtoResult<()>;
+}
 
 /// Declare a Kafka struct: see the [module docs](crate::protocol::schema).
 #[macro_export]
