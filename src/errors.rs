@@ -2,11 +2,13 @@
 //! the refusals the control plane answers with. The API handlers, the coordinators and the
 //! control plane all take their codes from here.
 
+use crate::cluster::types::Refusal;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::storage::format::FormatError;
 use crate::storage::producers::SequenceError;
 use crate::storage::topics::TopicError;
 use crate::storage::StorageError;
+use crate::txn::TxnError;
 
 /// Why an admin operation (a topic or settings change) was refused: Kafka's error code and
 /// the message the client shows.
@@ -68,5 +70,36 @@ pub fn topic_code(e: &TopicError) -> ErrorCode {
         TopicError::InvalidConfig(_) => code::INVALID_CONFIG,
         TopicError::Corrupt(..) | TopicError::Storage(_) => code::KAFKA_STORAGE_ERROR,
         TopicError::NoId(_) => code::UNKNOWN_SERVER_ERROR,
+    }
+}
+
+/// Kafka's code for a refusal of the metadata quorum (each has Kafka's name).
+pub fn refusal_code(r: Refusal) -> ErrorCode {
+    match r {
+        Refusal::StaleBrokerEpoch => code::STALE_BROKER_EPOCH,
+        Refusal::BrokerIdNotRegistered => code::BROKER_ID_NOT_REGISTERED,
+        Refusal::TopicAlreadyExists => code::TOPIC_ALREADY_EXISTS,
+        Refusal::UnknownTopicOrPartition => code::UNKNOWN_TOPIC_OR_PARTITION,
+        Refusal::InvalidPartitions => code::INVALID_PARTITIONS,
+        Refusal::ElectionNotNeeded => code::ELECTION_NOT_NEEDED,
+        Refusal::EligibleLeadersNotAvailable => code::ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        Refusal::PreferredLeaderNotAvailable => code::PREFERRED_LEADER_NOT_AVAILABLE,
+        Refusal::FencedLeaderEpoch => code::FENCED_LEADER_EPOCH,
+        Refusal::InvalidUpdateVersion => code::INVALID_UPDATE_VERSION,
+        Refusal::InvalidRequest => code::INVALID_REQUEST,
+        Refusal::IneligibleReplica => code::INELIGIBLE_REPLICA,
+        Refusal::InvalidReplicaAssignment => code::INVALID_REPLICA_ASSIGNMENT,
+        Refusal::InvalidReplicationFactor => code::INVALID_REPLICATION_FACTOR,
+        Refusal::NoReassignmentInProgress => code::NO_REASSIGNMENT_IN_PROGRESS,
+    }
+}
+
+/// Kafka's code for a refusal of the transaction state machine.
+pub fn txn_code(e: TxnError) -> ErrorCode {
+    match e {
+        TxnError::Concurrent => code::CONCURRENT_TRANSACTIONS,
+        TxnError::Fenced => code::PRODUCER_FENCED,
+        TxnError::NotThisProducer => code::INVALID_PRODUCER_ID_MAPPING,
+        TxnError::InvalidState => code::INVALID_TXN_STATE,
     }
 }

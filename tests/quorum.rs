@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tidemark::cluster::controller::{start, Controller, ControllerConfig};
 use tidemark::cluster::net::Links;
-use tidemark::cluster::types::{MetaCommand, MetaResponse, TopicState};
+use tidemark::cluster::types::{MetaCommand, MetaResponse, Refusal, TopicState};
 use tidemark::io::{CrashMode, MemDisk};
 
 /// Free loopback ports for `n` controllers.
@@ -137,7 +137,7 @@ fn three_controllers_elect_commit_fail_over_and_catch_up() {
                 topic.id = "another-id".into();
             }
             match c.nodes[&leader].write(other, LIMIT).await.unwrap() {
-                MetaResponse::Refused { code, .. } => assert_eq!(code, 36),
+                MetaResponse::Refused { reason, .. } => assert_eq!(reason, Refusal::TopicAlreadyExists),
                 other => panic!("a duplicate topic: {other:?}"),
             }
             assert_eq!(c.nodes[&leader].write(topic("a"), LIMIT).await.unwrap(), MetaResponse::Done);

@@ -9,11 +9,10 @@
 //! it (the log store keeps the committed log id).
 
 use super::types::{
-    BrokerRegistration, EntryPayload, LogId, MetaCommand, MetaResponse, PartitionState, Snapshot, SnapshotData,
-    SnapshotMeta, StoredMembership, Tm, TopicState,
+    BrokerRegistration, EntryPayload, LogId, MetaCommand, MetaResponse, PartitionState, Refusal, Snapshot,
+    SnapshotData, SnapshotMeta, StoredMembership, Tm, TopicState,
 };
 use crate::io::Disk;
-use crate::protocol::errors::{self as code, ErrorCode};
 use futures_util::{Stream, TryStreamExt};
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use serde::{Deserialize, Serialize};
@@ -57,9 +56,9 @@ pub struct Document {
 /// The metadata quorum's Raft node, over this state machine.
 pub type Raft<D> = openraft::Raft<Tm, MetaStateMachine<D>>;
 
-/// A command the image does not apply, with Kafka's code and a message.
-fn refused(code: ErrorCode, message: String) -> MetaResponse {
-    MetaResponse::Refused { code: code.0, message }
+/// A command the image does not apply, why, and a message.
+fn refused(reason: Refusal, message: String) -> MetaResponse {
+    MetaResponse::Refused { reason, message }
 }
 
 impl MetaImage {
@@ -84,8 +83,8 @@ impl MetaImage {
                         }
                         MetaResponse::Done
                     }
-                    Some(b) => refused(code::STALE_BROKER_EPOCH, format!("broker {id} is at epoch {}", b.epoch)),
-                    None => refused(code::BROKER_ID_NOT_REGISTERED, format!("broker {id} is not registered")),
+                    Some(b) => refused(Refusal::StaleBrokerEpoch, format!("broker {id} is at epoch {}", b.epoch)),
+                    None => refused(Refusal::BrokerIdNotRegistered, format!("broker {id} is not registered")),
                 }
             }
             MetaCommand::CreateTopic { name, topic } => {
@@ -94,7 +93,7 @@ impl MetaImage {
                     return MetaResponse::Done;
                 }
                 if self.topics.contains_key(name) {
-                    return refused(code::TOPIC_ALREADY_EXISTS, format!("topic '{name}' already exists"));
+                    return refused(Refusal::TopicAlreadyExists, format!("topic '{name}' already exists"));
                 }
                 let unfenced = self.unfenced_ids();
                 let mut topic = topic.clone();
@@ -104,7 +103,7 @@ impl MetaImage {
             }
             MetaCommand::DeleteTopic { name } => match self.topics.remove(name) {
                 Some(_) => MetaResponse::Done,
-                None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
+                None => refused(Refusal::UnknownTopicOrPartition, format!("topic '{name}' does not exist")),
             },
             MetaCommand::CreatePartitions { name, from, partitions } => self.create_partitions(name, *from, partitions),
             MetaCommand::AlterTopicConfigs { name, configs, based_on } => match self.topics.get_mut(name) {
@@ -114,7 +113,7 @@ impl MetaImage {
                     t.configs = configs.clone();
                     MetaResponse::Done
                 }
-                None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
+                None => refused(Refusal::UnknownTopicOrPartition, format!("topic '{name}' does not exist")),
             },
             MetaCommand::ElectLeaders { unclean, partitions } => self.elect_leaders(*unclean, partitions),
             MetaCommand::Reassign { partitions } => self.reassign(partitions),
@@ -166,10 +165,10 @@ impl MetaImage {
                 MetaResponse::Done
             }
             Some(t) => refused(
-                code::INVALID_PARTITIONS,
+                Refusal::InvalidPartitions,
                 format!("Topic '{name}' has {} partitions now, not {from}.", t.partitions.len()),
             ),
-            None => refused(code::UNKNOWN_TOPIC_OR_PARTITION, format!("topic '{name}' does not exist")),
+            None => refused(Refusal::UnknownTopicOrPartition, format!("topic '{name}' does not exist")),
         }
     }
 
@@ -181,28 +180,28 @@ impl MetaImage {
             .iter()
             .map(|(name, index)| {
                 let Some(p) = self.partition_mut(name, *index) else {
-                    return (code::UNKNOWN_TOPIC_OR_PARTITION.0, None);
+                    return Err((Refusal::UnknownTopicOrPartition, None));
                 };
-                let done = |c: ErrorCode, m: &str| (c.0, Some(m.to_string()));
+                let done = |c: Refusal, m: &str| Err((c, Some(m.to_string())));
                 if unclean {
                     if p.leader >= 0 {
-                        return done(code::ELECTION_NOT_NEEDED, "The partition has a leader.");
+                        return done(Refusal::ElectionNotNeeded, "The partition has a leader.");
                     }
                     let Some(next) = p.replicas.iter().copied().find(|r| unfenced.contains(r)) else {
-                        return done(code::ELIGIBLE_LEADERS_NOT_AVAILABLE, "No replica of the partition is live.");
+                        return done(Refusal::EligibleLeadersNotAvailable, "No replica of the partition is live.");
                     };
                     p.isr = vec![next];
                     p.set_leader(next);
-                    return (code::NONE.0, None);
+                    return Ok(());
                 }
                 let preferred = p.replicas[0];
                 if p.leader == preferred {
-                    done(code::ELECTION_NOT_NEEDED, "The preferred replica leads already.")
+                    done(Refusal::ElectionNotNeeded, "The preferred replica leads already.")
                 } else if !p.isr.contains(&preferred) || !unfenced.contains(&preferred) {
-                    done(code::PREFERRED_LEADER_NOT_AVAILABLE, "The preferred replica is not in the ISR or not live.")
+                    done(Refusal::PreferredLeaderNotAvailable, "The preferred replica is not in the ISR or not live.")
                 } else {
                     p.set_leader(preferred);
-                    (code::NONE.0, None)
+                    Ok(())
                 }
             })
             .collect();
@@ -219,14 +218,14 @@ impl MetaImage {
             };
             let unfenced = self.unfenced_ids();
             let Some(p) = self.partition_mut(name, *index) else {
-                results.push((code::UNKNOWN_TOPIC_OR_PARTITION.0, None));
+                results.push(Err((Refusal::UnknownTopicOrPartition, None)));
                 continue;
             };
             match checked {
-                Err((c, m)) => results.push((c.0, Some(m))),
+                Err((c, m)) => results.push(Err((c, Some(m)))),
                 Ok(target) => results.push(match p.reassign(target, &unfenced) {
-                    Ok(()) => (code::NONE.0, None),
-                    Err((c, m)) => (c.0, Some(m)),
+                    Ok(()) => Ok(()),
+                    Err((c, m)) => Err((c, Some(m))),
                 }),
             }
         }
@@ -250,23 +249,23 @@ impl MetaImage {
             .find(|(r, e)| isr.contains(r) && self.brokers.get(r).is_none_or(|b| b.epoch as i64 != **e));
         let stale = stale.map(|(r, e)| (*r, *e));
         let Some(p) = self.partition_mut(topic, partition) else {
-            return refused(code::UNKNOWN_TOPIC_OR_PARTITION, "No such partition.".into());
+            return refused(Refusal::UnknownTopicOrPartition, "No such partition.".into());
         };
         if p.leader != leader || p.leader_epoch != leader_epoch {
-            return refused(code::FENCED_LEADER_EPOCH, "The leadership changed meanwhile.".into());
+            return refused(Refusal::FencedLeaderEpoch, "The leadership changed meanwhile.".into());
         }
         if p.partition_epoch != partition_epoch {
-            return refused(code::INVALID_UPDATE_VERSION, "The partition changed meanwhile.".into());
+            return refused(Refusal::InvalidUpdateVersion, "The partition changed meanwhile.".into());
         }
         if !isr.contains(&leader) || isr.iter().any(|r| !p.replicas.contains(r)) {
-            return refused(code::INVALID_REQUEST, "The ISR must hold the leader and replicas only.".into());
+            return refused(Refusal::InvalidRequest, "The ISR must hold the leader and replicas only.".into());
         }
         if isr.iter().any(|r| !p.isr.contains(r) && !unfenced.contains(r)) {
-            return refused(code::INELIGIBLE_REPLICA, "A fenced broker cannot join the ISR.".into());
+            return refused(Refusal::IneligibleReplica, "A fenced broker cannot join the ISR.".into());
         }
         if let Some((r, e)) = stale {
             let message = format!("Broker {r} at epoch {e} is not the broker registered now (KIP-903).");
-            return refused(code::INELIGIBLE_REPLICA, message);
+            return refused(Refusal::IneligibleReplica, message);
         }
         p.isr = isr.to_vec();
         p.partition_epoch += 1;
@@ -286,8 +285,8 @@ impl MetaImage {
     }
 
     /// A replica list of registered brokers, each once (Kafka's checks of a reassignment).
-    fn check_replicas(&self, replicas: &[i32]) -> Result<(), (ErrorCode, String)> {
-        let bad = |m: String| Err((code::INVALID_REPLICA_ASSIGNMENT, m));
+    fn check_replicas(&self, replicas: &[i32]) -> Result<(), (Refusal, String)> {
+        let bad = |m: String| Err((Refusal::InvalidReplicaAssignment, m));
         if replicas.is_empty() {
             return bad("The replica list is empty.".into());
         }
@@ -345,14 +344,14 @@ impl MetaImage {
     /// spread evenly; the start also moves with the partitions already placed, so small topics
     /// do not all lead on the same broker). The first replica leads; every replica is in the
     /// ISR (a new partition is empty: each has all of it, as in Kafka).
-    pub fn place(&self, count: u32, replication_factor: i16) -> Result<Vec<PartitionState>, (ErrorCode, String)> {
+    pub fn place(&self, count: u32, replication_factor: i16) -> Result<Vec<PartitionState>, (Refusal, String)> {
         let brokers = self.unfenced_ids();
         if replication_factor < 1 {
-            return Err((code::INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.".into()));
+            return Err((Refusal::InvalidReplicationFactor, "Replication factor must be larger than 0.".into()));
         }
         if replication_factor as usize > brokers.len() {
             return Err((
-                code::INVALID_REPLICATION_FACTOR,
+                Refusal::InvalidReplicationFactor,
                 format!(
                     "Unable to replicate the partition {replication_factor} time(s): The target replication factor of \
                      {replication_factor} cannot be reached because only {} broker(s) are registered.",
@@ -374,8 +373,8 @@ impl MetaImage {
     /// Partitions from explicit assignments (CreateTopics, CreatePartitions), checked as Kafka
     /// does: every replica a registered broker, none twice, one replication factor for all;
     /// the first unfenced replica leads and is the ISR (as [`MetaImage::place`]).
-    pub fn assign(&self, assignments: &[Vec<i32>]) -> Result<Vec<PartitionState>, (ErrorCode, String)> {
-        let bad = |m: String| Err((code::INVALID_REPLICA_ASSIGNMENT, m));
+    pub fn assign(&self, assignments: &[Vec<i32>]) -> Result<Vec<PartitionState>, (Refusal, String)> {
+        let bad = |m: String| Err((Refusal::InvalidReplicaAssignment, m));
         let unfenced = self.unfenced_ids();
         let mut out = Vec::with_capacity(assignments.len());
         for (i, replicas) in assignments.iter().enumerate() {
@@ -402,7 +401,7 @@ impl MetaImage {
             let isr: Vec<i32> = replicas.iter().copied().filter(|r| unfenced.contains(r)).collect();
             if isr.is_empty() {
                 return Err((
-                    code::INVALID_REPLICATION_FACTOR,
+                    Refusal::InvalidReplicationFactor,
                     format!("All brokers specified in the partition assignment for partition {i} are fenced."),
                 ));
             }

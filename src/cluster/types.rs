@@ -3,7 +3,6 @@
 //! application gives ([`MetaResponse`]).
 
 use super::rt::GlommioRuntime;
-use crate::protocol::errors::{ErrorCode, INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -103,12 +102,12 @@ impl PartitionState {
     /// Start a reassignment to `target` (checked replicas), or cancel the one under way
     /// (`None`), as KIP-455: the replicas are the target then those being removed, and the
     /// reassignment completes once every target replica is in the ISR.
-    pub fn reassign(&mut self, target: Option<Vec<i32>>, unfenced: &[i32]) -> Result<(), (ErrorCode, String)> {
+    pub fn reassign(&mut self, target: Option<Vec<i32>>, unfenced: &[i32]) -> Result<(), (Refusal, String)> {
         let original = self.original();
         let target = match target {
             Some(t) => t,
             None if self.adding.is_empty() && self.removing.is_empty() => {
-                return Err((NO_REASSIGNMENT_IN_PROGRESS, "There is no reassignment in progress.".into()))
+                return Err((Refusal::NoReassignmentInProgress, "There is no reassignment in progress.".into()))
             }
             None => original.clone(),
         };
@@ -119,7 +118,7 @@ impl PartitionState {
             // No replica that has the data would be left (a cancellation after an unclean
             // election, say).
             let message = format!("The replicas {replicas:?} would leave no in-sync replica (ISR {:?}).", self.isr);
-            return Err((INVALID_REPLICA_ASSIGNMENT, message));
+            return Err((Refusal::InvalidReplicaAssignment, message));
         }
         (self.adding, self.removing, self.replicas) = (adding, removing, replicas);
         self.isr.retain(|r| self.replicas.contains(r));
@@ -321,17 +320,44 @@ pub enum MetaResponse {
     },
     /// The cluster's id (the one proposed, or the one committed before it).
     ClusterId(String),
-    /// Per partition asked of [`MetaCommand::ElectLeaders`] or [`MetaCommand::Reassign`]: its
-    /// Kafka error code and message.
-    Partitions(Vec<(i16, Option<String>)>),
+    /// Per partition asked of [`MetaCommand::ElectLeaders`] or [`MetaCommand::Reassign`]: done,
+    /// or why not (with a message, where there is more to say).
+    Partitions(Vec<Result<(), (Refusal, Option<String>)>>),
     /// A [`MetaCommand::SetDocument`] based on an older version than this one.
     Conflict {
         version: u64,
     },
-    /// The command does not apply to the current metadata (a Kafka error code and message):
-    /// the entry stays in the log and changes nothing.
+    /// The command does not apply to the current metadata: the entry stays in the log and
+    /// changes nothing.
     Refused {
-        code: i16,
+        reason: Refusal,
         message: String,
     },
+}
+
+/// Why the metadata refuses a command, or one partition of it. The API answers each with
+/// Kafka's error code of the same name (`server::errors::refusal_code`).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A broker heartbeat or change from an older registration.
+    StaleBrokerEpoch,
+    BrokerIdNotRegistered,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+    /// New partitions made from a count that is not the topic's now.
+    InvalidPartitions,
+    ElectionNotNeeded,
+    EligibleLeadersNotAvailable,
+    PreferredLeaderNotAvailable,
+    /// An ISR change from a leadership that has ended.
+    FencedLeaderEpoch,
+    /// An ISR change made from a partition state that has changed since.
+    InvalidUpdateVersion,
+    /// A change that contradicts itself (an ISR without the leader, say).
+    InvalidRequest,
+    /// A broker that may not join the ISR (fenced, or restarted since it asked).
+    IneligibleReplica,
+    InvalidReplicaAssignment,
+    InvalidReplicationFactor,
+    NoReassignmentInProgress,
 }

@@ -23,6 +23,7 @@
 //! `__consumer_offsets` is: past `tidemark.offsets.compaction.bytes`, every live id written
 //! again and the older segments deleted.
 
+use crate::errors::txn_code;
 use crate::io::DmaDisk;
 use crate::placement::owner;
 use crate::protocol::errors::{self as code, ErrorCode};
@@ -393,7 +394,7 @@ impl TxnCoordinator {
                     -1
                 })
             };
-            let init = m.init_producer_id(timeout_ms, expected, &mut take, now)?;
+            let init = m.init_producer_id(timeout_ms, expected, &mut take, now).map_err(txn_code)?;
             if missing {
                 m.abandon();
                 return Err(code::COORDINATOR_NOT_AVAILABLE);
@@ -435,7 +436,7 @@ impl TxnCoordinator {
         let t = {
             let mut ids = self.ids.borrow_mut();
             let m = ids.get_mut(id).ok_or(code::INVALID_PRODUCER_ID_MAPPING)?;
-            m.add_partitions(pid, epoch, &partitions, self.now())?
+            m.add_partitions(pid, epoch, &partitions, self.now()).map_err(txn_code)?
         };
         match t {
             None => Ok(()),
@@ -478,7 +479,7 @@ impl TxnCoordinator {
         let end = {
             let mut ids = self.ids.borrow_mut();
             let m = ids.get_mut(&id).ok_or(code::INVALID_PRODUCER_ID_MAPPING)?;
-            m.end(pid, epoch, commit, self.now())?
+            m.end(pid, epoch, commit, self.now()).map_err(txn_code)?
         };
         match end {
             End::Done => Ok(()),

@@ -4,7 +4,7 @@
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::server::router::CallError;
 
-pub use crate::errors::{storage_code, topic_code, AdminError};
+pub use crate::errors::{refusal_code, storage_code, topic_code, AdminError};
 
 impl From<CallError> for AdminError {
     fn from(e: CallError) -> Self {

@@ -21,7 +21,6 @@
 
 pub mod log;
 
-use crate::protocol::errors::{self as code, ErrorCode};
 use std::collections::BTreeSet;
 
 /// Kafka's transaction states, with their persisted ids.
@@ -129,6 +128,23 @@ pub struct TxnMetadata {
     pub pending: Option<TxnState>,
 }
 
+/// Why the transaction state machine refuses a client's request. The coordinator answers each
+/// with Kafka's code ([`crate::errors::txn_code`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnError {
+    /// The transaction is between states (its markers are being written, a state change is
+    /// being persisted): the client retries (CONCURRENT_TRANSACTIONS).
+    Concurrent,
+    /// An older epoch of the producer, or one whose id another instance took over: a newer
+    /// producer has the transactional id (PRODUCER_FENCED).
+    Fenced,
+    /// The producer id is not the one this transactional id has (INVALID_PRODUCER_ID_MAPPING).
+    NotThisProducer,
+    /// The request does not fit the transaction's state: ending none, or committing one being
+    /// aborted (INVALID_TXN_STATE).
+    InvalidState,
+}
+
 /// What InitProducerId needs done.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Init {
@@ -202,20 +218,20 @@ impl TxnMetadata {
         expected: Option<(i64, i16)>,
         allocate: &mut dyn FnMut() -> i64,
         now: i64,
-    ) -> Result<Init, ErrorCode> {
+    ) -> Result<Init, TxnError> {
         if self.pending.is_some() {
-            return Err(code::CONCURRENT_TRANSACTIONS);
+            return Err(TxnError::Concurrent);
         }
         if let Some((pid, epoch)) = expected {
             let valid = self.data.producer_epoch == -1
                 || pid == self.data.producer_id
                 || (pid == self.data.previous_producer_id && epoch >= MAX_CLIENT_EPOCH);
             if !valid {
-                return Err(code::PRODUCER_FENCED);
+                return Err(TxnError::Fenced);
             }
         }
         match self.data.state {
-            TxnState::PrepareCommit | TxnState::PrepareAbort => Err(code::CONCURRENT_TRANSACTIONS),
+            TxnState::PrepareCommit | TxnState::PrepareAbort => Err(TxnError::Concurrent),
             TxnState::Ongoing => Ok(Init::Fence(self.fence(now))),
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
                 let mut t = self.transit();
@@ -243,11 +259,11 @@ impl TxnMetadata {
                     }
                     // A retry of a bump that succeeded: the same answer again.
                     Some(e) if e == self.data.last_producer_epoch => {}
-                    Some(_) => return Err(code::PRODUCER_FENCED),
+                    Some(_) => return Err(TxnError::Fenced),
                 }
                 Ok(Init::Write(self.prepare(t)))
             }
-            TxnState::Dead | TxnState::PrepareEpochFence => Err(code::CONCURRENT_TRANSACTIONS),
+            TxnState::Dead | TxnState::PrepareEpochFence => Err(TxnError::Concurrent),
         }
     }
 
@@ -263,15 +279,15 @@ impl TxnMetadata {
     }
 
     /// The checks every client request about an open transaction starts with.
-    fn check_producer(&self, pid: i64, epoch: i16) -> Result<(), ErrorCode> {
+    fn check_producer(&self, pid: i64, epoch: i16) -> Result<(), TxnError> {
         if pid != self.data.producer_id {
-            return Err(code::INVALID_PRODUCER_ID_MAPPING);
+            return Err(TxnError::NotThisProducer);
         }
         if epoch != self.data.producer_epoch {
-            return Err(code::PRODUCER_FENCED);
+            return Err(TxnError::Fenced);
         }
         if self.pending.is_some() {
-            return Err(code::CONCURRENT_TRANSACTIONS);
+            return Err(TxnError::Concurrent);
         }
         Ok(())
     }
@@ -284,10 +300,10 @@ impl TxnMetadata {
         epoch: i16,
         partitions: &[TopicPartition],
         now: i64,
-    ) -> Result<Option<Transit>, ErrorCode> {
+    ) -> Result<Option<Transit>, TxnError> {
         self.check_producer(pid, epoch)?;
         match self.data.state {
-            TxnState::PrepareCommit | TxnState::PrepareAbort => Err(code::CONCURRENT_TRANSACTIONS),
+            TxnState::PrepareCommit | TxnState::PrepareAbort => Err(TxnError::Concurrent),
             TxnState::Ongoing if partitions.iter().all(|p| self.data.partitions.contains(p)) => Ok(None),
             TxnState::Empty | TxnState::Ongoing | TxnState::CompleteCommit | TxnState::CompleteAbort => {
                 let mut t = self.transit();
@@ -300,12 +316,12 @@ impl TxnMetadata {
                 t.last_update_ms = now;
                 Ok(Some(self.prepare(t)))
             }
-            TxnState::Dead | TxnState::PrepareEpochFence => Err(code::CONCURRENT_TRANSACTIONS),
+            TxnState::Dead | TxnState::PrepareEpochFence => Err(TxnError::Concurrent),
         }
     }
 
     /// EndTxn from the client.
-    pub fn end(&mut self, pid: i64, epoch: i16, commit: bool, now: i64) -> Result<End, ErrorCode> {
+    pub fn end(&mut self, pid: i64, epoch: i16, commit: bool, now: i64) -> Result<End, TxnError> {
         self.check_producer(pid, epoch)?;
         use TxnState::*;
         match (self.data.state, commit) {
@@ -316,8 +332,8 @@ impl TxnMetadata {
                 Ok(End::Prepare(self.prepare(t)))
             }
             (CompleteCommit, true) | (CompleteAbort, false) => Ok(End::Done),
-            (PrepareCommit, true) | (PrepareAbort, false) => Err(code::CONCURRENT_TRANSACTIONS),
-            _ => Err(code::INVALID_TXN_STATE),
+            (PrepareCommit, true) | (PrepareAbort, false) => Err(TxnError::Concurrent),
+            _ => Err(TxnError::InvalidState),
         }
     }
 

@@ -50,12 +50,12 @@ fn a_transaction_from_start_to_end() {
     };
     let mut m = TxnMetadata::new("app-1", 7, 60_000, 0);
     let Ok(Init::Write(t)) = m.init_producer_id(60_000, None, &mut alloc, 1) else { panic!() };
-    assert_eq!(m.init_producer_id(60_000, None, &mut alloc, 1), Err(code::CONCURRENT_TRANSACTIONS), "pending");
+    assert_eq!(m.init_producer_id(60_000, None, &mut alloc, 1), Err(TxnError::Concurrent), "pending");
     apply(&mut m, t);
     assert_eq!((m.data.producer_id, m.data.producer_epoch, m.data.state), (7, 0, TxnState::Empty));
-    assert_eq!(m.add_partitions(8, 0, &[tp("a", 0)], 2), Err(code::INVALID_PRODUCER_ID_MAPPING));
-    assert_eq!(m.add_partitions(7, 1, &[tp("a", 0)], 2), Err(code::PRODUCER_FENCED));
-    assert_eq!(m.end(7, 0, true, 2), Err(code::INVALID_TXN_STATE), "nothing to end");
+    assert_eq!(m.add_partitions(8, 0, &[tp("a", 0)], 2), Err(TxnError::NotThisProducer));
+    assert_eq!(m.add_partitions(7, 1, &[tp("a", 0)], 2), Err(TxnError::Fenced));
+    assert_eq!(m.end(7, 0, true, 2), Err(TxnError::InvalidState), "nothing to end");
     let t = m.add_partitions(7, 0, &[tp("a", 0), tp("b", 1)], 2).unwrap().unwrap();
     apply(&mut m, t);
     assert_eq!((m.data.state, m.data.start_ms, m.data.partitions.len()), (TxnState::Ongoing, 2, 2));
@@ -66,15 +66,15 @@ fn a_transaction_from_start_to_end() {
     let Ok(End::Prepare(t)) = m.end(7, 0, true, 4) else { panic!() };
     apply(&mut m, t);
     assert_eq!(m.data.state, TxnState::PrepareCommit);
-    assert_eq!(m.end(7, 0, true, 4), Err(code::CONCURRENT_TRANSACTIONS), "markers not written yet");
-    assert_eq!(m.end(7, 0, false, 4), Err(code::INVALID_TXN_STATE));
-    assert_eq!(m.add_partitions(7, 0, &[tp("a", 0)], 4), Err(code::CONCURRENT_TRANSACTIONS));
-    assert_eq!(m.init_producer_id(60_000, None, &mut alloc, 4), Err(code::CONCURRENT_TRANSACTIONS));
+    assert_eq!(m.end(7, 0, true, 4), Err(TxnError::Concurrent), "markers not written yet");
+    assert_eq!(m.end(7, 0, false, 4), Err(TxnError::InvalidState));
+    assert_eq!(m.add_partitions(7, 0, &[tp("a", 0)], 4), Err(TxnError::Concurrent));
+    assert_eq!(m.init_producer_id(60_000, None, &mut alloc, 4), Err(TxnError::Concurrent));
     let t = m.markers_written(5).unwrap();
     apply(&mut m, t);
     assert_eq!((m.data.state, m.data.partitions.len()), (TxnState::CompleteCommit, 0));
     assert_eq!(m.end(7, 0, true, 6), Ok(End::Done), "a retry of the commit");
-    assert_eq!(m.end(7, 0, false, 6), Err(code::INVALID_TXN_STATE));
+    assert_eq!(m.end(7, 0, false, 6), Err(TxnError::InvalidState));
     // The next transaction, then the producer restarts.
     let t = m.add_partitions(7, 0, &[tp("a", 0)], 7).unwrap().unwrap();
     apply(&mut m, t);
@@ -109,7 +109,7 @@ fn fences_and_kip_360() {
     let Ok(Init::Fence(t)) = m.init_producer_id(1000, None, &mut alloc, 20) else { panic!() };
     assert_eq!((t.state, t.producer_epoch), (TxnState::PrepareAbort, 1));
     apply(&mut m, t);
-    assert_eq!(m.end(9, 0, true, 21), Err(code::PRODUCER_FENCED), "the zombie");
+    assert_eq!(m.end(9, 0, true, 21), Err(TxnError::Fenced), "the zombie");
     let t = m.markers_written(22).unwrap();
     apply(&mut m, t);
     let Ok(Init::Write(t)) = m.init_producer_id(1000, None, &mut alloc, 23) else { panic!() };
@@ -131,8 +131,8 @@ fn fences_and_kip_360() {
     let Ok(Init::Write(t)) = m.init_producer_id(1000, Some((9, 3)), &mut alloc, 1201) else { panic!() };
     apply(&mut m, t);
     assert_eq!(m.data.producer_epoch, 4, "a retried bump: the same answer");
-    assert_eq!(m.init_producer_id(1000, Some((9, 1)), &mut alloc, 1202), Err(code::PRODUCER_FENCED));
-    assert_eq!(m.init_producer_id(1000, Some((77, 4)), &mut alloc, 1202), Err(code::PRODUCER_FENCED));
+    assert_eq!(m.init_producer_id(1000, Some((9, 1)), &mut alloc, 1202), Err(TxnError::Fenced));
+    assert_eq!(m.init_producer_id(1000, Some((77, 4)), &mut alloc, 1202), Err(TxnError::Fenced));
 }
 
 /// At epoch 32766 InitProducerId rotates to a new producer id at epoch 0, keeping the old
@@ -296,7 +296,7 @@ proptest! {
             };
             let Some(t) = transit else { continue };
             prop_assert_eq!(m.pending, Some(t.state));
-            prop_assert_eq!(m.init_producer_id(1000, None, &mut alloc, now), Err(code::CONCURRENT_TRANSACTIONS));
+            prop_assert_eq!(m.init_producer_id(1000, None, &mut alloc, now), Err(TxnError::Concurrent));
             if fail_next {
                 fail_next = false;
                 m.abandon();

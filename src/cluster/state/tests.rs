@@ -51,8 +51,8 @@ fn placement_spreads_replicas_and_leaders() {
     for b in [1, 2, 3] {
         assert_eq!(placed.iter().filter(|p| p.leader == b).count(), 2, "leaders balanced");
     }
-    assert_eq!(image.place(1, 4).unwrap_err().0, code::INVALID_REPLICATION_FACTOR);
-    assert_eq!(image.place(1, 0).unwrap_err().0, code::INVALID_REPLICATION_FACTOR);
+    assert_eq!(image.place(1, 4).unwrap_err().0, Refusal::InvalidReplicationFactor);
+    assert_eq!(image.place(1, 0).unwrap_err().0, Refusal::InvalidReplicationFactor);
     let placed = image.place(1, 1).unwrap();
     create(&mut image, "a", placed);
     let first = image.topics["a"].partitions[0].leader;
@@ -69,14 +69,14 @@ fn assignments_are_checked() {
     let placed = image.assign(&[vec![3, 1], vec![2, 3]]).unwrap();
     assert_eq!((placed[0].leader, placed[1].leader), (3, 2));
     let err = |a: &[Vec<i32>]| image.assign(a).unwrap_err().0;
-    assert_eq!(err(&[vec![1, 1]]), code::INVALID_REPLICA_ASSIGNMENT);
-    assert_eq!(err(&[vec![1, 9]]), code::INVALID_REPLICA_ASSIGNMENT);
-    assert_eq!(err(&[vec![1], vec![1, 2]]), code::INVALID_REPLICA_ASSIGNMENT);
-    assert_eq!(err(&[vec![]]), code::INVALID_REPLICA_ASSIGNMENT);
+    assert_eq!(err(&[vec![1, 1]]), Refusal::InvalidReplicaAssignment);
+    assert_eq!(err(&[vec![1, 9]]), Refusal::InvalidReplicaAssignment);
+    assert_eq!(err(&[vec![1], vec![1, 2]]), Refusal::InvalidReplicaAssignment);
+    assert_eq!(err(&[vec![]]), Refusal::InvalidReplicaAssignment);
     image.apply(50, &MetaCommand::FenceBroker { id: 3, epoch: 30 });
     let placed = image.assign(&[vec![3, 1]]).unwrap();
     assert_eq!((placed[0].leader, placed[0].isr.clone()), (1, vec![1]));
-    assert_eq!(image.assign(&[vec![3]]).unwrap_err().0, code::INVALID_REPLICATION_FACTOR);
+    assert_eq!(image.assign(&[vec![3]]).unwrap_err().0, Refusal::InvalidReplicationFactor);
 }
 
 /// A fenced broker leaves the ISRs (but the last member stays), its leaderships move to
@@ -118,19 +118,19 @@ fn preferred_election() {
     );
     image.topics.get_mut("t").unwrap().partitions[0].set_leader(2);
     let asked = vec![("t".to_string(), 0), ("t".to_string(), 1), ("t".to_string(), 7), ("u".to_string(), 0)];
-    let codes: Vec<i16> = match image.apply(300, &MetaCommand::ElectLeaders { unclean: false, partitions: asked }) {
-        MetaResponse::Partitions(c) => c.into_iter().map(|(c, _)| c).collect(),
-        other => panic!("{other:?}"),
-    };
-    let expected =
-        [code::NONE, code::ELECTION_NOT_NEEDED, code::UNKNOWN_TOPIC_OR_PARTITION, code::UNKNOWN_TOPIC_OR_PARTITION];
-    assert_eq!(codes, expected.map(|c| c.0).to_vec());
+    let codes: Vec<Option<Refusal>> =
+        match image.apply(300, &MetaCommand::ElectLeaders { unclean: false, partitions: asked }) {
+            MetaResponse::Partitions(c) => c.into_iter().map(|r| r.err().map(|e| e.0)).collect(),
+            other => panic!("{other:?}"),
+        };
+    let unknown = Some(Refusal::UnknownTopicOrPartition);
+    assert_eq!(codes, vec![None, Some(Refusal::ElectionNotNeeded), unknown, unknown]);
     assert_eq!(image.topics["t"].partitions[0].leader, 1);
     image.topics.get_mut("t").unwrap().partitions[1].isr = vec![3];
     image.topics.get_mut("t").unwrap().partitions[1].set_leader(3);
     let codes = image.apply(301, &MetaCommand::ElectLeaders { unclean: false, partitions: vec![("t".to_string(), 1)] });
     assert!(
-        matches!(&codes, MetaResponse::Partitions(c) if c[0].0 == code::PREFERRED_LEADER_NOT_AVAILABLE.0),
+        matches!(&codes, MetaResponse::Partitions(c) if matches!(c[0], Err((Refusal::PreferredLeaderNotAvailable, _)))),
         "{codes:?}"
     );
 }
@@ -147,27 +147,27 @@ fn reassignments() {
     let reassign = |image: &mut MetaImage, target: Option<Vec<i32>>| match image
         .apply(400, &MetaCommand::Reassign { partitions: vec![("t".into(), 0, target)] })
     {
-        MetaResponse::Partitions(r) => r[0].0,
+        MetaResponse::Partitions(r) => r[0].clone().err().map(|e| e.0),
         other => panic!("{other:?}"),
     };
-    assert_eq!(reassign(&mut image, Some(vec![2, 1])), code::NONE.0);
+    assert_eq!(reassign(&mut image, Some(vec![2, 1])), None);
     let p = image.topics["t"].partitions[0].clone();
     assert_eq!((p.replicas, p.leader, p.adding.is_empty()), (vec![2, 1], 1, true));
-    assert_eq!(reassign(&mut image, Some(vec![2])), code::NONE.0);
+    assert_eq!(reassign(&mut image, Some(vec![2])), None);
     let p = image.topics["t"].partitions[0].clone();
     assert_eq!((p.replicas, p.isr, p.leader), (vec![2], vec![2], 2));
-    assert_eq!(reassign(&mut image, Some(vec![3, 2])), code::NONE.0);
+    assert_eq!(reassign(&mut image, Some(vec![3, 2])), None);
     let p = image.topics["t"].partitions[0].clone();
     assert_eq!((p.replicas.clone(), p.adding.clone(), p.removing.clone(), p.leader), (vec![3, 2], vec![3], vec![], 2));
-    assert_eq!(reassign(&mut image, Some(vec![3])), code::NONE.0, "a new target replaces the one under way");
+    assert_eq!(reassign(&mut image, Some(vec![3])), None, "a new target replaces the one under way");
     let p = image.topics["t"].partitions[0].clone();
     assert_eq!((p.replicas, p.adding, p.removing), (vec![3, 2], vec![3], vec![2]));
-    assert_eq!(reassign(&mut image, None), code::NONE.0);
+    assert_eq!(reassign(&mut image, None), None);
     let p = image.topics["t"].partitions[0].clone();
     assert_eq!((p.replicas, p.adding.is_empty(), p.removing.is_empty(), p.leader), (vec![2], true, true, 2));
-    assert_eq!(reassign(&mut image, None), code::NO_REASSIGNMENT_IN_PROGRESS.0);
-    assert_eq!(reassign(&mut image, Some(vec![2, 9])), code::INVALID_REPLICA_ASSIGNMENT.0);
-    assert_eq!(reassign(&mut image, Some(vec![2, 2])), code::INVALID_REPLICA_ASSIGNMENT.0);
+    assert_eq!(reassign(&mut image, None), Some(Refusal::NoReassignmentInProgress));
+    assert_eq!(reassign(&mut image, Some(vec![2, 9])), Some(Refusal::InvalidReplicaAssignment));
+    assert_eq!(reassign(&mut image, Some(vec![2, 2])), Some(Refusal::InvalidReplicaAssignment));
     // In sync at last (replication's ISR expansion): the move completes.
     create(&mut image, "u", vec![PartitionState::new(vec![1], vec![1])]);
     let p = image.topics.get_mut("u").unwrap().partitions.get_mut(0).unwrap();
@@ -214,15 +214,15 @@ fn isr_changes_from_the_leader() {
     assert_eq!(image.apply(200, &alter(vec![1, 2], 0, 0)), MetaResponse::Done);
     assert_eq!((p0(&image).isr, p0(&image).partition_epoch), (vec![1, 2], 1));
     let code = |r: MetaResponse| match r {
-        MetaResponse::Refused { code, .. } => code,
+        MetaResponse::Refused { reason, .. } => reason,
         other => panic!("not refused: {other:?}"),
     };
-    assert_eq!(code(image.apply(201, &alter(vec![1], 0, 0))), code::INVALID_UPDATE_VERSION.0, "stale");
-    assert_eq!(code(image.apply(202, &alter(vec![1], 1, 1))), code::FENCED_LEADER_EPOCH.0);
-    assert_eq!(code(image.apply(203, &alter(vec![2, 3], 0, 1))), code::INVALID_REQUEST.0, "no leader");
-    assert_eq!(code(image.apply(204, &alter(vec![1, 4], 0, 1))), code::INVALID_REQUEST.0, "not a replica");
+    assert_eq!(code(image.apply(201, &alter(vec![1], 0, 0))), Refusal::InvalidUpdateVersion, "stale");
+    assert_eq!(code(image.apply(202, &alter(vec![1], 1, 1))), Refusal::FencedLeaderEpoch);
+    assert_eq!(code(image.apply(203, &alter(vec![2, 3], 0, 1))), Refusal::InvalidRequest, "no leader");
+    assert_eq!(code(image.apply(204, &alter(vec![1, 4], 0, 1))), Refusal::InvalidRequest, "not a replica");
     image.apply(205, &MetaCommand::FenceBroker { id: 3, epoch: 30 });
-    assert_eq!(code(image.apply(206, &alter(vec![1, 2, 3], 0, 1))), code::INELIGIBLE_REPLICA.0);
+    assert_eq!(code(image.apply(206, &alter(vec![1, 2, 3], 0, 1))), Refusal::IneligibleReplica);
     assert_eq!(image.apply(207, &alter(vec![1], 0, 1)), MetaResponse::Done);
     // A reassignment to [1, 2] with 2 out of the ISR completes when 2 joins.
     let target = Some(vec![2, 1]);
@@ -254,10 +254,7 @@ fn isr_changes_check_broker_epochs() {
     // Broker 3 registered at index 30, restarts: registered again at 400, unfenced.
     register(&mut image, 400, 3);
     let refused = image.apply(500, &alter(&[(3, 30)], 0));
-    assert!(
-        matches!(&refused, MetaResponse::Refused { code, .. } if *code == code::INELIGIBLE_REPLICA.0),
-        "{refused:?}"
-    );
+    assert!(matches!(&refused, MetaResponse::Refused { reason: Refusal::IneligibleReplica, .. }), "{refused:?}");
     assert_eq!(image.topics["t"].partitions[0].isr, vec![1, 2], "unchanged");
     assert_eq!(image.apply(501, &alter(&[(2, 20), (3, 400)], 0)), MetaResponse::Done);
     assert_eq!(image.topics["t"].partitions[0].isr, vec![1, 2, 3]);
@@ -281,9 +278,7 @@ fn stale_proposals_are_settled_or_refused() {
     assert_eq!(image.apply(61, &grow), MetaResponse::Done, "a retry");
     assert_eq!(image.topics["t"].partitions.len(), 2);
     let stale = MetaCommand::CreatePartitions { name: "t".into(), from: 1, partitions: vec![placed[0].clone(); 3] };
-    assert!(
-        matches!(image.apply(62, &stale), MetaResponse::Refused { code, .. } if code == code::INVALID_PARTITIONS.0)
-    );
+    assert!(matches!(image.apply(62, &stale), MetaResponse::Refused { reason: Refusal::InvalidPartitions, .. }));
     let set = |k: &str, based_on: BTreeMap<String, String>| MetaCommand::AlterTopicConfigs {
         name: "t".into(),
         configs: BTreeMap::from([(k.to_string(), "1".to_string())]),
@@ -293,6 +288,6 @@ fn stale_proposals_are_settled_or_refused() {
     assert_eq!(image.apply(64, &set("b", BTreeMap::new())), MetaResponse::Conflict { version: 0 });
     assert_eq!(image.apply(65, &set("a", BTreeMap::new())), MetaResponse::Done, "a retry");
     let mut p = PartitionState::new(vec![1, 2], vec![3]);
-    assert_eq!(p.reassign(Some(vec![1, 2]), &[1, 2]).unwrap_err().0, code::INVALID_REPLICA_ASSIGNMENT);
+    assert_eq!(p.reassign(Some(vec![1, 2]), &[1, 2]).unwrap_err().0, Refusal::InvalidReplicaAssignment);
     assert_eq!(p.replicas, vec![1, 2], "unchanged");
 }

@@ -5,8 +5,8 @@
 use crate::cluster::controller::Controller;
 use crate::cluster::types::{MetaCommand, MetaResponse};
 use crate::io::DmaDisk;
-use crate::protocol::errors::{self as code, ErrorCode};
-use crate::server::errors::AdminError;
+use crate::protocol::errors as code;
+use crate::server::errors::{refusal_code, AdminError};
 use crate::server::publish::{Delta, Publish};
 use crate::server::shard::{ControlState, Shard};
 use std::rc::Rc;
@@ -53,8 +53,8 @@ pub async fn commit(shard: &Shard, command: MetaCommand) -> Result<MetaResponse,
         .write_at(command, COMMIT_LIMIT)
         .await
         .map_err(|e| AdminError::new(code::REQUEST_TIMED_OUT, e.to_string()))?;
-    if let MetaResponse::Refused { code, message } = response {
-        return Err(AdminError::new(ErrorCode(code), message));
+    if let MetaResponse::Refused { reason, message } = response {
+        return Err(AdminError::new(refusal_code(reason), message));
     }
     if !until_published(shard, |i| *i >= index).await {
         let message = format!("committed at {index}, not yet applied on this node");

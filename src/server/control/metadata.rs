@@ -7,18 +7,18 @@
 
 use super::commit::{commit, control_of, controller, not_ready, until_published, AdminResult};
 use crate::cluster::controller::Controller;
-use crate::cluster::types::{MetaCommand, MetaResponse, TopicState};
+use crate::cluster::types::{MetaCommand, MetaResponse, Refusal, TopicState};
 use crate::io::DmaDisk;
 use crate::protocol::errors::{self as code, ErrorCode};
-use crate::server::errors::AdminError;
+use crate::server::errors::{refusal_code, AdminError};
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use crate::types::Uuid;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-fn placement_error((c, message): (ErrorCode, String)) -> AdminError {
-    AdminError::new(c, message)
+fn placement_error((reason, message): (Refusal, String)) -> AdminError {
+    AdminError::new(refusal_code(reason), message)
 }
 
 /// CreateTopics on a clustered node: checked against the image (name, partition count,
@@ -118,7 +118,7 @@ pub async fn create_partitions(
         image.place((count - current) as u32, factor)
     } else if assignments.len() as i64 != count - current {
         Err((
-            code::INVALID_REPLICA_ASSIGNMENT,
+            Refusal::InvalidReplicaAssignment,
             format!(
                 "Attempted to add {} additional partition(s), but only {} assignment(s) were specified.",
                 count - current,
@@ -127,7 +127,7 @@ pub async fn create_partitions(
         ))
     } else if assignments.iter().any(|a| a.len() as i16 != factor) {
         Err((
-            code::INVALID_REPLICA_ASSIGNMENT,
+            Refusal::InvalidReplicaAssignment,
             format!(
                 "Inconsistent replication factor between partitions: the topic has {factor} replicas per partition."
             ),
@@ -180,7 +180,10 @@ impl ShardCall<Shard> for PartitionCommand {
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         match commit(&shard, self.0).await? {
-            MetaResponse::Partitions(results) => Ok(results.into_iter().map(|(c, m)| (ErrorCode(c), m)).collect()),
+            MetaResponse::Partitions(results) => Ok(results
+                .into_iter()
+                .map(|r| r.map_or_else(|(reason, m)| (refusal_code(reason), m), |()| (code::NONE, None)))
+                .collect()),
             other => Err(AdminError::new(code::UNKNOWN_SERVER_ERROR, format!("unexpected answer {other:?}"))),
         }
     }
