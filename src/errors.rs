@@ -3,6 +3,7 @@
 //! control plane all take their codes from here.
 
 use crate::cluster::types::Refusal;
+use crate::groups::GroupError;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::storage::format::FormatError;
 use crate::storage::producers::SequenceError;
@@ -102,4 +103,27 @@ pub fn txn_code(e: TxnError) -> ErrorCode {
         TxnError::NotThisProducer => code::INVALID_PRODUCER_ID_MAPPING,
         TxnError::InvalidState => code::INVALID_TXN_STATE,
     }
+}
+
+/// Kafka's code for a group's refusal (each has Kafka's name).
+pub fn group_code(e: GroupError) -> ErrorCode {
+    match e {
+        GroupError::UnknownMemberId => code::UNKNOWN_MEMBER_ID,
+        GroupError::IllegalGeneration => code::ILLEGAL_GENERATION,
+        GroupError::RebalanceInProgress => code::REBALANCE_IN_PROGRESS,
+        GroupError::InconsistentGroupProtocol => code::INCONSISTENT_GROUP_PROTOCOL,
+        GroupError::FencedInstanceId => code::FENCED_INSTANCE_ID,
+        GroupError::MemberIdRequired => code::MEMBER_ID_REQUIRED,
+        GroupError::GroupMaxSizeReached => code::GROUP_MAX_SIZE_REACHED,
+        GroupError::FencedMemberEpoch => code::FENCED_MEMBER_EPOCH,
+        GroupError::UnreleasedInstanceId => code::UNRELEASED_INSTANCE_ID,
+        GroupError::InvalidSessionTimeout => code::INVALID_SESSION_TIMEOUT,
+        GroupError::CoordinatorNotAvailable => code::COORDINATOR_NOT_AVAILABLE,
+        GroupError::NonEmptyGroup => code::NON_EMPTY_GROUP,
+    }
+}
+
+/// Kafka's code for a group request's outcome (NONE when it succeeded).
+pub fn group_outcome(r: Result<(), GroupError>) -> ErrorCode {
+    r.map_or_else(group_code, |()| code::NONE)
 }

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 
 /// Largest response frame accepted (a fetch answer is bounded by the request's max_bytes).
-const MAX_RESPONSE: usize = 256 << 20;
+pub const MAX_RESPONSE: usize = 256 << 20;
 
 /// Correlation ids awaiting an answer, in the order sent, with where the answer goes.
 type Waiting = Rc<RefCell<VecDeque<(i32, oneshot::Sender<Bytes>)>>>;

@@ -6,5 +6,5 @@
 mod conn;
 mod peers;
 
-pub use conn::Conn;
+pub use conn::{Conn, MAX_RESPONSE};
 pub use peers::{Peers, Purpose};

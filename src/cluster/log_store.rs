@@ -42,7 +42,7 @@ pub const META_FILE: &str = "raft-meta";
 const READ_BYTES: usize = 1 << 20;
 
 /// Largest entry the decoder accepts (a batch's records section).
-const MAX_ENTRY_BYTES: usize = 64 << 20;
+pub const MAX_ENTRY_BYTES: usize = 64 << 20;
 
 #[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq)]
 struct RaftMeta {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The largest request head read.
-const MAX_HEAD: usize = 8192;
+pub const MAX_HEAD: usize = 8192;
 
 pub async fn serve(shard: Rc<Shard>, listener: TcpListener, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Relaxed) {

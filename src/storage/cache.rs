@@ -36,7 +36,7 @@ type Key = (u64, i64, u64);
 
 /// An entry larger than this share of the budget is not cached (it would empty the cache for
 /// one read).
-const MAX_ENTRY_SHARE: u64 = 8;
+pub const MAX_ENTRY_SHARE: u64 = 8;
 
 enum Data<B> {
     /// A write tail's chunk, moved here once durable; its first `len` bytes are the data.

@@ -12,6 +12,7 @@
 //! sessions start again.
 
 use super::Coordinator;
+use crate::errors::group_code;
 use crate::groups::consumer::{self, records, Assignment, ConsumerGroup, Heartbeat, ASSIGNORS};
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
@@ -199,7 +200,7 @@ impl Coordinator {
                 if upgraded {
                     let _ = self.persist_group(&h.group_id, None).await;
                 }
-                return fail(e);
+                return fail((group_code(e.0), e.1));
             }
         };
         // The answer waits until the group's new state is durable, as a commit's does. A

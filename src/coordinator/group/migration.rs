@@ -16,8 +16,10 @@
 //! persisted (see [`super`]), so a downgrade writes only the consumer group's tombstones.
 
 use super::Coordinator;
+use crate::errors::{group_code, group_outcome};
 use crate::groups::consumer::{embedded, ConsumerGroup};
 use crate::groups::group::{Group, Join};
+use crate::groups::GroupError;
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::protocol::groups::*;
 
@@ -112,10 +114,10 @@ impl Coordinator {
         };
         let joined = match joined {
             Ok(joined) => joined,
-            Err((code::MEMBER_ID_REQUIRED, member_id)) => return Some(fail(code::MEMBER_ID_REQUIRED, member_id)),
+            Err((GroupError::MemberIdRequired, member_id)) => return Some(fail(code::MEMBER_ID_REQUIRED, member_id)),
             Err((e, message)) => {
                 tracing::debug!(group, error = message, "JoinGroup to a consumer group refused");
-                return Some(fail(e, join.member_id.clone()));
+                return Some(fail(group_code(e), join.member_id.clone()));
             }
         };
         let written = if joined.replaced_consumer_member && self.downgrade_due(group, &before) {
@@ -155,7 +157,7 @@ impl Coordinator {
                 assignment,
                 ..Default::default()
             },
-            Err((error_code, _)) => SyncGroupResponse { error_code, ..Default::default() },
+            Err((e, _)) => SyncGroupResponse { error_code: group_code(e), ..Default::default() },
         })
     }
 
@@ -164,7 +166,7 @@ impl Coordinator {
         let mut groups = self.consumer_groups.borrow_mut();
         let g = groups.get_mut(&h.group_id)?;
         let beat = g.classic_heartbeat(&h.member_id, h.group_instance_id.as_deref(), h.generation_id, self.now());
-        Some(beat.err().map_or(code::NONE, |(e, _)| e))
+        Some(beat.err().map_or(code::NONE, |(e, _)| group_code(e)))
     }
 
     /// LeaveGroup of classic members of a consumer group (`None`: not a consumer group): each
@@ -175,10 +177,10 @@ impl Coordinator {
         } else {
             l.members.iter().map(|m| (m.member_id.clone(), m.group_instance_id.clone())).collect()
         };
-        let (before, mut answers) = {
+        let (before, mut answers): (_, Vec<ErrorCode>) = {
             let mut groups = self.consumer_groups.borrow_mut();
             let g = groups.get_mut(&l.group_id)?;
-            (g.clone(), g.classic_leave(&leaving))
+            (g.clone(), g.classic_leave(&leaving).into_iter().map(group_outcome).collect())
         };
         if let Err(e) = self.persist_group(&l.group_id, Some(before)).await {
             answers.iter_mut().filter(|a| **a == code::NONE).for_each(|a| *a = e);

@@ -22,6 +22,7 @@ pub use txn_offsets::txn_commit_topics;
 
 use crate::coordinator::runtime::{partitions_of, rewrite};
 use crate::errors::storage_code;
+use crate::errors::{group_code, group_outcome};
 use crate::groups::consumer::{ConsumerGroup, ConsumerLimits, TopicMeta, Topics};
 use crate::groups::group::{Group, GroupLimits, GroupState, Join, Sync};
 use crate::groups::offsets::Record;
@@ -330,11 +331,11 @@ impl Coordinator {
             g.join(join, self.now())
         };
         let Ok(joined) = pending.await else { return fail(code::COORDINATOR_NOT_AVAILABLE) };
-        if joined.error == code::NONE {
+        if joined.error.is_none() {
             tracing::debug!(group = j.group_id, member = joined.member_id, generation = joined.generation, "joined");
         }
         JoinGroupResponse {
-            error_code: joined.error,
+            error_code: joined.error.map_or(code::NONE, group_code),
             generation_id: joined.generation,
             protocol_type: joined.protocol_type,
             protocol_name: joined.protocol_name,
@@ -384,7 +385,7 @@ impl Coordinator {
         };
         let Ok(synced) = pending.await else { return fail(code::COORDINATOR_NOT_AVAILABLE) };
         SyncGroupResponse {
-            error_code: synced.error,
+            error_code: synced.error.map_or(code::NONE, group_code),
             protocol_type: synced.protocol_type,
             protocol_name: synced.protocol_name,
             assignment: synced.assignment,
@@ -402,7 +403,9 @@ impl Coordinator {
         let mut groups = self.groups.borrow_mut();
         match groups.get_mut(&h.group_id) {
             None => code::UNKNOWN_MEMBER_ID,
-            Some(g) => g.heartbeat(&h.member_id, h.group_instance_id.as_deref(), h.generation_id, self.now()),
+            Some(g) => {
+                group_outcome(g.heartbeat(&h.member_id, h.group_instance_id.as_deref(), h.generation_id, self.now()))
+            }
         }
     }
 
@@ -417,7 +420,7 @@ impl Coordinator {
         let mut groups = self.groups.borrow_mut();
         let group = groups.get_mut(&l.group_id);
         if version < 3 {
-            let error_code = group.map_or(code::UNKNOWN_MEMBER_ID, |g| g.leave(&l.member_id, None, now));
+            let error_code = group.map_or(code::UNKNOWN_MEMBER_ID, |g| group_outcome(g.leave(&l.member_id, None, now)));
             return LeaveGroupResponse { error_code, ..Default::default() };
         }
         let Some(g) = group else {
@@ -438,7 +441,7 @@ impl Coordinator {
             .members
             .into_iter()
             .map(|m| MemberResponse {
-                error_code: g.leave(&m.member_id, m.group_instance_id.as_deref(), now),
+                error_code: group_outcome(g.leave(&m.member_id, m.group_instance_id.as_deref(), now)),
                 member_id: m.member_id,
                 group_instance_id: m.group_instance_id,
                 ..Default::default()
@@ -512,7 +515,9 @@ impl Coordinator {
         }
         let mut groups = self.groups.borrow_mut();
         match groups.get_mut(&req.group_id) {
-            Some(g) => g.check_commit(&req.member_id, req.group_instance_id.as_deref(), generation, self.now()),
+            Some(g) => {
+                g.check_commit(&req.member_id, req.group_instance_id.as_deref(), generation, self.now()).map(group_code)
+            }
             None if generation < 0 && req.member_id.is_empty() => {
                 groups.insert(req.group_id.clone(), self.new_group(&req.group_id));
                 None
@@ -762,7 +767,7 @@ impl Coordinator {
         match c.groups.borrow().get(group) {
             Some(g) => {
                 if let Err(e) = g.deletable() {
-                    return e;
+                    return group_code(e);
                 }
             }
             None if !has_offsets && consumer.is_none() => return code::GROUP_ID_NOT_FOUND,

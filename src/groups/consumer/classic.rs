@@ -20,7 +20,7 @@
 use super::embedded::{self, Subscription, TopicPartition};
 use super::{Assignment, ClassicMember, ConsumerGroup, ConsumerLimits, Member, MemberState, Topics};
 use crate::groups::group::{Exported, Join, Migrating};
-use crate::protocol::errors::{self as code, ErrorCode};
+use crate::groups::GroupError;
 use crate::types::Uuid;
 use bytes::Bytes;
 use std::collections::BTreeSet;
@@ -174,7 +174,7 @@ impl ConsumerGroup {
         j: Join,
         topics: &dyn Topics,
         now: i64,
-    ) -> Result<ClassicJoined, (ErrorCode, String)> {
+    ) -> Result<ClassicJoined, (GroupError, String)> {
         let unknown = j.member_id.is_empty();
         let member_id = if unknown { self.next_member_id() } else { j.member_id.clone() };
         let static_id = j
@@ -183,21 +183,21 @@ impl ConsumerGroup {
             .and_then(|i| self.members.values().find(|m| m.instance_id.as_ref() == Some(i)))
             .map(|m| m.id.clone());
         if !self.members.contains_key(&member_id) && static_id.is_none() && self.members.len() >= self.limits.max_size {
-            return Err((code::GROUP_MAX_SIZE_REACHED, format!("group {} is full", self.id)));
+            return Err((GroupError::GroupMaxSizeReached, format!("group {} is full", self.id)));
         }
         if !self.supports_classic(&j.protocol_type, &j.protocols) {
             return Err((
-                code::INCONSISTENT_GROUP_PROTOCOL,
+                GroupError::InconsistentGroupProtocol,
                 format!("Member {member_id}'s protocols are not supported."),
             ));
         }
         if j.require_known_member_id && unknown && j.instance_id.is_none() {
-            return Err((code::MEMBER_ID_REQUIRED, member_id));
+            return Err((GroupError::MemberIdRequired, member_id));
         }
         // `supports_classic` made sure there is a protocol.
         let Some(subscription) = j.protocols.first().and_then(|p| embedded::decode::<Subscription>(&p.1)) else {
             let message = format!("Member {member_id}'s subscription is not a valid consumer protocol one.");
-            return Err((code::INCONSISTENT_GROUP_PROTOCOL, message));
+            return Err((GroupError::InconsistentGroupProtocol, message));
         };
         let mut new = false;
         let mut replaced_consumer_member = false;
@@ -210,10 +210,10 @@ impl ConsumerGroup {
             }
             (Some(instance), Some(old)) if old != member_id => {
                 let message = format!("instance {instance} is member {old}, not {member_id}");
-                return Err((code::FENCED_INSTANCE_ID, message));
+                return Err((GroupError::FencedInstanceId, message));
             }
             (Some(instance), None) if !unknown => {
-                return Err((code::UNKNOWN_MEMBER_ID, format!("instance {instance} is not in group {}", self.id)));
+                return Err((GroupError::UnknownMemberId, format!("instance {instance} is not in group {}", self.id)));
             }
             _ => {
                 if !self.members.contains_key(&member_id) {
@@ -239,22 +239,24 @@ impl ConsumerGroup {
 
     /// The classic member a SyncGroup, Heartbeat or LeaveGroup names (by instance id for a
     /// static member).
-    fn classic_member(&self, member_id: &str, instance_id: Option<&str>) -> Result<String, (ErrorCode, String)> {
+    fn classic_member(&self, member_id: &str, instance_id: Option<&str>) -> Result<String, (GroupError, String)> {
         let m = match instance_id {
             None => self.members.get(member_id),
             Some(instance) => {
                 let m = self.members.values().find(|m| m.instance_id.as_deref() == Some(instance));
                 if let Some(m) = m.filter(|m| !member_id.is_empty() && m.id != member_id) {
                     let message = format!("instance {instance} is member {}, not {member_id}", m.id);
-                    return Err((code::FENCED_INSTANCE_ID, message));
+                    return Err((GroupError::FencedInstanceId, message));
                 }
                 m
             }
         };
         match m {
             Some(m) if m.classic.is_some() => Ok(m.id.clone()),
-            Some(m) => Err((code::UNKNOWN_MEMBER_ID, format!("Member {} does not use the classic protocol.", m.id))),
-            None => Err((code::UNKNOWN_MEMBER_ID, format!("member {member_id} is not in group {}", self.id))),
+            Some(m) => {
+                Err((GroupError::UnknownMemberId, format!("Member {} does not use the classic protocol.", m.id)))
+            }
+            None => Err((GroupError::UnknownMemberId, format!("member {member_id} is not in group {}", self.id))),
         }
     }
 
@@ -264,20 +266,23 @@ impl ConsumerGroup {
         member_id: &str,
         instance_id: Option<&str>,
         generation: i32,
-    ) -> Result<String, (ErrorCode, String)> {
+    ) -> Result<String, (GroupError, String)> {
         let id = self.classic_member(member_id, instance_id)?;
         let epoch = self.members[&id].epoch;
         if generation != epoch {
-            return Err((code::ILLEGAL_GENERATION, format!("member {id} is at generation {epoch}, not {generation}")));
+            return Err((
+                GroupError::IllegalGeneration,
+                format!("member {id} is at generation {epoch}, not {generation}"),
+            ));
         }
         Ok(id)
     }
 
     /// Tell a classic member to rejoin: it must within its rebalance timeout.
-    fn rejoin(&mut self, id: &str, now: i64) -> (ErrorCode, String) {
+    fn rejoin(&mut self, id: &str, now: i64) -> (GroupError, String) {
         let m = self.members.get_mut(id).expect("a member");
         m.rebalance_deadline.get_or_insert(now + m.rebalance_timeout_ms.max(0) as i64);
-        (code::REBALANCE_IN_PROGRESS, format!("group {} is rebalancing: member {id} must rejoin", self.id))
+        (GroupError::RebalanceInProgress, format!("group {} is rebalancing: member {id} must rejoin", self.id))
     }
 
     /// SyncGroup of a classic member: its partitions, in its ConsumerProtocol version.
@@ -289,14 +294,14 @@ impl ConsumerGroup {
         protocol: (Option<&str>, Option<&str>),
         topics: &dyn Topics,
         now: i64,
-    ) -> Result<Bytes, (ErrorCode, String)> {
+    ) -> Result<Bytes, (GroupError, String)> {
         let id = self.classic_at(member_id, instance_id, generation)?;
         let m = &self.members[&id];
         let Some((name, metadata)) = m.classic.as_ref().and_then(|c| c.protocols.first()).cloned() else {
-            return Err((code::INCONSISTENT_GROUP_PROTOCOL, format!("member {id} has no protocol")));
+            return Err((GroupError::InconsistentGroupProtocol, format!("member {id} has no protocol")));
         };
         if protocol.0.is_some_and(|t| t != embedded::PROTOCOL_TYPE) || protocol.1.is_some_and(|p| p != name) {
-            return Err((code::INCONSISTENT_GROUP_PROTOCOL, format!("member {id} joined with protocol {name}")));
+            return Err((GroupError::InconsistentGroupProtocol, format!("member {id} joined with protocol {name}")));
         }
         // A new epoch is due: it rejoins first (unless it is giving up partitions: that rejoin
         // follows).
@@ -318,7 +323,7 @@ impl ConsumerGroup {
         instance_id: Option<&str>,
         generation: i32,
         now: i64,
-    ) -> Result<(), (ErrorCode, String)> {
+    ) -> Result<(), (GroupError, String)> {
         let id = self.classic_at(member_id, instance_id, generation)?;
         let waiting = self.waiting_on_unreleased(&id);
         let limits = self.limits;
@@ -348,7 +353,7 @@ impl ConsumerGroup {
 
     /// LeaveGroup of classic members (by member id, or instance id): each one's answer. The
     /// group epoch moves once if any left.
-    pub fn classic_leave(&mut self, leaving: &[(String, Option<String>)]) -> Vec<ErrorCode> {
+    pub fn classic_leave(&mut self, leaving: &[(String, Option<String>)]) -> Vec<Result<(), GroupError>> {
         let mut answers = Vec::new();
         let mut left = false;
         for (member_id, instance_id) in leaving {
@@ -357,9 +362,9 @@ impl ConsumerGroup {
                     self.members.remove(&id);
                     self.target.remove(&id);
                     left = true;
-                    answers.push(code::NONE);
+                    answers.push(Ok(()));
                 }
-                Err((e, _)) => answers.push(e),
+                Err((e, _)) => answers.push(Err(e)),
             }
         }
         if left {

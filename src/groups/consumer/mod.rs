@@ -30,7 +30,7 @@ pub mod records;
 
 pub use classic::{ClassicJoined, MigrationPolicy};
 
-use crate::protocol::errors::{self as code, ErrorCode};
+use crate::groups::GroupError;
 use crate::types::Uuid;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
@@ -318,7 +318,7 @@ impl ConsumerGroup {
     }
 
     /// One heartbeat at `now`: the member's answer, or Kafka's error code and message.
-    pub fn heartbeat(&mut self, hb: Heartbeat, topics: &dyn Topics, now: i64) -> Result<Beat, (ErrorCode, String)> {
+    pub fn heartbeat(&mut self, hb: Heartbeat, topics: &dyn Topics, now: i64) -> Result<Beat, (GroupError, String)> {
         if hb.member_epoch < 0 {
             return self.leave(&hb);
         }
@@ -382,13 +382,13 @@ impl ConsumerGroup {
 
     /// The member a heartbeat speaks for, new (epoch 0) or known and at an acceptable epoch,
     /// and whether it is new to the group.
-    fn admit(&mut self, hb: &Heartbeat) -> Result<(String, bool), (ErrorCode, String)> {
+    fn admit(&mut self, hb: &Heartbeat) -> Result<(String, bool), (GroupError, String)> {
         if hb.member_epoch == 0 && !self.members.contains_key(&hb.member_id) {
             if let Some(instance) = &hb.instance_id {
                 if let Some(old) = self.members.values().find(|m| m.instance_id.as_ref() == Some(instance)) {
                     if old.epoch != -2 && old.classic.is_none() {
                         let message = format!("static member {instance} is still held by member {}", old.id);
-                        return Err((code::UNRELEASED_INSTANCE_ID, message));
+                        return Err((GroupError::UnreleasedInstanceId, message));
                     }
                     let old_id = old.id.clone();
                     let id = if hb.member_id.is_empty() { self.next_member_id() } else { hb.member_id.clone() };
@@ -397,7 +397,7 @@ impl ConsumerGroup {
                 }
             }
             if self.members.len() >= self.limits.max_size {
-                return Err((code::GROUP_MAX_SIZE_REACHED, format!("group {} is full", self.id)));
+                return Err((GroupError::GroupMaxSizeReached, format!("group {} is full", self.id)));
             }
             let id = if hb.member_id.is_empty() { self.next_member_id() } else { hb.member_id.clone() };
             let m = Member::new(&id, hb.rebalance_timeout_ms);
@@ -405,7 +405,7 @@ impl ConsumerGroup {
             return Ok((id, true));
         }
         let Some(m) = self.members.get_mut(&hb.member_id) else {
-            return Err((code::UNKNOWN_MEMBER_ID, format!("member {} is not in group {}", hb.member_id, self.id)));
+            return Err((GroupError::UnknownMemberId, format!("member {} is not in group {}", hb.member_id, self.id)));
         };
         if hb.member_epoch == 0 {
             // KAFKA-19233: a known member rejoining after losing its partitions.
@@ -420,7 +420,7 @@ impl ConsumerGroup {
         let fenced = || {
             let message =
                 format!("member {} is at epoch {}, the coordinator knows {}", hb.member_id, hb.member_epoch, m.epoch);
-            (code::FENCED_MEMBER_EPOCH, message)
+            (GroupError::FencedMemberEpoch, message)
         };
         if hb.member_epoch > m.epoch {
             return Err(fenced());
@@ -439,7 +439,7 @@ impl ConsumerGroup {
 
     /// Leave (-1), or a static member's temporary leave (-2: it keeps its partitions reserved
     /// until its session expires).
-    fn leave(&mut self, hb: &Heartbeat) -> Result<Beat, (ErrorCode, String)> {
+    fn leave(&mut self, hb: &Heartbeat) -> Result<Beat, (GroupError, String)> {
         let id = match (&hb.instance_id, hb.member_epoch) {
             (Some(instance), -2) => {
                 self.members.values().find(|m| m.instance_id.as_ref() == Some(instance)).map(|m| m.id.clone())
@@ -447,7 +447,7 @@ impl ConsumerGroup {
             _ => self.members.contains_key(&hb.member_id).then(|| hb.member_id.clone()),
         };
         let Some(id) = id else {
-            return Err((code::UNKNOWN_MEMBER_ID, format!("member {} is not in group {}", hb.member_id, self.id)));
+            return Err((GroupError::UnknownMemberId, format!("member {} is not in group {}", hb.member_id, self.id)));
         };
         if hb.member_epoch == -2 {
             let m = self.members.get_mut(&id).expect("found");

@@ -19,7 +19,6 @@
 
 use super::{Assignment, ClassicMember, ConsumerGroup, Member, MemberState};
 use crate::protocol::codec::{Codec, Reader, Writer};
-use crate::protocol::errors::ErrorCode;
 use crate::protocol::groups::TopicPartitions;
 use crate::protocol::messages::Message;
 use crate::types::Uuid;
@@ -302,20 +301,24 @@ pub enum Replayed {
     Current(String, String, Option<(i32, i32, MemberState, Assignment, Assignment)>),
 }
 
-fn read<M: Message>(v: &[u8]) -> Result<M, ErrorCode> {
+/// A record of the group's layout whose key or value does not decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Undecodable;
+
+fn read<M: Message>(v: &[u8]) -> Result<M, Undecodable> {
     let mut r = Reader::new(Bytes::copy_from_slice(v), true);
     let mut version = 0i16;
-    r.i16(&mut version).map_err(|_| ErrorCode(-1))?;
+    r.i16(&mut version).map_err(|_| Undecodable)?;
     let mut m = M::default();
-    m.codec(&mut r, 0).map_err(|_| ErrorCode(-1))?;
+    m.codec(&mut r, 0).map_err(|_| Undecodable)?;
     Ok(m)
 }
 
 /// Decode a record of key version 3, 5, 6, 7 or 8 (`None` for other keys: offsets, classic
 /// groups, Kafka's records tidemark does not keep).
-pub fn decode(k: &[u8], v: Option<&[u8]>) -> Result<Option<Replayed>, ErrorCode> {
+pub fn decode(k: &[u8], v: Option<&[u8]>) -> Result<Option<Replayed>, Undecodable> {
     let mut r = Reader::new(Bytes::copy_from_slice(k), false);
-    let bad = |_| ErrorCode(-1);
+    let bad = |_| Undecodable;
     let mut version = 0i16;
     r.i16(&mut version).map_err(bad)?;
     if !matches!(version, GROUP | MEMBER | TARGET_EPOCH | TARGET | CURRENT) {

@@ -30,7 +30,7 @@ fn join(g: &mut ConsumerGroup, id: &str, subscribed: &[&str], now: i64) -> Beat 
 
 /// A member's next heartbeat, as a well-behaved client sends it: its epoch and what it owns
 /// (what it was given, minus what it was asked to revoke: revocation is immediate).
-fn beat(g: &mut ConsumerGroup, id: &str, now: i64) -> Result<Beat, (ErrorCode, String)> {
+fn beat(g: &mut ConsumerGroup, id: &str, now: i64) -> Result<Beat, (GroupError, String)> {
     let m = g.member(id).expect("a member").clone();
     let hb = Heartbeat {
         member_id: id.into(),
@@ -115,16 +115,19 @@ fn epochs_are_checked() {
         owned,
         ..Default::default()
     };
-    assert_eq!(g.heartbeat(at(m1.epoch + 1, None), &topics, 0).unwrap_err().0, code::FENCED_MEMBER_EPOCH);
+    assert_eq!(g.heartbeat(at(m1.epoch + 1, None), &topics, 0).unwrap_err().0, GroupError::FencedMemberEpoch);
     assert_eq!(
         g.heartbeat(at(m1.previous_epoch, Some(m1.assigned.clone())), &topics, 0).unwrap().member_epoch,
         m1.epoch
     );
     let mut more = m1.assigned.clone();
     more.entry(topic(9)).or_default().insert(0);
-    assert_eq!(g.heartbeat(at(m1.previous_epoch, Some(more)), &topics, 0).unwrap_err().0, code::FENCED_MEMBER_EPOCH);
+    assert_eq!(
+        g.heartbeat(at(m1.previous_epoch, Some(more)), &topics, 0).unwrap_err().0,
+        GroupError::FencedMemberEpoch
+    );
     let unknown = Heartbeat { member_id: "zz".into(), member_epoch: 3, ..Default::default() };
-    assert_eq!(g.heartbeat(unknown, &topics, 0).unwrap_err().0, code::UNKNOWN_MEMBER_ID);
+    assert_eq!(g.heartbeat(unknown, &topics, 0).unwrap_err().0, GroupError::UnknownMemberId);
     let again = g.heartbeat(at(0, Some(Assignment::new())), &topics, 0).unwrap();
     assert_eq!(count(&again.assignment.unwrap()), 3, "its target given back at once (nobody else holds it)");
 }
@@ -166,7 +169,7 @@ fn leave_expiry_and_static_members() {
     join(&mut g, "d", &["a"], 0);
     settle(&mut g, 0);
     let had = g.member("x1").unwrap().assigned.clone();
-    assert_eq!(g.heartbeat(st("x2", 0), &topics, 0).unwrap_err().0, code::UNRELEASED_INSTANCE_ID);
+    assert_eq!(g.heartbeat(st("x2", 0), &topics, 0).unwrap_err().0, GroupError::UnreleasedInstanceId);
     assert_eq!(g.heartbeat(st("x1", -2), &topics, 0).unwrap().member_epoch, -2);
     beat(&mut g, "d", 0).unwrap();
     assert_eq!(count(&g.member("d").unwrap().assigned), 3, "the static member's partitions stay reserved");

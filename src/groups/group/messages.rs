@@ -2,7 +2,7 @@
 //! SyncGroup as the state machine takes them and the answers it gives, and DescribeGroups'
 //! view. Plain data.
 
-use crate::protocol::errors::ErrorCode;
+use crate::groups::GroupError;
 use bytes::Bytes;
 use futures_channel::oneshot;
 
@@ -76,7 +76,7 @@ pub struct Join {
 pub const MAX_PROTOCOLS: usize = 64;
 /// The client id part of a member id is cut to this many bytes (member ids travel in int16
 /// strings).
-pub(super) const MAX_CLIENT_ID_IN_MEMBER_ID: usize = 128;
+pub const MAX_CLIENT_ID_IN_MEMBER_ID: usize = 128;
 
 /// A member as the leader sees it in a JoinGroup answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +89,8 @@ pub struct JoinedMember {
 /// A JoinGroup answer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Joined {
-    pub error: ErrorCode,
+    /// Why the join failed (`None`: it succeeded).
+    pub error: Option<GroupError>,
     pub generation: i32,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
@@ -102,8 +103,8 @@ pub struct Joined {
 }
 
 impl Joined {
-    pub(super) fn error(error: ErrorCode, member_id: &str) -> Joined {
-        Joined { error, generation: -1, member_id: member_id.to_string(), ..Default::default() }
+    pub(super) fn error(error: GroupError, member_id: &str) -> Joined {
+        Joined { error: Some(error), generation: -1, member_id: member_id.to_string(), ..Default::default() }
     }
 }
 
@@ -122,15 +123,16 @@ pub struct Sync {
 /// A SyncGroup answer.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Synced {
-    pub error: ErrorCode,
+    /// Why the sync failed (`None`: it succeeded).
+    pub error: Option<GroupError>,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
     pub assignment: Bytes,
 }
 
 impl Synced {
-    pub(super) fn error(error: ErrorCode) -> Synced {
-        Synced { error, ..Default::default() }
+    pub(super) fn error(error: GroupError) -> Synced {
+        Synced { error: Some(error), ..Default::default() }
     }
 }
 

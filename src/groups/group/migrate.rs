@@ -41,10 +41,10 @@ impl Group {
     pub fn dissolve(mut self) {
         for (id, m) in self.members.iter_mut() {
             if let Some(w) = m.join.take() {
-                let _ = w.send(Joined::error(code::REBALANCE_IN_PROGRESS, id));
+                let _ = w.send(Joined::error(GroupError::RebalanceInProgress, id));
             }
             if let Some(w) = m.sync.take() {
-                let _ = w.send(Synced::error(code::REBALANCE_IN_PROGRESS));
+                let _ = w.send(Synced::error(GroupError::RebalanceInProgress));
             }
         }
     }

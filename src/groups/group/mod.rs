@@ -26,7 +26,7 @@ mod migrate;
 
 pub use messages::*;
 
-use crate::protocol::errors::{self as code, ErrorCode};
+use crate::groups::GroupError;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use std::collections::{BTreeMap, HashMap};
@@ -170,16 +170,16 @@ impl Group {
         j: Join,
         now: i64,
         tx: oneshot::Sender<Joined>,
-    ) -> Result<(), (ErrorCode, String, oneshot::Sender<Joined>)> {
-        let fail = |e: ErrorCode, tx| Err((e, j.member_id.clone(), tx));
+    ) -> Result<(), (GroupError, String, oneshot::Sender<Joined>)> {
+        let fail = |e: GroupError, tx| Err((e, j.member_id.clone(), tx));
         if self.state == GroupState::Dead {
-            return fail(code::COORDINATOR_NOT_AVAILABLE, tx);
+            return fail(GroupError::CoordinatorNotAvailable, tx);
         }
         if !(self.limits.min_session_timeout_ms..=self.limits.max_session_timeout_ms).contains(&j.session_timeout_ms) {
-            return fail(code::INVALID_SESSION_TIMEOUT, tx);
+            return fail(GroupError::InvalidSessionTimeout, tx);
         }
         if j.protocol_type.is_empty() || j.protocols.is_empty() || j.protocols.len() > MAX_PROTOCOLS {
-            return fail(code::INCONSISTENT_GROUP_PROTOCOL, tx);
+            return fail(GroupError::InconsistentGroupProtocol, tx);
         }
         let compatible = match &self.protocol_type {
             _ if self.members.is_empty() => true,
@@ -187,7 +187,7 @@ impl Group {
             _ => self.supported_by_all(&j.protocols).next().is_some(),
         };
         if !compatible {
-            return fail(code::INCONSISTENT_GROUP_PROTOCOL, tx);
+            return fail(GroupError::InconsistentGroupProtocol, tx);
         }
         // A member keeps the instance id it joined with; a stale mapping (never expected) is
         // dropped rather than trusted.
@@ -198,7 +198,8 @@ impl Group {
         }
         if let Some(m) = self.members.get(&j.member_id).filter(|_| !j.member_id.is_empty()) {
             if m.instance_id != j.instance_id {
-                let e = if j.instance_id.is_some() { code::FENCED_INSTANCE_ID } else { code::UNKNOWN_MEMBER_ID };
+                let e =
+                    if j.instance_id.is_some() { GroupError::FencedInstanceId } else { GroupError::UnknownMemberId };
                 return fail(e, tx);
             }
         }
@@ -206,9 +207,9 @@ impl Group {
         if let Some(instance) = j.instance_id.clone() {
             match self.statics.get(&instance).cloned() {
                 Some(current) if j.member_id.is_empty() => return self.rejoin_static(j, current, now, tx),
-                Some(current) if j.member_id != current => return fail(code::FENCED_INSTANCE_ID, tx),
+                Some(current) if j.member_id != current => return fail(GroupError::FencedInstanceId, tx),
                 Some(_) => {}
-                None if !j.member_id.is_empty() => return fail(code::UNKNOWN_MEMBER_ID, tx),
+                None if !j.member_id.is_empty() => return fail(GroupError::UnknownMemberId, tx),
                 None => {}
             }
         }
@@ -217,16 +218,16 @@ impl Group {
             if j.require_known_member_id && j.instance_id.is_none() {
                 // KIP-394: hand out the id; the member joins with it.
                 self.pending.insert(id.clone(), now + j.session_timeout_ms as i64);
-                return fail_with_id(code::MEMBER_ID_REQUIRED, id, tx);
+                return fail_with_id(GroupError::MemberIdRequired, id, tx);
             }
             id
         } else if self.members.contains_key(&j.member_id) || self.pending.remove(&j.member_id).is_some() {
             j.member_id.clone()
         } else {
-            return fail(code::UNKNOWN_MEMBER_ID, tx);
+            return fail(GroupError::UnknownMemberId, tx);
         };
         if !self.members.contains_key(&member_id) && self.members.len() >= self.limits.max_size {
-            return fail(code::GROUP_MAX_SIZE_REACHED, tx);
+            return fail(GroupError::GroupMaxSizeReached, tx);
         }
         let changed = self.members.get(&member_id).is_none_or(|m| m.protocols != j.protocols);
         self.upsert(&member_id, j, now, Some(tx));
@@ -264,14 +265,14 @@ impl Group {
         old_id: String,
         now: i64,
         tx: oneshot::Sender<Joined>,
-    ) -> Result<(), (ErrorCode, String, oneshot::Sender<Joined>)> {
+    ) -> Result<(), (GroupError, String, oneshot::Sender<Joined>)> {
         let new_id = self.ids.next(&j.client_id);
         let mut old = self.members.remove(&old_id).expect("statics maps to members (checked in try_join)");
         if let Some(w) = old.join.take() {
-            let _ = w.send(Joined::error(code::FENCED_INSTANCE_ID, &old_id));
+            let _ = w.send(Joined::error(GroupError::FencedInstanceId, &old_id));
         }
         if let Some(w) = old.sync.take() {
-            let _ = w.send(Synced::error(code::FENCED_INSTANCE_ID));
+            let _ = w.send(Synced::error(GroupError::FencedInstanceId));
         }
         // Kafka's rule: no rebalance unless the group's protocol would change. (Metadata bytes
         // differ on every restart: a consumer's subscription carries its owned partitions.)
@@ -328,7 +329,7 @@ impl Group {
         });
         if let Some(old) = m.join.take() {
             // A second JoinGroup from the same member replaces the first, which is answered.
-            let _ = old.send(Joined::error(code::REBALANCE_IN_PROGRESS, member_id));
+            let _ = old.send(Joined::error(GroupError::RebalanceInProgress, member_id));
         }
         if m.protocols.is_empty() {
             // A new member: its instance id is fixed for its life.
@@ -380,7 +381,7 @@ impl Group {
         // Waiting SyncGroups of the old generation must rejoin.
         for m in self.members.values_mut() {
             if let Some(w) = m.sync.take() {
-                let _ = w.send(Synced::error(code::REBALANCE_IN_PROGRESS));
+                let _ = w.send(Synced::error(GroupError::RebalanceInProgress));
             }
         }
         let timeout = self.members.values().map(|m| m.rebalance_timeout_ms).max().unwrap_or(0) as i64;
@@ -461,7 +462,7 @@ impl Group {
             Vec::new()
         };
         Joined {
-            error: code::NONE,
+            error: None,
             generation: self.generation,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol.clone(),
@@ -482,10 +483,10 @@ impl Group {
     fn remove_member(&mut self, member_id: &str) {
         if let Some(mut m) = self.members.remove(member_id) {
             if let Some(w) = m.join.take() {
-                let _ = w.send(Joined::error(code::UNKNOWN_MEMBER_ID, member_id));
+                let _ = w.send(Joined::error(GroupError::UnknownMemberId, member_id));
             }
             if let Some(w) = m.sync.take() {
-                let _ = w.send(Synced::error(code::UNKNOWN_MEMBER_ID));
+                let _ = w.send(Synced::error(GroupError::UnknownMemberId));
             }
             if let Some(instance) = m.instance_id {
                 if self.statics.get(&instance).is_some_and(|id| id == member_id) {
@@ -517,21 +518,21 @@ impl Group {
     }
 
     /// Check a request's member and generation: the error to answer, if any.
-    fn check_member(&self, member_id: &str, instance_id: Option<&str>, generation: Option<i32>) -> Option<ErrorCode> {
+    fn check_member(&self, member_id: &str, instance_id: Option<&str>, generation: Option<i32>) -> Option<GroupError> {
         if self.state == GroupState::Dead {
-            return Some(code::COORDINATOR_NOT_AVAILABLE);
+            return Some(GroupError::CoordinatorNotAvailable);
         }
         if let Some(instance) = instance_id {
             match self.statics.get(instance) {
-                Some(current) if current != member_id => return Some(code::FENCED_INSTANCE_ID),
+                Some(current) if current != member_id => return Some(GroupError::FencedInstanceId),
                 _ => {}
             }
         }
         if !self.members.contains_key(member_id) {
-            return Some(code::UNKNOWN_MEMBER_ID);
+            return Some(GroupError::UnknownMemberId);
         }
         match generation {
-            Some(g) if g != self.generation => Some(code::ILLEGAL_GENERATION),
+            Some(g) if g != self.generation => Some(GroupError::IllegalGeneration),
             _ => None,
         }
     }
@@ -547,12 +548,12 @@ impl Group {
         let mismatch =
             |mine: &Option<String>, theirs: &Option<String>| theirs.as_ref().is_some_and(|t| Some(t) != mine.as_ref());
         if mismatch(&self.protocol_type, &s.protocol_type) || mismatch(&self.protocol, &s.protocol_name) {
-            let _ = tx.send(Synced::error(code::INCONSISTENT_GROUP_PROTOCOL));
+            let _ = tx.send(Synced::error(GroupError::InconsistentGroupProtocol));
             return rx;
         }
         match self.state {
             GroupState::PreparingRebalance => {
-                let _ = tx.send(Synced::error(code::REBALANCE_IN_PROGRESS));
+                let _ = tx.send(Synced::error(GroupError::RebalanceInProgress));
             }
             GroupState::Stable => {
                 let m = self.members.get_mut(&s.member_id).expect("checked");
@@ -564,7 +565,7 @@ impl Group {
                 m.session_deadline = now + m.session_timeout_ms as i64;
                 m.synced = true;
                 if let Some(old) = m.sync.replace(tx) {
-                    let _ = old.send(Synced::error(code::REBALANCE_IN_PROGRESS));
+                    let _ = old.send(Synced::error(GroupError::RebalanceInProgress));
                 }
                 if self.leader.as_deref() == Some(s.member_id.as_str()) {
                     let given: HashMap<String, Bytes> = s.assignments.into_iter().collect();
@@ -582,7 +583,7 @@ impl Group {
                 }
             }
             GroupState::Empty | GroupState::Dead => {
-                let _ = tx.send(Synced::error(code::UNKNOWN_MEMBER_ID));
+                let _ = tx.send(Synced::error(GroupError::UnknownMemberId));
             }
         }
         rx
@@ -590,7 +591,7 @@ impl Group {
 
     fn synced(&self, member_id: &str) -> Synced {
         Synced {
-            error: code::NONE,
+            error: None,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol.clone(),
             assignment: self.members.get(member_id).map(|m| m.assignment.clone()).unwrap_or_default(),
@@ -598,37 +599,45 @@ impl Group {
     }
 
     /// Heartbeat: keeps the session alive; tells a member when it must rejoin.
-    pub fn heartbeat(&mut self, member_id: &str, instance_id: Option<&str>, generation: i32, now: i64) -> ErrorCode {
+    pub fn heartbeat(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        now: i64,
+    ) -> Result<(), GroupError> {
         if let Some(e) = self.check_member(member_id, instance_id, Some(generation)) {
-            return e;
+            return Err(e);
         }
         let m = self.members.get_mut(member_id).expect("checked");
         m.session_deadline = now + m.session_timeout_ms as i64;
         match self.state {
-            GroupState::PreparingRebalance => code::REBALANCE_IN_PROGRESS,
-            _ => code::NONE,
+            GroupState::PreparingRebalance => Err(GroupError::RebalanceInProgress),
+            _ => Ok(()),
         }
     }
 
     /// LeaveGroup of one member, by member id or (v3+) by instance id.
-    pub fn leave(&mut self, member_id: &str, instance_id: Option<&str>, now: i64) -> ErrorCode {
+    pub fn leave(&mut self, member_id: &str, instance_id: Option<&str>, now: i64) -> Result<(), GroupError> {
         let id = match instance_id {
             Some(instance) => match self.statics.get(instance) {
-                None => return code::UNKNOWN_MEMBER_ID,
-                Some(current) if !member_id.is_empty() && current != member_id => return code::FENCED_INSTANCE_ID,
+                None => return Err(GroupError::UnknownMemberId),
+                Some(current) if !member_id.is_empty() && current != member_id => {
+                    return Err(GroupError::FencedInstanceId)
+                }
                 Some(current) => current.clone(),
             },
             None => member_id.to_string(),
         };
         if self.pending.remove(&id).is_some() {
             self.maybe_complete_join(now);
-            return code::NONE;
+            return Ok(());
         }
         if !self.members.contains_key(&id) {
-            return code::UNKNOWN_MEMBER_ID;
+            return Err(GroupError::UnknownMemberId);
         }
         self.member_gone(&id, now);
-        code::NONE
+        Ok(())
     }
 
     /// OffsetCommit's membership check: `None` to accept. A commit outside any generation
@@ -641,15 +650,15 @@ impl Group {
         instance_id: Option<&str>,
         generation: i32,
         now: i64,
-    ) -> Option<ErrorCode> {
+    ) -> Option<GroupError> {
         if generation < 0 && member_id.is_empty() {
-            return (!self.members.is_empty()).then_some(code::UNKNOWN_MEMBER_ID);
+            return (!self.members.is_empty()).then_some(GroupError::UnknownMemberId);
         }
         if let Some(e) = self.check_member(member_id, instance_id, Some(generation)) {
             return Some(e);
         }
         if self.state == GroupState::CompletingRebalance {
-            return Some(code::REBALANCE_IN_PROGRESS);
+            return Some(GroupError::RebalanceInProgress);
         }
         let m = self.members.get_mut(member_id).expect("checked");
         m.session_deadline = now + m.session_timeout_ms as i64;
@@ -706,20 +715,20 @@ impl Group {
     }
 
     /// DeleteGroups may delete only a group without members.
-    pub fn deletable(&self) -> Result<(), ErrorCode> {
+    pub fn deletable(&self) -> Result<(), GroupError> {
         if self.members.is_empty() {
             Ok(())
         } else {
-            Err(code::NON_EMPTY_GROUP)
+            Err(GroupError::NonEmptyGroup)
         }
     }
 }
 
 fn fail_with_id(
-    e: ErrorCode,
+    e: GroupError,
     member_id: String,
     tx: oneshot::Sender<Joined>,
-) -> Result<(), (ErrorCode, String, oneshot::Sender<Joined>)> {
+) -> Result<(), (GroupError, String, oneshot::Sender<Joined>)> {
     Err((e, member_id, tx))
 }
 

@@ -30,7 +30,7 @@ fn ready<T>(rx: &mut Pending<T>) -> Option<T> {
 /// KIP-394: a member without an id gets one with MEMBER_ID_REQUIRED, then joins with it.
 fn new_member(g: &mut Group, now: i64, protocols: &[&str]) -> (String, Pending<Joined>) {
     let first = ready(&mut g.join(join("", None, protocols), now)).expect("answered at once");
-    assert_eq!(first.error, code::MEMBER_ID_REQUIRED);
+    assert_eq!(first.error, Some(GroupError::MemberIdRequired));
     assert!(first.member_id.starts_with("c-"));
     let rx = g.join(join(&first.member_id, None, protocols), now);
     (first.member_id, rx)
@@ -53,7 +53,7 @@ fn two_members_join_sync_and_rebalance_on_leave() {
     let mut g = Group::new("g", limits(), 1);
     let (a, mut ja) = new_member(&mut g, 0, &["range", "roundrobin"]);
     let ja = ready(&mut ja).expect("alone: the join completes at once");
-    assert_eq!((ja.error, ja.generation, ja.leader.as_str()), (code::NONE, 1, a.as_str()));
+    assert_eq!((ja.error, ja.generation, ja.leader.as_str()), (None, 1, a.as_str()));
     assert_eq!(ja.protocol_name.as_deref(), Some("range"));
     let mut sa = sync(&mut g, &a, 1, &[(&a, "all")], 0);
     assert_eq!(ready(&mut sa).unwrap().assignment, Bytes::from("all"));
@@ -62,7 +62,7 @@ fn two_members_join_sync_and_rebalance_on_leave() {
     let (b, mut jb) = new_member(&mut g, 100, &["roundrobin", "range"]);
     assert!(ready(&mut jb).is_none(), "waits for the others to rejoin");
     assert_eq!(g.state(), GroupState::PreparingRebalance);
-    assert_eq!(g.heartbeat(&a, None, 1, 200), code::REBALANCE_IN_PROGRESS);
+    assert_eq!(g.heartbeat(&a, None, 1, 200), Err(GroupError::RebalanceInProgress));
     let mut ja = g.join(join(&a, None, &["range", "roundrobin"]), 300);
     let (ja, jb) = (ready(&mut ja).unwrap(), ready(&mut jb).unwrap());
     assert_eq!((ja.generation, jb.generation), (2, 2));
@@ -76,16 +76,16 @@ fn two_members_join_sync_and_rebalance_on_leave() {
     let mut sa = sync(&mut g, &a, 2, &[(&a, "p0"), (&b, "p1")], 310);
     assert_eq!(ready(&mut sb).unwrap().assignment, Bytes::from("p1"));
     assert_eq!(ready(&mut sa).unwrap().assignment, Bytes::from("p0"));
-    assert_eq!(g.heartbeat(&b, None, 2, 400), code::NONE);
-    assert_eq!(g.heartbeat(&b, None, 1, 400), code::ILLEGAL_GENERATION);
+    assert_eq!(g.heartbeat(&b, None, 2, 400), Ok(()));
+    assert_eq!(g.heartbeat(&b, None, 1, 400), Err(GroupError::IllegalGeneration));
     // b leaves: a rebalance with a alone, completed when a rejoins.
-    assert_eq!(g.leave(&b, None, 500), code::NONE);
-    assert_eq!(g.heartbeat(&a, None, 2, 600), code::REBALANCE_IN_PROGRESS);
+    assert_eq!(g.leave(&b, None, 500), Ok(()));
+    assert_eq!(g.heartbeat(&a, None, 2, 600), Err(GroupError::RebalanceInProgress));
     let mut ja = g.join(join(&a, None, &["range"]), 700);
     assert_eq!(ready(&mut ja).unwrap().generation, 3);
-    assert_eq!(g.leave(&a, None, 800), code::NONE);
+    assert_eq!(g.leave(&a, None, 800), Ok(()));
     assert_eq!(g.state(), GroupState::Empty);
-    assert_eq!(g.leave("nobody", None, 800), code::UNKNOWN_MEMBER_ID);
+    assert_eq!(g.leave("nobody", None, 800), Err(GroupError::UnknownMemberId));
 }
 
 /// A member that stops heartbeating is removed after its session timeout and the others
@@ -103,16 +103,16 @@ fn sessions_and_rebalance_timeouts_expire() {
     ready(&mut sync(&mut g, &a, 2, &[], 0)).unwrap();
     ready(&mut sync(&mut g, &b, 2, &[], 0)).unwrap();
     // a heartbeats, b does not.
-    g.heartbeat(&a, None, 2, S as i64 - 1);
+    assert_eq!(g.heartbeat(&a, None, 2, S as i64 - 1), Ok(()));
     g.tick(S as i64 - 1);
     assert_eq!(g.state(), GroupState::Stable);
     g.tick(S as i64);
     assert_eq!(g.state(), GroupState::PreparingRebalance, "b expired");
-    assert_eq!(g.heartbeat(&b, None, 2, S as i64), code::UNKNOWN_MEMBER_ID);
+    assert_eq!(g.heartbeat(&b, None, 2, S as i64), Err(GroupError::UnknownMemberId));
     // a keeps heartbeating but never rejoins: at the rebalance deadline it is dropped and
     // the group is empty.
     for t in (S as i64..S as i64 + R as i64).step_by(5_000) {
-        assert_eq!(g.heartbeat(&a, None, 2, t), code::REBALANCE_IN_PROGRESS);
+        assert_eq!(g.heartbeat(&a, None, 2, t), Err(GroupError::RebalanceInProgress));
         g.tick(t);
     }
     g.tick(S as i64 + R as i64 - 1);
@@ -145,21 +145,21 @@ fn static_members_rejoin_without_a_rebalance() {
     let mut g = Group::new("g", limits(), 4);
     let mut j1 = g.join(join("", Some("i1"), &["range"]), 0);
     let j1 = ready(&mut j1).expect("static members need no MEMBER_ID_REQUIRED");
-    assert_eq!(j1.error, code::NONE);
+    assert_eq!(j1.error, None);
     let old = j1.member_id.clone();
     ready(&mut sync(&mut g, &old, 1, &[(&old, "mine")], 0)).unwrap();
     let mut again = g.join(join("", Some("i1"), &["range"]), 100);
     let again = ready(&mut again).unwrap();
-    assert_eq!((again.error, again.generation), (code::NONE, 1), "no new generation");
+    assert_eq!((again.error, again.generation), (None, 1), "no new generation");
     assert_ne!(again.member_id, old);
     assert!(again.skip_assignment, "the leader keeps its assignment");
     assert_eq!(g.state(), GroupState::Stable);
     assert_eq!(ready(&mut sync(&mut g, &again.member_id, 1, &[], 100)).unwrap().assignment, Bytes::from("mine"));
-    assert_eq!(g.heartbeat(&old, Some("i1"), 1, 100), code::FENCED_INSTANCE_ID);
+    assert_eq!(g.heartbeat(&old, Some("i1"), 1, 100), Err(GroupError::FencedInstanceId));
     let mut fenced = g.join(join(&old, Some("i1"), &["range"]), 100);
-    assert_eq!(ready(&mut fenced).unwrap().error, code::FENCED_INSTANCE_ID);
+    assert_eq!(ready(&mut fenced).unwrap().error, Some(GroupError::FencedInstanceId));
     // Leaving by instance id.
-    assert_eq!(g.leave("", Some("i1"), 200), code::NONE);
+    assert_eq!(g.leave("", Some("i1"), 200), Ok(()));
     assert_eq!(g.state(), GroupState::Empty);
 }
 
@@ -169,16 +169,26 @@ fn bad_joins_are_refused() {
     let mut g = Group::new("g", limits(), 5);
     let mut j = join("", None, &["range"]);
     j.session_timeout_ms = 10;
-    assert_eq!(ready(&mut g.join(j, 0)).unwrap().error, code::INVALID_SESSION_TIMEOUT);
+    assert_eq!(ready(&mut g.join(j, 0)).unwrap().error, Some(GroupError::InvalidSessionTimeout));
     let (_, mut ja) = new_member(&mut g, 0, &["range"]);
     ready(&mut ja).unwrap();
     let (id, _) = {
         let first = ready(&mut g.join(join("", None, &["sticky"]), 0)).unwrap();
         (first.member_id, ())
     };
-    assert_eq!(ready(&mut g.join(join(&id, None, &["sticky"]), 0)).unwrap().error, code::INCONSISTENT_GROUP_PROTOCOL);
-    assert_eq!(ready(&mut g.join(join("made-up", None, &["range"]), 0)).unwrap().error, code::UNKNOWN_MEMBER_ID);
-    assert_eq!(g.check_commit("", None, -1, 0), Some(code::UNKNOWN_MEMBER_ID), "members exist: no standalone commit");
+    assert_eq!(
+        ready(&mut g.join(join(&id, None, &["sticky"]), 0)).unwrap().error,
+        Some(GroupError::InconsistentGroupProtocol)
+    );
+    assert_eq!(
+        ready(&mut g.join(join("made-up", None, &["range"]), 0)).unwrap().error,
+        Some(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        g.check_commit("", None, -1, 0),
+        Some(GroupError::UnknownMemberId),
+        "members exist: no standalone commit"
+    );
 }
 
 /// A member keeps its instance id: a later JoinGroup under the same member id with another
@@ -190,11 +200,14 @@ fn a_members_instance_id_cannot_change() {
     let m = ready(&mut g.join(join("", Some("a"), &["range"]), 0)).unwrap().member_id;
     let mut again = join(&m, None, &["range"]);
     again.require_known_member_id = false;
-    assert_eq!(ready(&mut g.join(again, 10)).unwrap().error, code::UNKNOWN_MEMBER_ID);
-    assert_eq!(ready(&mut g.join(join(&m, Some("b"), &["range"]), 10)).unwrap().error, code::FENCED_INSTANCE_ID);
-    assert_eq!(g.leave(&m, None, 20), code::NONE);
+    assert_eq!(ready(&mut g.join(again, 10)).unwrap().error, Some(GroupError::UnknownMemberId));
+    assert_eq!(
+        ready(&mut g.join(join(&m, Some("b"), &["range"]), 10)).unwrap().error,
+        Some(GroupError::FencedInstanceId)
+    );
+    assert_eq!(g.leave(&m, None, 20), Ok(()));
     let back = ready(&mut g.join(join("", Some("a"), &["range"]), 30)).unwrap();
-    assert_eq!(back.error, code::NONE);
+    assert_eq!(back.error, None);
 }
 
 /// KIP-345 details: a static member that misses a rebalance stays a member (until its
@@ -221,7 +234,7 @@ fn static_members_keep_their_place() {
     restart.protocols = vec![("range".to_string(), Bytes::from("owned-nothing"))];
     restart.skip_assignment_supported = false;
     let back = ready(&mut g.join(restart, 100)).unwrap();
-    assert_eq!((back.error, back.generation), (code::NONE, 1), "no rebalance");
+    assert_eq!((back.error, back.generation), (None, 1), "no rebalance");
     assert_eq!(back.leader, s1.member_id, "answered as a follower: the old leader id");
     assert!(back.members.is_empty() && !back.skip_assignment);
     assert_eq!(g.state(), GroupState::Stable);
@@ -242,7 +255,7 @@ fn completing_rebalance_rejoin_and_sync_timeout() {
     assert_eq!(g.state(), GroupState::CompletingRebalance);
     // It heartbeats but never syncs: after the rebalance timeout it is removed.
     for t in (1000..R as i64).step_by(5000) {
-        assert_eq!(g.heartbeat(&a, None, 1, t), code::NONE);
+        assert_eq!(g.heartbeat(&a, None, 1, t), Ok(()));
         g.tick(t);
     }
     g.tick(R as i64 - 1);
@@ -257,7 +270,10 @@ fn too_many_protocols_are_refused() {
     let mut g = Group::new("g", limits(), 10);
     let names: Vec<String> = (0..=MAX_PROTOCOLS).map(|i| format!("p{i}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    assert_eq!(ready(&mut g.join(join("", None, &refs), 0)).unwrap().error, code::INCONSISTENT_GROUP_PROTOCOL);
+    assert_eq!(
+        ready(&mut g.join(join("", None, &refs), 0)).unwrap().error,
+        Some(GroupError::InconsistentGroupProtocol)
+    );
     let long_client = Join { client_id: "c".repeat(40_000), ..join("", None, &["range"]) };
     let id = ready(&mut g.join(long_client, 0)).unwrap().member_id;
     assert!(id.len() < 200, "member ids stay short");

@@ -26,7 +26,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// The longest a fetch waits, whatever it asks.
-const MAX_WAIT: Duration = Duration::from_secs(60);
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
 /// When a partition has data the fetch memory could not take now, the fetch tries again after
 /// this long (memory comes back as responses are written; nothing to wake on at the owner).
 const MEMORY_RETRY: Duration = Duration::from_millis(5);

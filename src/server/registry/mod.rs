@@ -20,6 +20,7 @@ use std::time::Duration;
 
 mod clients;
 mod cluster;
+pub mod limits;
 mod node;
 mod read;
 mod security;
@@ -331,23 +332,28 @@ mod tests {
         }
     }
 
-    /// `docs/configuration.md`'s broker table is this table (`TIDEMARK_WRITE_DOCS=1` rewrites it).
+    /// `docs/configuration.md`'s broker tables are this table and the fixed limits
+    /// (`TIDEMARK_WRITE_DOCS=1` rewrites them).
     #[test]
     fn docs_list_every_broker_setting() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md");
-        let docs = std::fs::read_to_string(&path).unwrap();
-        let (start, end) = ("<!-- broker settings: generated -->\n", "<!-- end of broker settings -->\n");
-        let (a, b) = (docs.find(start).expect("start marker"), docs.find(end).expect("end marker"));
-        let table = markdown();
-        if std::env::var_os("TIDEMARK_WRITE_DOCS").is_some() {
-            let written = format!("{}{start}{table}{}", &docs[..a], &docs[b..]);
-            std::fs::write(&path, written).unwrap();
-            return;
+        let mut docs = std::fs::read_to_string(&path).unwrap();
+        let write = std::env::var_os("TIDEMARK_WRITE_DOCS").is_some();
+        for (name, table) in [("broker settings", markdown()), ("fixed limits", limits::markdown())] {
+            let (start, end) = (format!("<!-- {name}: generated -->\n"), format!("<!-- end of {name} -->\n"));
+            let (a, b) = (docs.find(&start).expect("start marker"), docs.find(&end).expect("end marker"));
+            if write {
+                docs = format!("{}{start}{table}{}", &docs[..a], &docs[b..]);
+                continue;
+            }
+            assert!(
+                docs[a + start.len()..b] == table,
+                "docs/configuration.md's {name} differ from the code: run TIDEMARK_WRITE_DOCS=1 cargo test \
+                 docs_list_every_broker_setting"
+            );
         }
-        assert!(
-            docs[a + start.len()..b] == table,
-            "docs/configuration.md differs from the settings table: run TIDEMARK_WRITE_DOCS=1 cargo test \
-             docs_list_every_broker_setting"
-        );
+        if write {
+            std::fs::write(&path, docs).unwrap();
+        }
     }
 }

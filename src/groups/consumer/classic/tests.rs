@@ -87,7 +87,7 @@ fn round(g: &mut ConsumerGroup, now: i64) {
             };
             g.heartbeat(hb, &Ab, now).unwrap();
         } else if let Err((e, _)) = g.classic_heartbeat(&id, None, m.epoch, now) {
-            assert_eq!(e, code::REBALANCE_IN_PROGRESS);
+            assert_eq!(e, GroupError::RebalanceInProgress);
             let topics: Vec<&str> = m.subscribed.iter().map(String::as_str).collect();
             let joined = g.classic_join(classic_join(&id, &topics, owned_by_name(g, &id)), &Ab, now).unwrap();
             let synced = g.classic_sync(&id, None, joined.generation, (Some("consumer"), None), &Ab, now);
@@ -172,8 +172,8 @@ fn upgrade_then_mixed_members_settle() {
     check(&g);
     let b = consumer_join(&mut g, "k1", 0);
     assert_eq!(b.member_epoch, 5);
-    assert_eq!(g.classic_heartbeat("c1", None, 4, 0).unwrap_err().0, code::REBALANCE_IN_PROGRESS);
-    assert_eq!(g.classic_heartbeat("c1", None, 3, 0).unwrap_err().0, code::ILLEGAL_GENERATION);
+    assert_eq!(g.classic_heartbeat("c1", None, 4, 0).unwrap_err().0, GroupError::RebalanceInProgress);
+    assert_eq!(g.classic_heartbeat("c1", None, 3, 0).unwrap_err().0, GroupError::IllegalGeneration);
     settle(&mut g, 0);
     let loads: Vec<usize> = g.members().map(|m| m.assigned.values().map(BTreeSet::len).sum()).collect();
     assert_eq!(loads.iter().sum::<usize>(), 9);
@@ -199,21 +199,21 @@ fn classic_requests_are_checked() {
     let mut g = ConsumerGroup::new("g", ConsumerLimits::default(), 1);
     consumer_join(&mut g, "k1", 0);
     let (e, id) = g.classic_join(classic_join("", &["a"], vec![]), &Ab, 0).unwrap_err();
-    assert_eq!(e, code::MEMBER_ID_REQUIRED);
+    assert_eq!(e, GroupError::MemberIdRequired);
     assert!(!id.is_empty() && g.member(&id).is_none());
     let joined = g.classic_join(classic_join(&id, &["a"], vec![]), &Ab, 0).unwrap();
     assert_eq!((joined.member_id.as_str(), joined.protocol_name.as_str()), (id.as_str(), "cooperative-sticky"));
     let mut other = classic_join("x", &["a"], vec![]);
     other.protocols[0].0 = "range".into();
-    assert_eq!(g.classic_join(other, &Ab, 0).unwrap_err().0, code::INCONSISTENT_GROUP_PROTOCOL);
+    assert_eq!(g.classic_join(other, &Ab, 0).unwrap_err().0, GroupError::InconsistentGroupProtocol);
     let k1 = g.member("k1").unwrap().epoch;
-    assert_eq!(g.classic_sync("k1", None, k1, (None, None), &Ab, 0).unwrap_err().0, code::UNKNOWN_MEMBER_ID);
+    assert_eq!(g.classic_sync("k1", None, k1, (None, None), &Ab, 0).unwrap_err().0, GroupError::UnknownMemberId);
     let gen = joined.generation;
-    assert_eq!(g.classic_sync(&id, None, gen + 1, (None, None), &Ab, 0).unwrap_err().0, code::ILLEGAL_GENERATION);
+    assert_eq!(g.classic_sync(&id, None, gen + 1, (None, None), &Ab, 0).unwrap_err().0, GroupError::IllegalGeneration);
     let wrong = (Some("consumer"), Some("range"));
-    assert_eq!(g.classic_sync(&id, None, gen, wrong, &Ab, 0).unwrap_err().0, code::INCONSISTENT_GROUP_PROTOCOL);
+    assert_eq!(g.classic_sync(&id, None, gen, wrong, &Ab, 0).unwrap_err().0, GroupError::InconsistentGroupProtocol);
     let answers = g.classic_leave(&[("k1".into(), None), (id.clone(), None), ("nobody".into(), None)]);
-    assert_eq!(answers, vec![code::UNKNOWN_MEMBER_ID, code::NONE, code::UNKNOWN_MEMBER_ID]);
+    assert_eq!(answers, vec![Err(GroupError::UnknownMemberId), Ok(()), Err(GroupError::UnknownMemberId)]);
     assert!(g.member(&id).is_none() && g.member("k1").is_some());
 }
 
