@@ -275,6 +275,28 @@ fn row(s: &Setting) -> String {
     format!("| {name} | {kind} | {default} | {} | {change} | {meaning} |\n", s.valid_values())
 }
 
+/// Every topic setting as Markdown ([`crate::config::TOPIC_KEYS`]): its type, default, the
+/// broker settings that give its default (first wins), and what it does here.
+pub fn topic_markdown() -> String {
+    use crate::config::{Effect, LogConfig, TOPIC_KEYS};
+    let defaults = LogConfig::default().describe();
+    let mut out = String::from("| Key | Type | Default | Broker default from | In tidemark | Meaning |\n");
+    out.push_str("|---|---|---|---|---|---|\n");
+    for k in TOPIC_KEYS {
+        let kind = format!("{:?}", k.kind).to_lowercase();
+        let default = defaults.get(k.name).map_or("—".to_string(), |d| format!("`{d}`"));
+        let synonyms: Vec<String> = k.synonyms.iter().map(|s| format!("`{}`", s.name)).collect();
+        let from = if synonyms.is_empty() { "—".to_string() } else { synonyms.join(", ") };
+        let effect = match k.effect {
+            Effect::Applied => "applied".to_string(),
+            Effect::Inert => "taken, no effect".to_string(),
+            Effect::Only(v) => format!("`{v}` only"),
+        };
+        out.push_str(&format!("| `{}` | {kind} | {default} | {from} | {effect} | {} |\n", k.name, k.doc));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,7 +361,12 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md");
         let mut docs = std::fs::read_to_string(&path).unwrap();
         let write = std::env::var_os("TIDEMARK_WRITE_DOCS").is_some();
-        for (name, table) in [("broker settings", markdown()), ("fixed limits", limits::markdown())] {
+        let tables = [
+            ("topic settings", topic_markdown()),
+            ("broker settings", markdown()),
+            ("fixed limits", limits::markdown()),
+        ];
+        for (name, table) in tables {
             let (start, end) = (format!("<!-- {name}: generated -->\n"), format!("<!-- end of {name} -->\n"));
             let (a, b) = (docs.find(&start).expect("start marker"), docs.find(&end).expect("end marker"));
             if write {
