@@ -15,6 +15,12 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The longest a fetch waits, whatever it asks.
+pub const MAX_FETCH_WAIT: Duration = Duration::from_secs(60);
+
+/// The longest request head `/metrics` reads.
+pub const METRICS_MAX_HEAD: usize = 8192;
+
 /// The limits, with Kafka's names where Kafka has the setting.
 #[derive(Debug, Clone)]
 pub struct Limits {

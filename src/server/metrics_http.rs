@@ -7,6 +7,7 @@
 //! bounded request head, and nothing here touches data.
 
 use crate::io::faults;
+use crate::server::limits::METRICS_MAX_HEAD;
 use crate::server::router::ShardCall;
 use crate::server::shard::{Metrics, Shard};
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
@@ -15,9 +16,6 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The largest request head read.
-pub const MAX_HEAD: usize = 8192;
 
 pub async fn serve(shard: Rc<Shard>, listener: TcpListener, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Relaxed) {
@@ -42,7 +40,7 @@ pub async fn serve(shard: Rc<Shard>, listener: TcpListener, stop: Arc<AtomicBool
 async fn answer(shard: Rc<Shard>, mut stream: TcpStream) {
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < METRICS_MAX_HEAD {
         match stream.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => head.extend_from_slice(&buf[..n]),

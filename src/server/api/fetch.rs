@@ -13,6 +13,7 @@ use crate::security::acl::{Operation, ResourceType};
 use crate::security::quota::CONSUMER_BYTE_RATE;
 use crate::server::api::Cx;
 use crate::server::errors::{call_code, storage_code};
+use crate::server::limits::MAX_FETCH_WAIT;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
 use crate::storage::format::batch::MAGIC_V2;
@@ -25,8 +26,6 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-/// The longest a fetch waits, whatever it asks.
-pub const MAX_WAIT: Duration = Duration::from_secs(60);
 /// When a partition has data the fetch memory could not take now, the fetch tries again after
 /// this long (memory comes back as responses are written; nothing to wake on at the owner).
 const MEMORY_RETRY: Duration = Duration::from_millis(5);
@@ -307,7 +306,7 @@ pub async fn handle(cx: &mut Cx<'_>, mut f: FetchRequest) -> FetchResponse {
         .filter(|t| !follower && !t.topic.is_empty() && !cx.allowed(Operation::Read, ResourceType::Topic, &t.topic))
         .map(|t| t.topic.clone())
         .collect();
-    let deadline = Instant::now() + Duration::from_millis(f.max_wait_ms.max(0) as u64).min(MAX_WAIT);
+    let deadline = Instant::now() + Duration::from_millis(f.max_wait_ms.max(0) as u64).min(MAX_FETCH_WAIT);
     loop {
         let pass = fetch_once(shard, cx.version(), &f, &denied, replica, deadline).await;
         // An error, or a follower's diverging epoch, is answered at once.

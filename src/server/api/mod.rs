@@ -26,8 +26,6 @@ mod topics;
 mod transactions;
 mod users;
 
-pub use fetch::MAX_WAIT as MAX_FETCH_WAIT;
-
 use crate::budget::Held;
 use crate::protocol::messages::Message;
 use crate::protocol::{encode_response, ProtoResult, Request, RequestHeader, Throttled};

@@ -4,6 +4,7 @@
 
 use crate::groups::group::{MAX_CLIENT_ID_IN_MEMBER_ID, MAX_PROTOCOLS};
 use crate::security::{MAX_ITERATIONS, MIN_ITERATIONS};
+use crate::server::limits::{MAX_FETCH_WAIT, METRICS_MAX_HEAD};
 use crate::storage::cache::MAX_ENTRY_SHARE;
 use crate::storage::producers::{MAX_CACHED, MAX_PRODUCERS};
 
@@ -19,13 +20,13 @@ pub struct Limit {
 pub const LIMITS: &[Limit] = &[
     Limit {
         what: "Longest a fetch waits",
-        value: crate::server::api::MAX_FETCH_WAIT.as_secs(),
+        value: MAX_FETCH_WAIT.as_secs(),
         unit: "s",
         doc: "A Fetch asking a longer `max_wait_ms` waits this long.",
     },
     Limit {
         what: "Request head read by `/metrics`",
-        value: crate::server::metrics_http::MAX_HEAD as u64,
+        value: METRICS_MAX_HEAD as u64,
         unit: "bytes",
         doc: "Reading stops there; the request is read from what came.",
     },
