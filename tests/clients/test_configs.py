@@ -297,7 +297,7 @@ def test_settings_kafka_has_and_tidemark_applies(broker):
         assert (error, v2_values(records)) == (NONE, [(0, b"v2")])
     a = AdminClient({"bootstrap.servers": broker.bootstrap})
     for key, value, why in (
-        ("cleanup.policy", "compacted", "must be delete, compact or compact,delete"),
+        ("cleanup.policy", "compacted", "must be a list of compact, delete"),
         ("compression.type", "gzip", "tidemark supports only"),
         ("remote.storage.enable", "true", "tidemark supports only"),
     ):

@@ -3,7 +3,7 @@
 //! (Incremental)AlterConfigs, which are control-plane calls to shard 0. The layers themselves
 //! are [`crate::server::configs`]'.
 
-use crate::config::{ConfigType, LogConfig, TOPIC_KEYS};
+use crate::config::{ConfigType, TOPIC_KEYS};
 use crate::protocol::errors as code;
 use crate::protocol::messages::*;
 use crate::security::acl::{Operation, ResourceType};
@@ -80,7 +80,6 @@ pub fn describe_configs(cx: &mut Cx<'_>, d: DescribeConfigsRequest) -> DescribeC
                 },
                 Some(t) => {
                     let values = t.config.describe();
-                    let builtin = LogConfig::default().describe();
                     let dynamic = shard.dynamic();
                     let configs = TOPIC_KEYS
                         .iter()
@@ -97,7 +96,7 @@ pub fn describe_configs(cx: &mut Cx<'_>, d: DescribeConfigsRequest) -> DescribeC
                             }
                             broker_chain(shard.config(), &dynamic, &names, &mut chain);
                             let default_name = k.synonyms.first().map_or(k.name, |s| s.name);
-                            chain.push(synonym(default_name, &builtin[k.name], SOURCE_DEFAULT));
+                            chain.push(synonym(default_name, k.default, SOURCE_DEFAULT));
                             shape(k.name, Some(values[k.name].clone()), k.kind, false, k.doc, chain)
                         })
                         .collect();
@@ -177,7 +176,6 @@ fn describe_broker(
     }
     let effective = shard.effective();
     let defaults = effective.log_defaults.describe();
-    let builtin = LogConfig::default().describe();
     let mut configs = Vec::new();
     // Every broker setting but those a listener may have its own value of (below, when set).
     for b in registry::all().filter(|b| !b.per_listener && wanted(b.name)) {
@@ -218,7 +216,7 @@ fn describe_broker(
             let mut chain = Vec::new();
             broker_chain(shard.config(), &dynamic, &rest, &mut chain);
             let value = if i == 0 {
-                chain.push(synonym(s.name, &builtin[k.name], SOURCE_DEFAULT));
+                chain.push(synonym(s.name, k.default, SOURCE_DEFAULT));
                 Some(defaults[k.name].clone())
             } else {
                 lookup(shard.config(), &dynamic, s.name).map(|(_, v)| v.clone())

@@ -278,13 +278,12 @@ fn row(s: &Setting) -> String {
 /// Every topic setting as Markdown ([`crate::config::TOPIC_KEYS`]): its type, default, the
 /// broker settings that give its default (first wins), and what it does here.
 pub fn topic_markdown() -> String {
-    use crate::config::{Effect, LogConfig, TOPIC_KEYS};
-    let defaults = LogConfig::default().describe();
-    let mut out = String::from("| Key | Type | Default | Broker default from | In tidemark | Meaning |\n");
-    out.push_str("|---|---|---|---|---|---|\n");
+    use crate::config::{Effect, TOPIC_KEYS};
+    let mut out = String::from("| Key | Type | Default | Values | Broker default from | In tidemark | Meaning |\n");
+    out.push_str("|---|---|---|---|---|---|---|\n");
     for k in TOPIC_KEYS {
         let kind = format!("{:?}", k.kind).to_lowercase();
-        let default = defaults.get(k.name).map_or("—".to_string(), |d| format!("`{d}`"));
+        let default = if k.default.is_empty() { "(empty)".to_string() } else { format!("`{}`", k.default) };
         let synonyms: Vec<String> = k.synonyms.iter().map(|s| format!("`{}`", s.name)).collect();
         let from = if synonyms.is_empty() { "—".to_string() } else { synonyms.join(", ") };
         let effect = match k.effect {
@@ -292,7 +291,8 @@ pub fn topic_markdown() -> String {
             Effect::Inert => "taken, no effect".to_string(),
             Effect::Only(v) => format!("`{v}` only"),
         };
-        out.push_str(&format!("| `{}` | {kind} | {default} | {from} | {effect} | {} |\n", k.name, k.doc));
+        let values = k.rule.describe();
+        out.push_str(&format!("| `{}` | {kind} | {default} | {values} | {from} | {effect} | {} |\n", k.name, k.doc));
     }
     out
 }
