@@ -17,6 +17,14 @@ pub struct Offset(pub i64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct TimestampMs(pub i64);
 
+/// Whose a record's timestamp is: CreateTime (set by the producer) or LogAppendTime (set by
+/// the broker); a topic setting and a batch attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimestampType {
+    CreateTime,
+    LogAppendTime,
+}
+
 impl Offset {
     /// Kafka's "no offset".
     pub const NONE: Offset = Offset(-1);

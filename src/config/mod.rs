@@ -12,7 +12,7 @@ mod version;
 pub use keys::{topic_key, topic_key_of_broker_name, ConfigType, Effect, Rule, Synonym, Taken, TopicKey, TOPIC_KEYS};
 pub use version::kafka_version;
 
-use crate::storage::format::TimestampType;
+use crate::types::TimestampType;
 use std::collections::BTreeMap;
 
 /// A refused configuration value.

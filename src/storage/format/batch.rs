@@ -49,12 +49,7 @@ const ATTR_CONTROL: i16 = 0x20;
 /// KIP-534: the batch's firstTimestamp holds its delete horizon (set by log compaction).
 pub const ATTR_DELETE_HORIZON: i16 = 0x40;
 
-/// CreateTime (set by the producer) or LogAppendTime (set by the broker).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimestampType {
-    CreateTime,
-    LogAppendTime,
-}
+pub use crate::types::TimestampType;
 
 /// The fixed 61-byte header of a v2 batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
