@@ -445,8 +445,8 @@ fn max_compaction_lag_rolls_the_active_segment() {
             log.flush_all().await.expect("flush");
             log.roll(5_000);
             log.append(&b.finish(), 5_100).expect("append");
-            assert!(!log.maybe_roll_for_time(5_500), "within the lag");
-            assert_eq!(log.maybe_roll_for_time(6_100), compact, "past the lag (compact: {compact})");
+            assert!(!log.maybe_roll_for_time(5_500, None), "within the lag");
+            assert_eq!(log.maybe_roll_for_time(6_100, None), compact, "past the lag (compact: {compact})");
         });
     }
 }

@@ -146,6 +146,65 @@ fn time_based_rolling_without_storms() {
     assert_eq!(log.segment_count(), 3);
 }
 
+/// spec: T7.1 (busy) — a partition written steadily rolls every `segment.ms`: before a batch
+/// whose timestamp is `segment.ms` past the active segment's first batch's, as Kafka's
+/// `LogSegment.shouldRoll` does (the idle rule alone never fires: the largest timestamp is
+/// always fresh). The roll closes the old segment, so retention by time can reach it.
+#[test]
+fn a_steadily_written_partition_rolls_every_segment_ms() {
+    let config = cfg(&[("segment.ms", "3600000"), ("retention.ms", "-1")]);
+    let mut log = open(&MemDisk::new(), &config);
+    // A record every 10 minutes for 10 hours, the upkeep running between them.
+    let mut t = NOW;
+    while t < NOW + 10 * HOUR {
+        log.append(&batch_at(&[t]), t).unwrap();
+        block_on(log.maintain(t)).unwrap();
+        t += 10 * MIN;
+    }
+    assert_eq!(log.segment_count(), 10, "one segment per hour of steady writes");
+    // Each closed segment holds one hour: its first record is an hour after the previous one's.
+    let bases = log.segment_bases();
+    assert_eq!(bases, (0..10).map(|i| i * 6).collect::<Vec<i64>>());
+    // Without the busy rule the same writes under a week's segment.ms stay in one segment.
+    let mut log = open(&MemDisk::new(), &cfg(&[("segment.ms", "604800000")]));
+    for i in 0..60 {
+        log.append(&batch_at(&[NOW + i * 10 * MIN]), NOW + i * 10 * MIN).unwrap();
+    }
+    assert_eq!(log.segment_count(), 1);
+}
+
+/// spec: T7.1 (the storm guard) — backfilled data whose timestamps cover days, written in
+/// minutes, rolls at most once per `segment.ms` of wall-clock time, and so do timestamps out of
+/// order; a batch without timestamps never rolls by time; an idle partition still rolls.
+#[test]
+fn backfilled_timestamps_do_not_storm() {
+    let config = cfg(&[("segment.ms", "3600000"), ("retention.ms", "-1")]);
+    let mut log = open(&MemDisk::new(), &config);
+    // 48 hours of data, a batch per data-hour, one a wall-clock second apart.
+    let start = NOW - 30 * 24 * HOUR;
+    for i in 0..48 {
+        log.append(&batch_at(&[start + i * HOUR]), NOW + i * 1000).unwrap();
+    }
+    assert!(log.segment_count() <= 2, "backfill storm: {} segments", log.segment_count());
+    // Timestamps jumping back and forth by days, a minute apart: one roll per wall-clock hour.
+    let mut log = open(&MemDisk::new(), &config);
+    for i in 0..120 {
+        let ts = if i % 2 == 0 { NOW - 5 * 24 * HOUR } else { NOW + i * MIN };
+        log.append(&batch_at(&[ts]), NOW + i * MIN).unwrap();
+    }
+    assert!(log.segment_count() <= 3, "out-of-order storm: {} segments", log.segment_count());
+    // Batches without timestamps (-1) after a timed one do not roll by the busy rule.
+    let mut log = open(&MemDisk::new(), &config);
+    log.append(&batch_at(&[NOW]), NOW).unwrap();
+    for i in 1..10 {
+        log.append(&batch_at(&[-1]), NOW + i * 5 * MIN).unwrap();
+    }
+    assert_eq!(log.segment_count(), 1);
+    // Idle: nothing timed written for segment.ms after the last timestamp rolls at the upkeep.
+    block_on(log.maintain(NOW + HOUR)).unwrap();
+    assert_eq!(log.segment_count(), 2);
+}
+
 /// spec: T7.2 — retention by time deletes a prefix of segments whose largest timestamp is
 /// more than retention.ms old, never early; an expired active segment is rolled first.
 /// spec: T7.3 — a segment whose largest timestamp is in the future is kept.

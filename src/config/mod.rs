@@ -72,7 +72,7 @@ pub struct LogConfig {
     /// `time.index.interval.ms`: bucket width of the time index (SPEC T5.2).
     pub time_index_interval_ms: u64,
     /// `segment.ms`: roll a non-empty active segment this long after the log's largest
-    /// timestamp (SPEC T7.1).
+    /// timestamp, or before a batch this much newer than the segment's first (SPEC T7.1).
     pub segment_ms: u64,
     /// `retention.ms`: delete segments whose largest timestamp is older; `None` = unlimited.
     pub retention_ms: Option<u64>,

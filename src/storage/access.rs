@@ -299,7 +299,7 @@ pub async fn maintain<D: Disk, C: LogCell<D>>(cell: &C, now: i64) -> StorageResu
         if log.is_closing() {
             return Ok(Vec::new());
         }
-        if log.maybe_roll_for_time(now) {
+        if log.maybe_roll_for_time(now, None) {
             log.roll(now);
         }
         log.expire_producers(now);

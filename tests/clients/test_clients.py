@@ -2,6 +2,7 @@
 CreateTime and LogAppendTime topics, offsets_for_times, INVALID_TIMESTAMP, and restarts
 (clean and kill -9) that keep every acknowledged record and the same time lookups.
 spec: T3.1, T3.2, T3.4, T4.1, T6.2, T8.2"""
+import os
 import signal
 import time
 
@@ -200,6 +201,30 @@ def test_admin_configs_and_delete(broker):
     create(b, "cfg")
     produce(b, "cfg", [(None, b"fresh", None)])
     assert [m.value() for m in consume(b, "cfg", 1)] == [b"fresh"]
+
+
+def test_a_busy_partition_rolls_by_segment_ms(start_broker):
+    """A partition written steadily rolls every segment.ms (SPEC T7.1, busy): a record every
+    0.4 s for 10 s to a topic with segment.ms=2000 leaves several segment files, where the idle
+    rule alone (which waits for segment.ms after the latest timestamp) would keep one. Kafka rolls
+    the same way (LogSegment.shouldRoll: the batch's timestamp segment.ms past the segment's first
+    batch's). So retention by time reaches the data while writes go on: with retention.ms=3000
+    the log start has moved past 0 and the latest records are all readable."""
+    b = start_broker("--set", "log.retention.check.interval.ms=200")
+    create(b.bootstrap, "busy", config={"segment.ms": "2000", "retention.ms": "3000"})
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 0})
+    for i in range(25):
+        p.produce("busy", value=b"v%d" % i)
+        assert p.flush(TIMEOUT) == 0
+        time.sleep(0.4)
+    pdir = os.path.join(b.data_dir, "busy-0")
+    segments = sorted(f for f in os.listdir(pdir) if f.endswith(".log"))
+    assert len(segments) >= 2, segments
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "unused"})
+    low, high = c.get_watermark_offsets(TopicPartition("busy", 0), timeout=TIMEOUT)
+    c.close()
+    assert high == 25 and 0 < low < 25, (low, high, segments)
+    assert [m.value() for m in consume(b.bootstrap, "busy", high - low, offset=low)][-1] == b"v24"
 
 
 def test_unknown_api_and_version_are_answered(broker):

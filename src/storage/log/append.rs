@@ -489,7 +489,9 @@ impl<D: Disk> Log<D> {
             let (head, rest, stored_max, index_offset) = batch.stored(base, epoch, &mut patched);
             let len = (head.len() + rest.len()) as u64;
             let last = base + count - 1;
-            if self.maybe_roll_for_time(now) || self.active().needs_roll(len, last, self.config.segment_bytes) {
+            if self.maybe_roll_for_time(now, Some(stored_max))
+                || self.active().needs_roll(len, last, self.config.segment_bytes)
+            {
                 self.roll(now);
                 demand = FlushDemand::Kick;
             }
@@ -530,13 +532,18 @@ impl<D: Disk> Log<D> {
         t.last_ts.unwrap_or(-1).max(t.max_ts)
     }
 
-    /// SPEC T7.1, time part: roll a non-empty active segment once `segment.ms` has passed
-    /// since the largest timestamp (or, if no record has one, since the segment began), at
-    /// most once per `segment.ms`. On a compacted topic with `max.compaction.lag.ms`, also
-    /// once the active segment began that long ago (its records must become cleanable within
-    /// the lag; the active segment never is), at most once per lag (KIP-354). Returns whether a
-    /// roll is due (the caller rolls).
-    pub fn maybe_roll_for_time(&mut self, now: i64) -> bool {
+    /// SPEC T7.1, time part: whether a roll by time is due (the caller rolls), in three ways,
+    /// at most one of them per `segment.ms` of wall-clock time (no roll storms from old or
+    /// backfilled timestamps):
+    /// - *idle*: a non-empty active segment, `segment.ms` after the log's largest timestamp (or,
+    ///   if no record has one, after the segment began);
+    /// - *busy*: before appending a batch whose largest timestamp `next_max_ts` is `segment.ms`
+    ///   or more past the active segment's first batch's (its beginning where that batch has
+    ///   none, or a resumed segment's file time), as Kafka's `LogSegment.shouldRoll` does;
+    /// - on a compacted topic with `max.compaction.lag.ms`, once the active segment began that
+    ///   long ago (its records must become cleanable within the lag; the active segment never
+    ///   is), at most once per lag (KIP-354).
+    pub fn maybe_roll_for_time(&mut self, now: i64, next_max_ts: Option<i64>) -> bool {
         if self.closing || self.active().size == 0 {
             return false;
         }
@@ -549,7 +556,10 @@ impl<D: Disk> Log<D> {
                 let lag = lag.min(i64::MAX as u64) as i64;
                 now.saturating_sub(self.roll_reference_ms) >= lag && since_roll >= lag
             });
-        let due = (now.saturating_sub(reference) >= period && since_roll >= period) || lag_due;
+        let first = self.active().first_batch_ts.filter(|t| *t >= 0).unwrap_or(self.roll_reference_ms);
+        let busy = next_max_ts.is_some_and(|ts| ts.saturating_sub(first) >= period);
+        let idle = now.saturating_sub(reference) >= period;
+        let due = ((idle || busy) && since_roll >= period) || lag_due;
         if due {
             self.last_time_roll_ms = now;
         }
