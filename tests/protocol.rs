@@ -2285,13 +2285,20 @@ fn unsupported_requests_keep_their_header() {
     let e = decode_request(w.buf.freeze()).unwrap_err();
     assert_eq!(e.header.as_ref().map(|h| h.correlation_id), Some(9));
     assert_eq!(e.error, ProtoError::UnsupportedVersion { api: API_VERSIONS, version: 5 });
-    // The answer: a v0 response (header v0, error 35) listing what we support.
-    let mut resp = api_versions_response(errors::UNSUPPORTED_VERSION);
-    let v0 = RequestHeader { api_version: 0, ..header };
-    let frame = encode_response(&v0, &mut resp).unwrap();
+    // The answer, as Kafka's: a v0 response (header v0, error 35) listing ApiVersions' own
+    // versions only (ApiVersionsRequest.getErrorResponse).
+    let frame = error_response(&header, &e.error).expect("an unsupported ApiVersions is answered");
+    let v0 = RequestHeader { api_version: 0, ..header.clone() };
     let (cid, back): (i32, ApiVersionsResponse) = decode_response(&v0, frame.slice(4..)).unwrap();
     assert_eq!((cid, back.error_code), (9, ErrorCode(35)));
-    assert_eq!(back.api_keys.len(), SUPPORTED.len());
+    assert_eq!(
+        back.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)).collect::<Vec<_>>(),
+        vec![(API_VERSIONS, 0, 4)]
+    );
+    // Any other API at a version it lacks, or an unknown API, has no answer: the connection closes.
+    let produce = RequestHeader { api_key: 0, api_version: 99, ..header };
+    assert!(error_response(&produce, &ProtoError::UnsupportedVersion { api: 0, version: 99 }).is_none());
+    assert!(error_response(&produce, &ProtoError::UnknownApi(999)).is_none());
 }
 
 // ---------------------------------------------------------------- exact bytes

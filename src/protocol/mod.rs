@@ -389,19 +389,35 @@ pub fn api_versions_response(error_code: errors::ErrorCode) -> ApiVersionsRespon
     }
 }
 
-/// The answer to a request that could not be decoded, when one can be given. An unknown API
-/// or an unsupported version (no response schema exists for it) gets what KIP-511 gives an
-/// unsupported ApiVersions request: a v0 ApiVersions body with UNSUPPORTED_VERSION and the
-/// versions supported, under the request's correlation id; the connection stays open. A
-/// malformed body of a supported request has no answer: the caller closes the connection.
+/// The answer to a request that could not be decoded, when one can be given, as Kafka gives
+/// it: only an ApiVersions request has one. At a version this broker does not have it gets a v0
+/// body with UNSUPPORTED_VERSION listing ApiVersions' own versions (KIP-511, Kafka's
+/// `ApiVersionsRequest.getErrorResponse`), so the client asks again at one it has; a malformed
+/// one gets INVALID_REQUEST. Anything else (an unknown API, an unsupported version of another
+/// API, a malformed body) has no answer: the caller closes the connection, as Kafka's
+/// `SocketServer` does, since no body of that API can be written.
 pub fn error_response(header: &RequestHeader, error: &ProtoError) -> Option<Bytes> {
-    let c = match error {
-        ProtoError::UnsupportedVersion { .. } | ProtoError::UnknownApi(_) => errors::UNSUPPORTED_VERSION,
-        _ if header.api_key == API_VERSIONS => errors::INVALID_REQUEST,
-        _ => return None,
+    if header.api_key != API_VERSIONS {
+        return None;
+    }
+    let mut body = match error {
+        ProtoError::UnsupportedVersion { .. } => {
+            let own = SUPPORTED.iter().find(|s| s.0 == API_VERSIONS).map_or((0, 0), |s| (s.1, s.2));
+            ApiVersionsResponse {
+                error_code: errors::UNSUPPORTED_VERSION,
+                api_keys: vec![ApiVersion {
+                    api_key: API_VERSIONS,
+                    min_version: own.0,
+                    max_version: own.1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }
+        }
+        _ => ApiVersionsResponse { error_code: errors::INVALID_REQUEST, ..Default::default() },
     };
-    let v0 = RequestHeader { api_key: API_VERSIONS, api_version: 0, ..header.clone() };
-    encode_response(&v0, &mut api_versions_response(c)).ok()
+    let v0 = RequestHeader { api_version: 0, ..header.clone() };
+    encode_response(&v0, &mut body).ok()
 }
 
 /// The newest message format a Fetch version reads: magic 0 for v0-v1, 1 for v2-v3, 2 after

@@ -7,8 +7,7 @@ its log shows no panic, and that a real client (confluent-kafka) still produces 
 other connections.
 
 The expected codes are Kafka's (its broker's behaviour, not only the protocol's error list),
-except where docs/protocol.md documents a deliberate choice (an unknown API key or version is
-answered with an ApiVersions v0 body instead of a closed connection). Record batches are built
+except where docs/protocol.md documents a deliberate choice. Record batches are built
 by hand here (CRC-32C in pure Python, table-driven), so that each can be broken in one place.
 """
 import os
@@ -679,25 +678,35 @@ def test_random_bodies_of_every_supported_request(broker):
 # ---------------------------------------------------------------------------------------------
 
 def test_unknown_api_keys_and_versions(broker):
-    """Unknown API keys (Kafka's UpdateFeatures and DescribeQuorum, which tidemark lacks; 999;
-    32767; -1) and unsupported versions of every supported API (max + 1, 32767, -1)
-    are answered, as docs/protocol.md says, with an ApiVersions v0 body: UNSUPPORTED_VERSION (35)
-    and the supported versions, under the request's correlation id, header v0. The same
-    connection then still answers a valid ApiVersions v2 request with the same list. (Kafka
-    closes the connection on an unknown key; tidemark documents answering instead.)"""
+    """As Kafka answers them (SocketServer.parseRequestHeader, ApiVersionsRequest.getErrorResponse):
+    an unknown API key (999, 32767, -1) or an unsupported version of any API but ApiVersions
+    (max + 1, 32767, -1) closes the connection without an answer, since no body of that API can
+    be written, and the broker keeps serving other connections; an ApiVersions request at a
+    version it lacks gets a v0 body with UNSUPPORTED_VERSION (35) listing ApiVersions' own
+    versions only (KIP-511: the client asks again at one of them), and the same connection then
+    answers a valid ApiVersions request with the whole table. A v3 ApiVersions request naming its
+    software with characters Kafka refuses gets INVALID_REQUEST (42) and no table."""
     with Conn(broker) as c:
         error, supported = api_versions_v2(c)
-        assert error == NONE and supported[API_VERSIONS] == (0, 4) and supported[PRODUCE] == (0, 11)
-        requests = [(key, 0) for key in (57, 55, 999, 32767, -1)]
-        for key, (lo, hi) in sorted(supported.items()):
+        assert error == NONE and supported[API_VERSIONS] == (0, 4)
+    requests = [(key, 0) for key in (999, 32767, -1)]
+    for key, (lo, hi) in sorted(supported.items()):
+        if key != API_VERSIONS:
             requests += [(key, hi + 1), (key, 32767), (key, -1)]
-        for key, version in requests:
-            r = c.call(key, version, b"\x00" * 16)
-            error, keys = api_versions_v0(r)
-            assert error == UNSUPPORTED_VERSION, "api %d v%d: error %d" % (key, version, error)
-            assert keys == supported, "api %d v%d: the supported list" % (key, version)
+    for key, version in requests:
+        with Conn(broker) as c:
+            assert c.send(c.request(key, version, b"\x00" * 16))
+            assert_closed(c, "api %d v%d" % (key, version))
+    with Conn(broker) as c:
+        for version in (5, 32767):
+            r = c.call(API_VERSIONS, version, b"\x00" * 16)
+            assert api_versions_v0(r) == (UNSUPPORTED_VERSION, {API_VERSIONS: (0, 4)}), "ApiVersions v%d" % version
         assert api_versions_v2(c) == (NONE, supported), "the same connection after the unsupported requests"
         assert api_versions_v0(c.call(API_VERSIONS, 0, b"")) == (NONE, supported)
+        compact = lambda b: uvarint(len(b) + 1) + b  # noqa: E731
+        body = compact(b"bad name!") + compact(b"1.0") + b"\x00"
+        r = c.call(API_VERSIONS, 3, body, flexible=True)
+        assert (r.i16(), r.i8()) == (INVALID_REQUEST, 1), "a software name Kafka refuses: error, empty table"
     assert_healthy(broker)
 
 

@@ -227,24 +227,30 @@ def test_a_busy_partition_rolls_by_segment_ms(start_broker):
     assert [m.value() for m in consume(b.bootstrap, "busy", high - low, offset=low)][-1] == b"v24"
 
 
-def test_unknown_api_and_version_are_answered(broker):
-    """An unknown API key and an unsupported version get an error answer (UNSUPPORTED_VERSION,
-    with the supported versions) under their correlation id; the connection stays usable."""
+def test_unknown_api_and_version_close_the_connection(broker):
+    """As Kafka: an unknown API key or an unsupported version of an API other than ApiVersions
+    closes the connection without an answer; an ApiVersions request at a version the broker
+    lacks gets UNSUPPORTED_VERSION under its correlation id and the connection stays usable."""
     import socket
     import struct
     host, port = broker.bootstrap.split(":")
-    s = socket.create_connection((host, int(port)), timeout=TIMEOUT)
 
-    def call(api, version, corr):
+    def call(s, api, version, corr):
         body = struct.pack(">hhih", api, version, corr, -1)
         s.sendall(struct.pack(">i", len(body)) + body)
-        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
-        frame = s.recv(size, socket.MSG_WAITALL)
+        head = s.recv(4, socket.MSG_WAITALL)
+        if not head:
+            return None
+        frame = s.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
         return struct.unpack(">ih", frame[:6])
 
-    assert call(999, 0, 77) == (77, 35), "unknown API"
-    assert call(0, 99, 78) == (78, 35), "unsupported Produce version"
-    assert call(18, 0, 79) == (79, 0), "ApiVersions still answered on the same connection"
+    for api, version in [(999, 0), (0, 99)]:
+        s = socket.create_connection((host, int(port)), timeout=TIMEOUT)
+        assert call(s, api, version, 77) is None, "api %d v%d answered" % (api, version)
+        s.close()
+    s = socket.create_connection((host, int(port)), timeout=TIMEOUT)
+    assert call(s, 18, 99, 78) == (78, 35), "ApiVersions v99"
+    assert call(s, 18, 0, 79) == (79, 0), "ApiVersions still answered on the same connection"
     s.close()
 
 

@@ -17,9 +17,25 @@ use crate::server::control::ensure_topic;
 use crate::types::Uuid;
 
 /// ApiVersions: the table the decoder dispatches on. No side effects.
-pub fn api_versions(cx: &mut Cx<'_>, _: ApiVersionsRequest) -> ApiVersionsResponse {
+pub fn api_versions(cx: &mut Cx<'_>, r: ApiVersionsRequest) -> ApiVersionsResponse {
     cx.release_turn();
+    // v3+ name the client's software; Kafka (`ApiVersionsRequest.isValid`) answers a name or
+    // version outside [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? with INVALID_REQUEST and no table.
+    if cx.header.api_version >= 3
+        && !(software_word(&r.client_software_name) && software_word(&r.client_software_version))
+    {
+        return ApiVersionsResponse { error_code: code::INVALID_REQUEST, ..Default::default() };
+    }
     api_versions_response(code::NONE)
+}
+
+/// Whether `s` is a client software name or version as Kafka takes them: letters, digits,
+/// `-` and `.`, beginning and ending with a letter or digit.
+fn software_word(s: &str) -> bool {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    alnum(s.chars().next())
+        && alnum(s.chars().last())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
 }
 
 /// The topic names a Metadata request asks about (every topic when it names none); the topics
