@@ -1118,6 +1118,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                     })
                     .collect(),
                 cluster_authorized_operations: g.i32(),
+                error_code: if version >= 13 { ErrorCode(g.i16()) } else { ErrorCode(0) },
                 tags: g.tags(),
             },
             api,
@@ -1401,6 +1402,8 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                 groups: (0..g.len())
                     .map(|_| DescribedGroup {
                         error_code: ErrorCode(g.i16()),
+                        // Drawn only where it exists, so older versions' bytes stay as committed.
+                        error_message: if version >= 6 { g.opt_string() } else { None },
                         group_id: g.string(),
                         group_state: g.string(),
                         protocol_type: g.string(),
@@ -3276,4 +3279,45 @@ fn api_versions_features_exact_bytes() {
     );
     // Defaults are not written: no tagged fields at all.
     check_response(API_VERSIONS, 3, B::default().i16(0).carr(0).i32(0).tags(), ApiVersionsResponse::default());
+}
+
+#[test]
+fn describe_groups_v6_and_metadata_v13_exact_bytes() {
+    // DescribeGroups v6 (KIP-1043): each group's ErrorMessage (nullable compact string) comes
+    // right after its ErrorCode, before GroupId.
+    check_response(
+        DESCRIBE_GROUPS,
+        6,
+        B::default()
+            .i32(0)
+            .carr(1)
+            .i16(69)
+            .cs("Group g not found.")
+            .cs("g")
+            .cs("Dead")
+            .cs("")
+            .cs("")
+            .carr(0)
+            .i32(i32::MIN)
+            .tags()
+            .tags(),
+        DescribeGroupsResponse {
+            groups: vec![DescribedGroup {
+                error_code: ErrorCode(69),
+                error_message: Some("Group g not found.".into()),
+                group_id: "g".into(),
+                group_state: "Dead".into(),
+                authorized_operations: i32::MIN,
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    );
+    // Metadata v13 (KIP-1102): the top-level ErrorCode is the body's last field.
+    check_response(
+        METADATA,
+        13,
+        B::default().i32(0).carr(0).cnull().i32(-1).carr(0).i16(129).tags(),
+        MetadataResponse { controller_id: -1, error_code: ErrorCode(129), ..Default::default() },
+    );
 }

@@ -39,6 +39,9 @@ fn string_nullable_since<C: Codec>(c: &mut C, v: &mut Option<String>, version: i
 pub const COORDINATOR_GROUP: i8 = 0;
 /// FindCoordinator `KeyType`: a transactional id.
 pub const COORDINATOR_TRANSACTION: i8 = 1;
+/// FindCoordinator key type 2 (v6, KIP-932): a share partition's state, keyed
+/// `groupId:topicId:partition`.
+pub const COORDINATOR_SHARE: i8 = 2;
 
 crate::schema! {
     pub struct FindCoordinatorRequest {
@@ -492,6 +495,8 @@ crate::schema! {
 crate::schema! {
     pub struct DescribedGroup {
         pub error_code: ErrorCode => error_code,
+        /// v6 (KIP-1043): why, with the error.
+        pub error_message: Option<String> => nullable_string if 6..,
         pub group_id: String => string,
         /// "Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead", or "".
         pub group_state: String => string,

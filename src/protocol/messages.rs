@@ -257,6 +257,9 @@ crate::schema! {
         pub controller_id: i32 => int32 if 1..,
         pub topics: Vec<MetadataTopic> => array,
         pub cluster_authorized_operations: i32 => int32 if 8..=10,
+        /// v13 (KIP-1102): a whole-request error (REBOOTSTRAP_REQUIRED tells a client to
+        /// bootstrap again); 0 on every answer, as Kafka's broker.
+        pub error_code: ErrorCode => error_code if 13..,
     }
 }
 

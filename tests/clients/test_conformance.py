@@ -24,7 +24,9 @@ from kafka import KafkaAdminClient
 from kafka.protocol.admin import (CreateTopicsRequest, DescribeTopicPartitionsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
                                   DescribeClusterRequest)
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
-from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from confluent_kafka import Consumer
+from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from conftest import BIN
@@ -34,6 +36,7 @@ from test_clients import TIMEOUT, consume, produce
 # Kafka error codes.
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
+COORDINATOR_NOT_AVAILABLE = 15
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 UNKNOWN_TOPIC_ID = 100
@@ -530,10 +533,10 @@ def supported_table():
 def test_api_versions_v3_advertise_the_supported_table(broker):
     """KIP-511 (ApiVersions v3) and KIP-516: the broker advertises exactly the table of
     src/protocol/mod.rs (`SUPPORTED`), with the newest versions: Produce 11, Fetch 17,
-    ListOffsets 10, Metadata 12, CreateTopics 7, DeleteTopics 6; kafka-python infers a broker
+    ListOffsets 10, Metadata 13, CreateTopics 7, DeleteTopics 6; kafka-python infers a broker
     version from them of at least (4, 0) (ListOffsets v10)."""
     table = supported_table()
-    newest = {0: 11, 1: 17, 2: 10, 3: 12, 19: 7, 20: 6}
+    newest = {0: 11, 1: 17, 2: 10, 3: 13, 19: 7, 20: 6}
     assert {k: table[k][1] for k in newest} == newest, "src/protocol/mod.rs: %r" % table
 
     r = call(broker, ApiVersionsRequest, 3, client_software_name="conformance", client_software_version="1")
@@ -710,3 +713,58 @@ def test_describe_topic_partitions_pages_through_topics(broker):
     for bad in (("dtp-x", 0), ("dtp-a", -1)):
         topics, nxt = describe_topic_partitions(broker, ["dtp-a", "dtp-b"], cursor=bad)
         assert [(e, n) for e, n, _, _ in topics] == [(42, "dtp-a"), (42, "dtp-b")], (bad, topics)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kafka 4.x versions of the group APIs and Metadata
+# ---------------------------------------------------------------------------------------------
+
+def test_find_coordinator_v5_v6_key_types(broker):
+    """FindCoordinator as Kafka 4.1's KafkaApis.getCoordinator answers it: v5 and v6 find a
+    group's coordinator as v4 does; a share partition's key (type 2, KIP-932) is INVALID_REQUEST
+    below v6 or when not `groupId:topicId:partition`, and, well formed at v6, waits on a share
+    state coordinator (COORDINATOR_NOT_AVAILABLE: none exists on this broker, as Kafka answers
+    until `__share_group_state` exists); an unknown key type is INVALID_REQUEST on every key."""
+    for version in (5, 6):
+        r = call(broker, FindCoordinatorRequest, version, key_type=0, coordinator_keys=["g1", "g2"])
+        got = [(c.key, c.error_code, c.node_id, c.port) for c in r.coordinators]
+        assert got == [("g1", NONE, 0, broker.port), ("g2", NONE, 0, broker.port)], r
+    # Kafka's Uuid.toString: the 16 bytes in URL-safe base64 without padding.
+    share = "g:%s:0" % base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    r = call(broker, FindCoordinatorRequest, 5, key_type=2, coordinator_keys=[share])
+    assert [(c.key, c.error_code) for c in r.coordinators] == [(share, INVALID_REQUEST)], r
+    r = call(broker, FindCoordinatorRequest, 6, key_type=2, coordinator_keys=[share, "g:nope:0", "only-a-group"])
+    got = [(c.key, c.error_code, c.node_id) for c in r.coordinators]
+    assert got == [(share, COORDINATOR_NOT_AVAILABLE, -1), ("g:nope:0", INVALID_REQUEST, -1),
+                   ("only-a-group", INVALID_REQUEST, -1)], r
+    r = call(broker, FindCoordinatorRequest, 6, key_type=3, coordinator_keys=["a", "b"])
+    assert [(c.key, c.error_code) for c in r.coordinators] == [("a", INVALID_REQUEST), ("b", INVALID_REQUEST)], r
+
+
+def test_describe_groups_v6_and_metadata_v13(broker):
+    """DescribeGroups v6 (KIP-1043): a group the broker does not know is Dead with
+    GROUP_ID_NOT_FOUND and Kafka's message "Group <id> not found."; v5 answers it Dead with no
+    error, as before. A group in use is described alike at v5 and v6. Metadata v13 (KIP-1102)
+    carries a top-level ErrorCode, 0 as Kafka's broker answers it."""
+    r = call(broker, DescribeGroupsRequest, 6, groups=["nope"], include_authorized_operations=False)
+    g = r.groups[0]
+    assert (g.error_code, g.error_message, g.group_id, g.group_state) == (69, "Group nope not found.", "nope", "Dead"), r
+    r = call(broker, DescribeGroupsRequest, 5, groups=["nope"], include_authorized_operations=False)
+    assert (r.groups[0].error_code, r.groups[0].group_state) == (NONE, "Dead"), r
+    produce(broker.bootstrap, "dg", [(b"k", b"v", None)])
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dg-group", "group.protocol": "classic",
+                  "auto.offset.reset": "earliest"})
+    c.subscribe(["dg"])
+    try:
+        deadline = time.time() + TIMEOUT
+        while c.poll(0.5) is None and time.time() < deadline:
+            pass
+        for version in (5, 6):
+            r = call(broker, DescribeGroupsRequest, version, groups=["dg-group"], include_authorized_operations=False)
+            g = r.groups[0]
+            assert (g.error_code, g.group_state, g.protocol_type, len(g.members)) == (NONE, "Stable", "consumer", 1), r
+    finally:
+        c.close()
+    r = call(broker, MetadataRequest, 13, topics=None, allow_auto_topic_creation=False,
+             include_topic_authorized_operations=False)
+    assert r.error_code == NONE and "dg" in [t.name for t in r.topics], r

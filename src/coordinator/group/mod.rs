@@ -676,7 +676,10 @@ impl Coordinator {
         OffsetFetchResponseGroup { group_id: f.group_id, topics, error_code: code::NONE, ..Default::default() }
     }
 
-    pub fn describe(&self, group: &str) -> DescribedGroup {
+    /// DescribeGroups of one group, as Kafka's `GroupMetadataManager.describeGroups`: a group
+    /// it does not know, or one of the consumer protocol (not a classic group), is Dead, and
+    /// from v6 (KIP-1043) also GROUP_ID_NOT_FOUND with Kafka's message.
+    pub fn describe(&self, group: &str, version: i16) -> DescribedGroup {
         let base =
             DescribedGroup { group_id: group.to_string(), authorized_operations: i32::MIN, ..Default::default() };
         if let Some(e) = self.unavailable(group, false) {
@@ -712,7 +715,19 @@ impl Coordinator {
             None if c.offsets.borrow().group(group).is_some() => {
                 DescribedGroup { group_state: GroupState::Empty.name().to_string(), ..base }
             }
-            None => DescribedGroup { group_state: GroupState::Dead.name().to_string(), ..base },
+            None => {
+                let consumer = self.consumer_groups.borrow().get(group).is_some_and(|g| !g.is_empty());
+                let why = if consumer { "is not a classic group" } else { "not found" };
+                let dead = DescribedGroup { group_state: GroupState::Dead.name().to_string(), ..base };
+                if version < 6 {
+                    return dead;
+                }
+                DescribedGroup {
+                    error_code: code::GROUP_ID_NOT_FOUND,
+                    error_message: Some(format!("Group {group} {why}.")),
+                    ..dead
+                }
+            }
         }
     }
 

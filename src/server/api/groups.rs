@@ -261,13 +261,13 @@ pub async fn offset_fetch(cx: &mut Cx<'_>, f: OffsetFetchRequest) -> OffsetFetch
 }
 
 #[derive(Debug)]
-struct Describe(String);
+struct Describe(String, i16);
 
 impl ShardCall<Shard> for Describe {
     type Reply = DescribedGroup;
     const NAME: &'static str = "describe-group";
     async fn run(self, shard: Rc<Shard>) -> DescribedGroup {
-        shard.coordinator().describe(&self.0)
+        shard.coordinator().describe(&self.0, self.1)
     }
 }
 
@@ -285,7 +285,7 @@ pub async fn describe_groups(cx: &mut Cx<'_>, d: DescribeGroupsRequest) -> Descr
             });
             continue;
         }
-        groups.push(match to_coordinator(cx, &g, Describe(g.clone())).await {
+        groups.push(match to_coordinator(cx, &g, Describe(g.clone(), cx.version())).await {
             // KIP-430: what the client may do on the group, when asked for.
             Ok(mut r) if d.include_authorized_operations && r.error_code == code::NONE => {
                 r.authorized_operations = cx.authorized_operations(ResourceType::Group, &r.group_id);
@@ -359,8 +359,6 @@ pub async fn delete_groups(cx: &mut Cx<'_>, d: DeleteGroupsRequest) -> DeleteGro
     DeleteGroupsResponse { results, ..Default::default() }
 }
 
-/// FindCoordinator: this broker coordinates every group, once `__consumer_offsets` exists.
-/// Transactions are not implemented: a transactional id gets COORDINATOR_NOT_AVAILABLE.
 /// The node leading the partition of `key` in the offsets topic (or, `txn`, the transaction
 /// state topic): (id, host, port) as a client of this listener reaches it.
 async fn coordinator_node(cx: &Cx<'_>, key: &str, txn: bool) -> Option<(i32, String, i32)> {
@@ -379,15 +377,40 @@ async fn coordinator_node(cx: &Cx<'_>, key: &str, txn: bool) -> Option<(i32, Str
     super::cluster::node_endpoint(cx, leader).await
 }
 
+/// FindCoordinator, as Kafka's `KafkaApis.getCoordinator`: a group (key type 0) or a
+/// transactional id (1) is coordinated by the leader of its partition of the internal topic.
+/// A share partition's key (2) is INVALID_REQUEST below v6 or when malformed, needs
+/// CLUSTER_ACTION (a lookup between brokers; CLUSTER_AUTHORIZATION_FAILED on every key), and is
+/// COORDINATOR_NOT_AVAILABLE here: no share-state topic exists (as Kafka answers until it has
+/// created `__share_group_state`). Any other key type is INVALID_REQUEST on every key.
 pub async fn find_coordinator(cx: &mut Cx<'_>, f: FindCoordinatorRequest) -> FindCoordinatorResponse {
     cx.release_turn();
     let version = cx.version();
     let keys = if version >= 4 { f.coordinator_keys } else { vec![f.key] };
+    let whole = match f.key_type {
+        COORDINATOR_GROUP | COORDINATOR_TRANSACTION => None,
+        COORDINATOR_SHARE if version >= 6 && !cx.allowed_on_cluster(Operation::ClusterAction) => {
+            Some(code::CLUSTER_AUTHORIZATION_FAILED)
+        }
+        COORDINATOR_SHARE => None,
+        _ => Some(code::INVALID_REQUEST),
+    };
     let txn = f.key_type == COORDINATOR_TRANSACTION;
-    let ready = txn || ensure_offsets_topic(cx.shard).await;
+    let ready = match f.key_type {
+        COORDINATOR_GROUP if whole.is_none() => ensure_offsets_topic(cx.shard).await,
+        _ => true,
+    };
     let mut coordinators: Vec<Coordinator> = Vec::with_capacity(keys.len());
     for key in keys {
-        let (error_code, error_message) = if txn {
+        let (error_code, error_message) = if let Some(c) = whole {
+            (c, None)
+        } else if f.key_type == COORDINATOR_SHARE {
+            if version < 6 || !share_key(&key) {
+                (code::INVALID_REQUEST, None)
+            } else {
+                (code::COORDINATOR_NOT_AVAILABLE, Some("share groups are not available on this broker".to_string()))
+            }
+        } else if txn {
             super::transactions::find(cx, &key).await
         } else if !group_allowed(cx, Operation::Describe, &key) {
             (code::GROUP_AUTHORIZATION_FAILED, Some("Group authorization failed.".to_string()))
@@ -419,4 +442,14 @@ pub async fn find_coordinator(cx: &mut Cx<'_>, f: FindCoordinatorRequest) -> Fin
         port: one.port,
         ..Default::default()
     }
+}
+
+/// Whether `key` is a share partition's key as Kafka's `SharePartitionKey.validate` takes it:
+/// `groupId:topicId:partition`, a non-blank group id, a topic id and a partition number.
+fn share_key(key: &str) -> bool {
+    let parts: Vec<&str> = key.split(':').collect();
+    matches!(parts.as_slice(), [group, topic, partition]
+        if !group.trim().is_empty()
+            && crate::types::Uuid::parse(topic).is_some()
+            && partition.parse::<i32>().is_ok())
 }
