@@ -91,7 +91,8 @@ impl Gen {
     }
 }
 
-fn gen_request(api: i16, g: &mut Gen) -> Request {
+/// A request of `api` with generated fields; `version` only picks which tags are meaningful.
+fn gen_request(api: i16, version: i16, g: &mut Gen) -> Request {
     match api {
         PRODUCE => Request::Produce(ProduceRequest {
             transactional_id: g.opt_string(),
@@ -135,7 +136,8 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
                                 log_start_offset: g.i64(),
                                 partition_max_bytes: g.i32(),
                                 replica_directory_id: n.uuid(),
-                                tags: g.tags_except(&[0]),
+                                high_watermark: Gen(g.0.rotate_left(29) | 1).i64(),
+                                tags: if version >= 18 { g.tags_except(&[0, 1]) } else { g.tags_except(&[0]) },
                             })
                             .collect(),
                         tags: g.tags(),
@@ -376,6 +378,19 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
             tags: g.tags(),
         }),
         DELETE_GROUPS => Request::DeleteGroups(DeleteGroupsRequest { groups_names: g.strings(), tags: g.tags() }),
+        OFFSET_DELETE => Request::OffsetDelete(OffsetDeleteRequest {
+            group_id: g.string(),
+            topics: (0..g.len())
+                .map(|_| OffsetDeleteRequestTopic {
+                    name: g.string(),
+                    partitions: (0..g.len())
+                        .map(|_| OffsetDeleteRequestPartition { partition_index: g.i32(), tags: g.tags() })
+                        .collect(),
+                    tags: g.tags(),
+                })
+                .collect(),
+            tags: g.tags(),
+        }),
         INIT_PRODUCER_ID => Request::InitProducerId(InitProducerIdRequest {
             transactional_id: g.opt_string(),
             transaction_timeout_ms: g.i32(),
@@ -491,6 +506,8 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
             state_filters: g.strings(),
             producer_id_filters: (0..g.len()).map(|_| g.i64()).collect(),
             duration_filter: g.i64(),
+            // Drawn from its own generator, so the earlier versions' frames stay as they were.
+            transactional_id_pattern: Gen(g.0.rotate_left(17) | 1).opt_string(),
             tags: g.tags(),
         }),
         CREATE_PARTITIONS => Request::CreatePartitions(CreatePartitionsRequest {
@@ -577,6 +594,7 @@ fn gen_request(api: i16, g: &mut Gen) -> Request {
         }),
         ALTER_PARTITION_REASSIGNMENTS => Request::AlterPartitionReassignments(AlterPartitionReassignmentsRequest {
             timeout_ms: g.i32(),
+            allow_replication_factor_change: Gen(g.0.rotate_left(17) | 1).i8() & 1 == 1,
             topics: (0..g.len())
                 .map(|_| ReassignableTopic {
                     name: g.string(),
@@ -759,6 +777,7 @@ fn encode_any_request(header: &RequestHeader, req: Request) -> Bytes {
         Request::DescribeGroups(mut m) => encode_request(header, &mut m),
         Request::ListGroups(mut m) => encode_request(header, &mut m),
         Request::DeleteGroups(mut m) => encode_request(header, &mut m),
+        Request::OffsetDelete(mut m) => encode_request(header, &mut m),
         Request::InitProducerId(mut m) => encode_request(header, &mut m),
         Request::AddPartitionsToTxn(mut m) => encode_request(header, &mut m),
         Request::AddOffsetsToTxn(mut m) => encode_request(header, &mut m),
@@ -828,6 +847,7 @@ fn round_trip_request(req: Request, version: i16) {
         Request::DescribeGroups(mut m) => round_trip(&mut m, DESCRIBE_GROUPS, version),
         Request::ListGroups(mut m) => round_trip(&mut m, LIST_GROUPS, version),
         Request::DeleteGroups(mut m) => round_trip(&mut m, DELETE_GROUPS, version),
+        Request::OffsetDelete(mut m) => round_trip(&mut m, OFFSET_DELETE, version),
         Request::InitProducerId(mut m) => round_trip(&mut m, INIT_PRODUCER_ID, version),
         Request::AddPartitionsToTxn(mut m) => round_trip(&mut m, ADD_PARTITIONS_TO_TXN, version),
         Request::AddOffsetsToTxn(mut m) => round_trip(&mut m, ADD_OFFSETS_TO_TXN, version),
@@ -882,6 +902,7 @@ fn api_of(r: &Request) -> i16 {
         Request::DescribeGroups(_) => DESCRIBE_GROUPS,
         Request::ListGroups(_) => LIST_GROUPS,
         Request::DeleteGroups(_) => DELETE_GROUPS,
+        Request::OffsetDelete(_) => OFFSET_DELETE,
         Request::InitProducerId(_) => INIT_PRODUCER_ID,
         Request::AddPartitionsToTxn(_) => ADD_PARTITIONS_TO_TXN,
         Request::AddOffsetsToTxn(_) => ADD_OFFSETS_TO_TXN,
@@ -1461,6 +1482,28 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
             api,
             version,
         ),
+        OFFSET_DELETE => out.take(
+            &mut OffsetDeleteResponse {
+                error_code: ErrorCode(g.i16()),
+                throttle_time_ms: g.i32(),
+                topics: (0..g.len())
+                    .map(|_| OffsetDeleteResponseTopic {
+                        name: g.string(),
+                        partitions: (0..g.len())
+                            .map(|_| OffsetDeleteResponsePartition {
+                                partition_index: g.i32(),
+                                error_code: ErrorCode(g.i16()),
+                                tags: g.tags(),
+                            })
+                            .collect(),
+                        tags: g.tags(),
+                    })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
         INIT_PRODUCER_ID => out.take(
             &mut InitProducerIdResponse {
                 throttle_time_ms: g.i32(),
@@ -1849,6 +1892,7 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
         ALTER_PARTITION_REASSIGNMENTS => out.take(
             &mut AlterPartitionReassignmentsResponse {
                 throttle_time_ms: g.i32(),
+                allow_replication_factor_change: if version >= 1 { g.i8() & 1 == 1 } else { true },
                 error_code: ErrorCode(g.i16()),
                 error_message: g.opt_string(),
                 responses: (0..g.len())
@@ -2106,7 +2150,7 @@ proptest! {
         for &(api, lo, hi, _) in SUPPORTED {
             for version in lo..=hi {
                 let mut g = Gen(seed ^ ((api as u64) << 32) ^ version as u64 | 1);
-                round_trip_request(gen_request(api, &mut g), version);
+                round_trip_request(gen_request(api, version, &mut g), version);
                 gen_responses(api, version, &mut g, &mut RoundTrip);
             }
         }
@@ -2235,7 +2279,7 @@ fn every_api_and_version_matches_the_golden_bytes() {
                 let mut g =
                     Gen((seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ((api as u64) << 32) ^ ((version as u64) << 16))
                         | 1);
-                golden.request(gen_request(api, &mut g), version);
+                golden.request(gen_request(api, version, &mut g), version);
                 gen_responses(api, version, &mut g, &mut golden);
             }
         }
@@ -3319,5 +3363,47 @@ fn describe_groups_v6_and_metadata_v13_exact_bytes() {
         13,
         B::default().i32(0).carr(0).cnull().i32(-1).carr(0).i16(129).tags(),
         MetadataResponse { controller_id: -1, error_code: ErrorCode(129), ..Default::default() },
+    );
+}
+
+#[test]
+fn offset_delete_exact_bytes() {
+    // v0 (not flexible): GroupId, Topics [Name, Partitions [PartitionIndex]].
+    check_request(
+        OFFSET_DELETE,
+        0,
+        B::default().s("g").arr(1).s("t").arr(2).i32(0).i32(3),
+        OffsetDeleteRequest {
+            group_id: "g".into(),
+            topics: vec![OffsetDeleteRequestTopic {
+                name: "t".into(),
+                partitions: vec![
+                    OffsetDeleteRequestPartition { partition_index: 0, ..Default::default() },
+                    OffsetDeleteRequestPartition { partition_index: 3, ..Default::default() },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+        |r| if let Request::OffsetDelete(m) = r { Some(m) } else { None },
+    );
+    // ErrorCode, ThrottleTimeMs, then Topics [Name, Partitions [PartitionIndex, ErrorCode]].
+    check_response(
+        OFFSET_DELETE,
+        0,
+        B::default().i16(0).i32(5).arr(1).s("t").arr(1).i32(0).i16(86),
+        OffsetDeleteResponse {
+            throttle_time_ms: 5,
+            topics: vec![OffsetDeleteResponseTopic {
+                name: "t".into(),
+                partitions: vec![OffsetDeleteResponsePartition {
+                    partition_index: 0,
+                    error_code: ErrorCode(86),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
     );
 }

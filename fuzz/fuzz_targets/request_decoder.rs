@@ -42,6 +42,7 @@ fn encode(h: &RequestHeader, req: Request) -> Option<Bytes> {
         Request::DescribeGroups(mut m) => encode_request(h, &mut m),
         Request::ListGroups(mut m) => encode_request(h, &mut m),
         Request::DeleteGroups(mut m) => encode_request(h, &mut m),
+        Request::OffsetDelete(mut m) => encode_request(h, &mut m),
         Request::InitProducerId(mut m) => encode_request(h, &mut m),
         Request::AddPartitionsToTxn(mut m) => encode_request(h, &mut m),
         Request::AddOffsetsToTxn(mut m) => encode_request(h, &mut m),

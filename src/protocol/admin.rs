@@ -354,6 +354,9 @@ crate::schema! {
 crate::schema! {
     pub struct AlterPartitionReassignmentsRequest {
         pub timeout_ms: i32 = 60000 => int32,
+        /// v1+ (KIP-860): false refuses a target whose size is not the partition's replication
+        /// factor (INVALID_REPLICATION_FACTOR).
+        pub allow_replication_factor_change: bool = true => boolean if 1..,
         pub topics: Vec<ReassignableTopic> => array,
     }
 }
@@ -376,6 +379,8 @@ crate::schema! {
 crate::schema! {
     pub struct AlterPartitionReassignmentsResponse {
         pub throttle_time_ms: i32 => int32,
+        /// v1+: the request's value, echoed.
+        pub allow_replication_factor_change: bool = true => boolean if 1..,
         pub error_code: ErrorCode => error_code,
         pub error_message: Option<String> => nullable_string,
         pub responses: Vec<ReassignableTopicResponse> => array,

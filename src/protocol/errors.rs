@@ -70,6 +70,7 @@ pub const UNSTABLE_OFFSET_COMMIT: ErrorCode = ErrorCode(88);
 /// AddPartitionsToTxn: not tried because another partition of the request failed.
 pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);
 pub const NON_EMPTY_GROUP: ErrorCode = ErrorCode(68);
+pub const GROUP_SUBSCRIBED_TO_TOPIC: ErrorCode = ErrorCode(86);
 pub const GROUP_ID_NOT_FOUND: ErrorCode = ErrorCode(69);
 pub const MEMBER_ID_REQUIRED: ErrorCode = ErrorCode(79);
 pub const GROUP_MAX_SIZE_REACHED: ErrorCode = ErrorCode(81);

@@ -574,6 +574,50 @@ crate::schema! {
     }
 }
 
+// ---------------------------------------------------------------- OffsetDelete (47)
+
+crate::schema! {
+    pub struct OffsetDeleteRequestPartition {
+        pub partition_index: i32 => int32,
+    }
+}
+
+crate::schema! {
+    pub struct OffsetDeleteRequestTopic {
+        pub name: String => string,
+        pub partitions: Vec<OffsetDeleteRequestPartition> => array,
+    }
+}
+
+crate::schema! {
+    pub struct OffsetDeleteRequest {
+        pub group_id: String => string,
+        pub topics: Vec<OffsetDeleteRequestTopic> => array,
+    }
+}
+
+crate::schema! {
+    pub struct OffsetDeleteResponsePartition {
+        pub partition_index: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+    }
+}
+
+crate::schema! {
+    pub struct OffsetDeleteResponseTopic {
+        pub name: String => string,
+        pub partitions: Vec<OffsetDeleteResponsePartition> => array,
+    }
+}
+
+crate::schema! {
+    pub struct OffsetDeleteResponse {
+        pub error_code: ErrorCode => error_code,
+        pub throttle_time_ms: i32 => int32,
+        pub topics: Vec<OffsetDeleteResponseTopic> => array,
+    }
+}
+
 // ---------------------------------------------------------------- InitProducerId (22)
 
 crate::schema! {

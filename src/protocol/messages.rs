@@ -356,6 +356,9 @@ crate::schema! {
         pub partition_max_bytes: i32 => int32,
         /// KIP-853 (v17+): the follower's log directory (replication only).
         pub replica_directory_id: [u8; 16] => uuid tag 0 if 17..,
+        /// KIP-1166 (v18+): the high watermark the follower knows (-1: none; the default,
+        /// i64::MAX: the follower does not say).
+        pub high_watermark: i64 = i64::MAX => int64 tag 1 if 18..,
     }
 }
 

@@ -61,6 +61,7 @@ pub const ALTER_CONFIGS: i16 = 33;
 pub const DESCRIBE_LOG_DIRS: i16 = 35;
 pub const CREATE_PARTITIONS: i16 = 37;
 pub const DELETE_GROUPS: i16 = 42;
+pub const OFFSET_DELETE: i16 = 47;
 pub const ELECT_LEADERS: i16 = 43;
 pub const ALTER_PARTITION_REASSIGNMENTS: i16 = 45;
 pub const LIST_PARTITION_REASSIGNMENTS: i16 = 46;
@@ -82,7 +83,7 @@ pub const DESCRIBE_TOPIC_PARTITIONS: i16 = 75;
 /// ApiVersions advertises exactly this table.
 pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (PRODUCE, 0, 11, 9),
-    (FETCH, 0, 17, 12),
+    (FETCH, 0, 18, 12),
     (LIST_OFFSETS, 0, 10, 6),
     (METADATA, 0, 13, 9),
     (OFFSET_COMMIT, 0, 9, 8),
@@ -114,8 +115,9 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (DESCRIBE_LOG_DIRS, 0, 4, 2),
     (CREATE_PARTITIONS, 0, 3, 2),
     (DELETE_GROUPS, 0, 2, 2),
+    (OFFSET_DELETE, 0, 0, i16::MAX),
     (ELECT_LEADERS, 0, 2, 2),
-    (ALTER_PARTITION_REASSIGNMENTS, 0, 0, 0),
+    (ALTER_PARTITION_REASSIGNMENTS, 0, 1, 0),
     (LIST_PARTITION_REASSIGNMENTS, 0, 0, 0),
     (INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
     (SASL_AUTHENTICATE, 0, 2, 2),
@@ -126,7 +128,7 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (DESCRIBE_CLUSTER, 0, 2, 0),
     (DESCRIBE_PRODUCERS, 0, 0, 0),
     (DESCRIBE_TRANSACTIONS, 0, 0, 0),
-    (LIST_TRANSACTIONS, 0, 1, 0),
+    (LIST_TRANSACTIONS, 0, 2, 0),
     (CONSUMER_GROUP_HEARTBEAT, 0, 1, 0),
     (CONSUMER_GROUP_DESCRIBE, 0, 1, 0),
     (DESCRIBE_TOPIC_PARTITIONS, 0, 0, 0),
@@ -193,6 +195,7 @@ pub enum Request {
     DescribeGroups(DescribeGroupsRequest),
     ListGroups(ListGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
+    OffsetDelete(OffsetDeleteRequest),
     InitProducerId(InitProducerIdRequest),
     OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
     AddPartitionsToTxn(AddPartitionsToTxnRequest),
@@ -290,6 +293,7 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         DESCRIBE_GROUPS => body(&mut r, version).map(Request::DescribeGroups),
         LIST_GROUPS => body(&mut r, version).map(Request::ListGroups),
         DELETE_GROUPS => body(&mut r, version).map(Request::DeleteGroups),
+        OFFSET_DELETE => body(&mut r, version).map(Request::OffsetDelete),
         INIT_PRODUCER_ID => body(&mut r, version).map(Request::InitProducerId),
         OFFSET_FOR_LEADER_EPOCH => body(&mut r, version).map(Request::OffsetForLeaderEpoch),
         ADD_PARTITIONS_TO_TXN => body(&mut r, version).map(Request::AddPartitionsToTxn),
@@ -475,6 +479,7 @@ throttled!(
     DescribeGroupsResponse,
     ListGroupsResponse,
     DeleteGroupsResponse,
+    OffsetDeleteResponse,
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupDescribeResponse,
     InitProducerIdResponse,

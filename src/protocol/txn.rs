@@ -211,6 +211,9 @@ crate::schema! {
         pub producer_id_filters: Vec<i64> => int64_array,
         /// v1+ (KIP-994): only transactions running longer than this many ms (-1: all).
         pub duration_filter: i64 = -1 => int64 if 1..,
+        /// v2+ (KIP-1152): only ids the whole of which this regular expression matches (null
+        /// or empty: all).
+        pub transactional_id_pattern: Option<String> => nullable_string if 2..,
     }
 }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// The Fetch version followers speak: topics by id (KIP-516), the replica's id and broker
 /// epoch in ReplicaState (KIP-903), KIP-320's epochs (last fetched, diverging).
-const FETCH_VERSION: i16 = 15;
+const FETCH_VERSION: i16 = 18;
 
 /// How long a connection to a leader or a fetch's answer (beyond its own wait) may take
 /// (Kafka's `replica.socket.timeout.ms`).
@@ -106,6 +106,8 @@ async fn request<H: Host>(host: &H, partitions: &[(Tp, i32)]) -> (FetchRequest, 
             last_fetched_epoch: p.latest_epoch().unwrap_or(-1),
             log_start_offset: p.log_start().get(),
             partition_max_bytes: settings.fetch_max_bytes,
+            // KIP-1166: the leader answers at once while this is behind its own.
+            high_watermark: p.high_watermark().get(),
             ..Default::default()
         };
         match topics.iter_mut().find(|t| t.topic == *topic) {

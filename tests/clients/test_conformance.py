@@ -532,11 +532,11 @@ def supported_table():
 
 def test_api_versions_v3_advertise_the_supported_table(broker):
     """KIP-511 (ApiVersions v3) and KIP-516: the broker advertises exactly the table of
-    src/protocol/mod.rs (`SUPPORTED`), with the newest versions: Produce 11, Fetch 17,
+    src/protocol/mod.rs (`SUPPORTED`), with the newest versions: Produce 11, Fetch 18,
     ListOffsets 10, Metadata 13, CreateTopics 7, DeleteTopics 6; kafka-python infers a broker
     version from them of at least (4, 0) (ListOffsets v10)."""
     table = supported_table()
-    newest = {0: 11, 1: 17, 2: 10, 3: 13, 19: 7, 20: 6}
+    newest = {0: 11, 1: 18, 2: 10, 3: 13, 19: 7, 20: 6}
     assert {k: table[k][1] for k in newest} == newest, "src/protocol/mod.rs: %r" % table
 
     r = call(broker, ApiVersionsRequest, 3, client_software_name="conformance", client_software_version="1")
@@ -746,7 +746,15 @@ def test_describe_groups_v6_and_metadata_v13(broker):
     GROUP_ID_NOT_FOUND and Kafka's message "Group <id> not found."; v5 answers it Dead with no
     error, as before. A group in use is described alike at v5 and v6. Metadata v13 (KIP-1102)
     carries a top-level ErrorCode, 0 as Kafka's broker answers it."""
-    r = call(broker, DescribeGroupsRequest, 6, groups=["nope"], include_authorized_operations=False)
+    # The first FindCoordinator creates __consumer_offsets; until it is there the group's
+    # coordinator is not available (COORDINATOR_NOT_AVAILABLE, retriable), as in Kafka.
+    deadline = time.time() + TIMEOUT
+    while True:
+        call(broker, FindCoordinatorRequest, 4, key_type=0, coordinator_keys=["nope"])
+        r = call(broker, DescribeGroupsRequest, 6, groups=["nope"], include_authorized_operations=False)
+        if r.groups[0].error_code != COORDINATOR_NOT_AVAILABLE or time.time() > deadline:
+            break
+        time.sleep(0.1)
     g = r.groups[0]
     assert (g.error_code, g.error_message, g.group_id, g.group_state) == (69, "Group nope not found.", "nope", "Dead"), r
     r = call(broker, DescribeGroupsRequest, 5, groups=["nope"], include_authorized_operations=False)
@@ -768,3 +776,126 @@ def test_describe_groups_v6_and_metadata_v13(broker):
     r = call(broker, MetadataRequest, 13, topics=None, allow_auto_topic_creation=False,
              include_topic_authorized_operations=False)
     assert r.error_code == NONE and "dg" in [t.name for t in r.topics], r
+
+
+def test_list_transactions_v2_pattern(broker):
+    """ListTransactions v2 (KIP-1152): TransactionalIdPattern keeps the ids the regular
+    expression matches whole, as Kafka's Pattern.matcher(id).matches() (a prefix alone matches
+    nothing); null or empty lists all; one that does not compile is INVALID_REGULAR_EXPRESSION
+    (128). v1 lists all, as before."""
+    from kafka.protocol.admin import ListTransactionsRequest
+    from test_transactions import txn_producer
+    producers = [txn_producer(broker.bootstrap, tid) for tid in ("alpha-1", "alpha-2", "beta-1")]
+
+    def listed(version, **fields):
+        r = call(broker, ListTransactionsRequest, version, state_filters=[], producer_id_filters=[],
+                 duration_filter=-1, **fields)
+        return r.error_code, sorted(t.transactional_id for t in r.transaction_states)
+
+    assert listed(2, transactional_id_pattern="alpha-.*") == (NONE, ["alpha-1", "alpha-2"])
+    assert listed(2, transactional_id_pattern="alpha") == (NONE, [])
+    assert listed(2, transactional_id_pattern=".*-1") == (NONE, ["alpha-1", "beta-1"])
+    assert listed(2, transactional_id_pattern=None) == (NONE, ["alpha-1", "alpha-2", "beta-1"])
+    assert listed(2, transactional_id_pattern="") == (NONE, ["alpha-1", "alpha-2", "beta-1"])
+    assert listed(2, transactional_id_pattern="[") == (128, [])
+    assert listed(1) == (NONE, ["alpha-1", "alpha-2", "beta-1"])
+    for p in producers:
+        p.flush(1)
+
+
+def test_alter_partition_reassignments_v1_and_fetch_v18(broker):
+    """AlterPartitionReassignments v1 (KIP-860): with AllowReplicationFactorChange false, a
+    target of another size than the partition's replication factor is INVALID_REPLICATION_FACTOR
+    (38) with Kafka's message; the flag is echoed. Fetch v18 (KIP-1166): a consumer's fetch reads
+    as v17's does (the request's HighWatermark tag is a follower's)."""
+    from kafka.protocol.admin import AlterPartitionReassignmentsRequest
+    produce(broker.bootstrap, "apr", [(None, b"v%d" % i, None) for i in range(3)])
+    r = call(broker, AlterPartitionReassignmentsRequest, 1, timeout_ms=10000, allow_replication_factor_change=False,
+             topics=[("apr", [(0, [0, 1])])])
+    p = r.responses[0].partitions[0]
+    assert (r.allow_replication_factor_change, p.error_code, p.error_message) == (
+        False, 38, "The replication factor is changed from 1 to 2"), r
+    r = call(broker, AlterPartitionReassignmentsRequest, 1, timeout_ms=10000, allow_replication_factor_change=True,
+             topics=[("apr", [(0, [0, 1])])])
+    assert r.allow_replication_factor_change is True and r.responses[0].partitions[0].error_code != 38, r
+    tid = metadata(broker, 12, ["apr"]).topics[0].topic_id
+    r = call(broker, FetchRequest, 18, replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20,
+             isolation_level=0, session_id=0, session_epoch=-1,
+             topics=[(tid, [(0, -1, 0, -1, -1, 1 << 20)])], forgotten_topics_data=[], rack_id="")
+    part = r.responses[0].partitions[0]
+    assert part.error_code == NONE and part.high_watermark == 3 and part.records, r
+
+
+# ---------------------------------------------------------------------------------------------
+# The ApiVersions table against Kafka 4.1's
+# ---------------------------------------------------------------------------------------------
+
+# What a Kafka 4.1.0 broker advertises in ApiVersions with its defaults (no telemetry receiver,
+# unstable versions off): (min, max) per API key. Read from Kafka's message definitions
+# (clients/src/main/resources/common/message/*Request.json, the APIs whose "listeners" include
+# "broker") and ApiVersionsResponse.filterApis at commit 13f70256db3c ("Bump version to
+# 4.1.0"); Produce's min is advertised as 0 there (KAFKA-18659).
+KAFKA_41 = {
+    0: (0, 13), 1: (4, 18), 2: (1, 10), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 9),
+    12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (2, 7),
+    20: (1, 6), 21: (0, 2), 22: (0, 5), 23: (2, 4), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (1, 1),
+    28: (0, 5), 29: (1, 3), 30: (1, 3), 31: (1, 3), 32: (1, 4), 33: (0, 2), 34: (1, 2), 35: (1, 4),
+    36: (0, 2), 37: (0, 3), 38: (1, 3), 39: (1, 2), 40: (1, 2), 41: (1, 3), 42: (0, 2), 43: (0, 2),
+    44: (0, 1), 45: (0, 1), 46: (0, 0), 47: (0, 0), 48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0),
+    55: (0, 2), 57: (0, 2), 60: (0, 2), 61: (0, 0), 64: (0, 0), 65: (0, 0), 66: (0, 2), 68: (0, 1),
+    69: (0, 1), 74: (0, 1), 75: (0, 0), 76: (1, 1), 77: (1, 1), 78: (1, 1), 79: (1, 1), 80: (0, 0),
+    81: (0, 0), 83: (0, 0), 84: (0, 0), 85: (0, 0), 86: (0, 0), 87: (0, 0), 90: (0, 0), 91: (0, 0),
+    92: (0, 0),
+}
+
+# APIs a Kafka 4.1 broker serves that tidemark does not, each with the reason.
+LEFT_OUT = {
+    34: "AlterReplicaLogDirs: moving replicas between log directories comes with several data directories",
+    38: "CreateDelegationToken: delegation tokens come with the cluster's own security",
+    39: "RenewDelegationToken: delegation tokens come with the cluster's own security",
+    40: "ExpireDelegationToken: delegation tokens come with the cluster's own security",
+    41: "DescribeDelegationToken: delegation tokens come with the cluster's own security",
+    55: "DescribeQuorum: the quorum's APIs come with isolated controllers and the dynamic quorum",
+    57: "UpdateFeatures: comes with transactions v2 and the finalized features it sets",
+    64: "UnregisterBroker: the quorum's APIs come with isolated controllers and the dynamic quorum",
+    74: "ListConfigResources: with the configuration resources' listing",
+    76: "ShareGroupHeartbeat: share groups (KIP-932)",
+    77: "ShareGroupDescribe: share groups (KIP-932)",
+    78: "ShareFetch: share groups (KIP-932)",
+    79: "ShareAcknowledge: share groups (KIP-932)",
+    80: "AddRaftVoter: the dynamic quorum",
+    81: "RemoveRaftVoter: the dynamic quorum",
+    83: "InitializeShareGroupState: share groups (KIP-932)",
+    84: "ReadShareGroupState: share groups (KIP-932)",
+    85: "WriteShareGroupState: share groups (KIP-932)",
+    86: "DeleteShareGroupState: share groups (KIP-932)",
+    87: "ReadShareGroupStateSummary: share groups (KIP-932)",
+    90: "DescribeShareGroupOffsets: share groups (KIP-932)",
+    91: "AlterShareGroupOffsets: share groups (KIP-932)",
+    92: "DeleteShareGroupOffsets: share groups (KIP-932)",
+}
+
+# APIs tidemark serves below Kafka 4.1's newest version: (tidemark's newest, the reason).
+BEHIND = {
+    0: (11, "Produce v12 (transactions v2: a partition joins its transaction on its first write) and v13 (topic ids)"),
+    22: (4, "InitProducerId v5: with transactions v2"),
+    24: (4, "AddPartitionsToTxn v5: with transactions v2"),
+    26: (4, "EndTxn v5: transactions v2's epoch bump at every commit or abort"),
+    28: (4, "TxnOffsetCommit v5: transactions v2's implicit AddOffsetsToTxn"),
+}
+
+
+def test_api_versions_against_kafka_4_1(broker):
+    """Every API a Kafka 4.1 broker advertises is advertised here at least at Kafka 4.1's newest
+    version (and from no later a version than its oldest), except those in LEFT_OUT and BEHIND,
+    each with its reason; nothing is advertised that Kafka 4.1 does not serve. The lists are
+    exact: an API that catches up must leave them."""
+    r = call(broker, ApiVersionsRequest, 3, client_software_name="conformance", client_software_version="1")
+    ours = {a.api_key: (a.min_version, a.max_version) for a in r.api_keys}
+    assert not set(ours) - set(KAFKA_41), "advertised, not served by Kafka 4.1: %r" % sorted(set(ours) - set(KAFKA_41))
+    missing = sorted(set(KAFKA_41) - set(ours))
+    assert missing == sorted(LEFT_OUT), "not served: %r; LEFT_OUT lists %r" % (missing, sorted(LEFT_OUT))
+    behind = {k: ours[k][1] for k, (lo, hi) in KAFKA_41.items() if k in ours and ours[k][1] < hi}
+    assert behind == {k: v for k, (v, _) in BEHIND.items()}, "behind Kafka 4.1: %r" % behind
+    too_new_min = {k: ours[k][0] for k, (lo, hi) in KAFKA_41.items() if k in ours and ours[k][0] > lo}
+    assert not too_new_min, "oldest version newer than Kafka 4.1's: %r" % too_new_min

@@ -257,3 +257,57 @@ def test_cooperative_rebalance_keeps_partitions(broker):
     assert len(revoked) == 2 and not set(revoked) & set(parts(c1)), "only the moved partitions were revoked"
     c2.close()
     c1.close()
+
+
+def test_offset_delete(broker):
+    """OffsetDelete (KIP-496, `kafka-consumer-groups --delete-offsets`) with kafka-python's
+    admin, as Kafka 4.1's broker answers it: while a classic consumer subscribed to topic A is
+    in the group, A's offsets stay (GROUP_SUBSCRIBED_TO_TOPIC) and B's go (no error); an unknown
+    topic is UNKNOWN_TOPIC_OR_PARTITION; once the group is empty A's go too; an unknown group is
+    GROUP_ID_NOT_FOUND for the whole request. Deletions are tombstones in __consumer_offsets:
+    they hold across a restart."""
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTP
+    from kafka.errors import GroupIdNotFoundError
+    b = broker.bootstrap
+    create(b, "od-a", partitions=2)
+    create(b, "od-b")
+    produce(b, "od-a", [(None, b"x", None)] * 4)
+    c = Consumer({"bootstrap.servers": b, "group.id": "od", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "group.protocol": "classic"})
+    c.subscribe(["od-a"])
+    deadline = time.time() + TIMEOUT
+    while not c.assignment() and time.time() < deadline:
+        c.poll(0.2)
+    assert len(c.assignment()) == 2
+    c.commit(offsets=[TopicPartition("od-a", 0, 3), TopicPartition("od-a", 1, 1), TopicPartition("od-b", 0, 5)],
+             asynchronous=False)
+
+    def committed():
+        probe = Consumer({"bootstrap.servers": b, "group.id": "od"})
+        try:
+            tps = probe.committed([TopicPartition("od-a", 0), TopicPartition("od-a", 1), TopicPartition("od-b", 0)],
+                                  timeout=TIMEOUT)
+            return {(tp.topic, tp.partition): tp.offset for tp in tps}
+        finally:
+            probe.close()
+
+    NONE_SET = -1001  # librdkafka's OFFSET_INVALID: no committed offset
+    admin = KafkaAdminClient(bootstrap_servers=b, request_timeout_ms=TIMEOUT * 1000)
+    try:
+        r = admin.delete_group_offsets("od", [KTP("od-a", 0), KTP("od-b", 0), KTP("od-none", 0)])
+        assert {(tp.topic, tp.partition): e.__name__ for tp, e in r.items()} == {
+            ("od-a", 0): "GroupSubscribedToTopicError", ("od-b", 0): "NoError",
+            ("od-none", 0): "UnknownTopicOrPartitionError"}, r
+        assert committed() == {("od-a", 0): 3, ("od-a", 1): 1, ("od-b", 0): NONE_SET}
+        c.close()
+        r = admin.delete_group_offsets("od", [KTP("od-a", 0)])
+        assert {(tp.topic, tp.partition): e.__name__ for tp, e in r.items()} == {("od-a", 0): "NoError"}, r
+        with pytest.raises(GroupIdNotFoundError):
+            admin.delete_group_offsets("no-such-group", [KTP("od-a", 0)])
+    finally:
+        admin.close()
+    assert committed() == {("od-a", 0): NONE_SET, ("od-a", 1): 1, ("od-b", 0): NONE_SET}
+    broker.stop()
+    broker.start()
+    assert committed() == {("od-a", 0): NONE_SET, ("od-a", 1): 1, ("od-b", 0): NONE_SET}

@@ -63,6 +63,7 @@ fn requests(out: &Path) {
                         partitions: vec![FetchPartition {
                             partition_max_bytes: 1 << 20,
                             replica_directory_id: [9; 16],
+                            high_watermark: 42,
                             ..Default::default()
                         }],
                         ..Default::default()
@@ -87,6 +88,15 @@ fn requests(out: &Path) {
                 32 => frame(api, v, DescribeConfigsRequest::default()),
                 33 => frame(api, v, AlterConfigsRequest::default()),
                 42 => frame(api, v, DeleteGroupsRequest::default()),
+                47 => frame(api, v, OffsetDeleteRequest {
+                    group_id: "g".into(),
+                    topics: vec![OffsetDeleteRequestTopic {
+                        name: "t".into(),
+                        partitions: vec![OffsetDeleteRequestPartition { partition_index: 0, ..Default::default() }],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
                 44 => frame(api, v, AlterConfigsRequest { incremental: true, ..Default::default() }),
                 21 => frame(api, v, DeleteRecordsRequest {
                     topics: vec![DeleteRecordsTopic {

@@ -265,6 +265,15 @@ impl ConsumerGroup {
         }
     }
 
+    /// Kafka's `ModernGroup.isSubscribedToTopic`: a member names `topic`, or its regular
+    /// expression matched it at the last target computation.
+    pub fn subscribed_to(&self, topic: &str) -> bool {
+        self.members.values().any(|m| {
+            m.subscribed.iter().any(|t| t == topic)
+                || m.regex.as_ref().and_then(|r| self.resolved.get(r)).is_some_and(|ts| ts.iter().any(|t| t == topic))
+        })
+    }
+
     pub fn members(&self) -> impl Iterator<Item = &Member> {
         self.members.values()
     }

@@ -714,6 +714,13 @@ impl Group {
         }
     }
 
+    /// The chosen protocol's metadata of each member (a consumer's subscription), or `None`
+    /// while no generation has chosen a protocol.
+    pub fn member_metadata(&self) -> Option<Vec<Bytes>> {
+        let protocol = self.protocol.as_ref()?;
+        Some(self.members.values().map(|m| m.metadata_for(protocol)).collect())
+    }
+
     /// DeleteGroups may delete only a group without members.
     pub fn deletable(&self) -> Result<(), GroupError> {
         if self.members.is_empty() {

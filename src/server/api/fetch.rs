@@ -317,7 +317,9 @@ pub async fn handle(cx: &mut Cx<'_>, mut f: FetchRequest) -> FetchResponse {
             .flat_map(|t| &t.partitions)
             .any(|p| p.error_code != code::NONE || p.diverging_epoch.end_offset >= 0);
         let left = deadline.saturating_duration_since(Instant::now());
-        if pass.bytes >= f.min_bytes.max(0) as usize || has_error || left.is_zero() {
+        // KIP-1166 (v18): a follower whose high watermark is behind this leader's learns it now.
+        let behind = follower && follower_behind(&f, &pass.resp);
+        if pass.bytes >= f.min_bytes.max(0) as usize || has_error || behind || left.is_zero() {
             // KIP-219: over its consumer_byte_rate, the client gets nothing now (the bytes are
             // not counted) and is throttled.
             let throttle_time_ms = if follower { 0 } else { cx.quota(CONSUMER_BYTE_RATE, pass.bytes as f64, false) };
@@ -611,4 +613,22 @@ fn down_convert(
             Err(code::CORRUPT_MESSAGE)
         }
     }
+}
+
+/// Whether a follower's fetch names, for some partition, a high watermark (KIP-1166, v18) below
+/// the one this answer carries, so that it should not wait for data to learn the new one.
+fn follower_behind(f: &FetchRequest, resp: &FetchResponse) -> bool {
+    resp.topics.iter().any(|t| {
+        let asked =
+            f.topics.iter().find(|a| if a.topic_id != [0; 16] { a.topic_id == t.topic_id } else { a.topic == t.topic });
+        asked.is_some_and(|a| {
+            t.partitions.iter().any(|p| {
+                a.partitions.iter().any(|q| {
+                    q.partition == p.partition_index
+                        && q.high_watermark != i64::MAX
+                        && q.high_watermark < p.high_watermark
+                })
+            })
+        })
+    })
 }

@@ -359,6 +359,82 @@ pub async fn delete_groups(cx: &mut Cx<'_>, d: DeleteGroupsRequest) -> DeleteGro
     DeleteGroupsResponse { results, ..Default::default() }
 }
 
+#[derive(Debug)]
+struct DeleteOffsets(String, Vec<(String, Vec<i32>)>);
+
+impl ShardCall<Shard> for DeleteOffsets {
+    type Reply = Result<crate::coordinator::group::Deleted, ErrorCode>;
+    const NAME: &'static str = "delete-offsets";
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        shard.coordinator().delete_offsets(&self.0, self.1).await
+    }
+}
+
+/// OffsetDelete (KIP-496), as Kafka's `handleOffsetDeleteRequest`: DELETE on the group (else
+/// GROUP_AUTHORIZATION_FAILED for the whole request), then READ on each topic
+/// (TOPIC_AUTHORIZATION_FAILED on its partitions) and the partition's existence
+/// (UNKNOWN_TOPIC_OR_PARTITION); the rest go to the group's coordinator, which is asked even when
+/// none is left so that the group is checked. A whole-request error from it (GROUP_ID_NOT_FOUND,
+/// NON_EMPTY_GROUP, ...) replaces the per-partition answers, as Kafka's response merge does.
+pub async fn offset_delete(cx: &mut Cx<'_>, r: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    if !group_allowed(cx, Operation::Delete, &r.group_id) {
+        cx.release_turn();
+        return OffsetDeleteResponse { error_code: code::GROUP_AUTHORIZATION_FAILED, ..Default::default() };
+    }
+    let mut local: Vec<OffsetDeleteResponseTopic> = Vec::new();
+    let mut asked: Vec<(String, Vec<i32>)> = Vec::new();
+    for t in r.topics {
+        let indexes: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
+        let refuse = |error_code| OffsetDeleteResponseTopic {
+            name: t.name.clone(),
+            partitions: indexes
+                .iter()
+                .map(|&partition_index| OffsetDeleteResponsePartition {
+                    partition_index,
+                    error_code,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        if !cx.allowed(Operation::Read, ResourceType::Topic, &t.name) {
+            local.push(refuse(code::TOPIC_AUTHORIZATION_FAILED));
+            continue;
+        }
+        let (known, unknown): (Vec<i32>, Vec<i32>) =
+            indexes.iter().partition(|&&p| cx.shard.leadership(&t.name, p).is_some());
+        if !unknown.is_empty() {
+            let mut r = refuse(code::UNKNOWN_TOPIC_OR_PARTITION);
+            r.partitions.retain(|p| unknown.contains(&p.partition_index));
+            local.push(r);
+        }
+        if !known.is_empty() {
+            asked.push((t.name, known));
+        }
+    }
+    let group = r.group_id.clone();
+    match to_coordinator(cx, &group, DeleteOffsets(r.group_id, asked)).await.and_then(|r| r) {
+        Ok(deleted) => {
+            local.extend(deleted.into_iter().map(|(name, partitions)| {
+                OffsetDeleteResponseTopic {
+                    name,
+                    partitions: partitions
+                        .into_iter()
+                        .map(|(partition_index, error_code)| OffsetDeleteResponsePartition {
+                            partition_index,
+                            error_code,
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }
+            }));
+            OffsetDeleteResponse { topics: local, ..Default::default() }
+        }
+        Err(error_code) => OffsetDeleteResponse { error_code, ..Default::default() },
+    }
+}
+
 /// The node leading the partition of `key` in the offsets topic (or, `txn`, the transaction
 /// state topic): (id, host, port) as a client of this listener reaches it.
 async fn coordinator_node(cx: &Cx<'_>, key: &str, txn: bool) -> Option<(i32, String, i32)> {

@@ -260,6 +260,7 @@ async fn dispatch(
         Request::DescribeGroups(r) => answer!(groups::describe_groups(cx, r).await),
         Request::ListGroups(r) => answer!(groups::list_groups(cx, r).await),
         Request::DeleteGroups(r) => answer!(groups::delete_groups(cx, r).await),
+        Request::OffsetDelete(r) => answer!(groups::offset_delete(cx, r).await),
         Request::ConsumerGroupHeartbeat(r) => answer!(consumer_groups::heartbeat(cx, r).await),
         Request::ConsumerGroupDescribe(r) => answer!(consumer_groups::describe(cx, r).await),
         Request::InitProducerId(r) => answer!(producers::init_producer_id(cx, r).await),

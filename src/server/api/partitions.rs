@@ -103,16 +103,43 @@ pub async fn alter_reassignments(
             ..Default::default()
         };
     }
+    let allow_rf_change = req.allow_replication_factor_change;
     let mut asked = Vec::new();
     let mut targets = Vec::new();
+    // KIP-860 (v1): a target of another size than the replication factor, refused up front.
+    let mut refused: Vec<Option<(ErrorCode, Option<String>)>> = Vec::new();
     for t in req.topics {
         for p in t.partitions {
+            let changed = match (&p.replicas, shard.leadership(&t.name, p.partition_index)) {
+                (Some(r), Some(l)) if !allow_rf_change => {
+                    // Kafka's count: the replicas and those being added, less those being removed.
+                    let mut set: std::collections::BTreeSet<i32> =
+                        l.replicas.iter().chain(&l.adding).copied().collect();
+                    l.removing.iter().for_each(|r| {
+                        set.remove(r);
+                    });
+                    let rf = set.len();
+                    (r.len() != rf).then(|| {
+                        let why = format!("The replication factor is changed from {rf} to {}", r.len());
+                        (code::INVALID_REPLICATION_FACTOR, Some(why))
+                    })
+                }
+                _ => None,
+            };
             asked.push((t.name.clone(), p.partition_index));
-            targets.push((t.name.clone(), p.partition_index, p.replicas));
+            if changed.is_none() {
+                targets.push((t.name.clone(), p.partition_index, p.replicas));
+            }
+            refused.push(changed);
         }
     }
     let outcomes = if shard.config().cluster.is_some() {
-        on_shard0(cx, MetaCommand::Reassign { partitions: targets }, asked.len()).await
+        let n = targets.len();
+        if n == 0 {
+            Vec::new()
+        } else {
+            on_shard0(cx, MetaCommand::Reassign { partitions: targets }, n).await
+        }
     } else {
         let node = shard.config().node_id;
         let standalone = |(t, p, target): &(String, i32, Option<Vec<i32>>)| match (shard.leadership(t, *p), target) {
@@ -128,6 +155,12 @@ pub async fn alter_reassignments(
         };
         targets.iter().map(standalone).collect()
     };
+    // The refused ones back in their places among the outcomes of the others.
+    let mut rest = outcomes.into_iter();
+    let outcomes: Vec<_> = refused
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| rest.next().unwrap_or((code::UNKNOWN_SERVER_ERROR, None))))
+        .collect();
     let make = |partition_index, (error_code, error_message)| ReassignablePartitionResponse {
         partition_index,
         error_code,
@@ -138,7 +171,11 @@ pub async fn alter_reassignments(
         .into_iter()
         .map(|(name, partitions)| ReassignableTopicResponse { name, partitions, ..Default::default() })
         .collect();
-    AlterPartitionReassignmentsResponse { responses, ..Default::default() }
+    AlterPartitionReassignmentsResponse {
+        responses,
+        allow_replication_factor_change: allow_rf_change,
+        ..Default::default()
+    }
 }
 
 /// ListPartitionReassignments: the reassignments under way of the partitions named (none named:

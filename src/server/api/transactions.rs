@@ -466,9 +466,21 @@ impl ShardCall<Shard> for ListTxns {
 }
 
 /// ListTransactions (KIP-664): every shard's ids the client may DESCRIBE; unknown state
-/// names come back in `unknown_state_filters` (and match nothing).
+/// names come back in `unknown_state_filters` (and match nothing); from v2 (KIP-1152) only the
+/// ids a regular expression matches whole (Kafka: `Pattern.matcher(id).matches()`; here Rust's
+/// `regex` syntax, which has no look-around or back-references), INVALID_REGULAR_EXPRESSION
+/// when it does not compile.
 pub async fn list(cx: &mut Cx<'_>, r: ListTransactionsRequest) -> ListTransactionsResponse {
     cx.release_turn();
+    let pattern = match r.transactional_id_pattern.as_deref().filter(|p| !p.is_empty()) {
+        None => None,
+        Some(p) => match regex::Regex::new(&format!("^(?:{p})$")) {
+            Ok(re) => Some(re),
+            Err(_) => {
+                return ListTransactionsResponse { error_code: code::INVALID_REGULAR_EXPRESSION, ..Default::default() }
+            }
+        },
+    };
     let mut states = Vec::new();
     let mut unknown_state_filters = Vec::new();
     for s in &r.state_filters {
@@ -491,7 +503,7 @@ pub async fn list(cx: &mut Cx<'_>, r: ListTransactionsRequest) -> ListTransactio
             }
         };
         for (id, producer_id, state) in listed {
-            if id_allowed(cx, Operation::Describe, &id) {
+            if id_allowed(cx, Operation::Describe, &id) && pattern.as_ref().is_none_or(|re| re.is_match(&id)) {
                 transaction_states.push(ListedTransaction {
                     transactional_id: id,
                     producer_id,
