@@ -223,6 +223,10 @@ fn gen_request(api: i16, version: i16, g: &mut Gen) -> Request {
             timeout_ms: g.i32(),
             tags: g.tags(),
         }),
+        LIST_CONFIG_RESOURCES => Request::ListConfigResources(ListConfigResourcesRequest {
+            resource_types: (0..g.len()).map(|_| g.i8()).collect(),
+            tags: g.tags(),
+        }),
         DESCRIBE_CONFIGS => Request::DescribeConfigs(DescribeConfigsRequest {
             resources: (0..g.len())
                 .map(|_| DescribeConfigsResource {
@@ -766,6 +770,7 @@ fn encode_any_request(header: &RequestHeader, req: Request) -> Bytes {
         Request::CreateTopics(mut m) => encode_request(header, &mut m),
         Request::DeleteTopics(mut m) => encode_request(header, &mut m),
         Request::DescribeConfigs(mut m) => encode_request(header, &mut m),
+        Request::ListConfigResources(mut m) => encode_request(header, &mut m),
         Request::AlterConfigs(mut m) => encode_request(header, &mut m),
         Request::FindCoordinator(mut m) => encode_request(header, &mut m),
         Request::OffsetCommit(mut m) => encode_request(header, &mut m),
@@ -832,6 +837,7 @@ fn round_trip_request(req: Request, version: i16) {
         Request::CreateTopics(mut m) => round_trip(&mut m, CREATE_TOPICS, version),
         Request::DeleteTopics(mut m) => round_trip(&mut m, DELETE_TOPICS, version),
         Request::DescribeConfigs(mut m) => round_trip(&mut m, DESCRIBE_CONFIGS, version),
+        Request::ListConfigResources(mut m) => round_trip(&mut m, LIST_CONFIG_RESOURCES, version),
         Request::AlterConfigs(mut m) => {
             let api = if m.incremental { INCREMENTAL_ALTER_CONFIGS } else { ALTER_CONFIGS };
             let back = AlterConfigsRequest { incremental: m.incremental, ..Default::default() };
@@ -890,6 +896,7 @@ fn api_of(r: &Request) -> i16 {
         Request::CreateTopics(_) => CREATE_TOPICS,
         Request::DeleteTopics(_) => DELETE_TOPICS,
         Request::DescribeConfigs(_) => DESCRIBE_CONFIGS,
+        Request::ListConfigResources(_) => LIST_CONFIG_RESOURCES,
         Request::AlterConfigs(m) if m.incremental => INCREMENTAL_ALTER_CONFIGS,
         Request::AlterConfigs(_) => ALTER_CONFIGS,
         Request::FindCoordinator(_) => FIND_COORDINATOR,
@@ -1216,6 +1223,18 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                         error_message: g.opt_string(),
                         tags: g.tags(),
                     })
+                    .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        LIST_CONFIG_RESOURCES => out.take(
+            &mut ListConfigResourcesResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                config_resources: (0..g.len())
+                    .map(|_| ConfigResourceListed { resource_name: g.string(), resource_type: g.i8(), tags: g.tags() })
                     .collect(),
                 tags: g.tags(),
             },
@@ -3403,6 +3422,42 @@ fn offset_delete_exact_bytes() {
                 }],
                 ..Default::default()
             }],
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn list_config_resources_exact_bytes() {
+    // v1 (flexible): ResourceTypes (compact int8 array).
+    check_request(
+        LIST_CONFIG_RESOURCES,
+        1,
+        B::default().carr(2).i8(2).i8(4).tags(),
+        ListConfigResourcesRequest { resource_types: vec![2, 4], ..Default::default() },
+        |r| if let Request::ListConfigResources(m) = r { Some(m) } else { None },
+    );
+    // ThrottleTimeMs, ErrorCode, ConfigResources [ResourceName, ResourceType (v1+)].
+    check_response(
+        LIST_CONFIG_RESOURCES,
+        1,
+        B::default().i32(0).i16(0).carr(1).cs("t").i8(2).tags().tags(),
+        ListConfigResourcesResponse {
+            config_resources: vec![ConfigResourceListed {
+                resource_name: "t".into(),
+                resource_type: 2,
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    );
+    // v0: the name only (a client metrics resource).
+    check_response(
+        LIST_CONFIG_RESOURCES,
+        0,
+        B::default().i32(0).i16(0).carr(1).cs("m").tags().tags(),
+        ListConfigResourcesResponse {
+            config_resources: vec![ConfigResourceListed { resource_name: "m".into(), ..Default::default() }],
             ..Default::default()
         },
     );

@@ -31,6 +31,7 @@ fn encode(h: &RequestHeader, req: Request) -> Option<Bytes> {
         Request::CreateTopics(mut m) => encode_request(h, &mut m),
         Request::DeleteTopics(mut m) => encode_request(h, &mut m),
         Request::DescribeConfigs(mut m) => encode_request(h, &mut m),
+        Request::ListConfigResources(mut m) => encode_request(h, &mut m),
         Request::AlterConfigs(mut m) => encode_request(h, &mut m),
         Request::FindCoordinator(mut m) => encode_request(h, &mut m),
         Request::OffsetCommit(mut m) => encode_request(h, &mut m),

@@ -428,3 +428,29 @@ crate::schema! {
         pub topics: Vec<OngoingTopicReassignment> => array,
     }
 }
+
+// ---------------------------------------------------------------- ListConfigResources (74)
+
+crate::schema! {
+    pub struct ListConfigResourcesRequest {
+        /// v1+ (KIP-1142): the resource types to list (empty: every type listed); v0 lists
+        /// client metrics resources only.
+        pub resource_types: Vec<i8> => int8_array if 1..,
+    }
+}
+
+crate::schema! {
+    pub struct ConfigResourceListed {
+        pub resource_name: String => string,
+        /// v1+; 16 (client metrics) is what a v0 answer means.
+        pub resource_type: i8 = 16 => int8 if 1..,
+    }
+}
+
+crate::schema! {
+    pub struct ListConfigResourcesResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+        pub config_resources: Vec<ConfigResourceListed> => array,
+    }
+}

@@ -77,6 +77,7 @@ pub const DESCRIBE_TRANSACTIONS: i16 = 65;
 pub const LIST_TRANSACTIONS: i16 = 66;
 pub const CONSUMER_GROUP_HEARTBEAT: i16 = 68;
 pub const CONSUMER_GROUP_DESCRIBE: i16 = 69;
+pub const LIST_CONFIG_RESOURCES: i16 = 74;
 pub const DESCRIBE_TOPIC_PARTITIONS: i16 = 75;
 
 /// What tidemark implements: (API key, min version, max version, first flexible version).
@@ -131,6 +132,7 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (LIST_TRANSACTIONS, 0, 2, 0),
     (CONSUMER_GROUP_HEARTBEAT, 0, 1, 0),
     (CONSUMER_GROUP_DESCRIBE, 0, 1, 0),
+    (LIST_CONFIG_RESOURCES, 0, 1, 0),
     (DESCRIBE_TOPIC_PARTITIONS, 0, 0, 0),
 ];
 
@@ -183,6 +185,7 @@ pub enum Request {
     CreateTopics(CreateTopicsRequest),
     DeleteTopics(DeleteTopicsRequest),
     DescribeConfigs(DescribeConfigsRequest),
+    ListConfigResources(ListConfigResourcesRequest),
     /// AlterConfigs or IncrementalAlterConfigs (`incremental` tells which).
     AlterConfigs(AlterConfigsRequest),
     FindCoordinator(FindCoordinatorRequest),
@@ -279,6 +282,7 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         CREATE_TOPICS => body(&mut r, version).map(Request::CreateTopics),
         DELETE_TOPICS => body(&mut r, version).map(Request::DeleteTopics),
         DESCRIBE_CONFIGS => body(&mut r, version).map(Request::DescribeConfigs),
+        LIST_CONFIG_RESOURCES => body(&mut r, version).map(Request::ListConfigResources),
         ALTER_CONFIGS | INCREMENTAL_ALTER_CONFIGS => {
             let mut m = AlterConfigsRequest { incremental: api == INCREMENTAL_ALTER_CONFIGS, ..Default::default() };
             m.codec(&mut r, version).map(|_| Request::AlterConfigs(m))
@@ -468,6 +472,7 @@ throttled!(
     AlterPartitionReassignmentsResponse,
     ListPartitionReassignmentsResponse,
     DescribeConfigsResponse,
+    ListConfigResourcesResponse,
     AlterConfigsResponse,
     FindCoordinatorResponse,
     JoinGroupResponse,

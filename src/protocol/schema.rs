@@ -226,6 +226,10 @@ pub mod kind {
         super::super::codec::nullable_array(c, f, |c, t| t.codec(c, v))
     }
 
+    pub fn int8_array<C: Codec>(c: &mut C, f: &mut Vec<i8>, _: i16) -> ProtoResult<()> {
+        super::super::codec::array(c, f, |c, x| c.i8(x))
+    }
+
     pub fn int32_array<C: Codec>(c: &mut C, f: &mut Vec<i32>, _: i16) -> ProtoResult<()> {
         super::super::codec::array(c, f, |c, x| c.i32(x))
     }

@@ -31,7 +31,7 @@ from kafka.protocol.producer import ProduceRequest
 
 from conftest import BIN
 from test_bad_input import crc32c, v2_batch, v2_values
-from test_clients import TIMEOUT, consume, produce
+from test_clients import TIMEOUT, consume, create, produce
 
 # Kafka error codes.
 NONE = 0
@@ -858,7 +858,6 @@ LEFT_OUT = {
     55: "DescribeQuorum: the quorum's APIs come with isolated controllers and the dynamic quorum",
     57: "UpdateFeatures: comes with transactions v2 and the finalized features it sets",
     64: "UnregisterBroker: the quorum's APIs come with isolated controllers and the dynamic quorum",
-    74: "ListConfigResources: with the configuration resources' listing",
     76: "ShareGroupHeartbeat: share groups (KIP-932)",
     77: "ShareGroupDescribe: share groups (KIP-932)",
     78: "ShareFetch: share groups (KIP-932)",
@@ -899,3 +898,24 @@ def test_api_versions_against_kafka_4_1(broker):
     assert behind == {k: v for k, (v, _) in BEHIND.items()}, "behind Kafka 4.1: %r" % behind
     too_new_min = {k: ours[k][0] for k, (lo, hi) in KAFKA_41.items() if k in ours and ours[k][0] > lo}
     assert not too_new_min, "oldest version newer than Kafka 4.1's: %r" % too_new_min
+
+
+def test_list_config_resources(broker):
+    """ListConfigResources (KIP-1142) as Kafka 4.1 answers it: v1 lists, in Kafka's order, each
+    broker's id as a broker logger (8) and as a broker (4), then every topic (2), internal ones
+    included; the types asked filter it; a type it does not list is UNSUPPORTED_VERSION (35); v0
+    lists client metrics resources only (tidemark has none)."""
+    from kafka.protocol.admin import ListConfigResourcesRequest
+    create(broker.bootstrap, "lcr")
+
+    def listed(version, **fields):
+        r = call(broker, ListConfigResourcesRequest, version, **fields)
+        return r.error_code, [(c.resource_name, getattr(c, "resource_type", 16)) for c in r.config_resources]
+
+    error, all_types = listed(1, resource_types=[])
+    assert error == NONE and all_types[:2] == [("0", 8), ("0", 4)], all_types
+    assert ("lcr", 2) in all_types[2:] and {t for _, t in all_types[2:]} == {2}, all_types
+    assert listed(1, resource_types=[4]) == (NONE, [("0", 4)])
+    assert listed(1, resource_types=[2, 16, 32])[1] == all_types[2:]
+    assert listed(1, resource_types=[3]) == (UNSUPPORTED_VERSION, [])
+    assert listed(0) == (NONE, [])

@@ -122,6 +122,7 @@ fn requests(out: &Path) {
                     ..Default::default()
                 }),
                 60 => frame(api, v, DescribeClusterRequest::default()),
+                74 => frame(api, v, ListConfigResourcesRequest { resource_types: vec![2, 4], ..Default::default() }),
                 68 => frame(api, v, ConsumerGroupHeartbeatRequest {
                     group_id: "g".into(),
                     member_id: "m".into(),

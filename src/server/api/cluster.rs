@@ -236,6 +236,11 @@ async fn cluster_view(cx: &Cx<'_>) -> (i32, Vec<Listed>, String) {
     (leader.map_or(-1, |l| l as i32), out, cluster_id)
 }
 
+/// The ids of the brokers a client of this listener sees (those of [`cluster_view`]).
+pub(super) async fn broker_ids(cx: &Cx<'_>) -> Vec<i32> {
+    cluster_view(cx).await.1.into_iter().map(|b| b.id).collect()
+}
+
 /// Where a client of this listener reaches node `id` (this node, or an unfenced broker of
 /// the cluster): (id, host, port).
 pub(super) async fn node_endpoint(cx: &Cx<'_>, id: i32) -> Option<(i32, String, i32)> {

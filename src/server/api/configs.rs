@@ -4,6 +4,7 @@
 //! are [`crate::server::configs`]'.
 
 use crate::config::{ConfigType, TOPIC_KEYS};
+use crate::protocol::admin::{ConfigResourceListed, ListConfigResourcesRequest, ListConfigResourcesResponse};
 use crate::protocol::errors as code;
 use crate::protocol::messages::*;
 use crate::security::acl::{Operation, ResourceType};
@@ -227,6 +228,52 @@ fn describe_broker(
     configs.sort_by(|a, b| a.name.cmp(&b.name));
     configs.dedup_by(|a, b| a.name == b.name);
     DescribeConfigsResult { configs, ..Default::default() }
+}
+
+/// ListConfigResources (74, KIP-1142), as Kafka's `handleListConfigResources`: DESCRIBE_CONFIGS
+/// on the cluster (else CLUSTER_AUTHORIZATION_FAILED); v0 lists client metrics resources, v1
+/// the types asked (none asked: every type it lists), a type it does not list
+/// UNSUPPORTED_VERSION. Listed, in Kafka's order: groups with settings of their own and client
+/// metrics subscriptions (tidemark has neither kind of setting: none), each broker's id as a
+/// broker logger and as a broker, and every topic, internal ones included.
+pub async fn list_config_resources(cx: &mut Cx<'_>, r: ListConfigResourcesRequest) -> ListConfigResourcesResponse {
+    const BROKER_LOGGER: i8 = 8;
+    const CLIENT_METRICS: i8 = 16;
+    const GROUP: i8 = 32;
+    if !cx.allowed_on_cluster(Operation::DescribeConfigs) {
+        cx.release_turn();
+        return ListConfigResourcesResponse { error_code: code::CLUSTER_AUTHORIZATION_FAILED, ..Default::default() };
+    }
+    let listed: &[i8] = if cx.version() >= 1 {
+        &[RESOURCE_TOPIC, RESOURCE_BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP]
+    } else {
+        &[CLIENT_METRICS]
+    };
+    let asked = if r.resource_types.is_empty() { listed.to_vec() } else { r.resource_types };
+    if asked.iter().any(|t| !listed.contains(t)) {
+        cx.release_turn();
+        return ListConfigResourcesResponse { error_code: code::UNSUPPORTED_VERSION, ..Default::default() };
+    }
+    let mut config_resources = Vec::new();
+    let mut add = |resource_type: i8, names: &[String]| {
+        if asked.contains(&resource_type) {
+            config_resources.extend(names.iter().map(|n| ConfigResourceListed {
+                resource_name: n.clone(),
+                resource_type,
+                ..Default::default()
+            }));
+        }
+    };
+    let brokers: Vec<String> = if asked.contains(&BROKER_LOGGER) || asked.contains(&RESOURCE_BROKER) {
+        super::cluster::broker_ids(cx).await.iter().map(i32::to_string).collect()
+    } else {
+        Vec::new()
+    };
+    add(BROKER_LOGGER, &brokers);
+    add(RESOURCE_BROKER, &brokers);
+    add(RESOURCE_TOPIC, &cx.shard.topic_names());
+    cx.release_turn();
+    ListConfigResourcesResponse { config_resources, ..Default::default() }
 }
 
 /// AlterConfigs (the given set replaces the resource's settings) and IncrementalAlterConfigs

@@ -249,6 +249,7 @@ async fn dispatch(
         Request::AlterPartitionReassignments(r) => answer!(partitions::alter_reassignments(cx, r).await),
         Request::ListPartitionReassignments(r) => answer!(partitions::list_reassignments(cx, r)),
         Request::DescribeConfigs(r) => answer!(configs::describe_configs(cx, r)),
+        Request::ListConfigResources(r) => answer!(configs::list_config_resources(cx, r).await),
         Request::AlterConfigs(r) => answer!(configs::alter_configs(cx, r).await),
         Request::FindCoordinator(r) => answer!(groups::find_coordinator(cx, r).await),
         Request::JoinGroup(r) => answer!(groups::join(cx, r).await),
