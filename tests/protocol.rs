@@ -3462,3 +3462,23 @@ fn list_config_resources_exact_bytes() {
         },
     );
 }
+
+/// docs/protocol.md's table lists every API of `SUPPORTED` once, with its versions and its
+/// first flexible version, so the page users read is the table ApiVersions advertises.
+#[test]
+fn the_protocol_docs_list_the_supported_table() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/protocol.md")).unwrap();
+    let mut listed = std::collections::BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (Some(key), Some(versions), Some(flex)) = (cells.get(2), cells.get(3), cells.get(4)) else { continue };
+        let Ok(key) = key.parse::<i16>() else { continue };
+        let (lo, hi) = versions.split_once('-').unwrap_or((versions, versions));
+        let flex = if *flex == "none" { i16::MAX } else { flex.parse().unwrap() };
+        let row = (lo.parse::<i16>().unwrap(), hi.parse::<i16>().unwrap(), flex);
+        assert!(listed.insert(key, row).is_none(), "API {key} listed twice");
+    }
+    let supported: std::collections::BTreeMap<i16, (i16, i16, i16)> =
+        SUPPORTED.iter().map(|&(k, lo, hi, flex)| (k, (lo, hi, flex))).collect();
+    assert_eq!(listed, supported, "docs/protocol.md against protocol::SUPPORTED");
+}
