@@ -225,9 +225,11 @@ pub struct Beat {
     pub assignment: Option<Assignment>,
 }
 
-/// A subscription's regular expression as Kafka applies it (RE2, the whole topic name), or
-/// `None` if it does not compile.
+/// A regular expression that must match a whole name (Kafka's `matches`), or `None` if it does
+/// not compile. It must compile on its own first: an unbalanced one such as `a)|(b` would
+/// otherwise close the anchoring group and match parts of names.
 pub fn full_match(regex: &str) -> Option<regex::Regex> {
+    regex::Regex::new(regex).ok()?;
     regex::Regex::new(&format!("^(?:{regex})$")).ok()
 }
 

@@ -394,4 +394,7 @@ fn regex_subscriptions_follow_new_topics() {
     assert_eq!(count(&got), 8);
     assert!(full_match("a.*").unwrap().is_match("a2") && !full_match("a").unwrap().is_match("a2"));
     assert!(full_match("(unclosed").is_none());
+    // Unbalanced the other way: wrapped, it would read `^(?:a)|(b)$` and match "ax" and "xb".
+    assert!(full_match("a)|(b").is_none());
+    assert!(full_match("a|ab").unwrap().is_match("ab"), "leftmost-first must not stop at \"a\"");
 }

@@ -474,9 +474,9 @@ pub async fn list(cx: &mut Cx<'_>, r: ListTransactionsRequest) -> ListTransactio
     cx.release_turn();
     let pattern = match r.transactional_id_pattern.as_deref().filter(|p| !p.is_empty()) {
         None => None,
-        Some(p) => match regex::Regex::new(&format!("^(?:{p})$")) {
-            Ok(re) => Some(re),
-            Err(_) => {
+        Some(p) => match crate::groups::consumer::full_match(p) {
+            Some(re) => Some(re),
+            None => {
                 return ListTransactionsResponse { error_code: code::INVALID_REGULAR_EXPRESSION, ..Default::default() }
             }
         },
