@@ -22,7 +22,7 @@ use crate::storage::{Partition, StorageResult};
 use crate::types::{Offset, Uuid};
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -307,6 +307,8 @@ pub async fn handle(cx: &mut Cx<'_>, mut f: FetchRequest) -> FetchResponse {
         .map(|t| t.topic.clone())
         .collect();
     let deadline = Instant::now() + Duration::from_millis(f.max_wait_ms.max(0) as u64).min(MAX_FETCH_WAIT);
+    // KIP-1166 (v18): the high watermarks a follower says it knows, looked up once per fetch.
+    let known_hw = if follower { KnownHighWatermarks::of(&f) } else { KnownHighWatermarks::default() };
     loop {
         let pass = fetch_once(shard, cx.version(), &f, &denied, replica, deadline).await;
         // An error, or a follower's diverging epoch, is answered at once.
@@ -318,7 +320,7 @@ pub async fn handle(cx: &mut Cx<'_>, mut f: FetchRequest) -> FetchResponse {
             .any(|p| p.error_code != code::NONE || p.diverging_epoch.end_offset >= 0);
         let left = deadline.saturating_duration_since(Instant::now());
         // KIP-1166 (v18): a follower whose high watermark is behind this leader's learns it now.
-        let behind = follower && follower_behind(&f, &pass.resp);
+        let behind = !known_hw.is_empty() && known_hw.behind(&pass.resp);
         if pass.bytes >= f.min_bytes.max(0) as usize || has_error || behind || left.is_zero() {
             // KIP-219: over its consumer_byte_rate, the client gets nothing now (the bytes are
             // not counted) and is throttled.
@@ -615,20 +617,100 @@ fn down_convert(
     }
 }
 
-/// Whether a follower's fetch names, for some partition, a high watermark (KIP-1166, v18) below
-/// the one this answer carries, so that it should not wait for data to learn the new one.
-fn follower_behind(f: &FetchRequest, resp: &FetchResponse) -> bool {
-    resp.topics.iter().any(|t| {
-        let asked =
-            f.topics.iter().find(|a| if a.topic_id != [0; 16] { a.topic_id == t.topic_id } else { a.topic == t.topic });
-        asked.is_some_and(|a| {
-            t.partitions.iter().any(|p| {
-                a.partitions.iter().any(|q| {
-                    q.partition == p.partition_index
-                        && q.high_watermark != i64::MAX
-                        && q.high_watermark < p.high_watermark
-                })
+/// The high watermark a follower's fetch names for each partition (KIP-1166, v18), where it
+/// names one (the default, i64::MAX, says nothing), by topic id (v13+) or, without one, name.
+#[derive(Default)]
+struct KnownHighWatermarks {
+    by_id: HashMap<[u8; 16], HashMap<i32, i64>>,
+    by_name: HashMap<String, HashMap<i32, i64>>,
+}
+
+impl KnownHighWatermarks {
+    fn of(f: &FetchRequest) -> Self {
+        let mut known = KnownHighWatermarks::default();
+        for t in &f.topics {
+            for p in t.partitions.iter().filter(|p| p.high_watermark != i64::MAX) {
+                let topic = if t.topic_id != [0; 16] {
+                    known.by_id.entry(t.topic_id).or_default()
+                } else {
+                    known.by_name.entry(t.topic.clone()).or_default()
+                };
+                topic.insert(p.partition, p.high_watermark);
+            }
+        }
+        known
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_id.is_empty() && self.by_name.is_empty()
+    }
+
+    /// Whether some partition of this answer carries a high watermark past the one the
+    /// follower named, so that it should not wait for data to learn it.
+    fn behind(&self, resp: &FetchResponse) -> bool {
+        resp.topics.iter().any(|t| {
+            let known = if t.topic_id != [0; 16] { self.by_id.get(&t.topic_id) } else { self.by_name.get(&t.topic) };
+            known.is_some_and(|k| {
+                t.partitions.iter().any(|p| k.get(&p.partition_index).is_some_and(|&hw| hw < p.high_watermark))
             })
         })
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(topic_id: [u8; 16], topic: &str, hws: &[(i32, i64)]) -> FetchRequest {
+        FetchRequest {
+            topics: vec![FetchTopic {
+                topic: topic.into(),
+                topic_id,
+                partitions: hws
+                    .iter()
+                    .map(|&(partition, high_watermark)| FetchPartition {
+                        partition,
+                        high_watermark,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn answer(topic_id: [u8; 16], topic: &str, hws: &[(i32, i64)]) -> FetchResponse {
+        FetchResponse {
+            topics: vec![FetchTopicResponse {
+                topic: topic.into(),
+                topic_id,
+                partitions: hws
+                    .iter()
+                    .map(|&(partition_index, high_watermark)| FetchPartitionResponse {
+                        partition_index,
+                        high_watermark,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// KIP-1166: a follower is behind when a partition's answer carries a high watermark past
+    /// the one it named, by topic id or (before v13) name; a partition that names none (the
+    /// default, i64::MAX) never is.
+    #[test]
+    fn a_follower_is_behind_only_where_it_named_a_lower_high_watermark() {
+        let id = [7; 16];
+        let known = KnownHighWatermarks::of(&request(id, "", &[(0, 10), (1, i64::MAX)]));
+        assert!(!known.behind(&answer(id, "", &[(0, 10), (1, 99)])), "equal, and one not named");
+        assert!(known.behind(&answer(id, "", &[(0, 11)])));
+        assert!(!known.behind(&answer([8; 16], "", &[(0, 11)])), "another topic");
+        let by_name = KnownHighWatermarks::of(&request([0; 16], "t", &[(2, 5)]));
+        assert!(by_name.behind(&answer([0; 16], "t", &[(2, 6)])));
+        assert!(KnownHighWatermarks::of(&request(id, "", &[(0, i64::MAX)])).is_empty());
+    }
 }
