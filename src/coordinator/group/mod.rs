@@ -17,10 +17,9 @@ mod consumer;
 mod load;
 mod migration;
 mod offset_delete;
-
-pub use offset_delete::Deleted;
 mod txn_offsets;
 
+pub use offset_delete::Deleted;
 pub use txn_offsets::txn_commit_topics;
 
 use crate::coordinator::runtime::{partitions_of, rewrite};

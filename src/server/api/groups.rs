@@ -385,28 +385,15 @@ pub async fn offset_delete(cx: &mut Cx<'_>, r: OffsetDeleteRequest) -> OffsetDel
     let mut asked: Vec<(String, Vec<i32>)> = Vec::new();
     for t in r.topics {
         let indexes: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
-        let refuse = |error_code| OffsetDeleteResponseTopic {
-            name: t.name.clone(),
-            partitions: indexes
-                .iter()
-                .map(|&partition_index| OffsetDeleteResponsePartition {
-                    partition_index,
-                    error_code,
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        };
         if !cx.allowed(Operation::Read, ResourceType::Topic, &t.name) {
-            local.push(refuse(code::TOPIC_AUTHORIZATION_FAILED));
+            local.push(offset_delete_topic(t.name, indexes.iter().map(|&p| (p, code::TOPIC_AUTHORIZATION_FAILED))));
             continue;
         }
         let (known, unknown): (Vec<i32>, Vec<i32>) =
             indexes.iter().partition(|&&p| cx.shard.leadership(&t.name, p).is_some());
         if !unknown.is_empty() {
-            let mut r = refuse(code::UNKNOWN_TOPIC_OR_PARTITION);
-            r.partitions.retain(|p| unknown.contains(&p.partition_index));
-            local.push(r);
+            let refused = unknown.iter().map(|&p| (p, code::UNKNOWN_TOPIC_OR_PARTITION));
+            local.push(offset_delete_topic(t.name.clone(), refused));
         }
         if !known.is_empty() {
             asked.push((t.name, known));
@@ -415,23 +402,29 @@ pub async fn offset_delete(cx: &mut Cx<'_>, r: OffsetDeleteRequest) -> OffsetDel
     let group = r.group_id.clone();
     match to_coordinator(cx, &group, DeleteOffsets(r.group_id, asked)).await.and_then(|r| r) {
         Ok(deleted) => {
-            local.extend(deleted.into_iter().map(|(name, partitions)| {
-                OffsetDeleteResponseTopic {
-                    name,
-                    partitions: partitions
-                        .into_iter()
-                        .map(|(partition_index, error_code)| OffsetDeleteResponsePartition {
-                            partition_index,
-                            error_code,
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                }
-            }));
+            local.extend(deleted.into_iter().map(|(name, partitions)| offset_delete_topic(name, partitions)));
             OffsetDeleteResponse { topics: local, ..Default::default() }
         }
         Err(error_code) => OffsetDeleteResponse { error_code, ..Default::default() },
+    }
+}
+
+/// One topic of an OffsetDelete answer: each partition with its outcome.
+fn offset_delete_topic(
+    name: String,
+    outcomes: impl IntoIterator<Item = (i32, ErrorCode)>,
+) -> OffsetDeleteResponseTopic {
+    OffsetDeleteResponseTopic {
+        name,
+        partitions: outcomes
+            .into_iter()
+            .map(|(partition_index, error_code)| OffsetDeleteResponsePartition {
+                partition_index,
+                error_code,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
     }
 }
 
