@@ -100,7 +100,8 @@ fn gen_request(api: i16, version: i16, g: &mut Gen) -> Request {
             timeout_ms: g.i32(),
             topics: (0..g.len())
                 .map(|_| ProduceTopic {
-                    name: g.string(),
+                    name: if version <= 12 { g.string() } else { String::new() },
+                    topic_id: if version >= 13 { g.uuid() } else { [0; 16] },
                     partitions: (0..g.len())
                         .map(|_| ProducePartition { index: g.i32(), records: g.bytes(), tags: g.tags() })
                         .collect(),
@@ -992,7 +993,8 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                 &mut ProduceResponse {
                     topics: (0..g.len())
                         .map(|_| ProduceTopicResponse {
-                            name: g.string(),
+                            name: if version <= 12 { g.string() } else { String::new() },
+                            topic_id: if version >= 13 { n.uuid() } else { [0; 16] },
                             partitions: (0..g.len())
                                 .map(|_| ProducePartitionResponse {
                                     index: g.i32(),
@@ -1574,7 +1576,13 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
             version,
         ),
         END_TXN => out.take(
-            &mut EndTxnResponse { throttle_time_ms: g.i32(), error_code: ErrorCode(g.i16()), tags: g.tags() },
+            &mut EndTxnResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                producer_id: if version >= 5 { g.i64() } else { -1 },
+                producer_epoch: if version >= 5 { g.i16() } else { -1 },
+                tags: g.tags(),
+            },
             api,
             version,
         ),

@@ -31,7 +31,7 @@ use crate::storage::format::batch::BatchBuilder;
 use crate::storage::format::marker::Marker;
 use crate::storage::manager::PartitionManager;
 use crate::storage::Clock;
-use crate::txn::{self, End, Init, TopicPartition, Transit, TxnMetadata, TxnState};
+use crate::txn::{self, End, Init, TopicPartition, Transit, TxnMetadata, TxnState, TxnVersion};
 use crate::types::Offset;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -119,6 +119,9 @@ pub struct TxnCoordinator {
     /// `tidemark.offsets.compaction.bytes`: a state partition larger than this (and than twice
     /// its live records) is compacted.
     compaction_bytes: u64,
+    /// The cluster's finalized `transaction.version`: at 1 and above the state records are
+    /// written at value version 1, as Kafka writes them.
+    transaction_version: Cell<TxnVersion>,
 }
 
 /// What DescribeTransactions shows of an id.
@@ -150,7 +153,18 @@ impl TxnCoordinator {
             loads: Default::default(),
             topics: RefCell::new(None),
             compaction_bytes,
+            transaction_version: Cell::new(txn::TV2),
         }
+    }
+
+    /// The cluster's finalized `transaction.version` changed (UpdateFeatures).
+    pub fn set_transaction_version(&self, level: TxnVersion) {
+        self.transaction_version.set(level);
+    }
+
+    /// The value version state records are written at.
+    fn log_version(&self) -> i16 {
+        (self.transaction_version.get() >= 1) as i16
     }
 
     /// How the coordinator learns which partitions this node leads (set once the shard exists).
@@ -322,7 +336,8 @@ impl TxnCoordinator {
             return Err(code::NOT_COORDINATOR);
         }
         let value = t.map(|t| {
-            txn::log::value(&TxnMetadata { transactional_id: id.to_string(), data: t.clone(), pending: None })
+            let m = TxnMetadata { transactional_id: id.to_string(), data: t.clone(), pending: None };
+            txn::log::value(&m, self.log_version())
         });
         let mut b = BatchBuilder::new();
         b.push(self.now(), Some(&txn::log::key(id)), value.as_deref(), &[]);
@@ -422,13 +437,15 @@ impl TxnCoordinator {
         }
     }
 
-    /// AddPartitionsToTxn (and AddOffsetsToTxn: the group's offsets partition).
+    /// AddPartitionsToTxn (and AddOffsetsToTxn: the group's offsets partition), from a client
+    /// at transaction version `version` (2: a partition's leader adding it at the first write).
     pub async fn add_partitions(
         &self,
         id: &str,
         pid: i64,
         epoch: i16,
         partitions: Vec<TopicPartition>,
+        version: TxnVersion,
     ) -> Result<(), ErrorCode> {
         if let Some(e) = self.unavailable(id) {
             return Err(e);
@@ -436,7 +453,7 @@ impl TxnCoordinator {
         let t = {
             let mut ids = self.ids.borrow_mut();
             let m = ids.get_mut(id).ok_or(code::INVALID_PRODUCER_ID_MAPPING)?;
-            m.add_partitions(pid, epoch, &partitions, self.now()).map_err(txn_code)?
+            m.add_partitions(pid, epoch, &partitions, version, self.now()).map_err(txn_code)?
         };
         match t {
             None => Ok(()),
@@ -464,7 +481,9 @@ impl TxnCoordinator {
         Ok(())
     }
 
-    /// EndTxn: the transaction prepared (answered then), its markers written after.
+    /// EndTxn at transaction version `version`: the transaction prepared (answered then), its
+    /// markers written after. The answer is the producer id and epoch the client goes on with
+    /// (version 2 bumps the epoch, or moves to a new producer id when the epochs ran out).
     pub async fn end<H: TxnHost>(
         self: &Rc<Self>,
         host: &Rc<H>,
@@ -472,21 +491,26 @@ impl TxnCoordinator {
         pid: i64,
         epoch: i16,
         commit: bool,
-    ) -> Result<(), ErrorCode> {
+        version: TxnVersion,
+    ) -> Result<(i64, i16), ErrorCode> {
         if let Some(e) = self.unavailable(&id) {
             return Err(e);
         }
+        // A version 2 end past the last epoch moves to a new producer id: fetched first.
+        let exhausted = self.ids.borrow().get(&id).is_some_and(|m| m.epoch_exhausted());
+        let next_pid = if version >= txn::TV2 && exhausted { Some(host.allocate_producer_id().await?) } else { None };
         let end = {
             let mut ids = self.ids.borrow_mut();
             let m = ids.get_mut(&id).ok_or(code::INVALID_PRODUCER_ID_MAPPING)?;
-            m.end(pid, epoch, commit, self.now()).map_err(txn_code)?
+            m.end(pid, epoch, commit, version, next_pid, self.now()).map_err(txn_code)?
         };
         match end {
-            End::Done => Ok(()),
+            End::Done { producer_id, producer_epoch } => Ok((producer_id, producer_epoch)),
             End::Prepare(t) => {
+                let after = t.after_end();
                 self.commit_transit(&id, t).await?;
                 self.spawn_markers(host, id);
-                Ok(())
+                Ok(after)
             }
         }
     }
@@ -622,14 +646,23 @@ impl TxnCoordinator {
     /// Fence and abort every transaction open past its timeout.
     pub async fn abort_timed_out<H: TxnHost>(self: &Rc<Self>, host: &Rc<H>) {
         let now = self.now();
-        let late: Vec<(String, Transit)> = {
-            let mut ids = self.ids.borrow_mut();
-            ids.values_mut()
-                .filter(|m| self.serves_id(&m.transactional_id))
-                .filter_map(|m| m.timed_out(now).map(|t| (m.transactional_id.clone(), t)))
+        let late: Vec<(String, bool)> = {
+            let ids = self.ids.borrow();
+            ids.values()
+                .filter(|m| self.serves_id(&m.transactional_id) && m.is_late(now))
+                .map(|m| (m.transactional_id.clone(), m.rotates_at_fence()))
                 .collect()
         };
-        for (id, t) in late {
+        for (id, rotates) in late {
+            let next_pid = match rotates {
+                true => match host.allocate_producer_id().await {
+                    Ok(p) => Some(p),
+                    Err(_) => continue, // tried again at the next check
+                },
+                false => None,
+            };
+            let t = self.ids.borrow_mut().get_mut(&id).and_then(|m| m.timed_out(next_pid, self.now()));
+            let Some(t) = t else { continue };
             if self.commit_transit(&id, t).await.is_ok() {
                 tracing::info!(transactional_id = id, "transaction timed out; aborting");
                 self.spawn_markers(host, id);
@@ -688,8 +721,10 @@ impl TxnCoordinator {
                 continue;
             }
             // Synchronously from here to the appends: no change can slip in between.
-            let records: Vec<crate::groups::offsets::Record> =
-                live.iter().map(|m| (txn::log::key(&m.transactional_id), Some(txn::log::value(m)))).collect();
+            let records: Vec<crate::groups::offsets::Record> = live
+                .iter()
+                .map(|m| (txn::log::key(&m.transactional_id), Some(txn::log::value(m, self.log_version()))))
+                .collect();
             let batches = crate::groups::offsets::batches(&records, 256 << 10, self.now());
             match crate::coordinator::runtime::rewrite(&p, batches).await {
                 Ok(removed) => tracing::info!(

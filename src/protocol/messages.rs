@@ -275,7 +275,9 @@ crate::schema! {
 
 crate::schema! {
     pub struct ProduceTopic {
-        pub name: String => string,
+        pub name: String => string if ..=12,
+        /// v13+ (KIP-516): the topic by id instead of by name.
+        pub topic_id: [u8; 16] => uuid if 13..,
         pub partitions: Vec<ProducePartition> => array,
     }
 }
@@ -331,7 +333,9 @@ crate::schema! {
 
 crate::schema! {
     pub struct ProduceTopicResponse {
-        pub name: String => string,
+        pub name: String => string if ..=12,
+        /// v13+: the topic's id, as the request named it.
+        pub topic_id: [u8; 16] => uuid if 13..,
         pub partitions: Vec<ProducePartitionResponse> => array,
     }
 }

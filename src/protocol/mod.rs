@@ -83,7 +83,7 @@ pub const DESCRIBE_TOPIC_PARTITIONS: i16 = 75;
 /// What tidemark implements: (API key, min version, max version, first flexible version).
 /// ApiVersions advertises exactly this table.
 pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
-    (PRODUCE, 0, 11, 9),
+    (PRODUCE, 0, 13, 9),
     (FETCH, 0, 18, 12),
     (LIST_OFFSETS, 0, 10, 6),
     (METADATA, 0, 13, 9),
@@ -101,13 +101,13 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (CREATE_TOPICS, 0, 7, 5),
     (DELETE_TOPICS, 0, 6, 4),
     (DELETE_RECORDS, 0, 2, 2),
-    (INIT_PRODUCER_ID, 0, 4, 2),
+    (INIT_PRODUCER_ID, 0, 5, 2),
     (OFFSET_FOR_LEADER_EPOCH, 0, 4, 4),
-    (ADD_PARTITIONS_TO_TXN, 0, 4, 3),
+    (ADD_PARTITIONS_TO_TXN, 0, 5, 3),
     (ADD_OFFSETS_TO_TXN, 0, 4, 3),
-    (END_TXN, 0, 4, 3),
+    (END_TXN, 0, 5, 3),
     (WRITE_TXN_MARKERS, 0, 1, 1),
-    (TXN_OFFSET_COMMIT, 0, 4, 3),
+    (TXN_OFFSET_COMMIT, 0, 5, 3),
     (DESCRIBE_ACLS, 0, 3, 2),
     (CREATE_ACLS, 0, 3, 2),
     (DELETE_ACLS, 0, 3, 2),

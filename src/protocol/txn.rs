@@ -3,8 +3,9 @@
 //! DescribeTransactions (65) and ListTransactions (66).
 //! Every body is declared with [`schema!`](crate::schema); field versions and defaults follow
 //! Kafka's message JSON definitions (`clients/src/main/resources/common/message/*.json`).
-//! Versions stop where KIP-890 part 2 starts (EndTxn 5, TxnOffsetCommit 5, AddPartitionsToTxn
-//! 5), so clients keep to transaction version 1's protocol.
+//! Transactions version 2 (KIP-890 part 2) is spoken from EndTxn 5 (its answer names the
+//! producer id and epoch to go on with), TxnOffsetCommit 5 and AddPartitionsToTxn 5 (no new
+//! fields: the version tells the broker the client's transaction version).
 
 use super::errors::ErrorCode;
 
@@ -108,6 +109,10 @@ crate::schema! {
     pub struct EndTxnResponse {
         pub throttle_time_ms: i32 => int32,
         pub error_code: ErrorCode => error_code,
+        /// v5+: the producer id to go on with (-1 on an error).
+        pub producer_id: i64 = -1 => int64 if 5..,
+        /// v5+: the epoch to go on with (-1 on an error).
+        pub producer_epoch: i16 = -1 => int16 if 5..,
     }
 }
 

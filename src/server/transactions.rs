@@ -48,30 +48,66 @@ impl TxnHost for Shard {
     }
 }
 
-/// KIP-890 part 1: a transactional write (a produce, a TxnOffsetCommit) that would open
-/// producer `pid`'s transaction on partition `tp` (`p`, on this shard) must belong to a
-/// transaction the coordinator of `id` has `tp` in, so that a late or stray write never opens
-/// a transaction no marker will end (it would hold the LSO for good). Writes into a
-/// transaction already open here go straight through. A marker appended here while the
-/// coordinator was asked may have ended that transaction: the question is asked again (then
-/// refused, the transaction no longer Ongoing). Kafka's answers: INVALID_TXN_STATE when the
-/// partition is not in the transaction, INVALID_PRODUCER_EPOCH for a fenced producer,
-/// NOT_ENOUGH_REPLICAS (retriable) when the coordinator cannot say. The caller appends
-/// without yielding after an `Ok`.
+/// KIP-890: a transactional write (a produce, a TxnOffsetCommit) that would open producer
+/// `pid`'s transaction on partition `tp` (`p`, on this shard) must belong to a transaction the
+/// coordinator of `id` has `tp` in, so that a late or stray write never opens a transaction no
+/// marker will end (it would hold the LSO for good). Writes into a transaction already open
+/// here go straight through.
+///
+/// At transaction version 0 (part 1) the coordinator is only asked: INVALID_TXN_STATE when the
+/// partition is not in the transaction. At version 2 (part 2: Produce v12+, TxnOffsetCommit
+/// v5+) this broker adds the partition to the transaction itself, as Kafka's leaders do, and
+/// retries CONCURRENT_TRANSACTIONS (the previous transaction's markers being written) every
+/// [`ADD_RETRY_BACKOFF`] for up to [`ADD_RETRY_MAX`] before answering it (retriable).
+///
+/// A marker appended here while the coordinator was asked may have ended that transaction:
+/// the question is asked again. Kafka's answers: INVALID_PRODUCER_EPOCH for a fenced producer,
+/// NOT_ENOUGH_REPLICAS (retriable) when the coordinator cannot say. The caller appends without
+/// yielding after an `Ok`.
 pub async fn verify_txn_write(
     shard: &Rc<Shard>,
     p: &Rc<crate::storage::partition::Partition<DmaDisk>>,
-    id: &str,
-    pid: i64,
-    epoch: i16,
-    tp: TopicPartition,
+    write: TxnWrite,
 ) -> Result<(), ErrorCode> {
-    if p.log().producers().in_transaction(pid, epoch) {
+    if p.log().producers().in_transaction(write.pid, write.epoch) {
         return Ok(());
     }
+    let started = std::time::Instant::now();
+    loop {
+        match ask_coordinator(shard, p, &write).await {
+            Err(code::CONCURRENT_TRANSACTIONS) if write.add && started.elapsed() < ADD_RETRY_MAX => {
+                glommio::timer::sleep(ADD_RETRY_BACKOFF).await;
+            }
+            verdict => return verdict,
+        }
+    }
+}
+
+/// `add.partitions.to.txn.retry.backoff.ms` (Kafka's default).
+pub const ADD_RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(20);
+/// `add.partitions.to.txn.retry.backoff.max.ms` (Kafka's default).
+pub const ADD_RETRY_MAX: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A transactional write to check (or, at version 2, enrol) with the coordinator of `id`.
+#[derive(Debug, Clone)]
+pub struct TxnWrite {
+    pub id: String,
+    pub pid: i64,
+    pub epoch: i16,
+    pub partition: TopicPartition,
+    /// Transactions version 2: add the partition to the transaction, not only check it.
+    pub add: bool,
+}
+
+async fn ask_coordinator(
+    shard: &Rc<Shard>,
+    p: &Rc<crate::storage::partition::Partition<DmaDisk>>,
+    write: &TxnWrite,
+) -> Result<(), ErrorCode> {
+    let id = &write.id;
     let target = shard.txn().shard_of(id).ok_or(code::NOT_ENOUGH_REPLICAS)?;
     // Clustered, the coordinator is the leader of the id's `__transaction_state` partition,
-    // maybe another node: asked with AddPartitionsToTxn v4 (verify only), as Kafka's brokers do.
+    // maybe another node: asked with AddPartitionsToTxn v4 (v5 to add), as Kafka's brokers do.
     let node = shard.config().node_id;
     let coordinator = match (shard.config().cluster.as_ref(), shard.txn().partitions()) {
         (Some(_), Some(n)) => shard.leader(TXN_TOPIC, txn::partition_for(id, n as i32)).unwrap_or(-1),
@@ -82,11 +118,11 @@ pub async fn verify_txn_write(
     }
     for _ in 0..3 {
         let markers = p.log().markers_appended();
-        let call = VerifyTxn { id: id.to_string(), pid, epoch, partition: tp.clone() };
+        let call = VerifyTxn(write.clone());
         let verdict = if coordinator != node {
             verify_at(shard, coordinator, &call).await
         } else if target == shard.id() {
-            call.check(shard)
+            call.check(shard).await
         } else {
             shard.call(target, call).await.unwrap_or(Err(code::NOT_ENOUGH_REPLICAS))
         };
@@ -98,25 +134,28 @@ pub async fn verify_txn_write(
             code::COORDINATOR_NOT_AVAILABLE | code::NOT_COORDINATOR | code::COORDINATOR_LOAD_IN_PROGRESS => {
                 code::NOT_ENOUGH_REPLICAS
             }
+            // Version 2 clients are told as Kafka tells them; older ones retry on this one.
+            code::CONCURRENT_TRANSACTIONS if !write.add => code::NOT_ENOUGH_REPLICAS,
+            c if write.add => c,
             _ => code::INVALID_TXN_STATE,
         });
     }
     Err(code::NOT_ENOUGH_REPLICAS)
 }
 
-/// To the transaction coordinator of `id`: is `partition` in its open transaction at
-/// `pid`/`epoch`?
+/// To the transaction coordinator of the write's id: is its partition in the open
+/// transaction at its producer id and epoch (version 2: add it)?
 #[derive(Debug)]
-struct VerifyTxn {
-    id: String,
-    pid: i64,
-    epoch: i16,
-    partition: TopicPartition,
-}
+struct VerifyTxn(TxnWrite);
 
 impl VerifyTxn {
-    fn check(&self, shard: &Shard) -> Result<(), ErrorCode> {
-        shard.txn().verify(&self.id, self.pid, self.epoch, &self.partition)
+    async fn check(&self, shard: &Shard) -> Result<(), ErrorCode> {
+        let w = &self.0;
+        if w.add {
+            shard.txn().add_partitions(&w.id, w.pid, w.epoch, vec![w.partition.clone()], txn::TV2).await
+        } else {
+            shard.txn().verify(&w.id, w.pid, w.epoch, &w.partition)
+        }
     }
 }
 
@@ -124,7 +163,7 @@ impl ShardCall<Shard> for VerifyTxn {
     type Reply = Result<(), ErrorCode>;
     const NAME: &'static str = "txn-verify";
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
-        self.check(&shard)
+        self.check(&shard).await
     }
 }
 

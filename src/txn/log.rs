@@ -1,7 +1,7 @@
 //! `__transaction_state` records, in Kafka's format so that the topic reads as Kafka's does
 //! (`kafka-dump-log` decodes it): the key is `version i16 = 0, transactional id (i16 length,
-//! UTF-8)`; the value (null: a tombstone) is version 0, written as Kafka writes it until its
-//! `transaction.version` 1:
+//! UTF-8)`; the value (null: a tombstone) is version 0 while the cluster's
+//! `transaction.version` is 0, else version 1, as Kafka writes them:
 //!
 //! ```text
 //! version i16 = 0, producer id i64, producer epoch i16, timeout ms i32, state i8,
@@ -9,8 +9,9 @@
 //! last update ms i64, start ms i64
 //! ```
 //!
-//! Version 1 (flexible: compact arrays and strings, tagged fields 0 previous producer id, 1
-//! next producer id, 2 client transaction version) is read too.
+//! Version 1 is the same fields, flexible (compact arrays and strings, a tag section after
+//! each topic and at the end) with tagged fields 0 previous producer id, 1 next producer id,
+//! 2 client transaction version (each written when not its default: -1, -1, 0).
 
 use super::{TopicPartition, TxnData, TxnMetadata, TxnState};
 use std::collections::BTreeSet;
@@ -34,30 +35,61 @@ pub fn read_key(k: &[u8]) -> Result<Option<String>, String> {
     Ok(Some(id))
 }
 
-/// A record's value: the metadata as it is (version 0).
-pub fn value(m: &TxnMetadata) -> Vec<u8> {
+/// A record's value: the metadata as it is, at value version `version` (0 or 1).
+pub fn value(m: &TxnMetadata, version: i16) -> Vec<u8> {
+    let flexible = version >= 1;
     let mut v = Vec::with_capacity(48);
-    v.extend_from_slice(&0i16.to_be_bytes());
+    v.extend_from_slice(&(flexible as i16).to_be_bytes());
     v.extend_from_slice(&m.data.producer_id.to_be_bytes());
     v.extend_from_slice(&m.data.producer_epoch.to_be_bytes());
     v.extend_from_slice(&m.data.timeout_ms.to_be_bytes());
     v.push(m.data.state as i8 as u8);
-    if m.data.state == TxnState::Empty {
-        v.extend_from_slice(&(-1i32).to_be_bytes());
-    } else {
-        let topics = by_topic(&m.data.partitions);
-        v.extend_from_slice(&(topics.len() as i32).to_be_bytes());
-        for (topic, parts) in topics {
+    let topics = if m.data.state == TxnState::Empty { None } else { Some(by_topic(&m.data.partitions)) };
+    match (&topics, flexible) {
+        (None, false) => v.extend_from_slice(&(-1i32).to_be_bytes()),
+        (None, true) => v.push(0),
+        (Some(ts), false) => v.extend_from_slice(&(ts.len() as i32).to_be_bytes()),
+        (Some(ts), true) => uvarint(&mut v, ts.len() as u64 + 1),
+    }
+    for (topic, parts) in topics.unwrap_or_default() {
+        if flexible {
+            uvarint(&mut v, topic.len() as u64 + 1);
+        } else {
             v.extend_from_slice(&(topic.len() as i16).to_be_bytes());
-            v.extend_from_slice(topic.as_bytes());
+        }
+        v.extend_from_slice(topic.as_bytes());
+        if flexible {
+            uvarint(&mut v, parts.len() as u64 + 1);
+        } else {
             v.extend_from_slice(&(parts.len() as i32).to_be_bytes());
-            for p in parts {
-                v.extend_from_slice(&p.to_be_bytes());
-            }
+        }
+        for p in parts {
+            v.extend_from_slice(&p.to_be_bytes());
+        }
+        if flexible {
+            v.push(0); // no tagged fields
         }
     }
     v.extend_from_slice(&m.data.last_update_ms.to_be_bytes());
     v.extend_from_slice(&m.data.start_ms.to_be_bytes());
+    if flexible {
+        let mut tags: Vec<(u64, Vec<u8>)> = Vec::new();
+        if m.data.previous_producer_id != -1 {
+            tags.push((0, m.data.previous_producer_id.to_be_bytes().to_vec()));
+        }
+        if m.data.next_producer_id != -1 {
+            tags.push((1, m.data.next_producer_id.to_be_bytes().to_vec()));
+        }
+        if m.data.client_version != 0 {
+            tags.push((2, m.data.client_version.to_be_bytes().to_vec()));
+        }
+        uvarint(&mut v, tags.len() as u64);
+        for (tag, bytes) in tags {
+            uvarint(&mut v, tag);
+            uvarint(&mut v, bytes.len() as u64);
+            v.extend_from_slice(&bytes);
+        }
+    }
     v
 }
 
@@ -99,11 +131,14 @@ pub fn read_value(transactional_id: &str, v: &[u8]) -> Result<TxnMetadata, Strin
     }
     let last_update_ms = r.i64()?;
     let start_ms = r.i64()?;
-    let mut previous_producer_id = -1;
+    let (mut previous_producer_id, mut next_producer_id, mut client_version) = (-1, -1, 0);
     if flexible {
         for (tag, bytes) in r.tags()? {
-            if tag == 0 && bytes.len() == 8 {
-                previous_producer_id = i64::from_be_bytes(bytes.try_into().expect("8 bytes"));
+            match (tag, bytes.len()) {
+                (0, 8) => previous_producer_id = i64::from_be_bytes(bytes.try_into().expect("8 bytes")),
+                (1, 8) => next_producer_id = i64::from_be_bytes(bytes.try_into().expect("8 bytes")),
+                (2, 2) => client_version = i16::from_be_bytes(bytes.try_into().expect("2 bytes")),
+                _ => {}
             }
         }
     }
@@ -120,6 +155,8 @@ pub fn read_value(transactional_id: &str, v: &[u8]) -> Result<TxnMetadata, Strin
         partitions,
         start_ms,
         last_update_ms,
+        next_producer_id,
+        client_version,
     };
     Ok(TxnMetadata { transactional_id: transactional_id.to_string(), data, pending: None })
 }
@@ -184,8 +221,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Write an unsigned varint (for tests of version 1 values).
-#[cfg(test)]
+/// Write an unsigned varint.
 pub(crate) fn uvarint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);

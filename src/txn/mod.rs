@@ -3,6 +3,14 @@
 //! InitProducerId, AddPartitionsToTxn / AddOffsetsToTxn, EndTxn, the markers' completion, the
 //! timeout abort and expiry do in each state, with Kafka's error codes.
 //!
+//! Two transaction versions are served side by side, chosen by the client's request versions
+//! (Kafka's `clientTransactionVersion`): version 0 (KIP-98) keeps a producer's epoch from one
+//! InitProducerId to the next; version 2 (KIP-890 part 2: EndTxn v5, AddPartitionsToTxn v4+
+//! from a partition's leader) bumps it at every commit or abort, so that the markers carry an
+//! epoch no write of the ended transaction has, and rotates the producer id when the epochs run
+//! out. Version 2 also lets a producer abort when no partition joined (from Empty or a
+//! completed transaction), and tells a retried EndTxn from the next transaction's by its epoch.
+//!
 //! A change goes in three steps, as in Kafka's TransactionMetadata: an operation checks the
 //! metadata and returns the [`Transit`] to persist, marking it pending (so that a concurrent
 //! request gets CONCURRENT_TRANSACTIONS); the caller writes the transit's record to
@@ -79,7 +87,7 @@ impl TxnState {
             Empty => &[Empty, CompleteCommit, CompleteAbort],
             Ongoing => &[Ongoing, Empty, CompleteCommit, CompleteAbort],
             PrepareCommit => &[Ongoing],
-            PrepareAbort => &[Ongoing, PrepareEpochFence],
+            PrepareAbort => &[Ongoing, PrepareEpochFence, Empty, CompleteCommit, CompleteAbort],
             CompleteCommit => &[PrepareCommit],
             CompleteAbort => &[PrepareAbort],
             Dead => &[Empty, CompleteAbort, CompleteCommit],
@@ -99,12 +107,22 @@ pub type TopicPartition = (String, i32);
 /// Epochs up to this one are handed to clients; the last value is kept for fencing.
 pub const MAX_CLIENT_EPOCH: i16 = i16::MAX - 1;
 
+/// The transaction version a client speaks (Kafka's `TransactionVersion` feature levels): 0
+/// the original protocol, 2 the epoch bump at every end (KIP-890 part 2). Level 1 only changes
+/// the log's value version and is spoken as 0.
+pub type TxnVersion = i16;
+/// Transactions version 2: an epoch bump at each commit or abort.
+pub const TV2: TxnVersion = 2;
+
 /// What `__transaction_state` keeps of a transactional id (and what a change persists).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxnData {
     pub producer_id: i64,
     /// The producer id before the last rotation (KIP-360), -1 if none.
     pub previous_producer_id: i64,
+    /// Version 2: the producer id the transaction being ended moves to when its epochs ran
+    /// out (the markers are written at the old one), -1 if none.
+    pub next_producer_id: i64,
     pub producer_epoch: i16,
     /// The epoch before the last bump (a retried InitProducerId gets the same answer); not
     /// persisted, -1 after a load, as in Kafka.
@@ -115,6 +133,8 @@ pub struct TxnData {
     /// When the open transaction started (-1: none).
     pub start_ms: i64,
     pub last_update_ms: i64,
+    /// The transaction version the client spoke at its last change ([`TxnVersion`]).
+    pub client_version: TxnVersion,
 }
 
 /// A change to persist, then apply: the data as it will be.
@@ -160,8 +180,22 @@ pub enum Init {
 pub enum End {
     /// Persist this (PrepareCommit or PrepareAbort), answer, then write the markers.
     Prepare(Transit),
-    /// A retry of an EndTxn that already completed: answer NONE.
-    Done,
+    /// A retry of an EndTxn that already completed: answer NONE (version 2: with the producer
+    /// id and epoch the client goes on with).
+    Done { producer_id: i64, producer_epoch: i16 },
+}
+
+impl Transit {
+    /// The producer id and epoch a client goes on with once this prepared end completes (what
+    /// EndTxn v5 answers): version 2's bumped epoch, or epoch 0 of the next producer id when
+    /// the epochs ran out; version 0's unchanged.
+    pub fn after_end(&self) -> (i64, i16) {
+        if self.client_version >= TV2 && self.next_producer_id >= 0 {
+            (self.next_producer_id, 0)
+        } else {
+            (self.producer_id, self.producer_epoch)
+        }
+    }
 }
 
 impl TxnMetadata {
@@ -177,6 +211,8 @@ impl TxnMetadata {
             partitions: BTreeSet::new(),
             start_ms: -1,
             last_update_ms: now,
+            next_producer_id: -1,
+            client_version: 0,
         };
         TxnMetadata { transactional_id: transactional_id.to_string(), data, pending: None }
     }
@@ -232,7 +268,10 @@ impl TxnMetadata {
         }
         match self.data.state {
             TxnState::PrepareCommit | TxnState::PrepareAbort => Err(TxnError::Concurrent),
-            TxnState::Ongoing => Ok(Init::Fence(self.fence(now))),
+            TxnState::Ongoing => {
+                let next_pid = self.rotates_at_fence().then(allocate);
+                Ok(Init::Fence(self.fence(next_pid, now)))
+            }
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
                 let mut t = self.transit();
                 t.state = TxnState::Empty;
@@ -269,13 +308,22 @@ impl TxnMetadata {
 
     /// Fence the open transaction: the epoch bumped and PrepareAbort at that epoch, in one
     /// step (its markers carry the bumped epoch, so the fenced producer's writes are refused).
-    fn fence(&mut self, now: i64) -> Transit {
+    /// At version 2 (`next_pid` given when [`TxnMetadata::rotates_at_fence`]) the abort
+    /// completes at the next producer id when the epochs ran out, as an end would.
+    fn fence(&mut self, next_pid: Option<i64>, now: i64) -> Transit {
         let mut t = self.transit();
         t.producer_epoch = self.data.producer_epoch.saturating_add(1);
         t.last_producer_epoch = -1;
+        t.next_producer_id = next_pid.unwrap_or(-1);
         t.state = TxnState::PrepareAbort;
         t.last_update_ms = now;
         self.prepare(t)
+    }
+
+    /// Whether fencing the open transaction moves the id to a new producer id: a version 2
+    /// client whose epochs ran out.
+    pub fn rotates_at_fence(&self) -> bool {
+        self.data.client_version >= TV2 && self.epoch_exhausted()
     }
 
     /// The checks every client request about an open transaction starts with.
@@ -292,15 +340,21 @@ impl TxnMetadata {
         Ok(())
     }
 
-    /// AddPartitionsToTxn (and AddOffsetsToTxn, with the group's offsets partition): `None`
-    /// when every partition is already in the transaction (nothing to write).
+    /// AddPartitionsToTxn (and AddOffsetsToTxn, with the group's offsets partition; version 2:
+    /// a partition's leader adding it at the first write): `None` when every partition is
+    /// already in the transaction (nothing to write). A change in flight is answered first (as
+    /// Kafka 4 does): during a version 2 rotation the producer may already use the new id.
     pub fn add_partitions(
         &mut self,
         pid: i64,
         epoch: i16,
         partitions: &[TopicPartition],
+        version: TxnVersion,
         now: i64,
     ) -> Result<Option<Transit>, TxnError> {
+        if self.pending.is_some() {
+            return Err(TxnError::Concurrent);
+        }
         self.check_producer(pid, epoch)?;
         match self.data.state {
             TxnState::PrepareCommit | TxnState::PrepareAbort => Err(TxnError::Concurrent),
@@ -314,14 +368,33 @@ impl TxnMetadata {
                 t.state = TxnState::Ongoing;
                 t.partitions.extend(partitions.iter().cloned());
                 t.last_update_ms = now;
+                t.client_version = version;
                 Ok(Some(self.prepare(t)))
             }
             TxnState::Dead | TxnState::PrepareEpochFence => Err(TxnError::Concurrent),
         }
     }
 
-    /// EndTxn from the client.
-    pub fn end(&mut self, pid: i64, epoch: i16, commit: bool, now: i64) -> Result<End, TxnError> {
+    /// Whether the epochs of the producer id are spent: version 2's next end must move to a
+    /// new producer id (`allocate` in [`TxnMetadata::end`]).
+    pub fn epoch_exhausted(&self) -> bool {
+        self.data.producer_epoch >= MAX_CLIENT_EPOCH
+    }
+
+    /// EndTxn from the client, at transaction version `version` (`next_pid`: a fresh producer
+    /// id, asked for only at version 2 when [`TxnMetadata::epoch_exhausted`]).
+    pub fn end(
+        &mut self,
+        pid: i64,
+        epoch: i16,
+        commit: bool,
+        version: TxnVersion,
+        next_pid: Option<i64>,
+        now: i64,
+    ) -> Result<End, TxnError> {
+        if version >= TV2 {
+            return self.end_v2(pid, epoch, commit, next_pid, now);
+        }
         self.check_producer(pid, epoch)?;
         use TxnState::*;
         match (self.data.state, commit) {
@@ -329,15 +402,84 @@ impl TxnMetadata {
                 let mut t = self.transit();
                 t.state = if commit { PrepareCommit } else { PrepareAbort };
                 t.last_update_ms = now;
+                t.client_version = version;
+                t.next_producer_id = -1;
                 Ok(End::Prepare(self.prepare(t)))
             }
-            (CompleteCommit, true) | (CompleteAbort, false) => Ok(End::Done),
+            (CompleteCommit, true) | (CompleteAbort, false) => {
+                Ok(End::Done { producer_id: self.data.producer_id, producer_epoch: self.data.producer_epoch })
+            }
             (PrepareCommit, true) | (PrepareAbort, false) => Err(TxnError::Concurrent),
             _ => Err(TxnError::InvalidState),
         }
     }
 
-    /// Every marker of a prepared transaction is written: CompleteCommit or CompleteAbort.
+    /// EndTxn at version 2 (Kafka's `endTransaction` for TV2). The epoch tells a retry from
+    /// the next transaction's end: a retry carries the epoch before the bump (or, across a
+    /// rotation, the old producer id at the last epoch); the next end carries the current one.
+    ///
+    /// ```text
+    ///                  abort: retry / current     commit: retry / current
+    ///   Empty          fenced / bump              fenced / invalid state
+    ///   CompleteAbort  done   / bump              invalid / invalid state
+    ///   CompleteCommit invalid / bump             done   / invalid state
+    /// ```
+    fn end_v2(&mut self, pid: i64, epoch: i16, commit: bool, next_pid: Option<i64>, now: i64) -> Result<End, TxnError> {
+        use TxnState::*;
+        let current = self.data.producer_epoch;
+        let retry_on_overflow = self.data.previous_producer_id == pid && epoch == MAX_CLIENT_EPOCH && current == 0;
+        let retry_on_bump = current as i32 == epoch as i32 + 1;
+        if self.pending.is_some() {
+            return Err(TxnError::Concurrent);
+        }
+        if self.data.producer_id != pid && !retry_on_overflow {
+            return Err(TxnError::NotThisProducer);
+        }
+        let valid_epoch = match self.data.state {
+            Ongoing | Empty | Dead | PrepareEpochFence => epoch == current,
+            PrepareCommit | PrepareAbort => retry_on_bump,
+            CompleteCommit | CompleteAbort => retry_on_bump || retry_on_overflow || epoch == current,
+        };
+        if !valid_epoch {
+            return Err(TxnError::Fenced);
+        }
+        let retry = retry_on_bump || retry_on_overflow;
+        let done = || Ok(End::Done { producer_id: self.data.producer_id, producer_epoch: current });
+        let outcome = match (self.data.state, commit) {
+            (Ongoing, true) => PrepareCommit,
+            (Ongoing, false) => PrepareAbort,
+            (CompleteCommit, true) | (CompleteAbort, false) if retry => return done(),
+            (CompleteCommit, false) | (CompleteAbort, false) | (Empty, false) if !retry => PrepareAbort,
+            (PrepareCommit, true) | (PrepareAbort, false) => return Err(TxnError::Concurrent),
+            _ => return Err(TxnError::InvalidState),
+        };
+        let exhausted = self.epoch_exhausted();
+        let next_producer_id = match (exhausted, next_pid) {
+            (false, _) => -1,
+            (true, Some(n)) => n,
+            (true, None) => return Err(TxnError::Concurrent),
+        };
+        let mut t = self.transit();
+        let none_added = self.data.state != Ongoing;
+        if none_added {
+            // Nothing joined: the abort still bumps the epoch, and the "transaction" starts now.
+            t.partitions.clear();
+            t.start_ms = now;
+        }
+        // An epoch at the very top (only a fence reaches it) aborts where it is.
+        if !(current == i16::MAX && outcome == PrepareAbort) {
+            t.producer_epoch = current.saturating_add(1);
+        }
+        t.last_producer_epoch = current;
+        t.next_producer_id = next_producer_id;
+        t.state = outcome;
+        t.last_update_ms = now;
+        t.client_version = TV2;
+        Ok(End::Prepare(self.prepare(t)))
+    }
+
+    /// Every marker of a prepared transaction is written: CompleteCommit or CompleteAbort (at
+    /// version 2 after a rotation: at the next producer id, epoch 0).
     pub fn markers_written(&mut self, now: i64) -> Option<Transit> {
         let done = match self.data.state {
             TxnState::PrepareCommit => TxnState::CompleteCommit,
@@ -351,15 +493,25 @@ impl TxnMetadata {
         t.state = done;
         t.partitions.clear();
         t.last_update_ms = now;
+        (t.producer_id, t.producer_epoch) = self.data.after_end();
+        if t.producer_id != self.data.producer_id {
+            t.previous_producer_id = self.data.producer_id;
+        }
+        t.next_producer_id = -1;
         Some(self.prepare(t))
     }
 
     /// An open transaction past its timeout (`transaction.timeout.ms`): fenced and aborted.
-    pub fn timed_out(&mut self, now: i64) -> Option<Transit> {
-        let late = self.data.state == TxnState::Ongoing
+    /// (`next_pid`: a fresh producer id when [`TxnMetadata::rotates_at_fence`].)
+    pub fn timed_out(&mut self, next_pid: Option<i64>, now: i64) -> Option<Transit> {
+        self.is_late(now).then(|| self.fence(next_pid, now))
+    }
+
+    /// Whether the open transaction is past its timeout and free to be fenced.
+    pub fn is_late(&self, now: i64) -> bool {
+        self.data.state == TxnState::Ongoing
             && self.pending.is_none()
-            && self.data.start_ms.saturating_add(self.data.timeout_ms as i64) < now;
-        late.then(|| self.fence(now))
+            && self.data.start_ms.saturating_add(self.data.timeout_ms as i64) < now
     }
 
     /// An id idle past `transactional.id.expiration.ms`: marked Dead (write its tombstone,

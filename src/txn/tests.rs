@@ -15,7 +15,8 @@ fn apply(m: &mut TxnMetadata, t: Transit) {
     m.complete(t);
 }
 
-/// Kafka's `validPreviousStates`, spelled out (TransactionMetadata.scala).
+/// Kafka's `VALID_PREVIOUS_STATES`, spelled out (TransactionState.java, Kafka 4: an abort may
+/// follow Empty or a completed transaction at transactions version 2).
 #[test]
 fn transition_table_is_kafkas() {
     use TxnState::*;
@@ -23,7 +24,7 @@ fn transition_table_is_kafkas() {
         (Empty, vec![Empty, CompleteCommit, CompleteAbort]),
         (Ongoing, vec![Ongoing, Empty, CompleteCommit, CompleteAbort]),
         (PrepareCommit, vec![Ongoing]),
-        (PrepareAbort, vec![Ongoing, PrepareEpochFence]),
+        (PrepareAbort, vec![Ongoing, PrepareEpochFence, Empty, CompleteCommit, CompleteAbort]),
         (CompleteCommit, vec![PrepareCommit]),
         (CompleteAbort, vec![PrepareAbort]),
         (Dead, vec![Empty, CompleteAbort, CompleteCommit]),
@@ -53,33 +54,37 @@ fn a_transaction_from_start_to_end() {
     assert_eq!(m.init_producer_id(60_000, None, &mut alloc, 1), Err(TxnError::Concurrent), "pending");
     apply(&mut m, t);
     assert_eq!((m.data.producer_id, m.data.producer_epoch, m.data.state), (7, 0, TxnState::Empty));
-    assert_eq!(m.add_partitions(8, 0, &[tp("a", 0)], 2), Err(TxnError::NotThisProducer));
-    assert_eq!(m.add_partitions(7, 1, &[tp("a", 0)], 2), Err(TxnError::Fenced));
-    assert_eq!(m.end(7, 0, true, 2), Err(TxnError::InvalidState), "nothing to end");
-    let t = m.add_partitions(7, 0, &[tp("a", 0), tp("b", 1)], 2).unwrap().unwrap();
+    assert_eq!(m.add_partitions(8, 0, &[tp("a", 0)], 0, 2), Err(TxnError::NotThisProducer));
+    assert_eq!(m.add_partitions(7, 1, &[tp("a", 0)], 0, 2), Err(TxnError::Fenced));
+    assert_eq!(m.end(7, 0, true, 0, None, 2), Err(TxnError::InvalidState), "nothing to end");
+    let t = m.add_partitions(7, 0, &[tp("a", 0), tp("b", 1)], 0, 2).unwrap().unwrap();
     apply(&mut m, t);
     assert_eq!((m.data.state, m.data.start_ms, m.data.partitions.len()), (TxnState::Ongoing, 2, 2));
-    assert_eq!(m.add_partitions(7, 0, &[tp("a", 0)], 3), Ok(None), "already in: nothing to write");
-    let t = m.add_partitions(7, 0, &[tp("c", 0)], 3).unwrap().unwrap();
+    assert_eq!(m.add_partitions(7, 0, &[tp("a", 0)], 0, 3), Ok(None), "already in: nothing to write");
+    let t = m.add_partitions(7, 0, &[tp("c", 0)], 0, 3).unwrap().unwrap();
     apply(&mut m, t);
     assert_eq!((m.data.partitions.len(), m.data.start_ms), (3, 2), "the start stays");
-    let Ok(End::Prepare(t)) = m.end(7, 0, true, 4) else { panic!() };
+    let Ok(End::Prepare(t)) = m.end(7, 0, true, 0, None, 4) else { panic!() };
     apply(&mut m, t);
     assert_eq!(m.data.state, TxnState::PrepareCommit);
-    assert_eq!(m.end(7, 0, true, 4), Err(TxnError::Concurrent), "markers not written yet");
-    assert_eq!(m.end(7, 0, false, 4), Err(TxnError::InvalidState));
-    assert_eq!(m.add_partitions(7, 0, &[tp("a", 0)], 4), Err(TxnError::Concurrent));
+    assert_eq!(m.end(7, 0, true, 0, None, 4), Err(TxnError::Concurrent), "markers not written yet");
+    assert_eq!(m.end(7, 0, false, 0, None, 4), Err(TxnError::InvalidState));
+    assert_eq!(m.add_partitions(7, 0, &[tp("a", 0)], 0, 4), Err(TxnError::Concurrent));
     assert_eq!(m.init_producer_id(60_000, None, &mut alloc, 4), Err(TxnError::Concurrent));
     let t = m.markers_written(5).unwrap();
     apply(&mut m, t);
     assert_eq!((m.data.state, m.data.partitions.len()), (TxnState::CompleteCommit, 0));
-    assert_eq!(m.end(7, 0, true, 6), Ok(End::Done), "a retry of the commit");
-    assert_eq!(m.end(7, 0, false, 6), Err(TxnError::InvalidState));
+    assert_eq!(
+        m.end(7, 0, true, 0, None, 6),
+        Ok(End::Done { producer_id: 7, producer_epoch: 0 }),
+        "a retry of the commit"
+    );
+    assert_eq!(m.end(7, 0, false, 0, None, 6), Err(TxnError::InvalidState));
     // The next transaction, then the producer restarts.
-    let t = m.add_partitions(7, 0, &[tp("a", 0)], 7).unwrap().unwrap();
+    let t = m.add_partitions(7, 0, &[tp("a", 0)], 0, 7).unwrap().unwrap();
     apply(&mut m, t);
     assert_eq!(m.data.start_ms, 7, "a new transaction's start");
-    let Ok(End::Prepare(t)) = m.end(7, 0, false, 8) else { panic!() };
+    let Ok(End::Prepare(t)) = m.end(7, 0, false, 0, None, 8) else { panic!() };
     apply(&mut m, t);
     let t = m.markers_written(9).unwrap();
     apply(&mut m, t);
@@ -104,22 +109,22 @@ fn fences_and_kip_360() {
     let mut m = TxnMetadata::new("t", 9, 1000, 0);
     let Ok(Init::Write(t)) = m.init_producer_id(1000, None, &mut alloc, 0) else { panic!() };
     apply(&mut m, t);
-    let t = m.add_partitions(9, 0, &[tp("a", 0)], 10).unwrap().unwrap();
+    let t = m.add_partitions(9, 0, &[tp("a", 0)], 0, 10).unwrap().unwrap();
     apply(&mut m, t);
     let Ok(Init::Fence(t)) = m.init_producer_id(1000, None, &mut alloc, 20) else { panic!() };
     assert_eq!((t.state, t.producer_epoch), (TxnState::PrepareAbort, 1));
     apply(&mut m, t);
-    assert_eq!(m.end(9, 0, true, 21), Err(TxnError::Fenced), "the zombie");
+    assert_eq!(m.end(9, 0, true, 0, None, 21), Err(TxnError::Fenced), "the zombie");
     let t = m.markers_written(22).unwrap();
     apply(&mut m, t);
     let Ok(Init::Write(t)) = m.init_producer_id(1000, None, &mut alloc, 23) else { panic!() };
     apply(&mut m, t);
     assert_eq!(m.data.producer_epoch, 2);
     // Timeout.
-    let t = m.add_partitions(9, 2, &[tp("a", 0)], 100).unwrap().unwrap();
+    let t = m.add_partitions(9, 2, &[tp("a", 0)], 0, 100).unwrap().unwrap();
     apply(&mut m, t);
-    assert_eq!(m.timed_out(1100), None, "not yet");
-    let t = m.timed_out(1101).unwrap();
+    assert_eq!(m.timed_out(None, 1100), None, "not yet");
+    let t = m.timed_out(None, 1101).unwrap();
     assert_eq!((t.state, t.producer_epoch), (TxnState::PrepareAbort, 3));
     apply(&mut m, t);
     let t = m.markers_written(1102).unwrap();
@@ -150,6 +155,99 @@ fn epoch_exhaustion_rotates_the_producer_id() {
     m.data.state = TxnState::Ongoing;
     let Ok(Init::Fence(t)) = m.init_producer_id(1000, None, &mut alloc, 1) else { panic!() };
     assert_eq!(t.producer_epoch, i16::MAX, "the fence may use the last epoch");
+}
+
+/// Transactions version 2 (Kafka's `endTransaction` for TV2): every end bumps the epoch, and
+/// the answer is the epoch to go on with; a retry is told from the next end by its epoch (the
+/// one before the bump): a retried commit or abort is answered again, the other outcome is
+/// INVALID_TXN_STATE; an abort needs no partitions (from Empty or a completed transaction,
+/// starting now); an older epoch is fenced; while the markers are written a retry is told
+/// CONCURRENT_TRANSACTIONS and a newer epoch is fenced.
+#[test]
+fn version_2_bumps_the_epoch_at_every_end() {
+    let mut alloc = || 900;
+    let mut m = TxnMetadata::new("t2", 7, 60_000, 0);
+    let Ok(Init::Write(t)) = m.init_producer_id(60_000, None, &mut alloc, 1) else { panic!() };
+    apply(&mut m, t);
+    assert_eq!(m.end(7, 0, true, TV2, None, 2), Err(TxnError::InvalidState), "nothing to commit");
+    assert_eq!(m.end(7, 1, false, TV2, None, 2), Err(TxnError::Fenced), "a future epoch");
+    let t = m.add_partitions(7, 0, &[tp("a", 0)], TV2, 3).unwrap().unwrap();
+    apply(&mut m, t);
+    let Ok(End::Prepare(t)) = m.end(7, 0, true, TV2, None, 4) else { panic!() };
+    assert_eq!(
+        (t.state, t.producer_epoch, t.last_producer_epoch, t.after_end()),
+        (TxnState::PrepareCommit, 1, 0, (7, 1))
+    );
+    assert_eq!(t.partitions, [tp("a", 0)].into(), "the markers go where the writes went");
+    apply(&mut m, t);
+    assert_eq!(m.end(7, 0, true, TV2, None, 5), Err(TxnError::Concurrent), "a retry while the markers are written");
+    assert_eq!(m.end(7, 1, true, TV2, None, 5), Err(TxnError::Fenced));
+    assert_eq!(m.add_partitions(7, 1, &[tp("a", 0)], TV2, 5), Err(TxnError::Concurrent), "the next one waits");
+    let t = m.markers_written(6).unwrap();
+    assert_eq!((t.producer_id, t.producer_epoch, t.next_producer_id), (7, 1, -1));
+    apply(&mut m, t);
+    assert_eq!(m.end(7, 0, true, TV2, None, 7), Ok(End::Done { producer_id: 7, producer_epoch: 1 }), "retried");
+    assert_eq!(m.end(7, 0, false, TV2, None, 7), Err(TxnError::InvalidState), "the other outcome");
+    assert_eq!(m.end(7, 1, true, TV2, None, 7), Err(TxnError::InvalidState), "no transaction to commit");
+    // An abort with nothing added still bumps, and starts now.
+    let Ok(End::Prepare(t)) = m.end(7, 1, false, TV2, None, 8) else { panic!() };
+    assert_eq!((t.state, t.producer_epoch, t.start_ms, t.partitions.len()), (TxnState::PrepareAbort, 2, 8, 0));
+    apply(&mut m, t);
+    let t = m.markers_written(9).unwrap();
+    apply(&mut m, t);
+    assert_eq!(m.end(7, 1, false, TV2, None, 10), Ok(End::Done { producer_id: 7, producer_epoch: 2 }));
+    assert_eq!(m.end(7, 0, false, TV2, None, 10), Err(TxnError::Fenced), "two epochs back");
+    assert_eq!(m.end(8, 2, false, TV2, None, 10), Err(TxnError::NotThisProducer));
+    // The next transaction at the bumped epoch; the old epoch is fenced from it.
+    assert_eq!(m.add_partitions(7, 1, &[tp("a", 0)], TV2, 11), Err(TxnError::Fenced));
+    let t = m.add_partitions(7, 2, &[tp("b", 0)], TV2, 11).unwrap().unwrap();
+    apply(&mut m, t);
+    assert_eq!(m.end(7, 1, true, TV2, None, 12), Err(TxnError::Fenced), "an old retry on the open transaction");
+    let Ok(End::Prepare(t)) = m.end(7, 2, false, TV2, None, 12) else { panic!() };
+    assert_eq!((t.producer_epoch, t.start_ms), (3, 11), "the open transaction's start stays");
+}
+
+/// Version 2 past the last client epoch (32766): the end is prepared at 32767 (the markers'
+/// epoch) with the next producer id, and completes at that id, epoch 0, the old id kept as the
+/// previous; a retry with the old id and epoch 32766 is answered with the new pair. A fence
+/// of a version 2 transaction rotates the same way, so its client goes on at epoch 0.
+#[test]
+fn version_2_rotates_the_producer_id_when_the_epochs_run_out() {
+    let mut m = TxnMetadata::new("t2", 5, 60_000, 0);
+    m.data.producer_epoch = MAX_CLIENT_EPOCH;
+    m.data.state = TxnState::Ongoing;
+    m.data.partitions = [tp("a", 0)].into();
+    m.data.start_ms = 1;
+    assert!(m.epoch_exhausted());
+    assert_eq!(m.end(5, MAX_CLIENT_EPOCH, true, TV2, None, 2), Err(TxnError::Concurrent), "no new id: try again");
+    let Ok(End::Prepare(t)) = m.end(5, MAX_CLIENT_EPOCH, true, TV2, Some(900), 2) else { panic!() };
+    assert_eq!((t.producer_id, t.producer_epoch, t.next_producer_id, t.after_end()), (5, i16::MAX, 900, (900, 0)));
+    apply(&mut m, t);
+    let t = m.markers_written(3).unwrap();
+    apply(&mut m, t);
+    assert_eq!((m.data.producer_id, m.data.producer_epoch, m.data.previous_producer_id), (900, 0, 5));
+    assert_eq!(m.data.next_producer_id, -1);
+    let retry = m.end(5, MAX_CLIENT_EPOCH, true, TV2, None, 4);
+    assert_eq!(retry, Ok(End::Done { producer_id: 900, producer_epoch: 0 }));
+    let t = m.add_partitions(900, 0, &[tp("a", 0)], TV2, 5).unwrap().unwrap();
+    apply(&mut m, t);
+    let Ok(End::Prepare(t)) = m.end(900, 0, true, TV2, None, 6) else { panic!() };
+    assert_eq!(t.after_end(), (900, 1));
+    // A fence (InitProducerId from a new instance, or the timeout) at the last epoch.
+    let mut alloc = || 901;
+    let mut f = TxnMetadata::new("t3", 6, 1000, 0);
+    (f.data.producer_epoch, f.data.state, f.data.client_version) = (MAX_CLIENT_EPOCH, TxnState::Ongoing, TV2);
+    assert!(f.rotates_at_fence());
+    let Ok(Init::Fence(t)) = f.init_producer_id(1000, None, &mut alloc, 1) else { panic!() };
+    assert_eq!((t.producer_epoch, t.next_producer_id), (i16::MAX, 901));
+    apply(&mut f, t);
+    let t = f.markers_written(2).unwrap();
+    assert_eq!((t.producer_id, t.producer_epoch), (901, 0));
+    let mut late = TxnMetadata::new("t4", 6, 1000, 0);
+    (late.data.producer_epoch, late.data.state, late.data.client_version) = (MAX_CLIENT_EPOCH, TxnState::Ongoing, TV2);
+    late.data.start_ms = 0;
+    let t = late.timed_out(Some(902), 5000).unwrap();
+    assert_eq!((t.state, t.after_end()), (TxnState::PrepareAbort, (902, 0)));
 }
 
 /// Expiry: only idle Empty or Complete ids, never with a change pending.
@@ -184,12 +282,12 @@ fn transaction_log_records() {
     let mut m = TxnMetadata::new("app", 42, 60_000, 5);
     m.data.producer_epoch = 3;
     assert_eq!(log::read_key(&log::key("app")), Ok(Some("app".to_string())));
-    assert_eq!(log::read_value("app", &log::value(&m)), Ok(m.clone()));
-    assert_eq!(log::value(&m).len(), 2 + 8 + 2 + 4 + 1 + 4 + 8 + 8);
+    assert_eq!(log::read_value("app", &log::value(&m, 0)), Ok(m.clone()));
+    assert_eq!(log::value(&m, 0).len(), 2 + 8 + 2 + 4 + 1 + 4 + 8 + 8);
     m.data.state = TxnState::Ongoing;
     m.data.partitions = [tp("a", 0), tp("a", 3), tp("b", 1)].into();
     m.data.start_ms = 9;
-    assert_eq!(log::read_value("app", &log::value(&m)), Ok(m.clone()));
+    assert_eq!(log::read_value("app", &log::value(&m, 0)), Ok(m.clone()));
     let mut v1 = Vec::new();
     v1.extend_from_slice(&1i16.to_be_bytes());
     v1.extend_from_slice(&42i64.to_be_bytes());
@@ -211,19 +309,31 @@ fn transaction_log_records() {
     let r = log::read_value("app", &v1).unwrap();
     assert_eq!((r.data.state, r.data.previous_producer_id), (TxnState::Ongoing, 41));
     assert_eq!(r.data.partitions, [tp("a", 7)].into());
-    let bytes = log::value(&m);
+    let bytes = log::value(&m, 0);
     for n in 0..bytes.len() {
         assert!(log::read_value("app", &bytes[..n]).is_err(), "cut at {n}");
     }
     assert_eq!(log::read_key(&[0, 1, 0, 0]), Ok(None), "another key version is skipped");
+    // Version 1 as written: the same fields, flexible, with the tagged ids and version.
+    (m.data.previous_producer_id, m.data.next_producer_id, m.data.client_version) = (41, 43, TV2);
+    let v1 = log::value(&m, 1);
+    assert_eq!(&v1[..2], &[0, 1]);
+    assert_eq!(log::read_value("app", &v1), Ok(m.clone()));
+    m.data.state = TxnState::Empty;
+    m.data.partitions.clear();
+    assert_eq!(log::read_value("app", &log::value(&m, 1)), Ok(m.clone()), "Empty: an empty topic array");
+    let bytes = log::value(&m, 1);
+    for n in 0..bytes.len() {
+        assert!(log::read_value("app", &bytes[..n]).is_err(), "version 1 cut at {n}");
+    }
 }
 
 /// A random operation, as clients and the coordinator's timers issue them.
 #[derive(Debug, Clone)]
 enum Op {
     Init { expected: Option<i16> },
-    Add { epoch_delta: i16, partition: i32 },
-    End { epoch_delta: i16, commit: bool },
+    Add { epoch_delta: i16, partition: i32, v2: bool },
+    End { epoch_delta: i16, commit: bool, v2: bool },
     Markers,
     Timeout { after_ms: i64 },
     WriteFails,
@@ -236,8 +346,8 @@ fn op() -> impl Strategy<Value = Op> {
     let delta = || prop_oneof![8 => Just(0i16), 1 => Just(-1i16), 1 => Just(1i16)];
     prop_oneof![
         2 => (proptest::option::of(-1i16..3)).prop_map(|expected| Op::Init { expected }),
-        4 => (delta(), 0..3i32).prop_map(|(epoch_delta, partition)| Op::Add { epoch_delta, partition }),
-        3 => (delta(), any::<bool>()).prop_map(|(epoch_delta, commit)| Op::End { epoch_delta, commit }),
+        4 => (delta(), 0..3i32, any::<bool>()).prop_map(|(epoch_delta, partition, v2)| Op::Add { epoch_delta, partition, v2 }),
+        3 => (delta(), any::<bool>(), any::<bool>()).prop_map(|(epoch_delta, commit, v2)| Op::End { epoch_delta, commit, v2 }),
         3 => Just(Op::Markers),
         1 => (0..1500i64).prop_map(|after_ms| Op::Timeout { after_ms }),
         1 => Just(Op::WriteFails),
@@ -273,22 +383,39 @@ proptest! {
                         Err(_) => None,
                     }
                 }
-                Op::Add { epoch_delta, partition } => {
+                Op::Add { epoch_delta, partition, v2 } => {
                     let e = epoch(epoch_delta);
-                    m.add_partitions(m.data.producer_id, e, &[tp("t", partition)], now).ok().flatten()
+                    let version = if v2 { TV2 } else { 0 };
+                    m.add_partitions(m.data.producer_id, e, &[tp("t", partition)], version, now).ok().flatten()
                 }
-                Op::End { epoch_delta, commit } => match m.end(m.data.producer_id, epoch(epoch_delta), commit, now) {
-                    Ok(End::Prepare(t)) => Some(t),
-                    _ => None,
-                },
+                Op::End { epoch_delta, commit, v2 } => {
+                    let version = if v2 { TV2 } else { 0 };
+                    let next = (v2 && m.epoch_exhausted()).then(&mut alloc);
+                    match m.end(m.data.producer_id, epoch(epoch_delta), commit, version, next, now) {
+                        Ok(End::Prepare(t)) => {
+                            // What the client goes on with: never the fence's epoch.
+                            prop_assert!(t.after_end().1 <= MAX_CLIENT_EPOCH);
+                            if v2 {
+                                prop_assert_eq!(t.after_end(), (m.data.producer_id, m.data.producer_epoch + 1), "bumped");
+                            }
+                            Some(t)
+                        }
+                        _ => None,
+                    }
+                }
                 Op::Markers => m.markers_written(now),
-                Op::Timeout { after_ms } => { now += after_ms; m.timed_out(now) }
+                Op::Timeout { after_ms } => {
+                    now += after_ms;
+                    let next = m.rotates_at_fence().then(&mut alloc);
+                    m.timed_out(next, now)
+                }
                 Op::WriteFails => { fail_next = true; None }
                 Op::Reload => {
                     if m.pending.is_none() {
-                        let back = log::read_value("model", &log::value(&m)).unwrap();
+                        let back = log::read_value("model", &log::value(&m, 1)).unwrap();
                         prop_assert_eq!(&back.data.state, &m.data.state);
                         prop_assert_eq!(&back.data.partitions, &m.data.partitions);
+                        prop_assert_eq!(back.data.client_version, m.data.client_version);
                         m = back;
                     }
                     None
@@ -322,8 +449,10 @@ proptest! {
                 handed = Some((t.producer_id, t.producer_epoch));
             }
             m.complete(t);
-            let back = log::read_value("model", &log::value(&m)).unwrap();
-            prop_assert_eq!(back.data.producer_epoch, m.data.producer_epoch);
+            for version in [0, 1] {
+                let back = log::read_value("model", &log::value(&m, version)).unwrap();
+                prop_assert_eq!(back.data.producer_epoch, m.data.producer_epoch);
+            }
         }
     }
 }

@@ -471,6 +471,36 @@ def test_produce_v10_v11_append_and_answer_base_offsets(broker):
     assert v2_values(bytes(part.records)) == list(enumerate(v for _, vs in batches for v in vs)), part
 
 
+def produce_by_id(broker, tid, values, partition=0):
+    """Produce v13 (KIP-516): one v2 batch to the topic with id `tid`; the topic's answer."""
+    P = ProduceRequest
+    r = call(broker, P, 13, transactional_id=None, acks=-1, timeout_ms=TIMEOUT * 1000, topic_data=[
+        P.TopicProduceData(topic_id=tid, partition_data=[
+            P.TopicProduceData.PartitionProduceData(index=partition, records=v2_batch(values))])])
+    assert len(r.responses) == 1, r
+    return r.responses[0]
+
+
+def test_produce_v13_by_topic_id(broker):
+    """Produce v13 names topics by id (KIP-516), as Kafka 4.1's does: the batch lands in the
+    topic with that id and the answer names the id; an id no topic has is UNKNOWN_TOPIC_ID and
+    creates nothing (auto-creation needs a name); a partition the topic lacks is
+    UNKNOWN_TOPIC_OR_PARTITION."""
+    assert create_topic(broker, "byid").error_code == NONE
+    tid = topic_id(broker, "byid")
+    t = produce_by_id(broker, tid, [b"x", b"y"])
+    assert uuid.UUID(str(t.topic_id)) == uuid.UUID(str(tid)), t
+    p = t.partition_responses[0]
+    assert (p.error_code, p.base_offset) == (NONE, 0), p
+    assert produce_by_id(broker, tid, [b"z"], partition=3).partition_responses[0].error_code == \
+        UNKNOWN_TOPIC_OR_PARTITION
+    stranger = uuid.uuid4()
+    p = produce_by_id(broker, stranger, [b"lost"]).partition_responses[0]
+    assert p.error_code == UNKNOWN_TOPIC_ID, p
+    r = fetch(broker, 12, [(0, 0)], name="byid")
+    assert v2_values(bytes(r.responses[0].partitions[0].records)) == [(0, b"x"), (1, b"y")]
+
+
 # ---------------------------------------------------------------------------------------------
 # 5. ListOffsets v8-v10
 # ---------------------------------------------------------------------------------------------
@@ -532,11 +562,11 @@ def supported_table():
 
 def test_api_versions_v3_advertise_the_supported_table(broker):
     """KIP-511 (ApiVersions v3) and KIP-516: the broker advertises exactly the table of
-    src/protocol/mod.rs (`SUPPORTED`), with the newest versions: Produce 11, Fetch 18,
+    src/protocol/mod.rs (`SUPPORTED`), with the newest versions: Produce 13, Fetch 18,
     ListOffsets 10, Metadata 13, CreateTopics 7, DeleteTopics 6; kafka-python infers a broker
-    version from them of at least (4, 0) (ListOffsets v10)."""
+    version from them of at least (4, 1) (Produce v13)."""
     table = supported_table()
-    newest = {0: 11, 1: 18, 2: 10, 3: 13, 19: 7, 20: 6}
+    newest = {0: 13, 1: 18, 2: 10, 3: 13, 19: 7, 20: 6}
     assert {k: table[k][1] for k in newest} == newest, "src/protocol/mod.rs: %r" % table
 
     r = call(broker, ApiVersionsRequest, 3, client_software_name="conformance", client_software_version="1")
@@ -552,7 +582,7 @@ def test_api_versions_v3_advertise_the_supported_table(broker):
     finally:
         admin.close()
     print("kafka-python infers broker version", inferred)
-    assert inferred >= (4, 0), inferred
+    assert inferred >= (4, 1), inferred
 
 
 # ---------------------------------------------------------------------------------------------
@@ -875,13 +905,7 @@ LEFT_OUT = {
 }
 
 # APIs tidemark serves below Kafka 4.1's newest version: (tidemark's newest, the reason).
-BEHIND = {
-    0: (11, "Produce v12 (transactions v2: a partition joins its transaction on its first write) and v13 (topic ids)"),
-    22: (4, "InitProducerId v5: with transactions v2"),
-    24: (4, "AddPartitionsToTxn v5: with transactions v2"),
-    26: (4, "EndTxn v5: transactions v2's epoch bump at every commit or abort"),
-    28: (4, "TxnOffsetCommit v5: transactions v2's implicit AddOffsetsToTxn"),
-}
+BEHIND = {}
 
 
 def test_api_versions_against_kafka_4_1(broker):

@@ -418,3 +418,97 @@ def test_idle_transactional_id_expires(start_broker):
     assert state("idle")[0] == TRANSACTIONAL_ID_NOT_FOUND, "the tombstone replayed"
     again = init(b, "idle")
     assert again[1] == 0 and again[0] != pid, (again, pid)
+
+
+INVALID_PRODUCER_EPOCH = 47
+
+
+def end_v5(broker, tid, pid, epoch, commit):
+    """EndTxn v5 (transactions version 2): (error, producer id, epoch to go on with)."""
+    r = call(broker, EndTxnRequest, 5, transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+def produce_v12(broker, topic, partition, records, tid):
+    P = ProduceRequest
+    r = call(broker, P, 12, transactional_id=tid, acks=-1, timeout_ms=10000, topic_data=[
+        P.TopicProduceData(name=topic, partition_data=[
+            P.TopicProduceData.PartitionProduceData(index=partition, records=records)])])
+    return r.responses[0].partition_responses[0].error_code
+
+
+def described(broker, tid):
+    d = call(broker, DescribeTransactionsRequest, 0, transactional_ids=[tid]).transaction_states[0]
+    return d.transaction_state, d.producer_epoch, sorted((t.topic, p) for t in d.topics for p in t.partitions)
+
+
+def test_transactions_v2_bump_the_epoch_and_enrol_partitions_at_the_first_write(broker):
+    """Transactions version 2 (KIP-890 part 2), as Kafka 4's coordinator and partition leaders
+    serve it: a Produce v12 transactional batch adds its partition to the transaction itself (no
+    AddPartitionsToTxn); EndTxn v5 bumps the epoch at every commit or abort and answers the
+    producer id and epoch to go on with; the next transaction starts at once at the new epoch (the
+    leader retries the coordinator while the previous markers are written, and may answer
+    CONCURRENT_TRANSACTIONS, retriable); the markers carry the bumped epoch, so a write at the
+    old epoch is INVALID_PRODUCER_EPOCH; a retried EndTxn (the old epoch) gets the same answer,
+    a stale one on the next transaction PRODUCER_FENCED; an abort needs no partition; a
+    TxnOffsetCommit v5 adds the group's offsets partition itself. READ_COMMITTED readers see the
+    committed records only."""
+    create_topic(broker, "tv2", partitions=2)
+    pid, e0 = init(broker, "v2")
+    assert produce_v12(broker, "tv2", 0, txn_batch([b"a0", b"a1"], pid, e0, 0), "v2") == NONE
+    assert described(broker, "v2") == ("Ongoing", e0, [("tv2", 0)]), "enrolled by the leader"
+    assert lso(broker, "tv2") == 0, "the open transaction holds the LSO"
+    assert end_v5(broker, "v2", pid, e0, True) == (NONE, pid, e0 + 1)
+    # The next transaction at once, at the bumped epoch (the markers may still be in flight).
+    until("the second transaction's first write", lambda: produce_v12(
+        broker, "tv2", 1, txn_batch([b"b0"], pid, e0 + 1, 0), "v2") == NONE)
+    assert end_v5(broker, "v2", pid, e0, True)[0] == PRODUCER_FENCED, "an old retry on the open transaction"
+    assert end_v5(broker, "v2", pid, e0 + 1, False) == (NONE, pid, e0 + 2)
+    until("the abort completes", lambda: end_v5(broker, "v2", pid, e0 + 1, False) == (NONE, pid, e0 + 2))
+    assert end_v5(broker, "v2", pid, e0 + 1, True) == (INVALID_TXN_STATE, -1, -1), "a retry of the other outcome"
+    assert produce_v12(broker, "tv2", 0, txn_batch([b"zombie"], pid, e0, 2), "v2") == INVALID_PRODUCER_EPOCH
+    until("both partitions stable", lambda: lso(broker, "tv2", 0) == 3 and lso(broker, "tv2", 1) == 2)
+    p0, p1 = fetch_committed(broker, "tv2", partition=0), fetch_committed(broker, "tv2", partition=1)
+    assert [v for _, v in v2_values(p0.records)][:2] == [b"a0", b"a1"], "then the commit marker"
+    assert p0.aborted_transactions in ([], None)
+    assert [(a.producer_id, a.first_offset) for a in p1.aborted_transactions] == [(pid, 0)], "b0 aborted"
+    # An abort with nothing written still bumps.
+    assert end_v5(broker, "v2", pid, e0 + 2, False) == (NONE, pid, e0 + 3)
+    until("the empty abort completes", lambda: described(broker, "v2") == ("CompleteAbort", e0 + 3, []))
+    # TxnOffsetCommit v5: the offsets partition joins without AddOffsetsToTxn.
+    until("the group coordinator", lambda: call(broker, FindCoordinatorRequest, 3, key="g2",
+                                                 key_type=0).error_code == NONE)
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    r = call(broker, TxnOffsetCommitRequest, 5, transactional_id="v2", group_id="g2", producer_id=pid,
+             producer_epoch=e0 + 3, generation_id=-1, member_id="", group_instance_id=None, topics=[
+                 T(name="tv2", partitions=[T.TxnOffsetCommitRequestPartition(
+                     partition_index=0, committed_offset=2, committed_leader_epoch=-1, committed_metadata="")])])
+    assert r.topics[0].partitions[0].error_code == NONE
+    state, epoch, partitions = described(broker, "v2")
+    assert (state, epoch, [t for t, _ in partitions]) == ("Ongoing", e0 + 3, ["__consumer_offsets"])
+    assert end_v5(broker, "v2", pid, e0 + 3, True) == (NONE, pid, e0 + 4)
+    G = OffsetFetchRequest
+
+    def fetched():
+        r = call(broker, G, 7, group_id="g2", topics=[G.OffsetFetchRequestTopic(name="tv2", partition_indexes=[0])],
+                 require_stable=True)
+        p = r.topics[0].partitions[0]
+        return (p.error_code, p.committed_offset)
+    until("the committed offset", lambda: fetched() == (NONE, 2))
+
+
+def test_transactions_v1_and_v2_side_by_side(broker):
+    """A producer at transactions version 0 (EndTxn v3, AddPartitionsToTxn v3) keeps its epoch
+    across commits and still has its partitions checked, not added (Produce v9 to a partition
+    not in the transaction: INVALID_TXN_STATE); the same id may then speak version 2."""
+    create_topic(broker, "tv1", partitions=1)
+    pid, e0 = init(broker, "v1")
+    assert produce(broker, "tv1", 0, txn_batch([b"x"], pid, e0, 0), tid="v1") == INVALID_TXN_STATE
+    assert add_partitions(broker, "v1", pid, e0, [("tv1", [0])]) == {("tv1", 0): NONE}
+    assert produce(broker, "tv1", 0, txn_batch([b"x"], pid, e0, 0), tid="v1") == NONE
+    assert end(broker, "v1", pid, e0, True) == NONE
+    until("the commit completes", lambda: described(broker, "v1")[0] == "CompleteCommit")
+    assert described(broker, "v1")[1] == e0, "no bump at version 0"
+    assert produce_v12(broker, "tv1", 0, txn_batch([b"y"], pid, e0, 1), "v1") == NONE
+    assert end_v5(broker, "v1", pid, e0, True) == (NONE, pid, e0 + 1)
+    until("committed", lambda: lso(broker, "tv1") == 4)

@@ -13,12 +13,12 @@ use crate::server::control::ensure_topic;
 use crate::server::errors::{call_code, storage_code};
 use crate::server::router::{CallError, ShardCall};
 use crate::server::shard::Shard;
-use crate::server::transactions::verify_txn_write;
+use crate::server::transactions::{verify_txn_write, TxnWrite};
 use crate::storage::format::batch::BatchHeader;
 use crate::storage::format::stored::{check_produce_shape, ProduceShape};
 use crate::storage::partition::Partition;
 use crate::storage::StorageError;
-use crate::types::{Offset, TimestampMs};
+use crate::types::{Offset, TimestampMs, Uuid};
 use bytes::Bytes;
 use std::rc::Rc;
 use std::time::Duration;
@@ -32,6 +32,9 @@ pub struct Append {
     /// The request's transactional id: a transactional batch opening its producer's
     /// transaction on this partition is verified with the coordinator first (KIP-890 part 1).
     pub transactional_id: Option<String>,
+    /// Produce v12+: the producer speaks transactions version 2, and this broker adds the
+    /// partition to the transaction at its first write (KIP-890 part 2).
+    pub adds_to_txn: bool,
     /// acks=all (-1) on a clustered node: the answer waits until every in-sync replica has
     /// the records durable, for at most `timeout` (a standalone node answers as its flush
     /// policy promises, within the shard call's deadline).
@@ -137,7 +140,7 @@ impl ShardCall<Shard> for Append {
 }
 
 impl Append {
-    /// KIP-890 part 1 for a transactional batch ([`verify_txn_write`]).
+    /// KIP-890 for a transactional batch ([`verify_txn_write`]).
     async fn verify_txn(&self, shard: &Rc<Shard>, p: &Rc<Partition<DmaDisk>>) -> Result<(), ErrorCode> {
         if !is_transactional(&self.records) {
             return Ok(());
@@ -146,8 +149,14 @@ impl Append {
         let Some(id) = self.transactional_id.as_deref() else {
             return Err(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
         };
-        let tp = (self.topic.clone(), self.partition);
-        verify_txn_write(shard, p, id, h.producer_id, h.producer_epoch, tp).await
+        let write = TxnWrite {
+            id: id.to_string(),
+            pid: h.producer_id,
+            epoch: h.producer_epoch,
+            partition: (self.topic.clone(), self.partition),
+            add: self.adds_to_txn,
+        };
+        verify_txn_write(shard, p, write).await
     }
 }
 
@@ -202,9 +211,26 @@ fn refusal(cx: &Cx<'_>, acks: i16, topic: &str, known: bool, part: &ProduceParti
 /// An append issued to its owner, or the code it was refused with before that.
 type Issued = Result<glommio::task::JoinHandle<Result<<Append as ShardCall<Shard>>::Reply, CallError>>, ErrorCode>;
 
+/// One topic's appends, issued: its name, its id (v13) and each partition's append.
+type IssuedTopic = (String, [u8; 16], Vec<(i32, Issued)>);
+
 /// Produce; `None` for acks=0 (no response is due).
-pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceResponse> {
+pub async fn handle(cx: &mut Cx<'_>, mut p: ProduceRequest) -> Option<ProduceResponse> {
     let acks_ok = matches!(p.acks, -1..=1);
+    // v13 (KIP-516): topics by id, never created by a produce; an id this broker does not know
+    // is UNKNOWN_TOPIC_ID, as Kafka answers, before any other check.
+    let by_id = cx.version() >= 13;
+    let unknown_id: Vec<bool> = p
+        .topics
+        .iter_mut()
+        .map(|t| {
+            if !by_id {
+                return false;
+            }
+            t.name = cx.shard.topic_name(Uuid(t.topic_id)).unwrap_or_default();
+            t.name.is_empty()
+        })
+        .collect();
     // Topics first (auto-creation), in request order, while this request holds the turn.
     // Authorization first (WRITE on each topic): a topic the client may not write is
     // TOPIC_AUTHORIZATION_FAILED whether it exists or not, and is never auto-created.
@@ -222,8 +248,11 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
     let mut known = Vec::with_capacity(p.topics.len());
     for (t, ok) in p.topics.iter().zip(&allowed) {
         // Auto-creation also needs CREATE (on the cluster or the topic), as Metadata's does.
-        let may_create =
-            || cx.allowed_on_cluster(Operation::Create) || cx.allowed(Operation::Create, ResourceType::Topic, &t.name);
+        let may_create = || {
+            !by_id
+                && (cx.allowed_on_cluster(Operation::Create)
+                    || cx.allowed(Operation::Create, ResourceType::Topic, &t.name))
+        };
         let usable =
             *ok && acks_ok && (cx.shard.has_topic(&t.name) || (may_create() && ensure_topic(cx.shard, &t.name).await));
         known.push(usable);
@@ -236,11 +265,13 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
     // Issue every append in request order: glommio runs spawned tasks first in, first out, so
     // the appends happen in this order, before the next request's (which waits for the turn).
     // Detached: a closed connection does not cancel an append half done.
-    let mut pending: Vec<(String, Vec<(i32, Issued)>)> = Vec::with_capacity(p.topics.len());
-    for ((t, known), allowed) in p.topics.into_iter().zip(known).zip(allowed) {
+    let mut pending: Vec<IssuedTopic> = Vec::with_capacity(p.topics.len());
+    for (((t, known), allowed), unknown_id) in p.topics.into_iter().zip(known).zip(allowed).zip(unknown_id) {
         let mut parts = Vec::with_capacity(t.partitions.len());
         for part in t.partitions {
-            let refused = if txn_refused {
+            let refused = if unknown_id {
+                Some(code::UNKNOWN_TOPIC_ID)
+            } else if txn_refused {
                 Some(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             } else if allowed {
                 refusal(cx, p.acks, &t.name, known, &part)
@@ -259,6 +290,7 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
                         partition: part.index,
                         records,
                         transactional_id,
+                        adds_to_txn: cx.version() >= 12,
                         replicated: p.acks == -1 && shard.config().cluster.is_some(),
                         timeout: std::time::Duration::from_millis(p.timeout_ms.max(0) as u64),
                     };
@@ -267,7 +299,7 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
             };
             parts.push((part.index, outcome));
         }
-        pending.push((t.name, parts));
+        pending.push((t.name, t.topic_id, parts));
     }
     cx.release_turn();
     // Awaited with acks=0 too: the request (its frame, its in-flight slot) is held until its
@@ -294,9 +326,9 @@ pub async fn handle(cx: &mut Cx<'_>, p: ProduceRequest) -> Option<ProduceRespons
 
 /// Each partition's answer once its append is done (or the code it was refused with), in
 /// request order.
-async fn answers(pending: Vec<(String, Vec<(i32, Issued)>)>) -> Vec<ProduceTopicResponse> {
+async fn answers(pending: Vec<IssuedTopic>) -> Vec<ProduceTopicResponse> {
     let mut topics = Vec::with_capacity(pending.len());
-    for (name, parts) in pending {
+    for (name, topic_id, parts) in pending {
         let mut partitions = Vec::with_capacity(parts.len());
         for (index, outcome) in parts {
             let result = match outcome {
@@ -310,7 +342,7 @@ async fn answers(pending: Vec<(String, Vec<(i32, Issued)>)>) -> Vec<ProduceTopic
             };
             partitions.push(partition_response(index, result));
         }
-        topics.push(ProduceTopicResponse { name, partitions, ..Default::default() });
+        topics.push(ProduceTopicResponse { name, topic_id, partitions, ..Default::default() });
     }
     topics
 }

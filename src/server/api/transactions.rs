@@ -16,9 +16,9 @@ use crate::server::control::{ensure_offsets_topic, ensure_txn_topic};
 use crate::server::errors::call_code;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
-use crate::server::transactions::verify_txn_write;
+use crate::server::transactions::{verify_txn_write, TxnWrite};
 use crate::storage::topics::validate_topic_name;
-use crate::txn::{TopicPartition, TxnState};
+use crate::txn::{TopicPartition, TxnState, TxnVersion, TV2};
 use std::rc::Rc;
 
 /// Send `call` to the shard coordinating transactional id `id`, releasing the turn once it
@@ -95,6 +95,8 @@ struct AddPartitions {
     partitions: Vec<TopicPartition>,
     /// KIP-890 (v4, brokers asking): only check the partitions are in the transaction.
     verify_only: bool,
+    /// The client's transaction version (2: a partition's leader adding the partition).
+    version: TxnVersion,
 }
 
 impl ShardCall<Shard> for AddPartitions {
@@ -104,7 +106,7 @@ impl ShardCall<Shard> for AddPartitions {
         if self.verify_only {
             return self.partitions.iter().try_for_each(|tp| shard.txn().verify(&self.id, self.pid, self.epoch, tp));
         }
-        shard.txn().add_partitions(&self.id, self.pid, self.epoch, self.partitions).await
+        shard.txn().add_partitions(&self.id, self.pid, self.epoch, self.partitions, self.version).await
     }
 }
 
@@ -160,6 +162,8 @@ async fn add_one(
         epoch: t.producer_epoch,
         partitions,
         verify_only,
+        // Kafka: a broker's request (v4+) speaks for a version 2 client.
+        version: if cx.version() >= 4 { TV2 } else { 0 },
     };
     let e = match to_txn_coordinator(cx, &t.transactional_id, call).await.and_then(|r| r) {
         Ok(()) => code::NONE,
@@ -237,6 +241,7 @@ pub async fn add_offsets(cx: &mut Cx<'_>, r: AddOffsetsToTxnRequest) -> AddOffse
         epoch: r.producer_epoch,
         partitions: vec![(OFFSETS_TOPIC.to_string(), offsets_partition(&r.group_id, n))],
         verify_only: false,
+        version: 0,
     };
     let error_code = match to_txn_coordinator(cx, &r.transactional_id, call).await.and_then(|r| r) {
         Ok(()) => code::NONE,
@@ -251,28 +256,37 @@ struct End {
     pid: i64,
     epoch: i16,
     commit: bool,
+    version: TxnVersion,
 }
 
 impl ShardCall<Shard> for End {
-    type Reply = Result<(), ErrorCode>;
+    type Reply = Result<(i64, i16), ErrorCode>;
     const NAME: &'static str = "txn-end";
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
-        shard.txn().clone().end(&shard, self.id, self.pid, self.epoch, self.commit).await
+        shard.txn().clone().end(&shard, self.id, self.pid, self.epoch, self.commit, self.version).await
     }
 }
 
-/// EndTxn: answered once the commit or abort is prepared (durable); the markers follow.
+/// EndTxn: answered once the commit or abort is prepared (durable); the markers follow. From
+/// v5 the client speaks transactions version 2: the epoch is bumped, and the answer names the
+/// producer id and epoch to go on with.
 pub async fn end(cx: &mut Cx<'_>, r: EndTxnRequest) -> EndTxnResponse {
     if !id_allowed(cx, Operation::Write, &r.transactional_id) {
         cx.release_turn();
         return EndTxnResponse { error_code: code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ..Default::default() };
     }
-    let call = End { id: r.transactional_id.clone(), pid: r.producer_id, epoch: r.producer_epoch, commit: r.committed };
-    let error_code = match to_txn_coordinator(cx, &r.transactional_id, call).await.and_then(|r| r) {
-        Ok(()) => code::NONE,
-        Err(e) => fenced_for(cx, e, 2),
+    let version = if cx.version() >= 5 { TV2 } else { 0 };
+    let call = End {
+        id: r.transactional_id.clone(),
+        pid: r.producer_id,
+        epoch: r.producer_epoch,
+        commit: r.committed,
+        version,
     };
-    EndTxnResponse { error_code, ..Default::default() }
+    match to_txn_coordinator(cx, &r.transactional_id, call).await.and_then(|r| r) {
+        Ok((producer_id, producer_epoch)) => EndTxnResponse { producer_id, producer_epoch, ..Default::default() },
+        Err(e) => EndTxnResponse { error_code: fenced_for(cx, e, 2), ..Default::default() },
+    }
 }
 
 /// WriteTxnMarkers (inter-broker): a transaction coordinator on another node has this node,
@@ -342,21 +356,31 @@ fn every_partition(topics: Vec<TxnOffsetCommitRequestTopic>, e: ErrorCode) -> Ve
     )
 }
 
+/// TxnOffsetCommit at the group's coordinator (`adds`: v5+, transactions version 2).
 #[derive(Debug)]
-struct TxnCommit(TxnOffsetCommitRequest);
+struct TxnCommit {
+    r: TxnOffsetCommitRequest,
+    adds: bool,
+}
 
 impl ShardCall<Shard> for TxnCommit {
     type Reply = TxnOffsetCommitResponse;
     const NAME: &'static str = "txn-offset-commit";
     async fn run(self, shard: Rc<Shard>) -> TxnOffsetCommitResponse {
-        let r = self.0;
-        // KIP-890 part 1: the group's offsets partition must be in the transaction (added by
-        // AddOffsetsToTxn), else the write could open a transaction no marker ends.
+        let r = self.r;
+        // KIP-890: the group's offsets partition must be in the transaction (added by
+        // AddOffsetsToTxn, or at version 2 by this commit), else the write could open a
+        // transaction no marker ends.
         let offsets = shard.offsets_partitions().map(|n| offsets_partition(&r.group_id, n));
         if let Some((index, p)) = offsets.and_then(|i| shard.partition(OFFSETS_TOPIC, i).map(|p| (i, p))) {
-            let tp = (OFFSETS_TOPIC.to_string(), index);
-            let verified = verify_txn_write(&shard, &p, &r.transactional_id, r.producer_id, r.producer_epoch, tp).await;
-            if let Err(e) = verified {
+            let write = TxnWrite {
+                id: r.transactional_id.clone(),
+                pid: r.producer_id,
+                epoch: r.producer_epoch,
+                partition: (OFFSETS_TOPIC.to_string(), index),
+                add: self.adds,
+            };
+            if let Err(e) = verify_txn_write(&shard, &p, write).await {
                 let e = if e == code::INVALID_PRODUCER_EPOCH { code::PRODUCER_FENCED } else { e };
                 return TxnOffsetCommitResponse { topics: every_partition(r.topics, e), ..Default::default() };
             }
@@ -380,7 +404,8 @@ pub async fn txn_offset_commit(cx: &mut Cx<'_>, mut r: TxnOffsetCommitRequest) -
     r.topics = allowed;
     let asked = r.topics.clone();
     let group = r.group_id.clone();
-    let mut answer = match to_coordinator(cx, &group, TxnCommit(r)).await {
+    let adds = cx.version() >= 5;
+    let mut answer = match to_coordinator(cx, &group, TxnCommit { r, adds }).await {
         Ok(a) => a,
         Err(e) => TxnOffsetCommitResponse { topics: every(asked, e), ..Default::default() },
     };

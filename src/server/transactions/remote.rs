@@ -74,32 +74,35 @@ pub(super) async fn write_marker_at_leader(
     Ok(if code == code::NONE { Ok(()) } else { Err(code) })
 }
 
-/// [`VerifyTxn`] at the coordinator on node `coordinator` (AddPartitionsToTxn v4, verify only).
+/// [`VerifyTxn`] at the coordinator on node `coordinator`: AddPartitionsToTxn v4 verify only,
+/// or v5 adding the partition (transactions version 2).
 pub(super) async fn verify_at(shard: &Rc<Shard>, coordinator: i32, call: &VerifyTxn) -> Result<(), ErrorCode> {
+    let w = &call.0;
     let mut req = AddPartitionsToTxnRequest {
         transactions: vec![AddPartitionsToTxnTransaction {
-            transactional_id: call.id.clone(),
-            producer_id: call.pid,
-            producer_epoch: call.epoch,
-            verify_only: true,
+            transactional_id: w.id.clone(),
+            producer_id: w.pid,
+            producer_epoch: w.epoch,
+            verify_only: !w.add,
             topics: vec![AddPartitionsToTxnTopic {
-                name: call.partition.0.clone(),
-                partitions: vec![call.partition.1],
+                name: w.partition.0.clone(),
+                partitions: vec![w.partition.1],
                 ..Default::default()
             }],
             ..Default::default()
         }],
         ..Default::default()
     };
+    let version = if w.add { 5 } else { 4 };
     let limit = std::time::Duration::from_secs(10);
     let api = crate::protocol::ADD_PARTITIONS_TO_TXN;
     let resp: AddPartitionsToTxnResponse =
-        crate::server::peers::call_peer(shard, (coordinator, Verification), api, 4, &mut req, limit).await.map_err(
-            |e| {
+        crate::server::peers::call_peer(shard, (coordinator, Verification), api, version, &mut req, limit)
+            .await
+            .map_err(|e| {
                 tracing::debug!(coordinator, error = %e, "transaction verification at the coordinator failed");
                 code::NOT_ENOUGH_REPLICAS
-            },
-        )?;
+            })?;
     if resp.error_code != code::NONE {
         return Err(resp.error_code);
     }
