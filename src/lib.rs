@@ -21,6 +21,8 @@
 //! - [`groups`]: consumer-group membership and the committed-offsets table (pure state over
 //!   `storage::format` and `protocol`'s error codes).
 //! - [`txn`]: a transactional id's state machine and its log records (pure).
+//! - [`features`]: the cluster's finalized feature levels (`transaction.version`,
+//!   `group.version`) and UpdateFeatures' rules (pure, but for reading its file at startup).
 //! - [`security`]: SCRAM credentials, the SASL mechanisms, ACLs and quotas (pure: no I/O).
 //! - [`cluster`]: the metadata quorum on openraft (its log, the image, its network).
 //! - [`client`]: our Kafka client: a pipelined connection, pools of connections to peers.
@@ -60,6 +62,7 @@ pub mod coordinator;
 pub mod deadline;
 pub mod dump;
 pub mod errors;
+pub mod features;
 pub mod groups;
 pub mod io;
 pub mod load;

@@ -228,6 +228,20 @@ fn gen_request(api: i16, version: i16, g: &mut Gen) -> Request {
             resource_types: (0..g.len()).map(|_| g.i8()).collect(),
             tags: g.tags(),
         }),
+        UPDATE_FEATURES => Request::UpdateFeatures(UpdateFeaturesRequest {
+            timeout_ms: g.i32(),
+            feature_updates: (0..g.len())
+                .map(|_| FeatureUpdateKey {
+                    feature: g.string(),
+                    max_version_level: g.i16(),
+                    allow_downgrade: if version == 0 { g.bool() } else { false },
+                    upgrade_type: if version >= 1 { g.i8() } else { 1 },
+                    tags: g.tags(),
+                })
+                .collect(),
+            validate_only: if version >= 1 { g.bool() } else { false },
+            tags: g.tags(),
+        }),
         DESCRIBE_CONFIGS => Request::DescribeConfigs(DescribeConfigsRequest {
             resources: (0..g.len())
                 .map(|_| DescribeConfigsResource {
@@ -772,6 +786,7 @@ fn encode_any_request(header: &RequestHeader, req: Request) -> Bytes {
         Request::DeleteTopics(mut m) => encode_request(header, &mut m),
         Request::DescribeConfigs(mut m) => encode_request(header, &mut m),
         Request::ListConfigResources(mut m) => encode_request(header, &mut m),
+        Request::UpdateFeatures(mut m) => encode_request(header, &mut m),
         Request::AlterConfigs(mut m) => encode_request(header, &mut m),
         Request::FindCoordinator(mut m) => encode_request(header, &mut m),
         Request::OffsetCommit(mut m) => encode_request(header, &mut m),
@@ -839,6 +854,7 @@ fn round_trip_request(req: Request, version: i16) {
         Request::DeleteTopics(mut m) => round_trip(&mut m, DELETE_TOPICS, version),
         Request::DescribeConfigs(mut m) => round_trip(&mut m, DESCRIBE_CONFIGS, version),
         Request::ListConfigResources(mut m) => round_trip(&mut m, LIST_CONFIG_RESOURCES, version),
+        Request::UpdateFeatures(mut m) => round_trip(&mut m, UPDATE_FEATURES, version),
         Request::AlterConfigs(mut m) => {
             let api = if m.incremental { INCREMENTAL_ALTER_CONFIGS } else { ALTER_CONFIGS };
             let back = AlterConfigsRequest { incremental: m.incremental, ..Default::default() };
@@ -898,6 +914,7 @@ fn api_of(r: &Request) -> i16 {
         Request::DeleteTopics(_) => DELETE_TOPICS,
         Request::DescribeConfigs(_) => DESCRIBE_CONFIGS,
         Request::ListConfigResources(_) => LIST_CONFIG_RESOURCES,
+        Request::UpdateFeatures(_) => UPDATE_FEATURES,
         Request::AlterConfigs(m) if m.incremental => INCREMENTAL_ALTER_CONFIGS,
         Request::AlterConfigs(_) => ALTER_CONFIGS,
         Request::FindCoordinator(_) => FIND_COORDINATOR,
@@ -1226,6 +1243,28 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                         tags: g.tags(),
                     })
                     .collect(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        UPDATE_FEATURES => out.take(
+            &mut UpdateFeaturesResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                error_message: g.opt_string(),
+                results: if version <= 1 {
+                    (0..g.len())
+                        .map(|_| UpdatableFeatureResult {
+                            feature: g.string(),
+                            error_code: ErrorCode(g.i16()),
+                            error_message: g.opt_string(),
+                            tags: g.tags(),
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
                 tags: g.tags(),
             },
             api,
@@ -3468,6 +3507,63 @@ fn list_config_resources_exact_bytes() {
             config_resources: vec![ConfigResourceListed { resource_name: "m".into(), ..Default::default() }],
             ..Default::default()
         },
+    );
+}
+
+#[test]
+fn update_features_exact_bytes() {
+    // v1 (flexible): timeoutMs, FeatureUpdates [Feature, MaxVersionLevel, UpgradeType (v1+)],
+    // ValidateOnly (v1+).
+    check_request(
+        UPDATE_FEATURES,
+        1,
+        B::default().i32(60000).carr(1).cs("transaction.version").i16(0).i8(2).tags().i8(1).tags(),
+        UpdateFeaturesRequest {
+            timeout_ms: 60000,
+            feature_updates: vec![FeatureUpdateKey {
+                feature: "transaction.version".into(),
+                max_version_level: 0,
+                upgrade_type: 2,
+                ..Default::default()
+            }],
+            validate_only: true,
+            ..Default::default()
+        },
+        |r| if let Request::UpdateFeatures(m) = r { Some(m) } else { None },
+    );
+    // v0: AllowDowngrade instead of UpgradeType, no ValidateOnly.
+    check_request(
+        UPDATE_FEATURES,
+        0,
+        B::default().i32(5).carr(1).cs("group.version").i16(1).i8(0).tags().tags(),
+        UpdateFeaturesRequest {
+            timeout_ms: 5,
+            feature_updates: vec![FeatureUpdateKey {
+                feature: "group.version".into(),
+                max_version_level: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+        |r| if let Request::UpdateFeatures(m) = r { Some(m) } else { None },
+    );
+    // ThrottleTimeMs, ErrorCode, ErrorMessage, Results (v0-1) [Feature, ErrorCode, ErrorMessage].
+    let ok = UpdateFeaturesResponse {
+        results: vec![UpdatableFeatureResult { feature: "group.version".into(), ..Default::default() }],
+        ..Default::default()
+    };
+    check_response(
+        UPDATE_FEATURES,
+        1,
+        B::default().i32(0).i16(0).cnull().carr(1).cs("group.version").i16(0).cnull().tags().tags(),
+        ok,
+    );
+    // v2: no Results.
+    check_response(
+        UPDATE_FEATURES,
+        2,
+        B::default().i32(0).i16(95).cs("no").tags(),
+        UpdateFeaturesResponse { error_code: ErrorCode(95), error_message: Some("no".into()), ..Default::default() },
     );
 }
 

@@ -454,3 +454,44 @@ crate::schema! {
         pub config_resources: Vec<ConfigResourceListed> => array,
     }
 }
+
+// ---------------------------------------------------------------- UpdateFeatures (57)
+
+crate::schema! {
+    pub struct FeatureUpdateKey {
+        pub feature: String => string,
+        /// The new finalized level (below 1: no longer finalized).
+        pub max_version_level: i16 => int16,
+        /// v0 only: a downgrade is allowed (v1+: `upgrade_type`).
+        pub allow_downgrade: bool => boolean if ..=0,
+        /// v1+: 1 upgrade, 2 safe downgrade, 3 unsafe downgrade.
+        pub upgrade_type: i8 = 1 => int8 if 1..,
+    }
+}
+
+crate::schema! {
+    pub struct UpdateFeaturesRequest {
+        pub timeout_ms: i32 = 60000 => int32,
+        pub feature_updates: Vec<FeatureUpdateKey> => array,
+        /// v1+
+        pub validate_only: bool => boolean if 1..,
+    }
+}
+
+crate::schema! {
+    pub struct UpdatableFeatureResult {
+        pub feature: String => string,
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+    }
+}
+
+crate::schema! {
+    pub struct UpdateFeaturesResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+        /// v0-1: each feature's outcome (v2 answers with the top-level error only).
+        pub results: Vec<UpdatableFeatureResult> => array if ..=1,
+    }
+}

@@ -71,6 +71,7 @@ pub const DESCRIBE_CLIENT_QUOTAS: i16 = 48;
 pub const ALTER_CLIENT_QUOTAS: i16 = 49;
 pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 50;
 pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
+pub const UPDATE_FEATURES: i16 = 57;
 pub const DESCRIBE_CLUSTER: i16 = 60;
 pub const DESCRIBE_PRODUCERS: i16 = 61;
 pub const DESCRIBE_TRANSACTIONS: i16 = 65;
@@ -126,6 +127,7 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (ALTER_CLIENT_QUOTAS, 0, 1, 1),
     (DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, 0),
     (ALTER_USER_SCRAM_CREDENTIALS, 0, 0, 0),
+    (UPDATE_FEATURES, 0, 2, 0),
     (DESCRIBE_CLUSTER, 0, 2, 0),
     (DESCRIBE_PRODUCERS, 0, 0, 0),
     (DESCRIBE_TRANSACTIONS, 0, 0, 0),
@@ -186,6 +188,7 @@ pub enum Request {
     DeleteTopics(DeleteTopicsRequest),
     DescribeConfigs(DescribeConfigsRequest),
     ListConfigResources(ListConfigResourcesRequest),
+    UpdateFeatures(UpdateFeaturesRequest),
     /// AlterConfigs or IncrementalAlterConfigs (`incremental` tells which).
     AlterConfigs(AlterConfigsRequest),
     FindCoordinator(FindCoordinatorRequest),
@@ -283,6 +286,7 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         DELETE_TOPICS => body(&mut r, version).map(Request::DeleteTopics),
         DESCRIBE_CONFIGS => body(&mut r, version).map(Request::DescribeConfigs),
         LIST_CONFIG_RESOURCES => body(&mut r, version).map(Request::ListConfigResources),
+        UPDATE_FEATURES => body(&mut r, version).map(Request::UpdateFeatures),
         ALTER_CONFIGS | INCREMENTAL_ALTER_CONFIGS => {
             let mut m = AlterConfigsRequest { incremental: api == INCREMENTAL_ALTER_CONFIGS, ..Default::default() };
             m.codec(&mut r, version).map(|_| Request::AlterConfigs(m))
@@ -374,12 +378,9 @@ pub fn decode_response<M: Message>(header: &RequestHeader, frame: Bytes) -> Prot
     Ok((correlation_id, m))
 }
 
-/// The ApiVersions response advertising [`SUPPORTED`].
-///
-/// No feature flag is finalized here: every one Kafka defines (metadata.version, kraft.version,
-/// group.version, transaction.version, ...) names KRaft or protocols tidemark does not
-/// implement, and advertising one makes clients use them. The epoch says the (empty) set is
-/// settled.
+/// The ApiVersions response advertising [`SUPPORTED`]; the broker adds its feature levels
+/// (`server::api::features`). Alone (an error answer), it says no feature is finalized, and the
+/// epoch that this (empty) set is settled.
 pub fn api_versions_response(error_code: errors::ErrorCode) -> ApiVersionsResponse {
     ApiVersionsResponse {
         error_code,
@@ -473,6 +474,7 @@ throttled!(
     ListPartitionReassignmentsResponse,
     DescribeConfigsResponse,
     ListConfigResourcesResponse,
+    UpdateFeaturesResponse,
     AlterConfigsResponse,
     FindCoordinatorResponse,
     JoinGroupResponse,

@@ -1,7 +1,8 @@
 //! The metadata a shard serves from, and the deltas that change it.
 //!
 //! Every shard keeps its own copy of what clients are told: the topics with their settings and
-//! placements, the ACLs, the SCRAM credentials, the dynamic broker settings. Only shard 0
+//! placements, the ACLs, the SCRAM credentials, the dynamic broker settings, the finalized
+//! feature levels. Only shard 0
 //! changes them (the control plane, [`crate::server::control`], standalone or from the metadata
 //! image): it persists a change, then publishes it to every shard as one [`Delta`] in a
 //! [`Publish`] call. On each shard the delta is handed to every part that follows the metadata,
@@ -21,6 +22,7 @@
 
 use crate::cluster::types::PartitionState;
 use crate::config::LogConfig;
+use crate::features::Features;
 use crate::security::acl::Acls;
 use crate::security::Credentials;
 use crate::server::configs::DynamicConfigs;
@@ -64,6 +66,8 @@ pub enum Delta {
     Credentials(Credentials),
     /// The dynamic broker settings now (checked on shard 0).
     BrokerSettings(DynamicConfigs),
+    /// The cluster's finalized feature levels now (UpdateFeatures).
+    Features(Features),
 }
 
 impl Delta {
@@ -79,6 +83,7 @@ impl Delta {
             Delta::Acls(_) => "acls",
             Delta::Credentials(_) => "credentials",
             Delta::BrokerSettings(_) => "broker-settings",
+            Delta::Features(_) => "features",
         }
     }
 }

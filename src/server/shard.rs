@@ -235,6 +235,8 @@ impl Shard {
             config.coordinator.compaction_bytes,
         ));
         txn.set_partitions(topics.get(TXN_TOPIC).map(|t: &TopicInfo| t.partitions));
+        let features = crate::features::Features::load(&config.data_dir)?;
+        txn.set_transaction_version(features.level(crate::features::TRANSACTION_VERSION));
         let credentials = Credentials::load(&config.data_dir)?;
         let acls = Acls::load(&config.data_dir)?;
         let shard = Rc::new(Shard {
@@ -243,7 +245,7 @@ impl Shard {
             fetch_memory,
             refusals_log: LogEvery::default(),
             read_errors_log: LogEvery::default(),
-            settings: Settings::new(config.clone(), dynamic, effective, connections),
+            settings: Settings::new(config.clone(), dynamic, effective, connections, features),
             identity,
             access: Access::new(credentials, acls),
             topics: TopicsView::new(config.node_id, config.cluster.is_some(), topics),
@@ -323,6 +325,11 @@ impl Shard {
     /// The dynamic broker settings as this shard applies them.
     pub fn dynamic(&self) -> DynamicConfigs {
         self.settings.dynamic()
+    }
+
+    /// The cluster's finalized feature levels as this shard knows them.
+    pub fn features(&self) -> Rc<crate::features::Features> {
+        self.settings.features()
     }
 
     /// Broker wall-clock time in ms.
@@ -467,6 +474,7 @@ impl Shard {
                 self.replication.forget_topic(name);
                 self.remove_partitions(name, *partitions).await;
             }
+            Delta::Features(f) => self.txn.set_transaction_version(f.level(crate::features::TRANSACTION_VERSION)),
             Delta::TopicGrown { .. } | Delta::Acls(_) | Delta::Credentials(_) | Delta::BrokerSettings(_) => {}
         }
     }

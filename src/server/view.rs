@@ -5,6 +5,7 @@
 
 use crate::cluster::types::PartitionState;
 use crate::config::LogConfig;
+use crate::features::Features;
 use crate::security::acl::Acls;
 use crate::security::Credentials;
 use crate::server::configs::{DynamicConfigs, Effective};
@@ -139,7 +140,11 @@ impl Follower for TopicsView {
                     t.placement = Some(placement.clone());
                 }
             }
-            Delta::BrokerEpoch(_) | Delta::Acls(_) | Delta::Credentials(_) | Delta::BrokerSettings(_) => {}
+            Delta::BrokerEpoch(_)
+            | Delta::Acls(_)
+            | Delta::Credentials(_)
+            | Delta::BrokerSettings(_)
+            | Delta::Features(_) => {}
         }
     }
 }
@@ -182,6 +187,8 @@ pub struct Settings {
     effective: RefCell<Rc<Effective>>,
     /// Open connections of every shard (its limits are dynamic settings).
     connections: Arc<ConnectionTable>,
+    /// The cluster's finalized feature levels.
+    features: RefCell<Rc<Features>>,
 }
 
 impl Settings {
@@ -190,8 +197,19 @@ impl Settings {
         dynamic: DynamicConfigs,
         effective: Effective,
         connections: Arc<ConnectionTable>,
+        features: Features,
     ) -> Settings {
-        Settings { config, dynamic: RefCell::new(dynamic), effective: RefCell::new(Rc::new(effective)), connections }
+        Settings {
+            config,
+            dynamic: RefCell::new(dynamic),
+            effective: RefCell::new(Rc::new(effective)),
+            connections,
+            features: RefCell::new(Rc::new(features)),
+        }
+    }
+
+    pub fn features(&self) -> Rc<Features> {
+        self.features.borrow().clone()
     }
 
     pub fn dynamic(&self) -> DynamicConfigs {
@@ -209,6 +227,10 @@ impl Settings {
 
 impl Follower for Settings {
     fn follow(&self, delta: &Delta) {
+        if let Delta::Features(features) = delta {
+            *self.features.borrow_mut() = Rc::new(features.clone());
+            return;
+        }
         let Delta::BrokerSettings(dynamic) = delta else { return };
         match Effective::compute(&self.config, dynamic) {
             Ok(effective) => {

@@ -27,6 +27,7 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from confluent_kafka import Consumer
 from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.admin.cluster import UpdateFeaturesRequest
 from kafka.protocol.producer import ProduceRequest
 
 from conftest import BIN
@@ -38,6 +39,7 @@ NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 COORDINATOR_NOT_AVAILABLE = 15
 UNSUPPORTED_VERSION = 35
+INVALID_UPDATE_VERSION = 95
 INVALID_REQUEST = 42
 UNKNOWN_TOPIC_ID = 100
 
@@ -574,7 +576,11 @@ def test_api_versions_v3_advertise_the_supported_table(broker):
     advertised = {a.api_key: (a.min_version, a.max_version) for a in r.api_keys}
     assert len(r.api_keys) == len(advertised), "an API advertised twice: %r" % r
     assert advertised == table, "advertised %r, SUPPORTED %r" % (advertised, table)
-    assert r.finalized_features_epoch == 0 and r.finalized_features == [] and r.supported_features == [], r
+    # A new cluster's feature levels (KIP-584); at v3 the supported features whose lowest level
+    # is 0 are left out, as Kafka leaves them out for older clients (KAFKA-17492).
+    assert r.finalized_features_epoch == 0 and r.supported_features == [], r
+    assert {f.name: (f.min_version_level, f.max_version_level) for f in r.finalized_features} == \
+        {"group.version": (1, 1), "transaction.version": (2, 2)}, r
 
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=TIMEOUT * 1000)
     try:
@@ -886,7 +892,6 @@ LEFT_OUT = {
     40: "ExpireDelegationToken: delegation tokens come with the cluster's own security",
     41: "DescribeDelegationToken: delegation tokens come with the cluster's own security",
     55: "DescribeQuorum: the quorum's APIs come with isolated controllers and the dynamic quorum",
-    57: "UpdateFeatures: comes with transactions v2 and the finalized features it sets",
     64: "UnregisterBroker: the quorum's APIs come with isolated controllers and the dynamic quorum",
     76: "ShareGroupHeartbeat: share groups (KIP-932)",
     77: "ShareGroupDescribe: share groups (KIP-932)",
@@ -943,3 +948,104 @@ def test_list_config_resources(broker):
     assert listed(1, resource_types=[2, 16, 32])[1] == all_types[2:]
     assert listed(1, resource_types=[3]) == (UNSUPPORTED_VERSION, [])
     assert listed(0) == (NONE, [])
+
+
+# ---------------------------------------------------------------------------------------------
+# Feature levels (KIP-584): ApiVersions v4 and UpdateFeatures
+# ---------------------------------------------------------------------------------------------
+
+def features(broker):
+    """ApiVersions v4: ({supported name: (min, max)}, {finalized name: level}, epoch)."""
+    r = call(broker, ApiVersionsRequest, 4, client_software_name="conformance", client_software_version="1")
+    assert r.error_code == NONE, r
+    supported = {f.name: (f.min_version, f.max_version) for f in r.supported_features}
+    finalized = {}
+    for f in r.finalized_features:
+        assert f.min_version_level == f.max_version_level, f
+        finalized[f.name] = f.max_version_level
+    return supported, finalized, r.finalized_features_epoch
+
+
+def update_features(broker, version, updates, validate_only=False):
+    """UpdateFeatures: updates as [(feature, level, upgrade type)] (v0: type 2 or 3 is
+    AllowDowngrade); (error code, message, {feature: code})."""
+    U = UpdateFeaturesRequest.FeatureUpdateKey
+    keys = [U(feature=f, max_version_level=level, allow_downgrade=kind != 1, upgrade_type=kind)
+            for f, level, kind in updates]
+    fields = dict(timeout_ms=60000, feature_updates=keys)
+    if version >= 1:
+        fields["validate_only"] = validate_only
+    r = call(broker, UpdateFeaturesRequest, version, **fields)
+    results = {x.feature: x.error_code for x in (r.results or [])}
+    return r.error_code, r.error_message, results
+
+
+def test_update_features_as_kafka_does(start_broker):
+    """The feature levels as Kafka 4.1 keeps them: a new cluster finalizes group.version 1 and
+    transaction.version 2 at epoch 0 (ApiVersions v4 lists both supported ranges, 0-1 and 0-2);
+    UpdateFeatures refuses a downgrade without a downgrade type, a level outside the range and
+    an unknown feature (INVALID_UPDATE_VERSION, Kafka's message) and then changes nothing (all
+    or none); ValidateOnly changes nothing; a safe downgrade to 0 takes a feature out of the
+    finalized list and counts the epoch up; the levels survive a restart; at group.version 0
+    the consumer group protocol answers UNSUPPORTED_VERSION, and an upgrade turns it on again.
+    kafka-python's admin reads and sets the same."""
+    b = start_broker()
+    assert features(b) == ({"group.version": (0, 1), "transaction.version": (0, 2)},
+                           {"group.version": 1, "transaction.version": 2}, 0)
+    c, m, res = update_features(b, 1, [("transaction.version", 1, 1)])
+    assert c == INVALID_UPDATE_VERSION and res == {}, (c, m, res)
+    assert m.startswith("Invalid update version 1 for feature transaction.version. Can't downgrade"), m
+    c, m, _ = update_features(b, 1, [("transaction.version", 3, 1)])
+    assert c == INVALID_UPDATE_VERSION and "only supports versions [0-2]" in m, m
+    c, m, _ = update_features(b, 2, [("group.version", 0, 2), ("metadata.version", 27, 1)])
+    assert c == INVALID_UPDATE_VERSION and "does not support this feature" in m, m
+    assert features(b)[1] == {"group.version": 1, "transaction.version": 2}, "all or none"
+    assert update_features(b, 1, [("transaction.version", 0, 2)], validate_only=True)[0] == NONE
+    assert features(b)[2] == 0, "validate only"
+    assert update_features(b, 1, [("transaction.version", 1, 2)]) == (NONE, None, {"transaction.version": NONE})
+    assert update_features(b, 0, [("group.version", 0, 2)])[0] == NONE, "v0: AllowDowngrade"
+    assert features(b)[1:] == ({"transaction.version": 1}, 2)
+    # The consumer group protocol is off at group.version 0.
+    until_coordinator(b, "g848")
+    assert consumer_heartbeat_error(b, "g848") == UNSUPPORTED_VERSION
+    b.stop()
+    b.start()
+    assert features(b)[1:] == ({"transaction.version": 1}, 2), "kept across a restart"
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=TIMEOUT * 1000)
+    try:
+        assert admin.update_features({"group.version": 1, "transaction.version": 2}) == \
+            {"group.version": "OK", "transaction.version": "OK"}
+        described = admin.describe_features()
+        assert described["transaction.version"]["finalized"] == (2, 2), described
+        assert described["group.version"]["supported"] == (0, 1), described
+    finally:
+        admin.close()
+    assert features(b)[1:] == ({"group.version": 1, "transaction.version": 2}, 3)
+    assert consumer_heartbeat_error(b, "g848") == NONE
+
+
+def until_coordinator(broker, group):
+    """FindCoordinator for a group until `__consumer_offsets` exists."""
+    wait_until(lambda: call(broker, FindCoordinatorRequest, 3, key=group, key_type=0).error_code == NONE,
+               "the group coordinator")
+
+
+def consumer_heartbeat_error(broker, group):
+    """A first ConsumerGroupHeartbeat v0 (KIP-848; kafka-python has no class for it, so its
+    frame is written here): the answer's error code."""
+    def cstr(v):
+        b = v.encode()
+        return bytes([len(b) + 1]) + b
+    corr = next(_correlation)
+    header = struct.pack(">hhih", 68, 0, corr, len("conformance")) + b"conformance" + b"\x00"
+    body = (cstr(group) + cstr("") + struct.pack(">i", 0) + b"\x00" + b"\x00" + struct.pack(">i", 30000)
+            + bytes([2]) + cstr("t") + b"\x00" + bytes([1]) + b"\x00")
+    frame = header + body
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=TIMEOUT) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        size, = struct.unpack(">i", _recv_exact(s, 4))
+        answer = _recv_exact(s, size)
+    got_corr, tags = struct.unpack(">ib", answer[:5])
+    assert (got_corr, tags) == (corr, 0), answer
+    _throttle, error_code = struct.unpack(">ih", answer[5:11])
+    return error_code

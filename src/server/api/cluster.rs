@@ -16,7 +16,7 @@ use crate::server::api::Cx;
 use crate::server::control::ensure_topic;
 use crate::types::Uuid;
 
-/// ApiVersions: the table the decoder dispatches on. No side effects.
+/// ApiVersions: the table the decoder dispatches on, and the feature levels. No side effects.
 pub fn api_versions(cx: &mut Cx<'_>, r: ApiVersionsRequest) -> ApiVersionsResponse {
     cx.release_turn();
     // v3+ name the client's software; Kafka (`ApiVersionsRequest.isValid`) answers a name or
@@ -26,7 +26,9 @@ pub fn api_versions(cx: &mut Cx<'_>, r: ApiVersionsRequest) -> ApiVersionsRespon
     {
         return ApiVersionsResponse { error_code: code::INVALID_REQUEST, ..Default::default() };
     }
-    api_versions_response(code::NONE)
+    let mut answer = api_versions_response(code::NONE);
+    super::features::advertise(cx, &mut answer);
+    answer
 }
 
 /// Whether `s` is a client software name or version as Kafka takes them: letters, digits,

@@ -1,7 +1,8 @@
 //! The consumer group protocol (KIP-848): ConsumerGroupHeartbeat and ConsumerGroupDescribe,
 //! each sent to the shard that coordinates its group (as the classic group APIs are), where
 //! [`crate::coordinator::group`] answers them from the group's state and the topics as that
-//! shard knows them.
+//! shard knows them. Both need the cluster's `group.version` at 1 or above: below it they are
+//! UNSUPPORTED_VERSION, as Kafka 4 answers when the protocol is not enabled.
 
 use crate::protocol::errors::ErrorCode;
 use crate::protocol::groups::*;
@@ -28,8 +29,18 @@ impl ShardCall<Shard> for Beat {
     }
 }
 
+/// Whether the consumer group protocol is enabled: the cluster's `group.version` is 1 or more.
+fn enabled(cx: &Cx<'_>) -> bool {
+    cx.shard.features().level(crate::features::GROUP_VERSION) >= 1
+}
+
 /// ConsumerGroupHeartbeat: join, heartbeat, reconcile or leave.
 pub async fn heartbeat(cx: &mut Cx<'_>, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse {
+    if !enabled(cx) {
+        cx.release_turn();
+        let error_code = crate::protocol::errors::UNSUPPORTED_VERSION;
+        return ConsumerGroupHeartbeatResponse { error_code, ..Default::default() };
+    }
     let group = req.group_id.clone();
     if !cx.allowed(Operation::Read, ResourceType::Group, &group) {
         cx.release_turn();
@@ -66,6 +77,16 @@ impl ShardCall<Shard> for Describe {
 /// a group naming a topic the client may not describe is TOPIC_AUTHORIZATION_FAILED and
 /// nothing more; the authorized operations (KIP-430) when asked for.
 pub async fn describe(cx: &mut Cx<'_>, req: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse {
+    if !enabled(cx) {
+        cx.release_turn();
+        let error_code = crate::protocol::errors::UNSUPPORTED_VERSION;
+        let groups = req
+            .group_ids
+            .into_iter()
+            .map(|group_id| ConsumerGroupDescribeGroup { error_code, group_id, ..Default::default() })
+            .collect();
+        return ConsumerGroupDescribeResponse { groups, ..Default::default() };
+    }
     let mut groups = Vec::with_capacity(req.group_ids.len());
     for id in req.group_ids {
         if !cx.allowed(Operation::Describe, ResourceType::Group, &id) {

@@ -14,6 +14,7 @@ mod admin;
 pub(crate) mod cluster;
 mod configs;
 mod consumer_groups;
+mod features;
 mod fetch;
 mod groups;
 mod list_offsets;
@@ -250,6 +251,7 @@ async fn dispatch(
         Request::ListPartitionReassignments(r) => answer!(partitions::list_reassignments(cx, r)),
         Request::DescribeConfigs(r) => answer!(configs::describe_configs(cx, r)),
         Request::ListConfigResources(r) => answer!(configs::list_config_resources(cx, r).await),
+        Request::UpdateFeatures(r) => answer!(features::update(cx, r).await),
         Request::AlterConfigs(r) => answer!(configs::alter_configs(cx, r).await),
         Request::FindCoordinator(r) => answer!(groups::find_coordinator(cx, r).await),
         Request::JoinGroup(r) => answer!(groups::join(cx, r).await),

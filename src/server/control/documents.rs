@@ -1,9 +1,10 @@
 //! The cluster-wide state a clustered node takes from the metadata image as documents: ACLs,
-//! SCRAM credentials, client quotas and the cluster-default broker settings, each changed as one
+//! SCRAM credentials, client quotas, feature levels and the cluster-default broker settings, each changed as one
 //! whole new version based on the version in force ([`put_document`]).
 
 use super::commit::{commit, until_published};
 use crate::cluster::types::{MetaCommand, MetaResponse};
+use crate::features::{Features, FEATURES_FILE};
 use crate::protocol::errors as code;
 use crate::security::acl::{Acls, ACLS_FILE};
 use crate::security::quota::{Quotas, QUOTAS_FILE};
@@ -21,10 +22,10 @@ pub const DOCUMENT_ATTEMPTS: usize = 5;
 pub const BROKER_DEFAULTS: &str = "broker-defaults";
 
 /// The cluster-wide state a clustered node takes from the metadata image as documents: ACLs,
-/// SCRAM credentials, client quotas (each its file's whole text) and the cluster-default
-/// broker settings. Each change is committed as one document version ([`put_document`]); the
-/// publisher writes the file on every node and puts it in force.
-pub const DOCUMENTS: [&str; 4] = [ACLS_FILE, CREDENTIALS_FILE, QUOTAS_FILE, BROKER_DEFAULTS];
+/// SCRAM credentials, client quotas, the finalized feature levels (each its file's whole text)
+/// and the cluster-default broker settings. Each change is committed as one document version
+/// ([`put_document`]); the publisher writes the file on every node and puts it in force.
+pub const DOCUMENTS: [&str; 5] = [ACLS_FILE, CREDENTIALS_FILE, QUOTAS_FILE, FEATURES_FILE, BROKER_DEFAULTS];
 
 /// The version of document `name` in force on this node (0: none from the metadata yet). A
 /// change computed from the state in force is based on it.
@@ -67,6 +68,7 @@ pub enum Content {
     Acls(Acls),
     Credentials(Credentials),
     Quotas(Quotas),
+    Features(Features),
     /// The cluster-default broker settings (a `broker-configs` text's `default` lines).
     BrokerDefaults(BTreeMap<String, String>),
 }
@@ -77,6 +79,7 @@ pub fn read(name: &str, text: &str) -> Result<Content, String> {
         ACLS_FILE => Content::Acls(Acls::decode(text)?),
         CREDENTIALS_FILE => Content::Credentials(Credentials::decode(text)?),
         QUOTAS_FILE => Content::Quotas(Quotas::decode(text)?),
+        FEATURES_FILE => Content::Features(Features::decode(text)?),
         _ => Content::BrokerDefaults(DynamicConfigs::decode(text)?.default),
     })
 }

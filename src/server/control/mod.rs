@@ -1,5 +1,6 @@
 //! Shard 0's control plane: topic changes, dynamic broker settings ([`broker`]), ACLs
-//! ([`acls`]), SCRAM credentials ([`users`]), client quotas ([`quotas`]) and producer ids, each a
+//! ([`acls`]), SCRAM credentials ([`users`]), client quotas ([`quotas`]), feature levels
+//! ([`features`]) and producer ids, each a
 //! typed call to shard 0, which validates and persists the change, then publishes it to every
 //! shard as a delta ([`crate::server::publish`]). On a clustered node a change is committed
 //! through the metadata quorum ([`metadata`], [`documents`], [`commit`]) and reaches every node
@@ -19,6 +20,7 @@ pub mod acls;
 pub mod broker;
 pub mod commit;
 pub mod documents;
+pub mod features;
 pub mod metadata;
 pub mod publisher;
 pub mod quorum;

@@ -42,7 +42,7 @@ async fn publish_documents(shard: &Rc<Shard>, image: &MetaImage, seeded: &mut bo
         if document_version(shard, name) == doc.version || !DOCUMENTS.contains(&name.as_str()) {
             continue;
         }
-        let applied = take_document(shard, control, name, &doc.text).await;
+        let applied = take_document(shard, control, name, &doc.text, doc.version).await;
         match applied {
             Ok(()) => {
                 control.failed_documents.borrow_mut().remove(name);
@@ -102,7 +102,13 @@ async fn seed_documents(shard: &Rc<Shard>, control: &ControlState, image: &MetaI
 }
 
 /// Put one cluster-wide document in force here: its file written, its state on every shard.
-async fn take_document(shard: &Rc<Shard>, control: &ControlState, name: &str, text: &str) -> Result<(), String> {
+async fn take_document(
+    shard: &Rc<Shard>,
+    control: &ControlState,
+    name: &str,
+    text: &str,
+    version: u64,
+) -> Result<(), String> {
     let path = shard.config().data_dir.join(name);
     let write = || async {
         // The first version this node takes replaces its own file: kept beside it if it
@@ -145,6 +151,12 @@ async fn take_document(shard: &Rc<Shard>, control: &ControlState, name: &str, te
         Content::Quotas(quotas) => {
             write().await?;
             shard.connections().set_quotas(quotas);
+        }
+        Content::Features(mut features) => {
+            write().await?;
+            // The cluster's count of changes is the document's version.
+            features.epoch = version as i64;
+            publish_delta(shard, Delta::Features(features)).await;
         }
     }
     Ok(())
