@@ -156,6 +156,11 @@ struct LoadCmdArgs {
     /// Records per transaction with --transactional.
     #[arg(long, default_value_t = 10000)]
     txn_records: u64,
+    /// Kafka's transaction version with --transactional: 2 (KIP-890 part 2, what a Kafka 4
+    /// client uses on a cluster at transaction.version 2: partitions join at their first
+    /// write, the epoch is bumped at every commit) or 0 (AddPartitionsToTxn first).
+    #[arg(long, default_value_t = 2)]
+    transaction_version: i16,
     /// Print the summary as one JSON object (the last line).
     #[arg(long)]
     json: bool,
@@ -327,6 +332,7 @@ fn load(
         idempotent,
         transactional,
         txn_records,
+        transaction_version,
         json,
         hdr_out,
         report,
@@ -363,7 +369,7 @@ fn load(
     args.threads = threads;
     args.in_flight = in_flight;
     args.producing = match (idempotent, transactional) {
-        (_, true) => load::Producing::Transactional { records_per_txn: txn_records },
+        (_, true) => load::Producing::Transactional { records_per_txn: txn_records, version: transaction_version },
         (true, false) => load::Producing::Idempotent,
         (false, false) => load::Producing::Plain,
     };

@@ -141,7 +141,12 @@ impl Conn {
 
     /// A request without an answer (Produce with acks=0).
     pub async fn send_only<Q: Message>(&self, api: i16, req: &mut Q) -> anyhow::Result<()> {
-        let header = self.header(api, self.version(api)?);
+        self.send_only_at(api, self.version(api)?, req).await
+    }
+
+    /// A request without an answer, at `version`.
+    pub async fn send_only_at<Q: Message>(&self, api: i16, version: i16, req: &mut Q) -> anyhow::Result<()> {
+        let header = self.header(api, version);
         let frame = protocol::encode_request(&header, req)?;
         self.frames.send(frame).await.map_err(|_| anyhow::anyhow!("connection closed"))
     }

@@ -44,8 +44,10 @@ pub enum Producing {
     Idempotent,
     /// A transactional producer: each connection its own transactional id, transactions of
     /// this many records (the batches of one transaction pipelined), committed one after the
-    /// other; the commit latency is measured apart.
-    Transactional { records_per_txn: u64 },
+    /// other; the commit latency is measured apart. `version`: Kafka's transaction version, 0
+    /// (AddPartitionsToTxn before the writes, EndTxn v4, the epoch kept) or 2 (KIP-890 part 2:
+    /// Produce v12 adds each partition at its first write, EndTxn v5 bumps the epoch).
+    Transactional { records_per_txn: u64, version: i16 },
 }
 
 /// Everything `tidemark load` takes.
@@ -127,8 +129,11 @@ impl LoadArgs {
         if self.producing != Producing::Plain && (self.acks != -1 || self.in_flight > 5) {
             bail!("--idempotent and --transactional need --acks all and at most 5 requests in flight (Kafka's rule)");
         }
-        if matches!(self.producing, Producing::Transactional { records_per_txn: 0 }) {
+        if matches!(self.producing, Producing::Transactional { records_per_txn: 0, .. }) {
             bail!("--txn-records must be at least 1");
+        }
+        if matches!(self.producing, Producing::Transactional { version, .. } if version != 0 && version != 2) {
+            bail!("--transaction-version is 0 (the original protocol) or 2 (KIP-890 part 2)");
         }
         if matches!(self.producing, Producing::Transactional { .. })
             && (self.rate.is_some() || self.mode != Mode::Produce)

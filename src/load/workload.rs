@@ -234,6 +234,12 @@ struct Sent {
     bytes: u64,
     intended: Vec<Instant>,
     measure: bool,
+    /// The Produce version to send at.
+    version: i16,
+    /// A transaction's first batch to its partition at transaction version 2: sent again while
+    /// the broker answers CONCURRENT_TRANSACTIONS (the previous transaction's markers are still
+    /// being written; no later batch of the partition is in flight meanwhile).
+    first_in_txn: bool,
 }
 
 /// Send one produce request and record its outcome: an error, or (when measuring) its records,
@@ -247,11 +253,18 @@ async fn send_batch(
 ) {
     let (written, acked) = (Instant::now(), req.acks != 0);
     let ok = if !acked {
-        conn.send_only(PRODUCE, &mut req).await.is_ok()
+        conn.send_only_at(PRODUCE, sent.version, &mut req).await.is_ok()
     } else {
-        match conn.call::<_, ProduceResponse>(PRODUCE, &mut req).await {
-            Ok(r) => r.topics.iter().flat_map(|t| &t.partitions).all(|p| p.error_code == code::NONE),
-            Err(_) => false,
+        loop {
+            let codes: Vec<_> = match conn.call_at::<_, ProduceResponse>(PRODUCE, sent.version, &mut req).await {
+                Ok(r) => r.topics.iter().flat_map(|t| &t.partitions).map(|p| p.error_code).collect(),
+                Err(_) => break false,
+            };
+            if sent.first_in_txn && codes.contains(&code::CONCURRENT_TRANSACTIONS) {
+                glommio::timer::sleep(Duration::from_millis(2)).await;
+                continue;
+            }
+            break codes.iter().all(|c| *c == code::NONE);
         }
     };
     if !ok {
@@ -298,6 +311,13 @@ async fn produce(
     // Each connection starts its key cycle elsewhere, so connections overwrite each other's keys.
     let mut next_key = partitions[0] as u64 * 7919;
     let mut producer = Producer::start(&args, &conn, &partitions).await?;
+    let tv2 = producer.as_ref().is_some_and(|p| p.version >= 2);
+    // By topic name (v13 names topics by id); v12 tells the broker the producer speaks
+    // transactions version 2.
+    let version = conn.version(PRODUCE)?.min(if tv2 { 12 } else { 11 });
+    if tv2 && version < 12 {
+        anyhow::bail!("the broker does not speak transactions version 2 (Produce v12)");
+    }
     loop {
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
@@ -360,8 +380,15 @@ async fn produce(
         let transactional_id = producer.as_ref().and_then(|p| p.transactional_id.clone());
         let req = produce_request(&args, transactional_id, partition, batch);
         let bytes = (n as usize * args.record_size) as u64;
-        let sent = Sent { n, bytes, intended, measure };
+        let first_in_txn = producer.as_mut().is_some_and(|p| p.first_round.remove(&partition));
+        let round_done = first_in_txn && producer.as_ref().is_some_and(|p| p.first_round.is_empty());
+        let sent = Sent { n, bytes, intended, measure, version, first_in_txn };
         glommio::spawn_local(send_batch(conn.clone(), req, permit, meter.clone(), sent)).detach();
+        if round_done {
+            // Every partition's first batch of the transaction answered before any second one
+            // goes (a first one may be sent again, and must stay first).
+            let _all = slots.acquire_permit(args.in_flight as u64).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        }
         if conn.is_closed() {
             anyhow::bail!("the broker closed the connection");
         }
@@ -402,17 +429,23 @@ struct Producer {
     /// Records in the open transaction.
     txn_records: u64,
     open: bool,
+    /// Kafka's transaction version: 0 or 2.
+    version: i16,
+    /// Version 2: the partitions the open transaction has not written yet (their first batch
+    /// adds them to the transaction).
+    first_round: std::collections::BTreeSet<i32>,
 }
 
 impl Producer {
     /// A producer id (and for a transactional run, this connection's transactional id), or
     /// `None` for a plain producer.
     async fn start(args: &LoadArgs, conn: &Rc<Conn>, partitions: &[i32]) -> anyhow::Result<Option<Producer>> {
-        let (transactional_id, records_per_txn) = match args.producing {
+        let (transactional_id, records_per_txn, version) = match args.producing {
             Producing::Plain => return Ok(None),
-            Producing::Idempotent => (None, u64::MAX),
-            Producing::Transactional { records_per_txn } => {
-                (Some(format!("tidemark-load-{}-{}", std::process::id(), partitions[0])), records_per_txn)
+            Producing::Idempotent => (None, u64::MAX, 0),
+            Producing::Transactional { records_per_txn, version } => {
+                let id = format!("tidemark-load-{}-{}", std::process::id(), partitions[0]);
+                (Some(id), records_per_txn, version)
             }
         };
         // The coordinator may still be creating its topic: retried for a while.
@@ -445,6 +478,8 @@ impl Producer {
             records_per_txn,
             txn_records: 0,
             open: records_per_txn == u64::MAX,
+            version,
+            first_round: Default::default(),
         }))
     }
 
@@ -462,9 +497,16 @@ impl Producer {
         }
     }
 
-    /// AddPartitionsToTxn (v3: a client's) for every partition of this connection.
+    /// AddPartitionsToTxn (v3: a client's) for every partition of this connection; at version 2
+    /// nothing (the first batch to each partition adds it).
     async fn begin(&mut self, conn: &Rc<Conn>) -> anyhow::Result<()> {
         let Some(id) = self.transactional_id.clone() else { return Ok(()) };
+        if self.version >= 2 {
+            self.first_round = self.partitions.iter().copied().collect();
+            self.open = true;
+            self.txn_records = 0;
+            return Ok(());
+        }
         let mut req = AddPartitionsToTxnRequest {
             v3_and_below_transactional_id: id,
             v3_and_below_producer_id: self.id,
@@ -498,9 +540,15 @@ impl Producer {
         Ok(())
     }
 
-    /// EndTxn (commit), its latency measured.
+    /// EndTxn (commit), its latency measured: v4 at version 0; v5 at version 2, whose answer is
+    /// the producer id and epoch to go on with (sequences start again at 0).
     async fn commit(&mut self, conn: &Rc<Conn>, meter: &Meter) -> anyhow::Result<()> {
         let Some(id) = self.transactional_id.clone() else { return Ok(()) };
+        if self.version >= 2 && self.txn_records == 0 {
+            // Nothing written: no partition joined, nothing to end (as Kafka's clients skip it).
+            self.open = false;
+            return Ok(());
+        }
         let mut req = EndTxnRequest {
             transactional_id: id,
             producer_id: self.id,
@@ -508,12 +556,19 @@ impl Producer {
             committed: true,
             ..Default::default()
         };
+        let version = if self.version >= 2 { 5 } else { conn.version(END_TXN)?.min(4) };
         let t0 = Instant::now();
-        let r: EndTxnResponse = conn.call(END_TXN, &mut req).await?;
+        let r: EndTxnResponse = conn.call_at(END_TXN, version, &mut req).await?;
         if r.error_code != code::NONE {
             anyhow::bail!("EndTxn: error code {}", r.error_code.0);
         }
         let _ = meter.commits.borrow_mut().record((t0.elapsed().as_micros() as u64).max(1));
+        if self.version >= 2 {
+            if (r.producer_id, r.producer_epoch) != (self.id, self.epoch) {
+                self.sequences.values_mut().for_each(|s| *s = 0);
+            }
+            (self.id, self.epoch) = (r.producer_id, r.producer_epoch);
+        }
         self.open = false;
         Ok(())
     }

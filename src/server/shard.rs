@@ -192,6 +192,9 @@ pub struct Shard {
     /// Connections to the other brokers for short requests ([`crate::server::peers`]);
     /// replication's fetchers keep their own (their long polls would hold these up).
     peers: crate::client::Peers,
+    /// Transactional first writes waiting for their coordinator, one at a time per producer
+    /// and partition ([`crate::server::transactions::FirstWrites`]).
+    first_writes: crate::server::transactions::FirstWrites,
 }
 
 impl Shard {
@@ -257,6 +260,7 @@ impl Shard {
             control,
             replication: Default::default(),
             peers: Default::default(),
+            first_writes: Default::default(),
         });
         shard.coordinator.attach_topics(Rc::new(ShardTopics(Rc::downgrade(&shard))));
         shard.txn.attach_topics(Rc::new(ShardTopics(Rc::downgrade(&shard))));
@@ -393,6 +397,10 @@ impl Shard {
 
     pub fn txn(&self) -> &Rc<TxnCoordinator> {
         &self.txn
+    }
+
+    pub fn first_writes(&self) -> &crate::server::transactions::FirstWrites {
+        &self.first_writes
     }
 
     pub fn request_memory(&self) -> &Budget {

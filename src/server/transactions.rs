@@ -14,6 +14,9 @@ use crate::server::shard::Shard;
 use crate::storage::format::marker::Marker;
 use crate::txn::{self, TopicPartition};
 use crate::types::Offset;
+use futures_channel::oneshot;
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
 mod remote;
@@ -57,33 +60,138 @@ impl TxnHost for Shard {
 /// At transaction version 0 (part 1) the coordinator is only asked: INVALID_TXN_STATE when the
 /// partition is not in the transaction. At version 2 (part 2: Produce v12+, TxnOffsetCommit
 /// v5+) this broker adds the partition to the transaction itself, as Kafka's leaders do, and
-/// retries CONCURRENT_TRANSACTIONS (the previous transaction's markers being written) every
-/// [`ADD_RETRY_BACKOFF`] for up to [`ADD_RETRY_MAX`] before answering it (retriable).
+/// retries CONCURRENT_TRANSACTIONS (the previous transaction's markers being written) for up
+/// to [`ADD_RETRY_MAX`] before answering it (retriable). Kafka retries every 20 ms; here the
+/// wait starts at 1 ms and doubles up to [`ADD_RETRY_BACKOFF`], so a producer whose previous
+/// markers take a few milliseconds waits that long, not 20.
 ///
 /// A marker appended here while the coordinator was asked may have ended that transaction:
 /// the question is asked again. Kafka's answers: INVALID_PRODUCER_EPOCH for a fenced producer,
 /// NOT_ENOUGH_REPLICAS (retriable) when the coordinator cannot say. The caller appends without
-/// yielding after an `Ok`.
+/// yielding after an `Ok`, holding the returned [`WriteTurn`] until its records have their
+/// offsets: the producer's next writes to the partition, pipelined behind this one, wait for it
+/// in arrival order (their own check would race this one's, and a later batch could be
+/// appended first).
 pub async fn verify_txn_write(
     shard: &Rc<Shard>,
     p: &Rc<crate::storage::partition::Partition<DmaDisk>>,
     write: TxnWrite,
-) -> Result<(), ErrorCode> {
-    if p.log().producers().in_transaction(write.pid, write.epoch) {
-        return Ok(());
+) -> Result<WriteTurn, ErrorCode> {
+    // Behind a first write still under way, a later write waits its turn even when the
+    // transaction is open by now (the first one may be appended, a second one not yet).
+    let waiting = shard.first_writes().busy(&write.partition, write.pid);
+    if !waiting && p.log().producers().in_transaction(write.pid, write.epoch) {
+        return Ok(WriteTurn { _held: None });
     }
+    let turn = shard.first_writes().turn(&write.partition, write.pid).await;
+    // The write before this one may have opened the transaction meanwhile.
+    if p.log().producers().in_transaction(write.pid, write.epoch) {
+        return Ok(WriteTurn { _held: None });
+    }
+    check_with_coordinator(shard, p, &write).await.map(|()| turn)
+}
+
+async fn check_with_coordinator(
+    shard: &Rc<Shard>,
+    p: &Rc<crate::storage::partition::Partition<DmaDisk>>,
+    write: &TxnWrite,
+) -> Result<(), ErrorCode> {
     let started = std::time::Instant::now();
+    let mut backoff = std::time::Duration::from_millis(1);
     loop {
-        match ask_coordinator(shard, p, &write).await {
+        match ask_coordinator(shard, p, write).await {
             Err(code::CONCURRENT_TRANSACTIONS) if write.add && started.elapsed() < ADD_RETRY_MAX => {
-                glommio::timer::sleep(ADD_RETRY_BACKOFF).await;
+                glommio::timer::sleep(backoff).await;
+                backoff = (backoff * 2).min(ADD_RETRY_BACKOFF);
             }
             verdict => return verdict,
         }
     }
 }
 
-/// `add.partitions.to.txn.retry.backoff.ms` (Kafka's default).
+/// One producer's transactional first writes to a partition, in the order they arrived: a write
+/// that must ask the coordinator holds the turn until it is appended, and hands it to the next
+/// waiting write, first come first served.
+#[derive(Default)]
+pub struct FirstWrites {
+    turns: Turns,
+}
+
+/// Per producer and partition: the writes waiting for the turn, oldest first (an entry exists
+/// while one holds it).
+type Turns = Rc<RefCell<HashMap<(TopicPartition, i64), VecDeque<oneshot::Sender<()>>>>>;
+
+impl std::fmt::Debug for FirstWrites {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FirstWrites({} held)", self.turns.borrow().len())
+    }
+}
+
+impl FirstWrites {
+    /// Whether a write of producer `pid` on `tp` holds the turn.
+    fn busy(&self, tp: &TopicPartition, pid: i64) -> bool {
+        self.turns.borrow().contains_key(&(tp.clone(), pid))
+    }
+
+    /// Wait for the turn of producer `pid` on `tp`.
+    async fn turn(&self, tp: &TopicPartition, pid: i64) -> WriteTurn {
+        let key = (tp.clone(), pid);
+        let waiting = {
+            let mut turns = self.turns.borrow_mut();
+            match turns.get_mut(&key) {
+                None => {
+                    turns.insert(key.clone(), VecDeque::new());
+                    None
+                }
+                Some(queue) => {
+                    let (tx, rx) = oneshot::channel();
+                    queue.push_back(tx);
+                    Some(rx)
+                }
+            }
+        };
+        if let Some(rx) = waiting {
+            // Handed over by the write before (never dropped unsent: see `Turn::drop`).
+            let _ = rx.await;
+        }
+        WriteTurn { _held: Some(Turn { turns: self.turns.clone(), key }) }
+    }
+}
+
+/// The turn a transactional first write holds until it is appended (none for a write into a
+/// transaction already open on the partition).
+#[derive(Debug)]
+pub struct WriteTurn {
+    _held: Option<Turn>,
+}
+
+struct Turn {
+    turns: Turns,
+    key: (TopicPartition, i64),
+}
+
+impl std::fmt::Debug for Turn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Turn({:?})", self.key)
+    }
+}
+
+impl Drop for Turn {
+    /// The turn goes to the oldest write still waiting (one whose request was dropped is
+    /// skipped); with none, the entry goes.
+    fn drop(&mut self) {
+        let mut turns = self.turns.borrow_mut();
+        let Some(queue) = turns.get_mut(&self.key) else { return };
+        while let Some(next) = queue.pop_front() {
+            if next.send(()).is_ok() {
+                return;
+            }
+        }
+        turns.remove(&self.key);
+    }
+}
+
+/// The longest wait between two tries (Kafka's `add.partitions.to.txn.retry.backoff.ms`).
 pub const ADD_RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(20);
 /// `add.partitions.to.txn.retry.backoff.max.ms` (Kafka's default).
 pub const ADD_RETRY_MAX: std::time::Duration = std::time::Duration::from_millis(100);

@@ -164,3 +164,32 @@ def test_metrics_endpoint(broker):
         raise AssertionError("expected a 404")
     except urllib.error.HTTPError as e:
         assert e.code == 404
+
+
+def committed_count(bootstrap, topic, partitions):
+    """Records a read_committed consumer sees in `topic` (the markers are not records)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "committed-probe", "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    seen, idle = 0, 0
+    while idle < 6:
+        msgs = c.consume(1000, timeout=0.5)
+        seen += sum(1 for m in msgs if not m.error())
+        idle = 0 if msgs else idle + 1
+    c.close()
+    return seen
+
+
+def test_transactional_produce_at_both_transaction_versions(broker):
+    """produce --transactional at transaction version 0 (AddPartitionsToTxn, EndTxn v4) and 2
+    (Produce v12 enrols each partition, EndTxn v5 bumps the epoch every commit): no errors,
+    transactions committed, and a read_committed consumer sees exactly the records reported
+    (every transaction committed, none left open: the run ends with a commit)."""
+    for version in ("0", "2"):
+        topic = "lt-txn-v" + version
+        s, _ = load(broker, "produce", "--topic", topic, "--partitions", "2", "--records", "4000",
+                    "--record-size", "100", "--batch-bytes", "4096", "--connections", "2", "--acks", "all", "--transactional",
+                    "--txn-records", "300", "--transaction-version", version)
+        assert s["records"] == 4000 and s["errors"] == 0, s
+        assert s["transactions"] >= 10, s
+        assert committed_count(broker.bootstrap, topic, 2) == 4000, version

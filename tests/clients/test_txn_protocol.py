@@ -3,6 +3,7 @@ implementation of the protocol independent of tidemark's): the error answers Kaf
 what no client library lets a test do on purpose: a stray transactional write (KIP-890 part 1),
 a TxnOffsetCommit read back with require_stable, a transaction left open until its timeout.
 """
+import socket
 import struct
 import time
 
@@ -512,3 +513,47 @@ def test_transactions_v1_and_v2_side_by_side(broker):
     assert produce_v12(broker, "tv1", 0, txn_batch([b"y"], pid, e0, 1), "v1") == NONE
     assert end_v5(broker, "v1", pid, e0, True) == (NONE, pid, e0 + 1)
     until("committed", lambda: lso(broker, "tv1") == 4)
+
+
+def test_pipelined_first_writes_keep_their_order(broker):
+    """A producer at transactions version 2 pipelines batches on one connection, as Kafka 4's
+    Java client does (five in flight): the first batch to a partition waits for the coordinator
+    to add it while the next batches to the same partition are already there; each is appended
+    in the order sent (no OUT_OF_ORDER_SEQUENCE_NUMBER), across several transactions whose next
+    one starts right after the commit, the markers possibly still being written."""
+    create_topic(broker, "pipe", partitions=1)
+    pid, epoch = init(broker, "p2")
+    P = ProduceRequest
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=20) as s:
+        for txn in range(5):
+            frames, corrs = [], []
+            for i in range(5):
+                req = P[12](transactional_id="p2", acks=-1, timeout_ms=10000, topic_data=[
+                    P.TopicProduceData(name="pipe", partition_data=[P.TopicProduceData.PartitionProduceData(
+                        index=0, records=txn_batch([b"t%d-%d" % (txn, i)], pid, epoch, i))])])
+                corr = 1000 * txn + i + 1
+                req.with_header(correlation_id=corr, client_id="pipeline")
+                frames.append(req.encode(header=True, framed=True))
+                corrs.append((req, corr))
+            s.sendall(b"".join(frames))
+            for req, corr in corrs:
+                size, = struct.unpack(">i", recv_exact(s, 4))
+                resp = req.header.get_response_class().decode(recv_exact(s, size), version=12, header=True)
+                assert resp.header.correlation_id == corr
+                code = resp.responses[0].partition_responses[0].error_code
+                assert code == NONE, (txn, corr, code)
+            error, pid2, epoch = end_v5(broker, "p2", pid, epoch, True)
+            assert (error, pid2) == (NONE, pid)
+    until("the last commit's marker", lambda: lso(broker, "pipe") == 30)
+    p = fetch_committed(broker, "pipe")
+    values = [v for _, v in v2_values(p.records) if v and v.startswith(b"t")]
+    assert values == [b"t%d-%d" % (t, i) for t in range(5) for i in range(5)]
+
+
+def recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        assert chunk, "closed by the broker"
+        buf += chunk
+    return buf

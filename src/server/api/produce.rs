@@ -13,7 +13,7 @@ use crate::server::control::ensure_topic;
 use crate::server::errors::{call_code, storage_code};
 use crate::server::router::{CallError, ShardCall};
 use crate::server::shard::Shard;
-use crate::server::transactions::{verify_txn_write, TxnWrite};
+use crate::server::transactions::{verify_txn_write, TxnWrite, WriteTurn};
 use crate::storage::format::batch::BatchHeader;
 use crate::storage::format::stored::{check_produce_shape, ProduceShape};
 use crate::storage::partition::Partition;
@@ -107,13 +107,24 @@ impl ShardCall<Shard> for Append {
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let p = shard.led_partition(&self.topic, self.partition).map_err(ProduceRefused::code)?;
-        if let Err(c) = self.verify_txn(&shard, &p).await {
-            return Err(ProduceRefused { code: c, log_start_offset: p.log_start(), ..Default::default() });
-        }
+        // Held until the records have their offsets (a first transactional write's turn).
+        let turn = match self.verify_txn(&shard, &p).await {
+            Ok(turn) => turn,
+            Err(c) => return Err(ProduceRefused { code: c, log_start_offset: p.log_start(), ..Default::default() }),
+        };
         // The leadership the records are appended under: acks=all fails if it ends before they
         // are replicated.
         let epoch = p.leader_epoch();
-        match p.append(&self.records).await {
+        // The first poll appends (offsets assigned, no yield before); the turn goes to the
+        // producer's next write then, not after the flush.
+        let mut appending = std::pin::pin!(p.append(&self.records));
+        let first = futures_lite::future::poll_once(&mut appending).await;
+        drop(turn);
+        let appended = match first {
+            Some(r) => r,
+            None => appending.await,
+        };
+        match appended {
             Ok(info) => {
                 if self.replicated {
                     let end = Offset(info.last_offset + 1);
@@ -141,11 +152,11 @@ impl ShardCall<Shard> for Append {
 
 impl Append {
     /// KIP-890 for a transactional batch ([`verify_txn_write`]).
-    async fn verify_txn(&self, shard: &Rc<Shard>, p: &Rc<Partition<DmaDisk>>) -> Result<(), ErrorCode> {
+    async fn verify_txn(&self, shard: &Rc<Shard>, p: &Rc<Partition<DmaDisk>>) -> Result<Option<WriteTurn>, ErrorCode> {
         if !is_transactional(&self.records) {
-            return Ok(());
+            return Ok(None);
         }
-        let Ok(h) = BatchHeader::parse(&self.records) else { return Ok(()) }; // storage refuses it
+        let Ok(h) = BatchHeader::parse(&self.records) else { return Ok(None) }; // storage refuses it
         let Some(id) = self.transactional_id.as_deref() else {
             return Err(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
         };
@@ -156,7 +167,7 @@ impl Append {
             partition: (self.topic.clone(), self.partition),
             add: self.adds_to_txn,
         };
-        verify_txn_write(shard, p, write).await
+        verify_txn_write(shard, p, write).await.map(Some)
     }
 }
 

@@ -372,6 +372,7 @@ impl ShardCall<Shard> for TxnCommit {
         // AddOffsetsToTxn, or at version 2 by this commit), else the write could open a
         // transaction no marker ends.
         let offsets = shard.offsets_partitions().map(|n| offsets_partition(&r.group_id, n));
+        let mut _turn = None;
         if let Some((index, p)) = offsets.and_then(|i| shard.partition(OFFSETS_TOPIC, i).map(|p| (i, p))) {
             let write = TxnWrite {
                 id: r.transactional_id.clone(),
@@ -380,9 +381,13 @@ impl ShardCall<Shard> for TxnCommit {
                 partition: (OFFSETS_TOPIC.to_string(), index),
                 add: self.adds,
             };
-            if let Err(e) = verify_txn_write(&shard, &p, write).await {
-                let e = if e == code::INVALID_PRODUCER_EPOCH { code::PRODUCER_FENCED } else { e };
-                return TxnOffsetCommitResponse { topics: every_partition(r.topics, e), ..Default::default() };
+            match verify_txn_write(&shard, &p, write).await {
+                // Held until the offsets are written.
+                Ok(turn) => _turn = Some(turn),
+                Err(e) => {
+                    let e = if e == code::INVALID_PRODUCER_EPOCH { code::PRODUCER_FENCED } else { e };
+                    return TxnOffsetCommitResponse { topics: every_partition(r.topics, e), ..Default::default() };
+                }
             }
         }
         let partitions_of = |topic: &str| shard.topic(topic, |t| t.partitions);
