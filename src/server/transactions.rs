@@ -150,11 +150,16 @@ impl FirstWrites {
                 }
             }
         };
-        if let Some(rx) = waiting {
-            // Handed over by the write before (never dropped unsent: see `Turn::drop`).
+        // Made before the wait, so that a write dropped while it waits (its request cancelled)
+        // still passes the turn on if it was handed over meanwhile.
+        let mut turn = Turn { turns: self.turns.clone(), key, waiting };
+        if let Some(rx) = turn.waiting.as_mut() {
+            // Handed over by the write before (dropped unsent only when it is itself dropped:
+            // `Turn::drop` hands it on then).
             let _ = rx.await;
+            turn.waiting = None;
         }
-        WriteTurn { _held: Some(Turn { turns: self.turns.clone(), key }) }
+        WriteTurn { _held: Some(turn) }
     }
 }
 
@@ -168,6 +173,8 @@ pub struct WriteTurn {
 struct Turn {
     turns: Turns,
     key: (TopicPartition, i64),
+    /// Still waiting to be handed the turn.
+    waiting: Option<oneshot::Receiver<()>>,
 }
 
 impl std::fmt::Debug for Turn {
@@ -180,6 +187,13 @@ impl Drop for Turn {
     /// The turn goes to the oldest write still waiting (one whose request was dropped is
     /// skipped); with none, the entry goes.
     fn drop(&mut self) {
+        if let Some(mut rx) = self.waiting.take() {
+            // Dropped while waiting: if the turn came meanwhile, it is passed on below; if not,
+            // the holder skips this write (its receiver is gone).
+            if !matches!(rx.try_recv(), Ok(Some(()))) {
+                return;
+            }
+        }
         let mut turns = self.turns.borrow_mut();
         let Some(queue) = turns.get_mut(&self.key) else { return };
         while let Some(next) = queue.pop_front() {
@@ -315,5 +329,64 @@ impl ShardCall<Shard> for WriteMarker {
         let end = Offset(info.last_offset + 1);
         let timeout = crate::replica::INTERNAL_WRITE_TIMEOUT;
         p.wait_replicated(end, leader_epoch, timeout).await.map_err(|e| storage_code(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// First come, first served per producer and partition: three writes ask for the turn, the
+    /// second and third wait, and get it in that order as each before them drops it; another
+    /// producer or partition never waits; a waiting write dropped before its turn is skipped,
+    /// one dropped after being handed the turn passes it on; with nobody left, the entry goes.
+    #[test]
+    fn turns_are_handed_over_in_arrival_order() {
+        glommio::LocalExecutor::default().run(async {
+            let writes = Rc::new(FirstWrites::default());
+            let tp = ("t".to_string(), 0);
+            let order = Rc::new(RefCell::new(Vec::new()));
+            let first = writes.turn(&tp, 7).await;
+            assert!(writes.busy(&tp, 7) && !writes.busy(&tp, 8));
+            let _other = writes.turn(&tp, 8).await; // another producer: at once
+            let _elsewhere = writes.turn(&("t".to_string(), 1), 7).await; // another partition
+            let mut waiters = Vec::new();
+            for n in 2..=3 {
+                let (writes, tp, order) = (writes.clone(), tp.clone(), order.clone());
+                waiters.push(glommio::spawn_local(async move {
+                    let turn = writes.turn(&tp, 7).await;
+                    order.borrow_mut().push(n);
+                    glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
+                    drop(turn);
+                }));
+                glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            assert!(order.borrow().is_empty(), "both wait for the first");
+            drop(first);
+            for w in waiters {
+                w.await;
+            }
+            assert_eq!(*order.borrow(), [2, 3]);
+            assert!(!writes.busy(&tp, 7), "nobody left: the entry went");
+
+            // Dropped while waiting: skipped; dropped after being handed the turn: passed on.
+            let holder = writes.turn(&tp, 7).await;
+            let skipped = glommio::spawn_local({
+                let (writes, tp) = (writes.clone(), tp.clone());
+                async move { writes.turn(&tp, 7).await }
+            });
+            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+            let last = glommio::spawn_local({
+                let (writes, tp) = (writes.clone(), tp.clone());
+                async move { writes.turn(&tp, 7).await }
+            });
+            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+            drop(holder); // handed to `skipped`, which is cancelled before it runs
+            drop(skipped);
+            let got = last.await;
+            assert!(writes.busy(&tp, 7));
+            drop(got);
+            assert!(!writes.busy(&tp, 7));
+        });
     }
 }

@@ -399,3 +399,79 @@ def test_admin_client(broker):
         finally:
             await a.close()
     run(main())
+
+
+def test_transactions_commit_abort_and_offsets(broker):
+    """aiokafka's transactional producer (its own protocol choices: InitProducerId,
+    AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn): a committed transaction's
+    records and its consumer offsets become visible together, an aborted one's never reach a
+    read_committed consumer (a read_uncommitted one sees them), and a second producer with the
+    same transactional id fences the first (its next transaction fails)."""
+    async def main():
+        await create_topic(broker, "aio-txn", 2)
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="aio-1",
+                             request_timeout_ms=TIMEOUT * 1000)
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(6):
+                    await p.send_and_wait("aio-txn", b"c%d" % i, partition=i % 2)
+                await p.send_offsets_to_transaction({TopicPartition("aio-txn", 0): 3}, "aio-group")
+            await p.begin_transaction()
+            for i in range(4):
+                await p.send_and_wait("aio-txn", b"a%d" % i, partition=i % 2)
+            await p.abort_transaction()
+            async with p.transaction():
+                await p.send_and_wait("aio-txn", b"last", partition=0)
+        finally:
+            await p.stop()
+        committed = await read_all(broker, "read_committed", 7)
+        assert sorted(committed) == sorted([b"c%d" % i for i in range(6)] + [b"last"]), committed
+        uncommitted = await read_all(broker, "read_uncommitted", 11)
+        assert {b"a0", b"a1", b"a2", b"a3"} <= set(uncommitted), uncommitted
+        c = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="aio-group", **GROUP_CONF)
+        await c.start()
+        try:
+            assert await c.committed(TopicPartition("aio-txn", 0)) == 3
+        finally:
+            await c.stop()
+        # A new instance with the same id fences the old one.
+        old = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="aio-2")
+        await old.start()
+        new = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="aio-2")
+        try:
+            await new.start()
+            fenced = False
+            try:
+                async with old.transaction():
+                    await old.send_and_wait("aio-txn", b"zombie", partition=1)
+            except Exception as e:  # aiokafka raises ProducerFenced
+                fenced = "Fenced" in type(e).__name__ or "fenced" in str(e).lower()
+            assert fenced, "the old instance was not fenced"
+        finally:
+            await new.stop()
+            try:
+                await old.stop()
+            except Exception:
+                pass
+    run(main())
+
+
+async def read_all(broker, isolation, expected):
+    """Every record value of `aio-txn` from the start at `isolation`, once `expected` arrived
+    (and nothing more for a moment)."""
+    c = AIOKafkaConsumer("aio-txn", bootstrap_servers=broker.bootstrap, isolation_level=isolation,
+                         auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=200)
+    await c.start()
+    try:
+        values, deadline = [], time.time() + TIMEOUT
+        while time.time() < deadline:
+            for records in (await c.getmany(timeout_ms=300)).values():
+                values.extend(r.value for r in records)
+            if len(values) >= expected:
+                for records in (await c.getmany(timeout_ms=500)).values():
+                    values.extend(r.value for r in records)
+                return values
+        raise AssertionError("%s: %d of %d records" % (isolation, len(values), expected))
+    finally:
+        await c.stop()

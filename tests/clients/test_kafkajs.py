@@ -213,3 +213,13 @@ def test_admin_client(broker, node):
     assert ok["deleteGroup"] == [{"groupId": group, "errorCode": NONE}]
     assert group not in [g["groupId"] for g in ok["listGroupsAfter"]["groups"]]
     assert "js-adm" not in ok["listTopicsAfter"]
+
+
+def test_transactions_commit_abort_and_offsets(broker, node):
+    """kafkajs's transactional producer: a committed transaction's records (on two partitions)
+    and its group offsets (sendOffsets) become visible; an aborted one's records reach a
+    read_uncommitted consumer only."""
+    r = run(node, "transactions.js", bootstrap=broker.bootstrap, topic="js-txn")
+    assert sorted(r["readCommitted"]) == ["c0", "c1", "c2", "c3"], r
+    assert sorted(r["readUncommitted"]) == ["a0", "a1", "c0", "c1", "c2", "c3"], r
+    assert sorted(map(tuple, r["offsets"])) == [(0, 2), (1, -1)], r
