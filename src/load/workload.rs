@@ -318,6 +318,8 @@ async fn produce(
     if tv2 && version < 12 {
         anyhow::bail!("the broker does not speak transactions version 2 (Produce v12)");
     }
+    // Version 2: the transaction's first batches gathered so far, sent together.
+    let mut first: Option<(ProduceRequest, Sent, glommio::sync::StaticPermit)> = None;
     loop {
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
@@ -325,6 +327,11 @@ async fn produce(
         }
         if let Some(p) = producer.as_mut() {
             if p.txn_records >= p.records_per_txn {
+                // The first batches gathered so far go (the transaction is full before every
+                // partition had one).
+                if let Some((req, sent, permit)) = first.take() {
+                    glommio::spawn_local(send_batch(conn.clone(), req, permit, meter.clone(), sent)).detach();
+                }
                 // Every batch of the transaction answered, then its commit.
                 let _all = slots.acquire_permit(args.in_flight as u64).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
                 p.commit(&conn, &meter).await?;
@@ -383,15 +390,37 @@ async fn produce(
         let first_in_txn = producer.as_mut().is_some_and(|p| p.first_round.remove(&partition));
         let round_done = first_in_txn && producer.as_ref().is_some_and(|p| p.first_round.is_empty());
         let sent = Sent { n, bytes, intended, measure, version, first_in_txn };
-        glommio::spawn_local(send_batch(conn.clone(), req, permit, meter.clone(), sent)).detach();
-        if round_done {
-            // Every partition's first batch of the transaction answered before any second one
-            // goes (a first one may be sent again, and must stay first).
-            let _all = slots.acquire_permit(args.in_flight as u64).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        if !first_in_txn {
+            glommio::spawn_local(send_batch(conn.clone(), req, permit, meter.clone(), sent)).detach();
+        } else {
+            // Version 2: a transaction's first batches, one per partition, go in one request (as
+            // a Kafka client sends a broker's partitions together), which enrols them at once.
+            match first.as_mut() {
+                None => first = Some((req, sent, permit)),
+                Some((r, s, _)) => {
+                    drop(permit); // one request, one slot
+                    r.topics[0].partitions.extend(req.topics.into_iter().flat_map(|t| t.partitions));
+                    (s.n, s.bytes) = (s.n + sent.n, s.bytes + sent.bytes);
+                    if !(s.intended.len() == 1 && sent.intended.len() == 1) {
+                        s.intended.extend(sent.intended);
+                    }
+                }
+            }
+            if round_done {
+                let (req, sent, permit) = first.take().expect("a first batch");
+                glommio::spawn_local(send_batch(conn.clone(), req, permit, meter.clone(), sent)).detach();
+                // Answered before any second batch goes (it may be sent again, and must stay
+                // first).
+                let _all = slots.acquire_permit(args.in_flight as u64).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            }
         }
         if conn.is_closed() {
             anyhow::bail!("the broker closed the connection");
         }
+    }
+    // First batches the run ended before sending.
+    if let Some((req, sent, permit)) = first.take() {
+        glommio::spawn_local(send_batch(conn.clone(), req, permit, meter.clone(), sent)).detach();
     }
     // Every request answered: all the permits are back.
     let _all = slots.acquire_permit(args.in_flight as u64).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;

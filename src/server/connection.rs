@@ -104,6 +104,7 @@ async fn open<S: AsyncRead + AsyncWrite + Unpin + 'static>(
         muted_until: Default::default(),
         sasl: std::cell::RefCell::new(sasl),
         closing: Default::default(),
+        enrolled: Default::default(),
     });
     serve_stream(shard, stream, session, admitted).await
 }

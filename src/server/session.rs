@@ -23,6 +23,8 @@ pub struct Session {
     /// Set by a handler whose answer is the last (a failed re-authentication): the
     /// connection closes once it is written.
     pub closing: std::cell::Cell<bool>,
+    /// Transactions version 2: what this connection's producer added to its open transaction.
+    pub enrolled: std::cell::RefCell<crate::server::transactions::Enrolled>,
 }
 
 impl Session {

@@ -221,33 +221,53 @@ pub struct TxnWrite {
     pub add: bool,
 }
 
-async fn ask_coordinator(
-    shard: &Rc<Shard>,
-    p: &Rc<crate::storage::partition::Partition<DmaDisk>>,
-    write: &TxnWrite,
-) -> Result<(), ErrorCode> {
-    let id = &write.id;
+/// Where the coordinator of a transactional id is: a shard of this node, or another node.
+#[derive(Debug, Clone, Copy)]
+enum CoordinatorAt {
+    Shard(usize),
+    Node(i32),
+}
+
+/// The coordinator of `id`: clustered, the leader of its `__transaction_state` partition,
+/// maybe another node (asked with AddPartitionsToTxn v4, v5 to add, as Kafka's brokers do).
+fn coordinator_of(shard: &Shard, id: &str) -> Result<CoordinatorAt, ErrorCode> {
     let target = shard.txn().shard_of(id).ok_or(code::NOT_ENOUGH_REPLICAS)?;
-    // Clustered, the coordinator is the leader of the id's `__transaction_state` partition,
-    // maybe another node: asked with AddPartitionsToTxn v4 (v5 to add), as Kafka's brokers do.
     let node = shard.config().node_id;
     let coordinator = match (shard.config().cluster.as_ref(), shard.txn().partitions()) {
         (Some(_), Some(n)) => shard.leader(TXN_TOPIC, txn::partition_for(id, n as i32)).unwrap_or(-1),
         _ => node,
     };
-    if coordinator < 0 {
-        return Err(code::NOT_ENOUGH_REPLICAS);
+    match coordinator {
+        c if c < 0 => Err(code::NOT_ENOUGH_REPLICAS),
+        c if c != node => Ok(CoordinatorAt::Node(c)),
+        _ => Ok(CoordinatorAt::Shard(target)),
     }
+}
+
+async fn ask(shard: &Rc<Shard>, at: CoordinatorAt, call: VerifyTxn) -> Result<(), ErrorCode> {
+    match at {
+        CoordinatorAt::Node(node) => verify_at(shard, node, &call).await,
+        CoordinatorAt::Shard(target) if target == shard.id() => call.check(shard).await,
+        CoordinatorAt::Shard(target) => shard.call(target, call).await.unwrap_or(Err(code::NOT_ENOUGH_REPLICAS)),
+    }
+}
+
+async fn ask_coordinator(
+    shard: &Rc<Shard>,
+    p: &Rc<crate::storage::partition::Partition<DmaDisk>>,
+    write: &TxnWrite,
+) -> Result<(), ErrorCode> {
+    let at = coordinator_of(shard, &write.id)?;
     for _ in 0..3 {
         let markers = p.log().markers_appended();
-        let call = VerifyTxn(write.clone());
-        let verdict = if coordinator != node {
-            verify_at(shard, coordinator, &call).await
-        } else if target == shard.id() {
-            call.check(shard).await
-        } else {
-            shard.call(target, call).await.unwrap_or(Err(code::NOT_ENOUGH_REPLICAS))
+        let call = VerifyTxn {
+            id: write.id.clone(),
+            pid: write.pid,
+            epoch: write.epoch,
+            partitions: vec![write.partition.clone()],
+            add: write.add,
         };
+        let verdict = ask(shard, at, call).await;
         if p.log().markers_appended() != markers {
             continue;
         }
@@ -265,18 +285,63 @@ async fn ask_coordinator(
     Err(code::NOT_ENOUGH_REPLICAS)
 }
 
-/// To the transaction coordinator of the write's id: is its partition in the open
-/// transaction at its producer id and epoch (version 2: add it)?
+/// The partitions a connection's version 2 producer has added to its open transaction through
+/// [`enrol_partitions`], so that its next requests to them are not enrolled again (a new
+/// transaction has a new epoch).
+#[derive(Debug, Default)]
+pub struct Enrolled {
+    pub id: String,
+    pub pid: i64,
+    pub epoch: i16,
+    pub partitions: std::collections::BTreeSet<TopicPartition>,
+}
+
+/// Transactions version 2: add every partition of one Produce request to producer `pid`'s
+/// transaction in one coordinator write, as Kafka's `AddPartitionsToTxnManager` adds a
+/// request's partitions together (one AddPartitionsToTxn per coordinator), retrying
+/// CONCURRENT_TRANSACTIONS as [`verify_txn_write`] does. Whether it worked: on any failure
+/// each partition's own check ([`verify_txn_write`], which every write still makes) gives the
+/// answer, so this only saves coordinator writes.
+pub async fn enrol_partitions(
+    shard: &Rc<Shard>,
+    id: &str,
+    pid: i64,
+    epoch: i16,
+    partitions: Vec<TopicPartition>,
+) -> bool {
+    let Ok(at) = coordinator_of(shard, id) else { return false };
+    let started = std::time::Instant::now();
+    let mut backoff = std::time::Duration::from_millis(1);
+    loop {
+        let call = VerifyTxn { id: id.to_string(), pid, epoch, partitions: partitions.clone(), add: true };
+        match ask(shard, at, call).await {
+            Ok(()) => return true,
+            Err(code::CONCURRENT_TRANSACTIONS) if started.elapsed() < ADD_RETRY_MAX => {
+                glommio::timer::sleep(backoff).await;
+                backoff = (backoff * 2).min(ADD_RETRY_BACKOFF);
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
+/// To the transaction coordinator of `id`: are `partitions` in its open transaction at
+/// `pid`/`epoch` (`add`, version 2: add them)?
 #[derive(Debug)]
-struct VerifyTxn(TxnWrite);
+struct VerifyTxn {
+    id: String,
+    pid: i64,
+    epoch: i16,
+    partitions: Vec<TopicPartition>,
+    add: bool,
+}
 
 impl VerifyTxn {
     async fn check(&self, shard: &Shard) -> Result<(), ErrorCode> {
-        let w = &self.0;
-        if w.add {
-            shard.txn().add_partitions(&w.id, w.pid, w.epoch, vec![w.partition.clone()], txn::TV2).await
+        if self.add {
+            shard.txn().add_partitions(&self.id, self.pid, self.epoch, self.partitions.clone(), txn::TV2).await
         } else {
-            shard.txn().verify(&w.id, w.pid, w.epoch, &w.partition)
+            self.partitions.iter().try_for_each(|tp| shard.txn().verify(&self.id, self.pid, self.epoch, tp))
         }
     }
 }

@@ -404,9 +404,11 @@ def test_api_versions_advertise_what_is_implemented(broker):
     """ApiVersions v2, v3 and v4 (kafka-python asks v4 first) list the same APIs and versions
     (the broker's one table, which the protocol tests check the codec against), including the
     admin APIs, OffsetForLeaderEpoch (23) and the inter-broker WriteTxnMarkers (27); an API
-    outside the list (UpdateFeatures, 57) closes the connection, as Kafka does. The v3/v4 answers carry one tagged field, FinalizedFeaturesEpoch
-    0, and no feature flag (tidemark implements none of Kafka's); kafka-python's
-    describe_features reads that as no features. (kcat, librdkafka 2.0, reads these answers in
+    outside the list (DescribeQuorum, 55) closes the connection, as Kafka does. The v3/v4
+    answers carry the feature levels as tagged fields: FinalizedFeaturesEpoch (tag 1, 0 on a
+    new broker) and FinalizedFeatures (tag 2); SupportedFeatures (tag 0) only at v4, since both
+    features tidemark supports start at level 0, which Kafka leaves out of v3 answers.
+    kafka-python's describe_features reads them. (kcat, librdkafka 2.0, reads these answers in
     test_clients.py.)"""
     with Conn(broker) as c:
         _, keys = api_versions_v2(c)
@@ -421,19 +423,27 @@ def test_api_versions_advertise_what_is_implemented(broker):
                 r.tags()
                 listed[k] = (lo, hi)
             r.i32()  # throttle time
-            # Tagged fields: exactly FinalizedFeaturesEpoch (tag 1) = 0.
-            assert r.uvarint() == 1 and r.uvarint() == 1 and r.uvarint() == 8 and r.i64() == 0
+            # Tagged fields: SupportedFeatures (v4), FinalizedFeaturesEpoch = 0, FinalizedFeatures.
+            tags = {}
+            for _ in range(r.uvarint()):
+                tag, size = r.uvarint(), r.uvarint()
+                tags[tag] = r.buf[r.pos:r.pos + size]
+                r.pos += size
+            assert sorted(tags) == ([0, 1, 2] if v == 4 else [1, 2]), (v, tags)
+            assert tags[1] == bytes(8), "epoch 0"
             assert r.pos == len(r.buf)
             assert listed == keys, (v, listed, keys)
-        assert 57 not in keys and keys[24] == (0, 4) and keys[18] == (0, 4) and keys[21] == (0, 2) and keys[37] == (0, 3)
+        assert 55 not in keys and keys[24] == (0, 5) and keys[18] == (0, 4) and keys[21] == (0, 2) and keys[37] == (0, 3)
         assert keys[23] == (0, 4) and keys[27] == (0, 1)
     # An unadvertised API: the connection closes without an answer.
     with Conn(broker) as c:
-        c.send(c.request(57, 0, b""))
-        assert_closed(c, "UpdateFeatures v0")
+        c.send(c.request(55, 0, b""))
+        assert_closed(c, "DescribeQuorum v0")
     k = kadmin(broker)
     try:
-        assert k.describe_features() == {}, "a feature flag is advertised"
+        features = k.describe_features()
+        assert features["transaction.version"]["finalized"] == (2, 2), features
+        assert features["group.version"]["supported"] == (0, 1), features
     finally:
         k.close()
 

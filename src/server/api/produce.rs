@@ -13,7 +13,7 @@ use crate::server::control::ensure_topic;
 use crate::server::errors::{call_code, storage_code};
 use crate::server::router::{CallError, ShardCall};
 use crate::server::shard::Shard;
-use crate::server::transactions::{verify_txn_write, TxnWrite, WriteTurn};
+use crate::server::transactions::{enrol_partitions, verify_txn_write, Enrolled, TxnWrite, WriteTurn};
 use crate::storage::format::batch::BatchHeader;
 use crate::storage::format::stored::{check_produce_shape, ProduceShape};
 use crate::storage::partition::Partition;
@@ -219,6 +219,44 @@ fn refusal(cx: &Cx<'_>, acks: i16, topic: &str, known: bool, part: &ProduceParti
     }
 }
 
+/// Transactions version 2 (Produce v12+): the request's transactional partitions not yet added
+/// by this connection are added to the producer's transaction in one coordinator write, as
+/// Kafka's leaders add a request's partitions together, rather than one write per partition
+/// from each partition's own check (which still runs, and answers if this fails). One
+/// partition is left to its own check.
+async fn enrol_request(cx: &Cx<'_>, p: &ProduceRequest, known: &[bool], allowed: &[bool]) {
+    let Some(id) = p.transactional_id.as_deref() else { return };
+    let mut producer = None;
+    let mut wanted = Vec::new();
+    for ((t, known), allowed) in p.topics.iter().zip(known).zip(allowed) {
+        if !(*known && *allowed) {
+            continue;
+        }
+        for part in &t.partitions {
+            let Some(records) = part.records.as_deref().filter(|r| is_transactional(r)) else { continue };
+            let Ok(h) = BatchHeader::parse(records) else { continue };
+            if *producer.get_or_insert((h.producer_id, h.producer_epoch)) == (h.producer_id, h.producer_epoch) {
+                wanted.push((t.name.clone(), part.index));
+            }
+        }
+    }
+    let Some((pid, epoch)) = producer else { return };
+    {
+        let enrolled = cx.session.enrolled.borrow();
+        if (enrolled.id.as_str(), enrolled.pid, enrolled.epoch) == (id, pid, epoch) {
+            wanted.retain(|tp| !enrolled.partitions.contains(tp));
+        }
+    }
+    if wanted.len() < 2 || !enrol_partitions(cx.shard, id, pid, epoch, wanted.clone()).await {
+        return;
+    }
+    let mut enrolled = cx.session.enrolled.borrow_mut();
+    if (enrolled.id.as_str(), enrolled.pid, enrolled.epoch) != (id, pid, epoch) {
+        *enrolled = Enrolled { id: id.to_string(), pid, epoch, ..Default::default() };
+    }
+    enrolled.partitions.extend(wanted);
+}
+
 /// An append issued to its owner, or the code it was refused with before that.
 type Issued = Result<glommio::task::JoinHandle<Result<<Append as ShardCall<Shard>>::Reply, CallError>>, ErrorCode>;
 
@@ -267,6 +305,9 @@ pub async fn handle(cx: &mut Cx<'_>, mut p: ProduceRequest) -> Option<ProduceRes
         let usable =
             *ok && acks_ok && (cx.shard.has_topic(&t.name) || (may_create() && ensure_topic(cx.shard, &t.name).await));
         known.push(usable);
+    }
+    if cx.version() >= 12 && transactional && !txn_refused {
+        enrol_request(cx, &p, &known, &allowed).await;
     }
     // KIP-219: the request's bytes count against the client's producer_byte_rate; the records
     // are appended anyway, and the answer says how long the client is throttled.

@@ -75,25 +75,31 @@ pub(super) async fn write_marker_at_leader(
 }
 
 /// [`VerifyTxn`] at the coordinator on node `coordinator`: AddPartitionsToTxn v4 verify only,
-/// or v5 adding the partition (transactions version 2).
+/// or v5 adding the partitions (transactions version 2).
 pub(super) async fn verify_at(shard: &Rc<Shard>, coordinator: i32, call: &VerifyTxn) -> Result<(), ErrorCode> {
-    let w = &call.0;
+    let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
+    for (topic, partition) in &call.partitions {
+        match topics.iter_mut().find(|t| &t.name == topic) {
+            Some(t) => t.partitions.push(*partition),
+            None => topics.push(AddPartitionsToTxnTopic {
+                name: topic.clone(),
+                partitions: vec![*partition],
+                ..Default::default()
+            }),
+        }
+    }
     let mut req = AddPartitionsToTxnRequest {
         transactions: vec![AddPartitionsToTxnTransaction {
-            transactional_id: w.id.clone(),
-            producer_id: w.pid,
-            producer_epoch: w.epoch,
-            verify_only: !w.add,
-            topics: vec![AddPartitionsToTxnTopic {
-                name: w.partition.0.clone(),
-                partitions: vec![w.partition.1],
-                ..Default::default()
-            }],
+            transactional_id: call.id.clone(),
+            producer_id: call.pid,
+            producer_epoch: call.epoch,
+            verify_only: !call.add,
+            topics,
             ..Default::default()
         }],
         ..Default::default()
     };
-    let version = if w.add { 5 } else { 4 };
+    let version = if call.add { 5 } else { 4 };
     let limit = std::time::Duration::from_secs(10);
     let api = crate::protocol::ADD_PARTITIONS_TO_TXN;
     let resp: AddPartitionsToTxnResponse =
@@ -106,15 +112,19 @@ pub(super) async fn verify_at(shard: &Rc<Shard>, coordinator: i32, call: &Verify
     if resp.error_code != code::NONE {
         return Err(resp.error_code);
     }
-    let c = resp
+    // The first partition's error (they share the coordinator's one answer); none answered is
+    // no answer.
+    let codes: Vec<ErrorCode> = resp
         .results_by_transaction
         .first()
-        .and_then(|t| t.topic_results.first())
-        .and_then(|t| t.results_by_partition.first())
-        .map_or(code::NOT_ENOUGH_REPLICAS, |p| p.partition_error_code);
-    if c == code::NONE {
-        Ok(())
-    } else {
-        Err(c)
+        .into_iter()
+        .flat_map(|t| &t.topic_results)
+        .flat_map(|t| &t.results_by_partition)
+        .map(|p| p.partition_error_code)
+        .collect();
+    match codes.iter().find(|c| **c != code::NONE) {
+        _ if codes.is_empty() => Err(code::NOT_ENOUGH_REPLICAS),
+        Some(c) => Err(*c),
+        None => Ok(()),
     }
 }
