@@ -557,3 +557,23 @@ def recv_exact(sock, n):
         assert chunk, "closed by the broker"
         buf += chunk
     return buf
+
+
+def test_one_request_enrols_its_partitions_in_one_write(broker):
+    """Transactions version 2: a Produce v12 request with transactional batches for three
+    partitions adds all three to the transaction in one `__transaction_state` record (as Kafka's
+    AddPartitionsToTxnManager sends one AddPartitionsToTxn per request): after InitProducerId
+    (one record) the state topic holds two records, not four. A partition the topic lacks is
+    refused alone and joins nothing."""
+    create_topic(broker, "three", partitions=3)
+    pid, e = init(broker, "one-write")
+    P = ProduceRequest
+    parts = [P.TopicProduceData.PartitionProduceData(index=i, records=txn_batch([b"v%d" % i], pid, e, 0))
+             for i in (0, 1, 2, 7)]
+    r = call(broker, P, 12, transactional_id="one-write", acks=-1, timeout_ms=10000,
+             topic_data=[P.TopicProduceData(name="three", partition_data=parts)])
+    codes = {p.index: p.error_code for p in r.responses[0].partition_responses}
+    assert codes == {0: NONE, 1: NONE, 2: NONE, 7: UNKNOWN_TOPIC_OR_PARTITION}, codes
+    assert described(broker, "one-write") == ("Ongoing", e, [("three", 0), ("three", 1), ("three", 2)])
+    written = sum(list_offsets(broker, 5, "__transaction_state", -1, partition=i).offset for i in range(8))
+    assert written == 2, "InitProducerId and one enrolment: %d records" % written

@@ -229,10 +229,12 @@ async fn enrol_request(cx: &Cx<'_>, p: &ProduceRequest, known: &[bool], allowed:
     let mut producer = None;
     let mut wanted = Vec::new();
     for ((t, known), allowed) in p.topics.iter().zip(known).zip(allowed) {
-        if !(*known && *allowed) {
+        // Only what the appends will be tried on: a topic that exists, writable, not internal.
+        if !(*known && *allowed) || crate::server::is_internal_topic(&t.name) {
             continue;
         }
-        for part in &t.partitions {
+        let count = cx.shard.topic(&t.name, |info| info.partitions).unwrap_or(0);
+        for part in t.partitions.iter().filter(|x| x.index >= 0 && (x.index as u32) < count) {
             let Some(records) = part.records.as_deref().filter(|r| is_transactional(r)) else { continue };
             let Ok(h) = BatchHeader::parse(records) else { continue };
             if *producer.get_or_insert((h.producer_id, h.producer_epoch)) == (h.producer_id, h.producer_epoch) {
