@@ -13,6 +13,7 @@
 //!   them), and the dynamic layers over them;
 //!   [`data_dir`]: the data directory's lock and identity (cluster id, node id).
 //! - [`producer_ids`], [`peers`]: shard 0's producer ids; requests to other brokers.
+//! - [`txn_writes`]: the order of a producer's transactional first writes to a partition.
 //! - [`shard`]: one shard's state, private, behind methods, and the services below `server`
 //!   ([`crate::replica`], [`crate::coordinator`]) wired to it.
 //! - [`transactions`]: KIP-890's verification and the calls that carry transaction markers.
@@ -42,6 +43,7 @@ pub mod session;
 pub mod shard;
 pub mod tls;
 pub mod transactions;
+pub mod txn_writes;
 pub mod view;
 
 /// The broker's own topics (`__consumer_offsets`, `__transaction_state`): created by the

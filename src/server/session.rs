@@ -24,7 +24,7 @@ pub struct Session {
     /// connection closes once it is written.
     pub closing: std::cell::Cell<bool>,
     /// Transactions version 2: what this connection's producer added to its open transaction.
-    pub enrolled: std::cell::RefCell<crate::server::transactions::Enrolled>,
+    pub enrolled: std::cell::RefCell<crate::server::txn_writes::Enrolled>,
 }
 
 impl Session {

@@ -193,8 +193,8 @@ pub struct Shard {
     /// replication's fetchers keep their own (their long polls would hold these up).
     peers: crate::client::Peers,
     /// Transactional first writes waiting for their coordinator, one at a time per producer
-    /// and partition ([`crate::server::transactions::FirstWrites`]).
-    first_writes: crate::server::transactions::FirstWrites,
+    /// and partition ([`crate::server::txn_writes::FirstWrites`]).
+    first_writes: crate::server::txn_writes::FirstWrites,
 }
 
 impl Shard {
@@ -399,7 +399,7 @@ impl Shard {
         &self.txn
     }
 
-    pub fn first_writes(&self) -> &crate::server::transactions::FirstWrites {
+    pub fn first_writes(&self) -> &crate::server::txn_writes::FirstWrites {
         &self.first_writes
     }
 
