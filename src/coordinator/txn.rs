@@ -120,7 +120,7 @@ pub struct TxnCoordinator {
     /// its live records) is compacted.
     compaction_bytes: u64,
     /// The cluster's finalized `transaction.version`: at 1 and above the state records are
-    /// written at value version 1, as Kafka writes them.
+    /// written at value version 1, as Kafka writes them (below, only those that need it).
     transaction_version: Cell<TxnVersion>,
 }
 
@@ -162,9 +162,9 @@ impl TxnCoordinator {
         self.transaction_version.set(level);
     }
 
-    /// The value version state records are written at.
-    fn log_version(&self) -> i16 {
-        (self.transaction_version.get() >= 1) as i16
+    /// The value version `m`'s record is written at ([`txn::log::version_for`]).
+    fn log_version(&self, m: &TxnMetadata) -> i16 {
+        txn::log::version_for(m, self.transaction_version.get())
     }
 
     /// How the coordinator learns which partitions this node leads (set once the shard exists).
@@ -337,7 +337,7 @@ impl TxnCoordinator {
         }
         let value = t.map(|t| {
             let m = TxnMetadata { transactional_id: id.to_string(), data: t.clone(), pending: None };
-            txn::log::value(&m, self.log_version())
+            txn::log::value(&m, self.log_version(&m))
         });
         let mut b = BatchBuilder::new();
         b.push(self.now(), Some(&txn::log::key(id)), value.as_deref(), &[]);
@@ -723,7 +723,7 @@ impl TxnCoordinator {
             // Synchronously from here to the appends: no change can slip in between.
             let records: Vec<crate::groups::offsets::Record> = live
                 .iter()
-                .map(|m| (txn::log::key(&m.transactional_id), Some(txn::log::value(m, self.log_version()))))
+                .map(|m| (txn::log::key(&m.transactional_id), Some(txn::log::value(m, self.log_version(m)))))
                 .collect();
             let batches = crate::groups::offsets::batches(&records, 256 << 10, self.now());
             match crate::coordinator::runtime::rewrite(&p, batches).await {

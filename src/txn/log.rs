@@ -1,7 +1,7 @@
 //! `__transaction_state` records, in Kafka's format so that the topic reads as Kafka's does
 //! (`kafka-dump-log` decodes it): the key is `version i16 = 0, transactional id (i16 length,
 //! UTF-8)`; the value (null: a tombstone) is version 0 while the cluster's
-//! `transaction.version` is 0, else version 1, as Kafka writes them:
+//! `transaction.version` is 0, else version 1, as Kafka writes them ([`version_for`]):
 //!
 //! ```text
 //! version i16 = 0, producer id i64, producer epoch i16, timeout ms i32, state i8,
@@ -33,6 +33,16 @@ pub fn read_key(k: &[u8]) -> Result<Option<String>, String> {
     }
     let id = r.string()?;
     Ok(Some(id))
+}
+
+/// The value version of `m`'s record with the cluster's `transaction.version` at `level`:
+/// Kafka's (1 from level 1 on), and 1 also below that when `m` has what only version 1 holds (a
+/// previous or next producer id, a version 2 client), which version 0 would lose: a coordinator
+/// taking over after a rotation would not know the producer's new id. Every reader of Kafka 3
+/// and later reads both.
+pub fn version_for(m: &TxnMetadata, level: i16) -> i16 {
+    let tagged = m.data.previous_producer_id != -1 || m.data.next_producer_id != -1 || m.data.client_version != 0;
+    (level >= 1 || tagged) as i16
 }
 
 /// A record's value: the metadata as it is, at value version `version` (0 or 1).

@@ -275,8 +275,9 @@ fn partitions_as_kafka_picks_them() {
 }
 
 /// Records round-trip in Kafka's version 0 layout (Empty has null partitions); a version 1
-/// (flexible) value is read, its previous producer id from tagged field 0; damage is an
-/// error, never a panic.
+/// (flexible) value is read, its previous producer id from tagged field 0; version 1 as written
+/// round-trips with its tagged ids; version 0 is chosen only when nothing would be lost; damage
+/// is an error, never a panic.
 #[test]
 fn transaction_log_records() {
     let mut m = TxnMetadata::new("app", 42, 60_000, 5);
@@ -326,6 +327,13 @@ fn transaction_log_records() {
     for n in 0..bytes.len() {
         assert!(log::read_value("app", &bytes[..n]).is_err(), "version 1 cut at {n}");
     }
+    // Version 0 only while the cluster is at level 0 and nothing needs version 1's fields.
+    assert_eq!(log::version_for(&m, 1), 1);
+    assert_eq!(log::version_for(&m, 0), 1, "the tagged ids would be lost");
+    (m.data.previous_producer_id, m.data.next_producer_id, m.data.client_version) = (-1, -1, 0);
+    assert_eq!((log::version_for(&m, 0), log::version_for(&m, 2)), (0, 1));
+    m.data.next_producer_id = 44;
+    assert_eq!(log::version_for(&m, 0), 1, "a rotation under way");
 }
 
 /// A random operation, as clients and the coordinator's timers issue them.
