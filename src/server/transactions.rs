@@ -82,9 +82,10 @@ pub async fn verify_txn_write(
         return Ok(WriteTurn::none());
     }
     let turn = shard.first_writes().turn(&write.partition, write.pid).await;
-    // The write before this one may have opened the transaction meanwhile.
+    // The write before this one may have opened the transaction meanwhile: no question, but
+    // the turn is kept until this one is appended too.
     if p.log().producers().in_transaction(write.pid, write.epoch) {
-        return Ok(WriteTurn::none());
+        return Ok(turn);
     }
     check_with_coordinator(shard, p, &write).await.map(|()| turn)
 }

@@ -81,9 +81,15 @@ pub struct WriteTurn {
 }
 
 impl WriteTurn {
-    /// No turn: a write into a transaction already open on the partition.
+    /// No turn: not a transactional write, or one into a transaction already open on the
+    /// partition.
     pub fn none() -> WriteTurn {
         WriteTurn { _held: None }
+    }
+
+    /// Whether this write holds its producer's turn (and must give it up once appended).
+    pub fn is_held(&self) -> bool {
+        self._held.is_some()
     }
 }
 

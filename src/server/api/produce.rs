@@ -115,14 +115,18 @@ impl ShardCall<Shard> for Append {
         // The leadership the records are appended under: acks=all fails if it ends before they
         // are replicated.
         let epoch = p.leader_epoch();
-        // The first poll appends (offsets assigned, no yield before); the turn goes to the
-        // producer's next write then, not after the flush.
-        let mut appending = std::pin::pin!(p.append(&self.records));
-        let first = futures_lite::future::poll_once(&mut appending).await;
-        drop(turn);
-        let appended = match first {
-            Some(r) => r,
-            None => appending.await,
+        let appended = if turn.is_held() {
+            // The first poll appends (offsets assigned, no yield before); the turn goes to the
+            // producer's next write then, not after the flush.
+            let mut appending = std::pin::pin!(p.append(&self.records));
+            let first = futures_lite::future::poll_once(&mut appending).await;
+            drop(turn);
+            match first {
+                Some(r) => r,
+                None => appending.await,
+            }
+        } else {
+            p.append(&self.records).await
         };
         match appended {
             Ok(info) => {
@@ -152,11 +156,11 @@ impl ShardCall<Shard> for Append {
 
 impl Append {
     /// KIP-890 for a transactional batch ([`verify_txn_write`]).
-    async fn verify_txn(&self, shard: &Rc<Shard>, p: &Rc<Partition<DmaDisk>>) -> Result<Option<WriteTurn>, ErrorCode> {
+    async fn verify_txn(&self, shard: &Rc<Shard>, p: &Rc<Partition<DmaDisk>>) -> Result<WriteTurn, ErrorCode> {
         if !is_transactional(&self.records) {
-            return Ok(None);
+            return Ok(WriteTurn::none());
         }
-        let Ok(h) = BatchHeader::parse(&self.records) else { return Ok(None) }; // storage refuses it
+        let Ok(h) = BatchHeader::parse(&self.records) else { return Ok(WriteTurn::none()) }; // storage refuses it
         let Some(id) = self.transactional_id.as_deref() else {
             return Err(code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
         };
@@ -167,7 +171,7 @@ impl Append {
             partition: (self.topic.clone(), self.partition),
             add: self.adds_to_txn,
         };
-        verify_txn_write(shard, p, write).await.map(Some)
+        verify_txn_write(shard, p, write).await
     }
 }
 

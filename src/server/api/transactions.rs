@@ -16,7 +16,7 @@ use crate::server::control::{ensure_offsets_topic, ensure_txn_topic};
 use crate::server::errors::call_code;
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
-use crate::server::transactions::{verify_txn_write, TxnWrite};
+use crate::server::transactions::{verify_txn_write, TxnWrite, WriteTurn};
 use crate::storage::topics::validate_topic_name;
 use crate::txn::{TopicPartition, TxnState, TxnVersion, TV2};
 use std::rc::Rc;
@@ -372,7 +372,7 @@ impl ShardCall<Shard> for TxnCommit {
         // AddOffsetsToTxn, or at version 2 by this commit), else the write could open a
         // transaction no marker ends.
         let offsets = shard.offsets_partitions().map(|n| offsets_partition(&r.group_id, n));
-        let mut _turn = None;
+        let mut _turn = WriteTurn::none();
         if let Some((index, p)) = offsets.and_then(|i| shard.partition(OFFSETS_TOPIC, i).map(|p| (i, p))) {
             let write = TxnWrite {
                 id: r.transactional_id.clone(),
@@ -383,7 +383,7 @@ impl ShardCall<Shard> for TxnCommit {
             };
             match verify_txn_write(&shard, &p, write).await {
                 // Held until the offsets are written.
-                Ok(turn) => _turn = Some(turn),
+                Ok(turn) => _turn = turn,
                 Err(e) => {
                     let e = if e == code::INVALID_PRODUCER_EPOCH { code::PRODUCER_FENCED } else { e };
                     return TxnOffsetCommitResponse { topics: every_partition(r.topics, e), ..Default::default() };
