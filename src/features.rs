@@ -174,12 +174,7 @@ impl Features {
 
     /// `<data_dir>/features`, or a new cluster's levels when there is none.
     pub fn load(data_dir: &std::path::Path) -> anyhow::Result<Features> {
-        let path = data_dir.join(FEATURES_FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Features::decode(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Features::default()),
-            Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
-        }
+        crate::io::load_text(&data_dir.join(FEATURES_FILE), Features::decode)
     }
 }
 

@@ -15,7 +15,8 @@
 //! - a write is durable only after a later [`DiskFile::sync`] returns Ok;
 //! - reads may start and end anywhere; a read past the end of the file returns fewer bytes.
 //!
-//! Who calls it: `storage` only. Futures are `!Send`: one shard, one thread.
+//! Who calls it: `storage`; and, before any shard runs, the readers of the data directory's
+//! small settings files ([`load_text`]). Futures are `!Send`: one shard, one thread.
 #![allow(async_fn_in_trait)]
 
 mod dma;
@@ -158,6 +159,16 @@ const NAME_MAX: usize = 255;
 /// that would pass `NAME_MAX` (a 249-character topic's `.topic` file), the first 200 bytes of
 /// the name, a dot, the CRC-32C of the whole name in hex and `.tmp`. Either way it ends in
 /// `.tmp`, which recovery removes.
+/// A small text file of the data directory, read at startup (plain `std::fs`, before any
+/// shard runs): `decode`d, or `T::default()` when there is none. Errors name the file.
+pub fn load_text<T: Default>(path: &Path, decode: impl FnOnce(&str) -> Result<T, String>) -> anyhow::Result<T> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => decode(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
+        Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
+    }
+}
+
 pub fn tmp_path(path: &Path) -> PathBuf {
     let name = path.file_name().map(std::os::unix::ffi::OsStrExt::as_bytes).unwrap_or_default();
     let mut tmp = if name.len() + 4 <= NAME_MAX {

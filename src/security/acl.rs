@@ -380,12 +380,7 @@ impl Acls {
     }
 
     pub fn load(data_dir: &std::path::Path) -> anyhow::Result<Acls> {
-        let path = data_dir.join(ACLS_FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Acls::decode(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Acls::default()),
-            Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
-        }
+        crate::io::load_text(&data_dir.join(ACLS_FILE), Acls::decode)
     }
 }
 

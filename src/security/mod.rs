@@ -229,12 +229,7 @@ impl Credentials {
 
     /// Read the data directory's credentials (none when the file does not exist).
     pub fn load(data_dir: &std::path::Path) -> anyhow::Result<Credentials> {
-        let path = data_dir.join(CREDENTIALS_FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Credentials::decode(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Credentials::default()),
-            Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
-        }
+        crate::io::load_text(&data_dir.join(CREDENTIALS_FILE), Credentials::decode)
     }
 }
 

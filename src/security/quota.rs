@@ -196,12 +196,7 @@ impl Quotas {
     }
 
     pub fn load(data_dir: &std::path::Path) -> anyhow::Result<Quotas> {
-        let path = data_dir.join(QUOTAS_FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Quotas::decode(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Quotas::default()),
-            Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
-        }
+        crate::io::load_text(&data_dir.join(QUOTAS_FILE), Quotas::decode)
     }
 }
 
