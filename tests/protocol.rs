@@ -775,72 +775,16 @@ fn round_trip_from<M: Message>(m: &mut M, mut back: M, api: i16, version: i16) {
 }
 
 /// Encode any request (size prefix, header, body).
-fn encode_any_request(header: &RequestHeader, req: Request) -> Bytes {
-    match req {
-        Request::Produce(mut m) => encode_request(header, &mut m),
-        Request::Fetch(mut m) => encode_request(header, &mut m),
-        Request::ListOffsets(mut m) => encode_request(header, &mut m),
-        Request::Metadata(mut m) => encode_request(header, &mut m),
-        Request::ApiVersions(mut m) => encode_request(header, &mut m),
-        Request::CreateTopics(mut m) => encode_request(header, &mut m),
-        Request::DeleteTopics(mut m) => encode_request(header, &mut m),
-        Request::DescribeConfigs(mut m) => encode_request(header, &mut m),
-        Request::ListConfigResources(mut m) => encode_request(header, &mut m),
-        Request::UpdateFeatures(mut m) => encode_request(header, &mut m),
-        Request::AlterConfigs(mut m) => encode_request(header, &mut m),
-        Request::FindCoordinator(mut m) => encode_request(header, &mut m),
-        Request::OffsetCommit(mut m) => encode_request(header, &mut m),
-        Request::OffsetFetch(mut m) => encode_request(header, &mut m),
-        Request::JoinGroup(mut m) => encode_request(header, &mut m),
-        Request::Heartbeat(mut m) => encode_request(header, &mut m),
-        Request::LeaveGroup(mut m) => encode_request(header, &mut m),
-        Request::SyncGroup(mut m) => encode_request(header, &mut m),
-        Request::DescribeGroups(mut m) => encode_request(header, &mut m),
-        Request::ListGroups(mut m) => encode_request(header, &mut m),
-        Request::DeleteGroups(mut m) => encode_request(header, &mut m),
-        Request::OffsetDelete(mut m) => encode_request(header, &mut m),
-        Request::InitProducerId(mut m) => encode_request(header, &mut m),
-        Request::AddPartitionsToTxn(mut m) => encode_request(header, &mut m),
-        Request::AddOffsetsToTxn(mut m) => encode_request(header, &mut m),
-        Request::EndTxn(mut m) => encode_request(header, &mut m),
-        Request::OffsetForLeaderEpoch(mut m) => encode_request(header, &mut m),
-        Request::WriteTxnMarkers(mut m) => encode_request(header, &mut m),
-        Request::TxnOffsetCommit(mut m) => encode_request(header, &mut m),
-        Request::DescribeTransactions(mut m) => encode_request(header, &mut m),
-        Request::ListTransactions(mut m) => encode_request(header, &mut m),
-        Request::CreatePartitions(mut m) => encode_request(header, &mut m),
-        Request::DeleteRecords(mut m) => encode_request(header, &mut m),
-        Request::DescribeLogDirs(mut m) => encode_request(header, &mut m),
-        Request::DescribeCluster(mut m) => encode_request(header, &mut m),
-        Request::DescribeProducers(mut m) => encode_request(header, &mut m),
-        Request::DescribeTopicPartitions(mut m) => encode_request(header, &mut m),
-        Request::ElectLeaders(mut m) => encode_request(header, &mut m),
-        Request::AlterPartitionReassignments(mut m) => encode_request(header, &mut m),
-        Request::ListPartitionReassignments(mut m) => encode_request(header, &mut m),
-        Request::ConsumerGroupHeartbeat(mut m) => encode_request(header, &mut m),
-        Request::ConsumerGroupDescribe(mut m) => encode_request(header, &mut m),
-        Request::SaslHandshake(mut m) => encode_request(header, &mut m),
-        Request::SaslAuthenticate(mut m) => encode_request(header, &mut m),
-        Request::DescribeUserScramCredentials(mut m) => encode_request(header, &mut m),
-        Request::AlterUserScramCredentials(mut m) => encode_request(header, &mut m),
-        Request::DescribeAcls(mut m) => encode_request(header, &mut m),
-        Request::CreateAcls(mut m) => encode_request(header, &mut m),
-        Request::DeleteAcls(mut m) => encode_request(header, &mut m),
-        Request::DescribeClientQuotas(mut m) => encode_request(header, &mut m),
-        Request::AlterClientQuotas(mut m) => encode_request(header, &mut m),
-    }
-    .unwrap()
-}
 
 fn round_trip_request(req: Request, version: i16) {
     let header = RequestHeader {
-        api_key: api_of(&req),
+        api_key: req.api_key(),
         api_version: version,
         correlation_id: 7,
         client_id: Some("t".into()),
         tags: TaggedFields::default(),
     };
-    let frame = encode_any_request(&header, req);
+    let frame = req.encode(&header).unwrap();
     let (h, decoded) = decode_request(frame.slice(4..)).unwrap();
     assert_eq!(h.correlation_id, 7);
     assert_eq!(h.client_id.as_deref(), Some("t"));
@@ -903,62 +847,6 @@ fn round_trip_request(req: Request, version: i16) {
     }
 }
 
-fn api_of(r: &Request) -> i16 {
-    match r {
-        Request::Produce(_) => PRODUCE,
-        Request::Fetch(_) => FETCH,
-        Request::ListOffsets(_) => LIST_OFFSETS,
-        Request::Metadata(_) => METADATA,
-        Request::ApiVersions(_) => API_VERSIONS,
-        Request::CreateTopics(_) => CREATE_TOPICS,
-        Request::DeleteTopics(_) => DELETE_TOPICS,
-        Request::DescribeConfigs(_) => DESCRIBE_CONFIGS,
-        Request::ListConfigResources(_) => LIST_CONFIG_RESOURCES,
-        Request::UpdateFeatures(_) => UPDATE_FEATURES,
-        Request::AlterConfigs(m) if m.incremental => INCREMENTAL_ALTER_CONFIGS,
-        Request::AlterConfigs(_) => ALTER_CONFIGS,
-        Request::FindCoordinator(_) => FIND_COORDINATOR,
-        Request::OffsetCommit(_) => OFFSET_COMMIT,
-        Request::OffsetFetch(_) => OFFSET_FETCH,
-        Request::JoinGroup(_) => JOIN_GROUP,
-        Request::Heartbeat(_) => HEARTBEAT,
-        Request::LeaveGroup(_) => LEAVE_GROUP,
-        Request::SyncGroup(_) => SYNC_GROUP,
-        Request::DescribeGroups(_) => DESCRIBE_GROUPS,
-        Request::ListGroups(_) => LIST_GROUPS,
-        Request::DeleteGroups(_) => DELETE_GROUPS,
-        Request::OffsetDelete(_) => OFFSET_DELETE,
-        Request::InitProducerId(_) => INIT_PRODUCER_ID,
-        Request::AddPartitionsToTxn(_) => ADD_PARTITIONS_TO_TXN,
-        Request::AddOffsetsToTxn(_) => ADD_OFFSETS_TO_TXN,
-        Request::EndTxn(_) => END_TXN,
-        Request::OffsetForLeaderEpoch(_) => OFFSET_FOR_LEADER_EPOCH,
-        Request::WriteTxnMarkers(_) => WRITE_TXN_MARKERS,
-        Request::TxnOffsetCommit(_) => TXN_OFFSET_COMMIT,
-        Request::DescribeTransactions(_) => DESCRIBE_TRANSACTIONS,
-        Request::ListTransactions(_) => LIST_TRANSACTIONS,
-        Request::CreatePartitions(_) => CREATE_PARTITIONS,
-        Request::DeleteRecords(_) => DELETE_RECORDS,
-        Request::DescribeLogDirs(_) => DESCRIBE_LOG_DIRS,
-        Request::DescribeCluster(_) => DESCRIBE_CLUSTER,
-        Request::DescribeProducers(_) => DESCRIBE_PRODUCERS,
-        Request::DescribeTopicPartitions(_) => DESCRIBE_TOPIC_PARTITIONS,
-        Request::ElectLeaders(_) => ELECT_LEADERS,
-        Request::AlterPartitionReassignments(_) => ALTER_PARTITION_REASSIGNMENTS,
-        Request::ListPartitionReassignments(_) => LIST_PARTITION_REASSIGNMENTS,
-        Request::ConsumerGroupHeartbeat(_) => CONSUMER_GROUP_HEARTBEAT,
-        Request::ConsumerGroupDescribe(_) => CONSUMER_GROUP_DESCRIBE,
-        Request::SaslHandshake(_) => SASL_HANDSHAKE,
-        Request::SaslAuthenticate(_) => SASL_AUTHENTICATE,
-        Request::DescribeUserScramCredentials(_) => DESCRIBE_USER_SCRAM_CREDENTIALS,
-        Request::AlterUserScramCredentials(_) => ALTER_USER_SCRAM_CREDENTIALS,
-        Request::DescribeAcls(_) => DESCRIBE_ACLS,
-        Request::CreateAcls(_) => CREATE_ACLS,
-        Request::DeleteAcls(_) => DELETE_ACLS,
-        Request::DescribeClientQuotas(_) => DESCRIBE_CLIENT_QUOTAS,
-        Request::AlterClientQuotas(_) => ALTER_CLIENT_QUOTAS,
-    }
-}
 
 /// What to do with each generated response: round-trip it, or keep its bytes (golden test).
 trait Responses {
@@ -2282,7 +2170,7 @@ impl Golden<'_> {
     }
 
     fn request(&mut self, req: Request, version: i16) {
-        let api = api_of(&req);
+        let api = req.api_key();
         let header = RequestHeader {
             api_key: api,
             api_version: version,
@@ -2290,11 +2178,11 @@ impl Golden<'_> {
             client_id: Some("golden".into()),
             tags: TaggedFields::default(),
         };
-        let frame = encode_any_request(&header, req);
+        let frame = req.encode(&header).unwrap();
         let prefix = format!("{api} {version} {} request ", self.seed);
         let check = self.committed_frame(&prefix).unwrap_or_else(|| frame.clone());
         let (h, decoded) = decode_request(check.slice(4..)).unwrap_or_else(|e| panic!("{prefix}: {e:?}"));
-        let again = encode_any_request(&h, decoded.clone());
+        let again = decoded.clone().encode(&h).unwrap();
         if api == METADATA && version == 0 {
             // v0 reads an empty topic array as "all topics" (`None`), which encodes as null:
             // the same request, other bytes.

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use tidemark::groups::consumer::embedded::{self, Assignment, Subscription};
 use tidemark::protocol::messages::Message;
-use tidemark::protocol::{decode_request, encode_request, Request, RequestHeader, SUPPORTED};
+use tidemark::protocol::{decode_request, Request, RequestHeader, SUPPORTED};
 
 /// Every supported (API key, version), in table order.
 fn pairs() -> Vec<(i16, i16)> {
@@ -22,58 +22,7 @@ fn pairs() -> Vec<(i16, i16)> {
 }
 
 fn encode(h: &RequestHeader, req: Request) -> Option<Bytes> {
-    let frame = match req {
-        Request::Produce(mut m) => encode_request(h, &mut m),
-        Request::Fetch(mut m) => encode_request(h, &mut m),
-        Request::ListOffsets(mut m) => encode_request(h, &mut m),
-        Request::Metadata(mut m) => encode_request(h, &mut m),
-        Request::ApiVersions(mut m) => encode_request(h, &mut m),
-        Request::CreateTopics(mut m) => encode_request(h, &mut m),
-        Request::DeleteTopics(mut m) => encode_request(h, &mut m),
-        Request::DescribeConfigs(mut m) => encode_request(h, &mut m),
-        Request::ListConfigResources(mut m) => encode_request(h, &mut m),
-        Request::AlterConfigs(mut m) => encode_request(h, &mut m),
-        Request::FindCoordinator(mut m) => encode_request(h, &mut m),
-        Request::OffsetCommit(mut m) => encode_request(h, &mut m),
-        Request::OffsetFetch(mut m) => encode_request(h, &mut m),
-        Request::JoinGroup(mut m) => encode_request(h, &mut m),
-        Request::Heartbeat(mut m) => encode_request(h, &mut m),
-        Request::LeaveGroup(mut m) => encode_request(h, &mut m),
-        Request::SyncGroup(mut m) => encode_request(h, &mut m),
-        Request::DescribeGroups(mut m) => encode_request(h, &mut m),
-        Request::ListGroups(mut m) => encode_request(h, &mut m),
-        Request::DeleteGroups(mut m) => encode_request(h, &mut m),
-        Request::OffsetDelete(mut m) => encode_request(h, &mut m),
-        Request::InitProducerId(mut m) => encode_request(h, &mut m),
-        Request::AddPartitionsToTxn(mut m) => encode_request(h, &mut m),
-        Request::AddOffsetsToTxn(mut m) => encode_request(h, &mut m),
-        Request::EndTxn(mut m) => encode_request(h, &mut m),
-        Request::WriteTxnMarkers(mut m) => encode_request(h, &mut m),
-        Request::OffsetForLeaderEpoch(mut m) => encode_request(h, &mut m),
-        Request::TxnOffsetCommit(mut m) => encode_request(h, &mut m),
-        Request::DescribeTransactions(mut m) => encode_request(h, &mut m),
-        Request::ListTransactions(mut m) => encode_request(h, &mut m),
-        Request::CreatePartitions(mut m) => encode_request(h, &mut m),
-        Request::DeleteRecords(mut m) => encode_request(h, &mut m),
-        Request::DescribeLogDirs(mut m) => encode_request(h, &mut m),
-        Request::DescribeCluster(mut m) => encode_request(h, &mut m),
-        Request::DescribeProducers(mut m) => encode_request(h, &mut m),
-        Request::DescribeTopicPartitions(mut m) => encode_request(h, &mut m),
-        Request::ElectLeaders(mut m) => encode_request(h, &mut m),
-        Request::AlterPartitionReassignments(mut m) => encode_request(h, &mut m),
-        Request::ListPartitionReassignments(mut m) => encode_request(h, &mut m),
-        Request::ConsumerGroupHeartbeat(mut m) => encode_request(h, &mut m),
-        Request::ConsumerGroupDescribe(mut m) => encode_request(h, &mut m),
-        Request::SaslHandshake(mut m) => encode_request(h, &mut m),
-        Request::SaslAuthenticate(mut m) => encode_request(h, &mut m),
-        Request::DescribeUserScramCredentials(mut m) => encode_request(h, &mut m),
-        Request::AlterUserScramCredentials(mut m) => encode_request(h, &mut m),
-        Request::DescribeAcls(mut m) => encode_request(h, &mut m),
-        Request::CreateAcls(mut m) => encode_request(h, &mut m),
-        Request::DeleteAcls(mut m) => encode_request(h, &mut m),
-        Request::DescribeClientQuotas(mut m) => encode_request(h, &mut m),
-        Request::AlterClientQuotas(mut m) => encode_request(h, &mut m),
-    };
+    let frame = req.encode(h);
     // A decoded value the encoder refuses is not a decoder bug; only what it writes is checked.
     frame.ok()
 }
