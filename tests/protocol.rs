@@ -774,8 +774,6 @@ fn round_trip_from<M: Message>(m: &mut M, mut back: M, api: i16, version: i16) {
     assert_eq!(w.buf.freeze(), first, "api {api} v{version}: re-encoding differs");
 }
 
-/// Encode any request (size prefix, header, body).
-
 fn round_trip_request(req: Request, version: i16) {
     let header = RequestHeader {
         api_key: req.api_key(),
@@ -846,7 +844,6 @@ fn round_trip_request(req: Request, version: i16) {
         Request::AlterClientQuotas(mut m) => round_trip(&mut m, ALTER_CLIENT_QUOTAS, version),
     }
 }
-
 
 /// What to do with each generated response: round-trip it, or keep its bytes (golden test).
 trait Responses {
