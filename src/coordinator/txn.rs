@@ -33,6 +33,7 @@ use crate::storage::manager::PartitionManager;
 use crate::storage::Clock;
 use crate::txn::{self, End, Init, TopicPartition, Transit, TxnMetadata, TxnState, TxnVersion};
 use crate::types::Offset;
+use futures_channel::oneshot;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -122,7 +123,24 @@ pub struct TxnCoordinator {
     /// The cluster's finalized `transaction.version`: at 1 and above the state records are
     /// written at value version 1, as Kafka writes them (below, only those that need it).
     transaction_version: Cell<TxnVersion>,
+    /// Version 2 enrolments of a producer's next transaction that arrived while its previous
+    /// one's markers were being written, by transactional id: written with that end's
+    /// completion, in the same durable write, instead of refused (CONCURRENT_TRANSACTIONS) and
+    /// retried after it.
+    held: RefCell<HashMap<String, Vec<Held>>>,
 }
+
+/// A held enrolment ([`TxnCoordinator::held`]): producer id, epoch, partitions, and where its
+/// answer goes.
+struct Held {
+    enrolment: (i64, i16, Vec<TopicPartition>),
+    answer: oneshot::Sender<Result<(), ErrorCode>>,
+}
+
+/// How long a held enrolment waits for the markers before it is answered
+/// CONCURRENT_TRANSACTIONS (the partition leader then retries as Kafka's does), well inside
+/// the leader's `add.partitions.to.txn.retry.backoff.max.ms`.
+const HOLD_MAX: Duration = Duration::from_millis(50);
 
 /// What DescribeTransactions shows of an id.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +172,7 @@ impl TxnCoordinator {
             topics: RefCell::new(None),
             compaction_bytes,
             transaction_version: Cell::new(txn::TV2),
+            held: RefCell::new(HashMap::new()),
         }
     }
 
@@ -326,6 +345,12 @@ impl TxnCoordinator {
     /// Write `t` (the id's data as it will be; `None`: a tombstone) to the id's partition and
     /// wait until it is durable.
     async fn persist(&self, id: &str, t: Option<&Transit>) -> Result<(), ErrorCode> {
+        self.persist_all(id, &[t]).await
+    }
+
+    /// Write `records` (each the id's data as it will be, in order; `None`: a tombstone) to the
+    /// id's partition in one batch and wait until it is durable.
+    async fn persist_all(&self, id: &str, records: &[Option<&Transit>]) -> Result<(), ErrorCode> {
         let n = self.partitions.get().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
         let index = txn::partition_for(id, n as i32);
         let p = self.manager.get(TXN_TOPIC, index).ok_or(code::NOT_COORDINATOR)?;
@@ -335,12 +360,15 @@ impl TxnCoordinator {
         if !self.serves(index) {
             return Err(code::NOT_COORDINATOR);
         }
-        let value = t.map(|t| {
-            let m = TxnMetadata { transactional_id: id.to_string(), data: t.clone(), pending: None };
-            txn::log::value(&m, self.log_version(&m))
-        });
+        let (now, key) = (self.now(), txn::log::key(id));
         let mut b = BatchBuilder::new();
-        b.push(self.now(), Some(&txn::log::key(id)), value.as_deref(), &[]);
+        for t in records {
+            let value = t.map(|t| {
+                let m = TxnMetadata { transactional_id: id.to_string(), data: t.clone(), pending: None };
+                txn::log::value(&m, self.log_version(&m))
+            });
+            b.push(now, Some(&key), value.as_deref(), &[]);
+        }
         let epoch = p.leader_epoch();
         let info = p.append_nowait(&b.finish()).map_err(|e| {
             tracing::error!(transactional_id = id, partition = index, error = %e, "cannot write to {TXN_TOPIC}");
@@ -450,14 +478,29 @@ impl TxnCoordinator {
         if let Some(e) = self.unavailable(id) {
             return Err(e);
         }
-        let t = {
+        let added = {
             let mut ids = self.ids.borrow_mut();
             let m = ids.get_mut(id).ok_or(code::INVALID_PRODUCER_ID_MAPPING)?;
-            m.add_partitions(pid, epoch, &partitions, version, self.now()).map_err(txn_code)?
+            match m.add_partitions(pid, epoch, &partitions, version, self.now()) {
+                Err(txn::TxnError::Concurrent) if version >= txn::TV2 && m.enrols_after_markers(pid, epoch) => {
+                    let (answer, held) = oneshot::channel();
+                    let enrolment = (pid, epoch, partitions);
+                    self.held.borrow_mut().entry(id.to_string()).or_default().push(Held { enrolment, answer });
+                    Err(held)
+                }
+                added => Ok(added.map_err(txn_code)?),
+            }
         };
-        match t {
-            None => Ok(()),
-            Some(t) => self.commit_transit(id, t).await,
+        let held = match added {
+            Ok(None) => return Ok(()),
+            Ok(Some(t)) => return self.commit_transit(id, t).await,
+            Err(held) => held,
+        };
+        // The producer's next transaction, begun while the markers of its previous one are
+        // being written: answered when that end completes (`write_markers`).
+        match crate::deadline::within(HOLD_MAX, held).await {
+            Some(Ok(answer)) => answer,
+            _ => Err(code::CONCURRENT_TRANSACTIONS),
         }
     }
 
@@ -569,20 +612,45 @@ impl TxnCoordinator {
             if self.manager.is_stopping() {
                 return;
             }
-            let t = {
+            let completion = {
                 let mut ids = self.ids.borrow_mut();
                 let Some(m) = ids.get_mut(id) else { return };
                 if m.pending.is_some() {
                     None
                 } else {
-                    match m.markers_written(self.now()) {
-                        Some(t) => Some(t),
+                    // The producer's next transaction may have begun meanwhile (version 2): its
+                    // enrolments are written with the completion.
+                    let held = self.held.borrow_mut().remove(id).unwrap_or_default();
+                    let held: Vec<Held> = held.into_iter().filter(|h| !h.answer.is_canceled()).collect();
+                    let enrolments: Vec<_> = held.iter().map(|h| h.enrolment.clone()).collect();
+                    match m.markers_written_and_enrol(self.now(), &enrolments) {
+                        Some((records, answers)) => Some((records, held, answers)),
                         None => return,
                     }
                 }
             };
-            if let Some(t) = t {
-                if self.commit_transit(id, t).await.is_ok() {
+            if let Some((records, held, answers)) = completion {
+                let written = self.persist_all(id, &records.iter().map(Some).collect::<Vec<_>>()).await;
+                let applied = {
+                    let mut ids = self.ids.borrow_mut();
+                    let Some(m) = ids.get_mut(id) else { return };
+                    match (written, records.last()) {
+                        (Ok(()), Some(last)) => {
+                            m.complete(last.clone());
+                            true
+                        }
+                        _ => {
+                            m.abandon();
+                            false
+                        }
+                    }
+                };
+                // Held enrolments get their answers once the write is durable; when it failed
+                // they are dropped (answered CONCURRENT_TRANSACTIONS: the leaders retry).
+                if applied {
+                    for (h, answer) in held.into_iter().zip(answers) {
+                        let _ = h.answer.send(answer.map_err(txn_code));
+                    }
                     tracing::debug!(transactional_id = id, commit, "transaction completed");
                     return;
                 }

@@ -501,6 +501,48 @@ impl TxnMetadata {
         Some(self.prepare(t))
     }
 
+    /// Version 2: whether an enrolment by `pid`/`epoch`, refused as concurrent now, is the
+    /// producer's next transaction begun while the prepared end's markers are being written (it
+    /// would be accepted once they are): the coordinator holds it and writes it with the end's
+    /// completion ([`TxnMetadata::markers_written_and_enrol`]).
+    pub fn enrols_after_markers(&self, pid: i64, epoch: i16) -> bool {
+        matches!(self.data.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+            && self.pending.is_none()
+            && self.data.client_version >= TV2
+            && self.data.after_end() == (pid, epoch)
+    }
+
+    /// The prepared end's markers are written and `enrolments` (producer id, epoch, partitions)
+    /// of the producer's next transaction were held meanwhile: the completion, then the next
+    /// transaction's Ongoing when any enrolment is accepted, to be written together (one
+    /// durable write, applied in order: apply the last), with each enrolment's answer (as
+    /// [`TxnMetadata::add_partitions`] would give it after the completion). `None` as
+    /// [`TxnMetadata::markers_written`].
+    #[allow(clippy::type_complexity)]
+    pub fn markers_written_and_enrol(
+        &mut self,
+        now: i64,
+        enrolments: &[(i64, i16, Vec<TopicPartition>)],
+    ) -> Option<(Vec<Transit>, Vec<Result<(), TxnError>>)> {
+        let done = self.markers_written(now)?;
+        let mut staged = self.clone();
+        staged.complete(done.clone());
+        let mut next = None;
+        let answers = enrolments
+            .iter()
+            .map(|(pid, epoch, partitions)| match staged.add_partitions(*pid, *epoch, partitions, TV2, now) {
+                Ok(Some(t)) => {
+                    staged.complete(t.clone());
+                    next = Some(t);
+                    Ok(())
+                }
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            })
+            .collect();
+        Some((std::iter::once(done).chain(next).collect(), answers))
+    }
+
     /// An open transaction past its timeout (`transaction.timeout.ms`): fenced and aborted.
     /// (`next_pid`: a fresh producer id when [`TxnMetadata::rotates_at_fence`].)
     pub fn timed_out(&mut self, next_pid: Option<i64>, now: i64) -> Option<Transit> {

@@ -250,6 +250,61 @@ fn version_2_rotates_the_producer_id_when_the_epochs_run_out() {
     assert_eq!((t.state, t.after_end()), (TxnState::PrepareAbort, (902, 0)));
 }
 
+/// Version 2: the producer's next transaction may begin while the markers of its previous
+/// one are written (Kafka answers its enrolment CONCURRENT_TRANSACTIONS and the partition
+/// leader retries; tidemark's coordinator holds it). A held enrolment is accepted as it would
+/// be after the completion: the completion and the next Ongoing are written together, in
+/// order; the old epoch or another producer is refused as after the completion; a version 0
+/// end or a change in flight holds nothing. Across a rotation the new id at epoch 0 is held.
+#[test]
+fn version_2_enrolments_held_during_the_markers_join_the_completion() {
+    let mut alloc = || 900;
+    let mut m = TxnMetadata::new("h", 7, 60_000, 0);
+    let Ok(Init::Write(t)) = m.init_producer_id(60_000, None, &mut alloc, 1) else { panic!() };
+    apply(&mut m, t);
+    let t = m.add_partitions(7, 0, &[tp("a", 0)], TV2, 2).unwrap().unwrap();
+    apply(&mut m, t);
+    let Ok(End::Prepare(t)) = m.end(7, 0, true, TV2, None, 3) else { panic!() };
+    assert!(!m.enrols_after_markers(7, 1), "the prepare itself is in flight");
+    apply(&mut m, t);
+    assert_eq!(m.add_partitions(7, 1, &[tp("b", 0)], TV2, 4), Err(TxnError::Concurrent));
+    assert!(m.enrols_after_markers(7, 1));
+    assert!(!m.enrols_after_markers(7, 0), "the old epoch");
+    assert!(!m.enrols_after_markers(8, 1), "another producer");
+    let held = [(7, 1, vec![tp("b", 0)]), (7, 0, vec![tp("c", 0)]), (7, 1, vec![tp("b", 1), tp("b", 0)])];
+    let (records, answers) = m.markers_written_and_enrol(5, &held).unwrap();
+    assert_eq!(answers, [Ok(()), Err(TxnError::Fenced), Ok(())]);
+    assert_eq!(records.len(), 2, "the completion and the next transaction, one write");
+    assert_eq!((records[0].state, records[0].producer_epoch), (TxnState::CompleteCommit, 1));
+    assert_eq!((records[1].state, records[1].start_ms), (TxnState::Ongoing, 5));
+    assert_eq!(records[1].partitions, [tp("b", 0), tp("b", 1)].into());
+    assert_eq!(m.pending, Some(TxnState::CompleteCommit), "applied once written");
+    m.complete(records[1].clone());
+    assert_eq!((m.data.state, m.data.producer_id, m.data.producer_epoch), (TxnState::Ongoing, 7, 1));
+    // Nothing held: the completion alone, as markers_written.
+    let Ok(End::Prepare(t)) = m.end(7, 1, false, TV2, None, 6) else { panic!() };
+    apply(&mut m, t);
+    let (records, answers) = m.markers_written_and_enrol(7, &[]).unwrap();
+    assert_eq!((records.len(), records[0].state, answers.len()), (1, TxnState::CompleteAbort, 0));
+    m.complete(records[0].clone());
+    // Version 0 ends are not held (their clients add partitions themselves, and retry).
+    let t = m.add_partitions(7, 2, &[tp("a", 0)], 0, 8).unwrap().unwrap();
+    apply(&mut m, t);
+    let Ok(End::Prepare(t)) = m.end(7, 2, true, 0, None, 9) else { panic!() };
+    apply(&mut m, t);
+    assert!(!m.enrols_after_markers(7, 2));
+    // A rotation: the held enrolment comes with the next producer id at epoch 0.
+    let mut r = TxnMetadata::new("r", 5, 60_000, 0);
+    (r.data.producer_epoch, r.data.state, r.data.start_ms) = (MAX_CLIENT_EPOCH, TxnState::Ongoing, 1);
+    r.data.partitions = [tp("a", 0)].into();
+    let Ok(End::Prepare(t)) = r.end(5, MAX_CLIENT_EPOCH, true, TV2, Some(900), 2) else { panic!() };
+    apply(&mut r, t);
+    assert!(r.enrols_after_markers(900, 0));
+    let (records, answers) = r.markers_written_and_enrol(3, &[(900, 0, vec![tp("a", 1)])]).unwrap();
+    assert_eq!(answers, [Ok(())]);
+    assert_eq!((records[1].producer_id, records[1].producer_epoch, records[1].state), (900, 0, TxnState::Ongoing));
+}
+
 /// Expiry: only idle Empty or Complete ids, never with a change pending.
 #[test]
 fn expiry() {
