@@ -14,7 +14,7 @@
 
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 /// The settings of a node in a cluster (combined mode: broker and controller in one process).
@@ -86,6 +86,51 @@ pub fn voters(value: &str) -> anyhow::Result<BTreeMap<u64, String>> {
     Ok(out)
 }
 
+/// `controller.quorum.bootstrap.servers`: `host:port,...`.
+fn bootstrap_servers(value: &str) -> anyhow::Result<Vec<(String, u16)>> {
+    let key = "controller.quorum.bootstrap.servers";
+    let servers: Vec<(String, u16)> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let (host, port) = s.rsplit_once(':').with_context(|| format!("{key}: {s}: expected host:port"))?;
+            let port = port.parse().ok().filter(|p| *p > 0).with_context(|| format!("{key}: {s}: bad port"))?;
+            anyhow::ensure!(!host.is_empty(), "{key}: {s}: no host");
+            Ok((host.trim_matches(|c| c == '[' || c == ']').to_string(), port))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    anyhow::ensure!(!servers.is_empty(), "{key}: no server given");
+    Ok(servers)
+}
+
+/// A quorum named by `controller.quorum.bootstrap.servers` alone (KIP-853's dynamic quorum):
+/// this node as its one voter, when the servers name only this node's controller listener
+/// (its port, at an address of this host), as Kafka's shipped single-node server.properties
+/// does. One voter cannot split from another, so no format step is needed. Servers naming
+/// other controllers would mean joining a quorum that exists, which is refused: list the voters
+/// in `controller.quorum.voters`.
+fn standalone_voter(node: u64, servers: &str, controller: SocketAddr) -> anyhow::Result<BTreeMap<u64, String>> {
+    let listed = bootstrap_servers(servers)?;
+    let own = |(host, port): &(String, u16)| {
+        *port == controller.port()
+            && (host.as_str(), *port).to_socket_addrs().is_ok_and(|mut addrs| {
+                addrs.any(|a| {
+                    a.ip() == controller.ip()
+                        || (controller.ip().is_unspecified() && std::net::UdpSocket::bind((a.ip(), 0)).is_ok())
+                })
+            })
+    };
+    match listed.as_slice() {
+        [one] if own(one) => Ok(BTreeMap::from([(node, format!("{}:{}", one.0, one.1))])),
+        _ => bail!(
+            "controller.quorum.bootstrap.servers={servers}: tidemark starts a quorum from it only when it names \
+             this node's controller listener alone (a single-controller cluster); for several controllers list \
+             them in controller.quorum.voters"
+        ),
+    }
+}
+
 /// Check one value as it is set (the numbers' bounds are the settings registry's,
 /// `server::registry`).
 pub fn check(key: &str, value: &str) -> anyhow::Result<()> {
@@ -98,10 +143,7 @@ pub fn check(key: &str, value: &str) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        "controller.quorum.bootstrap.servers" => bail!(
-            "controller.quorum.bootstrap.servers: dynamic quorums (KIP-853) are not offered; \
-             list the voters in controller.quorum.voters"
-        ),
+        "controller.quorum.bootstrap.servers" => bootstrap_servers(value).map(|_| ()),
         _ => bail!("{key}: not a cluster setting"),
     }
 }
@@ -125,19 +167,10 @@ pub fn resolve(
         }
         return Ok(None);
     }
-    let voters = voters(
-        &get("controller.quorum.voters").context("process.roles is set: controller.quorum.voters is required")?,
-    )?;
     if node_id < 0 {
         bail!("node.id={node_id}: a clustered node needs a node id of 0 or more");
     }
     let node = node_id as u64;
-    if !voters.contains_key(&node) {
-        bail!(
-            "node.id={node} is not among controller.quorum.voters ({})",
-            voters.keys().map(u64::to_string).collect::<Vec<_>>().join(",")
-        );
-    }
     let names =
         get("controller.listener.names").context("process.roles is set: controller.listener.names is required")?;
     let name = names.split(',').map(|n| n.trim().to_ascii_uppercase()).find(|n| !n.is_empty()).expect("checked");
@@ -148,6 +181,20 @@ pub fn resolve(
         .with_context(|| format!("controller.listener.names: {name} is not one of the listeners"))?;
     if listeners.iter().all(|(n, _)| *n == name) {
         bail!("listeners: a clustered node needs a listener for clients besides {name}");
+    }
+    let voters = match (get("controller.quorum.voters"), get("controller.quorum.bootstrap.servers")) {
+        (Some(v), _) => voters(&v)?,
+        (None, Some(servers)) => standalone_voter(node, &servers, addr)?,
+        (None, None) => bail!(
+            "process.roles is set: controller.quorum.voters (or controller.quorum.bootstrap.servers naming this \
+             node's {name} listener) is required"
+        ),
+    };
+    if !voters.contains_key(&node) {
+        bail!(
+            "node.id={node} is not among controller.quorum.voters ({})",
+            voters.keys().map(u64::to_string).collect::<Vec<_>>().join(",")
+        );
     }
     let ms = |key: &str| -> anyhow::Result<u64> {
         get(key).with_context(|| format!("{key}: no value"))?.trim().parse().with_context(|| key.to_string())
@@ -220,7 +267,9 @@ mod tests {
 
         let err =
             |pairs: &[(&str, &str)], node: i32| resolve(settings(pairs), node, &listeners()).unwrap_err().to_string();
-        assert!(err(&[("process.roles", "broker,controller")], 1).contains("controller.quorum.voters"));
+        assert!(err(&[("process.roles", "broker,controller")], 1).contains("controller.listener.names"));
+        let no_voters = [("process.roles", "broker,controller"), ("controller.listener.names", "CONTROLLER")];
+        assert!(err(&no_voters, 1).contains("controller.quorum.voters"));
         assert!(err(
             &[
                 ("process.roles", "controller,broker"),
@@ -244,6 +293,20 @@ mod tests {
         assert!(check("controller.quorum.voters", "1@a:1,1@b:2").is_err());
         assert!(check("controller.quorum.voters", "x@a:1").is_err());
         assert!(check("controller.quorum.voters", "1@a").is_err());
-        assert!(check("controller.quorum.bootstrap.servers", "a:1").is_err());
+        assert!(check("controller.quorum.bootstrap.servers", "a").is_err());
+        assert!(check("controller.quorum.bootstrap.servers", "a:1,b:2").is_ok());
+        // KIP-853's bootstrap servers naming this node's controller listener alone: one voter.
+        let alone = |servers: &str| {
+            let given = settings(&[
+                ("process.roles", "broker,controller"),
+                ("controller.quorum.bootstrap.servers", servers),
+                ("controller.listener.names", "CONTROLLER"),
+            ]);
+            resolve(given, 1, &listeners())
+        };
+        let c = alone("localhost:9093").unwrap().expect("clustered");
+        assert_eq!(c.voters, BTreeMap::from([(1, "localhost:9093".to_string())]));
+        assert!(alone("127.0.0.1:9094").unwrap_err().to_string().contains("controller.quorum.voters"));
+        assert!(alone("127.0.0.1:9093,127.0.0.2:9093").is_err(), "other controllers: a quorum to join");
     }
 }

@@ -120,11 +120,11 @@ pub const QUORUM: &[Setting] = &[
         )
     },
     Setting {
-        valid: "refused",
+        valid: "host:port,...",
         take: take_cluster,
         ..Setting::text(
             "controller.quorum.bootstrap.servers",
-            "Refused: dynamic quorums (KIP-853) are not offered; list the voters in `controller.quorum.voters`.",
+            "KIP-853's bootstrap servers. Without `controller.quorum.voters`, servers naming only this node's controller listener start a single-controller quorum (Kafka's shipped single-node server.properties); a quorum of several controllers is named in `controller.quorum.voters`.",
         )
     },
     Setting {
