@@ -63,19 +63,27 @@ struct UserAddArgs {
 
 #[derive(Args, Debug)]
 struct ServeArgs {
-    #[arg(long, default_value = "./data")]
-    data_dir: PathBuf,
+    /// The data directory (default: `log.dirs` or `log.dir` of the settings, else ./data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
     #[arg(long, default_value = "127.0.0.1:9092")]
     listen: String,
     /// Shards (one per core); default: every online CPU.
     #[arg(long)]
     cores: Option<usize>,
-    /// A properties file of broker and topic-default settings (flags override it).
-    #[arg(long)]
+    /// A properties file of broker and topic-default settings, as Kafka's server.properties
+    /// (flags override it). Also taken as the first argument, as kafka-server-start.sh takes it.
+    #[arg(long, conflicts_with = "config_file")]
     config: Option<PathBuf>,
-    /// Broker or topic-default settings, as key=value.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
+    #[arg(value_name = "CONFIG", hide = true)]
+    config_file: Option<PathBuf>,
+    /// Broker or topic-default settings, as key=value (`--override`, as kafka-server-start.sh).
+    #[arg(long = "set", visible_alias = "override", value_name = "KEY=VALUE")]
     settings: Vec<String>,
+    /// Refuse a setting tidemark does not use (one of Kafka's, or an unknown name) instead of
+    /// logging and ignoring it.
+    #[arg(long)]
+    strict_config: bool,
     /// Serve per-stage latency histograms and counters as Prometheus text at
     /// http://HOST:PORT/metrics.
     #[arg(long, value_name = "HOST:PORT")]
@@ -275,18 +283,33 @@ fn user_add(a: UserAddArgs) -> Result<()> {
 }
 
 fn serve(
-    ServeArgs { data_dir, listen, cores, config, settings, metrics_listen, fault_injection, faults }: ServeArgs,
+    ServeArgs {
+        data_dir,
+        listen,
+        cores,
+        config,
+        config_file,
+        settings,
+        strict_config,
+        metrics_listen,
+        fault_injection,
+        faults,
+    }: ServeArgs,
 ) -> Result<()> {
     let online = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let shards = cores.unwrap_or(online);
     anyhow::ensure!((1..=online).contains(&shards), "--cores {shards}: this machine has {online} online CPUs");
-    let mut broker = tidemark::server::BrokerConfig::new(data_dir, &listen, shards)?;
-    if let Some(path) = config {
+    let mut broker = tidemark::server::BrokerConfig::new(PathBuf::from("./data"), &listen, shards)?;
+    broker.strict_config = strict_config;
+    if let Some(path) = config.or(config_file) {
         broker.load_file(&path)?;
     }
     for s in &settings {
         let (k, v) = s.split_once('=').with_context(|| format!("--set {s}: expected KEY=VALUE"))?;
         broker.set(k, v)?;
+    }
+    if let Some(dir) = data_dir {
+        broker.data_dir = dir;
     }
     if let Some(m) = metrics_listen {
         use std::net::ToSocketAddrs;

@@ -6,6 +6,7 @@
 //! Who calls it: the binary (broker defaults), the server (topic overrides from clients) and
 //! storage (which only reads the typed struct).
 
+pub mod kafka_names;
 mod keys;
 mod version;
 

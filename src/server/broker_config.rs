@@ -100,6 +100,12 @@ pub struct BrokerConfig {
     /// Every setting given (`--set`, `--config`) as written: the static layer of
     /// [`configs`] (DescribeConfigs sources, topic defaults by Kafka's synonym order).
     pub settings: BTreeMap<String, String>,
+    /// `--strict-config`: a setting tidemark does not use (one Kafka knows, or a name neither
+    /// knows) is refused instead of reported and ignored.
+    pub strict_config: bool,
+    /// The settings given that tidemark does not use, each with why (a Kafka setting tidemark
+    /// has no use for, or an unknown name and the closest known one): ignored, logged once.
+    pub unused: BTreeMap<String, String>,
 }
 
 impl BrokerConfig {
@@ -134,6 +140,8 @@ impl BrokerConfig {
             replication: Default::default(),
             cluster: None,
             settings: BTreeMap::new(),
+            strict_config: false,
+            unused: BTreeMap::new(),
         })
     }
 }

@@ -137,6 +137,31 @@ pub fn protocol_map(s: Option<&str>) -> anyhow::Result<BTreeMap<String, Security
     Ok(map)
 }
 
+/// The protocol map in force (Kafka's `effectiveListenerSecurityProtocolMap`): the one given,
+/// or when none is, each protocol's name mapped to itself plus the controller listeners
+/// (`controller.listener.names`) mapped to PLAINTEXT, unless a listener or a controller
+/// listener is named SSL or SASL_* (then the controller listeners must be mapped explicitly).
+pub fn effective_protocol_map(
+    given: Option<&str>,
+    listeners: Option<&str>,
+    controller_names: Option<&str>,
+) -> anyhow::Result<Option<String>> {
+    let (None, Some(controllers)) = (given, controller_names) else { return Ok(given.map(str::to_string)) };
+    let controllers: Vec<String> =
+        controllers.split(',').map(|n| n.trim().to_ascii_uppercase()).filter(|n| !n.is_empty()).collect();
+    let listed = match listeners {
+        Some(l) => endpoints("listeners", l)?.into_iter().map(|(name, _, _)| name).collect(),
+        None => Vec::new(),
+    };
+    let secured = |n: &String| matches!(n.as_str(), "SSL" | "SASL_PLAINTEXT" | "SASL_SSL");
+    if controllers.iter().chain(&listed).any(secured) {
+        return Ok(None);
+    }
+    let mut map: Vec<String> = SecurityProtocol::ALL.iter().map(|p| format!("{0}:{0}", p.name())).collect();
+    map.extend(controllers.iter().filter(|n| *n != "PLAINTEXT").map(|n| format!("{n}:PLAINTEXT")));
+    Ok(Some(map.join(",")))
+}
+
 /// Check a listener setting's syntax as it is set (names are resolved against the protocol
 /// map at startup, when every setting is known).
 pub fn check(key: &str, value: &str) -> anyhow::Result<()> {

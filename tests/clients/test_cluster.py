@@ -300,8 +300,12 @@ def test_kafkas_own_kraft_server_properties_runs_a_node(tmp_path):
     logs = tmp_path / "kraft-combined-logs"
     props = tmp_path / "server.properties"
     props.write_text(KAFKA_KRAFT_PROPERTIES.format(port=port, cport=cport, logs=logs))
+    # Started without --data-dir (which would win over log.dirs), as kafka-server-start.sh.
+    from test_config_files import Node
+    node = Node(str(tmp_path), port, "--config", str(props))
+    node.wait_listening()
     b = Broker(str(tmp_path), port)
-    b.start("--config", str(props))
+    b.log = node.log
     try:
         deadline = time.time() + WAIT
         while True:
@@ -320,4 +324,4 @@ def test_kafkas_own_kraft_server_properties_runs_a_node(tmp_path):
         produce(b.bootstrap, "kraft", [(None, b"v%d" % i, None) for i in range(3)])
         assert [m.value() for m in consume(b.bootstrap, "kraft", 3)] == [b"v0", b"v1", b"v2"]
     finally:
-        b.stop()
+        assert node.stop() == 0, node.log()

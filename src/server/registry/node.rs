@@ -22,19 +22,19 @@ pub const NODE: &[Setting] = &[
         ..Setting::int("broker.id", 0, I32, "0", "The node id (Kafka's older name of node.id).")
     },
     Setting {
-        valid: "one directory",
+        valid: "directories, comma-separated (the first is used)",
         take: take_log_dirs,
         show: Some(|c, _| {
             std::path::absolute(&c.data_dir).unwrap_or_else(|_| c.data_dir.clone()).display().to_string()
         }),
         ..Setting::text(
             "log.dirs",
-            "The data directory, as in Kafka (`log.dirs` wins over `log.dir`; default `--data-dir`); \
-             tidemark keeps one per node, so a list of several is refused.",
+            "The data directory, as in Kafka (`log.dirs` wins over `log.dir`; `--data-dir` over both; \
+             default ./data). tidemark keeps one per node: of several, the first is used and the others are named in a warning.",
         )
     },
     Setting {
-        valid: "one directory",
+        valid: "directories, comma-separated (the first is used)",
         take: take_log_dirs,
         show: Some(|c, _| {
             std::path::absolute(&c.data_dir).unwrap_or_else(|_| c.data_dir.clone()).display().to_string()
@@ -322,12 +322,20 @@ pub const INERT: &[Setting] = &[
     },
 ];
 
-/// `log.dirs`, `log.dir`: the data directory (`log.dirs` wins).
+/// `log.dirs`, `log.dir`: the data directory (`log.dirs` wins): the first directory named; the
+/// others are not used (one directory per node), and said so.
 fn take_log_dirs(c: &mut BrokerConfig, v: &Given<'_>) -> anyhow::Result<()> {
     let dirs: Vec<&str> = v.value.split(',').map(str::trim).filter(|d| !d.is_empty()).collect();
-    let [dir] = dirs.as_slice() else {
-        bail!("{}={}: tidemark keeps one data directory per node; name exactly one", v.key, v.value);
+    let Some((dir, others)) = dirs.split_first() else {
+        bail!("{}={}: no directory named", v.key, v.value);
     };
+    if !others.is_empty() {
+        tracing::warn!(
+            "{}: tidemark keeps one data directory per node: {dir} is used, {} not",
+            v.key,
+            others.join(", ")
+        );
+    }
     if v.key == "log.dirs" || !c.settings.contains_key("log.dirs") {
         c.data_dir = PathBuf::from(dir);
     }

@@ -9,26 +9,58 @@ use crate::server::tls;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
+/// Whether tidemark uses the setting `key`: a broker setting (with a listener's prefix where
+/// it may have one), a topic setting (a topic default) or a broker name of a topic default.
+fn uses(key: &str) -> bool {
+    broker(key).is_some()
+        || crate::config::topic_key_of_broker_name(key).is_some()
+        || crate::config::topic_key(key).is_some()
+}
+
 impl BrokerConfig {
     /// Apply one `key=value` from a properties file: broker settings, Kafka's `log.*` names,
     /// or topic settings (as topic defaults; where several of Kafka's names give one topic
     /// setting, the first in Kafka's order wins, as in Kafka).
+    ///
+    /// A setting tidemark does not use is ignored and logged once, as Kafka logs the settings
+    /// it was given but does not use: one of Kafka's (a file written for Kafka works), or a
+    /// name neither knows, with the closest known name (a misspelling). `--strict-config`
+    /// refuses both.
     pub fn set(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
         crate::config::check_text(key, value)?;
+        if !uses(key) {
+            return self.not_used(key);
+        }
         self.apply(key, value)?;
         self.settings.insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+
+    fn not_used(&mut self, key: &str) -> anyhow::Result<()> {
+        use crate::config::kafka_names;
+        let why = if kafka_names::knows(key) {
+            "a Kafka setting tidemark does not use".to_string()
+        } else {
+            let ours = all().map(|s| s.name).chain(crate::config::TOPIC_KEYS.iter().map(|k| k.name));
+            let setting = listener_key(key).map_or(key, |(_, s)| s);
+            match kafka_names::closest(setting, ours.chain(kafka_names::all())) {
+                Some(name) => format!("unknown setting (did you mean {name}?)"),
+                None => "unknown setting".to_string(),
+            }
+        };
+        if self.strict_config {
+            bail!("{key}: {why} (refused: --strict-config)");
+        }
+        if !self.unused.contains_key(key) {
+            tracing::warn!("{key}: {why}; ignored");
+            self.unused.insert(key.to_string(), why);
+        }
         Ok(())
     }
 
     fn apply(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
         if let Some(setting) = broker(key) {
             return setting.take(self, key, value);
-        }
-        if let Some((_, setting)) = listener_key(key) {
-            bail!("{key}: unknown listener setting ({setting})");
-        }
-        if crate::config::topic_key_of_broker_name(key).is_none() && crate::config::topic_key(key).is_none() {
-            bail!("{key}: unknown setting");
         }
         // A topic default, validated with the others (the topic defaults come from all of
         // them, configs::Effective).
@@ -42,10 +74,15 @@ impl BrokerConfig {
     /// `--listen` and `advertised.host`) once every setting is known: at startup.
     pub fn resolve_listeners(&mut self, node: &BTreeMap<String, String>) -> anyhow::Result<()> {
         let get = |k: &str| self.settings.get(k).map(String::as_str);
+        let map = listeners::effective_protocol_map(
+            get("listener.security.protocol.map"),
+            get("listeners"),
+            get("controller.listener.names"),
+        )?;
         let mut resolved = listeners::resolve(
             get("listeners"),
             get("advertised.listeners"),
-            get("listener.security.protocol.map"),
+            map.as_deref(),
             self.listen,
             &host_name(),
         )?;
