@@ -228,6 +228,18 @@ fn gen_request(api: i16, version: i16, g: &mut Gen) -> Request {
             resource_types: (0..g.len()).map(|_| g.i8()).collect(),
             tags: g.tags(),
         }),
+        DESCRIBE_QUORUM => Request::DescribeQuorum(DescribeQuorumRequest {
+            topics: (0..g.len())
+                .map(|_| QuorumTopicRequest {
+                    topic_name: g.string(),
+                    partitions: (0..g.len())
+                        .map(|_| QuorumPartitionRequest { partition_index: g.i32(), tags: g.tags() })
+                        .collect(),
+                    tags: g.tags(),
+                })
+                .collect(),
+            tags: g.tags(),
+        }),
         UPDATE_FEATURES => Request::UpdateFeatures(UpdateFeaturesRequest {
             timeout_ms: g.i32(),
             feature_updates: (0..g.len())
@@ -796,6 +808,7 @@ fn round_trip_request(req: Request, version: i16) {
         Request::DeleteTopics(mut m) => round_trip(&mut m, DELETE_TOPICS, version),
         Request::DescribeConfigs(mut m) => round_trip(&mut m, DESCRIBE_CONFIGS, version),
         Request::ListConfigResources(mut m) => round_trip(&mut m, LIST_CONFIG_RESOURCES, version),
+        Request::DescribeQuorum(mut m) => round_trip(&mut m, DESCRIBE_QUORUM, version),
         Request::UpdateFeatures(mut m) => round_trip(&mut m, UPDATE_FEATURES, version),
         Request::AlterConfigs(mut m) => {
             let api = if m.incremental { INCREMENTAL_ALTER_CONFIGS } else { ALTER_CONFIGS };
@@ -1155,6 +1168,64 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
             api,
             version,
         ),
+        DESCRIBE_QUORUM => {
+            let v2 = version >= 2;
+            let v1 = version >= 1;
+            let replica = |g: &mut Gen| QuorumReplicaState {
+                replica_id: g.i32(),
+                replica_directory_id: if v2 { g.uuid() } else { [0; 16] },
+                log_end_offset: g.i64(),
+                last_fetch_timestamp: if v1 { g.i64() } else { -1 },
+                last_caught_up_timestamp: if v1 { g.i64() } else { -1 },
+                tags: g.tags(),
+            };
+            out.take(
+                &mut DescribeQuorumResponse {
+                    error_code: ErrorCode(g.i16()),
+                    error_message: if v2 { g.opt_string() } else { None },
+                    topics: (0..g.len())
+                        .map(|_| QuorumTopicData {
+                            topic_name: g.string(),
+                            partitions: (0..g.len())
+                                .map(|_| QuorumPartitionData {
+                                    partition_index: g.i32(),
+                                    error_code: ErrorCode(g.i16()),
+                                    error_message: if v2 { g.opt_string() } else { None },
+                                    leader_id: g.i32(),
+                                    leader_epoch: g.i32(),
+                                    high_watermark: g.i64(),
+                                    current_voters: (0..g.len()).map(|_| replica(g)).collect(),
+                                    observers: (0..g.len()).map(|_| replica(g)).collect(),
+                                    tags: g.tags(),
+                                })
+                                .collect(),
+                            tags: g.tags(),
+                        })
+                        .collect(),
+                    nodes: if v2 {
+                        (0..g.len())
+                            .map(|_| QuorumNode {
+                                node_id: g.i32(),
+                                listeners: (0..g.len())
+                                    .map(|_| QuorumListener {
+                                        name: g.string(),
+                                        host: g.string(),
+                                        port: g.i16() as u16,
+                                        tags: g.tags(),
+                                    })
+                                    .collect(),
+                                tags: g.tags(),
+                            })
+                            .collect()
+                    } else {
+                        Vec::new()
+                    },
+                    tags: g.tags(),
+                },
+                api,
+                version,
+            )
+        }
         LIST_CONFIG_RESOURCES => out.take(
             &mut ListConfigResourcesResponse {
                 throttle_time_ms: g.i32(),
@@ -3390,6 +3461,110 @@ fn list_config_resources_exact_bytes() {
         B::default().i32(0).i16(0).carr(1).cs("m").tags().tags(),
         ListConfigResourcesResponse {
             config_resources: vec![ConfigResourceListed { resource_name: "m".into(), ..Default::default() }],
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn describe_quorum_exact_bytes() {
+    // Flexible from v0: Topics [TopicName, Partitions [PartitionIndex]].
+    check_request(
+        DESCRIBE_QUORUM,
+        2,
+        B::default().carr(1).cs("__cluster_metadata").carr(1).i32(0).tags().tags().tags(),
+        DescribeQuorumRequest {
+            topics: vec![QuorumTopicRequest {
+                topic_name: "__cluster_metadata".into(),
+                partitions: vec![QuorumPartitionRequest { partition_index: 0, ..Default::default() }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+        |r| if let Request::DescribeQuorum(m) = r { Some(m) } else { None },
+    );
+    // v2: ErrorCode, ErrorMessage, Topics [TopicName, Partitions [PartitionIndex, ErrorCode,
+    // ErrorMessage, LeaderId, LeaderEpoch, HighWatermark, CurrentVoters [ReplicaId,
+    // ReplicaDirectoryId, LogEndOffset, LastFetchTimestamp, LastCaughtUpTimestamp], Observers]],
+    // Nodes [NodeId, Listeners [Name, Host, Port (uint16)]].
+    let mut dir = B::default();
+    dir.0.extend_from_slice(&[7; 16]);
+    let voter = B::default().i32(1).0.into_iter().chain(dir.0).collect::<Vec<u8>>();
+    let mut body = B::default().i16(0).cnull().carr(1).cs("m").carr(1).i32(0).i16(0).cnull().i32(1).i32(5).i64(9);
+    body = body.carr(1);
+    body.0.extend_from_slice(&voter);
+    body = body.i64(9).i64(100).i64(-1).tags().carr(0).tags().tags();
+    body = body.carr(1).i32(1).carr(1).cs("CONTROLLER").cs("h").i16(-7).tags().tags().tags();
+    check_response(
+        DESCRIBE_QUORUM,
+        2,
+        body,
+        DescribeQuorumResponse {
+            topics: vec![QuorumTopicData {
+                topic_name: "m".into(),
+                partitions: vec![QuorumPartitionData {
+                    leader_id: 1,
+                    leader_epoch: 5,
+                    high_watermark: 9,
+                    current_voters: vec![QuorumReplicaState {
+                        replica_id: 1,
+                        replica_directory_id: [7; 16],
+                        log_end_offset: 9,
+                        last_fetch_timestamp: 100,
+                        last_caught_up_timestamp: -1,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            nodes: vec![QuorumNode {
+                node_id: 1,
+                listeners: vec![QuorumListener {
+                    name: "CONTROLLER".into(),
+                    host: "h".into(),
+                    port: 65529,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    );
+    // v0: no messages, no directory ids, no timestamps, no nodes.
+    check_response(
+        DESCRIBE_QUORUM,
+        0,
+        B::default()
+            .i16(0)
+            .carr(1)
+            .cs("m")
+            .carr(1)
+            .i32(0)
+            .i16(0)
+            .i32(1)
+            .i32(5)
+            .i64(9)
+            .carr(1)
+            .i32(1)
+            .i64(9)
+            .tags()
+            .carr(0)
+            .tags()
+            .tags()
+            .tags(),
+        DescribeQuorumResponse {
+            topics: vec![QuorumTopicData {
+                topic_name: "m".into(),
+                partitions: vec![QuorumPartitionData {
+                    leader_id: 1,
+                    leader_epoch: 5,
+                    high_watermark: 9,
+                    current_voters: vec![QuorumReplicaState { replica_id: 1, log_end_offset: 9, ..Default::default() }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
             ..Default::default()
         },
     );

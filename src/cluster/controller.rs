@@ -271,6 +271,28 @@ impl<D: Disk> Controller<D> {
         }
     }
 
+    /// The quorum as its leader sees it: this node's view if it leads, else the leader's, asked
+    /// over the quorum's connections. `Err`: no leader known, or it did not answer in time.
+    pub async fn describe_quorum(&self) -> io::Result<super::types::QuorumDescription> {
+        let reply = match self.leader().await {
+            Some(l) if l == self.config.node_id => net::describe_quorum(&self.raft).await,
+            Some(l) => match self.config.voters.get(&l) {
+                Some(addr) => self.peer(l, addr).describe_quorum(self.config.heartbeat * 5).await?,
+                None => Reply::NotLeader { leader: Some(l) },
+            },
+            None => Reply::NotLeader { leader: None },
+        };
+        match reply {
+            Reply::Quorum(q) => Ok(q),
+            other => Err(io::Error::other(format!("the quorum's leader did not describe it: {other:?}"))),
+        }
+    }
+
+    /// The controller listener address of each voter (`controller.quorum.voters`).
+    pub fn voter_addresses(&self) -> &BTreeMap<u64, String> {
+        &self.config.voters
+    }
+
     fn peer(&self, target: u64, addr: &str) -> Peer {
         Peer::new(self.config.node_id, target, addr.to_string(), self.config.cluster_hash(), self.config.links.clone())
     }

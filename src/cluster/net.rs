@@ -57,6 +57,8 @@ pub enum Rpc {
         broker: i32,
         epoch: u64,
     },
+    /// The quorum as the leader sees it (DescribeQuorum).
+    DescribeQuorum,
 }
 
 /// The answer to an [`Rpc`].
@@ -80,6 +82,8 @@ pub enum Reply {
         registered: bool,
         fenced: bool,
     },
+    /// The quorum as the leader sees it.
+    Quorum(super::types::QuorumDescription),
     /// The request could not be served (a cluster mismatch, a shutdown, a bad frame).
     Failed(String),
 }
@@ -237,6 +241,11 @@ impl Peer {
     /// Forward a metadata change to this peer (the leader, as far as the caller knows).
     pub async fn write(&mut self, command: MetaCommand, limit: Duration) -> io::Result<Reply> {
         self.call(Rpc::Write(command), limit).await.map_err(io::Error::other)
+    }
+
+    /// Ask this peer (the leader, as far as the caller knows) how the quorum stands.
+    pub async fn describe_quorum(&mut self, limit: Duration) -> io::Result<Reply> {
+        self.call(Rpc::DescribeQuorum, limit).await.map_err(io::Error::other)
     }
 
     /// Send a broker's heartbeat to this peer (the leader, as far as the caller knows).
@@ -444,7 +453,40 @@ async fn handle<D: Disk>(served: &Served<D>, rpc: Rpc) -> Reply {
             None => Reply::Failed(format!("not committed within {WRITE_TIMEOUT:?}")),
         },
         Rpc::Heartbeat { broker, epoch } => heartbeat(served, broker, epoch).await,
+        Rpc::DescribeQuorum => describe_quorum(&served.raft).await,
     }
+}
+
+/// The quorum as this node sees it if it is the leader (from openraft's metrics: each member's
+/// matched log id and last acknowledgement), else NotLeader.
+pub async fn describe_quorum(raft: &Raft<impl Disk>) -> Reply {
+    use openraft::Instant as _;
+    use openraft_rt::WatchReceiver;
+    if !raft.is_leader() {
+        return Reply::NotLeader { leader: raft.current_leader().await };
+    }
+    let m = raft.metrics().borrow_watched().clone();
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let high_watermark = m.local_committed.map_or(0, |l| l.index + 1);
+    let progress = |id: u64| {
+        if id == m.id {
+            let log_end = m.last_log_index.map_or(0, |i| i + 1);
+            return super::types::ReplicaProgress { id, log_end, last_fetch_ms: now_ms, last_caught_up_ms: now_ms };
+        }
+        let log_end = m.replication.as_ref().and_then(|r| r.get(&id).cloned().flatten()).map_or(0, |l| l.index + 1);
+        let acked = m.heartbeat.as_ref().and_then(|h| h.get(&id).cloned().flatten());
+        let last_fetch_ms = acked.map_or(-1, |at| now_ms - at.elapsed().as_millis() as i64);
+        let last_caught_up_ms = if log_end >= high_watermark { last_fetch_ms } else { -1 };
+        super::types::ReplicaProgress { id, log_end, last_fetch_ms, last_caught_up_ms }
+    };
+    let membership = m.membership_config.membership();
+    Reply::Quorum(super::types::QuorumDescription {
+        leader: m.id,
+        term: m.current_term,
+        high_watermark,
+        voters: membership.voter_ids().map(progress).collect(),
+        observers: membership.learner_ids().map(progress).collect(),
+    })
 }
 
 /// A broker's heartbeat, on the active controller: it is alive now; a fenced broker of that

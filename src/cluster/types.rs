@@ -39,6 +39,31 @@ pub struct Endpoint {
     pub security_protocol: String,
 }
 
+/// The metadata quorum as its leader sees it (what DescribeQuorum answers): Kafka's leader
+/// epoch is the Raft term, offsets are log indexes plus one (the next index).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct QuorumDescription {
+    pub leader: u64,
+    pub term: u64,
+    /// The committed end: the index after the last committed entry.
+    pub high_watermark: u64,
+    pub voters: Vec<ReplicaProgress>,
+    /// Members that replicate the log without voting (openraft's learners).
+    pub observers: Vec<ReplicaProgress>,
+}
+
+/// One member's replication of the metadata log, as the leader last heard it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaProgress {
+    pub id: u64,
+    /// The index after its last entry the leader knows it has (0: none known).
+    pub log_end: u64,
+    /// When the leader last heard from it, in ms since the Unix epoch (-1: never).
+    pub last_fetch_ms: i64,
+    /// When it last had every committed entry, as far as the leader heard (-1: unknown).
+    pub last_caught_up_ms: i64,
+}
+
 /// A broker's registration (KRaft's RegisterBrokerRecord).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct BrokerRegistration {

@@ -455,6 +455,89 @@ crate::schema! {
     }
 }
 
+// ---------------------------------------------------------------- DescribeQuorum (55)
+
+crate::schema! {
+    pub struct QuorumPartitionRequest {
+        pub partition_index: i32 => int32,
+    }
+}
+
+crate::schema! {
+    pub struct QuorumTopicRequest {
+        pub topic_name: String => string,
+        pub partitions: Vec<QuorumPartitionRequest> => array,
+    }
+}
+
+crate::schema! {
+    pub struct DescribeQuorumRequest {
+        pub topics: Vec<QuorumTopicRequest> => array,
+    }
+}
+
+crate::schema! {
+    /// A voter's or an observer's replication of the metadata log, as the leader sees it.
+    pub struct QuorumReplicaState {
+        pub replica_id: i32 => int32,
+        /// v2+: the replica's directory id (KIP-853); zero when it has none.
+        pub replica_directory_id: [u8; 16] => uuid if 2..,
+        pub log_end_offset: i64 => int64,
+        /// v1+: when the leader last heard from it (ms since the epoch; -1: unknown).
+        pub last_fetch_timestamp: i64 = -1 => int64 if 1..,
+        /// v1+: when it last had everything committed (-1: unknown).
+        pub last_caught_up_timestamp: i64 = -1 => int64 if 1..,
+    }
+}
+
+crate::schema! {
+    pub struct QuorumPartitionData {
+        pub partition_index: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+        /// v2+
+        pub error_message: Option<String> => nullable_string if 2..,
+        pub leader_id: i32 => int32,
+        pub leader_epoch: i32 => int32,
+        pub high_watermark: i64 => int64,
+        pub current_voters: Vec<QuorumReplicaState> => array,
+        pub observers: Vec<QuorumReplicaState> => array,
+    }
+}
+
+crate::schema! {
+    pub struct QuorumTopicData {
+        pub topic_name: String => string,
+        pub partitions: Vec<QuorumPartitionData> => array,
+    }
+}
+
+crate::schema! {
+    pub struct QuorumListener {
+        pub name: String => string,
+        pub host: String => string,
+        pub port: u16 => uint16,
+    }
+}
+
+crate::schema! {
+    /// v2+: a voter and its controller listeners.
+    pub struct QuorumNode {
+        pub node_id: i32 => int32,
+        pub listeners: Vec<QuorumListener> => array,
+    }
+}
+
+crate::schema! {
+    pub struct DescribeQuorumResponse {
+        pub error_code: ErrorCode => error_code,
+        /// v2+
+        pub error_message: Option<String> => nullable_string if 2..,
+        pub topics: Vec<QuorumTopicData> => array,
+        /// v2+
+        pub nodes: Vec<QuorumNode> => array if 2..,
+    }
+}
+
 // ---------------------------------------------------------------- UpdateFeatures (57)
 
 crate::schema! {

@@ -71,6 +71,7 @@ pub const DESCRIBE_CLIENT_QUOTAS: i16 = 48;
 pub const ALTER_CLIENT_QUOTAS: i16 = 49;
 pub const DESCRIBE_USER_SCRAM_CREDENTIALS: i16 = 50;
 pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
+pub const DESCRIBE_QUORUM: i16 = 55;
 pub const UPDATE_FEATURES: i16 = 57;
 pub const DESCRIBE_CLUSTER: i16 = 60;
 pub const DESCRIBE_PRODUCERS: i16 = 61;
@@ -127,6 +128,7 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (ALTER_CLIENT_QUOTAS, 0, 1, 1),
     (DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, 0),
     (ALTER_USER_SCRAM_CREDENTIALS, 0, 0, 0),
+    (DESCRIBE_QUORUM, 0, 2, 0),
     (UPDATE_FEATURES, 0, 2, 0),
     (DESCRIBE_CLUSTER, 0, 2, 0),
     (DESCRIBE_PRODUCERS, 0, 0, 0),
@@ -189,6 +191,7 @@ pub enum Request {
     DescribeConfigs(DescribeConfigsRequest),
     ListConfigResources(ListConfigResourcesRequest),
     UpdateFeatures(UpdateFeaturesRequest),
+    DescribeQuorum(DescribeQuorumRequest),
     /// AlterConfigs or IncrementalAlterConfigs (`incremental` tells which).
     AlterConfigs(AlterConfigsRequest),
     FindCoordinator(FindCoordinatorRequest),
@@ -247,6 +250,7 @@ impl Request {
             Self::DescribeConfigs(_) => DESCRIBE_CONFIGS,
             Self::ListConfigResources(_) => LIST_CONFIG_RESOURCES,
             Self::UpdateFeatures(_) => UPDATE_FEATURES,
+            Self::DescribeQuorum(_) => DESCRIBE_QUORUM,
             Self::AlterConfigs(m) if m.incremental => INCREMENTAL_ALTER_CONFIGS,
             Self::AlterConfigs(_) => ALTER_CONFIGS,
             Self::FindCoordinator(_) => FIND_COORDINATOR,
@@ -306,6 +310,7 @@ impl Request {
             Self::DescribeConfigs(mut m) => encode_request(header, &mut m),
             Self::ListConfigResources(mut m) => encode_request(header, &mut m),
             Self::UpdateFeatures(mut m) => encode_request(header, &mut m),
+            Self::DescribeQuorum(mut m) => encode_request(header, &mut m),
             Self::AlterConfigs(mut m) => encode_request(header, &mut m),
             Self::FindCoordinator(mut m) => encode_request(header, &mut m),
             Self::OffsetCommit(mut m) => encode_request(header, &mut m),
@@ -405,6 +410,7 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         DESCRIBE_CONFIGS => body(&mut r, version).map(Request::DescribeConfigs),
         LIST_CONFIG_RESOURCES => body(&mut r, version).map(Request::ListConfigResources),
         UPDATE_FEATURES => body(&mut r, version).map(Request::UpdateFeatures),
+        DESCRIBE_QUORUM => body(&mut r, version).map(Request::DescribeQuorum),
         ALTER_CONFIGS | INCREMENTAL_ALTER_CONFIGS => {
             let mut m = AlterConfigsRequest { incremental: api == INCREMENTAL_ALTER_CONFIGS, ..Default::default() };
             m.codec(&mut r, version).map(|_| Request::AlterConfigs(m))
@@ -627,5 +633,6 @@ throttled!(
 );
 
 impl Throttled for SaslHandshakeResponse {}
+impl Throttled for DescribeQuorumResponse {}
 impl Throttled for WriteTxnMarkersResponse {}
 impl Throttled for SaslAuthenticateResponse {}

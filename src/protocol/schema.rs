@@ -170,6 +170,14 @@ pub mod kind {
         Ok(())
     }
 
+    /// Kafka's uint16 (a port): two bytes, big-endian, unsigned.
+    pub fn uint16<C: Codec>(c: &mut C, f: &mut u16, _: i16) -> ProtoResult<()> {
+        let mut v = *f as i16;
+        c.i16(&mut v)?;
+        *f = v as u16;
+        Ok(())
+    }
+
     pub fn int64<C: Codec>(c: &mut C, f: &mut i64, _: i16) -> ProtoResult<()> {
         c.i64(f)
     }

@@ -169,6 +169,10 @@ def test_three_nodes_form_a_quorum_and_fail_over(cluster):
     assert (controller, nodes) == (leader, everyone), (controller, nodes)
     assert cluster_id == cluster.describe(2)[2], "one cluster id for every node"
     see_three_brokers_with_other_clients(cluster, leader)
+    # DescribeQuorum through a node that does not lead: the leader's view, every voter caught up.
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    q = quorum_caught_up(cluster.brokers[follower], leader, cluster.gauges(leader)["tidemark_controller_term"])
+    assert q["nodes"] == {n: [("CONTROLLER", "127.0.0.1", cluster.controller_ports[n])] for n in (1, 2, 3)}, q
     # Producer ids come in blocks from the quorum (KRaft's ProducerIdsRecord): each node's first
     # id is a block committed to the metadata log (one entry each), the second node's after
     # the first's block, so never the same id.
@@ -208,6 +212,12 @@ def test_three_nodes_form_a_quorum_and_fail_over(cluster):
         alive = sorted((n, cluster.ports[n]) for n in survivors)
         cluster.agreed(survivors, want_brokers=alive, not_controller=leader)
         print(f"killed broker fenced: {time.time() - killed_at:.2f}s after its SIGKILL")
+        # The new leader describes the quorum: the killed voter, never heard from in this term,
+        # is behind the high watermark (the new term's first entry) and not caught up.
+        q = describe_quorum(cluster.brokers[survivors[0]])
+        assert q["leader"] == new_leader and q["epoch"] > 0, q
+        dead = q["voters"][leader]
+        assert dead["log_end"] < q["high_watermark"] and dead["caught_up"] == -1, q
         cluster.start(leader)
         leader = cluster.agreed([1, 2, 3], want_brokers=everyone)
     times.sort()
@@ -218,6 +228,70 @@ def test_three_nodes_form_a_quorum_and_fail_over(cluster):
     for n in (1, 2, 3):
         cluster.start(n)
     cluster.agreed([1, 2, 3], want_brokers=everyone)
+
+
+def describe_quorum(broker, partition=0, version=2):
+    """DescribeQuorum (55) v2 of __cluster_metadata, raw: the top error, the partition's error,
+    leader, epoch, high watermark, voters and observers by id ({log_end, fetch, caught_up}) and
+    the nodes' listeners."""
+    from test_admin import CR
+    name = b"__cluster_metadata"
+    body = b"\x02" + bytes([len(name) + 1]) + name + b"\x02" + struct.pack(">i", partition) + b"\x00\x00\x00"
+    with Conn(broker, timeout=30) as c:
+        r = CR(c.call(55, version, body, flexible=True).buf)
+    r.tags()
+    out = {"error": r.i16(), "message": r.nstring_c()}
+    assert r.count() == 1 and r.cstring() == "__cluster_metadata" and r.count() == 1
+    assert r.i32() == partition
+    out.update(partition_error=r.i16(), partition_message=r.nstring_c(), leader=r.i32(), epoch=r.i32(),
+               high_watermark=r.i64())
+
+    def replicas():
+        got = {}
+        for _ in range(r.count()):
+            rid = r.i32()
+            r.pos += 16  # directory id
+            got[rid] = {"log_end": r.i64(), "fetch": r.i64(), "caught_up": r.i64()}
+            r.tags()
+        return got
+    out["voters"], out["observers"] = replicas(), replicas()
+    r.tags()
+    r.tags()
+    out["nodes"] = {}
+    for _ in range(r.count()):
+        nid = r.i32()
+        listeners = []
+        for _ in range(r.count()):
+            listeners.append((r.cstring(), r.cstring(), r.i16() & 0xFFFF))
+            r.tags()
+        out["nodes"][nid] = listeners
+        r.tags()
+    r.tags()
+    assert r.pos == len(r.buf)
+    return out
+
+
+def quorum_caught_up(broker, leader, term):
+    """DescribeQuorum until every voter's log end reaches the high watermark: the answer."""
+    deadline = time.time() + WAIT
+    while True:
+        q = describe_quorum(broker)
+        ok = (q["error"], q["partition_error"], q["leader"], q["epoch"]) == (0, 0, leader, term)
+        if ok and sorted(q["voters"]) == [1, 2, 3] and not q["observers"] and all(
+                v["log_end"] >= q["high_watermark"] > 0 and v["caught_up"] > 0 for v in q["voters"].values()):
+            return q
+        assert time.time() < deadline, q
+        time.sleep(0.2)
+
+
+def test_describe_quorum_outside_a_cluster_and_other_partitions(start_broker):
+    """A standalone node has no quorum: __cluster_metadata-0 is UNKNOWN_TOPIC_OR_PARTITION with
+    why; another partition asked is UNKNOWN_TOPIC_OR_PARTITION (Kafka's Raft client answers so)."""
+    b = start_broker()
+    q = describe_quorum(b)
+    assert (q["error"], q["partition_error"], q["leader"]) == (0, 3, -1), q
+    assert "standalone" in q["partition_message"], q
+    assert describe_quorum(b, partition=1)["partition_error"] == 3
 
 
 def see_three_brokers_with_other_clients(cluster, leader):

@@ -122,6 +122,22 @@ fn requests(out: &Path) {
                     ..Default::default()
                 }),
                 60 => frame(api, v, DescribeClusterRequest::default()),
+                55 => frame(api, v, DescribeQuorumRequest {
+                    topics: vec![QuorumTopicRequest {
+                        topic_name: "__cluster_metadata".into(),
+                        partitions: vec![QuorumPartitionRequest { partition_index: 0, ..Default::default() }],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                57 => frame(api, v, UpdateFeaturesRequest {
+                    feature_updates: vec![FeatureUpdateKey {
+                        feature: "transaction.version".into(),
+                        max_version_level: 2,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
                 74 => frame(api, v, ListConfigResourcesRequest { resource_types: vec![2, 4], ..Default::default() }),
                 68 => frame(api, v, ConsumerGroupHeartbeatRequest {
                     group_id: "g".into(),

@@ -21,6 +21,7 @@ mod list_offsets;
 mod partitions;
 mod produce;
 mod producers;
+mod quorum;
 mod quotas;
 mod route;
 mod topics;
@@ -252,6 +253,7 @@ async fn dispatch(
         Request::DescribeConfigs(r) => answer!(configs::describe_configs(cx, r)),
         Request::ListConfigResources(r) => answer!(configs::list_config_resources(cx, r).await),
         Request::UpdateFeatures(r) => answer!(features::update(cx, r).await),
+        Request::DescribeQuorum(r) => answer!(quorum::describe(cx, r).await),
         Request::AlterConfigs(r) => answer!(configs::alter_configs(cx, r).await),
         Request::FindCoordinator(r) => answer!(groups::find_coordinator(cx, r).await),
         Request::JoinGroup(r) => answer!(groups::join(cx, r).await),

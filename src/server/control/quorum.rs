@@ -12,10 +12,11 @@
 use crate::cluster::controller::{self, Controller, ControllerConfig};
 use crate::cluster::net::Reply;
 use crate::cluster::state::BrokerState;
-use crate::cluster::types::{BrokerRegistration, Endpoint, MetaCommand, MetaResponse};
+use crate::cluster::types::{BrokerRegistration, Endpoint, MetaCommand, MetaResponse, QuorumDescription};
 use crate::io::{Disk, DmaDisk};
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -157,6 +158,23 @@ impl ShardCall<Shard> for QuorumStatus {
             brokers: controller.state.unfenced_brokers(),
             cluster_id: controller.state.cluster_id(),
         })
+    }
+}
+
+/// How the metadata quorum stands, as its leader sees it (DescribeQuorum), with each voter's
+/// controller listener address. Sent to shard 0; `Ok(None)` from a standalone node, `Err` when
+/// no leader answered.
+#[derive(Debug, Clone)]
+pub struct DescribeQuorum;
+
+impl ShardCall<Shard> for DescribeQuorum {
+    type Reply = Result<Option<(QuorumDescription, BTreeMap<u64, String>)>, String>;
+    const NAME: &'static str = "describe-quorum";
+
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        let Some(controller) = shard.control().and_then(|c| c.quorum.borrow().clone()) else { return Ok(None) };
+        let described = controller.describe_quorum().await.map_err(|e| e.to_string())?;
+        Ok(Some((described, controller.voter_addresses().clone())))
     }
 }
 

@@ -1,0 +1,118 @@
+//! DescribeQuorum (55): the metadata quorum as its leader sees it, what
+//! `kafka-metadata-quorum describe --status` and `--replication` show. Any node answers: a node
+//! that does not lead the quorum asks the leader (Kafka's brokers forward it to the active
+//! controller).
+
+use crate::cluster::types::ReplicaProgress;
+use crate::protocol::admin::{
+    DescribeQuorumRequest, DescribeQuorumResponse, QuorumListener, QuorumNode, QuorumPartitionData, QuorumReplicaState,
+    QuorumTopicData,
+};
+use crate::protocol::errors::{self as code, ErrorCode};
+use crate::security::acl::Operation;
+use crate::server::api::Cx;
+use crate::server::control::quorum::DescribeQuorum;
+
+/// The metadata log's topic, as Kafka names it (`__cluster_metadata`, partition 0).
+const METADATA_TOPIC: &str = "__cluster_metadata";
+
+/// DescribeQuorum: DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise), for
+/// `__cluster_metadata` partition 0 alone (any other partition asked: UNKNOWN_TOPIC_OR_PARTITION
+/// on each, as Kafka's Raft client answers). A standalone node has no quorum: that partition is
+/// UNKNOWN_TOPIC_OR_PARTITION too, with why. No leader answering: NOT_LEADER_OR_FOLLOWER
+/// (retriable).
+pub async fn describe(cx: &mut Cx<'_>, r: DescribeQuorumRequest) -> DescribeQuorumResponse {
+    if !cx.allowed_on_cluster(Operation::Describe) {
+        cx.release_turn();
+        return DescribeQuorumResponse {
+            error_code: code::CLUSTER_AUTHORIZATION_FAILED,
+            error_message: Some("Cluster authorization failed.".into()),
+            ..Default::default()
+        };
+    }
+    let only_metadata = r.topics.len() == 1
+        && r.topics[0].topic_name == METADATA_TOPIC
+        && r.topics[0].partitions.len() == 1
+        && r.topics[0].partitions[0].partition_index == 0;
+    if !only_metadata {
+        cx.release_turn();
+        return each_partition(&r, code::UNKNOWN_TOPIC_OR_PARTITION, None);
+    }
+    let described = cx.shard.call(0, DescribeQuorum).await;
+    cx.release_turn();
+    let (q, voters) = match described {
+        Ok(Ok(Some(d))) => d,
+        Ok(Ok(None)) => {
+            let why = "a standalone node has no metadata quorum (process.roles is not set)";
+            return each_partition(&r, code::UNKNOWN_TOPIC_OR_PARTITION, Some(why.into()));
+        }
+        Ok(Err(e)) => return each_partition(&r, code::NOT_LEADER_OR_FOLLOWER, Some(e)),
+        Err(e) => return each_partition(&r, code::NOT_LEADER_OR_FOLLOWER, Some(e.to_string())),
+    };
+    let state = |p: &ReplicaProgress| QuorumReplicaState {
+        replica_id: p.id as i32,
+        log_end_offset: p.log_end as i64,
+        last_fetch_timestamp: p.last_fetch_ms,
+        last_caught_up_timestamp: p.last_caught_up_ms,
+        ..Default::default()
+    };
+    let listener = cx.shard.config().cluster.as_ref().map(|c| c.controller_listener.clone()).unwrap_or_default();
+    let nodes = voters
+        .iter()
+        .filter_map(|(id, addr)| {
+            let (host, port) = addr.rsplit_once(':')?;
+            let port = port.parse().ok()?;
+            let name = listener.clone();
+            Some(QuorumNode {
+                node_id: *id as i32,
+                listeners: vec![QuorumListener { name, host: host.to_string(), port, ..Default::default() }],
+                ..Default::default()
+            })
+        })
+        .collect();
+    DescribeQuorumResponse {
+        topics: vec![QuorumTopicData {
+            topic_name: METADATA_TOPIC.into(),
+            partitions: vec![QuorumPartitionData {
+                partition_index: 0,
+                leader_id: q.leader as i32,
+                leader_epoch: q.term as i32,
+                high_watermark: q.high_watermark as i64,
+                current_voters: q.voters.iter().map(state).collect(),
+                observers: q.observers.iter().map(state).collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        nodes,
+        ..Default::default()
+    }
+}
+
+/// Every partition asked answered with `error` (leader -1).
+fn each_partition(r: &DescribeQuorumRequest, error: ErrorCode, message: Option<String>) -> DescribeQuorumResponse {
+    DescribeQuorumResponse {
+        topics: r
+            .topics
+            .iter()
+            .map(|t| QuorumTopicData {
+                topic_name: t.topic_name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|p| QuorumPartitionData {
+                        partition_index: p.partition_index,
+                        error_code: error,
+                        error_message: message.clone(),
+                        leader_id: -1,
+                        leader_epoch: -1,
+                        high_watermark: -1,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
