@@ -228,6 +228,7 @@ fn gen_request(api: i16, version: i16, g: &mut Gen) -> Request {
             resource_types: (0..g.len()).map(|_| g.i8()).collect(),
             tags: g.tags(),
         }),
+        UNREGISTER_BROKER => Request::UnregisterBroker(UnregisterBrokerRequest { broker_id: g.i32(), tags: g.tags() }),
         DESCRIBE_QUORUM => Request::DescribeQuorum(DescribeQuorumRequest {
             topics: (0..g.len())
                 .map(|_| QuorumTopicRequest {
@@ -809,6 +810,7 @@ fn round_trip_request(req: Request, version: i16) {
         Request::DescribeConfigs(mut m) => round_trip(&mut m, DESCRIBE_CONFIGS, version),
         Request::ListConfigResources(mut m) => round_trip(&mut m, LIST_CONFIG_RESOURCES, version),
         Request::DescribeQuorum(mut m) => round_trip(&mut m, DESCRIBE_QUORUM, version),
+        Request::UnregisterBroker(mut m) => round_trip(&mut m, UNREGISTER_BROKER, version),
         Request::UpdateFeatures(mut m) => round_trip(&mut m, UPDATE_FEATURES, version),
         Request::AlterConfigs(mut m) => {
             let api = if m.incremental { INCREMENTAL_ALTER_CONFIGS } else { ALTER_CONFIGS };
@@ -1163,6 +1165,16 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
                 } else {
                     Vec::new()
                 },
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        UNREGISTER_BROKER => out.take(
+            &mut UnregisterBrokerResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                error_message: g.opt_string(),
                 tags: g.tags(),
             },
             api,
@@ -3461,6 +3473,28 @@ fn list_config_resources_exact_bytes() {
         B::default().i32(0).i16(0).carr(1).cs("m").tags().tags(),
         ListConfigResourcesResponse {
             config_resources: vec![ConfigResourceListed { resource_name: "m".into(), ..Default::default() }],
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn unregister_broker_exact_bytes() {
+    // v0 (flexible): BrokerId; the answer ThrottleTimeMs, ErrorCode, ErrorMessage.
+    check_request(
+        UNREGISTER_BROKER,
+        0,
+        B::default().i32(4).tags(),
+        UnregisterBrokerRequest { broker_id: 4, ..Default::default() },
+        |r| if let Request::UnregisterBroker(m) = r { Some(m) } else { None },
+    );
+    check_response(
+        UNREGISTER_BROKER,
+        0,
+        B::default().i32(0).i16(102).cs("gone").tags(),
+        UnregisterBrokerResponse {
+            error_code: ErrorCode(102),
+            error_message: Some("gone".into()),
             ..Default::default()
         },
     );

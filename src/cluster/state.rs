@@ -87,6 +87,13 @@ impl MetaImage {
                     None => refused(Refusal::BrokerIdNotRegistered, format!("broker {id} is not registered")),
                 }
             }
+            MetaCommand::UnregisterBroker { id } => {
+                if self.brokers.remove(id).is_none() {
+                    return refused(Refusal::BrokerIdNotRegistered, format!("broker {id} is not registered"));
+                }
+                self.fence_leaderships(*id);
+                MetaResponse::Done
+            }
             MetaCommand::CreateTopic { name, topic } => {
                 if self.topics.get(name).is_some_and(|t| t.id == topic.id) {
                     // The same creation again (a proposal retried after it committed).

@@ -224,6 +224,11 @@ pub enum MetaCommand {
         id: i32,
         epoch: u64,
     },
+    /// A broker gone for good (UnregisterBroker, `kafka-cluster unregister`): its registration
+    /// is removed and it leads nothing, as when fenced. A broker still alive registers again.
+    UnregisterBroker {
+        id: i32,
+    },
     CreateTopic {
         name: String,
         topic: TopicState,
@@ -307,6 +312,7 @@ impl std::fmt::Display for MetaCommand {
             MetaCommand::RegisterBroker(b) => write!(f, "register broker {}", b.id),
             MetaCommand::UnfenceBroker { id, epoch } => write!(f, "unfence broker {id} epoch {epoch}"),
             MetaCommand::FenceBroker { id, epoch } => write!(f, "fence broker {id} epoch {epoch}"),
+            MetaCommand::UnregisterBroker { id } => write!(f, "unregister broker {id}"),
             MetaCommand::CreateTopic { name, topic } => {
                 write!(f, "create topic {name} ({} partitions)", topic.partitions.len())
             }

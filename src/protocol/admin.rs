@@ -538,6 +538,22 @@ crate::schema! {
     }
 }
 
+// ---------------------------------------------------------------- UnregisterBroker (64)
+
+crate::schema! {
+    pub struct UnregisterBrokerRequest {
+        pub broker_id: i32 => int32,
+    }
+}
+
+crate::schema! {
+    pub struct UnregisterBrokerResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+    }
+}
+
 // ---------------------------------------------------------------- UpdateFeatures (57)
 
 crate::schema! {

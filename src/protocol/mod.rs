@@ -74,6 +74,7 @@ pub const ALTER_USER_SCRAM_CREDENTIALS: i16 = 51;
 pub const DESCRIBE_QUORUM: i16 = 55;
 pub const UPDATE_FEATURES: i16 = 57;
 pub const DESCRIBE_CLUSTER: i16 = 60;
+pub const UNREGISTER_BROKER: i16 = 64;
 pub const DESCRIBE_PRODUCERS: i16 = 61;
 pub const DESCRIBE_TRANSACTIONS: i16 = 65;
 pub const LIST_TRANSACTIONS: i16 = 66;
@@ -131,6 +132,7 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (DESCRIBE_QUORUM, 0, 2, 0),
     (UPDATE_FEATURES, 0, 2, 0),
     (DESCRIBE_CLUSTER, 0, 2, 0),
+    (UNREGISTER_BROKER, 0, 0, 0),
     (DESCRIBE_PRODUCERS, 0, 0, 0),
     (DESCRIBE_TRANSACTIONS, 0, 0, 0),
     (LIST_TRANSACTIONS, 0, 2, 0),
@@ -192,6 +194,7 @@ pub enum Request {
     ListConfigResources(ListConfigResourcesRequest),
     UpdateFeatures(UpdateFeaturesRequest),
     DescribeQuorum(DescribeQuorumRequest),
+    UnregisterBroker(UnregisterBrokerRequest),
     /// AlterConfigs or IncrementalAlterConfigs (`incremental` tells which).
     AlterConfigs(AlterConfigsRequest),
     FindCoordinator(FindCoordinatorRequest),
@@ -251,6 +254,7 @@ impl Request {
             Self::ListConfigResources(_) => LIST_CONFIG_RESOURCES,
             Self::UpdateFeatures(_) => UPDATE_FEATURES,
             Self::DescribeQuorum(_) => DESCRIBE_QUORUM,
+            Self::UnregisterBroker(_) => UNREGISTER_BROKER,
             Self::AlterConfigs(m) if m.incremental => INCREMENTAL_ALTER_CONFIGS,
             Self::AlterConfigs(_) => ALTER_CONFIGS,
             Self::FindCoordinator(_) => FIND_COORDINATOR,
@@ -311,6 +315,7 @@ impl Request {
             Self::ListConfigResources(mut m) => encode_request(header, &mut m),
             Self::UpdateFeatures(mut m) => encode_request(header, &mut m),
             Self::DescribeQuorum(mut m) => encode_request(header, &mut m),
+            Self::UnregisterBroker(mut m) => encode_request(header, &mut m),
             Self::AlterConfigs(mut m) => encode_request(header, &mut m),
             Self::FindCoordinator(mut m) => encode_request(header, &mut m),
             Self::OffsetCommit(mut m) => encode_request(header, &mut m),
@@ -411,6 +416,7 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         LIST_CONFIG_RESOURCES => body(&mut r, version).map(Request::ListConfigResources),
         UPDATE_FEATURES => body(&mut r, version).map(Request::UpdateFeatures),
         DESCRIBE_QUORUM => body(&mut r, version).map(Request::DescribeQuorum),
+        UNREGISTER_BROKER => body(&mut r, version).map(Request::UnregisterBroker),
         ALTER_CONFIGS | INCREMENTAL_ALTER_CONFIGS => {
             let mut m = AlterConfigsRequest { incremental: api == INCREMENTAL_ALTER_CONFIGS, ..Default::default() };
             m.codec(&mut r, version).map(|_| Request::AlterConfigs(m))
@@ -599,6 +605,7 @@ throttled!(
     DescribeConfigsResponse,
     ListConfigResourcesResponse,
     UpdateFeaturesResponse,
+    UnregisterBrokerResponse,
     AlterConfigsResponse,
     FindCoordinatorResponse,
     JoinGroupResponse,

@@ -8,7 +8,7 @@ use crate::coordinator::group::OFFSETS_TOPIC;
 use crate::coordinator::txn::TXN_TOPIC;
 use crate::io::DmaDisk;
 use crate::replica::{Host, IsrChangeError, ReplicaConfig, Replication};
-use crate::server::control::metadata::AlterIsr;
+use crate::server::control::metadata::Commit;
 use crate::server::shard::Shard;
 use crate::storage::Partition;
 use crate::types::Uuid;
@@ -54,7 +54,7 @@ impl Host for Shard {
     }
 
     async fn alter_partition(self: &Rc<Self>, command: MetaCommand) -> Result<(), IsrChangeError> {
-        match self.call(0, AlterIsr(command)).await {
+        match self.call(0, Commit(command)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(IsrChangeError::Refused(e.code, e.message)),
             Err(e) => Err(IsrChangeError::Unknown(e.to_string())),

@@ -218,6 +218,11 @@ def test_three_nodes_form_a_quorum_and_fail_over(cluster):
         assert q["leader"] == new_leader and q["epoch"] > 0, q
         dead = q["voters"][leader]
         assert dead["log_end"] < q["high_watermark"] and dead["caught_up"] == -1, q
+        # UnregisterBroker (kafka-cluster unregister) of the killed broker through a survivor:
+        # done once; then it is not registered; started again, it registers again.
+        assert unregister_broker(cluster.brokers[survivors[1]], leader) == (0, None)
+        code, message = unregister_broker(cluster.brokers[survivors[0]], leader)
+        assert code == 102 and "not registered" in message, (code, message)
         cluster.start(leader)
         leader = cluster.agreed([1, 2, 3], want_brokers=everyone)
     times.sort()
@@ -284,14 +289,30 @@ def quorum_caught_up(broker, leader, term):
         time.sleep(0.2)
 
 
-def test_describe_quorum_outside_a_cluster_and_other_partitions(start_broker):
-    """A standalone node has no quorum: __cluster_metadata-0 is UNKNOWN_TOPIC_OR_PARTITION with
-    why; another partition asked is UNKNOWN_TOPIC_OR_PARTITION (Kafka's Raft client answers so)."""
+def unregister_broker(broker, broker_id):
+    """UnregisterBroker (64) v0, raw: (error code, error message)."""
+    from test_admin import CR
+    with Conn(broker, timeout=30) as c:
+        r = CR(c.call(64, 0, struct.pack(">i", broker_id) + b"\x00", flexible=True).buf)
+    r.tags()
+    r.i32()
+    out = (r.i16(), r.nstring_c())
+    r.tags()
+    assert r.pos == len(r.buf)
+    return out
+
+
+def test_quorum_apis_outside_a_cluster_and_other_partitions(start_broker):
+    """A standalone node has no quorum: DescribeQuorum's __cluster_metadata-0 is
+    UNKNOWN_TOPIC_OR_PARTITION with why, another partition asked UNKNOWN_TOPIC_OR_PARTITION
+    (Kafka's Raft client answers so); UnregisterBroker is INVALID_REQUEST, with why."""
     b = start_broker()
     q = describe_quorum(b)
     assert (q["error"], q["partition_error"], q["leader"]) == (0, 3, -1), q
     assert "standalone" in q["partition_message"], q
     assert describe_quorum(b, partition=1)["partition_error"] == 3
+    code, message = unregister_broker(b, 0)
+    assert code == 42 and "standalone" in message, (code, message)
 
 
 def see_three_brokers_with_other_clients(cluster, leader):

@@ -891,7 +891,6 @@ LEFT_OUT = {
     39: "RenewDelegationToken: delegation tokens come with the cluster's own security",
     40: "ExpireDelegationToken: delegation tokens come with the cluster's own security",
     41: "DescribeDelegationToken: delegation tokens come with the cluster's own security",
-    64: "UnregisterBroker: the quorum's APIs come with isolated controllers and the dynamic quorum",
     76: "ShareGroupHeartbeat: share groups (KIP-932)",
     77: "ShareGroupDescribe: share groups (KIP-932)",
     78: "ShareFetch: share groups (KIP-932)",

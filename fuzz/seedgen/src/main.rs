@@ -130,6 +130,7 @@ fn requests(out: &Path) {
                     }],
                     ..Default::default()
                 }),
+                64 => frame(api, v, UnregisterBrokerRequest { broker_id: 2, ..Default::default() }),
                 57 => frame(api, v, UpdateFeaturesRequest {
                     feature_updates: vec![FeatureUpdateKey {
                         feature: "transaction.version".into(),

@@ -106,6 +106,26 @@ fn fencing_moves_leaders() {
     assert_eq!((p.leader, p.isr.clone()), (3, vec![3]));
 }
 
+/// UnregisterBroker (a broker gone for good): its registration is removed, its leaderships
+/// move and it leaves the ISRs as when fenced; it is no longer a broker new topics are placed
+/// on; unregistering it again, or an id never registered, is BROKER_ID_NOT_REGISTERED; it may
+/// register again (a broker still alive does at its next heartbeat).
+#[test]
+fn unregistering_a_broker() {
+    let mut image = three_brokers();
+    create(&mut image, "r3", vec![PartitionState::new(vec![1, 2, 3], vec![1, 2, 3])]);
+    assert_eq!(image.apply(200, &MetaCommand::UnregisterBroker { id: 1 }), MetaResponse::Done);
+    assert!(!image.brokers.contains_key(&1));
+    let p = &image.topics["r3"].partitions[0];
+    assert_eq!((p.leader, p.leader_epoch, p.isr.clone()), (2, 1, vec![2, 3]));
+    assert_eq!(image.place(1, 3).unwrap_err().0, Refusal::InvalidReplicationFactor, "two brokers left");
+    let refused = |r: MetaResponse| matches!(r, MetaResponse::Refused { reason: Refusal::BrokerIdNotRegistered, .. });
+    assert!(refused(image.apply(201, &MetaCommand::UnregisterBroker { id: 1 })));
+    assert!(refused(image.apply(202, &MetaCommand::UnregisterBroker { id: 9 })));
+    register(&mut image, 300, 1);
+    assert!(image.brokers.contains_key(&1));
+}
+
 /// Preferred-leader election: the first replica leads again where it can; otherwise
 /// Kafka's codes.
 #[test]

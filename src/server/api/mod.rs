@@ -254,6 +254,7 @@ async fn dispatch(
         Request::ListConfigResources(r) => answer!(configs::list_config_resources(cx, r).await),
         Request::UpdateFeatures(r) => answer!(features::update(cx, r).await),
         Request::DescribeQuorum(r) => answer!(quorum::describe(cx, r).await),
+        Request::UnregisterBroker(r) => answer!(quorum::unregister_broker(cx, r).await),
         Request::AlterConfigs(r) => answer!(configs::alter_configs(cx, r).await),
         Request::FindCoordinator(r) => answer!(groups::find_coordinator(cx, r).await),
         Request::JoinGroup(r) => answer!(groups::join(cx, r).await),

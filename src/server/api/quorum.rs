@@ -1,12 +1,14 @@
-//! DescribeQuorum (55): the metadata quorum as its leader sees it, what
-//! `kafka-metadata-quorum describe --status` and `--replication` show. Any node answers: a node
-//! that does not lead the quorum asks the leader (Kafka's brokers forward it to the active
-//! controller).
+//! The metadata quorum's admin APIs. DescribeQuorum (55): the quorum as its leader sees it,
+//! what `kafka-metadata-quorum describe --status` and `--replication` show. UnregisterBroker
+//! (64): a broker gone for good leaves the cluster's registrations (`kafka-cluster
+//! unregister`). Any node answers: a node that does not lead the quorum asks the leader (Kafka's
+//! brokers forward both to the active controller).
 
+use crate::cluster::types::MetaCommand;
 use crate::cluster::types::ReplicaProgress;
 use crate::protocol::admin::{
     DescribeQuorumRequest, DescribeQuorumResponse, QuorumListener, QuorumNode, QuorumPartitionData, QuorumReplicaState,
-    QuorumTopicData,
+    QuorumTopicData, UnregisterBrokerRequest, UnregisterBrokerResponse,
 };
 use crate::protocol::errors::{self as code, ErrorCode};
 use crate::security::acl::Operation;
@@ -114,5 +116,41 @@ fn each_partition(r: &DescribeQuorumRequest, error: ErrorCode, message: Option<S
             })
             .collect(),
         ..Default::default()
+    }
+}
+
+/// UnregisterBroker: ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise); the
+/// broker's registration is removed through the quorum and the partitions it led move to other
+/// in-sync replicas, as when it is fenced (Kafka's controller does the same). A broker not
+/// registered: BROKER_ID_NOT_REGISTERED. A broker still running registers again at its next
+/// heartbeat, as a Kafka broker does. A standalone node has no registrations to remove:
+/// INVALID_REQUEST, with why.
+pub async fn unregister_broker(cx: &mut Cx<'_>, r: UnregisterBrokerRequest) -> UnregisterBrokerResponse {
+    let refused = |error_code, message: String| UnregisterBrokerResponse {
+        error_code,
+        error_message: Some(message),
+        ..Default::default()
+    };
+    if !cx.allowed_on_cluster(Operation::Alter) {
+        cx.release_turn();
+        return refused(code::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".into());
+    }
+    if cx.shard.config().cluster.is_none() {
+        cx.release_turn();
+        return refused(
+            code::INVALID_REQUEST,
+            "a standalone node has no broker registrations (process.roles is not set)".into(),
+        );
+    }
+    let command = MetaCommand::UnregisterBroker { id: r.broker_id };
+    let outcome = cx.shard.call(0, crate::server::control::metadata::Commit(command)).await;
+    cx.release_turn();
+    match outcome {
+        Ok(Ok(())) => {
+            tracing::info!(broker = r.broker_id, "broker unregistered");
+            UnregisterBrokerResponse::default()
+        }
+        Ok(Err(e)) => refused(e.code, e.message),
+        Err(e) => refused(crate::server::errors::call_code(&e, code::REQUEST_TIMED_OUT), e.to_string()),
     }
 }

@@ -189,14 +189,15 @@ impl ShardCall<Shard> for PartitionCommand {
     }
 }
 
-/// To shard 0 of a clustered node: a partition leader's ISR change
-/// ([`MetaCommand::AlterPartition`]), committed and published here before the answer.
+/// To shard 0 of a clustered node: a change answered by success or refusal alone (a partition
+/// leader's ISR change, [`MetaCommand::AlterPartition`]; a broker unregistered), committed and
+/// published here before the answer.
 #[derive(Debug)]
-pub struct AlterIsr(pub MetaCommand);
+pub struct Commit(pub MetaCommand);
 
-impl ShardCall<Shard> for AlterIsr {
+impl ShardCall<Shard> for Commit {
     type Reply = Result<(), AdminError>;
-    const NAME: &'static str = "alter-isr";
+    const NAME: &'static str = "commit";
 
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         commit(&shard, self.0).await.map(|_| ())
