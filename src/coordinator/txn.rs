@@ -481,14 +481,15 @@ impl TxnCoordinator {
         let added = {
             let mut ids = self.ids.borrow_mut();
             let m = ids.get_mut(id).ok_or(code::INVALID_PRODUCER_ID_MAPPING)?;
-            match m.add_partitions(pid, epoch, &partitions, version, self.now()) {
-                Err(txn::TxnError::Concurrent) if version >= txn::TV2 && m.enrols_after_markers(pid, epoch) => {
-                    let (answer, held) = oneshot::channel();
-                    let enrolment = (pid, epoch, partitions);
-                    self.held.borrow_mut().entry(id.to_string()).or_default().push(Held { enrolment, answer });
-                    Err(held)
-                }
-                added => Ok(added.map_err(txn_code)?),
+            // Checked first: across a rotation the producer's next transaction comes with the
+            // next producer id, which the prepared end would refuse as another producer's.
+            if version >= txn::TV2 && m.enrols_after_markers(pid, epoch) {
+                let (answer, held) = oneshot::channel();
+                let enrolment = (pid, epoch, partitions);
+                self.held.borrow_mut().entry(id.to_string()).or_default().push(Held { enrolment, answer });
+                Err(held)
+            } else {
+                Ok(m.add_partitions(pid, epoch, &partitions, version, self.now()).map_err(txn_code)?)
             }
         };
         let held = match added {

@@ -300,6 +300,7 @@ fn version_2_enrolments_held_during_the_markers_join_the_completion() {
     let Ok(End::Prepare(t)) = r.end(5, MAX_CLIENT_EPOCH, true, TV2, Some(900), 2) else { panic!() };
     apply(&mut r, t);
     assert!(r.enrols_after_markers(900, 0));
+    assert_eq!(r.add_partitions(900, 0, &[tp("a", 1)], TV2, 3), Err(TxnError::NotThisProducer), "hold first");
     let (records, answers) = r.markers_written_and_enrol(3, &[(900, 0, vec![tp("a", 1)])]).unwrap();
     assert_eq!(answers, [Ok(())]);
     assert_eq!((records[1].producer_id, records[1].producer_epoch, records[1].state), (900, 0, TxnState::Ongoing));
