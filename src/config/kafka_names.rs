@@ -54,6 +54,10 @@ pub fn all() -> impl Iterator<Item = &'static str> {
 /// The name among `candidates` closest to `name` by edit distance, when it is close enough to be
 /// a likely misspelling (at most a quarter of the name's length, and at least 2, edits away).
 pub fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    // No setting name is this long: an absurd key is not compared with every name.
+    if name.len() > MAX_NAME {
+        return None;
+    }
     let limit = (name.len() / 4).max(2);
     candidates
         .map(|c| (edit_distance(name, c), c))
@@ -61,6 +65,9 @@ pub fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Opt
         .min_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)))
         .map(|(_, c)| c)
 }
+
+/// Longer than any setting name (Kafka's longest is under 80 characters).
+const MAX_NAME: usize = 200;
 
 /// Levenshtein distance (insertions, deletions and substitutions of characters).
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -114,5 +121,6 @@ mod tests {
         assert_eq!(closest("num.netwrok.threads", all()), Some("num.network.threads"));
         assert_eq!(closest("log.retention.hour", all()), Some("log.retention.hours"));
         assert_eq!(closest("completely.different", all()), None);
+        assert_eq!(closest(&"x".repeat(100_000), all()), None, "an absurd key is not compared");
     }
 }

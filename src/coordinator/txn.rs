@@ -499,10 +499,20 @@ impl TxnCoordinator {
         };
         // The producer's next transaction, begun while the markers of its previous one are
         // being written: answered when that end completes (`write_markers`).
-        match crate::deadline::within(HOLD_MAX, held).await {
+        let answer = match crate::deadline::within(HOLD_MAX, held).await {
             Some(Ok(answer)) => answer,
             _ => Err(code::CONCURRENT_TRANSACTIONS),
+        };
+        // A hold that timed out (the markers stalled, or this shard stopped coordinating the
+        // id) leaves no entry behind.
+        let mut held = self.held.borrow_mut();
+        if let Some(waiting) = held.get_mut(id) {
+            waiting.retain(|h| !h.answer.is_canceled());
+            if waiting.is_empty() {
+                held.remove(id);
+            }
         }
+        answer
     }
 
     /// KIP-890 part 1: is `partition` in the open transaction of `id` at `pid`/`epoch`? (A
