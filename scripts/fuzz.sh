@@ -5,7 +5,7 @@
 # reproducer, if any target panics, crashes, leaks past the memory limit or hangs.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]    targets: request_decoder batch_parser recovery sasl_exchange
-#   scripts/fuzz.sh --ci                      the test command's run: reproducible (below)
+#   scripts/fuzz.sh --ci                      reproducible: fixed inputs (below)
 #
 # --ci: a fixed number of inputs per target (about 20 s each here), a fixed random seed, the
 # committed seeds only (no local corpus): nearly the same inputs on every machine (the
