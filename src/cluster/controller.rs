@@ -163,7 +163,10 @@ pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Con
         links: config.links.clone(),
         raft: raft.clone(),
         state: state.clone(),
+        log: log.clone(),
         liveness: Rc::default(),
+        kafka: RefCell::new(None),
+        observers: RefCell::default(),
     });
     glommio::spawn_local(net::serve(served.clone(), listener, config.cluster_hash(), stop.clone())).detach();
     glommio::spawn_local(fence_silent_brokers(served.clone(), config.clone(), stop.clone())).detach();
@@ -222,9 +225,9 @@ impl<D: Disk> Controller<D> {
                         .await
                         .unwrap_or_else(|| Reply::Failed(format!("not committed within {limit:?}")))
                 }
-                Some(l) => match self.config.voters.get(&l) {
+                Some(l) => match self.address_of(l) {
                     Some(addr) => {
-                        let mut peer = self.peer(l, addr);
+                        let mut peer = self.peer(l, &addr);
                         peer.write(command.clone(), left.min(net::WRITE_TIMEOUT + Duration::from_secs(1)))
                             .await
                             .unwrap_or_else(|e| Reply::Failed(e.to_string()))
@@ -252,12 +255,12 @@ impl<D: Disk> Controller<D> {
     pub async fn heartbeat(&self, broker: i32, epoch: u64) -> Reply {
         match self.leader().await {
             Some(l) if l == self.config.node_id => net::heartbeat(&self.served, broker, epoch).await,
-            Some(l) => match self.config.voters.get(&l) {
+            Some(l) => match self.address_of(l) {
                 Some(addr) => {
                     // The connection of the last heartbeat, if it went to this leader (taken
                     // out while in use: no borrow is held across the call).
                     let kept = self.heartbeats.borrow_mut().take().filter(|(to, _)| *to == l);
-                    let mut peer = kept.map_or_else(|| self.peer(l, addr), |(_, p)| p);
+                    let mut peer = kept.map_or_else(|| self.peer(l, &addr), |(_, p)| p);
                     let reply = peer
                         .heartbeat(broker, epoch, self.config.heartbeat * 5)
                         .await
@@ -275,9 +278,9 @@ impl<D: Disk> Controller<D> {
     /// over the quorum's connections. `Err`: no leader known, or it did not answer in time.
     pub async fn describe_quorum(&self) -> io::Result<super::types::QuorumDescription> {
         let reply = match self.leader().await {
-            Some(l) if l == self.config.node_id => net::describe_quorum(&self.raft).await,
-            Some(l) => match self.config.voters.get(&l) {
-                Some(addr) => self.peer(l, addr).describe_quorum(self.config.heartbeat * 5).await?,
+            Some(l) if l == self.config.node_id => net::describe_quorum(&self.served).await,
+            Some(l) => match self.address_of(l) {
+                Some(addr) => self.peer(l, &addr).describe_quorum(self.config.heartbeat * 5).await?,
                 None => Reply::NotLeader { leader: Some(l) },
             },
             None => Reply::NotLeader { leader: None },
@@ -288,9 +291,26 @@ impl<D: Disk> Controller<D> {
         }
     }
 
-    /// The controller listener address of each voter (`controller.quorum.voters`).
-    pub fn voter_addresses(&self) -> &BTreeMap<u64, String> {
-        &self.config.voters
+    /// The controller listener address of each voter, as the quorum's membership has them.
+    pub fn voter_addresses(&self) -> BTreeMap<u64, String> {
+        let membership = self.state.membership();
+        let nodes: BTreeMap<u64, String> =
+            membership.membership().nodes().map(|(id, node)| (*id, node.addr.clone())).collect();
+        if nodes.is_empty() {
+            self.config.voters.clone()
+        } else {
+            nodes
+        }
+    }
+
+    /// Where node `id`'s controller listener is (the membership's address, else the configured one).
+    fn address_of(&self, id: u64) -> Option<String> {
+        self.voter_addresses().remove(&id)
+    }
+
+    /// Serve Kafka's clients of a controller on the CONTROLLER listener through `handoff`.
+    pub fn serve_kafka(&self, handoff: net::Handoff) {
+        *self.served.kafka.borrow_mut() = Some(handoff);
     }
 
     fn peer(&self, target: u64, addr: &str) -> Peer {

@@ -5,6 +5,8 @@
 //! - [`state`]: the metadata image and its snapshots;
 //! - [`net`]: the RPCs between controllers (TCP, JSON frames);
 //! - [`controller`]: starting a voter, forming the quorum, writing through the leader;
+//! - [`observer`]: a broker-only node following the quorum without a vote;
+//! - [`member`]: either, as the broker sees its node's place in the quorum;
 //! - [`liveness`]: when the active controller last heard from each broker;
 //! - [`settings`]: KRaft's settings (`process.roles`, `controller.quorum.voters`, ...).
 //!
@@ -12,7 +14,9 @@
 pub mod controller;
 pub mod liveness;
 pub mod log_store;
+pub mod member;
 pub mod net;
+pub mod observer;
 pub mod rt;
 pub mod settings;
 pub mod state;

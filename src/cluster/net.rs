@@ -1,10 +1,15 @@
 //! The quorum's links: openraft's RPCs between controllers, over TCP on the CONTROLLER listener.
 //!
-//! A frame is a 4-byte big-endian length and a JSON body. A request ([`Request`]) carries the
-//! sender's cluster check (a hash of `controller.quorum.voters`, so a node configured with
-//! another voter set is refused rather than split the quorum) and one [`Rpc`]; the answer is one
-//! [`Reply`]. A connection carries one request at a time: openraft's replication to a peer is
-//! sequential, and heartbeats and snapshots get clients of their own.
+//! A connection opens with a 4-byte preface ([`PREFACE`]), which no Kafka request begins with
+//! (its first byte would be a frame size's top byte), so the CONTROLLER listener also serves
+//! Kafka's clients of a controller (`--bootstrap-controller`): anything else is handed to
+//! [`Served::kafka`]. Then frames: a 4-byte big-endian length and a JSON body. A request
+//! ([`Request`]) carries the sender's cluster check (a hash of `controller.quorum.voters`, so a
+//! node configured with another voter set is refused rather than split the quorum; an observer
+//! that knows no voter set sends [`OBSERVER`] and may only fetch, write through, heartbeat and
+//! describe) and one [`Rpc`]; the answer is one [`Reply`]. A connection carries one request at a
+//! time: openraft's replication to a peer is sequential, and heartbeats and snapshots get clients
+//! of their own.
 //!
 //! Failures are openraft's to handle: a peer that cannot be reached is `Unreachable` (openraft
 //! backs off), a broken connection or timeout is a network error, and the connection is dropped
@@ -37,6 +42,18 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// does not bound a proposal made by a leader about to lose its quorum).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The first bytes of every quorum connection (0xFF: never a Kafka frame size's first byte).
+pub const PREFACE: [u8; 4] = [0xff, b'T', b'M', b'Q'];
+
+/// The cluster check an observer sends when it knows no voter set (`controller.quorum.bootstrap.servers`).
+pub const OBSERVER: u64 = 0;
+
+/// The most entries one [`Rpc::Fetch`] answers with.
+pub const FETCH_MAX_ENTRIES: u64 = 1000;
+
+/// The longest an [`Rpc::Fetch`] waits for a new entry before answering with none.
+pub const FETCH_MAX_WAIT: Duration = Duration::from_secs(5);
+
 /// What one controller asks another.
 #[derive(Serialize, Deserialize, Debug)]
 pub enum Rpc {
@@ -59,6 +76,19 @@ pub enum Rpc {
     },
     /// The quorum as the leader sees it (DescribeQuorum).
     DescribeQuorum,
+    /// An observer's fetch of the committed metadata log after `after` (KRaft's observers
+    /// fetch the same way), waiting up to `wait_ms` for something new.
+    Fetch {
+        after: Option<LogId>,
+        wait_ms: u64,
+    },
+}
+
+impl Rpc {
+    /// What an observer (a broker-only node) may ask of a controller.
+    fn observer_may(&self) -> bool {
+        matches!(self, Rpc::Fetch { .. } | Rpc::Write(_) | Rpc::Heartbeat { .. } | Rpc::DescribeQuorum)
+    }
 }
 
 /// The answer to an [`Rpc`].
@@ -84,6 +114,19 @@ pub enum Reply {
     },
     /// The quorum as the leader sees it.
     Quorum(super::types::QuorumDescription),
+    /// A fetch's answer: committed entries following on from the fetch's `after` (none: nothing
+    /// new yet), and the leader the answering node knows.
+    Entries {
+        entries: Vec<super::types::Entry>,
+        leader: Option<u64>,
+    },
+    /// A fetch's answer when the entries after `after` are no longer in the log: the newest
+    /// snapshot (a snapshot file's JSON), then fetch on from its last log id.
+    Image {
+        meta: SnapshotMeta,
+        data: String,
+        leader: Option<u64>,
+    },
     /// The request could not be served (a cluster mismatch, a shutdown, a bad frame).
     Failed(String),
 }
@@ -212,6 +255,10 @@ impl Peer {
                 None => return Err(CallError::Connect(addr, io::Error::from(io::ErrorKind::TimedOut))),
             };
             let _ = stream.set_nodelay(true);
+            let mut stream = stream;
+            if let Err(e) = stream.write_all(&PREFACE).await {
+                return Err(CallError::Io(self.addr.clone(), e));
+            }
             self.stream = Some(stream);
         }
         let stream = self.stream.as_mut().expect("connected");
@@ -246,6 +293,22 @@ impl Peer {
     /// Ask this peer (the leader, as far as the caller knows) how the quorum stands.
     pub async fn describe_quorum(&mut self, limit: Duration) -> io::Result<Reply> {
         self.call(Rpc::DescribeQuorum, limit).await.map_err(io::Error::other)
+    }
+
+    /// Fetch the committed metadata after `after` from this peer (any controller).
+    pub async fn fetch(&mut self, after: Option<LogId>, wait: Duration) -> io::Result<Reply> {
+        let rpc = Rpc::Fetch { after, wait_ms: wait.as_millis() as u64 };
+        self.call(rpc, wait + CONNECT_TIMEOUT + Duration::from_secs(5)).await.map_err(io::Error::other)
+    }
+
+    /// The peer's address.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The node called (`u64::MAX`: a bootstrap server, its id not known).
+    pub fn target(&self) -> u64 {
+        self.target
     }
 
     /// Send a broker's heartbeat to this peer (the leader, as far as the caller knows).
@@ -352,15 +415,25 @@ impl RaftNetworkFactory<Tm> for Network {
     }
 }
 
+/// Where a connection on the CONTROLLER listener that is not a quorum connection goes (a Kafka
+/// client of the controller), with the 4 bytes already read from it.
+pub type Handoff = Rc<dyn Fn(glommio::net::TcpStream, [u8; 4])>;
+
 /// What serving the quorum's RPCs needs: the Raft handle, the applied metadata (for
-/// heartbeats) and the brokers' liveness.
+/// heartbeats and observers' fetches), the log (fetches) and the brokers' liveness.
 pub struct Served<D: Disk> {
     /// This node's id.
     pub me: u64,
     pub links: Option<Rc<Links>>,
     pub raft: Raft<D>,
     pub state: super::state::MetaStateMachine<D>,
+    pub log: super::log_store::MetaLog<D>,
     pub liveness: Rc<super::liveness::Liveness>,
+    /// Kafka's clients on this listener (none: such connections are closed).
+    pub kafka: std::cell::RefCell<Option<Handoff>>,
+    /// The observers that fetched from this node: id → (log end they asked from, when in
+    /// milliseconds since the epoch). DescribeQuorum lists them, as Kafka lists its brokers.
+    pub observers: std::cell::RefCell<std::collections::BTreeMap<u64, (u64, i64)>>,
 }
 
 /// Serve the quorum's RPCs on `listener` until `stop` is set: one task per connection.
@@ -387,8 +460,22 @@ pub async fn serve<D: Disk>(
         let _ = stream.set_nodelay(true);
         let (served, stop) = (served.clone(), stop.clone());
         glommio::spawn_local(async move {
-            if let Err(e) = connection(served, stream, cluster, stop).await {
-                tracing::debug!(error = %e, "controller connection closed");
+            let mut stream = stream;
+            let mut first = [0u8; 4];
+            match within(Duration::from_secs(10), stream.read_exact(&mut first)).await {
+                Some(Ok(())) if first == PREFACE => {
+                    if let Err(e) = connection(served, stream, cluster, stop).await {
+                        tracing::debug!(error = %e, "controller connection closed");
+                    }
+                }
+                Some(Ok(())) => {
+                    let kafka = served.kafka.borrow().clone();
+                    match kafka {
+                        Some(handoff) => handoff(stream, first),
+                        None => tracing::debug!("controller listener: a connection that is not the quorum's; closed"),
+                    }
+                }
+                _ => {}
             }
         })
         .detach();
@@ -411,7 +498,7 @@ async fn connection<D: Disk>(
             Err(e) => return Err(e),
         }
         let theirs = u64::from_be_bytes(hash);
-        if theirs != cluster {
+        if theirs != cluster && theirs != OBSERVER {
             let why =
                 format!("cluster mismatch: the peer's controller.quorum.voters hash {theirs:x}, ours {cluster:x}");
             let bytes = serde_json::to_vec(&Reply::Failed(why)).map_err(io::Error::other)?;
@@ -424,20 +511,19 @@ async fn connection<D: Disk>(
         }
         let reply = match serde_json::from_slice::<Request>(&body) {
             Err(e) => Reply::Failed(format!("bad request: {e}")),
-            Ok(r) if r.cluster != cluster => Reply::Failed(format!(
-                "cluster mismatch: the peer's controller.quorum.voters hash {:x}, ours {cluster:x}",
-                r.cluster
-            )),
+            Ok(r) if r.cluster != cluster && !(r.cluster == OBSERVER && r.rpc.observer_may()) => Reply::Failed(
+                format!("cluster mismatch: the peer's controller.quorum.voters hash {:x}, ours {cluster:x}", r.cluster),
+            ),
             // Over a cut link: as if it never arrived.
             Ok(r) if Links::is_cut(&served.links, r.from, served.me) => return Ok(()),
-            Ok(r) => handle(&served, r.rpc).await,
+            Ok(r) => handle(&served, r.from, r.rpc).await,
         };
         let bytes = serde_json::to_vec(&reply).map_err(io::Error::other)?;
         write_frame(&mut stream, &bytes).await?;
     }
 }
 
-async fn handle<D: Disk>(served: &Served<D>, rpc: Rpc) -> Reply {
+async fn handle<D: Disk>(served: &Served<D>, from: u64, rpc: Rpc) -> Reply {
     let raft = &served.raft;
     let failed = |e: &dyn std::fmt::Display| Reply::Failed(e.to_string());
     match rpc {
@@ -453,20 +539,75 @@ async fn handle<D: Disk>(served: &Served<D>, rpc: Rpc) -> Reply {
             None => Reply::Failed(format!("not committed within {WRITE_TIMEOUT:?}")),
         },
         Rpc::Heartbeat { broker, epoch } => heartbeat(served, broker, epoch).await,
-        Rpc::DescribeQuorum => describe_quorum(&served.raft).await,
+        Rpc::DescribeQuorum => describe_quorum(served).await,
+        Rpc::Fetch { after, wait_ms } => {
+            let log_end = after.map_or(0, |l| l.index + 1);
+            served.observers.borrow_mut().insert(from, (log_end, now_ms()));
+            fetch(served, after, Duration::from_millis(wait_ms).min(FETCH_MAX_WAIT)).await
+        }
     }
 }
 
+/// An observer's fetch: the committed entries after `after` (at most [`FETCH_MAX_ENTRIES`]),
+/// waiting up to `wait` for one; the newest snapshot when they are no longer in the log. Any
+/// controller answers: what it applied is committed.
+async fn fetch<D: Disk>(served: &Served<D>, after: Option<LogId>, wait: Duration) -> Reply {
+    use openraft::storage::{RaftLogReader, RaftLogStorage, RaftStateMachine};
+    let next = after.map_or(0, |l| l.index + 1);
+    let mut applied = served.state.watch_applied();
+    let deadline = std::time::Instant::now() + wait;
+    let last = loop {
+        let last = *applied.borrow_and_update();
+        if let Some(last) = last.filter(|l| *l >= next) {
+            break last;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || within(left, applied.changed()).await.is_some_and(|r| r.is_err()) {
+            return Reply::Entries { entries: Vec::new(), leader: served.raft.current_leader().await };
+        }
+    };
+    let leader = served.raft.current_leader().await;
+    let mut log = served.log.clone();
+    let first_kept = match RaftLogStorage::get_log_state(&mut log).await {
+        Ok(state) => state.last_purged_log_id.map_or(0, |l| l.index + 1),
+        Err(e) => return Reply::Failed(format!("reading the metadata log's state: {e}")),
+    };
+    if next < first_kept {
+        return match RaftStateMachine::get_current_snapshot(&mut served.state.clone()).await {
+            Ok(Some(snapshot)) => match String::from_utf8(snapshot.snapshot.into_inner()) {
+                Ok(data) => Reply::Image { meta: snapshot.meta, data, leader },
+                Err(e) => Reply::Failed(format!("a snapshot that is not UTF-8 JSON: {e}")),
+            },
+            Ok(None) => Reply::Failed(format!("entries from {next} were purged and no snapshot is kept")),
+            Err(e) => Reply::Failed(format!("reading the snapshot: {e}")),
+        };
+    }
+    let to = last.min(next + FETCH_MAX_ENTRIES - 1);
+    match log.try_get_log_entries(next..=to).await {
+        Ok(entries) => Reply::Entries { entries, leader },
+        Err(e) => Reply::Failed(format!("reading metadata entries {next}..={to}: {e}")),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// How long an observer that stopped fetching is still listed.
+const OBSERVER_LISTED: Duration = Duration::from_secs(60);
+
 /// The quorum as this node sees it if it is the leader (from openraft's metrics: each member's
-/// matched log id and last acknowledgement), else NotLeader.
-pub async fn describe_quorum(raft: &Raft<impl Disk>) -> Reply {
+/// matched log id and last acknowledgement; the observers that fetched from it within a minute),
+/// else NotLeader.
+pub async fn describe_quorum(served: &Served<impl Disk>) -> Reply {
     use openraft::Instant as _;
     use openraft_rt::WatchReceiver;
+    let raft = &served.raft;
     if !raft.is_leader() {
         return Reply::NotLeader { leader: raft.current_leader().await };
     }
     let m = raft.metrics().borrow_watched().clone();
-    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let now_ms = now_ms();
     let high_watermark = m.local_committed.map_or(0, |l| l.index + 1);
     let progress = |id: u64| {
         if id == m.id {
@@ -485,7 +626,21 @@ pub async fn describe_quorum(raft: &Raft<impl Disk>) -> Reply {
         term: m.current_term,
         high_watermark,
         voters: membership.voter_ids().map(progress).collect(),
-        observers: membership.learner_ids().map(progress).collect(),
+        observers: {
+            let mut observers: Vec<_> = membership.learner_ids().map(progress).collect();
+            let mut fetched = served.observers.borrow_mut();
+            fetched.retain(|_, (_, at)| now_ms - *at < OBSERVER_LISTED.as_millis() as i64);
+            for (&id, &(log_end, at)) in fetched.iter() {
+                let caught_up = if log_end >= high_watermark { at } else { -1 };
+                observers.push(super::types::ReplicaProgress {
+                    id,
+                    log_end,
+                    last_fetch_ms: at,
+                    last_caught_up_ms: caught_up,
+                });
+            }
+            observers
+        },
     })
 }
 

@@ -9,24 +9,54 @@
 //! controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293
 //! ```
 //!
-//! Without `process.roles` the node is standalone, exactly as before. Each value is checked as
-//! it is set ([`check`]); the whole is resolved at startup with the listeners ([`resolve`]).
+//! `process.roles` also takes `controller` alone (a node of the metadata quorum only: no
+//! partitions, only controller listeners) and `broker` alone (partitions and clients; it
+//! follows the quorum as an observer, finding the controllers by `controller.quorum.voters` or
+//! `controller.quorum.bootstrap.servers`). Without `process.roles` the node is standalone,
+//! exactly as before. Each value is checked as it is set ([`check`]); the whole is resolved at
+//! startup with the listeners ([`resolve`]).
 
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-/// The settings of a node in a cluster (combined mode: broker and controller in one process).
+/// `process.roles`: what a clustered node does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Roles {
+    /// `broker,controller`: a voter of the quorum that also hosts partitions.
+    Combined,
+    /// `controller`: a voter only.
+    Controller,
+    /// `broker`: partitions and clients, following the quorum as an observer.
+    Broker,
+}
+
+impl Roles {
+    pub fn broker(self) -> bool {
+        self != Roles::Controller
+    }
+
+    pub fn controller(self) -> bool {
+        self != Roles::Broker
+    }
+}
+
+/// The settings of a node in a cluster.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterSettings {
     pub node_id: u64,
-    /// `controller.quorum.voters`: node id → `host:port`.
+    pub roles: Roles,
+    /// `controller.quorum.voters`: node id → `host:port` (on a broker-only node given only
+    /// `controller.quorum.bootstrap.servers`, empty: the quorum's membership says).
     pub voters: BTreeMap<u64, String>,
-    /// The CONTROLLER listener (the first of `controller.listener.names`): its name and where
-    /// it binds; it serves the quorum, not Kafka clients.
+    /// Where a broker-only node finds the controllers: the voters' addresses, or
+    /// `controller.quorum.bootstrap.servers`.
+    pub controller_servers: Vec<String>,
+    /// The CONTROLLER listener (the first of `controller.listener.names`): its name and, on a
+    /// controller, where it binds; it serves the quorum (and Kafka's clients of a controller).
     pub controller_listener: String,
-    pub controller_addr: SocketAddr,
+    pub controller_addr: Option<SocketAddr>,
     /// `controller.quorum.election.timeout.ms`.
     pub election_timeout: Duration,
     /// `broker.heartbeat.interval.ms`: how often the broker tells the active controller it is
@@ -42,18 +72,16 @@ pub struct ClusterSettings {
     pub txn_replication_factor: i16,
 }
 
-/// `process.roles`: whether it asks for combined mode (the only clustered mode offered).
-fn roles(value: &str) -> anyhow::Result<bool> {
+/// `process.roles` (`None`: empty, a standalone node).
+fn roles(value: &str) -> anyhow::Result<Option<Roles>> {
     let mut roles: Vec<&str> = value.split(',').map(str::trim).filter(|r| !r.is_empty()).collect();
     roles.sort_unstable();
     roles.dedup();
     match roles.as_slice() {
-        [] => Ok(false),
-        ["broker", "controller"] => Ok(true),
-        ["broker"] | ["controller"] => bail!(
-            "process.roles={value}: tidemark runs every node as broker and controller together \
-             (process.roles=broker,controller); separate roles are not offered"
-        ),
+        [] => Ok(None),
+        ["broker", "controller"] => Ok(Some(Roles::Combined)),
+        ["broker"] => Ok(Some(Roles::Broker)),
+        ["controller"] => Ok(Some(Roles::Controller)),
         _ => bail!("process.roles={value}: the roles are broker and controller"),
     }
 }
@@ -149,51 +177,97 @@ pub fn check(key: &str, value: &str) -> anyhow::Result<()> {
 }
 
 /// The cluster settings from every setting given (`None`: standalone). `listeners` are the
-/// resolved listeners as (name, bind address); the controller listener must be one of them.
+/// resolved listeners as (name, bind address). A controller's controller listener must be one
+/// of them (a controller-only node has no other); a broker-only node's must not (it reaches the
+/// controllers' listeners), as Kafka requires.
 pub fn resolve(
     get: impl Fn(&str) -> Option<String>,
     node_id: i32,
     listeners: &[(String, SocketAddr)],
 ) -> anyhow::Result<Option<ClusterSettings>> {
-    let combined = match get("process.roles") {
+    let roles = match get("process.roles") {
         Some(r) => roles(&r)?,
-        None => false,
+        None => None,
     };
-    if !combined {
+    let Some(roles) = roles else {
         for key in ["controller.quorum.voters", "controller.listener.names"] {
             if get(key).is_some() {
                 bail!("{key} is set but process.roles is not: set process.roles=broker,controller for a cluster");
             }
         }
         return Ok(None);
-    }
+    };
     if node_id < 0 {
         bail!("node.id={node_id}: a clustered node needs a node id of 0 or more");
     }
     let node = node_id as u64;
     let names =
         get("controller.listener.names").context("process.roles is set: controller.listener.names is required")?;
-    let name = names.split(',').map(|n| n.trim().to_ascii_uppercase()).find(|n| !n.is_empty()).expect("checked");
-    let addr = listeners
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, a)| *a)
-        .with_context(|| format!("controller.listener.names: {name} is not one of the listeners"))?;
-    if listeners.iter().all(|(n, _)| *n == name) {
-        bail!("listeners: a clustered node needs a listener for clients besides {name}");
-    }
-    let voters = match (get("controller.quorum.voters"), get("controller.quorum.bootstrap.servers")) {
-        (Some(v), _) => voters(&v)?,
-        (None, Some(servers)) => standalone_voter(node, &servers, addr)?,
-        (None, None) => bail!(
-            "process.roles is set: controller.quorum.voters (or controller.quorum.bootstrap.servers naming this \
-             node's {name} listener) is required"
-        ),
+    let controller_names: Vec<String> =
+        names.split(',').map(|n| n.trim().to_ascii_uppercase()).filter(|n| !n.is_empty()).collect();
+    let name = controller_names.first().cloned().expect("checked");
+    let bound = listeners.iter().find(|(n, _)| *n == name).map(|(_, a)| *a);
+    let controller_addr = match roles {
+        Roles::Broker => {
+            if let Some((n, _)) = listeners.iter().find(|(n, _)| controller_names.contains(n)) {
+                bail!(
+                    "listeners: {n} is a controller listener (controller.listener.names), which a broker-only node \
+                     (process.roles=broker) does not serve: it reaches the controllers' listeners"
+                );
+            }
+            if listeners.is_empty() {
+                bail!("listeners: a broker needs a listener for clients");
+            }
+            None
+        }
+        Roles::Controller => {
+            let addr =
+                bound.with_context(|| format!("controller.listener.names: {name} is not one of the listeners"))?;
+            if let Some((n, _)) = listeners.iter().find(|(n, _)| !controller_names.contains(n)) {
+                bail!(
+                    "listeners: {n} is not a controller listener; a controller-only node (process.roles=controller) \
+                     serves only controller.listener.names ({names})"
+                );
+            }
+            Some(addr)
+        }
+        Roles::Combined => {
+            let addr =
+                bound.with_context(|| format!("controller.listener.names: {name} is not one of the listeners"))?;
+            if listeners.iter().all(|(n, _)| controller_names.contains(n)) {
+                bail!("listeners: a node with the broker role needs a listener for clients besides {name}");
+            }
+            Some(addr)
+        }
     };
-    if !voters.contains_key(&node) {
+    let given_voters = get("controller.quorum.voters").map(|v| voters(&v)).transpose()?;
+    let servers = get("controller.quorum.bootstrap.servers");
+    let voters = match (&given_voters, &servers, controller_addr) {
+        (Some(v), _, _) => v.clone(),
+        (None, Some(servers), Some(addr)) => standalone_voter(node, servers, addr)?,
+        (None, Some(_), None) => BTreeMap::new(),
+        (None, None, _) => {
+            bail!("process.roles is set: controller.quorum.voters (or controller.quorum.bootstrap.servers) is required")
+        }
+    };
+    let controller_servers = if voters.is_empty() {
+        bootstrap_servers(servers.as_deref().expect("given"))?
+            .into_iter()
+            .map(|(host, port)| if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") })
+            .collect()
+    } else {
+        voters.values().cloned().collect()
+    };
+    if roles.controller() && !voters.contains_key(&node) {
         bail!(
             "node.id={node} is not among controller.quorum.voters ({})",
             voters.keys().map(u64::to_string).collect::<Vec<_>>().join(",")
+        );
+    }
+    if roles == Roles::Broker && voters.contains_key(&node) {
+        bail!(
+            "node.id={node} is among controller.quorum.voters, but process.roles=broker: a broker-only node needs an \
+             id of its own (Kafka requires the same)"
         );
     }
     let ms = |key: &str| -> anyhow::Result<u64> {
@@ -214,9 +288,11 @@ pub fn resolve(
         offsets_replication_factor: factor("offsets.topic.replication.factor")?,
         txn_replication_factor: factor("transaction.state.log.replication.factor")?,
         node_id: node,
+        roles,
         voters,
+        controller_servers,
         controller_listener: name,
-        controller_addr: addr,
+        controller_addr,
         election_timeout: Duration::from_millis(election_ms),
         broker_heartbeat: Duration::from_millis(heartbeat_ms),
         broker_session_timeout: Duration::from_millis(session_ms),
@@ -261,7 +337,7 @@ mod tests {
         let c = resolve(&ok, 1, &listeners()).unwrap().expect("clustered");
         assert_eq!(c.voters.len(), 3);
         assert_eq!(c.voters[&2], "h2:9093");
-        assert_eq!((c.controller_listener.as_str(), c.controller_addr.port()), ("CONTROLLER", 9093));
+        assert_eq!((c.controller_listener.as_str(), c.controller_addr.unwrap().port()), ("CONTROLLER", 9093));
         assert_eq!(c.election_timeout, Duration::from_millis(1000));
         assert_eq!(resolve(settings(&[]), 0, &listeners()).unwrap(), None);
 
@@ -289,7 +365,8 @@ mod tests {
             1
         )
         .contains("not one of the listeners"));
-        assert!(check("process.roles", "broker").unwrap_err().to_string().contains("broker,controller"));
+        assert!(check("process.roles", "broker").is_ok());
+        assert!(check("process.roles", "broker,observer").unwrap_err().to_string().contains("broker and controller"));
         assert!(check("controller.quorum.voters", "1@a:1,1@b:2").is_err());
         assert!(check("controller.quorum.voters", "x@a:1").is_err());
         assert!(check("controller.quorum.voters", "1@a").is_err());
@@ -308,5 +385,48 @@ mod tests {
         assert_eq!(c.voters, BTreeMap::from([(1, "localhost:9093".to_string())]));
         assert!(alone("127.0.0.1:9094").unwrap_err().to_string().contains("controller.quorum.voters"));
         assert!(alone("127.0.0.1:9093,127.0.0.2:9093").is_err(), "other controllers: a quorum to join");
+    }
+
+    /// Kafka's isolated roles, as its shipped controller.properties and broker.properties set
+    /// them: a controller-only node serves only controller listeners and is a voter; a
+    /// broker-only node names no controller listener among its own, finds the controllers by
+    /// the bootstrap servers (or the voters) and is not a voter itself.
+    #[test]
+    fn isolated_roles() {
+        let only_controller = vec![("CONTROLLER".to_string(), "127.0.0.1:9093".parse().unwrap())];
+        let controller = settings(&[
+            ("process.roles", "controller"),
+            ("controller.quorum.bootstrap.servers", "localhost:9093"),
+            ("controller.listener.names", "CONTROLLER"),
+        ]);
+        let c = resolve(&controller, 1, &only_controller).unwrap().expect("clustered");
+        assert_eq!(c.roles, Roles::Controller);
+        assert!(!c.roles.broker() && c.roles.controller());
+        assert_eq!(c.voters, BTreeMap::from([(1, "localhost:9093".to_string())]));
+        assert_eq!(c.controller_addr.map(|a| a.port()), Some(9093));
+        // A controller-only node with a client listener: refused, as Kafka refuses it.
+        assert!(resolve(&controller, 1, &listeners()).unwrap_err().to_string().contains("not a controller listener"));
+
+        let only_client = vec![("PLAINTEXT".to_string(), "127.0.0.1:9092".parse().unwrap())];
+        let broker = settings(&[
+            ("process.roles", "broker"),
+            ("controller.quorum.bootstrap.servers", "localhost:9093, [::1]:9193"),
+            ("controller.listener.names", "CONTROLLER"),
+        ]);
+        let b = resolve(&broker, 2, &only_client).unwrap().expect("clustered");
+        assert_eq!((b.roles, b.controller_addr), (Roles::Broker, None));
+        assert!(b.voters.is_empty(), "the quorum's membership names the voters");
+        assert_eq!(b.controller_servers, ["localhost:9093", "[::1]:9193"]);
+        // Serving the controller listener itself: refused.
+        assert!(resolve(&broker, 2, &listeners()).unwrap_err().to_string().contains("controller listener"));
+        // With static voters: their addresses; a broker-only node's id among them is refused.
+        let static_voters = settings(&[
+            ("process.roles", "broker"),
+            ("controller.quorum.voters", "1@h1:9093,3@h3:9093"),
+            ("controller.listener.names", "CONTROLLER"),
+        ]);
+        let b = resolve(&static_voters, 2, &only_client).unwrap().expect("clustered");
+        assert_eq!(b.controller_servers, ["h1:9093", "h3:9093"]);
+        assert!(resolve(&static_voters, 3, &only_client).unwrap_err().to_string().contains("id of its own"));
     }
 }

@@ -438,6 +438,8 @@ struct Inner<D: Disk> {
     applied: RefCell<Applied>,
     /// The newest snapshot: its meta and bytes.
     current: RefCell<Option<(SnapshotMeta, Vec<u8>)>>,
+    /// The last applied index, for whoever waits for the image to change (the publisher).
+    applied_index: tokio::sync::watch::Sender<Option<u64>>,
 }
 
 /// The state machine: cheap to clone (its snapshot builder is a clone).
@@ -493,6 +495,7 @@ impl<D: Disk> MetaStateMachine<D> {
             inner: Rc::new(Inner {
                 disk,
                 dir: dir.to_path_buf(),
+                applied_index: tokio::sync::watch::Sender::new(applied.last_applied.map(|l| l.index)),
                 applied: RefCell::new(applied),
                 current: RefCell::new(current),
             }),
@@ -528,6 +531,66 @@ impl<D: Disk> MetaStateMachine<D> {
     /// The last applied entry's log id.
     pub fn last_applied(&self) -> Option<LogId> {
         self.inner.applied.borrow().last_applied
+    }
+
+    /// The last membership applied: the voters (and any learners) with their controller
+    /// listener addresses.
+    pub fn membership(&self) -> StoredMembership {
+        self.inner.applied.borrow().membership.clone()
+    }
+
+    /// The last applied index as it changes.
+    pub fn watch_applied(&self) -> tokio::sync::watch::Receiver<Option<u64>> {
+        self.inner.applied_index.subscribe()
+    }
+
+    /// Apply one entry (committed: the log's order, each once).
+    fn apply_entry(&self, entry: &super::types::Entry) -> MetaResponse {
+        let mut applied = self.inner.applied.borrow_mut();
+        applied.last_applied = Some(entry.log_id);
+        let response = match &entry.payload {
+            EntryPayload::Blank => MetaResponse::Done,
+            EntryPayload::Normal(command) => applied.image.apply(entry.log_id.index, command),
+            EntryPayload::Membership(m) => {
+                applied.membership = StoredMembership::new(Some(entry.log_id), m.clone());
+                MetaResponse::Done
+            }
+        };
+        self.inner.applied_index.send_replace(Some(entry.log_id.index));
+        response
+    }
+
+    /// An observer's apply (a broker-only node, which follows the quorum without a vote):
+    /// committed entries fetched from a controller, in order; those at or below the last
+    /// applied index are already applied and skipped. An entry that does not follow on (a
+    /// gap) is refused: the caller fetches again from where it stands.
+    pub fn apply_committed(&self, entries: &[super::types::Entry]) -> io::Result<usize> {
+        let mut count = 0;
+        for entry in entries {
+            let next = self.last_applied().map_or(0, |l| l.index + 1);
+            if entry.log_id.index < next {
+                continue;
+            }
+            if entry.log_id.index > next {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("metadata entry {} does not follow the last applied ({next} expected)", entry.log_id.index),
+                ));
+            }
+            self.apply_entry(entry);
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    /// An observer's install of a controller's snapshot (`bytes` as a snapshot file holds
+    /// them), when it is ahead of what this node applied.
+    pub async fn install_fetched(&self, meta: &SnapshotMeta, bytes: Vec<u8>) -> io::Result<bool> {
+        let ahead = meta.last_log_id.map(|l| l.index) > self.last_applied().map(|l| l.index);
+        if ahead {
+            RaftStateMachine::install_snapshot(&mut self.clone(), meta, SnapshotData::new(bytes)).await?;
+        }
+        Ok(ahead)
     }
 
     /// Make `bytes` (a [`SnapshotFile`] for `meta`) the current snapshot: durable first, then
@@ -575,18 +638,7 @@ impl<D: Disk> RaftStateMachine<Tm> for MetaStateMachine<D> {
         S: Stream<Item = io::Result<EntryResponder<Tm>>> + Unpin,
     {
         while let Some((entry, responder)) = entries.try_next().await? {
-            let response = {
-                let mut applied = self.inner.applied.borrow_mut();
-                applied.last_applied = Some(entry.log_id);
-                match &entry.payload {
-                    EntryPayload::Blank => MetaResponse::Done,
-                    EntryPayload::Normal(command) => applied.image.apply(entry.log_id.index, command),
-                    EntryPayload::Membership(m) => {
-                        applied.membership = StoredMembership::new(Some(entry.log_id), m.clone());
-                        MetaResponse::Done
-                    }
-                }
-            };
+            let response = self.apply_entry(&entry);
             if let Some(responder) = responder {
                 responder.send(response);
             }
@@ -610,6 +662,7 @@ impl<D: Disk> RaftStateMachine<Tm> for MetaStateMachine<D> {
         applied.last_applied = meta.last_log_id;
         applied.membership = meta.last_membership.clone();
         applied.image = file.image;
+        self.inner.applied_index.send_replace(meta.last_log_id.map(|l| l.index));
         Ok(())
     }
 

@@ -52,6 +52,9 @@ pub struct BrokerConfig {
     /// `listeners` with their protocols and advertised addresses: `--listen` alone until
     /// [`BrokerConfig::resolve_listeners`] (at startup) reads the listener settings.
     pub listeners: Vec<Listener>,
+    /// A controller's CONTROLLER listener (the quorum binds it; Kafka's clients of a controller
+    /// are served there too).
+    pub controller_listener: Option<Listener>,
     pub shards: usize,
     /// `tidemark.shard.io.memory.bytes`: each shard's registered DMA buffer pool
     /// ([`crate::io::DEFAULT_SHARD_IO_MEMORY`]).
@@ -119,6 +122,7 @@ impl BrokerConfig {
             data_dir,
             listen: addr,
             listeners: listeners::resolve(None, None, None, addr, &host_name())?,
+            controller_listener: None,
             shards,
             shard_io_memory: crate::io::DEFAULT_SHARD_IO_MEMORY,
             batch_cache: true,

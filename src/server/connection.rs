@@ -74,6 +74,80 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<Listener>, 
     }
 }
 
+/// A Kafka client's connection on the CONTROLLER listener, handed over by the quorum's server
+/// with the first 4 bytes it read (the first frame's size): served as any connection, with
+/// only the controller's APIs ([`crate::server::api::CONTROLLER_APIS`]). TLS on the controller
+/// listener comes with the cluster's own TLS: until then such a listener is served as plaintext
+/// only.
+pub async fn serve_controller_client(
+    shard: Rc<Shard>,
+    stream: TcpStream,
+    first: [u8; 4],
+    listener: Rc<Listener>,
+    admitted: Admitted,
+) {
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    metrics::count(Counter::Connections, 1);
+    if listener.tls.is_some() || listener.protocol.tls() {
+        tracing::info!(
+            peer,
+            listener = listener.name,
+            "a TLS client on the controller listener is not served yet; closing"
+        );
+        return;
+    }
+    let stream = Prefixed { first, taken: 0, inner: stream };
+    open(shard, stream, peer, tls::ANONYMOUS.to_string(), listener, admitted).await
+}
+
+/// A stream whose first bytes were already read: they are read again first.
+struct Prefixed<S> {
+    first: [u8; 4],
+    taken: usize,
+    inner: S,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut [u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.taken < self.first.len() {
+            let n = (self.first.len() - self.taken).min(buf.len());
+            let from = self.taken;
+            buf[..n].copy_from_slice(&self.first[from..from + n]);
+            self.taken += n;
+            return std::task::Poll::Ready(Ok(n));
+        }
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_close(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_close(cx)
+    }
+}
+
 /// A connection past TLS: on a SASL listener the SASL exchange comes first and names the
 /// principal (`User:<name>`; a client certificate does not count there, as in Kafka).
 async fn open<S: AsyncRead + AsyncWrite + Unpin + 'static>(
@@ -96,7 +170,10 @@ async fn open<S: AsyncRead + AsyncWrite + Unpin + 'static>(
         (principal, SaslSession::default())
     };
     let host = acl_host(&peer);
+    let on_controller_listener =
+        shard.config().cluster.as_ref().is_some_and(|c| c.controller_listener == listener.name);
     let session = Rc::new(Session {
+        on_controller_listener,
         peer,
         principal,
         listener,
@@ -284,6 +361,14 @@ async fn answer(
 ) -> Result<Option<(Bytes, Held)>, ()> {
     let peer = session.peer.as_str();
     match decode_request(frame) {
+        Ok((header, _))
+            if session.on_controller_listener && !crate::server::api::CONTROLLER_APIS.contains(&header.api_key) =>
+        {
+            // Kafka's controller closes a connection asking for an API its listener does not
+            // offer ("Received request api key ... which is not enabled").
+            tracing::info!(peer, api = header.api_key, "an API the controller listener does not serve; closing");
+            Err(())
+        }
         Ok((header, request)) => {
             let started = std::time::Instant::now();
             let stage = match header.api_key {

@@ -130,8 +130,8 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     for l in &config.listeners {
         check_port_free(l.addr)?;
     }
-    if let Some(c) = &config.cluster {
-        check_port_free(c.controller_addr)?;
+    if let Some(addr) = config.cluster.as_ref().and_then(|c| c.controller_addr) {
+        check_port_free(addr)?;
     }
     // The directory's identity (its cluster and node), and topic ids for topics that had none,
     // before any shard reads it.
@@ -236,7 +236,7 @@ async fn run_shard(
     shard.attach(senders, receivers);
     shard.coordinator().spawn_ticker();
     shard.txn().spawn_ticker(&shard);
-    if config.cluster.is_some() {
+    if config.cluster.as_ref().is_some_and(|c| c.roles.broker()) {
         crate::replica::spawn_isr_keeper(&shard);
     }
     for id in shard.txn().prepared() {
@@ -261,7 +261,7 @@ async fn run_shard(
             }
         }
     }
-    if id == 0 {
+    if id == 0 && config.cluster.as_ref().is_none_or(|c| c.roles.broker()) {
         // Committed offsets need their topic before the first group request (FindCoordinator
         // answers COORDINATOR_NOT_AVAILABLE until it exists).
         // A clustered node tries until they exist (the quorum may have no leader yet, or too
@@ -288,15 +288,20 @@ async fn run_shard(
         let (shard, stop, l) = (shard.clone(), stop.clone(), Rc::new(l.clone()));
         accepting.push(glommio::spawn_local(async move { accept_until_stopped(&shard, bound, l, &stop).await }));
     }
+    if accepting.is_empty() {
+        // A controller-only node: no client listener; its quorum serves until the stop.
+        while !stop.load(Ordering::Relaxed) {
+            glommio::timer::sleep(Duration::from_millis(50)).await;
+        }
+    }
     for a in accepting {
         a.await;
     }
     // Let in-flight requests finish, then close every partition cleanly.
     glommio::timer::sleep(Duration::from_millis(200)).await;
-    let controller = shard.control().and_then(|c| c.quorum.borrow_mut().take());
-    if let Some(controller) = controller {
-        controller.shutdown().await;
-        controller.log.partition().close().await?;
+    let member = shard.control().and_then(|c| c.quorum.borrow_mut().take());
+    if let Some(member) = member {
+        member.shutdown().await?;
     }
     shard.manager().close_all().await?;
     tracing::info!(shard = id, "latency: {}", crate::metrics::summary(&crate::metrics::snapshot()));

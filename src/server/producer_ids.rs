@@ -4,7 +4,7 @@
 //! id at or above it was ever handed out. The end of a block is persisted before its first id
 //! is used, so no id is given twice, across restarts too.
 
-use crate::cluster::controller::Controller;
+use crate::cluster::member::Member;
 use crate::cluster::types::{MetaCommand, MetaResponse};
 use crate::io::{Disk, DmaDisk};
 use crate::protocol::errors::{self as code, ErrorCode};
@@ -56,7 +56,7 @@ impl ProducerIds {
     /// The next producer id, or Kafka's error code when the next block cannot be had. On a
     /// clustered node (`quorum`) blocks come from the metadata quorum (KRaft's
     /// ProducerIdsRecord), so ids are unique across the cluster; standalone, from the file.
-    pub async fn allocate(&self, quorum: Option<Rc<Controller<DmaDisk>>>) -> Result<i64, ErrorCode> {
+    pub async fn allocate(&self, quorum: Option<Rc<Member<DmaDisk>>>) -> Result<i64, ErrorCode> {
         let _permit = self.lock.acquire_permit(1).await.map_err(|_| code::UNKNOWN_SERVER_ERROR)?;
         let next = self.next.get();
         if let (true, Some(quorum)) = (next >= self.end.get(), quorum) {

@@ -13,6 +13,8 @@ pub struct Session {
     /// Kafka's principal: `User:ANONYMOUS`, or a client certificate's subject.
     pub principal: String,
     pub listener: Rc<Listener>,
+    /// Whether it came in on the CONTROLLER listener (only the controller's APIs are served).
+    pub on_controller_listener: bool,
     /// The client's address as Kafka's ACLs name hosts (an IPv4 client on a dual-stack
     /// listener as IPv4; IPv6 uncompressed, as Java's `getHostAddress`).
     pub host: String,

@@ -47,7 +47,7 @@ pub struct ControlState {
     /// For the control plane's own files (`broker-configs`).
     pub disk: DmaDisk,
     /// A clustered node's controller (`control::quorum`), once started.
-    pub quorum: RefCell<Option<Rc<crate::cluster::controller::Controller<DmaDisk>>>>,
+    pub quorum: RefCell<Option<Rc<crate::cluster::member::Member<DmaDisk>>>>,
     /// The metadata log index whose image the shards have (`control::publisher`).
     pub published: tokio::sync::watch::Sender<u64>,
     /// The version of each cluster-wide document in force here (`control::documents`).

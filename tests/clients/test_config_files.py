@@ -8,6 +8,10 @@
 - `--strict-config` refuses the same file, naming such a setting.
 - An operator's file with a misspelled name starts, warning with the closest known name; a
   name neither Kafka nor tidemark knows is reported as unknown.
+- Kafka 4.1's shipped `controller.properties` and `broker.properties` (isolated roles): a
+  controller-only node and a broker-only node that follows its quorum as an observer; the
+  controller listener serves Kafka's controller APIs (as `--bootstrap-controller` tools use
+  them) and closes a connection asking for a broker's.
 - A combined-mode file naming a CONTROLLER listener without `listener.security.protocol.map`
   starts: Kafka maps controller listeners to PLAINTEXT when the map is not set and no listener
   is SSL or SASL (KafkaConfig's effective protocol map).
@@ -101,6 +105,86 @@ def test_kafka_4_1_shipped_server_properties(tmp_path):
         assert len(unused) == len(set(unused)), "each unused setting is logged once: %s" % unused
     finally:
         assert node.stop() == 0, node.log()
+
+
+def describe_cluster_controllers(port):
+    """DescribeCluster v1 with endpoint type CONTROLLER (2), raw, on a controller listener:
+    (error, controller id, {node: (host, port)}, cluster id)."""
+    import struct
+    from test_admin import CR
+    from test_bad_input import Conn
+    from types import SimpleNamespace
+    with Conn(SimpleNamespace(port=port), timeout=30) as c:
+        r = CR(c.call(60, 1, b"\x00\x02\x00", flexible=True).buf)
+    r.tags()
+    r.i32()  # throttle
+    error, _message, endpoint_type = r.i16(), r.nstring_c(), r.buf[r.pos]
+    r.pos += 1
+    assert endpoint_type == 2
+    cluster_id, controller = r.cstring(), r.i32()
+    nodes = {}
+    for _ in range(r.count()):
+        node, host, p, _rack = r.i32(), r.cstring(), r.i32(), r.nstring_c()
+        r.tags()
+        nodes[node] = (host, p)
+    return error, controller, nodes, cluster_id
+
+
+def test_kafka_4_1_shipped_controller_and_broker_properties(tmp_path):
+    """Kafka 4.1's config/controller.properties and config/broker.properties, only their ports
+    and directories changed, each started as kafka-server-start.sh takes it: node 1 a
+    controller-only node (alone in the quorum: its bootstrap servers name only itself), node 2
+    a broker-only node that finds it by the bootstrap servers, follows the quorum as an
+    observer and hosts the partitions; clients produce and read back through node 2.
+
+    On the controller listener, as Kafka's controller serves it: ApiVersions lists the
+    controller's APIs only; DescribeQuorum names voter 1 and observer 2; DescribeCluster with
+    endpoint type CONTROLLER lists node 1 at its advertised controller address; a broker's API
+    (Metadata) closes the connection. Node 1 holds no partition of any topic."""
+    import struct
+    from types import SimpleNamespace
+    from test_bad_input import Conn, api_versions_v2
+    from test_cluster import describe_quorum
+    port, cport = free_port(), free_port()
+    ports = {":9092": ":%d" % port, ":9093": ":%d" % cport}
+    (tmp_path / "c").mkdir()
+    (tmp_path / "b").mkdir()
+    cprops, bprops = tmp_path / "controller.properties", tmp_path / "broker.properties"
+    cprops.write_text(shipped("controller.properties", **ports, **{"/tmp/kraft-controller-logs": str(tmp_path / "cl")}))
+    bprops.write_text(shipped("broker.properties", **ports, **{"/tmp/kraft-broker-logs": str(tmp_path / "bl")}))
+    controller = Node(str(tmp_path / "c"), cport, str(cprops))
+    broker = None
+    try:
+        controller.wait_listening()
+        broker = Node(str(tmp_path / "b"), port, str(bprops))
+        broker.wait_listening()
+        produce_and_read_back("127.0.0.1:%d" % port, "isolated")
+
+        ctl = SimpleNamespace(port=cport)
+        with Conn(ctl, timeout=30) as c:
+            error, keys = api_versions_v2(c)
+        assert error == 0 and {18, 55, 60} <= set(keys) and 0 not in keys and 3 not in keys, keys
+        q = describe_quorum(ctl)
+        assert (q["error"], q["leader"], set(q["voters"])) == (0, 1, {1}), q
+        deadline = time.time() + WAIT
+        while 2 not in q["observers"]:
+            assert time.time() < deadline, "broker 2 never listed as an observer: %s" % q
+            time.sleep(0.2)
+            q = describe_quorum(ctl)
+        assert q["nodes"][1] == [("CONTROLLER", "localhost", cport)], q
+        error, active, nodes, cluster_id = describe_cluster_controllers(cport)
+        assert (error, active, nodes) == (0, 1, {1: ("localhost", cport)}) and cluster_id
+        with Conn(ctl, timeout=30) as c:
+            c.send(c.request(3, 1, struct.pack(">i", -1)))
+            state, data = c.outcome(10)
+        assert (state, data) == ("closed", b""), "Metadata on the controller listener was answered"
+        assert not any(p.name.startswith("isolated") for p in (tmp_path / "cl").iterdir()), \
+            "the controller-only node holds partitions"
+        assert (tmp_path / "bl" / "isolated-0").is_dir()
+    finally:
+        if broker:
+            assert broker.stop() == 0, broker.log()
+        assert controller.stop() == 0, controller.log()
 
 
 def test_strict_config_refuses_what_tidemark_does_not_use(tmp_path):

@@ -27,6 +27,9 @@ pub fn api_versions(cx: &mut Cx<'_>, r: ApiVersionsRequest) -> ApiVersionsRespon
         return ApiVersionsResponse { error_code: code::INVALID_REQUEST, ..Default::default() };
     }
     let mut answer = api_versions_response(code::NONE);
+    if cx.session.on_controller_listener {
+        answer.api_keys.retain(|k| super::CONTROLLER_APIS.contains(&k.api_key));
+    }
     super::features::advertise(cx, &mut answer);
     answer
 }
@@ -235,7 +238,34 @@ async fn cluster_view(cx: &Cx<'_>) -> (i32, Vec<Listed>, String) {
         out.push(me());
     }
     out.sort_by_key(|b| b.id);
-    (leader.map_or(-1, |l| l as i32), out, cluster_id)
+    // The controller a client is told of is a broker it can reach: the active controller when
+    // it is one (combined mode), else this broker, which forwards what a controller does (as
+    // Kafka's brokers name a live broker, and forward).
+    let controller = match leader {
+        Some(l) if out.iter().any(|b| b.id as u64 == l) => l as i32,
+        Some(_) => c.node_id,
+        None => -1,
+    };
+    (controller, out, cluster_id)
+}
+
+/// The quorum as a client of the CONTROLLER listener sees it (DescribeCluster with endpoint
+/// type CONTROLLER, as Kafka's controllers answer it): the voters at their controller listener
+/// addresses, and the active controller.
+async fn controller_view(cx: &Cx<'_>) -> (i32, Vec<Listed>, String) {
+    let view = cx.shard.call(0, crate::server::control::quorum::QuorumStatus).await.ok().flatten();
+    let (leader, voters, cluster_id) =
+        view.map_or((None, Default::default(), None), |v| (v.leader, v.voters, v.cluster_id));
+    let listed = voters
+        .into_iter()
+        .filter_map(|(id, addr)| {
+            let (host, port) = addr.rsplit_once(':')?;
+            let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+            Some(Listed { id: id as i32, host, port: port.parse().ok()?, rack: None })
+        })
+        .collect();
+    let cluster_id = cluster_id.unwrap_or_else(|| cx.shard.cluster_id().to_string());
+    (leader.map_or(-1, |l| l as i32), listed, cluster_id)
 }
 
 /// The ids of the brokers a client of this listener sees (those of [`cluster_view`]).
@@ -291,7 +321,8 @@ fn cluster_operations(cx: &Cx<'_>) -> i32 {
 /// DescribeCluster: a standalone node is the whole cluster (and its controller); a clustered
 /// node reports the active controller as it knows it (-1 during an election) and the brokers
 /// registered with the metadata quorum, each at the listener the request came in on (or its
-/// first). Only the broker endpoint type exists here: a request for controllers gets
+/// first). On a controller's CONTROLLER listener it answers endpoint type CONTROLLER instead:
+/// the voters at their controller listeners and the active controller. The other type gets
 /// MISMATCHED_ENDPOINT_TYPE (v1+), an unknown type UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST
 /// at v0), as Kafka answers.
 pub async fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> DescribeClusterResponse {
@@ -299,12 +330,17 @@ pub async fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> D
     const MISMATCHED_ENDPOINT_TYPE: ErrorCode = ErrorCode(114);
     const UNSUPPORTED_ENDPOINT_TYPE: ErrorCode = ErrorCode(115);
     let version = cx.version();
+    let controllers = cx.session.on_controller_listener;
     let error = match req.endpoint_type {
-        1 => None,
-        2 => Some((
+        1 if !controllers => None,
+        2 if controllers => None,
+        1 | 2 => Some((
             if version == 0 { code::INVALID_REQUEST } else { MISMATCHED_ENDPOINT_TYPE },
-            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
-                .to_string(),
+            format!(
+                "The request was sent to an endpoint of type {}, but we wanted an endpoint of type {}",
+                if controllers { "CONTROLLER" } else { "BROKER" },
+                if controllers { "BROKER" } else { "CONTROLLER" }
+            ),
         )),
         t => Some((
             if version == 0 { code::INVALID_REQUEST } else { UNSUPPORTED_ENDPOINT_TYPE },
@@ -316,7 +352,8 @@ pub async fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> D
             DescribeClusterResponse { error_code, error_message: Some(message), ..Default::default() }
         }
         None => {
-            let (controller_id, listed, cluster_id) = cluster_view(cx).await;
+            let (controller_id, listed, cluster_id) =
+                if controllers { controller_view(cx).await } else { cluster_view(cx).await };
             let brokers = listed
                 .into_iter()
                 .map(|b| DescribeClusterBroker {
@@ -328,6 +365,7 @@ pub async fn describe_cluster(cx: &mut Cx<'_>, req: DescribeClusterRequest) -> D
                 })
                 .collect();
             DescribeClusterResponse {
+                endpoint_type: req.endpoint_type,
                 cluster_id,
                 controller_id,
                 brokers,

@@ -191,6 +191,19 @@ impl Busy {
     }
 }
 
+/// The APIs a controller serves on its CONTROLLER listener (Kafka's controller APIs that
+/// tidemark has): how `--bootstrap-controller` tools see the quorum. A connection there asking
+/// for another API is closed, as Kafka's controller closes it.
+pub const CONTROLLER_APIS: &[i16] = &[
+    crate::protocol::API_VERSIONS,
+    crate::protocol::SASL_HANDSHAKE,
+    crate::protocol::SASL_AUTHENTICATE,
+    crate::protocol::DESCRIBE_CLUSTER,
+    crate::protocol::DESCRIBE_QUORUM,
+    crate::protocol::UPDATE_FEATURES,
+    crate::protocol::UNREGISTER_BROKER,
+];
+
 /// Answer one request from the client at `peer`: the response bytes (`None` when no response
 /// is due: produce with acks=0) with the fetch memory they hold.
 pub async fn handle(

@@ -2,7 +2,7 @@
 //! delta to every shard, and, on a clustered node, the commit of a change through the metadata
 //! quorum (answered once this node has published it).
 
-use crate::cluster::controller::Controller;
+use crate::cluster::member::Member;
 use crate::cluster::types::{MetaCommand, MetaResponse};
 use crate::io::DmaDisk;
 use crate::protocol::errors as code;
@@ -36,7 +36,7 @@ pub async fn publish(shard: &Rc<Shard>, delta: Delta) {
 const COMMIT_LIMIT: Duration = Duration::from_secs(10);
 
 /// This node's controller, if it is clustered and the controller has started.
-pub fn controller(shard: &Shard) -> Option<Rc<Controller<DmaDisk>>> {
+pub fn controller(shard: &Shard) -> Option<Rc<Member<DmaDisk>>> {
     shard.control()?.quorum.borrow().clone()
 }
 

@@ -6,7 +6,7 @@
 //! sees it.
 
 use super::commit::{commit, control_of, controller, not_ready, until_published, AdminResult};
-use crate::cluster::controller::Controller;
+use crate::cluster::member::Member;
 use crate::cluster::types::{MetaCommand, MetaResponse, Refusal, TopicState};
 use crate::io::DmaDisk;
 use crate::protocol::errors::{self as code, ErrorCode};
@@ -76,9 +76,9 @@ pub async fn create_topic(
 /// Wait (within the commit limit) until this node's broker is registered and unfenced: a
 /// node just started places nothing before it counts itself among the brokers (Kafka's broker
 /// serves only once unfenced).
-async fn unfenced_here(shard: &Shard, controller: &Controller<DmaDisk>) {
+async fn unfenced_here(shard: &Shard, controller: &Member<DmaDisk>) {
     let me = shard.config().node_id;
-    until_published(shard, |_| controller.state.broker(me).is_some_and(|b| !b.fenced)).await;
+    until_published(shard, |_| controller.state().broker(me).is_some_and(|b| !b.fenced)).await;
 }
 
 /// DeleteTopics on a clustered node.
@@ -158,7 +158,7 @@ pub async fn alter_topic(
     match commit(shard, command).await? {
         MetaResponse::Conflict { .. } => {
             // Wait for this node to publish the newer settings before the caller tries again.
-            let applied = controller(shard).and_then(|c| c.state.last_applied()).map_or(0, |l| l.index);
+            let applied = controller(shard).and_then(|c| c.state().last_applied()).map_or(0, |l| l.index);
             until_published(shard, |i| *i >= applied).await;
             Ok(false)
         }

@@ -15,7 +15,7 @@
 
 use super::commit::{control_of, publish as publish_delta};
 use super::documents::{document_version, put_document, read, Content, BROKER_DEFAULTS, DOCUMENTS};
-use crate::cluster::controller::Controller;
+use crate::cluster::member::Member;
 use crate::cluster::state::MetaImage;
 use crate::cluster::types::{PartitionState, TopicState};
 use crate::io::{Disk, DmaDisk};
@@ -174,21 +174,20 @@ async fn take_document(
 /// controller fences them), so each one it takes after is a new epoch the controller gave it.
 pub fn spawn_publisher(
     shard: Rc<Shard>,
-    controller: Rc<Controller<DmaDisk>>,
+    controller: Rc<Member<DmaDisk>>,
     stop: Arc<AtomicBool>,
     adopt: bool,
     incarnation: String,
 ) {
-    use openraft_rt::WatchReceiver;
     glommio::spawn_local(async move {
-        let mut metrics = controller.raft.metrics();
+        let mut applied_watch = controller.state().watch_applied();
         let mut placed: BTreeMap<String, Vec<PartitionState>> = BTreeMap::new();
         let mut origin = Origin::load(&shard, adopt).await;
         let mut seeded = false;
         let mut published = None;
         let mut broker_epoch = None;
         while !stop.load(Ordering::Relaxed) {
-            let applied = controller.state.last_applied().map(|l| l.index);
+            let applied = controller.state().last_applied().map(|l| l.index);
             let retry = shard.control().is_some_and(|c| !c.failed_documents.borrow().is_empty());
             if applied.is_some() && (applied != published || retry) {
                 let image = controller.image();
@@ -209,9 +208,9 @@ pub fn spawn_publisher(
                     tracing::debug!(applied = ?applied, "metadata not published: this start's registration is not applied yet");
                 }
             }
-            // A change of the metrics (applied index among them), or a look every second. Once
-            // openraft has stopped (its watch closed), a look every second: never a busy loop.
-            if let Some(Err(_)) = crate::deadline::within(Duration::from_secs(1), metrics.changed()).await {
+            // A change of the applied index, or a look every second. Once the state machine
+            // is gone (its watch closed), a look every second: never a busy loop.
+            if let Some(Err(_)) = crate::deadline::within(Duration::from_secs(1), applied_watch.changed()).await {
                 glommio::timer::sleep(Duration::from_secs(1)).await;
             }
         }

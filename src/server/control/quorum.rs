@@ -1,7 +1,10 @@
-//! The metadata quorum inside the broker: on a clustered node (`process.roles`),
-//! shard 0 runs the node's controller ([`crate::cluster::controller`]) beside its control
-//! plane, registers the broker with the quorum, and answers the other shards' questions about
-//! it with typed calls ([`QuorumStatus`]); no shard reads the quorum's state any other way.
+//! The metadata quorum inside the broker: on a clustered node (`process.roles`), shard 0 runs
+//! the node's place in it ([`Member`]: a voter, [`crate::cluster::controller`], on a node with
+//! the controller role; an observer, [`crate::cluster::observer`], on a broker-only node) beside
+//! its control plane, registers the broker with the quorum (a node with the broker role), and
+//! answers the other shards' questions about it with typed calls ([`QuorumStatus`]); no shard
+//! reads the quorum's state any other way. A controller-only node registers no broker and hosts
+//! no partitions.
 //!
 //! Brokers register (with their listeners) and heartbeat to the active controller, which
 //! fences one silent for `broker.session.timeout.ms` (its leaderships move) and unfences it at
@@ -9,8 +12,10 @@
 //! ([`super::metadata`]); Metadata and DescribeCluster report the active controller, the
 //! unfenced brokers and each partition's leadership (docs/architecture.md, "The cluster").
 
-use crate::cluster::controller::{self, Controller, ControllerConfig};
+use crate::cluster::controller::{self, ControllerConfig};
+use crate::cluster::member::Member;
 use crate::cluster::net::Reply;
+use crate::cluster::observer::{Observer, ObserverConfig};
 use crate::cluster::state::BrokerState;
 use crate::cluster::types::{BrokerRegistration, Endpoint, MetaCommand, MetaResponse, QuorumDescription};
 use crate::io::{Disk, DmaDisk};
@@ -25,24 +30,17 @@ use std::time::Duration;
 /// The metadata log's directory in the data directory (KRaft's name).
 pub const METADATA_DIR: &str = "__cluster_metadata-0";
 
-/// Start this node's controller on shard 0 (a clustered node only), and register the broker in
-/// the background until it is registered or the broker stops.
-pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<Option<Rc<Controller<DmaDisk>>>> {
+/// Start this node's place in the quorum on shard 0 (a clustered node only) and, on a node with
+/// the broker role, register the broker in the background until it is registered or the
+/// broker stops.
+pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<Option<Rc<Member<DmaDisk>>>> {
     let config = shard.config();
     let Some(cluster) = config.cluster.clone() else { return Ok(None) };
     let control = shard.control().expect("the quorum runs on shard 0");
-    let mut cc = ControllerConfig::new(
-        cluster.node_id,
-        cluster.voters.clone(),
-        cluster.controller_addr,
-        config.data_dir.join(METADATA_DIR),
-    );
-    cc.election_timeout = cluster.election_timeout;
-    cc.session_timeout = cluster.broker_session_timeout;
-    cc.heartbeat = (cluster.election_timeout / 5).max(Duration::from_millis(20));
+    let dir = config.data_dir.join(METADATA_DIR);
     // A node joins a cluster with no topics of its own: the metadata's topics replace the
     // local ones, so a standalone node's data would be deleted.
-    let existed = control.disk.exists(&config.data_dir.join(METADATA_DIR)).await?;
+    let existed = control.disk.exists(&dir).await?;
     if !existed {
         let mut lease = control.lease().await;
         let names: Vec<String> = lease.store().names().map(str::to_string).collect();
@@ -55,12 +53,65 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
             );
         }
     }
-    let controller = Rc::new(
-        controller::start(control.disk.clone(), cc)
-            .await
-            .map_err(|e| anyhow::anyhow!("starting the metadata quorum's controller: {e}"))?,
-    );
-    tracing::info!(node = cluster.node_id, voters = ?cluster.voters, listen = %cluster.controller_addr, "controller started");
+    let member = match cluster.controller_addr {
+        Some(listen) => {
+            let mut cc = ControllerConfig::new(cluster.node_id, cluster.voters.clone(), listen, dir);
+            cc.election_timeout = cluster.election_timeout;
+            cc.session_timeout = cluster.broker_session_timeout;
+            cc.heartbeat = (cluster.election_timeout / 5).max(Duration::from_millis(20));
+            let controller = controller::start(control.disk.clone(), cc)
+                .await
+                .map_err(|e| anyhow::anyhow!("starting the metadata quorum's controller: {e}"))?;
+            tracing::info!(node = cluster.node_id, roles = ?cluster.roles, voters = ?cluster.voters, %listen, "controller started");
+            if let Some(listener) = config.controller_listener.clone() {
+                let (shard, listener) = (shard.clone(), Rc::new(listener));
+                controller.serve_kafka(Rc::new(move |stream: glommio::net::TcpStream, first: [u8; 4]| {
+                    let ip = stream.peer_addr().map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip());
+                    match shard.connections().admit(ip) {
+                        Ok(admitted) => {
+                            let serve = crate::server::connection::serve_controller_client(
+                                shard.clone(),
+                                stream,
+                                first,
+                                listener.clone(),
+                                admitted,
+                            );
+                            glommio::spawn_local(serve).detach();
+                        }
+                        Err(why) => tracing::info!(reason = %why, "controller listener: connection refused"),
+                    }
+                }));
+            }
+            Member::Voter(Box::new(controller))
+        }
+        None => {
+            let oc = ObserverConfig {
+                node_id: cluster.node_id,
+                servers: cluster.controller_servers.clone(),
+                cluster: if cluster.voters.is_empty() {
+                    crate::cluster::net::OBSERVER
+                } else {
+                    ControllerConfig::new(cluster.node_id, cluster.voters.clone(), "0.0.0.0:0".parse()?, dir.clone())
+                        .cluster_hash()
+                },
+                dir,
+                call_timeout: (cluster.election_timeout * 2).max(Duration::from_secs(1)),
+            };
+            let observer = Observer::start(control.disk.clone(), oc)
+                .await
+                .map_err(|e| anyhow::anyhow!("following the metadata quorum: {e}"))?;
+            tracing::info!(node = cluster.node_id, controllers = ?cluster.controller_servers, "following the metadata quorum as a broker-only node");
+            Member::Observer(observer)
+        }
+    };
+    let member = Rc::new(member);
+    if !cluster.roles.broker() {
+        // A controller-only node: the quorum gets a cluster id from it too (the first one
+        // committed is the cluster's), and nothing else here.
+        let (m, cluster_id) = (member.clone(), shard.cluster_id().to_string());
+        glommio::spawn_local(async move { commit_cluster_id(&m, &cluster_id, &stop).await }).detach();
+        return Ok(Some(member));
+    }
     let registration = BrokerRegistration {
         id: config.node_id,
         incarnation: format!("{:016x}", rand_u64()),
@@ -77,23 +128,12 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
         rack: None,
     };
     let incarnation = registration.incarnation.clone();
-    super::publisher::spawn_publisher(shard.clone(), controller.clone(), stop.clone(), existed, incarnation);
-    let c = controller.clone();
+    super::publisher::spawn_publisher(shard.clone(), member.clone(), stop.clone(), existed, incarnation);
+    let c = member.clone();
     let cluster_id = shard.cluster_id().to_string();
     let heartbeat = cluster.broker_heartbeat;
     glommio::spawn_local(async move {
-        while !stop.load(Ordering::Relaxed) {
-            match c.write(MetaCommand::SetClusterId { id: cluster_id.clone() }, Duration::from_secs(5)).await {
-                Ok(MetaResponse::ClusterId(id)) => {
-                    if id != cluster_id {
-                        tracing::info!(cluster = %id, own = %cluster_id, "the quorum's cluster id is another node's: reported as the cluster's");
-                    }
-                    break;
-                }
-                Ok(other) => tracing::warn!(?other, "cluster id proposal answered oddly; retrying"),
-                Err(e) => tracing::info!(error = %e, "cluster id not committed yet; retrying"),
-            }
-        }
+        commit_cluster_id(&c, &cluster_id, &stop).await;
         // Register, then heartbeat; register again whenever the active controller does not
         // know this registration (its epoch).
         'register: while !stop.load(Ordering::Relaxed) {
@@ -122,7 +162,24 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
         }
     })
     .detach();
-    Ok(Some(controller))
+    Ok(Some(member))
+}
+
+/// Propose this node's cluster id until the quorum has one (the first committed is the
+/// cluster's) or the node stops.
+async fn commit_cluster_id(member: &Member<DmaDisk>, cluster_id: &str, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        match member.write(MetaCommand::SetClusterId { id: cluster_id.to_string() }, Duration::from_secs(5)).await {
+            Ok(MetaResponse::ClusterId(id)) => {
+                if id != cluster_id {
+                    tracing::info!(cluster = %id, own = %cluster_id, "the quorum's cluster id is another node's: reported as the cluster's");
+                }
+                return;
+            }
+            Ok(other) => tracing::warn!(?other, "cluster id proposal answered oddly; retrying"),
+            Err(e) => tracing::info!(error = %e, "cluster id not committed yet; retrying"),
+        }
+    }
 }
 
 fn rand_u64() -> u64 {
@@ -142,6 +199,8 @@ pub struct QuorumStatus;
 pub struct QuorumView {
     pub leader: Option<u64>,
     pub brokers: Vec<BrokerState>,
+    /// The voters' controller listener addresses.
+    pub voters: BTreeMap<u64, String>,
     /// The cluster's id, once the quorum has one.
     pub cluster_id: Option<String>,
 }
@@ -155,8 +214,9 @@ impl ShardCall<Shard> for QuorumStatus {
         let leader = controller.leader().await;
         Some(QuorumView {
             leader,
-            brokers: controller.state.unfenced_brokers(),
-            cluster_id: controller.state.cluster_id(),
+            brokers: controller.state().unfenced_brokers(),
+            voters: controller.voter_addresses(),
+            cluster_id: controller.state().cluster_id(),
         })
     }
 }
@@ -174,7 +234,7 @@ impl ShardCall<Shard> for DescribeQuorum {
     async fn run(self, shard: Rc<Shard>) -> Self::Reply {
         let Some(controller) = shard.control().and_then(|c| c.quorum.borrow().clone()) else { return Ok(None) };
         let described = controller.describe_quorum().await.map_err(|e| e.to_string())?;
-        Ok(Some((described, controller.voter_addresses().clone())))
+        Ok(Some((described, controller.voter_addresses())))
     }
 }
 
@@ -184,9 +244,19 @@ impl ShardCall<Shard> for DescribeQuorum {
 pub fn prometheus(shard: &Shard) -> String {
     use openraft_rt::WatchReceiver;
     use std::fmt::Write as _;
-    let Some(controller) = shard.control().and_then(|c| c.quorum.borrow().clone()) else { return String::new() };
-    let m = controller.raft.metrics().borrow_watched().clone();
+    let Some(member) = shard.control().and_then(|c| c.quorum.borrow().clone()) else { return String::new() };
     let index = |l: Option<u64>| l.map_or(-1, |i| i as i64);
+    let Some(controller) = member.controller() else {
+        let applied = index(member.state().last_applied().map(|l| l.index));
+        let unfenced = member.state().unfenced().len();
+        return format!(
+            "# HELP tidemark_controller_applied_index The last metadata index this node applied (-1: none).\n\
+             # TYPE tidemark_controller_applied_index gauge\ntidemark_controller_applied_index {applied}\n\
+             # HELP tidemark_controller_unfenced_brokers Brokers registered and not fenced.\n\
+             # TYPE tidemark_controller_unfenced_brokers gauge\ntidemark_controller_unfenced_brokers {unfenced}\n"
+        );
+    };
+    let m = controller.raft.metrics().borrow_watched().clone();
     let gauges = [
         ("tidemark_controller_active", "1 if this node is the active controller.", controller.raft.is_leader() as i64),
         ("tidemark_controller_term", "The metadata quorum's Raft term as this node knows it.", m.current_term as i64),

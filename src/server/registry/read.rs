@@ -113,6 +113,7 @@ impl BrokerConfig {
         };
         self.cluster = crate::cluster::settings::resolve(given, self.node_id, &named)?;
         if let Some(c) = &self.cluster {
+            self.controller_listener = resolved.iter().find(|l| l.name == c.controller_listener).cloned();
             resolved.retain(|l| l.name != c.controller_listener);
         }
         self.listeners = resolved;
