@@ -480,13 +480,17 @@ def test_a_node_that_missed_many_changes_catches_up_from_a_snapshot(cluster):
 
 
 def test_the_controller_port_refuses_strangers_before_reading_their_frames(cluster):
-    """A connection to a CONTROLLER listener that does not start with the voter set's hash (a
-    peer of another cluster, or anything else) is answered "cluster mismatch" and closed before
-    any frame it announces is read, however large; the quorum goes on serving."""
+    """A quorum connection (its preface, 0xFF 'TMQ') that does not carry the voter set's hash (a
+    peer of another cluster) is answered "cluster mismatch" and closed before any frame it
+    announces is read, however large. Anything else is taken as a Kafka client of the
+    controller listener: a frame size past the limit (an HTTP request's first bytes read as
+    one, or 2 GiB) closes the connection unanswered, nothing buffered. The quorum goes on
+    serving."""
     import socket
+    from test_bad_input import assert_closed, Conn
     port = cluster.controller_ports[1]
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"\x00" * 8 + struct.pack(">I", 0x7FFFFFFF))
+        s.sendall(b"\xffTMQ" + struct.pack(">Q", 1) + struct.pack(">I", 0x7FFFFFFF))
         size = struct.unpack(">I", s.recv(4, socket.MSG_WAITALL))[0]
         reply = s.recv(size, socket.MSG_WAITALL)
         assert b"cluster mismatch" in reply, reply
@@ -495,10 +499,14 @@ def test_the_controller_port_refuses_strangers_before_reading_their_frames(clust
         except ConnectionResetError:  # closed with the announced frame unread
             closed = True
         assert closed, "closed after the answer"
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        size = struct.unpack(">I", s.recv(4, socket.MSG_WAITALL))[0]
-        assert b"cluster mismatch" in s.recv(size, socket.MSG_WAITALL)
+
+    class Port:
+        pass
+    Port.port = port
+    for stranger in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", struct.pack(">I", 0x7FFFFFFF) + b"\x00" * 64):
+        with Conn(Port, timeout=10) as c:
+            c.send(stranger)
+            assert_closed(c, repr(stranger[:8]), timeout=10)
     everyone = sorted((n, cluster.ports[n]) for n in (1, 2, 3))
     cluster.agreed([1, 2, 3], want_brokers=everyone)
 
