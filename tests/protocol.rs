@@ -229,6 +229,23 @@ fn gen_request(api: i16, version: i16, g: &mut Gen) -> Request {
             tags: g.tags(),
         }),
         UNREGISTER_BROKER => Request::UnregisterBroker(UnregisterBrokerRequest { broker_id: g.i32(), tags: g.tags() }),
+        ADD_RAFT_VOTER => Request::AddRaftVoter(AddRaftVoterRequest {
+            cluster_id: g.opt_string(),
+            timeout_ms: g.i32(),
+            voter_id: g.i32(),
+            voter_directory_id: g.uuid(),
+            listeners: (0..g.len())
+                .map(|_| QuorumListener { name: g.string(), host: g.string(), port: g.i16() as u16, tags: g.tags() })
+                .collect(),
+            ack_when_committed: if version >= 1 { g.bool() } else { true },
+            tags: g.tags(),
+        }),
+        REMOVE_RAFT_VOTER => Request::RemoveRaftVoter(RemoveRaftVoterRequest {
+            cluster_id: g.opt_string(),
+            voter_id: g.i32(),
+            voter_directory_id: g.uuid(),
+            tags: g.tags(),
+        }),
         DESCRIBE_QUORUM => Request::DescribeQuorum(DescribeQuorumRequest {
             topics: (0..g.len())
                 .map(|_| QuorumTopicRequest {
@@ -811,6 +828,8 @@ fn round_trip_request(req: Request, version: i16) {
         Request::ListConfigResources(mut m) => round_trip(&mut m, LIST_CONFIG_RESOURCES, version),
         Request::DescribeQuorum(mut m) => round_trip(&mut m, DESCRIBE_QUORUM, version),
         Request::UnregisterBroker(mut m) => round_trip(&mut m, UNREGISTER_BROKER, version),
+        Request::AddRaftVoter(mut m) => round_trip(&mut m, ADD_RAFT_VOTER, version),
+        Request::RemoveRaftVoter(mut m) => round_trip(&mut m, REMOVE_RAFT_VOTER, version),
         Request::UpdateFeatures(mut m) => round_trip(&mut m, UPDATE_FEATURES, version),
         Request::AlterConfigs(mut m) => {
             let api = if m.incremental { INCREMENTAL_ALTER_CONFIGS } else { ALTER_CONFIGS };
@@ -1172,6 +1191,26 @@ fn gen_responses(api: i16, version: i16, g: &mut Gen, out: &mut impl Responses) 
         ),
         UNREGISTER_BROKER => out.take(
             &mut UnregisterBrokerResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                error_message: g.opt_string(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        ADD_RAFT_VOTER => out.take(
+            &mut AddRaftVoterResponse {
+                throttle_time_ms: g.i32(),
+                error_code: ErrorCode(g.i16()),
+                error_message: g.opt_string(),
+                tags: g.tags(),
+            },
+            api,
+            version,
+        ),
+        REMOVE_RAFT_VOTER => out.take(
+            &mut RemoveRaftVoterResponse {
                 throttle_time_ms: g.i32(),
                 error_code: ErrorCode(g.i16()),
                 error_message: g.opt_string(),
@@ -3497,6 +3536,62 @@ fn unregister_broker_exact_bytes() {
             error_message: Some("gone".into()),
             ..Default::default()
         },
+    );
+}
+
+#[test]
+fn raft_voter_changes_exact_bytes() {
+    // AddRaftVoter v1 (flexible): ClusterId, TimeoutMs, VoterId, VoterDirectoryId, Listeners
+    // [Name, Host, Port uint16], AckWhenCommitted (v1+); RemoveRaftVoter v0: ClusterId,
+    // VoterId, VoterDirectoryId. Both answer ThrottleTimeMs, ErrorCode, ErrorMessage.
+    let dir = [7u8; 16];
+    let mut b = B::default().cnull().i32(30_000).i32(3);
+    b.0.extend_from_slice(&dir);
+    let b = b.carr(1).cs("CONTROLLER").cs("h").i16(9093).tags().i8(0).tags();
+    check_request(
+        ADD_RAFT_VOTER,
+        1,
+        b,
+        AddRaftVoterRequest {
+            timeout_ms: 30_000,
+            voter_id: 3,
+            voter_directory_id: dir,
+            listeners: vec![QuorumListener {
+                name: "CONTROLLER".into(),
+                host: "h".into(),
+                port: 9093,
+                ..Default::default()
+            }],
+            ack_when_committed: false,
+            ..Default::default()
+        },
+        |r| if let Request::AddRaftVoter(m) = r { Some(m) } else { None },
+    );
+    let mut b = B::default().cs("c").i32(3);
+    b.0.extend_from_slice(&dir);
+    check_request(
+        REMOVE_RAFT_VOTER,
+        0,
+        b.tags(),
+        RemoveRaftVoterRequest {
+            cluster_id: Some("c".into()),
+            voter_id: 3,
+            voter_directory_id: dir,
+            ..Default::default()
+        },
+        |r| if let Request::RemoveRaftVoter(m) = r { Some(m) } else { None },
+    );
+    check_response(
+        REMOVE_RAFT_VOTER,
+        0,
+        B::default().i32(0).i16(127).cs("no").tags(),
+        RemoveRaftVoterResponse { error_code: ErrorCode(127), error_message: Some("no".into()), ..Default::default() },
+    );
+    check_response(
+        ADD_RAFT_VOTER,
+        1,
+        B::default().i32(0).i16(126).cnull().tags(),
+        AddRaftVoterResponse { error_code: ErrorCode(126), ..Default::default() },
     );
 }
 

@@ -7,6 +7,13 @@
 //! carries its own id, so they differ; the first leader's wins and the others' are truncated
 //! away as any conflicting entry. The set's hash travels with every RPC, so a node configured
 //! with another set is refused instead of splitting the quorum.
+//!
+//! A dynamic quorum (KIP-853, `controller.quorum.bootstrap.servers`) names each voter with its
+//! directory id. Its first controller initializes it alone ([`ControllerConfig::initial`]);
+//! every other controller starts pristine and waits to be added (AddRaftVoter: a learner,
+//! caught up, then a voter). A voter whose directory was wiped has a new directory id: the
+//! others' calls name the old one, so it refuses to vote or replicate as that voter until it is
+//! removed and added again.
 
 use super::log_store::{metadata_log_config, MetaLog};
 use super::net::{self, Network, Peer, Reply};
@@ -15,7 +22,6 @@ use super::state::{MetaImage, MetaStateMachine};
 use super::types::MetaCommand;
 use crate::io::Disk;
 use crate::storage::{system_clock, Partition};
-use openraft::BasicNode;
 use openraft_rt::WatchReceiver;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -31,8 +37,15 @@ use std::time::Duration;
 pub struct ControllerConfig {
     /// `node.id`.
     pub node_id: u64,
-    /// `controller.quorum.voters`: node id → `host:port` of its CONTROLLER listener.
+    /// `controller.quorum.voters`: node id → `host:port` of its CONTROLLER listener (empty in
+    /// a dynamic quorum: the membership names the voters).
     pub voters: BTreeMap<u64, String>,
+    /// The membership a pristine node initializes the quorum with: the static voters (no
+    /// directory ids), or this node alone with its directory id (a dynamic quorum's first
+    /// controller); `None`: it joins a dynamic quorum that exists, once added.
+    pub initial: Option<BTreeMap<u64, super::types::ControllerNode>>,
+    /// This node's directory id (`meta.properties`).
+    pub directory_id: String,
     /// Where this node's CONTROLLER listener binds.
     pub listen: SocketAddr,
     /// The metadata log's directory (`<data-dir>/__cluster_metadata-0`).
@@ -58,9 +71,19 @@ impl ControllerConfig {
     /// Defaults for a quorum on one machine or a LAN (KRaft's are 2 s fetch timeouts and 1 s
     /// elections; these are shorter, and generous enough for three nodes on two cores).
     pub fn new(node_id: u64, voters: BTreeMap<u64, String>, listen: SocketAddr, dir: PathBuf) -> Self {
+        let initial = Some(
+            voters
+                .iter()
+                .map(|(&id, addr)| {
+                    (id, super::types::ControllerNode { addr: addr.clone(), directory_id: String::new() })
+                })
+                .collect(),
+        );
         ControllerConfig {
             node_id,
             voters,
+            initial,
+            directory_id: String::new(),
             listen,
             dir,
             heartbeat: Duration::from_millis(200),
@@ -131,7 +154,7 @@ async fn fence_silent_brokers<D: Disk>(served: Rc<net::Served<D>>, config: Contr
 
 /// Start the controller described by `config` on this executor.
 pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Controller<D>> {
-    if !config.voters.contains_key(&config.node_id) {
+    if !config.voters.is_empty() && !config.voters.contains_key(&config.node_id) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("node.id {} is not among controller.quorum.voters", config.node_id),
@@ -164,6 +187,8 @@ pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Con
         raft: raft.clone(),
         state: state.clone(),
         log: log.clone(),
+        directory_id: config.directory_id.clone(),
+        mismatch_logged: Cell::new(None),
         liveness: Rc::default(),
         kafka: RefCell::new(None),
         observers: RefCell::default(),
@@ -171,12 +196,17 @@ pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Con
     glommio::spawn_local(net::serve(served.clone(), listener, config.cluster_hash(), stop.clone())).detach();
     glommio::spawn_local(fence_silent_brokers(served.clone(), config.clone(), stop.clone())).detach();
     if !raft.is_initialized().await.map_err(io::Error::other)? {
-        let members: BTreeMap<u64, BasicNode> =
-            config.voters.iter().map(|(&id, addr)| (id, BasicNode { addr: addr.clone() })).collect();
-        match raft.initialize(members).await {
-            Ok(()) => tracing::info!(node = config.node_id, "metadata quorum initialized"),
-            // Another voter's membership reached this node first: it is formed.
-            Err(e) => tracing::info!(node = config.node_id, error = %e, "metadata quorum already initialized"),
+        match config.initial.clone() {
+            Some(members) => match raft.initialize(members).await {
+                Ok(()) => tracing::info!(node = config.node_id, "metadata quorum initialized"),
+                // Another voter's membership reached this node first: it is formed.
+                Err(e) => tracing::info!(node = config.node_id, error = %e, "metadata quorum already initialized"),
+            },
+            None => tracing::info!(
+                node = config.node_id,
+                directory = config.directory_id,
+                "a controller not yet in the quorum: it takes part once added (AddRaftVoter with this directory id)"
+            ),
         }
     }
     Ok(Controller { raft, state, log, served, heartbeats: RefCell::new(None), config, stop })
@@ -306,6 +336,57 @@ impl<D: Disk> Controller<D> {
     /// Where node `id`'s controller listener is (the membership's address, else the configured one).
     fn address_of(&self, id: u64) -> Option<String> {
         self.voter_addresses().remove(&id)
+    }
+
+    /// Make node `id` a voter (AddRaftVoter), through the active controller, within `limit`.
+    pub async fn add_voter(
+        &self,
+        id: u64,
+        node: super::types::ControllerNode,
+        limit: Duration,
+    ) -> Result<(), super::types::VoterChangeError> {
+        match self.leader().await {
+            Some(l) if l == self.config.node_id => net::add_voter(&self.raft, id, node, limit).await,
+            leader => {
+                let rpc = net::Rpc::AddVoter { id, node, timeout_ms: limit.as_millis() as u64 };
+                self.voter_change_at(leader, rpc, limit + Duration::from_secs(2)).await
+            }
+        }
+    }
+
+    /// Remove voter `id` of directory `directory_id` (RemoveRaftVoter), through the active
+    /// controller.
+    pub async fn remove_voter(&self, id: u64, directory_id: &str) -> Result<(), super::types::VoterChangeError> {
+        match self.leader().await {
+            Some(l) if l == self.config.node_id => net::remove_voter(&self.raft, id, directory_id).await,
+            leader => {
+                let rpc = net::Rpc::RemoveVoter { id, directory_id: directory_id.to_string() };
+                self.voter_change_at(leader, rpc, net::WRITE_TIMEOUT + Duration::from_secs(2)).await
+            }
+        }
+    }
+
+    async fn voter_change_at(
+        &self,
+        leader: Option<u64>,
+        rpc: net::Rpc,
+        limit: Duration,
+    ) -> Result<(), super::types::VoterChangeError> {
+        use super::types::VoterChangeError;
+        let Some((l, addr)) = leader.and_then(|l| self.address_of(l).map(|a| (l, a))) else {
+            return Err(VoterChangeError::NotLeader(leader));
+        };
+        match self.peer(l, &addr).call_rpc(rpc, limit).await {
+            Ok(Reply::VoterChange(r)) => r,
+            Ok(Reply::NotLeader { leader }) => Err(VoterChangeError::NotLeader(leader)),
+            Ok(other) => Err(VoterChangeError::Failed(format!("unexpected reply {other:?}"))),
+            Err(e) => Err(VoterChangeError::Failed(e.to_string())),
+        }
+    }
+
+    /// This node's directory id.
+    pub fn directory_id(&self) -> &str {
+        &self.config.directory_id
     }
 
     /// Serve Kafka's clients of a controller on the CONTROLLER listener through `handoff`.

@@ -7,7 +7,7 @@ use super::controller::Controller;
 use super::net::Reply;
 use super::observer::Observer;
 use super::state::{MetaImage, MetaStateMachine};
-use super::types::{MetaCommand, MetaResponse, QuorumDescription};
+use super::types::{ControllerNode, MetaCommand, MetaResponse, QuorumDescription, VoterChangeError};
 use crate::io::Disk;
 use std::collections::BTreeMap;
 use std::io;
@@ -92,6 +92,29 @@ impl<D: Disk> Member<D> {
         match self {
             Member::Voter(c) => c.voter_addresses(),
             Member::Observer(o) => o.voter_addresses(),
+        }
+    }
+
+    /// Make node `id` a voter (AddRaftVoter), through the active controller, within `limit`.
+    pub async fn add_voter(&self, id: u64, node: ControllerNode, limit: Duration) -> Result<(), VoterChangeError> {
+        match self {
+            Member::Voter(c) => c.add_voter(id, node, limit).await,
+            Member::Observer(o) => {
+                let rpc = super::net::Rpc::AddVoter { id, node, timeout_ms: limit.as_millis() as u64 };
+                o.voter_change(rpc, limit + Duration::from_secs(2)).await
+            }
+        }
+    }
+
+    /// Remove voter `id` of directory `directory_id` (RemoveRaftVoter), through the active
+    /// controller.
+    pub async fn remove_voter(&self, id: u64, directory_id: &str) -> Result<(), VoterChangeError> {
+        match self {
+            Member::Voter(c) => c.remove_voter(id, directory_id).await,
+            Member::Observer(o) => {
+                let rpc = super::net::Rpc::RemoveVoter { id, directory_id: directory_id.to_string() };
+                o.voter_change(rpc, super::net::WRITE_TIMEOUT + Duration::from_secs(2)).await
+            }
         }
     }
 

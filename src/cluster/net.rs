@@ -16,7 +16,7 @@
 //! and dialled again on the next call. Nothing connects eagerly.
 
 use super::state::Raft;
-use super::types::{LogId, MetaCommand, MetaResponse, Snapshot, SnapshotData, SnapshotMeta, Tm, Vote};
+use super::types::{ControllerNode, LogId, MetaCommand, MetaResponse, Snapshot, SnapshotData, SnapshotMeta, Tm, Vote};
 use crate::deadline::within;
 use crate::io::Disk;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -24,7 +24,7 @@ use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError
 use openraft::network::v2::RaftNetworkV2;
 use openraft::network::RPCOption;
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
-use openraft::{BasicNode, RaftNetworkFactory};
+use openraft::RaftNetworkFactory;
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 use std::future::Future;
@@ -82,12 +82,40 @@ pub enum Rpc {
         after: Option<LogId>,
         wait_ms: u64,
     },
+    /// Make node `id` a voter (AddRaftVoter): a learner first, caught up, then a voter.
+    AddVoter {
+        id: u64,
+        node: ControllerNode,
+        timeout_ms: u64,
+    },
+    /// Remove voter `id` with directory `directory_id` (RemoveRaftVoter).
+    RemoveVoter {
+        id: u64,
+        directory_id: String,
+    },
 }
 
 impl Rpc {
-    /// What an observer (a broker-only node) may ask of a controller.
+    /// Whether it is openraft's replication or election, which a node whose directory is not
+    /// the one the sender's membership names must refuse.
+    fn is_raft(&self) -> bool {
+        matches!(self, Rpc::Append(_) | Rpc::Vote(_) | Rpc::PreVote(_) | Rpc::Snapshot { .. })
+    }
+}
+
+impl Rpc {
+    /// What an observer (a broker-only node) may ask of a controller: what its broker needs and
+    /// the quorum's admin calls it forwards (authorized by the broker, as Kafka's forwarding).
     fn observer_may(&self) -> bool {
-        matches!(self, Rpc::Fetch { .. } | Rpc::Write(_) | Rpc::Heartbeat { .. } | Rpc::DescribeQuorum)
+        matches!(
+            self,
+            Rpc::Fetch { .. }
+                | Rpc::Write(_)
+                | Rpc::Heartbeat { .. }
+                | Rpc::DescribeQuorum
+                | Rpc::AddVoter { .. }
+                | Rpc::RemoveVoter { .. }
+        )
     }
 }
 
@@ -129,6 +157,8 @@ pub enum Reply {
     },
     /// The request could not be served (a cluster mismatch, a shutdown, a bad frame).
     Failed(String),
+    /// A voter change's outcome.
+    VoterChange(Result<(), super::types::VoterChangeError>),
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -137,6 +167,10 @@ struct Request {
     /// The sending node's id.
     #[serde(default)]
     from: u64,
+    /// The directory id the sender's membership gives the receiver (KIP-853's voter key; empty:
+    /// none, a static quorum).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    to_dir: String,
     rpc: Rpc,
 }
 
@@ -220,6 +254,8 @@ pub struct Peer {
     from: u64,
     target: u64,
     addr: String,
+    /// The target's directory id as the membership names it (empty: none).
+    to_dir: String,
     cluster: u64,
     links: Option<Rc<Links>>,
     stream: Option<glommio::net::TcpStream>,
@@ -228,7 +264,12 @@ pub struct Peer {
 impl Peer {
     /// Calls from node `from` to node `target` at `addr`.
     pub fn new(from: u64, target: u64, addr: String, cluster: u64, links: Option<Rc<Links>>) -> Peer {
-        Peer { from, target, addr, cluster, links, stream: None }
+        Peer { from, target, addr, to_dir: String::new(), cluster, links, stream: None }
+    }
+
+    /// Calls to a member of the quorum as the membership names it.
+    pub fn to_member(from: u64, target: u64, node: &ControllerNode, cluster: u64, links: Option<Rc<Links>>) -> Peer {
+        Peer { to_dir: node.directory_id.clone(), ..Peer::new(from, target, node.addr.clone(), cluster, links) }
     }
 
     /// One round trip, dialling first if needed; any failure drops the connection.
@@ -237,8 +278,8 @@ impl Peer {
             self.stream = None;
             return Err(CallError::Connect(self.addr.clone(), io::Error::from(io::ErrorKind::ConnectionRefused)));
         }
-        let body = serde_json::to_vec(&Request { cluster: self.cluster, from: self.from, rpc })
-            .map_err(|e| CallError::Io(self.addr.clone(), io::Error::other(e)))?;
+        let request = Request { cluster: self.cluster, from: self.from, to_dir: self.to_dir.clone(), rpc };
+        let body = serde_json::to_vec(&request).map_err(|e| CallError::Io(self.addr.clone(), io::Error::other(e)))?;
         if body.len() > MAX_FRAME {
             let e = io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -293,6 +334,11 @@ impl Peer {
     /// Ask this peer (the leader, as far as the caller knows) how the quorum stands.
     pub async fn describe_quorum(&mut self, limit: Duration) -> io::Result<Reply> {
         self.call(Rpc::DescribeQuorum, limit).await.map_err(io::Error::other)
+    }
+
+    /// Any call, answered by the peer's reply (a refusal is an error).
+    pub async fn call_rpc(&mut self, rpc: Rpc, limit: Duration) -> io::Result<Reply> {
+        self.call(rpc, limit).await.map_err(io::Error::other)
     }
 
     /// Fetch the committed metadata after `after` from this peer (any controller).
@@ -410,8 +456,8 @@ pub struct Network {
 impl RaftNetworkFactory<Tm> for Network {
     type Network = Peer;
 
-    async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
-        Peer::new(self.me, target, node.addr.clone(), self.cluster, self.links.clone())
+    async fn new_client(&mut self, target: u64, node: &ControllerNode) -> Peer {
+        Peer::to_member(self.me, target, node, self.cluster, self.links.clone())
     }
 }
 
@@ -428,6 +474,10 @@ pub struct Served<D: Disk> {
     pub raft: Raft<D>,
     pub state: super::state::MetaStateMachine<D>,
     pub log: super::log_store::MetaLog<D>,
+    /// This node's directory id (`meta.properties`).
+    pub directory_id: String,
+    /// When a directory id mismatch was last logged.
+    pub mismatch_logged: Cell<Option<std::time::Instant>>,
     pub liveness: Rc<super::liveness::Liveness>,
     /// Kafka's clients on this listener (none: such connections are closed).
     pub kafka: std::cell::RefCell<Option<Handoff>>,
@@ -516,6 +566,23 @@ async fn connection<D: Disk>(
             ),
             // Over a cut link: as if it never arrived.
             Ok(r) if Links::is_cut(&served.links, r.from, served.me) => return Ok(()),
+            // The sender takes this node for a voter whose directory was another (this one
+            // was wiped or replaced): it must neither vote nor count as that voter's copy
+            // until it is added again (KIP-853).
+            Ok(r) if r.rpc.is_raft() && !r.to_dir.is_empty() && r.to_dir != served.directory_id => {
+                let why = format!(
+                    "directory id mismatch: node {} is a voter with directory {}, this node's directory is {}; \
+                     remove that voter and add this node again (RemoveRaftVoter, AddRaftVoter)",
+                    served.me, r.to_dir, served.directory_id
+                );
+                // Once every 10 s at most: the leader retries at every heartbeat.
+                let now = std::time::Instant::now();
+                if served.mismatch_logged.get().is_none_or(|at| now.duration_since(at) > Duration::from_secs(10)) {
+                    served.mismatch_logged.set(Some(now));
+                    tracing::warn!(leader = r.from, "refusing to stand in for a voter: {why}");
+                }
+                Reply::Failed(why)
+            }
             Ok(r) => handle(&served, r.from, r.rpc).await,
         };
         let bytes = serde_json::to_vec(&reply).map_err(io::Error::other)?;
@@ -540,6 +607,11 @@ async fn handle<D: Disk>(served: &Served<D>, from: u64, rpc: Rpc) -> Reply {
         },
         Rpc::Heartbeat { broker, epoch } => heartbeat(served, broker, epoch).await,
         Rpc::DescribeQuorum => describe_quorum(served).await,
+        Rpc::AddVoter { id, node, timeout_ms } => {
+            let limit = Duration::from_millis(timeout_ms).clamp(Duration::from_secs(1), Duration::from_secs(120));
+            Reply::VoterChange(add_voter(raft, id, node, limit).await)
+        }
+        Rpc::RemoveVoter { id, directory_id } => Reply::VoterChange(remove_voter(raft, id, &directory_id).await),
         Rpc::Fetch { after, wait_ms } => {
             let log_end = after.map_or(0, |l| l.index + 1);
             served.observers.borrow_mut().insert(from, (log_end, now_ms()));
@@ -609,18 +681,26 @@ pub async fn describe_quorum(served: &Served<impl Disk>) -> Reply {
     let m = raft.metrics().borrow_watched().clone();
     let now_ms = now_ms();
     let high_watermark = m.local_committed.map_or(0, |l| l.index + 1);
+    let membership = m.membership_config.membership();
+    let directory = |id: u64| membership.get_node(&id).map(|n| n.directory_id.clone()).unwrap_or_default();
     let progress = |id: u64| {
+        let directory_id = directory(id);
         if id == m.id {
             let log_end = m.last_log_index.map_or(0, |i| i + 1);
-            return super::types::ReplicaProgress { id, log_end, last_fetch_ms: now_ms, last_caught_up_ms: now_ms };
+            return super::types::ReplicaProgress {
+                id,
+                directory_id,
+                log_end,
+                last_fetch_ms: now_ms,
+                last_caught_up_ms: now_ms,
+            };
         }
         let log_end = m.replication.as_ref().and_then(|r| r.get(&id).cloned().flatten()).map_or(0, |l| l.index + 1);
         let acked = m.heartbeat.as_ref().and_then(|h| h.get(&id).cloned().flatten());
         let last_fetch_ms = acked.map_or(-1, |at| now_ms - at.elapsed().as_millis() as i64);
         let last_caught_up_ms = if log_end >= high_watermark { last_fetch_ms } else { -1 };
-        super::types::ReplicaProgress { id, log_end, last_fetch_ms, last_caught_up_ms }
+        super::types::ReplicaProgress { id, directory_id, log_end, last_fetch_ms, last_caught_up_ms }
     };
-    let membership = m.membership_config.membership();
     Reply::Quorum(super::types::QuorumDescription {
         leader: m.id,
         term: m.current_term,
@@ -633,6 +713,7 @@ pub async fn describe_quorum(served: &Served<impl Disk>) -> Reply {
             for (&id, &(log_end, at)) in fetched.iter() {
                 let caught_up = if log_end >= high_watermark { at } else { -1 };
                 observers.push(super::types::ReplicaProgress {
+                    directory_id: String::new(),
                     id,
                     log_end,
                     last_fetch_ms: at,
@@ -682,5 +763,96 @@ pub async fn write<D: Disk>(raft: &Raft<D>, command: MetaCommand) -> Reply {
             Some(f) => Reply::NotLeader { leader: f.leader_id },
             None => Reply::Failed(e.to_string()),
         },
+    }
+}
+
+/// Whether the membership is a dynamic quorum's (its voters carry directory ids): only then are
+/// voters added and removed (a static quorum's voters are `controller.quorum.voters`, the same
+/// on every node, as KRaft version 0).
+fn dynamic(membership: &openraft::Membership<u64, ControllerNode>) -> bool {
+    membership.nodes().all(|(_, n)| !n.directory_id.is_empty())
+}
+
+fn change_error(
+    e: openraft::errors::RaftError<Tm, openraft::errors::ClientWriteError<Tm>>,
+) -> super::types::VoterChangeError {
+    use super::types::VoterChangeError;
+    match e.forward_to_leader() {
+        Some(f) => VoterChangeError::NotLeader(f.leader_id),
+        None => VoterChangeError::Failed(e.to_string()),
+    }
+}
+
+/// On the leader: node `id` at `node` becomes a voter. It is added as a learner and caught up
+/// first (openraft's blocking `add_learner`), then made a voter (joint consensus), within `limit`.
+pub async fn add_voter<D: Disk>(
+    raft: &Raft<D>,
+    id: u64,
+    node: ControllerNode,
+    limit: Duration,
+) -> Result<(), super::types::VoterChangeError> {
+    use super::types::VoterChangeError;
+    use openraft_rt::WatchReceiver;
+    if !raft.is_leader() {
+        return Err(VoterChangeError::NotLeader(raft.current_leader().await));
+    }
+    let membership = raft.metrics().borrow_watched().membership_config.membership().clone();
+    if !dynamic(&membership) {
+        return Err(VoterChangeError::StaticQuorum);
+    }
+    if node.directory_id.is_empty() {
+        return Err(VoterChangeError::Invalid("a voter needs its directory id".into()));
+    }
+    if membership.voter_ids().any(|v| v == id) {
+        return Err(VoterChangeError::DuplicateVoter(id));
+    }
+    let work = async {
+        raft.add_learner(id, node.clone(), true).await.map_err(change_error)?;
+        let voters: std::collections::BTreeSet<u64> = [id].into();
+        raft.change_membership(openraft::ChangeMembers::AddVoterIds(voters), false).await.map_err(change_error)?;
+        Ok(())
+    };
+    match within(limit, work).await {
+        Some(r) => {
+            if r.is_ok() {
+                tracing::info!(voter = id, %node, "voter added to the metadata quorum");
+            }
+            r
+        }
+        None => Err(VoterChangeError::TimedOut(limit)),
+    }
+}
+
+/// On the leader: voter `id` of directory `directory_id` leaves the quorum (and its node
+/// entry: a node of that id joins again only by [`add_voter`]).
+pub async fn remove_voter<D: Disk>(
+    raft: &Raft<D>,
+    id: u64,
+    directory_id: &str,
+) -> Result<(), super::types::VoterChangeError> {
+    use super::types::VoterChangeError;
+    use openraft_rt::WatchReceiver;
+    if !raft.is_leader() {
+        return Err(VoterChangeError::NotLeader(raft.current_leader().await));
+    }
+    let membership = raft.metrics().borrow_watched().membership_config.membership().clone();
+    if !dynamic(&membership) {
+        return Err(VoterChangeError::StaticQuorum);
+    }
+    let known = membership.get_node(&id).filter(|_| membership.voter_ids().any(|v| v == id));
+    if known.is_none_or(|n| n.directory_id != directory_id) {
+        return Err(VoterChangeError::VoterNotFound(id, directory_id.to_string()));
+    }
+    if membership.voter_ids().count() == 1 {
+        return Err(VoterChangeError::Invalid("the quorum's last voter cannot be removed".into()));
+    }
+    let voters: std::collections::BTreeSet<u64> = [id].into();
+    match within(WRITE_TIMEOUT, raft.change_membership(openraft::ChangeMembers::RemoveVoters(voters), false)).await {
+        Some(Ok(_)) => {
+            tracing::info!(voter = id, directory = directory_id, "voter removed from the metadata quorum");
+            Ok(())
+        }
+        Some(Err(e)) => Err(change_error(e)),
+        None => Err(VoterChangeError::TimedOut(WRITE_TIMEOUT)),
     }
 }

@@ -117,6 +117,11 @@ impl<D: Disk> Observer<D> {
             let p = peer.get_or_insert_with(|| self.leader_peer(attempt));
             let reply = p.fetch(self.state.last_applied(), Duration::from_millis(500)).await;
             let outcome = match reply {
+                // A controller that knows no leader and has nothing (one not yet in the quorum,
+                // or one cut off from it): ask another.
+                Ok(Reply::Entries { entries, leader: None }) if entries.is_empty() => {
+                    Err(io::Error::other("the controller knows no active controller"))
+                }
                 Ok(Reply::Entries { entries, leader }) => {
                     self.note_leader(leader);
                     self.state.apply_committed(&entries).map(|_| ())
@@ -195,6 +200,21 @@ impl<D: Disk> Observer<D> {
             io::ErrorKind::TimedOut,
             format!("metadata write not committed within {limit:?}: {last_error}"),
         ))
+    }
+
+    /// A voter change (AddRaftVoter, RemoveRaftVoter) through the active controller.
+    pub async fn voter_change(&self, rpc: net::Rpc, limit: Duration) -> Result<(), super::types::VoterChangeError> {
+        use super::types::VoterChangeError;
+        let mut peer = self.leader_peer(0);
+        match peer.call_rpc(rpc, limit).await {
+            Ok(Reply::VoterChange(r)) => r,
+            Ok(Reply::NotLeader { leader }) => {
+                self.note_leader(leader);
+                Err(VoterChangeError::NotLeader(leader))
+            }
+            Ok(other) => Err(VoterChangeError::Failed(format!("unexpected reply {other:?}"))),
+            Err(e) => Err(VoterChangeError::Failed(e.to_string())),
+        }
     }
 
     /// Broker `broker`'s heartbeat (registration `epoch`) to the active controller.

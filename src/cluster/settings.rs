@@ -57,6 +57,10 @@ pub struct ClusterSettings {
     /// controller, where it binds; it serves the quorum (and Kafka's clients of a controller).
     pub controller_listener: String,
     pub controller_addr: Option<SocketAddr>,
+    /// A dynamic quorum (KIP-853: `controller.quorum.bootstrap.servers`, no
+    /// `controller.quorum.voters`): voters carry directory ids and are added and removed while
+    /// it serves. `voters` then holds this node alone when it starts the quorum, else nothing.
+    pub dynamic: bool,
     /// `controller.quorum.election.timeout.ms`.
     pub election_timeout: Duration,
     /// `broker.heartbeat.interval.ms`: how often the broker tells the active controller it is
@@ -132,13 +136,12 @@ fn bootstrap_servers(value: &str) -> anyhow::Result<Vec<(String, u16)>> {
     Ok(servers)
 }
 
-/// A quorum named by `controller.quorum.bootstrap.servers` alone (KIP-853's dynamic quorum):
-/// this node as its one voter, when the servers name only this node's controller listener
-/// (its port, at an address of this host), as Kafka's shipped single-node server.properties
-/// does. One voter cannot split from another, so no format step is needed. Servers naming
-/// other controllers would mean joining a quorum that exists, which is refused: list the voters
-/// in `controller.quorum.voters`.
-fn standalone_voter(node: u64, servers: &str, controller: SocketAddr) -> anyhow::Result<BTreeMap<u64, String>> {
+/// A dynamic quorum's first controller (KIP-853): this node as the one voter when
+/// `controller.quorum.bootstrap.servers` names only this node's controller listener (its port,
+/// at an address of this host), as Kafka's shipped single-node files do. One voter cannot split
+/// from another, so no format step is needed. `None`: the servers name other controllers, a
+/// quorum this node joins once added (AddRaftVoter).
+fn standalone_voter(node: u64, servers: &str, controller: SocketAddr) -> anyhow::Result<Option<BTreeMap<u64, String>>> {
     let listed = bootstrap_servers(servers)?;
     let own = |(host, port): &(String, u16)| {
         *port == controller.port()
@@ -149,14 +152,10 @@ fn standalone_voter(node: u64, servers: &str, controller: SocketAddr) -> anyhow:
                 })
             })
     };
-    match listed.as_slice() {
-        [one] if own(one) => Ok(BTreeMap::from([(node, format!("{}:{}", one.0, one.1))])),
-        _ => bail!(
-            "controller.quorum.bootstrap.servers={servers}: tidemark starts a quorum from it only when it names \
-             this node's controller listener alone (a single-controller cluster); for several controllers list \
-             them in controller.quorum.voters"
-        ),
-    }
+    Ok(match listed.as_slice() {
+        [one] if own(one) => Some(BTreeMap::from([(node, format!("{}:{}", one.0, one.1))])),
+        _ => None,
+    })
 }
 
 /// Check one value as it is set (the numbers' bounds are the settings registry's,
@@ -244,13 +243,14 @@ pub fn resolve(
     let servers = get("controller.quorum.bootstrap.servers");
     let voters = match (&given_voters, &servers, controller_addr) {
         (Some(v), _, _) => v.clone(),
-        (None, Some(servers), Some(addr)) => standalone_voter(node, servers, addr)?,
+        (None, Some(servers), Some(addr)) => standalone_voter(node, servers, addr)?.unwrap_or_default(),
         (None, Some(_), None) => BTreeMap::new(),
         (None, None, _) => {
             bail!("process.roles is set: controller.quorum.voters (or controller.quorum.bootstrap.servers) is required")
         }
     };
-    let controller_servers = if voters.is_empty() {
+    let dynamic = given_voters.is_none();
+    let controller_servers = if dynamic {
         bootstrap_servers(servers.as_deref().expect("given"))?
             .into_iter()
             .map(|(host, port)| if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") })
@@ -258,7 +258,7 @@ pub fn resolve(
     } else {
         voters.values().cloned().collect()
     };
-    if roles.controller() && !voters.contains_key(&node) {
+    if roles.controller() && !dynamic && !voters.contains_key(&node) {
         bail!(
             "node.id={node} is not among controller.quorum.voters ({})",
             voters.keys().map(u64::to_string).collect::<Vec<_>>().join(",")
@@ -293,6 +293,7 @@ pub fn resolve(
         controller_servers,
         controller_listener: name,
         controller_addr,
+        dynamic,
         election_timeout: Duration::from_millis(election_ms),
         broker_heartbeat: Duration::from_millis(heartbeat_ms),
         broker_session_timeout: Duration::from_millis(session_ms),
@@ -383,8 +384,12 @@ mod tests {
         };
         let c = alone("localhost:9093").unwrap().expect("clustered");
         assert_eq!(c.voters, BTreeMap::from([(1, "localhost:9093".to_string())]));
-        assert!(alone("127.0.0.1:9094").unwrap_err().to_string().contains("controller.quorum.voters"));
-        assert!(alone("127.0.0.1:9093,127.0.0.2:9093").is_err(), "other controllers: a quorum to join");
+        assert!(c.dynamic);
+        // Other controllers: a quorum to join once added (no voter yet, the servers to ask).
+        let join = alone("127.0.0.1:9094").unwrap().expect("clustered");
+        assert!(join.voters.is_empty() && join.dynamic);
+        assert_eq!(join.controller_servers, ["127.0.0.1:9094"]);
+        assert!(alone("127.0.0.1:9093,127.0.0.2:9093").unwrap().expect("clustered").voters.is_empty());
     }
 
     /// Kafka's isolated roles, as its shipped controller.properties and broker.properties set

@@ -13,7 +13,7 @@ openraft::declare_raft_types!(
         D = MetaCommand,
         R = MetaResponse,
         NodeId = u64,
-        Node = openraft::BasicNode,
+        Node = ControllerNode,
         AsyncRuntime = GlommioRuntime,
 );
 
@@ -26,6 +26,47 @@ pub type SnapshotMeta = openraft::alias::SnapshotMetaOf<Tm>;
 pub type Snapshot = openraft::alias::SnapshotOf<Tm, SnapshotData>;
 pub type LogState = openraft::storage::LogState<Tm>;
 pub type IOFlushed = openraft::storage::IOFlushed<Tm>;
+
+/// A member of the quorum as the membership names it: its CONTROLLER listener and, in a
+/// dynamic quorum (KIP-853), its metadata directory's id (`meta.properties`' `directory.id`),
+/// so that a node whose directory was replaced is not taken for the voter it was. Serialized
+/// as openraft's `BasicNode` was (`{"addr": ...}`), with the directory id when there is one.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct ControllerNode {
+    pub addr: String,
+    /// Empty for a static quorum (`controller.quorum.voters`, KRaft version 0: no check).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub directory_id: String,
+}
+
+impl std::fmt::Display for ControllerNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.directory_id.is_empty() {
+            write!(f, "{}", self.addr)
+        } else {
+            write!(f, "{} (directory {})", self.addr, self.directory_id)
+        }
+    }
+}
+
+/// Why a voter change (AddRaftVoter, RemoveRaftVoter) was not made.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VoterChangeError {
+    #[error("not the active controller (it is {0:?})")]
+    NotLeader(Option<u64>),
+    #[error("the quorum's voters are static (controller.quorum.voters): voters are added and removed only in a dynamic quorum (controller.quorum.bootstrap.servers)")]
+    StaticQuorum,
+    #[error("node {0} is already a voter")]
+    DuplicateVoter(u64),
+    #[error("no voter {0} with directory {1}")]
+    VoterNotFound(u64, String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("not done within {0:?}")]
+    TimedOut(std::time::Duration),
+    #[error("{0}")]
+    Failed(String),
+}
 
 /// A snapshot's bytes: the metadata image as JSON ([`super::state`]).
 pub type SnapshotData = std::io::Cursor<Vec<u8>>;
@@ -56,6 +97,9 @@ pub struct QuorumDescription {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaProgress {
     pub id: u64,
+    /// Its directory id in a dynamic quorum (empty: none).
+    #[serde(default)]
+    pub directory_id: String,
     /// The index after its last entry the leader knows it has (0: none known).
     pub log_end: u64,
     /// When the leader last heard from it, in ms since the Unix epoch (-1: never).

@@ -554,6 +554,47 @@ crate::schema! {
     }
 }
 
+// ---------------------------------------------------------------- AddRaftVoter (80)
+
+crate::schema! {
+    pub struct AddRaftVoterRequest {
+        pub cluster_id: Option<String> => nullable_string,
+        pub timeout_ms: i32 => int32,
+        pub voter_id: i32 => int32,
+        pub voter_directory_id: [u8; 16] => uuid,
+        /// Its controller listeners (the first is used).
+        pub listeners: Vec<QuorumListener> => array,
+        /// v1+: answer once the new voter set is committed (always so here).
+        pub ack_when_committed: bool = true => boolean if 1..,
+    }
+}
+
+crate::schema! {
+    pub struct AddRaftVoterResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+    }
+}
+
+// ---------------------------------------------------------------- RemoveRaftVoter (81)
+
+crate::schema! {
+    pub struct RemoveRaftVoterRequest {
+        pub cluster_id: Option<String> => nullable_string,
+        pub voter_id: i32 => int32,
+        pub voter_directory_id: [u8; 16] => uuid,
+    }
+}
+
+crate::schema! {
+    pub struct RemoveRaftVoterResponse {
+        pub throttle_time_ms: i32 => int32,
+        pub error_code: ErrorCode => error_code,
+        pub error_message: Option<String> => nullable_string,
+    }
+}
+
 // ---------------------------------------------------------------- UpdateFeatures (57)
 
 crate::schema! {

@@ -75,6 +75,8 @@ pub const DESCRIBE_QUORUM: i16 = 55;
 pub const UPDATE_FEATURES: i16 = 57;
 pub const DESCRIBE_CLUSTER: i16 = 60;
 pub const UNREGISTER_BROKER: i16 = 64;
+pub const ADD_RAFT_VOTER: i16 = 80;
+pub const REMOVE_RAFT_VOTER: i16 = 81;
 pub const DESCRIBE_PRODUCERS: i16 = 61;
 pub const DESCRIBE_TRANSACTIONS: i16 = 65;
 pub const LIST_TRANSACTIONS: i16 = 66;
@@ -140,6 +142,8 @@ pub const SUPPORTED: &[(i16, i16, i16, i16)] = &[
     (CONSUMER_GROUP_DESCRIBE, 0, 1, 0),
     (LIST_CONFIG_RESOURCES, 0, 1, 0),
     (DESCRIBE_TOPIC_PARTITIONS, 0, 0, 0),
+    (ADD_RAFT_VOTER, 0, 1, 0),
+    (REMOVE_RAFT_VOTER, 0, 0, 0),
 ];
 
 /// Whether `version` of `api` is flexible. Unknown APIs are treated as not flexible (their
@@ -195,6 +199,8 @@ pub enum Request {
     UpdateFeatures(UpdateFeaturesRequest),
     DescribeQuorum(DescribeQuorumRequest),
     UnregisterBroker(UnregisterBrokerRequest),
+    AddRaftVoter(AddRaftVoterRequest),
+    RemoveRaftVoter(RemoveRaftVoterRequest),
     /// AlterConfigs or IncrementalAlterConfigs (`incremental` tells which).
     AlterConfigs(AlterConfigsRequest),
     FindCoordinator(FindCoordinatorRequest),
@@ -255,6 +261,8 @@ impl Request {
             Self::UpdateFeatures(_) => UPDATE_FEATURES,
             Self::DescribeQuorum(_) => DESCRIBE_QUORUM,
             Self::UnregisterBroker(_) => UNREGISTER_BROKER,
+            Self::AddRaftVoter(_) => ADD_RAFT_VOTER,
+            Self::RemoveRaftVoter(_) => REMOVE_RAFT_VOTER,
             Self::AlterConfigs(m) if m.incremental => INCREMENTAL_ALTER_CONFIGS,
             Self::AlterConfigs(_) => ALTER_CONFIGS,
             Self::FindCoordinator(_) => FIND_COORDINATOR,
@@ -316,6 +324,8 @@ impl Request {
             Self::UpdateFeatures(mut m) => encode_request(header, &mut m),
             Self::DescribeQuorum(mut m) => encode_request(header, &mut m),
             Self::UnregisterBroker(mut m) => encode_request(header, &mut m),
+            Self::AddRaftVoter(mut m) => encode_request(header, &mut m),
+            Self::RemoveRaftVoter(mut m) => encode_request(header, &mut m),
             Self::AlterConfigs(mut m) => encode_request(header, &mut m),
             Self::FindCoordinator(mut m) => encode_request(header, &mut m),
             Self::OffsetCommit(mut m) => encode_request(header, &mut m),
@@ -417,6 +427,8 @@ pub fn decode_request(frame: Bytes) -> Result<(RequestHeader, Request), DecodeFa
         UPDATE_FEATURES => body(&mut r, version).map(Request::UpdateFeatures),
         DESCRIBE_QUORUM => body(&mut r, version).map(Request::DescribeQuorum),
         UNREGISTER_BROKER => body(&mut r, version).map(Request::UnregisterBroker),
+        ADD_RAFT_VOTER => body(&mut r, version).map(Request::AddRaftVoter),
+        REMOVE_RAFT_VOTER => body(&mut r, version).map(Request::RemoveRaftVoter),
         ALTER_CONFIGS | INCREMENTAL_ALTER_CONFIGS => {
             let mut m = AlterConfigsRequest { incremental: api == INCREMENTAL_ALTER_CONFIGS, ..Default::default() };
             m.codec(&mut r, version).map(|_| Request::AlterConfigs(m))
@@ -606,6 +618,8 @@ throttled!(
     ListConfigResourcesResponse,
     UpdateFeaturesResponse,
     UnregisterBrokerResponse,
+    AddRaftVoterResponse,
+    RemoveRaftVoterResponse,
     AlterConfigsResponse,
     FindCoordinatorResponse,
     JoinGroupResponse,

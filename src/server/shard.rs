@@ -442,6 +442,11 @@ impl Shard {
         self.identity.cluster_id
     }
 
+    /// The data directory's id (`meta.properties`' `directory.id`).
+    pub fn directory_id(&self) -> Uuid {
+        self.identity.directory_id
+    }
+
     /// Look at a topic as this shard knows it.
     pub fn topic<R>(&self, name: &str, f: impl FnOnce(&TopicInfo) -> R) -> Option<R> {
         self.topics.topic(name, f)

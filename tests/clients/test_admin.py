@@ -404,7 +404,7 @@ def test_api_versions_advertise_what_is_implemented(broker):
     """ApiVersions v2, v3 and v4 (kafka-python asks v4 first) list the same APIs and versions
     (the broker's one table, which the protocol tests check the codec against), including the
     admin APIs, OffsetForLeaderEpoch (23) and the inter-broker WriteTxnMarkers (27); an API
-    outside the list (AddRaftVoter, 80) closes the connection, as Kafka does. The v3/v4
+    outside the list (UpdateRaftVoter, 82, which Kafka's brokers do not serve either) closes the connection, as Kafka does. The v3/v4
     answers carry the feature levels as tagged fields: FinalizedFeaturesEpoch (tag 1, 0 on a
     new broker) and FinalizedFeatures (tag 2); SupportedFeatures (tag 0) only at v4, since both
     features tidemark supports start at level 0, which Kafka leaves out of v3 answers.
@@ -433,12 +433,12 @@ def test_api_versions_advertise_what_is_implemented(broker):
             assert tags[1] == bytes(8), "epoch 0"
             assert r.pos == len(r.buf)
             assert listed == keys, (v, listed, keys)
-        assert 80 not in keys and keys[55] == (0, 2) and keys[64] == (0, 0) and keys[24] == (0, 5) and keys[18] == (0, 4) and keys[21] == (0, 2) and keys[37] == (0, 3)
+        assert 82 not in keys and keys[80] == (0, 1) and keys[55] == (0, 2) and keys[64] == (0, 0) and keys[24] == (0, 5) and keys[18] == (0, 4) and keys[21] == (0, 2) and keys[37] == (0, 3)
         assert keys[23] == (0, 4) and keys[27] == (0, 1)
     # An unadvertised API: the connection closes without an answer.
     with Conn(broker) as c:
-        c.send(c.request(80, 0, b""))
-        assert_closed(c, "AddRaftVoter v0")
+        c.send(c.request(82, 0, b""))
+        assert_closed(c, "UpdateRaftVoter v0")
     k = kadmin(broker)
     try:
         features = k.describe_features()

@@ -895,8 +895,6 @@ LEFT_OUT = {
     77: "ShareGroupDescribe: share groups (KIP-932)",
     78: "ShareFetch: share groups (KIP-932)",
     79: "ShareAcknowledge: share groups (KIP-932)",
-    80: "AddRaftVoter: the dynamic quorum",
-    81: "RemoveRaftVoter: the dynamic quorum",
     83: "InitializeShareGroupState: share groups (KIP-932)",
     84: "ReadShareGroupState: share groups (KIP-932)",
     85: "WriteShareGroupState: share groups (KIP-932)",

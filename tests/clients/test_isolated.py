@@ -3,13 +3,22 @@ the metadata quorum) and two broker-only nodes (process.roles=broker, which find
 controller.quorum.bootstrap.servers, follow it as observers and host every partition). Five
 processes share the machine's two cores: the waits are generous.
 
-What is checked: the brokers register through the controllers and the controllers hold no
-partition; an idempotent acks=all producer writes while the active controller is SIGKILLed:
-another controller takes over, nothing acknowledged is lost, and metadata changes (a topic
-created, partitions added) keep working; the killed controller restarts and catches up as a
-voter; the brokers are listed as the quorum's observers.
+What is checked, with static voters (controller.quorum.voters): the brokers register through
+the controllers and the controllers hold no partition; an idempotent acks=all producer writes
+while the active controller is SIGKILLed: another controller takes over, nothing acknowledged
+is lost, and metadata changes (a topic created, partitions added) keep working; the killed
+controller restarts and catches up as a voter; the brokers are listed as the quorum's
+observers.
+
+With a dynamic quorum (KIP-853, controller.quorum.bootstrap.servers only): the first
+controller starts the quorum alone, the other two are added with AddRaftVoter (sent to a
+broker, which forwards it); under load, a controller's disk is wiped and it restarts with a new
+directory id: it is refused as the voter it was (the quorum lists the old directory), is
+removed (RemoveRaftVoter) and added again with its new directory, and catches up; then the
+active controller is SIGKILLed. Nothing acknowledged is lost and metadata keeps changing.
 """
 import os
+import shutil
 import signal
 import tempfile
 import threading
@@ -29,7 +38,8 @@ BROKERS = (4, 5)
 
 
 class Isolated:
-    def __init__(self, root):
+    def __init__(self, root, dynamic=False):
+        self.dynamic = dynamic
         self.ports = {n: free_port() for n in CONTROLLERS + BROKERS}
         self.nodes = {}
         for n in CONTROLLERS + BROKERS:
@@ -47,11 +57,18 @@ class Isolated:
             "--set", "broker.session.timeout.ms=3000",
         ]
         if n in CONTROLLERS:
+            if not self.dynamic:
+                quorum = f"controller.quorum.voters={self.voters}"
+            elif n == CONTROLLERS[0]:
+                # The dynamic quorum's first controller: its bootstrap servers name it alone.
+                quorum = f"controller.quorum.bootstrap.servers=127.0.0.1:{self.ports[n]}"
+            else:
+                quorum = f"controller.quorum.bootstrap.servers={self.bootstrap_controllers}"
             role = [
                 "--set", "process.roles=controller",
                 "--set", f"listeners=CONTROLLER://127.0.0.1:{self.ports[n]}",
                 "--set", "listener.security.protocol.map=CONTROLLER:PLAINTEXT",
-                "--set", f"controller.quorum.voters={self.voters}",
+                "--set", quorum,
             ]
         else:
             role = [
@@ -161,8 +178,7 @@ def test_isolated_controllers_survive_the_active_controllers_kill(isolated):
     try:
         time.sleep(2)
         old = isolated.quorum()["leader"]
-        isolated.nodes[old].proc.send_signal(signal.SIGKILL)
-        isolated.nodes[old].proc.wait()
+        isolated.nodes[old].stop(signal.SIGKILL)
         killed_at = time.time()
         left = tuple(n for n in CONTROLLERS if n != old)
         q = isolated.wait_quorum("a new active controller", lambda q: q["leader"] in left, among=left)
@@ -194,3 +210,137 @@ class Shim:
 
     def __init__(self, isolated):
         self.brokers = isolated.nodes
+
+
+def directory_id(node):
+    """A node's directory id from its meta.properties (as an operator reads it): (text, 16 bytes)."""
+    import base64
+    with open(os.path.join(node.data_dir, "meta.properties")) as f:
+        text = dict(line.strip().split("=", 1) for line in f if "=" in line and not line.startswith("#"))["directory.id"]
+    return text, base64.urlsafe_b64decode(text + "==")
+
+
+def voter_call(via, api, body):
+    """AddRaftVoter (80) v0 or RemoveRaftVoter (81) v0, raw, to node `via`: (error, message)."""
+    from test_admin import CR
+    from test_bad_input import Conn
+    with Conn(via, timeout=90) as c:
+        r = CR(c.call(api, 0, body, flexible=True).buf)
+    r.tags()
+    r.i32()  # throttle
+    return r.i16(), r.nstring_c()
+
+
+def add_voter(via, voter, directory, port):
+    import struct
+    name, host = b"CONTROLLER", b"127.0.0.1"
+    body = (b"\x00" + struct.pack(">ii", 60000, voter) + directory + b"\x02" + bytes([len(name) + 1]) + name
+            + bytes([len(host) + 1]) + host + struct.pack(">H", port) + b"\x00" + b"\x00")
+    return voter_call(via, 80, body)
+
+
+def remove_voter(via, voter, directory):
+    import struct
+    return voter_call(via, 81, b"\x00" + struct.pack(">i", voter) + directory + b"\x00")
+
+
+@pytest.fixture
+def dynamic():
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as d:
+        c = Isolated(d, dynamic=True)
+        try:
+            for n in CONTROLLERS + BROKERS:
+                c.start(n)
+            yield c
+        finally:
+            c.stop_all()
+
+
+def test_dynamic_quorum_replaces_a_wiped_controller(dynamic):
+    """A dynamic quorum grown from one controller to three by AddRaftVoter; a wiped controller
+    replaced (RemoveRaftVoter, AddRaftVoter with its new directory) under load, then the active
+    controller killed: nothing acknowledged lost, metadata keeps changing."""
+    first, second, third = CONTROLLERS
+    broker = dynamic.nodes[BROKERS[0]]
+    dynamic.wait_quorum("the first controller leads alone", lambda q: set(q["voters"]) == {first}, among=(first,))
+    assert remove_voter(broker, first, directory_id(dynamic.nodes[first])[1])[0] != 0, "the last voter removed"
+    for n in (second, third):
+        error, message = add_voter(broker, n, directory_id(dynamic.nodes[n])[1], dynamic.ports[n])
+        assert error == 0, (n, error, message, dynamic.logs())
+    assert add_voter(broker, third, directory_id(dynamic.nodes[third])[1], dynamic.ports[third])[0] == 126
+    q = dynamic.wait_quorum("three voters", lambda q: set(q["voters"]) == set(CONTROLLERS))
+    admin = AdminClient({"bootstrap.servers": dynamic.bootstrap()})
+    deadline = time.time() + WAIT
+    while True:
+        try:
+            if brokers_seen(admin) == list(BROKERS):
+                break
+        except Exception:
+            pass
+        assert time.time() < deadline, "brokers not registered: " + dynamic.logs()
+        time.sleep(0.3)
+    admin.create_topics([NewTopic("dyn", 2, 2)], request_timeout=30)["dyn"].result(60)
+
+    acked, failed, stop = [], [], threading.Event()
+
+    def load():
+        p = Producer({"bootstrap.servers": dynamic.bootstrap(), "enable.idempotence": True, "acks": "all",
+                      "linger.ms": 5, "message.timeout.ms": 120000})
+
+        def done(err, msg):
+            if err is None:
+                acked.append((msg.partition(), msg.offset(), msg.key().decode()))
+            else:
+                failed.append(str(err))
+        i = 0
+        while not stop.is_set():
+            p.produce("dyn", key=f"k{i}", value=b"x" * 100, on_delivery=done)
+            p.poll(0)
+            i += 1
+            if i % 200 == 0:
+                time.sleep(0.05)
+        left = p.flush(120)
+        if left:
+            failed.append(f"{left} records not delivered at the end")
+    writer = threading.Thread(target=load)
+    writer.start()
+    try:
+        time.sleep(1)
+        # The wiped controller: not the active one, so the quorum keeps its majority.
+        active = dynamic.quorum()["leader"]
+        wiped = next(n for n in (third, second) if n != active)
+        old_dir = directory_id(dynamic.nodes[wiped])[1]
+        dynamic.nodes[wiped].stop(signal.SIGKILL)
+        shutil.rmtree(dynamic.nodes[wiped].data_dir)
+        os.makedirs(dynamic.nodes[wiped].data_dir)
+        dynamic.start(wiped)
+        new_dir = directory_id(dynamic.nodes[wiped])[1]
+        assert new_dir != old_dir
+        # The quorum still names the old directory; the new one refuses to stand in for it.
+        deadline = time.time() + WAIT
+        while "directory id mismatch" not in dynamic.nodes[wiped].log():
+            assert time.time() < deadline, "the wiped controller took the old voter's place: " + dynamic.logs()
+            time.sleep(0.2)
+        assert set(dynamic.quorum()["voters"]) == set(CONTROLLERS)
+        assert add_voter(broker, wiped, new_dir, dynamic.ports[wiped])[0] == 126, "a voter of that id is there"
+        assert remove_voter(broker, wiped, new_dir)[0] == 127, "no voter has the new directory yet"
+        error, message = remove_voter(broker, wiped, old_dir)
+        assert error == 0, (error, message)
+        error, message = add_voter(broker, wiped, new_dir, dynamic.ports[wiped])
+        assert error == 0, (error, message, dynamic.logs())
+        dynamic.wait_quorum("the replaced controller caught up", lambda q: q["voters"].get(wiped, {}).get(
+            "log_end", -1) >= q["high_watermark"] > 0)
+
+        old = dynamic.quorum()["leader"]
+        dynamic.nodes[old].stop(signal.SIGKILL)
+        left = tuple(n for n in CONTROLLERS if n != old)
+        dynamic.wait_quorum("a new active controller", lambda q: q["leader"] in left, among=left)
+        admin.create_topics([NewTopic("dyn-after", 1, 2)], request_timeout=30)["dyn-after"].result(60)
+        time.sleep(1)
+    finally:
+        stop.set()
+        writer.join(180)
+    assert not failed, failed[:5]
+    assert len(acked) > 500, len(acked)
+    from test_replication import consume_all
+    check_log(acked, consume_all(Shim(dynamic), BROKERS, "dyn", 2, len(acked)))

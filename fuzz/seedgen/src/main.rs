@@ -131,6 +131,19 @@ fn requests(out: &Path) {
                     ..Default::default()
                 }),
                 64 => frame(api, v, UnregisterBrokerRequest { broker_id: 2, ..Default::default() }),
+                80 => frame(api, v, AddRaftVoterRequest {
+                    timeout_ms: 30_000,
+                    voter_id: 3,
+                    voter_directory_id: [9; 16],
+                    listeners: vec![QuorumListener {
+                        name: "CONTROLLER".into(),
+                        host: "127.0.0.1".into(),
+                        port: 9093,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                81 => frame(api, v, RemoveRaftVoterRequest { voter_id: 3, voter_directory_id: [9; 16], ..Default::default() }),
                 57 => frame(api, v, UpdateFeaturesRequest {
                     feature_updates: vec![FeatureUpdateKey {
                         feature: "transaction.version".into(),

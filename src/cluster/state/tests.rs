@@ -311,3 +311,39 @@ fn stale_proposals_are_settled_or_refused() {
     assert_eq!(p.reassign(Some(vec![1, 2]), &[1, 2]).unwrap_err().0, Refusal::InvalidReplicaAssignment);
     assert_eq!(p.replicas, vec![1, 2], "unchanged");
 }
+
+/// An observer's apply (a broker-only node following the quorum): committed entries in order
+/// change the image and the applied index (which its publisher watches); entries already
+/// applied are skipped, a gap is refused (it fetches again from where it stands); an installed
+/// snapshot counts only when it is ahead.
+#[test]
+fn an_observer_applies_committed_entries_in_order() {
+    use crate::cluster::types::{Entry, EntryPayload, LogId};
+    let entry = |index: u64, command: Option<MetaCommand>| Entry {
+        log_id: LogId::new(openraft::impls::leader_id_adv::LeaderId { term: 1, node_id: 1 }, index),
+        payload: command.map_or(EntryPayload::Blank, EntryPayload::Normal),
+    };
+    futures_lite::future::block_on(async {
+        let disk = crate::io::MemDisk::new();
+        let dir = std::path::Path::new("/observer/__cluster_metadata-0");
+        disk.create_dir_all(dir).await.unwrap();
+        let sm = MetaStateMachine::open(disk, dir).await.unwrap();
+        let mut watch = sm.watch_applied();
+        let cluster = |id: &str| Some(MetaCommand::SetClusterId { id: id.into() });
+        assert_eq!(sm.apply_committed(&[entry(0, None), entry(1, cluster("c1"))]).unwrap(), 2);
+        assert_eq!(sm.cluster_id().as_deref(), Some("c1"));
+        assert!(watch.has_changed().unwrap());
+        assert_eq!(*watch.borrow_and_update(), Some(1));
+        // A repeat of what it has, then what follows: only the new one applies.
+        assert_eq!(sm.apply_committed(&[entry(1, cluster("c1")), entry(2, None)]).unwrap(), 1);
+        assert_eq!(sm.last_applied().map(|l| l.index), Some(2));
+        // A gap: refused, nothing applied.
+        assert!(sm.apply_committed(&[entry(4, None)]).is_err());
+        assert_eq!(sm.last_applied().map(|l| l.index), Some(2));
+        // A snapshot behind what it applied is not installed.
+        let meta = SnapshotMeta { last_log_id: Some(entry(1, None).log_id), last_membership: Default::default() };
+        let bytes = serde_json::to_vec(&SnapshotFile { meta: meta.clone(), image: MetaImage::default() }).unwrap();
+        assert!(!sm.install_fetched(&meta, bytes).await.unwrap());
+        assert_eq!(sm.cluster_id().as_deref(), Some("c1"));
+    });
+}

@@ -202,6 +202,8 @@ pub const CONTROLLER_APIS: &[i16] = &[
     crate::protocol::DESCRIBE_QUORUM,
     crate::protocol::UPDATE_FEATURES,
     crate::protocol::UNREGISTER_BROKER,
+    crate::protocol::ADD_RAFT_VOTER,
+    crate::protocol::REMOVE_RAFT_VOTER,
 ];
 
 /// Answer one request from the client at `peer`: the response bytes (`None` when no response
@@ -268,6 +270,8 @@ async fn dispatch(
         Request::UpdateFeatures(r) => answer!(features::update(cx, r).await),
         Request::DescribeQuorum(r) => answer!(quorum::describe(cx, r).await),
         Request::UnregisterBroker(r) => answer!(quorum::unregister_broker(cx, r).await),
+        Request::AddRaftVoter(r) => answer!(quorum::add_raft_voter(cx, r).await),
+        Request::RemoveRaftVoter(r) => answer!(quorum::remove_raft_voter(cx, r).await),
         Request::AlterConfigs(r) => answer!(configs::alter_configs(cx, r).await),
         Request::FindCoordinator(r) => answer!(groups::find_coordinator(cx, r).await),
         Request::JoinGroup(r) => answer!(groups::join(cx, r).await),

@@ -1,11 +1,17 @@
 //! The metadata quorum's admin APIs. DescribeQuorum (55): the quorum as its leader sees it,
 //! what `kafka-metadata-quorum describe --status` and `--replication` show. UnregisterBroker
 //! (64): a broker gone for good leaves the cluster's registrations (`kafka-cluster
-//! unregister`). Any node answers: a node that does not lead the quorum asks the leader (Kafka's
-//! brokers forward both to the active controller).
+//! unregister`). AddRaftVoter (80) and RemoveRaftVoter (81): a dynamic quorum's controllers
+//! added and removed while it serves (`kafka-metadata-quorum add-controller` and
+//! `remove-controller`). Any node answers: a node that does not lead the quorum asks the leader
+//! (Kafka's brokers forward them to the active controller).
 
 use crate::cluster::types::MetaCommand;
 use crate::cluster::types::ReplicaProgress;
+use crate::cluster::types::{ControllerNode, VoterChangeError};
+use crate::protocol::admin::{
+    AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest, RemoveRaftVoterResponse,
+};
 use crate::protocol::admin::{
     DescribeQuorumRequest, DescribeQuorumResponse, QuorumListener, QuorumNode, QuorumPartitionData, QuorumReplicaState,
     QuorumTopicData, UnregisterBrokerRequest, UnregisterBrokerResponse,
@@ -14,6 +20,9 @@ use crate::protocol::errors::{self as code, ErrorCode};
 use crate::security::acl::Operation;
 use crate::server::api::Cx;
 use crate::server::control::quorum::DescribeQuorum;
+use crate::server::control::quorum::VoterChange;
+use crate::types::Uuid;
+use std::time::Duration;
 
 /// The metadata log's topic, as Kafka names it (`__cluster_metadata`, partition 0).
 const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -53,6 +62,7 @@ pub async fn describe(cx: &mut Cx<'_>, r: DescribeQuorumRequest) -> DescribeQuor
     };
     let state = |p: &ReplicaProgress| QuorumReplicaState {
         replica_id: p.id as i32,
+        replica_directory_id: Uuid::parse(&p.directory_id).map_or([0; 16], |u| u.0),
         log_end_offset: p.log_end as i64,
         last_fetch_timestamp: p.last_fetch_ms,
         last_caught_up_timestamp: p.last_caught_up_ms,
@@ -152,5 +162,86 @@ pub async fn unregister_broker(cx: &mut Cx<'_>, r: UnregisterBrokerRequest) -> U
         }
         Ok(Err(e)) => refused(e.code, e.message),
         Err(e) => refused(crate::server::errors::call_code(&e, code::REQUEST_TIMED_OUT), e.to_string()),
+    }
+}
+
+/// Kafka's error for a voter change not made.
+fn voter_change_error(e: &VoterChangeError) -> ErrorCode {
+    match e {
+        VoterChangeError::NotLeader(_) => code::NOT_LEADER_OR_FOLLOWER,
+        VoterChangeError::StaticQuorum => code::UNSUPPORTED_VERSION,
+        VoterChangeError::DuplicateVoter(_) => ErrorCode(126), // DUPLICATE_VOTER
+        VoterChangeError::VoterNotFound(..) => ErrorCode(127), // VOTER_NOT_FOUND
+        VoterChangeError::Invalid(_) => code::INVALID_REQUEST,
+        VoterChangeError::TimedOut(_) => code::REQUEST_TIMED_OUT,
+        VoterChangeError::Failed(_) => code::UNKNOWN_SERVER_ERROR,
+    }
+}
+
+/// Run a voter change on shard 0: `Ok(())`, or Kafka's error and why.
+async fn change_voters(cx: &mut Cx<'_>, change: VoterChange) -> Result<(), (ErrorCode, String)> {
+    if !cx.allowed_on_cluster(Operation::Alter) {
+        cx.release_turn();
+        return Err((code::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".into()));
+    }
+    if cx.shard.config().cluster.is_none() {
+        cx.release_turn();
+        return Err((
+            code::INVALID_REQUEST,
+            "a standalone node has no metadata quorum (process.roles is not set)".into(),
+        ));
+    }
+    let outcome = cx.shard.call(0, change).await;
+    cx.release_turn();
+    match outcome {
+        Ok(Some(Ok(()))) => Ok(()),
+        Ok(Some(Err(e))) => Err((voter_change_error(&e), e.to_string())),
+        Ok(None) => Err((code::NOT_LEADER_OR_FOLLOWER, "the metadata quorum is not up yet on this node".into())),
+        Err(e) => Err((crate::server::errors::call_code(&e, code::REQUEST_TIMED_OUT), e.to_string())),
+    }
+}
+
+/// AddRaftVoter: ALTER on the cluster. In a dynamic quorum (KIP-853), node `voter_id` with its
+/// directory id, at its first controller listener, is caught up as a learner and then made a
+/// voter, within `timeout_ms` (at least a second, at most two minutes); the answer comes once
+/// the new voter set is committed. A voter of that id already: DUPLICATE_VOTER; a static
+/// quorum (`controller.quorum.voters`): UNSUPPORTED_VERSION, as Kafka answers at kraft.version 0.
+pub async fn add_raft_voter(cx: &mut Cx<'_>, r: AddRaftVoterRequest) -> AddRaftVoterResponse {
+    let refused = |(error_code, message): (ErrorCode, String)| AddRaftVoterResponse {
+        error_code,
+        error_message: Some(message),
+        ..Default::default()
+    };
+    let Some(listener) = r.listeners.first() else {
+        cx.release_turn();
+        return refused((code::INVALID_REQUEST, "a voter needs a controller listener".into()));
+    };
+    if r.voter_id < 0 || r.voter_directory_id == [0; 16] {
+        cx.release_turn();
+        return refused((code::INVALID_REQUEST, "a voter needs a node id and a directory id".into()));
+    }
+    let host = if listener.host.contains(':') { format!("[{}]", listener.host) } else { listener.host.clone() };
+    let node = ControllerNode {
+        addr: format!("{host}:{}", listener.port),
+        directory_id: Uuid(r.voter_directory_id).to_string(),
+    };
+    let limit = Duration::from_millis(r.timeout_ms.max(0) as u64);
+    let id = r.voter_id as u64;
+    match change_voters(cx, VoterChange::Add { id, node, limit }).await {
+        Ok(()) => AddRaftVoterResponse::default(),
+        Err(e) => refused(e),
+    }
+}
+
+/// RemoveRaftVoter: ALTER on the cluster. Voter `voter_id` of that directory leaves a dynamic
+/// quorum (VOTER_NOT_FOUND when no voter has both); the last voter is not removed.
+pub async fn remove_raft_voter(cx: &mut Cx<'_>, r: RemoveRaftVoterRequest) -> RemoveRaftVoterResponse {
+    let change =
+        VoterChange::Remove { id: r.voter_id.max(0) as u64, directory_id: Uuid(r.voter_directory_id).to_string() };
+    match change_voters(cx, change).await {
+        Ok(()) => RemoveRaftVoterResponse::default(),
+        Err((error_code, message)) => {
+            RemoveRaftVoterResponse { error_code, error_message: Some(message), ..Default::default() }
+        }
     }
 }

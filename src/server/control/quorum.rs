@@ -17,7 +17,9 @@ use crate::cluster::member::Member;
 use crate::cluster::net::Reply;
 use crate::cluster::observer::{Observer, ObserverConfig};
 use crate::cluster::state::BrokerState;
-use crate::cluster::types::{BrokerRegistration, Endpoint, MetaCommand, MetaResponse, QuorumDescription};
+use crate::cluster::types::{
+    BrokerRegistration, ControllerNode, Endpoint, MetaCommand, MetaResponse, QuorumDescription,
+};
 use crate::io::{Disk, DmaDisk};
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
@@ -55,7 +57,26 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
     }
     let member = match cluster.controller_addr {
         Some(listen) => {
-            let mut cc = ControllerConfig::new(cluster.node_id, cluster.voters.clone(), listen, dir);
+            let directory_id = shard.directory_id().to_string();
+            let mut cc = if cluster.dynamic {
+                // A dynamic quorum: voters carry directory ids; this node starts it alone
+                // (its bootstrap servers name only itself) or waits to be added.
+                let mut cc = ControllerConfig::new(cluster.node_id, BTreeMap::new(), listen, dir);
+                cc.initial = (!cluster.voters.is_empty()).then(|| {
+                    cluster
+                        .voters
+                        .iter()
+                        .map(|(&id, addr)| {
+                            let node = ControllerNode { addr: addr.clone(), directory_id: directory_id.clone() };
+                            (id, node)
+                        })
+                        .collect()
+                });
+                cc
+            } else {
+                ControllerConfig::new(cluster.node_id, cluster.voters.clone(), listen, dir)
+            };
+            cc.directory_id = directory_id;
             cc.election_timeout = cluster.election_timeout;
             cc.session_timeout = cluster.broker_session_timeout;
             cc.heartbeat = (cluster.election_timeout / 5).max(Duration::from_millis(20));
@@ -88,7 +109,7 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
             let oc = ObserverConfig {
                 node_id: cluster.node_id,
                 servers: cluster.controller_servers.clone(),
-                cluster: if cluster.voters.is_empty() {
+                cluster: if cluster.dynamic {
                     crate::cluster::net::OBSERVER
                 } else {
                     ControllerConfig::new(cluster.node_id, cluster.voters.clone(), "0.0.0.0:0".parse()?, dir.clone())
@@ -235,6 +256,27 @@ impl ShardCall<Shard> for DescribeQuorum {
         let Some(controller) = shard.control().and_then(|c| c.quorum.borrow().clone()) else { return Ok(None) };
         let described = controller.describe_quorum().await.map_err(|e| e.to_string())?;
         Ok(Some((described, controller.voter_addresses())))
+    }
+}
+
+/// A change of the quorum's voters (AddRaftVoter, RemoveRaftVoter), made through the active
+/// controller. Sent to shard 0; `None` from a standalone node.
+#[derive(Debug, Clone)]
+pub enum VoterChange {
+    Add { id: u64, node: ControllerNode, limit: Duration },
+    Remove { id: u64, directory_id: String },
+}
+
+impl ShardCall<Shard> for VoterChange {
+    type Reply = Option<Result<(), crate::cluster::types::VoterChangeError>>;
+    const NAME: &'static str = "voter-change";
+
+    async fn run(self, shard: Rc<Shard>) -> Self::Reply {
+        let member = shard.control().and_then(|c| c.quorum.borrow().clone())?;
+        Some(match self {
+            VoterChange::Add { id, node, limit } => member.add_voter(id, node, limit).await,
+            VoterChange::Remove { id, directory_id } => member.remove_voter(id, &directory_id).await,
+        })
     }
 }
 

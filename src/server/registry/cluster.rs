@@ -104,11 +104,11 @@ pub const REPLICATION: &[Setting] = &[
 /// The metadata quorum.
 pub const QUORUM: &[Setting] = &[
     Setting {
-        valid: "`broker,controller` (either order)",
+        valid: "`broker,controller` (either order), `controller`, `broker`",
         take: take_cluster,
         ..Setting::text(
             "process.roles",
-            "A node of a cluster, broker and controller in one process (KRaft's combined mode). `broker` or `controller` alone is refused (not offered). Unset: standalone, as always.",
+            "A node of a cluster: `broker,controller` runs a voter of the metadata quorum and a broker in one process (KRaft's combined mode); `controller` a voter only (its listeners are controller listeners only; no partitions); `broker` partitions and clients, following the quorum as an observer (its node id is not a voter's). Unset: standalone, as always.",
         )
     },
     Setting {
@@ -116,7 +116,7 @@ pub const QUORUM: &[Setting] = &[
         take: take_cluster,
         ..Setting::text(
             "controller.quorum.voters",
-            "The metadata quorum's voters and their CONTROLLER listeners; required with `process.roles`, and `node.id` must be one of them. Every voter must list the same set (a node with another set is refused by its peers).",
+            "A static quorum: its voters and their CONTROLLER listeners (this or `controller.quorum.bootstrap.servers` is required with `process.roles`); a controller's `node.id` must be one of them, a broker-only node's must not. Every node must list the same set (a node with another set is refused by its peers).",
         )
     },
     Setting {
@@ -124,7 +124,7 @@ pub const QUORUM: &[Setting] = &[
         take: take_cluster,
         ..Setting::text(
             "controller.quorum.bootstrap.servers",
-            "KIP-853's bootstrap servers. Without `controller.quorum.voters`, servers naming only this node's controller listener start a single-controller quorum (Kafka's shipped single-node server.properties); a quorum of several controllers is named in `controller.quorum.voters`.",
+            "A dynamic quorum (KIP-853), without `controller.quorum.voters`: where the controllers are. A controller whose servers name only its own controller listener starts the quorum as its one voter (Kafka's shipped single-node files); any other controller waits to be added (AddRaftVoter); a broker-only node fetches the metadata from them.",
         )
     },
     Setting {
@@ -132,7 +132,7 @@ pub const QUORUM: &[Setting] = &[
         take: take_cluster,
         ..Setting::text(
             "controller.listener.names",
-            "The listener (the first named) that serves the metadata quorum; it must be in `listeners` (and `listener.security.protocol.map`), and serves no Kafka client. Required with `process.roles`.",
+            "The listener (the first named) that serves the metadata quorum and Kafka's controller APIs; on a controller it must be in `listeners` (and `listener.security.protocol.map`), on a broker-only node it must not (it names the controllers' listener). Required with `process.roles`.",
         )
     },
     Setting {
