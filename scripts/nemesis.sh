@@ -2,7 +2,8 @@
 # The replication fault test (tests/clients/test_nemesis.py) for ROUNDS rounds (default 40):
 # three nodes in network namespaces, idempotent acks=all producers and a consumer, a nemesis
 # that kills, pauses and cuts off nodes; the checker proves nothing acknowledged is lost.
-# Prints the rounds, records and faults. Needs root and iproute2. SEED repeats a run.
+# Runs both layouts (three combined nodes; three brokers and three controllers). Prints the
+# rounds, records and faults. Needs root and iproute2. SEED repeats a run.
 # Usage: scripts/nemesis.sh [ROUNDS] [SEED]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,6 +1,8 @@
 """A Jepsen-style fault test of replication: three tidemark nodes, each in a network
 namespace the test makes (veth pairs on a bridge, 10.N.0.1-3), idempotent acks=all producers and a
-consumer, and a nemesis that kills nodes with SIGKILL and restarts them (later, or at once: a
+consumer. Two layouts: three combined nodes (broker and controller in each), and Kafka's
+isolated one, three broker-only nodes (1-3) and three controller-only nodes (4-6, 10.N.0.4-6),
+where the nemesis picks its victim among all six. Faults: and a nemesis that kills nodes with SIGKILL and restarts them (later, or at once: a
 fast restart, with or without its leader-epoch files, as a lost disk file would leave it), pauses
 them (SIGSTOP/SIGCONT), and cuts one node off from the two others (blackhole routes inside the
 namespaces: quorum and replication links both; clients in the root namespace still reach it).
@@ -43,10 +45,17 @@ def sh(*args, check=True):
     return subprocess.run(args, check=check, capture_output=True, text=True)
 
 
-class NetCluster:
-    """Three nodes, one per network namespace, on a bridge in the root namespace."""
+BROKERS = (1, 2, 3)
 
-    def __init__(self, root):
+
+class NetCluster:
+    """Three nodes (or, isolated, three brokers and three controllers), one per network
+    namespace, on a bridge in the root namespace."""
+
+    def __init__(self, root, layout="combined"):
+        self.layout = layout
+        self.nodes = BROKERS if layout == "combined" else BROKERS + (4, 5, 6)
+        self.controllers = BROKERS if layout == "combined" else (4, 5, 6)
         tag = os.getpid() % 200 + 20
         self.tag = f"tm{os.getpid() % 100000}"
         self.net = f"10.{tag}.0"
@@ -57,7 +66,7 @@ class NetCluster:
         sh("ip", "link", "add", self.bridge, "type", "bridge")
         sh("ip", "addr", "add", f"{self.net}.254/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
-        for i in (1, 2, 3):
+        for i in self.nodes:
             ns, host, peer = self.ns(i), f"{self.tag}h{i}", f"{self.tag}n{i}"
             sh("ip", "netns", "add", ns)
             sh("ip", "link", "add", host, "type", "veth", "peer", "name", peer)
@@ -75,15 +84,21 @@ class NetCluster:
     def addr(self, i):
         return f"{self.net}.{i}"
 
-    def bootstrap(self, nodes=(1, 2, 3)):
+    def bootstrap(self, nodes=BROKERS):
         return ",".join(f"{self.addr(i)}:{CLIENT_PORT}" for i in nodes)
 
     def start(self, i):
-        voters = ",".join(f"{n}@{self.addr(n)}:{CONTROLLER_PORT}" for n in (1, 2, 3))
+        voters = ",".join(f"{n}@{self.addr(n)}:{CONTROLLER_PORT}" for n in self.controllers)
         d = os.path.join(self.root, f"node{i}")
-        args = ["ip", "netns", "exec", self.ns(i), BIN, "serve", "--data-dir", d,
-                "--set", "process.roles=broker,controller", "--set", f"node.id={i}",
-                "--set", f"listeners=PLAINTEXT://{self.addr(i)}:{CLIENT_PORT},CONTROLLER://{self.addr(i)}:{CONTROLLER_PORT}",
+        if self.layout == "combined":
+            role = ["--set", "process.roles=broker,controller", "--set",
+                    f"listeners=PLAINTEXT://{self.addr(i)}:{CLIENT_PORT},CONTROLLER://{self.addr(i)}:{CONTROLLER_PORT}"]
+        elif i in self.controllers:
+            role = ["--set", "process.roles=controller",
+                    "--set", f"listeners=CONTROLLER://{self.addr(i)}:{CONTROLLER_PORT}"]
+        else:
+            role = ["--set", "process.roles=broker", "--set", f"listeners=PLAINTEXT://{self.addr(i)}:{CLIENT_PORT}"]
+        args = ["ip", "netns", "exec", self.ns(i), BIN, "serve", "--data-dir", d, "--set", f"node.id={i}", *role,
                 "--set", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 "--set", "controller.listener.names=CONTROLLER",
                 "--set", f"controller.quorum.voters={voters}",
@@ -122,7 +137,7 @@ class NetCluster:
         keep = os.path.join(os.environ.get("TMPDIR", tempfile.gettempdir()), "nemesis-last")
         shutil.rmtree(keep, ignore_errors=True)
         os.makedirs(keep, exist_ok=True)
-        for i in (1, 2, 3):
+        for i in self.nodes:
             src = os.path.join(self.root, f"node{i}", "broker.log")
             if os.path.exists(src):
                 shutil.copy(src, os.path.join(keep, f"node{i}.log"))
@@ -131,7 +146,7 @@ class NetCluster:
                 p.send_signal(signal.SIGCONT)
                 p.kill()
                 p.wait()
-        for i in (1, 2, 3):
+        for i in self.nodes:
             sh("ip", "netns", "del", self.ns(i), check=False)
             sh("ip", "link", "del", f"{self.tag}h{i}", check=False)
         sh("ip", "link", "del", self.bridge, check=False)
@@ -146,12 +161,12 @@ def usable():
     return ok
 
 
-@pytest.fixture
-def net():
+@pytest.fixture(params=["combined", "isolated"])
+def net(request):
     if not usable():
         pytest.skip("needs root and network namespaces (iproute2)")
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as d:
-        c = NetCluster(d)
+        c = NetCluster(d, request.param)
         try:
             yield c
         finally:
@@ -178,7 +193,7 @@ def wait(what, check, net, bound):
             last = repr(e)
         time.sleep(0.2)
     raise AssertionError(f"{what}: not within {bound}s: {last}; logs: " +
-                         " | ".join(f"node {i}: {net.log(i)}" for i in (1, 2, 3)))
+                         " | ".join(f"node {i}: {net.log(i)}" for i in net.nodes))
 
 
 def latest(net, node, topic, partitions):
@@ -307,7 +322,7 @@ def final_log(net):
 def test_nemesis_loses_nothing_acknowledged(net):
     rounds = int(os.environ.get("TIDEMARK_NEMESIS_ROUNDS", "4"))
     rng = random.Random(int(os.environ.get("TIDEMARK_NEMESIS_SEED", str(int(time.time())))))
-    for i in (1, 2, 3):
+    for i in net.nodes:
         net.start(i)
     a = AdminClient({"bootstrap.servers": net.bootstrap()})
     wait("the cluster to form", lambda: len(a.list_topics(timeout=3).brokers) == 3, net, 60)
@@ -320,8 +335,10 @@ def test_nemesis_loses_nothing_acknowledged(net):
     try:
         for r in range(rounds):
             time.sleep(rng.uniform(1, 3))
-            victim = rng.choice([1, 2, 3])
-            others = [i for i in (1, 2, 3) if i != victim]
+            victim = rng.choice(net.nodes)
+            # The brokers not hit: they lead every partition while it lasts.
+            others = [i for i in BROKERS if i != victim]
+            cut_from = [i for i in net.nodes if i != victim]
             kind = rng.choice(["kill", "pause", "cut", "restart", "lose-epochs"])
             faults.append(f"{kind} {victim}")
             began = time.time()
@@ -330,7 +347,7 @@ def test_nemesis_loses_nothing_acknowledged(net):
             elif kind == "pause":
                 net.signal(victim, signal.SIGSTOP)
             else:
-                for o in others:
+                for o in cut_from:
                     net.cut(victim, o)
             if kind == "lose-epochs":
                 # Every leader-epoch cache file of the node gone (its log stays): the node must
@@ -383,7 +400,7 @@ def test_nemesis_loses_nothing_acknowledged(net):
         assert not back, f"node {n} told readers of partition {p} a latest offset going back: {back[:3]}"
         end = log[p][-1][0] + 1 if log[p] else 0
         assert max(told) <= end, f"node {n} told {max(told)} for partition {p}; the final log ends at {end}"
-    print(f"nemesis: {rounds} rounds ({', '.join(faults)}); {len(w.acked)} records acknowledged, "
+    print(f"nemesis ({net.layout}): {rounds} rounds ({', '.join(faults)}); {len(w.acked)} records acknowledged, "
           f"{len(w.failed)} not; {sum(len(r) for r in log.values())} in the log; consumer read "
           f"{sum(len(s) for s in w.seen.values())}; leaders back after p50 "
           f"{sorted(recoveries)[len(recoveries) // 2]:.1f} s, max {max(recoveries):.1f} s; "
