@@ -33,6 +33,52 @@ enum Command {
     /// AlterUserScramCredentials, e.g. kafka-configs.sh --alter --entity-type users).
     #[command(subcommand)]
     User(UserCommand),
+    /// Prepare a data directory before its first start, as Kafka's kafka-storage does.
+    #[command(subcommand)]
+    Storage(StorageCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum StorageCommand {
+    /// Write the data directory's identity (meta.properties: cluster id, node id, a new
+    /// directory id) and a dynamic quorum's initial voters. Optional for a standalone node or a
+    /// static quorum (the first start does it); a dynamic quorum of several first controllers
+    /// needs it. Example, on each of three controllers:
+    /// `tidemark storage format controller.properties -t CLUSTER_ID --initial-controllers
+    /// 1@ctl1:9093:DIR1,2@ctl2:9093:DIR2,3@ctl3:9093:DIR3`
+    Format(FormatArgs),
+    /// Print a new random Kafka UUID (a cluster id, or a directory id for --initial-controllers).
+    RandomUuid,
+}
+
+#[derive(Args, Debug)]
+struct FormatArgs {
+    /// The node's properties file (as `serve` takes it).
+    #[arg(value_name = "CONFIG", conflicts_with = "config")]
+    config_file: Option<PathBuf>,
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// Settings over the file's, as key=value.
+    #[arg(long = "set", visible_alias = "override", value_name = "KEY=VALUE")]
+    settings: Vec<String>,
+    /// The data directory (default: `log.dirs` or `log.dir` of the settings, else ./data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The cluster id (a Kafka UUID); default: a new one.
+    #[arg(long, short = 't')]
+    cluster_id: Option<String>,
+    /// This controller is a new dynamic quorum's one voter.
+    #[arg(long, short = 's', conflicts_with_all = ["initial_controllers", "no_initial_controllers"])]
+    standalone: bool,
+    /// A new dynamic quorum's voters, `id@host:port:directory-id,...`, this node among them.
+    #[arg(long, short = 'I', conflicts_with = "no_initial_controllers")]
+    initial_controllers: Option<String>,
+    /// This node joins a quorum that exists (a controller waits to be added with AddRaftVoter).
+    #[arg(long, short = 'N')]
+    no_initial_controllers: bool,
+    /// A directory already formatted is left as it is, without an error.
+    #[arg(long, short = 'g')]
+    ignore_formatted: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -263,7 +309,46 @@ fn main() -> Result<()> {
         Command::Dump(args) => dump(args),
         Command::StorageLoad(args) => storage_load(args),
         Command::User(UserCommand::Add(args)) => user_add(args),
+        Command::Storage(StorageCommand::Format(args)) => storage_format(args),
+        Command::Storage(StorageCommand::RandomUuid) => {
+            println!("{}", tidemark::types::Uuid::random()?);
+            Ok(())
+        }
     }
+}
+
+fn storage_format(a: FormatArgs) -> Result<()> {
+    use tidemark::server::data_dir::{self, Bootstrap};
+    let mut broker = tidemark::server::BrokerConfig::new(PathBuf::from("./data"), "127.0.0.1:9092", 1)?;
+    if let Some(path) = a.config.or(a.config_file) {
+        broker.load_file(&path)?;
+    }
+    for s in &a.settings {
+        let (k, v) = s.split_once('=').with_context(|| format!("--set {s}: expected KEY=VALUE"))?;
+        broker.set(k, v)?;
+    }
+    if let Some(dir) = a.data_dir {
+        broker.data_dir = dir;
+    }
+    broker.resolve_listeners(&Default::default())?;
+    let bootstrap = match (a.standalone, a.initial_controllers) {
+        (true, _) => Bootstrap::Standalone,
+        (false, Some(list)) => Bootstrap::Voters(
+            data_dir::parse_initial_voters(&list).with_context(|| format!("--initial-controllers {list}"))?,
+        ),
+        (false, None) => Bootstrap::None,
+    };
+    match data_dir::format(&broker, a.cluster_id.as_deref(), bootstrap, a.ignore_formatted)? {
+        Some(id) => println!(
+            "formatted {}: cluster.id={} node.id={} directory.id={}",
+            broker.data_dir.display(),
+            id.cluster_id,
+            id.node_id,
+            id.directory_id
+        ),
+        None => println!("{} is already formatted; left as it is", broker.data_dir.display()),
+    }
+    Ok(())
 }
 
 fn user_add(a: UserAddArgs) -> Result<()> {

@@ -95,17 +95,23 @@ impl ControllerConfig {
         }
     }
 
-    /// The voter set's hash (FNV-1a over the sorted `id=addr` pairs): what every RPC carries.
+    /// The voter set's hash: what every RPC carries ([`voter_set_hash`]).
     pub fn cluster_hash(&self) -> u64 {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for (id, addr) in &self.voters {
-            for b in format!("{id}={addr};").bytes() {
-                h ^= b as u64;
-                h = h.wrapping_mul(0x0100_0000_01b3);
-            }
-        }
-        h
+        voter_set_hash(&self.voters)
     }
+}
+
+/// A static voter set's hash (FNV-1a over the sorted `id=addr` pairs; a dynamic quorum's is the
+/// empty set's).
+pub fn voter_set_hash(voters: &BTreeMap<u64, String>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (id, addr) in voters {
+        for b in format!("{id}={addr};").bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
 }
 
 /// A running controller.
@@ -189,6 +195,7 @@ pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Con
         log: log.clone(),
         directory_id: config.directory_id.clone(),
         mismatch_logged: Cell::new(None),
+        election_timeout: config.election_timeout,
         liveness: Rc::default(),
         kafka: RefCell::new(None),
         observers: RefCell::default(),

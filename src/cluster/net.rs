@@ -478,6 +478,9 @@ pub struct Served<D: Disk> {
     pub directory_id: String,
     /// When a directory id mismatch was last logged.
     pub mismatch_logged: Cell<Option<std::time::Instant>>,
+    /// `controller.quorum.election.timeout.ms`: a leader no quorum acknowledged for twice this
+    /// long is not named to others ([`leader_for_others`]).
+    pub election_timeout: Duration,
     pub liveness: Rc<super::liveness::Liveness>,
     /// Kafka's clients on this listener (none: such connections are closed).
     pub kafka: std::cell::RefCell<Option<Handoff>>,
@@ -635,10 +638,10 @@ async fn fetch<D: Disk>(served: &Served<D>, after: Option<LogId>, wait: Duration
         }
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() || within(left, applied.changed()).await.is_some_and(|r| r.is_err()) {
-            return Reply::Entries { entries: Vec::new(), leader: served.raft.current_leader().await };
+            return Reply::Entries { entries: Vec::new(), leader: leader_for_others(served).await };
         }
     };
-    let leader = served.raft.current_leader().await;
+    let leader = leader_for_others(served).await;
     let mut log = served.log.clone();
     let first_kept = match RaftLogStorage::get_log_state(&mut log).await {
         Ok(state) => state.last_purged_log_id.map_or(0, |l| l.index + 1),
@@ -659,6 +662,23 @@ async fn fetch<D: Disk>(served: &Served<D>, after: Option<LogId>, wait: Duration
         Ok(entries) => Reply::Entries { entries, leader },
         Err(e) => Reply::Failed(format!("reading metadata entries {next}..={to}: {e}")),
     }
+}
+
+/// The active controller to name to observers and brokers. This node only while a quorum of
+/// voters acknowledged it within twice the election timeout: a leader cut off from the others calls
+/// itself leader until it hears of a newer term, and a broker that heartbeats to it or fetches
+/// from it would never learn that it was fenced or that its partitions moved.
+async fn leader_for_others<D: Disk>(served: &Served<D>) -> Option<u64> {
+    use openraft::Instant as _;
+    use openraft_rt::WatchReceiver;
+    let leader = served.raft.current_leader().await;
+    if leader != Some(served.me) {
+        return leader;
+    }
+    let m = served.raft.metrics().borrow_watched().clone();
+    let alone = m.membership_config.membership().voter_ids().all(|v| v == served.me);
+    let acked = m.last_quorum_acked.is_some_and(|at| at.elapsed() < served.election_timeout * 2);
+    (alone || acked).then_some(served.me)
 }
 
 fn now_ms() -> i64 {
@@ -729,8 +749,9 @@ pub async fn describe_quorum(served: &Served<impl Disk>) -> Reply {
 /// epoch is unfenced (committed before the answer).
 pub async fn heartbeat<D: Disk>(served: &Served<D>, broker: i32, epoch: u64) -> Reply {
     let raft = &served.raft;
-    if !raft.is_leader() {
-        return Reply::NotLeader { leader: raft.current_leader().await };
+    let leader = leader_for_others(served).await;
+    if leader != Some(served.me) {
+        return Reply::NotLeader { leader };
     }
     match served.state.broker(broker) {
         Some(b) if b.epoch == epoch => {
@@ -766,11 +787,21 @@ pub async fn write<D: Disk>(raft: &Raft<D>, command: MetaCommand) -> Reply {
     }
 }
 
-/// Whether the membership is a dynamic quorum's (its voters carry directory ids): only then are
-/// voters added and removed (a static quorum's voters are `controller.quorum.voters`, the same
-/// on every node, as KRaft version 0).
-fn dynamic(membership: &openraft::Membership<u64, ControllerNode>) -> bool {
-    membership.nodes().all(|(_, n)| !n.directory_id.is_empty())
+/// On the leader, the membership a voter change starts from: a dynamic quorum's (its voters
+/// carry directory ids). Only there are voters added and removed: a static quorum's voters are
+/// `controller.quorum.voters`, the same on every node, as KRaft version 0.
+async fn dynamic_membership<D: Disk>(
+    raft: &Raft<D>,
+) -> Result<openraft::Membership<u64, ControllerNode>, super::types::VoterChangeError> {
+    use openraft_rt::WatchReceiver;
+    if !raft.is_leader() {
+        return Err(super::types::VoterChangeError::NotLeader(raft.current_leader().await));
+    }
+    let membership = raft.metrics().borrow_watched().membership_config.membership().clone();
+    if !membership.nodes().all(|(_, n)| !n.directory_id.is_empty()) {
+        return Err(super::types::VoterChangeError::StaticQuorum);
+    }
+    Ok(membership)
 }
 
 fn change_error(
@@ -792,14 +823,7 @@ pub async fn add_voter<D: Disk>(
     limit: Duration,
 ) -> Result<(), super::types::VoterChangeError> {
     use super::types::VoterChangeError;
-    use openraft_rt::WatchReceiver;
-    if !raft.is_leader() {
-        return Err(VoterChangeError::NotLeader(raft.current_leader().await));
-    }
-    let membership = raft.metrics().borrow_watched().membership_config.membership().clone();
-    if !dynamic(&membership) {
-        return Err(VoterChangeError::StaticQuorum);
-    }
+    let membership = dynamic_membership(raft).await?;
     if node.directory_id.is_empty() {
         return Err(VoterChangeError::Invalid("a voter needs its directory id".into()));
     }
@@ -831,14 +855,7 @@ pub async fn remove_voter<D: Disk>(
     directory_id: &str,
 ) -> Result<(), super::types::VoterChangeError> {
     use super::types::VoterChangeError;
-    use openraft_rt::WatchReceiver;
-    if !raft.is_leader() {
-        return Err(VoterChangeError::NotLeader(raft.current_leader().await));
-    }
-    let membership = raft.metrics().borrow_watched().membership_config.membership().clone();
-    if !dynamic(&membership) {
-        return Err(VoterChangeError::StaticQuorum);
-    }
+    let membership = dynamic_membership(raft).await?;
     let known = membership.get_node(&id).filter(|_| membership.voter_ids().any(|v| v == id));
     if known.is_none_or(|n| n.directory_id != directory_id) {
         return Err(VoterChangeError::VoterNotFound(id, directory_id.to_string()));

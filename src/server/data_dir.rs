@@ -9,8 +9,9 @@
 //! version=1
 //! ```
 //!
-//! Made at the first start (a random cluster id, as Kafka's `kafka-storage format` makes one);
-//! checked at every later one: a node refuses a directory written by another node id, or one
+//! Made at the first start (a random cluster id), or before it by `tidemark storage format`
+//! ([`format`], as Kafka's `kafka-storage format`, with a dynamic quorum's initial voters beside
+//! it, [`BOOTSTRAP_VOTERS`]); checked at every later start: a node refuses a directory written by another node id, or one
 //! of another cluster ([`Identity::check_cluster`], once a cluster tells it its id), rather than
 //! serve data that is not its own. Before the shards start, topics written before topic ids
 //! get theirs ([`upgrade_topics`]).
@@ -100,6 +101,152 @@ impl Identity {
         let directory_id = if props.contains_key("directory.id") { uuid("directory.id")? } else { Uuid::ZERO };
         Ok(Identity { cluster_id: uuid("cluster.id")?, node_id, directory_id })
     }
+}
+
+/// The dynamic quorum's initial voters, written by `tidemark storage format --standalone` or
+/// `--initial-controllers` (Kafka's `kafka-storage format`): a controller that finds it in a
+/// pristine data directory starts the quorum with exactly these voters.
+pub const BOOTSTRAP_VOTERS: &str = "bootstrap.voters";
+
+/// One initial voter: `id@host:port:directory-id`, as Kafka's `--initial-controllers` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitialVoter {
+    pub id: u64,
+    /// Its controller listener, `host:port`.
+    pub addr: String,
+    pub directory_id: Uuid,
+}
+
+impl std::fmt::Display for InitialVoter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}:{}", self.id, self.addr, self.directory_id)
+    }
+}
+
+/// `id@host:port:directory-id,...` (Kafka's `--initial-controllers`), ids unique.
+pub fn parse_initial_voters(list: &str) -> anyhow::Result<Vec<InitialVoter>> {
+    let mut out: Vec<InitialVoter> = Vec::new();
+    for part in list.split([',', '\n']).map(str::trim).filter(|p| !p.is_empty() && !p.starts_with('#')) {
+        let bad = || format!("{part}: expected id@host:port:directory-id");
+        let (id, rest) = part.split_once('@').with_context(bad)?;
+        let (addr, dir) = rest.rsplit_once(':').with_context(bad)?;
+        let (host, port) = addr.rsplit_once(':').with_context(bad)?;
+        let id: u64 = id.trim().parse().with_context(|| format!("{part}: bad node id"))?;
+        port.parse::<u16>().ok().filter(|p| *p > 0).with_context(|| format!("{part}: bad port"))?;
+        if host.is_empty() {
+            bail!("{part}: no host");
+        }
+        let directory_id = Uuid::parse(dir)
+            .filter(|u| *u != Uuid::ZERO)
+            .with_context(|| format!("{part}: {dir} is not a directory id (a Kafka UUID, 22 characters of base64)"))?;
+        if out.iter().any(|v| v.id == id) {
+            bail!("node {id} appears twice");
+        }
+        out.push(InitialVoter { id, addr: addr.to_string(), directory_id });
+    }
+    if out.is_empty() {
+        bail!("no voter given");
+    }
+    Ok(out)
+}
+
+/// The initial voters `tidemark storage format` left in `dir` (`None`: none).
+pub fn initial_voters(dir: &Path) -> anyhow::Result<Option<Vec<InitialVoter>>> {
+    let path = dir.join(BOOTSTRAP_VOTERS);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => parse_initial_voters(&text).map(Some).with_context(|| format!("reading {}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// How `tidemark storage format` starts a dynamic quorum.
+#[derive(Debug, Clone)]
+pub enum Bootstrap {
+    /// `--standalone`: this controller alone.
+    Standalone,
+    /// `--initial-controllers`: these voters, this node among them.
+    Voters(Vec<InitialVoter>),
+    /// `--no-initial-controllers`, or a node without the controller role: none (it joins).
+    None,
+}
+
+/// Format a data directory as `kafka-storage format` does: write its identity
+/// (`meta.properties`: the cluster id given or a new one, the node id, a new directory id, or
+/// the one `--initial-controllers` gives this node) and the initial voters of a dynamic quorum.
+/// A directory that has an identity is refused (`ignore_formatted`: left as it is, `Ok(None)`).
+/// `--standalone` and `--initial-controllers` need a controller of a dynamic quorum.
+pub fn format(
+    config: &crate::server::BrokerConfig,
+    cluster_id: Option<&str>,
+    bootstrap: Bootstrap,
+    ignore_formatted: bool,
+) -> anyhow::Result<Option<Identity>> {
+    let dir = &config.data_dir;
+    let path = dir.join(META_PROPERTIES);
+    if path.exists() {
+        if ignore_formatted {
+            return Ok(None);
+        }
+        bail!(
+            "{} is already formatted ({} exists): --ignore-formatted leaves it as it is",
+            dir.display(),
+            path.display()
+        );
+    }
+    let cluster_id = match cluster_id {
+        Some(id) => Uuid::parse(id).filter(|u| *u != Uuid::ZERO).with_context(|| {
+            format!("--cluster-id {id}: not a Kafka UUID (22 characters of base64; `tidemark storage random-uuid` makes one)")
+        })?,
+        None => Uuid::random()?,
+    };
+    let node = config.node_id;
+    let controller = || -> anyhow::Result<&crate::cluster::settings::ClusterSettings> {
+        let c =
+            config.cluster.as_ref().filter(|c| c.roles.controller()).context(
+                "--standalone and --initial-controllers format a controller (process.roles with controller)",
+            )?;
+        anyhow::ensure!(
+            c.dynamic,
+            "controller.quorum.voters names a static quorum, formed at first start without a format step; \
+             --standalone and --initial-controllers start a dynamic one (controller.quorum.bootstrap.servers)"
+        );
+        Ok(c)
+    };
+    let (directory_id, voters) = match bootstrap {
+        Bootstrap::Standalone => {
+            controller()?;
+            let listener = config.controller_listener.as_ref().context("no controller listener")?;
+            let host = &listener.advertised_host;
+            let host = if host.contains(':') { format!("[{host}]") } else { host.clone() };
+            let me = InitialVoter {
+                id: node as u64,
+                addr: format!("{host}:{}", listener.advertised_port),
+                directory_id: Uuid::random()?,
+            };
+            (me.directory_id, vec![me])
+        }
+        Bootstrap::Voters(voters) => {
+            controller()?;
+            let me = voters.iter().find(|v| v.id == node as u64).with_context(|| {
+                format!("--initial-controllers does not name this node (node.id={node}): list every first controller")
+            })?;
+            (me.directory_id, voters)
+        }
+        Bootstrap::None => (Uuid::random()?, Vec::new()),
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    if !voters.is_empty() {
+        let mut text = String::from("#tidemark: the dynamic quorum's initial voters (tidemark storage format)\n");
+        for v in &voters {
+            text.push_str(&format!("{v}\n"));
+        }
+        let path = dir.join(BOOTSTRAP_VOTERS);
+        write_durably(dir, &path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let id = Identity { cluster_id, node_id: node, directory_id };
+    write_durably(dir, &path, id.encode().as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+    Ok(Some(id))
 }
 
 /// Write a new file whole and durably: a temporary beside it, synced, renamed over, and the

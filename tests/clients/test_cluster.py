@@ -255,8 +255,9 @@ def describe_quorum(broker, partition=0, version=2):
         got = {}
         for _ in range(r.count()):
             rid = r.i32()
-            r.pos += 16  # directory id
-            got[rid] = {"log_end": r.i64(), "fetch": r.i64(), "caught_up": r.i64()}
+            directory = r.buf[r.pos:r.pos + 16]
+            r.pos += 16
+            got[rid] = {"log_end": r.i64(), "fetch": r.i64(), "caught_up": r.i64(), "directory": directory}
             r.tags()
         return got
     out["voters"], out["observers"] = replicas(), replicas()

@@ -12,6 +12,8 @@
   controller-only node and a broker-only node that follows its quorum as an observer; the
   controller listener serves Kafka's controller APIs (as `--bootstrap-controller` tools use
   them) and closes a connection asking for a broker's.
+- Combined and isolated nodes mix: Kafka's shipped `server.properties` (a combined node) and
+  `broker.properties` (a broker-only node following it) form one cluster of two brokers.
 - A combined-mode file naming a CONTROLLER listener without `listener.security.protocol.map`
   starts: Kafka maps controller listeners to PLAINTEXT when the map is not set and no listener
   is SSL or SASL (KafkaConfig's effective protocol map).
@@ -185,6 +187,46 @@ def test_kafka_4_1_shipped_controller_and_broker_properties(tmp_path):
         if broker:
             assert broker.stop() == 0, broker.log()
         assert controller.stop() == 0, controller.log()
+
+
+def test_kafka_4_1_combined_and_broker_only_nodes_mix(tmp_path):
+    """Kafka 4.1's server.properties (node 1, broker and controller) and broker.properties
+    (node 2, a broker-only node whose bootstrap servers name node 1's controller listener): both
+    brokers register; a topic of replication factor 2 is written through one and read back
+    through the other."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    p1, p2, cport = free_port(), free_port(), free_port()
+    (tmp_path / "n1").mkdir()
+    (tmp_path / "n2").mkdir()
+    combined, broker_only = tmp_path / "server.properties", tmp_path / "broker.properties"
+    combined.write_text(shipped("server.properties", **{
+        ":9092": ":%d" % p1, ":9093": ":%d" % cport, "/tmp/kraft-combined-logs": str(tmp_path / "l1")}))
+    broker_only.write_text(shipped("broker.properties", **{
+        ":9092": ":%d" % p2, ":9093": ":%d" % cport, "/tmp/kraft-broker-logs": str(tmp_path / "l2")}))
+    first = Node(str(tmp_path / "n1"), p1, str(combined))
+    second = None
+    try:
+        first.wait_listening()
+        second = Node(str(tmp_path / "n2"), p2, str(broker_only))
+        second.wait_listening()
+        admin = AdminClient({"bootstrap.servers": "127.0.0.1:%d" % p2})
+        deadline = time.time() + WAIT
+        while True:
+            try:
+                nodes = admin.describe_cluster(request_timeout=10).result(15).nodes
+                if sorted(n.id for n in nodes) == [1, 2]:
+                    break
+            except Exception:  # still registering
+                pass
+            assert time.time() < deadline, "both brokers not registered: " + second.log()[-3000:]
+            time.sleep(0.3)
+        admin.create_topics([NewTopic("mixed", 1, 2)], request_timeout=30)["mixed"].result(60)
+        produce("127.0.0.1:%d" % p1, "mixed", [(None, b"m%d" % i, None) for i in range(3)])
+        assert [m.value() for m in consume("127.0.0.1:%d" % p2, "mixed", 3)] == [b"m0", b"m1", b"m2"]
+    finally:
+        if second:
+            assert second.stop() == 0, second.log()
+        assert first.stop() == 0, first.log()
 
 
 def test_strict_config_refuses_what_tidemark_does_not_use(tmp_path):

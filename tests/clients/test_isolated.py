@@ -20,6 +20,7 @@ active controller is SIGKILLed. Nothing acknowledged is lost and metadata keeps 
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -28,7 +29,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from conftest import Broker, free_port
+from conftest import BIN, Broker, free_port
 from test_cluster import describe_quorum
 from test_replication import check_log
 
@@ -38,8 +39,8 @@ BROKERS = (4, 5)
 
 
 class Isolated:
-    def __init__(self, root, dynamic=False):
-        self.dynamic = dynamic
+    def __init__(self, root, dynamic=False, formatted=False):
+        self.dynamic, self.formatted = dynamic or formatted, formatted
         self.ports = {n: free_port() for n in CONTROLLERS + BROKERS}
         self.nodes = {}
         for n in CONTROLLERS + BROKERS:
@@ -50,6 +51,9 @@ class Isolated:
         self.bootstrap_controllers = ",".join(f"127.0.0.1:{self.ports[n]}" for n in CONTROLLERS)
 
     def start(self, n):
+        self.nodes[n].start(*self.settings(n))
+
+    def settings(self, n):
         common = [
             "--set", f"node.id={n}",
             "--set", "controller.listener.names=CONTROLLER",
@@ -59,7 +63,7 @@ class Isolated:
         if n in CONTROLLERS:
             if not self.dynamic:
                 quorum = f"controller.quorum.voters={self.voters}"
-            elif n == CONTROLLERS[0]:
+            elif n == CONTROLLERS[0] and not self.formatted:
                 # The dynamic quorum's first controller: its bootstrap servers name it alone.
                 quorum = f"controller.quorum.bootstrap.servers=127.0.0.1:{self.ports[n]}"
             else:
@@ -78,7 +82,13 @@ class Isolated:
                 "--set", "transaction.state.log.replication.factor=2",
                 "--set", "replica.lag.time.max.ms=3000",
             ]
-        self.nodes[n].start(*common, *role)
+        return common + role
+
+    def format(self, n, *how):
+        """`tidemark storage format` of node n's data directory with its settings."""
+        r = subprocess.run([BIN, "storage", "format", "--data-dir", self.nodes[n].data_dir, *self.settings(n), *how],
+                           capture_output=True, text=True, timeout=60)
+        return r.returncode, r.stdout + r.stderr
 
     def bootstrap(self):
         return ",".join(self.nodes[n].bootstrap for n in BROKERS)
@@ -130,51 +140,67 @@ def isolated():
             c.stop_all()
 
 
-def brokers_seen(admin):
-    d = admin.describe_cluster(request_timeout=10).result(15)
-    return sorted(n.id for n in d.nodes)
-
-
-def test_isolated_controllers_survive_the_active_controllers_kill(isolated):
-    """Three controllers, two brokers: load through the active controller's SIGKILL loses
-    nothing acknowledged and metadata keeps changing; the killed controller catches up."""
-    admin = AdminClient({"bootstrap.servers": isolated.bootstrap()})
+def brokers_registered(layout, admin):
+    """Wait until DescribeCluster through the brokers lists exactly the two brokers."""
     deadline = time.time() + WAIT
     while True:
         try:
-            if brokers_seen(admin) == list(BROKERS):
-                break
-        except Exception:
+            if sorted(n.id for n in admin.describe_cluster(request_timeout=10).result(15).nodes) == list(BROKERS):
+                return
+        except Exception:  # brokers starting, registering
             pass
-        assert time.time() < deadline, "brokers not registered: " + isolated.logs()
+        assert time.time() < deadline, "brokers not registered: " + layout.logs()
         time.sleep(0.3)
-    admin.create_topics([NewTopic("iso", 2, 2)], request_timeout=30)["iso"].result(60)
-    q = isolated.wait_quorum("both brokers listed as observers", lambda q: set(BROKERS) <= set(q["observers"]))
-    assert set(q["voters"]) == set(CONTROLLERS), q
 
-    acked, failed, stop = [], [], threading.Event()
 
-    def load():
-        p = Producer({"bootstrap.servers": isolated.bootstrap(), "enable.idempotence": True, "acks": "all",
+class Load:
+    """An idempotent acks=all producer writing keyed records to `topic` in a thread until
+    stopped: what it had acknowledged as (partition, offset, key), and what failed."""
+
+    def __init__(self, layout, topic):
+        self.layout, self.topic = layout, topic
+        self.acked, self.failed, self.stop = [], [], threading.Event()
+        self.thread = threading.Thread(target=self.run)
+        self.thread.start()
+
+    def run(self):
+        p = Producer({"bootstrap.servers": self.layout.bootstrap(), "enable.idempotence": True, "acks": "all",
                       "linger.ms": 5, "message.timeout.ms": 120000})
 
         def done(err, msg):
             if err is None:
-                acked.append((msg.partition(), msg.offset(), msg.key().decode()))
+                self.acked.append((msg.partition(), msg.offset(), msg.key().decode()))
             else:
-                failed.append(str(err))
+                self.failed.append(str(err))
         i = 0
-        while not stop.is_set():
-            p.produce("iso", key=f"k{i}", value=b"x" * 100, on_delivery=done)
+        while not self.stop.is_set():
+            p.produce(self.topic, key=f"k{i}", value=b"x" * 100, on_delivery=done)
             p.poll(0)
             i += 1
             if i % 200 == 0:
                 time.sleep(0.05)
         left = p.flush(120)
         if left:
-            failed.append(f"{left} records not delivered at the end")
-    writer = threading.Thread(target=load)
-    writer.start()
+            self.failed.append(f"{left} records not delivered at the end")
+
+    def finish(self):
+        """Stop, deliver what is pending; the acknowledged records."""
+        self.stop.set()
+        self.thread.join(180)
+        assert not self.failed, self.failed[:5]
+        return self.acked
+
+
+def test_isolated_controllers_survive_the_active_controllers_kill(isolated):
+    """Three controllers, two brokers: load through the active controller's SIGKILL loses
+    nothing acknowledged and metadata keeps changing; the killed controller catches up."""
+    admin = AdminClient({"bootstrap.servers": isolated.bootstrap()})
+    brokers_registered(isolated, admin)
+    admin.create_topics([NewTopic("iso", 2, 2)], request_timeout=30)["iso"].result(60)
+    q = isolated.wait_quorum("both brokers listed as observers", lambda q: set(BROKERS) <= set(q["observers"]))
+    assert set(q["voters"]) == set(CONTROLLERS), q
+
+    load = Load(isolated, "iso")
     try:
         time.sleep(2)
         old = isolated.quorum()["leader"]
@@ -188,9 +214,7 @@ def test_isolated_controllers_survive_the_active_controllers_kill(isolated):
         admin.create_partitions([NewPartitions("iso", 3)], request_timeout=30)["iso"].result(60)
         time.sleep(2)
     finally:
-        stop.set()
-        writer.join(180)
-    assert not failed, failed[:5]
+        acked = load.finish()
     assert len(acked) > 1000, len(acked)
 
     isolated.start(old)
@@ -270,40 +294,10 @@ def test_dynamic_quorum_replaces_a_wiped_controller(dynamic):
     assert add_voter(broker, third, directory_id(dynamic.nodes[third])[1], dynamic.ports[third])[0] == 126
     q = dynamic.wait_quorum("three voters", lambda q: set(q["voters"]) == set(CONTROLLERS))
     admin = AdminClient({"bootstrap.servers": dynamic.bootstrap()})
-    deadline = time.time() + WAIT
-    while True:
-        try:
-            if brokers_seen(admin) == list(BROKERS):
-                break
-        except Exception:
-            pass
-        assert time.time() < deadline, "brokers not registered: " + dynamic.logs()
-        time.sleep(0.3)
+    brokers_registered(dynamic, admin)
     admin.create_topics([NewTopic("dyn", 2, 2)], request_timeout=30)["dyn"].result(60)
 
-    acked, failed, stop = [], [], threading.Event()
-
-    def load():
-        p = Producer({"bootstrap.servers": dynamic.bootstrap(), "enable.idempotence": True, "acks": "all",
-                      "linger.ms": 5, "message.timeout.ms": 120000})
-
-        def done(err, msg):
-            if err is None:
-                acked.append((msg.partition(), msg.offset(), msg.key().decode()))
-            else:
-                failed.append(str(err))
-        i = 0
-        while not stop.is_set():
-            p.produce("dyn", key=f"k{i}", value=b"x" * 100, on_delivery=done)
-            p.poll(0)
-            i += 1
-            if i % 200 == 0:
-                time.sleep(0.05)
-        left = p.flush(120)
-        if left:
-            failed.append(f"{left} records not delivered at the end")
-    writer = threading.Thread(target=load)
-    writer.start()
+    load = Load(dynamic, "dyn")
     try:
         time.sleep(1)
         # The wiped controller: not the active one, so the quorum keeps its majority.
@@ -338,9 +332,65 @@ def test_dynamic_quorum_replaces_a_wiped_controller(dynamic):
         admin.create_topics([NewTopic("dyn-after", 1, 2)], request_timeout=30)["dyn-after"].result(60)
         time.sleep(1)
     finally:
-        stop.set()
-        writer.join(180)
-    assert not failed, failed[:5]
+        acked = load.finish()
     assert len(acked) > 500, len(acked)
     from test_replication import consume_all
     check_log(acked, consume_all(Shim(dynamic), BROKERS, "dyn", 2, len(acked)))
+
+
+def test_storage_format_starts_a_dynamic_quorum_of_three(tmp_path):
+    """`tidemark storage format` as kafka-storage format: each of three controllers formatted
+    with --initial-controllers (ids, controller listeners and directory ids from `tidemark
+    storage random-uuid`) and one cluster id forms a quorum of exactly those voters, with those
+    directory ids, at first start; the cluster has that id; a broker joins and serves. A
+    directory already formatted is refused (left as it is with --ignore-formatted); a list
+    without this node, --standalone on a static quorum, or on a broker-only node: refused."""
+    layout = Isolated(str(tmp_path), formatted=True)
+
+    def uuid():
+        return subprocess.run([BIN, "storage", "random-uuid"], capture_output=True, text=True, check=True).stdout.strip()
+    cluster_id = uuid()
+    dirs = {n: uuid() for n in CONTROLLERS}
+    voters = ",".join(f"{n}@127.0.0.1:{layout.ports[n]}:{dirs[n]}" for n in CONTROLLERS)
+    for n in CONTROLLERS:
+        code, out = layout.format(n, "-t", cluster_id, "--initial-controllers", voters)
+        assert code == 0, out
+        assert f"directory.id={dirs[n]}" in out, out
+    code, out = layout.format(1, "-t", cluster_id, "--initial-controllers", voters)
+    assert code != 0 and "already formatted" in out, out
+    assert layout.format(1, "--ignore-formatted", "--standalone")[0] == 0
+    others = ",".join(f"{n}@127.0.0.1:{layout.ports[n]}:{dirs[n]}" for n in CONTROLLERS[1:])
+    code, out = Isolated(str(tmp_path / "x"), formatted=True).format(1, "--initial-controllers", others)
+    assert code != 0 and "does not name this node" in out, out
+    static = Isolated(str(tmp_path / "y"))
+    code, out = static.format(1, "--standalone")
+    assert code != 0 and "static quorum" in out, out
+    code, out = layout.format(BROKERS[0], "--standalone")
+    assert code != 0 and "format a controller" in out, out
+    code, out = layout.format(BROKERS[0], "-t", cluster_id, "--no-initial-controllers")
+    assert code == 0, out
+    try:
+        for n in CONTROLLERS + BROKERS[:1]:
+            layout.start(n)
+        q = layout.wait_quorum("the three formatted voters", lambda q: set(q["voters"]) == set(CONTROLLERS))
+        import base64
+        for n in CONTROLLERS:
+            assert q["voters"][n]["directory"] == base64.urlsafe_b64decode(dirs[n] + "=="), (n, q)
+        admin = AdminClient({"bootstrap.servers": layout.nodes[BROKERS[0]].bootstrap})
+        deadline = time.time() + WAIT
+        while True:
+            try:
+                d = admin.describe_cluster(request_timeout=10).result(15)
+                if [n.id for n in d.nodes] == [BROKERS[0]]:
+                    break
+            except Exception:  # registering
+                pass
+            assert time.time() < deadline, "the broker did not register: " + layout.logs()
+            time.sleep(0.3)
+        assert d.cluster_id == cluster_id, (d.cluster_id, cluster_id)
+        admin.create_topics([NewTopic("formatted", 1, 1)], request_timeout=30)["formatted"].result(60)
+        from test_clients import consume, produce
+        produce(layout.nodes[BROKERS[0]].bootstrap, "formatted", [(None, b"f%d" % i, None) for i in range(3)])
+        assert [m.value() for m in consume(layout.nodes[BROKERS[0]].bootstrap, "formatted", 3)] == [b"f0", b"f1", b"f2"]
+    finally:
+        layout.stop_all()

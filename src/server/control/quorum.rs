@@ -12,10 +12,11 @@
 //! ([`super::metadata`]); Metadata and DescribeCluster report the active controller, the
 //! unfenced brokers and each partition's leadership (docs/architecture.md, "The cluster").
 
-use crate::cluster::controller::{self, ControllerConfig};
+use crate::cluster::controller::{self, voter_set_hash, Controller, ControllerConfig};
 use crate::cluster::member::Member;
 use crate::cluster::net::Reply;
 use crate::cluster::observer::{Observer, ObserverConfig};
+use crate::cluster::settings::ClusterSettings;
 use crate::cluster::state::BrokerState;
 use crate::cluster::types::{
     BrokerRegistration, ControllerNode, Endpoint, MetaCommand, MetaResponse, QuorumDescription,
@@ -56,74 +57,8 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
         }
     }
     let member = match cluster.controller_addr {
-        Some(listen) => {
-            let directory_id = shard.directory_id().to_string();
-            let mut cc = if cluster.dynamic {
-                // A dynamic quorum: voters carry directory ids; this node starts it alone
-                // (its bootstrap servers name only itself) or waits to be added.
-                let mut cc = ControllerConfig::new(cluster.node_id, BTreeMap::new(), listen, dir);
-                cc.initial = (!cluster.voters.is_empty()).then(|| {
-                    cluster
-                        .voters
-                        .iter()
-                        .map(|(&id, addr)| {
-                            let node = ControllerNode { addr: addr.clone(), directory_id: directory_id.clone() };
-                            (id, node)
-                        })
-                        .collect()
-                });
-                cc
-            } else {
-                ControllerConfig::new(cluster.node_id, cluster.voters.clone(), listen, dir)
-            };
-            cc.directory_id = directory_id;
-            cc.election_timeout = cluster.election_timeout;
-            cc.session_timeout = cluster.broker_session_timeout;
-            cc.heartbeat = (cluster.election_timeout / 5).max(Duration::from_millis(20));
-            let controller = controller::start(control.disk.clone(), cc)
-                .await
-                .map_err(|e| anyhow::anyhow!("starting the metadata quorum's controller: {e}"))?;
-            tracing::info!(node = cluster.node_id, roles = ?cluster.roles, voters = ?cluster.voters, %listen, "controller started");
-            if let Some(listener) = config.controller_listener.clone() {
-                let (shard, listener) = (shard.clone(), Rc::new(listener));
-                controller.serve_kafka(Rc::new(move |stream: glommio::net::TcpStream, first: [u8; 4]| {
-                    let ip = stream.peer_addr().map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip());
-                    match shard.connections().admit(ip) {
-                        Ok(admitted) => {
-                            let serve = crate::server::connection::serve_controller_client(
-                                shard.clone(),
-                                stream,
-                                first,
-                                listener.clone(),
-                                admitted,
-                            );
-                            glommio::spawn_local(serve).detach();
-                        }
-                        Err(why) => tracing::info!(reason = %why, "controller listener: connection refused"),
-                    }
-                }));
-            }
-            Member::Voter(Box::new(controller))
-        }
-        None => {
-            let oc = ObserverConfig {
-                node_id: cluster.node_id,
-                servers: cluster.controller_servers.clone(),
-                cluster: if cluster.dynamic {
-                    crate::cluster::net::OBSERVER
-                } else {
-                    ControllerConfig::new(cluster.node_id, cluster.voters.clone(), "0.0.0.0:0".parse()?, dir.clone())
-                        .cluster_hash()
-                },
-                dir,
-                call_timeout: (cluster.election_timeout * 2).max(Duration::from_secs(1)),
-            };
-            let observer = Observer::start(control.disk.clone(), oc)
-                .await
-                .map_err(|e| anyhow::anyhow!("following the metadata quorum: {e}"))?;
-            tracing::info!(node = cluster.node_id, controllers = ?cluster.controller_servers, "following the metadata quorum as a broker-only node");
-            Member::Observer(observer)
-        }
+        Some(listen) => Member::Voter(Box::new(start_voter(shard, &cluster, listen, dir).await?)),
+        None => Member::Observer(start_observer(shard, &cluster, dir).await?),
     };
     let member = Rc::new(member);
     if !cluster.roles.broker() {
@@ -184,6 +119,99 @@ pub async fn start(shard: &Rc<Shard>, stop: Arc<AtomicBool>) -> anyhow::Result<O
     })
     .detach();
     Ok(Some(member))
+}
+
+/// A node with the controller role: its voter, listening at `listen`, with Kafka's controller
+/// APIs served on the same listener.
+async fn start_voter(
+    shard: &Rc<Shard>,
+    cluster: &ClusterSettings,
+    listen: std::net::SocketAddr,
+    dir: std::path::PathBuf,
+) -> anyhow::Result<Controller<DmaDisk>> {
+    let control = shard.control().expect("the quorum runs on shard 0");
+    let directory_id = shard.directory_id().to_string();
+    let mut cc = if cluster.dynamic {
+        // A dynamic quorum: voters carry directory ids. The initial voters `tidemark storage
+        // format` wrote start it; else this node alone when its bootstrap servers name only
+        // itself; else it waits to be added.
+        let mut cc = ControllerConfig::new(cluster.node_id, BTreeMap::new(), listen, dir);
+        let formatted = crate::server::data_dir::initial_voters(&shard.config().data_dir)?;
+        cc.initial = match formatted {
+            Some(voters) => {
+                let me = voters.iter().find(|v| v.id == cluster.node_id);
+                if me.is_none_or(|v| v.directory_id.to_string() != directory_id) {
+                    anyhow::bail!(
+                        "{}: the initial voters do not name this node (node.id={}) with this directory ({directory_id}): \
+                         format it again",
+                        crate::server::data_dir::BOOTSTRAP_VOTERS,
+                        cluster.node_id
+                    );
+                }
+                let node = |v: &crate::server::data_dir::InitialVoter| ControllerNode {
+                    addr: v.addr.clone(),
+                    directory_id: v.directory_id.to_string(),
+                };
+                Some(voters.iter().map(|v| (v.id, node(v))).collect())
+            }
+            None => (!cluster.voters.is_empty()).then(|| {
+                let node = |addr: &String| ControllerNode { addr: addr.clone(), directory_id: directory_id.clone() };
+                cluster.voters.iter().map(|(&id, addr)| (id, node(addr))).collect()
+            }),
+        };
+        cc
+    } else {
+        ControllerConfig::new(cluster.node_id, cluster.voters.clone(), listen, dir)
+    };
+    cc.directory_id = directory_id;
+    cc.election_timeout = cluster.election_timeout;
+    cc.session_timeout = cluster.broker_session_timeout;
+    cc.heartbeat = (cluster.election_timeout / 5).max(Duration::from_millis(20));
+    let controller = controller::start(control.disk.clone(), cc)
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the metadata quorum's controller: {e}"))?;
+    tracing::info!(node = cluster.node_id, roles = ?cluster.roles, voters = ?cluster.voters, %listen, "controller started");
+    if let Some(listener) = shard.config().controller_listener.clone() {
+        let (shard, listener) = (shard.clone(), Rc::new(listener));
+        controller.serve_kafka(Rc::new(move |stream: glommio::net::TcpStream, first: [u8; 4]| {
+            let ip = stream.peer_addr().map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip());
+            match shard.connections().admit(ip) {
+                Ok(admitted) => {
+                    let serve = crate::server::connection::serve_controller_client(
+                        shard.clone(),
+                        stream,
+                        first,
+                        listener.clone(),
+                        admitted,
+                    );
+                    glommio::spawn_local(serve).detach();
+                }
+                Err(why) => tracing::info!(reason = %why, "controller listener: connection refused"),
+            }
+        }));
+    }
+    Ok(controller)
+}
+
+/// A broker-only node: its observer, following the controllers the settings name.
+async fn start_observer(
+    shard: &Rc<Shard>,
+    cluster: &ClusterSettings,
+    dir: std::path::PathBuf,
+) -> anyhow::Result<Rc<Observer<DmaDisk>>> {
+    let control = shard.control().expect("the quorum runs on shard 0");
+    let oc = ObserverConfig {
+        node_id: cluster.node_id,
+        servers: cluster.controller_servers.clone(),
+        cluster: if cluster.dynamic { crate::cluster::net::OBSERVER } else { voter_set_hash(&cluster.voters) },
+        dir,
+        call_timeout: (cluster.election_timeout * 2).max(Duration::from_secs(1)),
+    };
+    let observer = Observer::start(control.disk.clone(), oc)
+        .await
+        .map_err(|e| anyhow::anyhow!("following the metadata quorum: {e}"))?;
+    tracing::info!(node = cluster.node_id, controllers = ?cluster.controller_servers, "following the metadata quorum as a broker-only node");
+    Ok(observer)
 }
 
 /// Propose this node's cluster id until the quorum has one (the first committed is the
