@@ -617,7 +617,17 @@ async fn handle<D: Disk>(served: &Served<D>, from: u64, rpc: Rpc) -> Reply {
         Rpc::RemoveVoter { id, directory_id } => Reply::VoterChange(remove_voter(raft, id, &directory_id).await),
         Rpc::Fetch { after, wait_ms } => {
             let log_end = after.map_or(0, |l| l.index + 1);
-            served.observers.borrow_mut().insert(from, (log_end, now_ms()));
+            {
+                let mut observers = served.observers.borrow_mut();
+                // Bounded: ids are the senders' word (a stranger's too, until the quorum's links
+                // are authenticated); the longest silent goes first.
+                if observers.len() >= MAX_OBSERVERS_LISTED && !observers.contains_key(&from) {
+                    if let Some(oldest) = observers.iter().min_by_key(|(_, (_, at))| *at).map(|(id, _)| *id) {
+                        observers.remove(&oldest);
+                    }
+                }
+                observers.insert(from, (log_end, now_ms()));
+            }
             fetch(served, after, Duration::from_millis(wait_ms).min(FETCH_MAX_WAIT)).await
         }
     }
@@ -684,6 +694,9 @@ async fn leader_for_others<D: Disk>(served: &Served<D>) -> Option<u64> {
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
+
+/// The most observers kept for DescribeQuorum.
+const MAX_OBSERVERS_LISTED: usize = 4096;
 
 /// How long an observer that stopped fetching is still listed.
 const OBSERVER_LISTED: Duration = Duration::from_secs(60);

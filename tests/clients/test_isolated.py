@@ -140,13 +140,14 @@ def isolated():
             c.stop_all()
 
 
-def brokers_registered(layout, admin):
-    """Wait until DescribeCluster through the brokers lists exactly the two brokers."""
+def brokers_registered(layout, admin, brokers=BROKERS):
+    """Wait until DescribeCluster through the brokers lists exactly `brokers`; its answer."""
     deadline = time.time() + WAIT
     while True:
         try:
-            if sorted(n.id for n in admin.describe_cluster(request_timeout=10).result(15).nodes) == list(BROKERS):
-                return
+            d = admin.describe_cluster(request_timeout=10).result(15)
+            if sorted(n.id for n in d.nodes) == list(brokers):
+                return d
         except Exception:  # brokers starting, registering
             pass
         assert time.time() < deadline, "brokers not registered: " + layout.logs()
@@ -377,16 +378,7 @@ def test_storage_format_starts_a_dynamic_quorum_of_three(tmp_path):
         for n in CONTROLLERS:
             assert q["voters"][n]["directory"] == base64.urlsafe_b64decode(dirs[n] + "=="), (n, q)
         admin = AdminClient({"bootstrap.servers": layout.nodes[BROKERS[0]].bootstrap})
-        deadline = time.time() + WAIT
-        while True:
-            try:
-                d = admin.describe_cluster(request_timeout=10).result(15)
-                if [n.id for n in d.nodes] == [BROKERS[0]]:
-                    break
-            except Exception:  # registering
-                pass
-            assert time.time() < deadline, "the broker did not register: " + layout.logs()
-            time.sleep(0.3)
+        d = brokers_registered(layout, admin, BROKERS[:1])
         assert d.cluster_id == cluster_id, (d.cluster_id, cluster_id)
         admin.create_topics([NewTopic("formatted", 1, 1)], request_timeout=30)["formatted"].result(60)
         from test_clients import consume, produce

@@ -236,8 +236,16 @@ pub async fn add_raft_voter(cx: &mut Cx<'_>, r: AddRaftVoterRequest) -> AddRaftV
 /// RemoveRaftVoter: ALTER on the cluster. Voter `voter_id` of that directory leaves a dynamic
 /// quorum (VOTER_NOT_FOUND when no voter has both); the last voter is not removed.
 pub async fn remove_raft_voter(cx: &mut Cx<'_>, r: RemoveRaftVoterRequest) -> RemoveRaftVoterResponse {
-    let change =
-        VoterChange::Remove { id: r.voter_id.max(0) as u64, directory_id: Uuid(r.voter_directory_id).to_string() };
+    if r.voter_id < 0 {
+        cx.release_turn();
+        let message = Some(format!("voter id {} is not a node id", r.voter_id));
+        return RemoveRaftVoterResponse {
+            error_code: code::INVALID_REQUEST,
+            error_message: message,
+            ..Default::default()
+        };
+    }
+    let change = VoterChange::Remove { id: r.voter_id as u64, directory_id: Uuid(r.voter_directory_id).to_string() };
     match change_voters(cx, change).await {
         Ok(()) => RemoveRaftVoterResponse::default(),
         Err((error_code, message)) => {
