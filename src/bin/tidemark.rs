@@ -79,6 +79,12 @@ struct FormatArgs {
     /// A directory already formatted is left as it is, without an error.
     #[arg(long, short = 'g')]
     ignore_formatted: bool,
+    /// A SCRAM user the node knows from its first start, as Kafka's format takes it:
+    /// `SCRAM-SHA-512=[name=broker,password=broker-secret]` (optionally `iterations=8192`).
+    /// The cluster's own logins (brokers, controllers) need theirs before the metadata quorum
+    /// runs: give the same users to every node. Repeatable.
+    #[arg(long = "add-scram", short = 'S', value_name = "MECHANISM=[name=...,password=...]")]
+    add_scram: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -338,14 +344,25 @@ fn storage_format(a: FormatArgs) -> Result<()> {
         ),
         (false, None) => Bootstrap::None,
     };
+    let users: Vec<data_dir::ScramUser> = a
+        .add_scram
+        .iter()
+        .map(|s| data_dir::ScramUser::parse(s).with_context(|| format!("--add-scram {s}")))
+        .collect::<Result<_>>()?;
     match data_dir::format(&broker, a.cluster_id.as_deref(), bootstrap, a.ignore_formatted)? {
-        Some(id) => println!(
-            "formatted {}: cluster.id={} node.id={} directory.id={}",
-            broker.data_dir.display(),
-            id.cluster_id,
-            id.node_id,
-            id.directory_id
-        ),
+        Some(id) => {
+            for u in &users {
+                data_dir::add_user(&broker.data_dir, &u.name, u.mechanism, &u.password, u.iterations)?;
+            }
+            println!(
+                "formatted {}: cluster.id={} node.id={} directory.id={}{}",
+                broker.data_dir.display(),
+                id.cluster_id,
+                id.node_id,
+                id.directory_id,
+                if users.is_empty() { String::new() } else { format!(" ({} SCRAM users)", users.len()) }
+            )
+        }
         None => println!("{} is already formatted; left as it is", broker.data_dir.display()),
     }
     Ok(())

@@ -8,7 +8,7 @@ use crate::protocol::{self, RequestHeader};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use futures_channel::oneshot;
-use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::channels::local_channel::{self, LocalSender};
 use glommio::net::TcpStream;
 use std::cell::{Cell, RefCell};
@@ -40,6 +40,25 @@ impl Conn {
             .map_err(std::io::Error::from)
             .with_context(|| format!("connecting to {addr}"))?;
         let _ = stream.set_nodelay(true);
+        Conn::open(addr, stream).await
+    }
+
+    /// A connection to `host` at `addr`, secured by `security` (TLS, SASL), within `limit`.
+    pub async fn connect_with(
+        host: &str,
+        addr: SocketAddr,
+        security: &super::Security,
+        limit: std::time::Duration,
+    ) -> anyhow::Result<Rc<Conn>> {
+        let stream = security.connect(host, addr, limit).await?;
+        Conn::open(addr, stream).await
+    }
+
+    /// Requests over `stream` (connected, and secured if it is to be), starting with ApiVersions.
+    pub async fn open<S: AsyncRead + AsyncWrite + Unpin + 'static>(
+        addr: SocketAddr,
+        stream: S,
+    ) -> anyhow::Result<Rc<Conn>> {
         let (mut reader, mut writer) = futures_lite::io::split(stream);
         let (tx, rx) = local_channel::new_bounded::<Bytes>(64);
         let waiting: Waiting = Rc::new(RefCell::new(VecDeque::new()));

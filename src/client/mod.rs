@@ -5,6 +5,8 @@
 
 mod conn;
 mod peers;
+pub mod security;
 
 pub use conn::{Conn, MAX_RESPONSE};
 pub use peers::{Peers, Purpose};
+pub use security::{Login, LoginMechanism, Security};

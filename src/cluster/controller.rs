@@ -65,9 +65,16 @@ pub struct ControllerConfig {
     pub session_timeout: Duration,
     /// Tests only: links they cut to make network partitions ([`net::Links`]).
     pub links: Option<Rc<net::Links>>,
+    /// How this node's connections to the other controllers are secured (TLS, SASL).
+    pub security: crate::client::security::Shared,
 }
 
 impl ControllerConfig {
+    /// How this node dials the others.
+    pub fn dial(&self) -> net::Dial {
+        net::Dial { security: self.security.clone(), links: self.links.clone() }
+    }
+
     /// Defaults for a quorum on one machine or a LAN (KRaft's are 2 s fetch timeouts and 1 s
     /// elections; these are shorter, and generous enough for three nodes on two cores).
     pub fn new(node_id: u64, voters: BTreeMap<u64, String>, listen: SocketAddr, dir: PathBuf) -> Self {
@@ -92,6 +99,7 @@ impl ControllerConfig {
             keep_below_snapshot: 100,
             session_timeout: Duration::from_secs(9),
             links: None,
+            security: Default::default(),
         }
     }
 
@@ -182,7 +190,7 @@ pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Con
         ..Default::default()
     };
     let raft_config = Arc::new(raft_config.validate().map_err(io::Error::other)?);
-    let network = Network { cluster: config.cluster_hash(), me: config.node_id, links: config.links.clone() };
+    let network = Network { cluster: config.cluster_hash(), me: config.node_id, dial: config.dial() };
     let raft =
         Raft::new(config.node_id, raft_config, network, log.clone(), state.clone()).await.map_err(io::Error::other)?;
     let listener = glommio::net::TcpListener::bind(config.listen).map_err(io::Error::from)?;
@@ -197,7 +205,9 @@ pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Con
         mismatch_logged: Cell::new(None),
         election_timeout: config.election_timeout,
         liveness: Rc::default(),
-        kafka: RefCell::new(None),
+        accept: RefCell::new(None),
+        stop: stop.clone(),
+        cluster: config.cluster_hash(),
         observers: RefCell::default(),
     });
     glommio::spawn_local(net::serve(served.clone(), listener, config.cluster_hash(), stop.clone())).detach();
@@ -396,13 +406,19 @@ impl<D: Disk> Controller<D> {
         &self.config.directory_id
     }
 
-    /// Serve Kafka's clients of a controller on the CONTROLLER listener through `handoff`.
-    pub fn serve_kafka(&self, handoff: net::Handoff) {
-        *self.served.kafka.borrow_mut() = Some(handoff);
+    /// Hand every connection on the CONTROLLER listener to the node's server (`accept`), which
+    /// passes quorum connections back through [`Controller::door`].
+    pub fn accept_with(&self, accept: net::Handoff) {
+        *self.served.accept.borrow_mut() = Some(accept);
+    }
+
+    /// Where the node's server passes quorum connections.
+    pub fn door(&self) -> net::QuorumDoor<D> {
+        net::QuorumDoor(Rc::downgrade(&self.served))
     }
 
     fn peer(&self, target: u64, addr: &str) -> Peer {
-        Peer::new(self.config.node_id, target, addr.to_string(), self.config.cluster_hash(), self.config.links.clone())
+        Peer::new(self.config.node_id, target, addr.to_string(), self.config.cluster_hash(), self.config.dial())
     }
 
     /// Stop serving and shut openraft down (the metadata log stays as it is on disk).

@@ -257,24 +257,55 @@ pub struct Peer {
     /// The target's directory id as the membership names it (empty: none).
     to_dir: String,
     cluster: u64,
-    links: Option<Rc<Links>>,
-    stream: Option<glommio::net::TcpStream>,
+    dial: Dial,
+    stream: Option<crate::client::security::Stream>,
+}
+
+/// How a node dials another: its link's security (TLS, SASL) and, in tests, the links cut.
+#[derive(Clone, Default)]
+pub struct Dial {
+    pub security: crate::client::security::Shared,
+    pub links: Option<Rc<Links>>,
 }
 
 impl Peer {
     /// Calls from node `from` to node `target` at `addr`.
-    pub fn new(from: u64, target: u64, addr: String, cluster: u64, links: Option<Rc<Links>>) -> Peer {
-        Peer { from, target, addr, to_dir: String::new(), cluster, links, stream: None }
+    pub fn new(from: u64, target: u64, addr: String, cluster: u64, dial: Dial) -> Peer {
+        Peer { from, target, addr, to_dir: String::new(), cluster, dial, stream: None }
     }
 
     /// Calls to a member of the quorum as the membership names it.
-    pub fn to_member(from: u64, target: u64, node: &ControllerNode, cluster: u64, links: Option<Rc<Links>>) -> Peer {
-        Peer { to_dir: node.directory_id.clone(), ..Peer::new(from, target, node.addr.clone(), cluster, links) }
+    pub fn to_member(from: u64, target: u64, node: &ControllerNode, cluster: u64, dial: Dial) -> Peer {
+        Peer { to_dir: node.directory_id.clone(), ..Peer::new(from, target, node.addr.clone(), cluster, dial) }
+    }
+
+    /// Connect to the peer, secure the connection as the link says and open it as a quorum
+    /// connection (the preface).
+    async fn dial(&self, limit: Duration) -> Result<crate::client::security::Stream, CallError> {
+        use std::net::ToSocketAddrs;
+        let addr = self.addr.clone();
+        let failed = |e: io::Error| CallError::Connect(addr.clone(), e);
+        let resolved = addr.to_socket_addrs().map_err(failed)?.next();
+        let socket = resolved.ok_or_else(|| failed(io::Error::new(io::ErrorKind::NotFound, "no address")))?;
+        let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h).trim_matches(['[', ']']);
+        let security = self.dial.security.current();
+        let mut stream = match security.connect(host, socket, CONNECT_TIMEOUT.max(limit)).await {
+            Ok(s) => s,
+            // Refused or unreachable: openraft backs off. Authentication refused or a failed
+            // handshake: the same, and this node's log says why (each attempt).
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied || e.to_string().contains("TLS") => {
+                tracing::warn!(peer = addr, error = %e, "cannot authenticate to the controller; retrying");
+                return Err(failed(e));
+            }
+            Err(e) => return Err(failed(e)),
+        };
+        stream.write_all(&PREFACE).await.map_err(|e| CallError::Io(addr.clone(), e))?;
+        Ok(stream)
     }
 
     /// One round trip, dialling first if needed; any failure drops the connection.
     async fn call(&mut self, rpc: Rpc, limit: Duration) -> Result<Reply, CallError> {
-        if Links::is_cut(&self.links, self.from, self.target) {
+        if Links::is_cut(&self.dial.links, self.from, self.target) {
             self.stream = None;
             return Err(CallError::Connect(self.addr.clone(), io::Error::from(io::ErrorKind::ConnectionRefused)));
         }
@@ -288,19 +319,7 @@ impl Peer {
             return Err(CallError::Io(self.addr.clone(), e));
         }
         if self.stream.is_none() {
-            let addr = self.addr.clone();
-            let connect = glommio::net::TcpStream::connect(addr.clone());
-            let stream = match within(CONNECT_TIMEOUT.min(limit), connect).await {
-                Some(Ok(s)) => s,
-                Some(Err(e)) => return Err(CallError::Connect(addr, io::Error::from(e))),
-                None => return Err(CallError::Connect(addr, io::Error::from(io::ErrorKind::TimedOut))),
-            };
-            let _ = stream.set_nodelay(true);
-            let mut stream = stream;
-            if let Err(e) = stream.write_all(&PREFACE).await {
-                return Err(CallError::Io(self.addr.clone(), e));
-            }
-            self.stream = Some(stream);
+            self.stream = Some(self.dial(CONNECT_TIMEOUT.min(limit)).await?);
         }
         let stream = self.stream.as_mut().expect("connected");
         let round_trip = async {
@@ -450,20 +469,21 @@ pub struct Network {
     pub cluster: u64,
     /// This node's id.
     pub me: u64,
-    pub links: Option<Rc<Links>>,
+    pub dial: Dial,
 }
 
 impl RaftNetworkFactory<Tm> for Network {
     type Network = Peer;
 
     async fn new_client(&mut self, target: u64, node: &ControllerNode) -> Peer {
-        Peer::to_member(self.me, target, node, self.cluster, self.links.clone())
+        Peer::to_member(self.me, target, node, self.cluster, self.dial.clone())
     }
 }
 
-/// Where a connection on the CONTROLLER listener that is not a quorum connection goes (a Kafka
-/// client of the controller), with the 4 bytes already read from it.
-pub type Handoff = Rc<dyn Fn(glommio::net::TcpStream, [u8; 4])>;
+/// Where every connection on the CONTROLLER listener goes when the node's server takes them:
+/// it secures the connection (TLS, SASL), authorizes a quorum connection and passes it back
+/// ([`QuorumDoor`]), and serves any other as a Kafka client of the controller.
+pub type Handoff = Rc<dyn Fn(glommio::net::TcpStream)>;
 
 /// What serving the quorum's RPCs needs: the Raft handle, the applied metadata (for
 /// heartbeats and observers' fetches), the log (fetches) and the brokers' liveness.
@@ -482,8 +502,12 @@ pub struct Served<D: Disk> {
     /// long is not named to others ([`leader_for_others`]).
     pub election_timeout: Duration,
     pub liveness: Rc<super::liveness::Liveness>,
-    /// Kafka's clients on this listener (none: such connections are closed).
-    pub kafka: std::cell::RefCell<Option<Handoff>>,
+    /// The node's server, which takes every connection on this listener (none: this module
+    /// serves quorum connections in plaintext and closes others; the quorum's own tests).
+    pub accept: std::cell::RefCell<Option<Handoff>>,
+    pub stop: Rc<Cell<bool>>,
+    /// This node's voter-set hash.
+    pub cluster: u64,
     /// The observers that fetched from this node: id → (log end they asked from, when in
     /// milliseconds since the epoch). DescribeQuorum lists them, as Kafka lists its brokers.
     pub observers: std::cell::RefCell<std::collections::BTreeMap<u64, (u64, i64)>>,
@@ -511,6 +535,11 @@ pub async fn serve<D: Disk>(
             }
         };
         let _ = stream.set_nodelay(true);
+        let accept = served.accept.borrow().clone();
+        if let Some(accept) = accept {
+            accept(stream);
+            continue;
+        }
         let (served, stop) = (served.clone(), stop.clone());
         glommio::spawn_local(async move {
             let mut stream = stream;
@@ -521,23 +550,37 @@ pub async fn serve<D: Disk>(
                         tracing::debug!(error = %e, "controller connection closed");
                     }
                 }
-                Some(Ok(())) => {
-                    let kafka = served.kafka.borrow().clone();
-                    match kafka {
-                        Some(handoff) => handoff(stream, first),
-                        None => tracing::debug!("controller listener: a connection that is not the quorum's; closed"),
-                    }
-                }
-                _ => {}
+                _ => tracing::debug!("controller listener: a connection that is not the quorum's; closed"),
             }
         })
         .detach();
     }
 }
 
-async fn connection<D: Disk>(
+/// Where the node's server passes the quorum connections it accepted, secured and authorized
+/// (their preface read). It does not keep the controller alive.
+pub struct QuorumDoor<D: Disk>(pub(super) std::rc::Weak<Served<D>>);
+
+impl<D: Disk> Clone for QuorumDoor<D> {
+    fn clone(&self) -> Self {
+        QuorumDoor(self.0.clone())
+    }
+}
+
+impl<D: Disk> QuorumDoor<D> {
+    /// Serve `stream` as a quorum connection, until it closes.
+    pub async fn serve<S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin>(&self, stream: S) {
+        let Some(served) = self.0.upgrade() else { return };
+        let (stop, cluster) = (served.stop.clone(), served.cluster);
+        if let Err(e) = connection(served, stream, cluster, stop).await {
+            tracing::debug!(error = %e, "controller connection closed");
+        }
+    }
+}
+
+async fn connection<D: Disk, S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin>(
     served: Rc<Served<D>>,
-    mut stream: glommio::net::TcpStream,
+    mut stream: S,
     cluster: u64,
     stop: Rc<Cell<bool>>,
 ) -> io::Result<()> {

@@ -36,6 +36,8 @@ pub struct ObserverConfig {
     /// How long a call to a controller may take before the next one is tried (heartbeats,
     /// describes).
     pub call_timeout: Duration,
+    /// How its connections to the controllers are secured (TLS, SASL).
+    pub security: crate::client::security::Shared,
 }
 
 /// A running observer.
@@ -94,7 +96,8 @@ impl<D: Disk> Observer<D> {
     }
 
     fn peer(&self, target: u64, addr: String) -> Peer {
-        Peer::new(self.config.node_id, target, addr, self.config.cluster, None)
+        let dial = net::Dial { security: self.config.security.clone(), links: None };
+        Peer::new(self.config.node_id, target, addr, self.config.cluster, dial)
     }
 
     /// Where to send a call for the leader: its address when known, else the servers in turn.

@@ -140,7 +140,7 @@ async fn request<H: Host>(host: &H, partitions: &[(Tp, i32)]) -> (FetchRequest, 
 
 /// A connection to `leader` for replication.
 async fn connect<H: Host>(host: &Rc<H>, leader: i32) -> anyhow::Result<Rc<Conn>> {
-    Conn::connect(host.replication_address(leader).await?).await
+    host.connect_to(leader).await
 }
 
 /// Take one partition's answer; `false` when the partition should wait a little before its

@@ -28,7 +28,6 @@ use crate::storage::Partition;
 use crate::types::{Offset, Uuid};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -52,8 +51,9 @@ pub trait Host: Sized + 'static {
     fn topic_name(&self, id: Uuid) -> Option<String>;
     /// A partition's placement as the metadata image has it now.
     fn leadership(&self, topic: &str, partition: i32) -> Option<PartitionState>;
-    /// Where to reach `node` for replication: its `inter.broker.listener.name` listener.
-    async fn replication_address(self: &Rc<Self>, node: i32) -> anyhow::Result<SocketAddr>;
+    /// A connection to `node` for replication: its inter-broker listener, secured as the
+    /// cluster's links are.
+    async fn connect_to(self: &Rc<Self>, node: i32) -> anyhow::Result<Rc<crate::client::Conn>>;
     /// Send an ISR change to the metadata quorum: `Ok` once it is committed and published here.
     async fn alter_partition(self: &Rc<Self>, command: MetaCommand) -> Result<(), IsrChangeError>;
     /// This node leads `partition` from now on, at a new leader epoch (the coordinators load

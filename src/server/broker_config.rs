@@ -55,6 +55,9 @@ pub struct BrokerConfig {
     /// A controller's CONTROLLER listener (the quorum binds it; Kafka's clients of a controller
     /// are served there too).
     pub controller_listener: Option<Listener>,
+    /// How this node's links to the other brokers and to the controllers are secured
+    /// (resolved with the listeners).
+    pub links: crate::server::links::ClusterLinks,
     pub shards: usize,
     /// `tidemark.shard.io.memory.bytes`: each shard's registered DMA buffer pool
     /// ([`crate::io::DEFAULT_SHARD_IO_MEMORY`]).
@@ -123,6 +126,7 @@ impl BrokerConfig {
             listen: addr,
             listeners: listeners::resolve(None, None, None, addr, &host_name())?,
             controller_listener: None,
+            links: Default::default(),
             shards,
             shard_io_memory: crate::io::DEFAULT_SHARD_IO_MEMORY,
             batch_cache: true,

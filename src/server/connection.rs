@@ -8,7 +8,9 @@
 //! everyone else.
 
 use crate::budget::Held;
+use crate::cluster::net::QuorumDoor;
 use crate::deadline::within;
+use crate::io::DmaDisk;
 use crate::metrics::{self, Counter, Stage};
 use crate::protocol::{decode_request, error_response};
 use crate::server::api::{handle, Dispatched};
@@ -43,25 +45,40 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<Listener>, 
     let Some(tls) = &listener.tls else {
         return open(shard, stream, peer, tls::ANONYMOUS.to_string(), listener, admitted).await;
     };
+    if let Some((stream, principal)) = handshake(&shard, tls, stream, &peer, &listener).await {
+        open(shard, stream, peer, principal, listener, admitted).await
+    }
+}
+
+/// The TLS handshake on a TLS listener: the stream and its principal (the client
+/// certificate's, mapped; on SASL_SSL SASL names the principal later), or `None` with a log
+/// line (the connection is dropped).
+async fn handshake(
+    shard: &Shard,
+    tls: &tls::Tls,
+    stream: TcpStream,
+    peer: &str,
+    listener: &Listener,
+) -> Option<(futures_rustls::server::TlsStream<TcpStream>, String)> {
     let idle = shard.config().limits.connections_max_idle;
     match within(idle, tls.acceptor().accept(stream)).await {
         // On SASL_SSL the principal is SASL's: the certificate is not mapped (as in Kafka).
-        Some(Ok(stream)) if listener.protocol.sasl() => {
-            open(shard, stream, peer, tls::ANONYMOUS.to_string(), listener, admitted).await
-        }
+        Some(Ok(stream)) if listener.protocol.sasl() => Some((stream, tls::ANONYMOUS.to_string())),
         Some(Ok(stream)) => match tls.principal(stream.get_ref().1) {
             Ok(principal) => {
                 tracing::debug!(peer, principal, listener = listener.name, "TLS connection");
-                open(shard, stream, peer, principal, listener, admitted).await
+                Some((stream, principal))
             }
             Err(error) => {
                 metrics::count(Counter::AuthenticationFailures, 1);
                 tracing::info!(peer, listener = listener.name, error, "client certificate refused; closing");
+                None
             }
         },
         Some(Err(error)) => {
             metrics::count(Counter::TlsHandshakeFailures, 1);
             tracing::info!(peer, listener = listener.name, %error, "TLS handshake failed; closing");
+            None
         }
         None => {
             metrics::count(Counter::TlsHandshakeFailures, 1);
@@ -70,34 +87,86 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<Listener>, 
                 listener = listener.name,
                 "TLS handshake not done within connections.max.idle.ms; closing"
             );
+            None
         }
     }
 }
 
-/// A Kafka client's connection on the CONTROLLER listener, handed over by the quorum's server
-/// with the first 4 bytes it read (the first frame's size): served as any connection, with
-/// only the controller's APIs ([`crate::server::api::CONTROLLER_APIS`]). TLS on the controller
-/// listener comes with the cluster's own TLS: until then such a listener is served as plaintext
-/// only.
-pub async fn serve_controller_client(
+/// A connection on the CONTROLLER listener, handed over by the quorum: secured as the
+/// listener's protocol says (TLS, then SASL), then by its first 4 bytes either a quorum
+/// connection (the quorum's preface), passed to `quorum` once its principal may act for the
+/// cluster, or a Kafka client of the controller, served with only the controller's APIs
+/// ([`crate::server::api::CONTROLLER_APIS`]).
+pub async fn serve_controller_listener(
     shard: Rc<Shard>,
     stream: TcpStream,
-    first: [u8; 4],
     listener: Rc<Listener>,
     admitted: Admitted,
+    quorum: QuorumDoor<DmaDisk>,
 ) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     metrics::count(Counter::Connections, 1);
-    if listener.tls.is_some() || listener.protocol.tls() {
-        tracing::info!(
-            peer,
-            listener = listener.name,
-            "a TLS client on the controller listener is not served yet; closing"
-        );
+    let _ = stream.set_nodelay(true);
+    let Some(tls) = &listener.tls else {
+        let principal = tls::ANONYMOUS.to_string();
+        return controller_connection(shard, stream, peer, principal, listener, admitted, quorum).await;
+    };
+    if let Some((stream, principal)) = handshake(&shard, tls, stream, &peer, &listener).await {
+        controller_connection(shard, stream, peer, principal, listener, admitted, quorum).await
+    }
+}
+
+/// A connection on the CONTROLLER listener past TLS.
+async fn controller_connection<S: AsyncRead + AsyncWrite + Unpin + 'static>(
+    shard: Rc<Shard>,
+    mut stream: S,
+    peer: String,
+    principal: String,
+    listener: Rc<Listener>,
+    admitted: Admitted,
+    quorum: QuorumDoor<DmaDisk>,
+) {
+    let Some((principal, sasl)) = authenticated(&shard, &mut stream, &peer, principal, &listener).await else {
+        return;
+    };
+    let idle = shard.config().limits.connections_max_idle;
+    let mut first = [0u8; 4];
+    if !matches!(within(idle, stream.read_exact(&mut first)).await, Some(Ok(()))) {
         return;
     }
+    if first == crate::cluster::net::PREFACE {
+        if !may_act_for_cluster(&shard, &principal, &acl_host(&peer)) {
+            metrics::count(Counter::AuthenticationFailures, 1);
+            tracing::warn!(
+                peer,
+                principal,
+                listener = listener.name,
+                "a quorum connection refused: its principal is not a super user and has no CLUSTER_ACTION on the \
+                 cluster; closing"
+            );
+            return;
+        }
+        let _admitted = admitted;
+        return quorum.serve(stream).await;
+    }
     let stream = Prefixed { first, taken: 0, inner: stream };
-    open(shard, stream, peer, tls::ANONYMOUS.to_string(), listener, admitted).await
+    start_session(shard, stream, peer, principal, sasl, listener, admitted).await
+}
+
+/// Whether `principal` may take part in the cluster's own traffic (the quorum's RPCs, a
+/// broker's metadata fetches and heartbeats): as Kafka requires of them, a super user or
+/// CLUSTER_ACTION on the cluster; anyone without an authorizer.
+fn may_act_for_cluster(shard: &Shard, principal: &str, host: &str) -> bool {
+    use crate::security::acl::{Asker, Operation, ResourceType, CLUSTER_NAME};
+    let c = shard.config();
+    !c.authorizer_enabled
+        || shard.acls().authorize(
+            &c.authorizer,
+            Asker { principal, host },
+            Operation::ClusterAction,
+            ResourceType::Cluster,
+            CLUSTER_NAME,
+        )
 }
 
 /// A stream whose first bytes were already read: they are read again first.
@@ -158,17 +227,38 @@ async fn open<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     listener: Rc<Listener>,
     admitted: Admitted,
 ) {
-    let (principal, sasl) = if listener.protocol.sasl() {
-        match authenticate(&shard, &mut stream, &peer, &listener.sasl_mechanisms).await {
-            Some(sasl) => {
-                tracing::debug!(peer, user = sasl.user, listener = listener.name, "SASL authenticated");
-                (format!("User:{}", sasl.user), sasl)
-            }
-            None => return,
-        }
-    } else {
-        (principal, SaslSession::default())
-    };
+    if let Some((principal, sasl)) = authenticated(&shard, &mut stream, &peer, principal, &listener).await {
+        start_session(shard, stream, peer, principal, sasl, listener, admitted).await
+    }
+}
+
+/// On a SASL listener, the SASL exchange and the principal it names; else `principal` (TLS's
+/// or ANONYMOUS). `None`: the connection is to be closed.
+async fn authenticated<S: AsyncRead + AsyncWrite + Unpin>(
+    shard: &Shard,
+    stream: &mut S,
+    peer: &str,
+    principal: String,
+    listener: &Listener,
+) -> Option<(String, SaslSession)> {
+    if !listener.protocol.sasl() {
+        return Some((principal, SaslSession::default()));
+    }
+    let sasl = authenticate(shard, stream, peer, &listener.sasl_mechanisms).await?;
+    tracing::debug!(peer, user = sasl.user, listener = listener.name, "SASL authenticated");
+    Some((format!("User:{}", sasl.user), sasl))
+}
+
+/// Serve an authenticated connection's requests.
+async fn start_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
+    shard: Rc<Shard>,
+    stream: S,
+    peer: String,
+    principal: String,
+    sasl: SaslSession,
+    listener: Rc<Listener>,
+    admitted: Admitted,
+) {
     let host = acl_host(&peer);
     let on_controller_listener =
         shard.config().cluster.as_ref().is_some_and(|c| c.controller_listener == listener.name);

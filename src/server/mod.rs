@@ -31,6 +31,7 @@ pub mod control;
 pub mod data_dir;
 pub mod errors;
 pub mod limits;
+pub mod links;
 pub mod listeners;
 pub mod metrics_http;
 pub mod peers;

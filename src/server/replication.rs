@@ -49,8 +49,8 @@ impl Host for Shard {
         Shard::leadership(self, topic, partition)
     }
 
-    async fn replication_address(self: &Rc<Self>, node: i32) -> anyhow::Result<std::net::SocketAddr> {
-        crate::server::peers::broker_address(self, node).await
+    async fn connect_to(self: &Rc<Self>, node: i32) -> anyhow::Result<Rc<crate::client::Conn>> {
+        crate::server::peers::connect_to(self, node).await
     }
 
     async fn alter_partition(self: &Rc<Self>, command: MetaCommand) -> Result<(), IsrChangeError> {

@@ -108,7 +108,7 @@ pub fn check(key: &str, value: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn protocols(v: &str) -> anyhow::Result<Vec<&'static rustls::SupportedProtocolVersion>> {
+pub(crate) fn protocols(v: &str) -> anyhow::Result<Vec<&'static rustls::SupportedProtocolVersion>> {
     let mut out = Vec::new();
     for p in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         out.push(match p {
@@ -124,7 +124,7 @@ fn protocols(v: &str) -> anyhow::Result<Vec<&'static rustls::SupportedProtocolVe
 }
 
 /// PEM text from a file setting or an inline one.
-fn pem(
+pub(crate) fn pem(
     settings: &BTreeMap<String, String>,
     listener: &str,
     file: &str,

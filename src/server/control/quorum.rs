@@ -24,6 +24,7 @@ use crate::cluster::types::{
 use crate::io::{Disk, DmaDisk};
 use crate::server::router::ShardCall;
 use crate::server::shard::Shard;
+use anyhow::Context as _;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -164,6 +165,7 @@ async fn start_voter(
         ControllerConfig::new(cluster.node_id, cluster.voters.clone(), listen, dir)
     };
     cc.directory_id = directory_id;
+    cc.security = controller_link(shard)?;
     cc.election_timeout = cluster.election_timeout;
     cc.session_timeout = cluster.broker_session_timeout;
     cc.heartbeat = (cluster.election_timeout / 5).max(Duration::from_millis(20));
@@ -172,17 +174,17 @@ async fn start_voter(
         .map_err(|e| anyhow::anyhow!("starting the metadata quorum's controller: {e}"))?;
     tracing::info!(node = cluster.node_id, roles = ?cluster.roles, voters = ?cluster.voters, %listen, "controller started");
     if let Some(listener) = shard.config().controller_listener.clone() {
-        let (shard, listener) = (shard.clone(), Rc::new(listener));
-        controller.serve_kafka(Rc::new(move |stream: glommio::net::TcpStream, first: [u8; 4]| {
+        let (shard, listener, door) = (shard.clone(), Rc::new(listener), controller.door());
+        controller.accept_with(Rc::new(move |stream: glommio::net::TcpStream| {
             let ip = stream.peer_addr().map_or(std::net::IpAddr::from([0, 0, 0, 0]), |a| a.ip());
             match shard.connections().admit(ip) {
                 Ok(admitted) => {
-                    let serve = crate::server::connection::serve_controller_client(
+                    let serve = crate::server::connection::serve_controller_listener(
                         shard.clone(),
                         stream,
-                        first,
                         listener.clone(),
                         admitted,
+                        door.clone(),
                     );
                     glommio::spawn_local(serve).detach();
                 }
@@ -191,6 +193,13 @@ async fn start_voter(
         }));
     }
     Ok(controller)
+}
+
+/// How this node's connections to the controllers are secured.
+fn controller_link(shard: &Shard) -> anyhow::Result<crate::client::security::Shared> {
+    let links = &shard.config().links;
+    let link = links.controllers.as_ref().context("a node of a cluster has a link to its controllers")?;
+    Ok(link.security.clone())
 }
 
 /// A broker-only node: its observer, following the controllers the settings name.
@@ -206,6 +215,7 @@ async fn start_observer(
         cluster: if cluster.dynamic { crate::cluster::net::OBSERVER } else { voter_set_hash(&cluster.voters) },
         dir,
         call_timeout: (cluster.election_timeout * 2).max(Duration::from_secs(1)),
+        security: controller_link(shard)?,
     };
     let observer = Observer::start(control.disk.clone(), oc)
         .await

@@ -211,7 +211,12 @@ pub fn sensitive(name: &str) -> bool {
 /// The broker setting `name` (with or without a listener's prefix, where it may have one).
 pub fn broker(name: &str) -> Option<&'static Setting> {
     if let Some((_, setting)) = listener_key(name) {
-        return all().find(|s| s.per_listener && s.name == setting);
+        // SASL's settings may also be per mechanism: `listener.name.<l>.<mechanism>.<setting>`.
+        let per_mechanism = setting
+            .split_once('.')
+            .filter(|(m, _)| crate::security::sasl::MECHANISMS.iter().any(|x| x.eq_ignore_ascii_case(m)))
+            .map(|(_, s)| s);
+        return all().find(|s| s.per_listener && (s.name == setting || Some(s.name) == per_mechanism));
     }
     all().find(|s| s.name == name)
 }

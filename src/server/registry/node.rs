@@ -88,17 +88,24 @@ pub const LISTENERS: &[Setting] = &[
             }
             Ok(())
         },
-        show: Some(|c, _| {
-            c.settings.get("inter.broker.listener.name").map_or_else(
-                || c.listeners.first().map(|l| l.name.clone()).unwrap_or_default(),
-                |v| v.trim().to_ascii_uppercase(),
-            )
-        }),
+        show: Some(|c, _| c.links.brokers.listener.clone()),
         ..Setting::text(
             "inter.broker.listener.name",
-            "The listener followers fetch from their leaders over (its registered address; default the first \
-             listener); checked at startup. Replicas connect in plaintext without authentication: name a \
-             PLAINTEXT listener.",
+            "The listener brokers reach each other on (followers' fetches, transaction markers), at its \
+             registered address, secured as its protocol says (docs/security.md, securing the cluster). \
+             Default: the listener `security.inter.broker.protocol` names, else the first.",
+        )
+    },
+    Setting {
+        valid: "`PLAINTEXT`, `SSL`, `SASL_PLAINTEXT`, `SASL_SSL`",
+        take: |_, v| match crate::server::listeners::SecurityProtocol::parse(v.text()) {
+            Some(_) => Ok(()),
+            None => bail!("{}={}: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", v.key, v.text()),
+        },
+        ..Setting::text(
+            "security.inter.broker.protocol",
+            "Instead of `inter.broker.listener.name`: brokers reach each other on the listener named as this \
+             protocol (not both).",
         )
     },
     Setting {

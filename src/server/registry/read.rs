@@ -121,7 +121,56 @@ impl BrokerConfig {
             let rules = tls::mapping_rules(&self.settings, &self.listeners[i].name)?;
             self.listeners[i].tls = Some(tls::Tls::new(acceptor, rules));
         }
+        let settings = self.with_node_tls(node);
+        if let Some(l) = self.controller_listener.as_mut().filter(|l| l.protocol.tls()) {
+            let acceptor = tls::acceptor(&settings, &l.name)?;
+            l.tls = Some(tls::Tls::new(acceptor, tls::mapping_rules(&settings, &l.name)?));
+        }
+        self.links = self.resolve_links(node, map.as_deref())?;
         Ok(())
+    }
+
+    /// The static settings with this node's dynamic TLS settings over them.
+    fn with_node_tls(&self, node: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let mut settings = self.settings.clone();
+        settings.extend(node.iter().filter(|(k, _)| dynamic_tls(k)).map(|(k, v)| (k.clone(), v.clone())));
+        settings
+    }
+
+    /// How this node's links to other brokers and to the controllers are secured, from the
+    /// resolved listeners (`map`: the protocol map in force, for a controller listener this
+    /// node does not serve).
+    pub fn resolve_links(
+        &self,
+        node: &BTreeMap<String, String>,
+        map: Option<&str>,
+    ) -> anyhow::Result<crate::server::links::ClusterLinks> {
+        use crate::server::links;
+        if self.cluster.is_none() {
+            // A standalone node calls no other node.
+            return Ok(links::ClusterLinks::default());
+        }
+        let settings = self.with_node_tls(node);
+        let named: Vec<_> = self.listeners.iter().map(|l| (l.name.clone(), l.protocol)).collect();
+        let brokers = if named.is_empty() {
+            // A controller-only node calls no broker.
+            ("PLAINTEXT".to_string(), listeners::SecurityProtocol::Plaintext)
+        } else {
+            links::inter_broker_listener(&settings, &named)?
+        };
+        let controllers = match &self.cluster {
+            None => None,
+            Some(c) => {
+                let protocol = match &self.controller_listener {
+                    Some(l) => l.protocol,
+                    None => *listeners::protocol_map(map)?.get(&c.controller_listener).with_context(|| {
+                        format!("controller listener {}: not in listener.security.protocol.map", c.controller_listener)
+                    })?,
+                };
+                Some((c.controller_listener.clone(), protocol))
+            }
+        };
+        links::resolve(&settings, brokers, controllers)
     }
 
     /// Every TLS listener's acceptor (by its index in `listeners`), from the static settings
@@ -131,8 +180,7 @@ impl BrokerConfig {
         &self,
         node: &BTreeMap<String, String>,
     ) -> anyhow::Result<Vec<(usize, futures_rustls::TlsAcceptor)>> {
-        let mut settings = self.settings.clone();
-        settings.extend(node.iter().filter(|(k, _)| dynamic_tls(k)).map(|(k, v)| (k.clone(), v.clone())));
+        let settings = self.with_node_tls(node);
         let tls = self.listeners.iter().enumerate().filter(|(_, l)| l.protocol.tls());
         tls.map(|(i, l)| Ok((i, tls::acceptor(&settings, &l.name)?))).collect()
     }

@@ -16,6 +16,39 @@ pub const AUTH: &[Setting] = &[
         )
     },
     Setting {
+        valid: "`SCRAM-SHA-256`, `SCRAM-SHA-512`, `PLAIN`",
+        take: take_login_mechanism,
+        ..Setting::text(
+            "sasl.mechanism.inter.broker.protocol",
+            "How this broker logs in to the others when the inter-broker listener is SASL (no default: Kafka's, \
+             GSSAPI, is not served). The login: the listener's `sasl.jaas.config`.",
+        )
+    },
+    Setting {
+        valid: "`SCRAM-SHA-256`, `SCRAM-SHA-512`, `PLAIN`",
+        take: take_login_mechanism,
+        ..Setting::text(
+            "sasl.mechanism.controller.protocol",
+            "How this node logs in to the controllers when the controller listener is SASL (no default: \
+             Kafka's, GSSAPI, is not served). The login: the controller listener's `sasl.jaas.config`.",
+        )
+    },
+    Setting {
+        per_listener: true,
+        sensitive: true,
+        valid: "Kafka's JAAS text: `<LoginModule> required username=\"...\" password=\"...\";`",
+        take: |_, v| match crate::client::security::Jaas::parse(v.value) {
+            Ok(_) => Ok(()),
+            Err(e) => bail!("{}: {e}", v.key),
+        },
+        ..Setting::text(
+            "sasl.jaas.config",
+            "This node's own SASL login on its links to other nodes, per listener and mechanism as Kafka \
+             reads it: `listener.name.<l>.<mechanism>.sasl.jaas.config`, else `listener.name.<l>.sasl.jaas.config`, \
+             else this. ScramLoginModule or PlainLoginModule with `username` and `password`.",
+        )
+    },
+    Setting {
         take: |c, v| {
             c.sasl.max_receive_size = v.int()? as usize;
             Ok(())
@@ -184,10 +217,23 @@ pub const TLS: &[Setting] = &[
     },
     Setting {
         default: Some("https"),
-        inert: true,
+        valid: "`https`, or empty",
         ..Setting::tls(
             "ssl.endpoint.identification.algorithm",
-            "Accepted; the broker checks no client's host name.",
+            "On this node's own links to other nodes: `https` checks that the other node's certificate names \
+             the host dialled; empty checks its chain only. (No client's host name is checked.)",
         )
     },
 ];
+
+/// Check a SASL mechanism this node logs in with.
+fn take_login_mechanism(_: &mut BrokerConfig, v: &Given<'_>) -> anyhow::Result<()> {
+    match crate::client::LoginMechanism::parse(v.text()) {
+        Some(_) => Ok(()),
+        None => bail!(
+            "{}={}: SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN (GSSAPI and OAUTHBEARER are not served)",
+            v.key,
+            v.text()
+        ),
+    }
+}
