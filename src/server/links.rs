@@ -46,6 +46,11 @@ impl Link {
     pub fn security(&self) -> Security {
         self.security.current()
     }
+
+    /// New connections on this link are secured with `security`, on every shard.
+    pub fn replace(&self, security: Security) {
+        self.security.replace(security);
+    }
 }
 
 /// This node's links: to brokers, and to controllers when it is part of a cluster.
@@ -61,6 +66,26 @@ impl Default for ClusterLinks {
             brokers: Link::new("PLAINTEXT".into(), SecurityProtocol::Plaintext, Security::plaintext()),
             controllers: None,
         }
+    }
+}
+
+impl ClusterLinks {
+    /// Each link with its security made again from `settings` (a rotated key store, trust
+    /// store or login), all checked before any is put in force ([`Link::replace`]).
+    pub fn remade(&self, settings: &BTreeMap<String, String>) -> anyhow::Result<Vec<(Link, Security)>> {
+        let mut out = Vec::new();
+        let keys = [(Some(&self.brokers), "sasl.mechanism.inter.broker.protocol")];
+        let all = keys.into_iter().chain([(self.controllers.as_ref(), "sasl.mechanism.controller.protocol")]);
+        for (link, key) in all {
+            let Some(link) = link else { continue };
+            if link.protocol == SecurityProtocol::Plaintext {
+                continue;
+            }
+            let security = security(settings, &link.listener, link.protocol, key)
+                .with_context(|| format!("the cluster's link on listener {}", link.listener))?;
+            out.push((link.clone(), security));
+        }
+        Ok(out)
     }
 }
 

@@ -95,7 +95,8 @@ class Secured:
         self.nodes[n].start(*self.settings(n))
 
     def conf(self, user="admin", node=1, **more):
-        c = {"bootstrap.servers": self.nodes[node].bootstrap, "security.protocol": "SASL_SSL",
+        servers = ",".join([self.nodes[node].bootstrap] + [b.bootstrap for n, b in self.nodes.items() if n != node])
+        c = {"bootstrap.servers": servers, "security.protocol": "SASL_SSL",
              "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user, "sasl.password": USERS[user],
              "ssl.ca.location": self.ca.ca_file}
         c.update(more)
@@ -401,3 +402,64 @@ def scram_login(conn, user, password):
     signature = hmac.new(hashlib.sha512(client_key).digest(), auth, hashlib.sha512).digest()
     proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
     authenticate(f"{without_proof},p={proof}".encode())
+
+
+def test_rotating_the_brokers_login_without_a_restart(secured):
+    """KIP-226 for the cluster's own links: a new broker user (with CLUSTER_ACTION by ACL, not
+    a super user) is created online, every node's own login is switched to it by a per-broker
+    dynamic setting (a login that does not parse or lacks its password is INVALID_CONFIG and
+    changes nothing), the old user is deleted; then the partition leader is SIGKILLed, so the
+    followers connect anew to the next leader with the new login: acks=all writes go on, and
+    the killed node restarts (its dynamic login kept) and is in sync again."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ConfigEntry, ConfigResource,
+                                       ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialDeletion, UserScramCredentialUpsertion)
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AlterConfigOpType
+    s = secured
+    admin = s.admin()
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    for f in admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion("broker2", info, b"rotated-secret")]).values():
+        f.result(30)
+    acl = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:broker2", "*",
+                     AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW)
+    for f in admin.create_acls([acl]).values():
+        f.result(30)
+
+    keys = ["listener.name.broker.scram-sha-512.sasl.jaas.config"]
+    if s.controller == "SASL_SSL":
+        keys.append("listener.name.controller.scram-sha-512.sasl.jaas.config")
+
+    def alter(node, value):
+        entries = [ConfigEntry(k, value, incremental_operation=AlterConfigOpType.SET) for k in keys]
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(node), incremental_configs=entries)
+        for f in admin.incremental_alter_configs([resource]).values():
+            f.result(30)
+
+    with pytest.raises(KafkaException) as bad:
+        alter(1, 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker2";')
+    assert "password" in str(bad.value), bad.value
+    for n in NODES:
+        alter(n, SCRAM_JAAS.format("broker2", "rotated-secret"))
+    for f in admin.alter_user_scram_credentials(
+            [UserScramCredentialDeletion("broker", ScramMechanism.SCRAM_SHA_512)]).values():
+        f.result(30)
+    for n in NODES:
+        assert "the cluster's link changed" in s.nodes[n].log()
+
+    topic = "rotated"
+    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
+    s.wait("three replicas in sync", lambda: s.partition(topic, 1)[1] == list(NODES))
+    p = Producer(s.conf(**{"enable.idempotence": True, "acks": "all", "message.timeout.ms": 120000}))
+    leader, _ = s.partition(topic, 1)
+    s.nodes[leader].stop(signal.SIGKILL)
+    others = [n for n in NODES if n != leader]
+    s.wait("a new leader", lambda: s.partition(topic, others[0])[0] in others)
+    acked, errors = [], []
+    for i in range(100):
+        p.produce(topic, value=b"%d" % i, on_delivery=lambda err, m: acked.append(m) if err is None else errors.append(err))
+    assert p.flush(120) == 0 and len(acked) == 100, errors[:3]
+    s.start(leader)
+    s.wait("the restarted node in sync, fetching with the rotated login",
+           lambda: s.partition(topic, others[0])[1] == list(NODES))

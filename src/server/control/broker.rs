@@ -57,13 +57,16 @@ impl ShardCall<Shard> for AlterBroker {
             return Err(AdminError::new(code::INVALID_REQUEST, message));
         }
         if let Some(k) = tls.iter().find(|k| {
-            configs::listener_key(k).is_some_and(|(l, _)| {
+            configs::listener_key(k).is_some_and(|(l, setting)| {
                 // Settings name listeners in lower case (Kafka's `listener.name.<lower>.`).
+                let sasl = setting.ends_with("sasl.jaas.config");
                 l != l.to_ascii_lowercase()
-                    || !shard.config().listeners.iter().any(|x| x.protocol.tls() && x.name.eq_ignore_ascii_case(l))
+                    || !known_listeners(&shard)
+                        .any(|(name, p)| name.eq_ignore_ascii_case(l) && if sasl { p.sasl() } else { p.tls() })
             })
         }) {
-            let message = format!("{k}: this broker has no TLS listener of that name (in lower case)");
+            let message =
+                format!("{k}: this node has no listener of that name (in lower case) with TLS, or SASL for a login");
             return Err(AdminError::new(code::INVALID_REQUEST, message));
         }
         let control = control_of(&shard)?;
@@ -96,9 +99,16 @@ impl ShardCall<Shard> for AlterBroker {
     }
 }
 
-/// What [`AlterBroker::checked`] gives: the new settings, their effect, the new TLS acceptors
-/// (listener index, acceptor), and the topics whose settings change with them.
-type Checked = (DynamicConfigs, Effective, Vec<(usize, futures_rustls::TlsAcceptor)>, Vec<(String, LogConfig)>);
+/// What [`AlterBroker::checked`] gives: the new settings, their effect, the new TLS stores and
+/// logins, and the topics whose settings change with them.
+type Checked = (DynamicConfigs, Effective, Secured, Vec<(String, LogConfig)>);
+
+/// New TLS acceptors (listener index, acceptor) and the cluster's links' new security.
+#[derive(Default)]
+pub(super) struct Secured {
+    acceptors: Vec<(usize, futures_rustls::TlsAcceptor)>,
+    links: Vec<(crate::server::links::Link, crate::client::Security)>,
+}
 
 impl AlterBroker {
     /// The change checked against the settings in force (`None`: only validation was asked).
@@ -124,20 +134,25 @@ impl AlterBroker {
             m.iter().filter(|(k, _)| configs::dynamic_tls(k)).map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>()
         };
         let tls_changed = !tls.is_empty() || (self.node && tls_of(&shard.dynamic().node) != tls_of(&next.node));
-        let acceptors = if !tls_changed {
-            Vec::new()
+        let secured = if !tls_changed {
+            Secured::default()
         } else {
-            shard.config().tls_acceptors(&next.node).map_err(|e| {
+            let invalid = |e: anyhow::Error| {
                 AdminError::new(
                     code::INVALID_CONFIG,
                     format!("Validation of dynamic config update of SSLFactory failed: {e:#}"),
                 )
-            })?
+            };
+            let c = shard.config();
+            Secured {
+                acceptors: c.tls_acceptors(&next.node).map_err(invalid)?,
+                links: c.links.remade(&c.with_node_tls(&next.node)).map_err(invalid)?,
+            }
         };
         if self.validate_only {
             return Ok(None);
         }
-        Ok(Some((next, effective, acceptors, changed)))
+        Ok(Some((next, effective, secured, changed)))
     }
 }
 
@@ -149,7 +164,7 @@ pub(super) async fn put_in_force(
     store: &mut TopicStore<DmaDisk>,
     next: DynamicConfigs,
     effective: Effective,
-    acceptors: Vec<(usize, futures_rustls::TlsAcceptor)>,
+    secured: Secured,
     changed: Vec<(String, LogConfig)>,
 ) -> AdminResult {
     let control = control_of(shard)?;
@@ -157,12 +172,16 @@ pub(super) async fn put_in_force(
     let written = control.disk.write_file_atomic(&path, next.encode().as_bytes()).await;
     written.map_err(|e| AdminError::new(code::KAFKA_STORAGE_ERROR, e.to_string()))?;
     store.set_defaults(effective.log_defaults.clone());
-    for (i, acceptor) in acceptors {
+    for (i, acceptor) in secured.acceptors {
         let listener = &shard.config().listeners[i];
         if let Some(t) = &listener.tls {
             t.replace(acceptor);
             tracing::info!(listener = %listener.name, "TLS stores changed: new connections use them");
         }
+    }
+    for (link, security) in secured.links {
+        link.replace(security);
+        tracing::info!(listener = %link.listener, "the cluster's link changed (TLS stores, login): new connections to other nodes use it");
     }
     publish(shard, Delta::BrokerSettings(next)).await;
     for (name, config) in changed {
@@ -183,5 +202,13 @@ pub(super) async fn take_defaults(
     let next = DynamicConfigs { default, node: shard.dynamic().node };
     let effective = Effective::compute(shard.config(), &next).map_err(|e| format!("{e:#}"))?;
     let changed = store.with_defaults(&effective.log_defaults).map_err(|e| e.to_string())?;
-    put_in_force(shard, store, next, effective, Vec::new(), changed).await.map_err(|e| e.message)
+    put_in_force(shard, store, next, effective, Secured::default(), changed).await.map_err(|e| e.message)
+}
+
+/// The listeners this node serves or connects to, with their protocols: its own, its
+/// controller listener, and the controllers' listener its link to them uses.
+fn known_listeners(shard: &Shard) -> impl Iterator<Item = (String, crate::server::listeners::SecurityProtocol)> + '_ {
+    let c = shard.config();
+    let own = c.listeners.iter().chain(c.controller_listener.iter()).map(|l| (l.name.clone(), l.protocol));
+    own.chain(c.links.controllers.iter().map(|l| (l.listener.clone(), l.protocol)))
 }

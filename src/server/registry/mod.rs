@@ -196,7 +196,8 @@ pub fn listener_key(name: &str) -> Option<(&str, &str)> {
     name.strip_prefix("listener.name.")?.split_once('.')
 }
 
-/// Whether a setting changes at runtime for one broker only (a TLS listener's stores).
+/// Whether a setting changes at runtime for one broker only (a TLS listener's stores, a
+/// listener's own SASL login).
 pub fn dynamic_tls(name: &str) -> bool {
     broker(name).is_some_and(|s| s.change == Change::PerBroker)
 }

@@ -131,7 +131,7 @@ impl BrokerConfig {
     }
 
     /// The static settings with this node's dynamic TLS settings over them.
-    fn with_node_tls(&self, node: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    pub fn with_node_tls(&self, node: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         let mut settings = self.settings.clone();
         settings.extend(node.iter().filter(|(k, _)| dynamic_tls(k)).map(|(k, v)| (k.clone(), v.clone())));
         settings

@@ -34,6 +34,7 @@ pub const AUTH: &[Setting] = &[
         )
     },
     Setting {
+        change: Change::PerBroker,
         per_listener: true,
         sensitive: true,
         valid: "Kafka's JAAS text: `<LoginModule> required username=\"...\" password=\"...\";`",
