@@ -48,10 +48,10 @@ class Authority:
             f.write(data)
         return path
 
-    def broker(self):
-        """A keystore PEM (key and chain) for localhost and 127.0.0.1: its path."""
+    def broker(self, ips=("127.0.0.1",)):
+        """A keystore PEM (key and chain) for localhost and `ips`: its path."""
         key = ec.generate_private_key(ec.SECP256R1())
-        sans = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+        sans = [x509.DNSName("localhost")] + [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
         cert = _cert(_name(CN="localhost"), key, self.name, self.key, sans=sans)
         pem = _key_pem(key) + cert.public_bytes(serialization.Encoding.PEM) + self.cert.public_bytes(serialization.Encoding.PEM)
         return self._write("broker-%d.pem" % id(cert), pem)

@@ -1,8 +1,11 @@
 """A Jepsen-style fault test of replication: three tidemark nodes, each in a network
 namespace the test makes (veth pairs on a bridge, 10.N.0.1-3), idempotent acks=all producers and a
-consumer. Two layouts: three combined nodes (broker and controller in each), and Kafka's
+consumer. Three layouts: three combined nodes (broker and controller in each); Kafka's
 isolated one, three broker-only nodes (1-3) and three controller-only nodes (4-6, 10.N.0.4-6),
-where the nemesis picks its victim among all six. Faults: and a nemesis that kills nodes with SIGKILL and restarts them (later, or at once: a
+where the nemesis picks its victim among all six; and the isolated one secured end to end
+("secured": every listener SASL_SSL with SCRAM-SHA-512, the brokers' and the quorum's own
+traffic included, ACLs on). CI runs the combined and secured layouts
+(TIDEMARK_NEMESIS_LAYOUTS); scripts/nemesis.sh runs all three. Faults: and a nemesis that kills nodes with SIGKILL and restarts them (later, or at once: a
 fast restart, with or without its leader-epoch files, as a lost disk file would leave it), pauses
 them (SIGSTOP/SIGCONT), and cuts one node off from the two others (blackhole routes inside the
 namespaces: quorum and replication links both; clients in the root namespace still reach it).
@@ -24,6 +27,7 @@ import random
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import tempfile
@@ -34,6 +38,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from certs import Authority
 from conftest import BIN
 
 LEADER_BOUND = 60
@@ -53,7 +58,7 @@ class NetCluster:
     namespace, on a bridge in the root namespace."""
 
     def __init__(self, root, layout="combined"):
-        self.layout = layout
+        self.layout, self.secured = layout, layout == "secured"
         self.nodes = BROKERS if layout == "combined" else BROKERS + (4, 5, 6)
         self.controllers = BROKERS if layout == "combined" else (4, 5, 6)
         tag = os.getpid() % 200 + 20
@@ -77,6 +82,22 @@ class NetCluster:
             sh("ip", "-n", ns, "link", "set", peer, "up")
             sh("ip", "-n", ns, "link", "set", "lo", "up")
             os.makedirs(os.path.join(root, f"node{i}"), exist_ok=True)
+        if self.secured:
+            self.ca = Authority(root)
+            self.keystore = self.ca.broker(ips=[self.addr(i) for i in self.nodes])
+            cluster_id = sh(BIN, "storage", "random-uuid").stdout.strip()
+            users = [f"--add-scram=SCRAM-SHA-512=[name={u},password={p}]" for u, p in SECURED_USERS.items()]
+            for i in self.nodes:
+                sh(BIN, "storage", "format", "--data-dir", os.path.join(root, f"node{i}"), "-t", cluster_id,
+                   *self.settings(i), *users)
+
+    def conf(self, **c):
+        """A client configuration: `c` with the cluster's client security (secured: SASL_SSL as
+        the admin, a super user)."""
+        if self.secured:
+            c.update({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin",
+                      "sasl.password": SECURED_USERS["admin"], "ssl.ca.location": self.ca.ca_file})
+        return c
 
     def ns(self, i):
         return f"{self.tag}ns{i}"
@@ -87,9 +108,9 @@ class NetCluster:
     def bootstrap(self, nodes=BROKERS):
         return ",".join(f"{self.addr(i)}:{CLIENT_PORT}" for i in nodes)
 
-    def start(self, i):
+    def settings(self, i):
         voters = ",".join(f"{n}@{self.addr(n)}:{CONTROLLER_PORT}" for n in self.controllers)
-        d = os.path.join(self.root, f"node{i}")
+        client = "BROKER" if self.secured else "PLAINTEXT"
         if self.layout == "combined":
             role = ["--set", "process.roles=broker,controller", "--set",
                     f"listeners=PLAINTEXT://{self.addr(i)}:{CLIENT_PORT},CONTROLLER://{self.addr(i)}:{CONTROLLER_PORT}"]
@@ -97,13 +118,31 @@ class NetCluster:
             role = ["--set", "process.roles=controller",
                     "--set", f"listeners=CONTROLLER://{self.addr(i)}:{CONTROLLER_PORT}"]
         else:
-            role = ["--set", "process.roles=broker", "--set", f"listeners=PLAINTEXT://{self.addr(i)}:{CLIENT_PORT}"]
-        args = ["ip", "netns", "exec", self.ns(i), BIN, "serve", "--data-dir", d, "--set", f"node.id={i}", *role,
-                "--set", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                "--set", "controller.listener.names=CONTROLLER",
-                "--set", f"controller.quorum.voters={voters}",
-                "--set", "broker.heartbeat.interval.ms=500", "--set", "broker.session.timeout.ms=3000",
-                "--set", "replica.lag.time.max.ms=3000", "--set", "group.initial.rebalance.delay.ms=200"]
+            role = ["--set", "process.roles=broker", "--set", f"listeners={client}://{self.addr(i)}:{CLIENT_PORT}"]
+        if self.secured:
+            jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+                    f'password="{SECURED_USERS["broker"]}";')
+            security = ["listener.security.protocol.map=BROKER:SASL_SSL,CONTROLLER:SASL_SSL",
+                        "inter.broker.listener.name=BROKER",
+                        "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+                        "sasl.mechanism.controller.protocol=SCRAM-SHA-512",
+                        "sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN",
+                        f"sasl.jaas.config={jaas}",
+                        f"ssl.keystore.location={self.keystore}",
+                        f"ssl.truststore.location={self.ca.ca_file}",
+                        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                        "super.users=User:admin;User:broker"]
+        else:
+            security = ["listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"]
+        settings = [f"node.id={i}", *security, "controller.listener.names=CONTROLLER",
+                    f"controller.quorum.voters={voters}", "broker.heartbeat.interval.ms=500",
+                    "broker.session.timeout.ms=3000", "replica.lag.time.max.ms=3000",
+                    "group.initial.rebalance.delay.ms=200"]
+        return role + [x for s in settings for x in ("--set", s)]
+
+    def start(self, i):
+        d = os.path.join(self.root, f"node{i}")
+        args = ["ip", "netns", "exec", self.ns(i), BIN, "serve", "--data-dir", d, *self.settings(i)]
         self.procs[i] = subprocess.Popen(args, stdout=subprocess.DEVNULL,
                                          stderr=open(os.path.join(d, "broker.log"), "ab"))
 
@@ -161,10 +200,16 @@ def usable():
     return ok
 
 
-@pytest.fixture(params=["combined", "isolated"])
+SECURED_USERS = {"admin": "admin-secret", "broker": "broker-secret"}
+LAYOUTS = os.environ.get("TIDEMARK_NEMESIS_LAYOUTS", "combined,secured").split(",")
+
+
+@pytest.fixture(params=["combined", "isolated", "secured"])
 def net(request):
     if not usable():
         pytest.skip("needs root and network namespaces (iproute2)")
+    if request.param not in LAYOUTS:
+        pytest.skip(f"layout {request.param} not in TIDEMARK_NEMESIS_LAYOUTS (scripts/nemesis.sh runs it)")
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as d:
         c = NetCluster(d, request.param)
         try:
@@ -175,7 +220,7 @@ def net(request):
 
 def leaders(net, via):
     """{partition: leader} of topic `jepsen` as node `via` answers (librdkafka's metadata)."""
-    a = AdminClient({"bootstrap.servers": net.bootstrap([via]), "socket.timeout.ms": 3000})
+    a = AdminClient(net.conf(**{"bootstrap.servers": net.bootstrap([via]), "socket.timeout.ms": 3000}))
     md = a.list_topics("jepsen", timeout=3)
     t = md.topics.get("jepsen")
     return {p.id: p.leader for p in t.partitions.values()} if t and t.error is None else {}
@@ -205,7 +250,13 @@ def latest(net, node, topic, partitions):
         body += struct.pack(">iq", p, -1)
     header = struct.pack(">hhi", 2, 1, 7) + struct.pack(">h", 7) + b"nemesis"
     with socket.create_connection((net.addr(node), CLIENT_PORT), timeout=2) as sock:
-        sock.sendall(struct.pack(">i", len(header + body)) + header + body)
+        if net.secured:
+            sock = ssl.create_default_context(cafile=net.ca.ca_file).wrap_socket(sock, server_hostname=net.addr(node))
+
+        def call(frame):
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            size, = struct.unpack(">i", exact(4))
+            return exact(size)
 
         def exact(n):
             buf = b""
@@ -215,8 +266,13 @@ def latest(net, node, topic, partitions):
                     raise ConnectionError("closed")
                 buf += chunk
             return buf
-        size, = struct.unpack(">i", exact(4))
-        frame = exact(size)
+        if net.secured:  # SaslHandshake v1 PLAIN, SaslAuthenticate v0, as the admin
+            sasl = struct.pack(">hhi", 17, 1, 5) + struct.pack(">h", 7) + b"nemesis"
+            assert call(sasl + struct.pack(">h", 5) + b"PLAIN")[4:6] == b"\0\0"
+            token = b"\0admin\0" + SECURED_USERS["admin"].encode()
+            auth = struct.pack(">hhi", 36, 0, 6) + struct.pack(">h", 7) + b"nemesis"
+            assert call(auth + struct.pack(">i", len(token)) + token)[4:6] == b"\0\0"
+        frame = call(header + body)
     pos = 8  # correlation id, topic count
     n = struct.unpack_from(">h", frame, pos)[0]
     pos += 2 + n
@@ -246,9 +302,9 @@ class Workload:
         self.threads.append(threading.Thread(target=self.watch))
 
     def produce(self, w):
-        p = Producer({"bootstrap.servers": self.net.bootstrap(), "acks": "all", "enable.idempotence": True,
-                      "linger.ms": 2, "message.timeout.ms": 60000, "request.timeout.ms": 10000,
-                      "topic.metadata.refresh.interval.ms": 500})
+        p = Producer(self.net.conf(**{"bootstrap.servers": self.net.bootstrap(), "acks": "all",
+                                      "enable.idempotence": True, "linger.ms": 2, "message.timeout.ms": 60000,
+                                      "request.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 500}))
 
         def done(err, msg):
             if err is None:
@@ -266,9 +322,9 @@ class Workload:
         p.flush(90)
 
     def consume(self):
-        c = Consumer({"bootstrap.servers": self.net.bootstrap(), "group.id": "nemesis-reader",
-                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                      "topic.metadata.refresh.interval.ms": 500})
+        c = Consumer(self.net.conf(**{"bootstrap.servers": self.net.bootstrap(), "group.id": "nemesis-reader",
+                                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                      "topic.metadata.refresh.interval.ms": 500}))
         c.assign([TopicPartition("jepsen", p, 0) for p in range(PARTITIONS)])
         while not self.stop.is_set():
             for m in c.consume(200, 0.5):
@@ -302,8 +358,8 @@ class Workload:
 
 def final_log(net):
     """Every record of `jepsen` from the start, per partition: {partition: [(offset, value)]}."""
-    c = Consumer({"bootstrap.servers": net.bootstrap(), "group.id": f"final-{time.time()}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(net.conf(**{"bootstrap.servers": net.bootstrap(), "group.id": f"final-{time.time()}",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest"}))
     parts = [TopicPartition("jepsen", p, 0) for p in range(PARTITIONS)]
     c.assign(parts)
     ends = {}
@@ -324,7 +380,7 @@ def test_nemesis_loses_nothing_acknowledged(net):
     rng = random.Random(int(os.environ.get("TIDEMARK_NEMESIS_SEED", str(int(time.time())))))
     for i in net.nodes:
         net.start(i)
-    a = AdminClient({"bootstrap.servers": net.bootstrap()})
+    a = AdminClient(net.conf(**{"bootstrap.servers": net.bootstrap()}))
     wait("the cluster to form", lambda: len(a.list_topics(timeout=3).brokers) == 3, net, 60)
     topic = NewTopic("jepsen", PARTITIONS, 3, config={"min.insync.replicas": "2"})
     a.create_topics([topic], request_timeout=30)["jepsen"].result(60)
@@ -375,7 +431,7 @@ def test_nemesis_loses_nothing_acknowledged(net):
             else:
                 net.heal()
             wait(f"round {r}: every replica back in sync", lambda: all(
-                sorted(p.isrs) == [1, 2, 3] for p in AdminClient({"bootstrap.servers": net.bootstrap(others)})
+                sorted(p.isrs) == [1, 2, 3] for p in AdminClient(net.conf(**{"bootstrap.servers": net.bootstrap(others)}))
                 .list_topics("jepsen", timeout=3).topics["jepsen"].partitions.values()), net, 120)
     finally:
         net.heal()

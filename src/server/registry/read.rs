@@ -102,7 +102,11 @@ impl BrokerConfig {
         let named: Vec<(String, SocketAddr)> = resolved.iter().map(|l| (l.name.clone(), l.addr)).collect();
         if let Some(name) = get("inter.broker.listener.name").map(|n| n.trim().to_ascii_uppercase()) {
             let controller = get("controller.listener.names").map(|n| n.to_ascii_uppercase()).unwrap_or_default();
-            if !named.iter().any(|(n, _)| *n == name) || controller.split(',').any(|c| c.trim() == name) {
+            let controllers: Vec<&str> = controller.split(',').map(str::trim).collect();
+            let broker_listeners = named.iter().filter(|(n, _)| !controllers.contains(&n.as_str())).count();
+            // A controller-only node serves no broker listener: the setting is its brokers'.
+            let unserved = !named.iter().any(|(n, _)| *n == name) || controllers.contains(&name.as_str());
+            if broker_listeners > 0 && unserved {
                 bail!("inter.broker.listener.name={name}: not one of the listeners brokers serve clients on");
             }
         }
