@@ -147,7 +147,9 @@ async fn controller_connection<S: AsyncRead + AsyncWrite + Unpin + 'static>(
             return;
         }
         let _admitted = admitted;
-        return quorum.serve(stream).await;
+        // A SASL session ends (`connections.max.reauth.ms`): the connection then reads as
+        // closed, and the other node dials and authenticates again.
+        return quorum.serve(Expiring { inner: stream, expires: sasl.expires }).await;
     }
     let stream = Prefixed { first, taken: 0, inner: stream };
     start_session(shard, stream, peer, principal, sasl, listener, admitted).await
@@ -167,6 +169,50 @@ fn may_act_for_cluster(shard: &Shard, principal: &str, host: &str) -> bool {
             ResourceType::Cluster,
             CLUSTER_NAME,
         )
+}
+
+/// A stream that reads as closed once `expires` has passed.
+struct Expiring<S> {
+    inner: S,
+    expires: Option<std::time::Instant>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Expiring<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut [u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.expires.is_some_and(|at| std::time::Instant::now() >= at) {
+            metrics::count(Counter::ExpiredSessionsClosed, 1);
+            return std::task::Poll::Ready(Ok(0));
+        }
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Expiring<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_close(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_close(cx)
+    }
 }
 
 /// A stream whose first bytes were already read: they are read again first.
