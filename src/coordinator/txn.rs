@@ -369,6 +369,17 @@ impl TxnCoordinator {
             });
             b.push(now, Some(&key), value.as_deref(), &[]);
         }
+        // transaction.state.log.min.isr (the topic's min.insync.replicas), before and after,
+        // as Kafka's coordinator writes with acks=all: too few in sync is
+        // COORDINATOR_NOT_AVAILABLE (Kafka's NOT_ENOUGH_REPLICAS, mapped so).
+        let min_isr = p.log().config().min_insync_replicas as usize;
+        let enough = || {
+            let topics = self.topics.borrow().clone();
+            topics.is_none_or(|t| crate::groups::consumer::enough_in_sync(&*t, TXN_TOPIC, index, min_isr))
+        };
+        if !enough() {
+            return Err(code::COORDINATOR_NOT_AVAILABLE);
+        }
         let epoch = p.leader_epoch();
         let info = p.append_nowait(&b.finish()).map_err(|e| {
             tracing::error!(transactional_id = id, partition = index, error = %e, "cannot write to {TXN_TOPIC}");
@@ -382,7 +393,11 @@ impl TxnCoordinator {
                 tracing::error!(transactional_id = id, partition = index, error = %e, "{TXN_TOPIC} record not replicated");
                 code::COORDINATOR_NOT_AVAILABLE
             }
-        })
+        })?;
+        if !enough() {
+            return Err(code::COORDINATOR_NOT_AVAILABLE);
+        }
+        Ok(())
     }
 
     /// Persist a prepared transit of `id` and apply it; on failure the metadata is left as

@@ -223,7 +223,16 @@ pub struct OffsetTable {
     /// producer id, in commit order: applied when the transaction's marker commits it, dropped
     /// when it aborts.
     pending: BTreeMap<(i32, i64), Vec<Staged>>,
+    /// What plain commits written as the leader replaced, kept until those writes are
+    /// replicated: group → partition → [(the end offset of the replacing write, the value
+    /// before it)], in log order. A read sees the value as of the high watermark
+    /// ([`OffsetTable::visible`]), as Kafka's coordinator reads its state at its last
+    /// committed offset: an offset a failover could still lose is never told.
+    replaced: BTreeMap<String, BTreeMap<Tp, Vec<Replaced>>>,
 }
+
+/// The end offset of a write not yet replicated, and the value it replaced.
+type Replaced = (i64, Option<Committed>);
 
 impl OffsetTable {
     /// A plain commit (`None`: a deletion) of `group`'s offset for `tp`, in log order: it
@@ -236,6 +245,40 @@ impl OffsetTable {
             }
         }
         self.set(group, tp, value);
+    }
+
+    /// A plain commit (or deletion) this node wrote as the leader, its write ending at `end`;
+    /// `high_watermark` now: what was replaced stays readable until the write is replicated.
+    pub fn apply_written(&mut self, group: &str, tp: Tp, value: Option<Committed>, end: i64, high_watermark: i64) {
+        let before = self.get(group, &tp).cloned();
+        let history = self.replaced.entry(group.to_string()).or_default().entry(tp.clone()).or_default();
+        history.retain(|(e, _)| *e > high_watermark);
+        history.push((end, before));
+        self.apply(group, tp, value);
+    }
+
+    /// `group`'s offset for `tp` as of `high_watermark`: the value before the first write not
+    /// yet replicated, else the latest.
+    pub fn visible(&self, group: &str, tp: &Tp, high_watermark: i64) -> Option<Committed> {
+        let pending = self.replaced.get(group).and_then(|g| g.get(tp));
+        match pending.and_then(|h| h.iter().find(|(e, _)| *e > high_watermark)) {
+            Some((_, before)) => before.clone(),
+            None => self.get(group, tp).cloned(),
+        }
+    }
+
+    /// Every offset of `group` as of `high_watermark` ([`OffsetTable::visible`]).
+    pub fn visible_group(&self, group: &str, high_watermark: i64) -> BTreeMap<Tp, Committed> {
+        let mut out = self.groups.get(group).cloned().unwrap_or_default();
+        for (tp, history) in self.replaced.get(group).into_iter().flatten() {
+            if let Some((_, before)) = history.iter().find(|(e, _)| *e > high_watermark) {
+                match before {
+                    Some(c) => out.insert(tp.clone(), c.clone()),
+                    None => out.remove(tp),
+                };
+            }
+        }
+        out
     }
 
     fn set(&mut self, group: &str, tp: Tp, value: Option<Committed>) {
@@ -258,6 +301,7 @@ impl OffsetTable {
     /// partition is loaded again).
     pub fn forget_groups(&mut self, mut pick: impl FnMut(&str) -> bool, index: i32) {
         self.groups.retain(|g, _| !pick(g));
+        self.replaced.retain(|g, _| !pick(g));
         self.pending.retain(|(i, _), _| *i != index);
     }
 
@@ -367,6 +411,30 @@ mod tests {
         let expected: Vec<_> = records.iter().map(|(k, v)| (k.clone(), v.as_ref().map(Vec::len))).collect();
         assert_eq!(keys, expected);
         assert!(batches(&[], 10, 1).is_empty());
+    }
+
+    /// A commit written as the leader is read only once replicated: until the high watermark
+    /// passes its write, a read sees the value it replaced (or none); one group's listing
+    /// too; writes stacked before replication show each in turn as the watermark moves.
+    #[test]
+    fn commits_are_visible_once_replicated() {
+        let tp = ("orders".to_string(), 0);
+        let mut t = OffsetTable::default();
+        t.apply_written("g", tp.clone(), Some(committed(10)), 5, 0);
+        assert_eq!(t.visible("g", &tp, 4), None, "not replicated: nothing told");
+        assert!(t.visible_group("g", 4).is_empty());
+        assert_eq!(t.visible("g", &tp, 5).map(|c| c.offset), Some(10));
+        t.apply_written("g", tp.clone(), Some(committed(20)), 8, 5);
+        t.apply_written("g", tp.clone(), Some(committed(30)), 9, 5);
+        assert_eq!(t.visible("g", &tp, 5).map(|c| c.offset), Some(10));
+        assert_eq!(t.visible("g", &tp, 8).map(|c| c.offset), Some(20));
+        assert_eq!(t.visible_group("g", 9).get(&tp).map(|c| c.offset), Some(30));
+        t.apply_written("g", tp.clone(), None, 12, 9);
+        assert_eq!(t.visible("g", &tp, 11).map(|c| c.offset), Some(30), "a deletion not replicated yet");
+        assert_eq!(t.visible("g", &tp, 12), None);
+        assert_eq!(t.get("g", &tp), None, "the table itself follows the log");
+        t.forget_groups(|g| g == "g", 0);
+        assert!(t.replaced.is_empty());
     }
 
     /// Records round-trip; later records win; tombstones delete; Kafka's value v1 is read.

@@ -129,6 +129,10 @@ impl Topics for ShardTopics {
     fn leads(&self, name: &str, partition: i32) -> bool {
         self.0.upgrade().is_some_and(|s| s.leads(name, partition))
     }
+
+    fn in_sync(&self, name: &str, partition: i32) -> Option<usize> {
+        self.0.upgrade()?.in_sync(name, partition)
+    }
 }
 
 /// Every topic of the store as a shard knows it, with the partitions shard `id` of `shards`

@@ -160,6 +160,11 @@ def test_secured_cluster_loses_nothing_through_leader_and_controller_kills(secur
     admin = s.admin()
     admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
     s.wait("three replicas in sync (followers fetch over SASL_SSL)", lambda: s.partition(topic, 1)[1] == list(NODES))
+    # Kafka creates the transaction log with min.insync.replicas = transaction.state.log.min.isr.
+    from confluent_kafka.admin import ConfigResource
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "__transaction_state")])
+    configs = list(described.values())[0].result(30)
+    assert configs["min.insync.replicas"].value == "2"
 
     acked, errors, stop = [], [], threading.Event()
 

@@ -128,7 +128,7 @@ impl Coordinator {
         if records.is_empty() {
             return Ok(());
         }
-        let written = self.append(group, records, super::Batching::Split, |_| {}).await;
+        let written = self.append(group, records, super::Batching::Split, |_, _, _| {}).await;
         if written.is_err() {
             let mut groups = self.consumer_groups.borrow_mut();
             match before {

@@ -538,18 +538,19 @@ impl Coordinator {
     async fn persist(&self, group: &str, commits: Vec<(Tp, Option<Committed>)>, split: bool) -> Result<(), ErrorCode> {
         let records = commits.iter().map(|(tp, c)| offsets::record(group, tp, c.as_ref())).collect();
         let batching = if split { Batching::Split } else { Batching::One };
-        self.append(group, records, batching, |_| {
+        self.append(group, records, batching, |_, end, high_watermark| {
             let mut table = self.offsets.borrow_mut();
             for (tp, value) in commits {
-                table.apply(group, tp, value);
+                table.apply_written(group, tp, value, end, high_watermark);
             }
         })
         .await
     }
 
     /// Append `records` (key, value or tombstone) of `group` to its offsets partition, run
-    /// `applied` with the partition's index once they are in the log (synchronously, before
-    /// any other append), then wait until they are durable. Commits are one batch (a commit
+    /// `applied` with the partition's index, the appended end offset and the high watermark
+    /// once they are in the log (synchronously, before any other append), then wait until
+    /// they are durable. Commits are one batch (a commit
     /// too large for one is refused, as Kafka's); a consumer group's change (`Split`) may take
     /// several, appended together (a group of thousands of members writes more than
     /// `max.message.bytes` at once); a TxnOffsetCommit's is one transactional batch of its
@@ -559,7 +560,7 @@ impl Coordinator {
         group: &str,
         records: Vec<Record>,
         batching: Batching,
-        applied: impl FnOnce(i32),
+        applied: impl FnOnce(i32, i64, i64),
     ) -> Result<(), ErrorCode> {
         let partitions = self.offsets_partitions.get().ok_or(code::COORDINATOR_NOT_AVAILABLE)?;
         let index = offsets_partition(group, partitions);
@@ -586,6 +587,12 @@ impl Coordinator {
         if batches.iter().any(|b| b.len() as u64 > p.log().config().max_message_bytes) {
             return Err(INVALID_COMMIT_OFFSET_SIZE);
         }
+        let min_isr = p.log().config().min_insync_replicas as usize;
+        let enough = || crate::groups::consumer::enough_in_sync(&*self.topics(), OFFSETS_TOPIC, index, min_isr);
+        if !enough() {
+            // Kafka: NOT_ENOUGH_REPLICAS, answered as COORDINATOR_NOT_AVAILABLE (retriable).
+            return Err(code::COORDINATOR_NOT_AVAILABLE);
+        }
         let mut next = None;
         let epoch = p.leader_epoch();
         for batch in &batches {
@@ -600,16 +607,21 @@ impl Coordinator {
             })?;
             next = Some(Offset(info.last_offset + 1));
         }
-        applied(index);
+        applied(index, next.map_or(0, |n| n.0), p.high_watermark().0);
         let Some(next) = next else { return Ok(()) };
-        // Durable on every in-sync replica (Kafka writes these with acks=all).
+        // Durable on every in-sync replica (Kafka writes these with acks=all), and on at least
+        // min.insync.replicas of them (else NOT_ENOUGH_REPLICAS_AFTER_APPEND: not acknowledged).
         p.wait_replicated(next, epoch, crate::replica::INTERNAL_WRITE_TIMEOUT).await.map_err(|e| match e {
             crate::storage::StorageError::Follower => code::NOT_COORDINATOR,
             e => {
                 tracing::error!(group, partition = index, error = %e, "{OFFSETS_TOPIC} records not replicated");
                 code::COORDINATOR_NOT_AVAILABLE
             }
-        })
+        })?;
+        if !enough() {
+            return Err(code::COORDINATOR_NOT_AVAILABLE);
+        }
+        Ok(())
     }
 
     /// OffsetFetch of one group; with `require_stable` (v7+), a partition whose offset an
@@ -627,6 +639,12 @@ impl Coordinator {
         }
         let table = self.offsets.borrow();
         let group = &f.group_id;
+        // What is replicated only (Kafka's coordinator reads at its last committed offset).
+        let high_watermark = self
+            .offsets_partitions
+            .get()
+            .and_then(|n| self.manager.get(OFFSETS_TOPIC, offsets_partition(group, n)))
+            .map_or(i64::MAX, |p| p.high_watermark().0);
         let answer = |topic: &str, partition_index: i32, c: Option<&Committed>| {
             if require_stable && table.has_pending(group, &(topic.to_string(), partition_index)) {
                 return OffsetFetchResponsePartition {
@@ -654,16 +672,19 @@ impl Coordinator {
                     partitions: t
                         .partition_indexes
                         .iter()
-                        .map(|&i| answer(&t.name, i, table.get(group, &(t.name.clone(), i))))
+                        .map(|&i| {
+                            answer(&t.name, i, table.visible(group, &(t.name.clone(), i), high_watermark).as_ref())
+                        })
                         .collect(),
                     name: t.name,
                     ..Default::default()
                 })
                 .collect(),
             None => {
-                let mut by_topic: BTreeMap<&str, Vec<OffsetFetchResponsePartition>> = BTreeMap::new();
-                for ((topic, partition), c) in table.group(group).into_iter().flatten() {
-                    by_topic.entry(topic).or_default().push(answer(topic, *partition, Some(c)));
+                let mut by_topic: BTreeMap<String, Vec<OffsetFetchResponsePartition>> = BTreeMap::new();
+                let visible = table.visible_group(group, high_watermark);
+                for ((topic, partition), c) in &visible {
+                    by_topic.entry(topic.clone()).or_default().push(answer(topic, *partition, Some(c)));
                 }
                 by_topic
                     .into_iter()

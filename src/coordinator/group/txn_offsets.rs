@@ -80,7 +80,7 @@ impl Coordinator {
         commits: Vec<(Tp, Committed)>,
     ) -> Result<(), ErrorCode> {
         let records = commits.iter().map(|(tp, c)| offsets::record(group, tp, Some(c))).collect();
-        self.append(group, records, Batching::Transactional { pid, epoch }, |index| {
+        self.append(group, records, Batching::Transactional { pid, epoch }, |index, _, _| {
             let mut table = self.offsets.borrow_mut();
             for (tp, c) in commits {
                 table.stage(index, pid, group, tp, c);

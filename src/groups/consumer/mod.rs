@@ -57,6 +57,18 @@ pub trait Topics {
     fn leads(&self, _name: &str, _partition: i32) -> bool {
         true
     }
+    /// How many replicas of a partition are in sync (`None`: unknown; standalone, one).
+    fn in_sync(&self, _name: &str, _partition: i32) -> Option<usize> {
+        Some(1)
+    }
+}
+
+/// Whether a coordinator may write to its partition `partition` of `topic`, whose
+/// `min.insync.replicas` is `min` (`offsets.topic...` defaults, `transaction.state.log.min.isr`):
+/// as Kafka's coordinators write with acks=all, too few replicas in sync refuse the write
+/// (NOT_ENOUGH_REPLICAS, which the coordinators answer as COORDINATOR_NOT_AVAILABLE).
+pub fn enough_in_sync(topics: &dyn Topics, topic: &str, partition: i32, min: usize) -> bool {
+    topics.in_sync(topic, partition).is_some_and(|n| n >= min)
 }
 
 impl<F: Fn(&str) -> Option<TopicMeta>> Topics for F {

@@ -333,7 +333,7 @@ pub async fn ensure_offsets_topic(shard: &Rc<Shard>) -> bool {
     }
     let c = &shard.config().coordinator;
     let factor = shard.config().cluster.as_ref().map_or(-1, |c| c.offsets_replication_factor);
-    ensure_internal_topic(shard, OFFSETS_TOPIC, c.offsets_partitions, factor, c.offsets_segment_bytes).await
+    ensure_internal_topic(shard, OFFSETS_TOPIC, c.offsets_partitions, factor, c.offsets_segment_bytes, Vec::new()).await
 }
 
 /// Create `__transaction_state` unless it exists (as [`ensure_offsets_topic`]).
@@ -343,7 +343,14 @@ pub async fn ensure_txn_topic(shard: &Rc<Shard>) -> bool {
     }
     let c = shard.txn().config();
     let factor = shard.config().cluster.as_ref().map_or(-1, |c| c.txn_replication_factor);
-    ensure_internal_topic(shard, TXN_TOPIC, c.partitions, factor, c.segment_bytes).await
+    // Clustered, its min.insync.replicas is transaction.state.log.min.isr, as Kafka creates it.
+    let min_isr = shard.config().cluster.as_ref().map(|_| {
+        let given = shard.config().settings.get("transaction.state.log.min.isr");
+        given.and_then(|v| v.trim().parse::<i32>().ok()).unwrap_or(2)
+    });
+    let extra: Vec<(String, String)> =
+        min_isr.into_iter().map(|n| ("min.insync.replicas".to_string(), n.to_string())).collect();
+    ensure_internal_topic(shard, TXN_TOPIC, c.partitions, factor, c.segment_bytes, extra).await
 }
 
 /// Create an internal topic kept for good, every write durable before it is answered.
@@ -355,8 +362,9 @@ async fn ensure_internal_topic(
     partitions: u32,
     factor: i16,
     segment_bytes: u64,
+    extra: Vec<(String, String)>,
 ) -> bool {
-    let call = CreateTopic {
+    let mut call = CreateTopic {
         name: name.to_string(),
         partitions: partitions as i64,
         replication_factor: factor,
@@ -371,6 +379,7 @@ async fn ensure_internal_topic(
         ],
         validate_only: false,
     };
+    call.configs.extend(extra);
     match shard.call(0, call).await {
         Ok(Ok(())) => true,
         Ok(Err(e)) if e.code == code::TOPIC_ALREADY_EXISTS => true,

@@ -90,13 +90,13 @@ pub const REPLICATION: &[Setting] = &[
         )
     },
     Setting {
-        inert: true,
         ..Setting::int(
             "transaction.state.log.min.isr",
             1,
             I32,
             "2",
-            "Accepted, no effect: the transaction log's own `min.insync.replicas` applies to its writes.",
+            "A clustered node creates `__transaction_state` with this `min.insync.replicas`: the transaction \
+             coordinator's writes need that many replicas in sync (else COORDINATOR_NOT_AVAILABLE, as in Kafka).",
         )
     },
 ];
