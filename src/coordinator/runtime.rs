@@ -36,6 +36,13 @@ impl Loads {
         true
     }
 
+    /// Whether the load of `generation` is still the one that counts for `index`: a load
+    /// checks it before each chunk it replays and stops at once when superseded (a newer
+    /// leadership's load, or none), so it never writes into the state the newer one builds.
+    pub fn is_current(&self, index: i32, generation: u64) -> bool {
+        self.loading.borrow().get(&index) == Some(&generation)
+    }
+
     /// No load of `index` counts any more (this node stopped leading it).
     pub fn cancel(&self, index: i32) {
         self.loading.borrow_mut().remove(&index);
@@ -86,13 +93,17 @@ mod tests {
         let loads = Loads::default();
         let first = loads.begin(3);
         assert!(loads.is_loading(3) && !loads.is_loading(4));
+        assert!(loads.is_current(3, first));
         let second = loads.begin(3);
+        assert!(!loads.is_current(3, first), "the first load stops at its next chunk");
+        assert!(loads.is_current(3, second));
         let other = loads.begin(4);
         assert!(!loads.finish(3, first), "a superseded load must not be used");
         assert!(loads.is_loading(3));
         assert!(loads.finish(3, second));
         assert!(!loads.is_loading(3));
         loads.cancel(4);
+        assert!(!loads.is_current(4, other), "a resignation stops the load under way");
         assert!(!loads.finish(4, other), "a load after resigning must not be used");
         assert!(!loads.is_loading(4));
     }

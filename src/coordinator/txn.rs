@@ -236,15 +236,25 @@ impl TxnCoordinator {
     pub async fn load(&self) -> anyhow::Result<usize> {
         let mut records = 0;
         for (index, p) in crate::coordinator::runtime::partitions_of(&self.manager, TXN_TOPIC) {
-            records += self.load_partition(index, &p).await?;
+            records += self.load_partition(index, &p, None).await?;
         }
         Ok(records)
     }
 
-    async fn load_partition(&self, index: i32, p: &Rc<crate::storage::Partition<DmaDisk>>) -> anyhow::Result<usize> {
+    /// Replay partition `index`; a leadership's load (`generation`) stops at once when a newer
+    /// one (or a resignation) supersedes it, writing nothing more into the state.
+    async fn load_partition(
+        &self,
+        index: i32,
+        p: &Rc<crate::storage::Partition<DmaDisk>>,
+        generation: Option<u64>,
+    ) -> anyhow::Result<usize> {
         let mut records = 0;
         let limit = p.log().config().decompress_limit();
         p.for_each_chunk(|bytes| -> anyhow::Result<()> {
+            if generation.is_some_and(|g| !self.loads.is_current(index, g)) {
+                anyhow::bail!("{TXN_TOPIC}-{index}: load superseded");
+            }
             let mut failed = None;
             crate::groups::offsets::for_each_record(bytes, limit, |key, value, offset| {
                 records += 1;
@@ -279,7 +289,7 @@ impl TxnCoordinator {
         let (me, host) = (self.clone(), host.clone());
         async move {
             let Some(p) = me.manager.get(TXN_TOPIC, index) else { return };
-            let loaded = me.load_partition(index, &p).await;
+            let loaded = me.load_partition(index, &p, Some(generation)).await;
             if !me.loads.finish(index, generation) {
                 return; // superseded
             }

@@ -17,7 +17,7 @@ impl Coordinator {
         let me = self.clone();
         async move {
             let Some(p) = me.manager.get(OFFSETS_TOPIC, index) else { return };
-            let loaded = me.load_partition(index, &p).await;
+            let loaded = me.load_partition(index, &p, Some(generation)).await;
             if !me.loads.finish(index, generation) {
                 return; // superseded (another leadership, or none)
             }

@@ -186,15 +186,24 @@ impl Coordinator {
     pub async fn load(&self) -> anyhow::Result<usize> {
         let mut records = 0;
         for (index, p) in partitions_of(&self.manager, OFFSETS_TOPIC) {
-            records += self.load_partition(index, &p).await?;
+            records += self.load_partition(index, &p, None).await?;
         }
         Ok(records)
     }
 
-    async fn load_partition(&self, index: i32, p: &Rc<crate::storage::Partition<DmaDisk>>) -> anyhow::Result<usize> {
+    async fn load_partition(
+        &self,
+        index: i32,
+        p: &Rc<crate::storage::Partition<DmaDisk>>,
+        generation: Option<u64>,
+    ) -> anyhow::Result<usize> {
         let mut records = 0;
         let limit = p.log().config().decompress_limit();
         p.for_each_chunk(|bytes| -> anyhow::Result<()> {
+            // A leadership's load (`generation`) stops at once when superseded.
+            if generation.is_some_and(|g| !self.loads.is_current(index, g)) {
+                anyhow::bail!("{OFFSETS_TOPIC}-{index}: load superseded");
+            }
             records += self
                 .offsets
                 .borrow_mut()
