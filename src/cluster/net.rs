@@ -289,7 +289,10 @@ impl Peer {
         let socket = resolved.ok_or_else(|| failed(io::Error::new(io::ErrorKind::NotFound, "no address")))?;
         let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h).trim_matches(['[', ']']);
         let security = self.dial.security.current();
-        let mut stream = match security.connect(host, socket, CONNECT_TIMEOUT.max(limit)).await {
+        // A plain connection within the call's bound; TLS and SASL take round trips of their
+        // own (and SCRAM's hashing), so a secured one gets the whole connect timeout.
+        let limit = if security.tls.is_none() && security.login.is_none() { limit } else { CONNECT_TIMEOUT };
+        let mut stream = match security.connect(host, socket, limit).await {
             Ok(s) => s,
             // Refused or unreachable: openraft backs off. Authentication refused or a failed
             // handshake: the same, and this node's log says why (each attempt).

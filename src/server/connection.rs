@@ -147,11 +147,9 @@ async fn controller_connection<S: AsyncRead + AsyncWrite + Unpin + 'static>(
             return;
         }
         let _admitted = admitted;
-        // A SASL session ends (`connections.max.reauth.ms`): the connection then reads as
-        // closed, and the other node dials and authenticates again.
-        return quorum.serve(Expiring { inner: stream, expires: sasl.expires }).await;
+        return quorum.serve(Handed::expiring(stream, sasl.expires)).await;
     }
-    let stream = Prefixed { first, taken: 0, inner: stream };
+    let stream = Handed::prefixed(first, stream);
     start_session(shard, stream, peer, principal, sasl, listener, admitted).await
 }
 
@@ -171,58 +169,30 @@ fn may_act_for_cluster(shard: &Shard, principal: &str, host: &str) -> bool {
         )
 }
 
-/// A stream that reads as closed once `expires` has passed.
-struct Expiring<S> {
+/// A stream as the CONTROLLER listener hands it on: the bytes already read from it (`first`
+/// from `taken` on) are read again first, and once `expires` has passed (a quorum
+/// connection's SASL session, `connections.max.reauth.ms`) it reads as closed, so the other
+/// node dials and authenticates again.
+struct Handed<S> {
+    first: [u8; 4],
+    taken: usize,
     inner: S,
     expires: Option<std::time::Instant>,
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Expiring<S> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut [u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        if self.expires.is_some_and(|at| std::time::Instant::now() >= at) {
-            metrics::count(Counter::ExpiredSessionsClosed, 1);
-            return std::task::Poll::Ready(Ok(0));
-        }
-        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+impl<S> Handed<S> {
+    /// A Kafka client's stream, its first 4 bytes read.
+    fn prefixed(first: [u8; 4], inner: S) -> Handed<S> {
+        Handed { first, taken: 0, inner, expires: None }
+    }
+
+    /// A quorum connection's stream (its preface consumed), closed once `expires` passes.
+    fn expiring(inner: S, expires: Option<std::time::Instant>) -> Handed<S> {
+        Handed { first: [0; 4], taken: 4, inner, expires }
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Expiring<S> {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_close(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_close(cx)
-    }
-}
-
-/// A stream whose first bytes were already read: they are read again first.
-struct Prefixed<S> {
-    first: [u8; 4],
-    taken: usize,
-    inner: S,
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
+impl<S: AsyncRead + Unpin> AsyncRead for Handed<S> {
     fn poll_read(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
@@ -235,11 +205,15 @@ impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
             self.taken += n;
             return std::task::Poll::Ready(Ok(n));
         }
+        if self.expires.is_some_and(|at| std::time::Instant::now() >= at) {
+            metrics::count(Counter::ExpiredSessionsClosed, 1);
+            return std::task::Poll::Ready(Ok(0));
+        }
         std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Handed<S> {
     fn poll_write(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
