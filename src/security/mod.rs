@@ -10,6 +10,7 @@
 
 pub mod acl;
 pub mod mapping;
+pub mod oauth;
 pub mod quota;
 pub mod sasl;
 

@@ -1,14 +1,15 @@
 //! The server side of a SASL exchange: SCRAM-SHA-256/512 (RFC 5802: client-first,
-//! server-first, client-final, server-final) and PLAIN (`authzid NUL authcid NUL password`),
-//! each a state machine fed the client's messages and answering the next message, or the
-//! authenticated user at the end, or the failure message to send.
+//! server-first, client-final, server-final), PLAIN (`authzid NUL authcid NUL password`) and
+//! OAUTHBEARER (RFC 7628 with an OIDC token, [`super::oauth`]), each a state machine fed the
+//! client's messages and answering the next message, or the authenticated user at the end,
+//! or the failure message to send.
 
 use super::{constant_time_eq, random_token, Credential, Credentials, Mechanism, MIN_ITERATIONS};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 
 /// The SASL mechanisms tidemark serves.
-pub const MECHANISMS: [&str; 3] = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"];
+pub const MECHANISMS: [&str; 4] = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "OAUTHBEARER"];
 
 /// What a step of the exchange gives.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +29,7 @@ pub struct Failed(pub String);
 pub enum Exchange {
     Plain,
     Scram(Mechanism, Scram),
+    OAuthBearer,
 }
 
 /// Where a SCRAM exchange is.
@@ -51,6 +53,7 @@ impl Exchange {
     pub fn start(mechanism: &str) -> Option<Exchange> {
         match mechanism {
             "PLAIN" => Some(Exchange::Plain),
+            "OAUTHBEARER" => Some(Exchange::OAuthBearer),
             m => Mechanism::parse(m).filter(|x| x.name() == m).map(|x| Exchange::Scram(x, Scram::First)),
         }
     }
@@ -59,6 +62,7 @@ impl Exchange {
         match self {
             Exchange::Plain => "PLAIN",
             Exchange::Scram(m, _) => m.name(),
+            Exchange::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -66,12 +70,20 @@ impl Exchange {
     /// The next step, its costly part (PLAIN's password hashing) off the shard's thread, on
     /// glommio's blocking pool: a PLAIN login with 16384 iterations does not stall the
     /// partitions of its shard.
-    pub async fn step_off_thread(&mut self, message: &[u8], credentials: &Credentials) -> Result<Step, Failed> {
+    /// OAUTHBEARER's token is checked against `oauth` (none: the listener has no validator,
+    /// and every token is refused).
+    pub async fn step_off_thread(
+        &mut self,
+        message: &[u8],
+        credentials: &Credentials,
+        oauth: Option<&super::oauth::Validator>,
+    ) -> Result<Step, Failed> {
         match self {
             Exchange::Plain => {
                 let check = PlainCheck::parse(message, credentials)?;
                 glommio::executor().spawn_blocking(move || check.verify()).await
             }
+            Exchange::OAuthBearer => oauth_bearer(message, oauth),
             _ => self.step(message, credentials),
         }
     }
@@ -79,6 +91,7 @@ impl Exchange {
     pub fn step(&mut self, message: &[u8], credentials: &Credentials) -> Result<Step, Failed> {
         match self {
             Exchange::Plain => plain(message, credentials),
+            Exchange::OAuthBearer => oauth_bearer(message, None),
             Exchange::Scram(m, state) => {
                 let m = *m;
                 let generic = || {
@@ -213,6 +226,17 @@ fn client_final(
         return None;
     }
     Some(format!("v={}", B64.encode(m.mac(&credential.server_key, auth_message.as_bytes()))))
+}
+
+/// OAUTHBEARER: the client's one message, its token validated (the reason goes to the log and
+/// to the client, as the token is the client's own).
+fn oauth_bearer(message: &[u8], oauth: Option<&super::oauth::Validator>) -> Result<Step, Failed> {
+    let refused = |why: String| Failed(format!("Authentication failed: invalid_token: {why}"));
+    let token = super::oauth::bearer_token(message).map_err(refused)?;
+    let oauth = oauth.ok_or_else(|| refused("no token validator on this listener".into()))?;
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let v = super::oauth::validate(token, &oauth.jwks, &oauth.expect, now_ms).map_err(refused)?;
+    Ok(Step::Done { user: v.subject, reply: Vec::new() })
 }
 
 /// PLAIN: `authzid NUL authcid NUL password`, checked against the user's SCRAM credentials.

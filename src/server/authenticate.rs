@@ -69,6 +69,11 @@ struct Reauth {
     refused: Option<String>,
 }
 
+/// OAUTHBEARER's validator, as it is now (none: no listener offers it).
+fn oauth(shard: &Shard) -> Option<crate::security::oauth::Validator> {
+    shard.config().oauth.as_ref().map(|o| o.current())
+}
+
 /// The session lifetime that starts now: when it ends and what SaslAuthenticate v1+ says.
 fn lifetime(shard: &Shard) -> (Option<Instant>, i64) {
     match shard.config().sasl.max_reauth {
@@ -134,7 +139,7 @@ pub async fn reauth_step(
     if let Some(reason) = r.refused.take() {
         return Err(failed(reason));
     }
-    match r.exchange.step_off_thread(auth_bytes, &shard.credentials()).await {
+    match r.exchange.step_off_thread(auth_bytes, &shard.credentials(), oauth(shard).as_ref()).await {
         Ok(Step::Continue(reply)) => {
             session.borrow_mut().reauth = Some(r);
             Ok(SaslAuthenticateResponse { auth_bytes: reply.into(), ..Default::default() })
@@ -185,7 +190,7 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
         let frame = read_frame(stream, idle, max, peer).await?;
         if let Some((x, Framing::Raw)) = exchange.as_mut() {
             // A raw token: answered with a raw token, failures close without a word.
-            match x.step_off_thread(&frame, &shard.credentials()).await {
+            match x.step_off_thread(&frame, &shard.credentials(), oauth(shard).as_ref()).await {
                 Ok(Step::Continue(reply)) => write_frame(stream, &reply).await?,
                 Ok(Step::Done { user, reply }) => {
                     write_frame(stream, &reply).await?;
@@ -237,7 +242,7 @@ pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                 exchange = Some((x, framing));
             }
             (Request::SaslAuthenticate(a), Some((x, Framing::Requests))) => {
-                match x.step_off_thread(&a.auth_bytes, &shard.credentials()).await {
+                match x.step_off_thread(&a.auth_bytes, &shard.credentials(), oauth(shard).as_ref()).await {
                     Ok(Step::Continue(reply)) => {
                         respond(stream, &header, auth_response(code::NONE, None, reply)).await?
                     }

@@ -58,6 +58,8 @@ pub struct BrokerConfig {
     /// How this node's links to the other brokers and to the controllers are secured
     /// (resolved with the listeners).
     pub links: crate::server::links::ClusterLinks,
+    /// SASL/OAUTHBEARER's token validator, when a listener offers it (made at startup).
+    pub oauth: Option<crate::server::oauth::OAuth>,
     pub shards: usize,
     /// `tidemark.shard.io.memory.bytes`: each shard's registered DMA buffer pool
     /// ([`crate::io::DEFAULT_SHARD_IO_MEMORY`]).
@@ -127,6 +129,7 @@ impl BrokerConfig {
             listeners: listeners::resolve(None, None, None, addr, &host_name())?,
             controller_listener: None,
             links: Default::default(),
+            oauth: None,
             shards,
             shard_io_memory: crate::io::DEFAULT_SHARD_IO_MEMORY,
             batch_cache: true,

@@ -34,6 +34,7 @@ pub mod limits;
 pub mod links;
 pub mod listeners;
 pub mod metrics_http;
+pub mod oauth;
 pub mod peers;
 pub mod producer_ids;
 pub mod publish;
@@ -128,6 +129,10 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     let dynamic = configs::DynamicConfigs::load(&config.data_dir)?;
     // The listeners, with their TLS stores as last changed at runtime.
     config.resolve_listeners(&dynamic.node)?;
+    // OAUTHBEARER's validator, its keys fetched now, when a listener offers it.
+    let mut all = config.listeners.iter().chain(config.controller_listener.iter());
+    let offered = all.find(|l| l.sasl_mechanisms.iter().any(|m| m == "OAUTHBEARER")).map(|l| l.name.clone());
+    config.oauth = oauth::OAuth::from_settings(&config.settings, offered.as_deref())?;
     for l in &config.listeners {
         check_port_free(l.addr)?;
     }
@@ -251,6 +256,9 @@ async fn run_shard(
             .with_context(|| format!("--metrics-listen {addr}"))?;
         glommio::spawn_local(metrics_http::serve(shard.clone(), listener, stop.clone())).detach();
         tracing::info!(%addr, "metrics at http://{addr}/metrics");
+    }
+    if let (0, Some(oauth)) = (id, config.oauth.clone()) {
+        glommio::spawn_local(oauth.keep_fresh(stop.clone())).detach();
     }
     if id == 0 {
         match control::quorum::start(&shard, stop.clone()).await {

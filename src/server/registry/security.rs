@@ -50,6 +50,75 @@ pub const AUTH: &[Setting] = &[
         )
     },
     Setting {
+        per_listener: true,
+        valid: "`https://...`, `http://...` or `file://...`",
+        ..Setting::text(
+            "sasl.oauthbearer.jwks.endpoint.url",
+            "OAUTHBEARER (KIP-768): where the identity provider's signing keys (a JWKS document) are; fetched at \
+             startup and every `sasl.oauthbearer.jwks.endpoint.refresh.ms`. Needed when a listener offers OAUTHBEARER.",
+        )
+    },
+    Setting {
+        per_listener: true,
+        ..Setting::long(
+            "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+            1000,
+            i64::MAX,
+            "3600000",
+            "How often the JWKS is fetched again (a failure keeps the keys in force).",
+        )
+    },
+    Setting {
+        per_listener: true,
+        kind: ConfigType::List,
+        ..Setting::text(
+            "sasl.oauthbearer.expected.audience",
+            "A token's `aud` must name one of these (empty: any audience).",
+        )
+    },
+    Setting {
+        per_listener: true,
+        ..Setting::text("sasl.oauthbearer.expected.issuer", "A token's `iss` must be this (empty: any issuer).")
+    },
+    Setting {
+        per_listener: true,
+        ..Setting::int(
+            "sasl.oauthbearer.clock.skew.seconds",
+            0,
+            I32,
+            "30",
+            "How far the broker's clock and the identity provider's may differ when `exp`, `iat` and `nbf` are checked.",
+        )
+    },
+    Setting {
+        per_listener: true,
+        default: Some("sub"),
+        ..Setting::text("sasl.oauthbearer.sub.claim.name", "The claim whose value is the principal (`User:<value>`).")
+    },
+    Setting {
+        per_listener: true,
+        default: Some("scope"),
+        inert: true,
+        ..Setting::text("sasl.oauthbearer.scope.claim.name", "Accepted; scopes are not checked (Kafka checks none either).")
+    },
+    Setting {
+        per_listener: true,
+        valid: "empty, or Kafka's `OAuthBearerValidatorCallbackHandler`",
+        take: |_, v| match v.text() {
+            "" | "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+            | "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler" => Ok(()),
+            other => bail!(
+                "{}={other}: tidemark validates OAUTHBEARER tokens as Kafka's OAuthBearerValidatorCallbackHandler \
+                 (OIDC JWTs against sasl.oauthbearer.jwks.endpoint.url); other handlers are not served",
+                v.key
+            ),
+        },
+        ..Setting::text(
+            "sasl.server.callback.handler.class",
+            "OAUTHBEARER's token check: Kafka's OAuthBearerValidatorCallbackHandler, which tidemark always is.",
+        )
+    },
+    Setting {
         take: |c, v| {
             c.sasl.max_receive_size = v.int()? as usize;
             Ok(())
