@@ -363,7 +363,7 @@ impl<D: Disk> Controller<D> {
         limit: Duration,
     ) -> Result<(), super::types::VoterChangeError> {
         match self.leader().await {
-            Some(l) if l == self.config.node_id => net::add_voter(&self.raft, id, node, limit).await,
+            Some(l) if l == self.config.node_id => super::voters::add_voter(&self.raft, id, node, limit).await,
             leader => {
                 let rpc = net::Rpc::AddVoter { id, node, timeout_ms: limit.as_millis() as u64 };
                 self.voter_change_at(leader, rpc, limit + Duration::from_secs(2)).await
@@ -375,7 +375,7 @@ impl<D: Disk> Controller<D> {
     /// controller.
     pub async fn remove_voter(&self, id: u64, directory_id: &str) -> Result<(), super::types::VoterChangeError> {
         match self.leader().await {
-            Some(l) if l == self.config.node_id => net::remove_voter(&self.raft, id, directory_id).await,
+            Some(l) if l == self.config.node_id => super::voters::remove_voter(&self.raft, id, directory_id).await,
             leader => {
                 let rpc = net::Rpc::RemoveVoter { id, directory_id: directory_id.to_string() };
                 self.voter_change_at(leader, rpc, net::WRITE_TIMEOUT + Duration::from_secs(2)).await

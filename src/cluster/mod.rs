@@ -3,7 +3,8 @@
 //! - [`types`]: openraft's type configuration and the metadata commands;
 //! - [`log_store`]: the Raft log, kept in a tidemark partition log (Raft index = offset);
 //! - [`state`]: the metadata image and its snapshots;
-//! - [`net`]: the RPCs between controllers (TCP, JSON frames);
+//! - [`net`]: the RPCs between controllers (TCP, or TLS and SASL as the controller listener says; JSON frames);
+//! - [`voters`]: a dynamic quorum's voter changes (AddRaftVoter, RemoveRaftVoter);
 //! - [`controller`]: starting a voter, forming the quorum, writing through the leader;
 //! - [`observer`]: a broker-only node following the quorum without a vote;
 //! - [`member`]: either, as the broker sees its node's place in the quorum;
@@ -21,3 +22,4 @@ pub mod rt;
 pub mod settings;
 pub mod state;
 pub mod types;
+pub mod voters;
