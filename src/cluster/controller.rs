@@ -210,7 +210,7 @@ pub async fn start<D: Disk>(disk: D, config: ControllerConfig) -> io::Result<Con
         cluster: config.cluster_hash(),
         observers: RefCell::default(),
     });
-    glommio::spawn_local(net::serve(served.clone(), listener, config.cluster_hash(), stop.clone())).detach();
+    glommio::spawn_local(net::serve(served.clone(), listener)).detach();
     glommio::spawn_local(fence_silent_brokers(served.clone(), config.clone(), stop.clone())).detach();
     if !raft.is_initialized().await.map_err(io::Error::other)? {
         match config.initial.clone() {

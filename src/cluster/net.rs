@@ -516,13 +516,9 @@ pub struct Served<D: Disk> {
     pub observers: std::cell::RefCell<std::collections::BTreeMap<u64, (u64, i64)>>,
 }
 
-/// Serve the quorum's RPCs on `listener` until `stop` is set: one task per connection.
-pub async fn serve<D: Disk>(
-    served: Rc<Served<D>>,
-    listener: glommio::net::TcpListener,
-    cluster: u64,
-    stop: Rc<Cell<bool>>,
-) {
+/// Serve the quorum's RPCs on `listener` until the node stops (`served.stop`): one task per connection.
+pub async fn serve<D: Disk>(served: Rc<Served<D>>, listener: glommio::net::TcpListener) {
+    let stop = served.stop.clone();
     loop {
         let accepted = within(Duration::from_millis(200), listener.accept()).await;
         if stop.get() {
@@ -543,13 +539,13 @@ pub async fn serve<D: Disk>(
             accept(stream);
             continue;
         }
-        let (served, stop) = (served.clone(), stop.clone());
+        let served = served.clone();
         glommio::spawn_local(async move {
             let mut stream = stream;
             let mut first = [0u8; 4];
             match within(Duration::from_secs(10), stream.read_exact(&mut first)).await {
                 Some(Ok(())) if first == PREFACE => {
-                    if let Err(e) = connection(served, stream, cluster, stop).await {
+                    if let Err(e) = connection(served, stream).await {
                         tracing::debug!(error = %e, "controller connection closed");
                     }
                 }
@@ -574,8 +570,7 @@ impl<D: Disk> QuorumDoor<D> {
     /// Serve `stream` as a quorum connection, until it closes.
     pub async fn serve<S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin>(&self, stream: S) {
         let Some(served) = self.0.upgrade() else { return };
-        let (stop, cluster) = (served.stop.clone(), served.cluster);
-        if let Err(e) = connection(served, stream, cluster, stop).await {
+        if let Err(e) = connection(served, stream).await {
             tracing::debug!(error = %e, "controller connection closed");
         }
     }
@@ -584,9 +579,8 @@ impl<D: Disk> QuorumDoor<D> {
 async fn connection<D: Disk, S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin>(
     served: Rc<Served<D>>,
     mut stream: S,
-    cluster: u64,
-    stop: Rc<Cell<bool>>,
 ) -> io::Result<()> {
+    let (cluster, stop) = (served.cluster, served.stop.clone());
     loop {
         // The voter set's hash, before any body is read: a connection of another cluster (or
         // of anything that is not a controller) is answered and closed, never buffered.
